@@ -1,0 +1,49 @@
+"""Exception tree of infercast.
+
+Every error a user can cause by what they type or the files they pass is an
+``InfercastError``; the CLI prints its message on one line and exits with
+code 2. Anything else is a bug and keeps its traceback.
+
+    InfercastError
+    +-- ConfigError            bad user input: flags, config files, values
+    |   +-- UnknownModelError      a model name that is neither a preset nor a path
+    |   +-- ModelConfigError       a config.json that is malformed or misses a field
+    |   +-- UnknownHardwareError   a part that is neither a preset nor a spec file
+    |   +-- UnknownDtypeError      a precision name infercast does not know
+    +-- DoesNotFitError        a configuration that does not fit in memory
+    +-- DataError              a measurement/trace file that cannot be read
+"""
+
+from __future__ import annotations
+
+
+class InfercastError(Exception):
+    """Base of every error caused by user input; its message is one line."""
+
+
+class ConfigError(InfercastError, ValueError):
+    """A flag, config value or file is invalid; the message names it and the fix."""
+
+
+class UnknownModelError(ConfigError):
+    """A model name that is neither a shipped preset nor a config path."""
+
+
+class ModelConfigError(ConfigError):
+    """A model config.json that is malformed, unsupported or misses a field."""
+
+
+class UnknownHardwareError(ConfigError):
+    """A hardware name that is neither a shipped preset nor a spec file."""
+
+
+class UnknownDtypeError(ConfigError):
+    """A precision name infercast does not know."""
+
+
+class DoesNotFitError(InfercastError):
+    """A configuration whose weights and KV cache do not fit in device memory."""
+
+
+class DataError(InfercastError):
+    """A data file (measurements, trace) that cannot be read as documented."""

@@ -1,0 +1,46 @@
+"""The scheduler's output: plain data that the simulator costs and the engine executes."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class ScheduledSeq:
+    """One request's share of a step.
+
+    ``num_new_tokens`` tokens are computed this step on top of
+    ``num_cached_tokens`` already in the KV cache (a prefill chunk, a prefix-cache
+    hit resumed, or 1 decode token; 1 + k for a speculative verify).
+    ``block_table`` lists the physical KV blocks that hold positions
+    ``0 .. num_cached_tokens + num_new_tokens - 1``. ``samples`` is True when the
+    step ends with a sampled output token (a decode, or the last prefill chunk).
+    """
+
+    request_id: str
+    num_new_tokens: int
+    num_cached_tokens: int
+    block_table: tuple[int, ...] = ()
+    samples: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class Batch:
+    """What one forward step runs. Empty when nothing can run."""
+
+    seqs: tuple[ScheduledSeq, ...] = ()
+    preempted: tuple[str, ...] = ()  # request ids preempted while building this batch
+
+    @property
+    def num_tokens(self) -> int:
+        """Total new tokens computed this step (the token budget it used)."""
+        return sum(s.num_new_tokens for s in self.seqs)
+
+    @property
+    def num_seqs(self) -> int:
+        """Number of requests in the step."""
+        return len(self.seqs)
+
+    @property
+    def is_empty(self) -> bool:
+        return not self.seqs
