@@ -1,0 +1,165 @@
+"""Paged KV cache bookkeeping: fixed-size blocks, a free pool, ref counts, prefix cache.
+
+No tensors here: a block is an integer id; the engine maps ids to memory, the
+simulator only counts them. Design after vLLM v1's ``KVCacheManager``:
+
+- A request's ``block_table`` lists the blocks holding its positions
+  ``0 .. n-1`` (block ``i`` holds positions ``i*block_size .. (i+1)*block_size-1``).
+- Allocation is all-or-nothing: :meth:`BlockManager.allocate` returns ``None``
+  and changes nothing when too few blocks are free; the scheduler then preempts
+  and retries.
+- Prefix caching: a full prompt block whose content hash is known is
+  *registered* (hash -> block). A later request whose leading block hashes
+  match reuses those blocks (ref count + 1) instead of recomputing them. A
+  block whose ref count drops to 0 keeps its hash and stays reusable until the
+  pool needs it back; those "cached free" blocks are evicted least recently
+  freed first, and only after the plain free blocks are used up.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Sequence
+
+from infercast.errors import ConfigError
+
+
+def cdiv(a: int, b: int) -> int:
+    """Ceiling division for non-negative ints."""
+    return -(-a // b)
+
+
+def hash_token_blocks(token_ids: Sequence[int], block_size: int) -> tuple[int, ...]:
+    """Chained hashes of the full blocks of ``token_ids`` (partial tail block excluded).
+
+    Hash i covers tokens ``0 .. (i+1)*block_size-1`` through the chain, as in
+    vLLM's prefix caching, so equal hashes mean equal prefixes. Python's
+    ``hash`` of int tuples is not salted, so hashes are stable across runs.
+    """
+    hashes: list[int] = []
+    prev = 0
+    for start in range(0, len(token_ids) - block_size + 1, block_size):
+        prev = hash((prev, tuple(token_ids[start : start + block_size])))
+        hashes.append(prev)
+    return tuple(hashes)
+
+
+def synthetic_block_hashes(prefix_group: int, prefix_tokens: int, block_size: int) -> tuple[int, ...]:
+    """Block hashes of a shared prefix without token ids (the simulator's stand-in).
+
+    Requests with the same ``prefix_group`` share their first ``prefix_tokens``
+    tokens; the hash of block i is a function of (group, i) only, which is
+    what a chained hash of identical token blocks would give. The request's
+    own tokens after the prefix are unique, so they get no hash (never shared).
+    """
+    return tuple(hash(("prefix", prefix_group, i)) for i in range(prefix_tokens // block_size))
+
+
+class BlockManager:
+    """Free pool, ref counts and prefix-cache index of one replica's KV blocks."""
+
+    def __init__(self, num_blocks: int, block_size: int, enable_prefix_caching: bool = False):
+        if num_blocks < 1:
+            raise ConfigError(f"num_blocks={num_blocks}: need at least 1 KV block")
+        if block_size < 1:
+            raise ConfigError(f"block_size={block_size}: must be a positive number of tokens")
+        self.num_blocks = num_blocks
+        self.block_size = block_size
+        self.enable_prefix_caching = enable_prefix_caching
+        # Plain free blocks, used as a stack (last freed is reused first: cheap slicing).
+        self._free: list[int] = list(range(num_blocks - 1, -1, -1))
+        # Free blocks that still hold a registered prefix; insertion order = LRU order.
+        self._cached_free: OrderedDict[int, None] = OrderedDict()
+        self.ref_counts: list[int] = [0] * num_blocks
+        self._hash_to_block: dict[int, int] = {}
+        self._block_to_hash: dict[int, int] = {}
+        self.num_evictions = 0
+
+    @property
+    def num_free_blocks(self) -> int:
+        """Blocks an allocation can take now (plain free + evictable cached)."""
+        return len(self._free) + len(self._cached_free)
+
+    @property
+    def num_used_blocks(self) -> int:
+        return self.num_blocks - self.num_free_blocks
+
+    @property
+    def usage(self) -> float:
+        """Fraction of blocks referenced by some request (0..1)."""
+        return self.num_used_blocks / self.num_blocks
+
+    def allocate(self, n: int) -> list[int] | None:
+        """Take ``n`` blocks with ref count 1, or return None (and change nothing)."""
+        if n <= 0:
+            return []
+        if n > self.num_free_blocks:
+            return None
+        take = min(n, len(self._free))
+        blocks = self._free[len(self._free) - take :]
+        del self._free[len(self._free) - take :]
+        for _ in range(n - take):  # evict least recently freed cached blocks
+            block, _ = self._cached_free.popitem(last=False)
+            del self._hash_to_block[self._block_to_hash.pop(block)]
+            self.num_evictions += 1
+            blocks.append(block)
+        refs = self.ref_counts
+        for block in blocks:
+            refs[block] = 1
+        return blocks
+
+    def free(self, blocks: Sequence[int]) -> None:
+        """Drop one reference to each block; blocks reaching 0 return to the pool.
+
+        Freed in reverse so a request's tail blocks (least likely shared) are
+        evicted before its head blocks, as vLLM does.
+        """
+        refs = self.ref_counts
+        for block in reversed(blocks):
+            refs[block] -= 1
+            if refs[block] == 0:
+                if block in self._block_to_hash:
+                    self._cached_free[block] = None
+                else:
+                    self._free.append(block)
+            elif refs[block] < 0:
+                raise RuntimeError(f"KV block {block} freed more often than allocated")
+
+    def match_prefix(self, block_hashes: Sequence[int], max_blocks: int) -> list[int]:
+        """The longest run of leading blocks already cached (at most ``max_blocks``)."""
+        if not self.enable_prefix_caching:
+            return []
+        hits: list[int] = []
+        for h in block_hashes[:max_blocks]:
+            block = self._hash_to_block.get(h)
+            if block is None:
+                break
+            hits.append(block)
+        return hits
+
+    def share(self, blocks: Sequence[int]) -> None:
+        """Add one reference to each cached block (a prefix-cache hit)."""
+        refs = self.ref_counts
+        for block in blocks:
+            if refs[block] == 0:
+                del self._cached_free[block]
+            refs[block] += 1
+
+    def register(self, block: int, block_hash: int) -> None:
+        """Make a full, computed block findable by its content hash."""
+        if not self.enable_prefix_caching or block_hash in self._hash_to_block:
+            return  # an identical block is already registered: keep that one
+        if block in self._block_to_hash:
+            return
+        self._hash_to_block[block_hash] = block
+        self._block_to_hash[block] = block_hash
+
+    def check_invariants(self) -> None:
+        """Raise AssertionError when the pool and the ref counts disagree (for tests)."""
+        free = set(self._free) | set(self._cached_free)
+        assert len(free) == len(self._free) + len(self._cached_free), "block free twice"
+        for block, ref in enumerate(self.ref_counts):
+            assert ref >= 0, f"block {block} has ref count {ref}"
+            assert (ref == 0) == (block in free), f"block {block}: ref {ref} vs free pool"
+        for block in self._cached_free:
+            assert block in self._block_to_hash, f"cached free block {block} has no hash"

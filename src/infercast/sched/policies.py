@@ -1,0 +1,158 @@
+"""Batching policies: each a small named object deciding who runs this step.
+
+A policy's ``schedule(s)`` returns ``(entries, preempted_ids)`` where each entry
+is ``(request, num_new_tokens)``; it uses the scheduler's helpers to allocate KV,
+admit and preempt. ``would_admit(s)`` answers, without side effects, whether
+``schedule`` would start a waiting request now (the fast path needs it).
+
+- ``static``: a batch is admitted only when the previous one has fully
+  finished; its KV is reserved up front for prompt + max output (as servers
+  without paged KV do), so it never preempts. Prefill of the whole batch, then
+  decode steps until every member is done.
+- ``continuous``: iteration-level batching, vLLM v0 default: if waiting
+  requests fit, the step is a prefill-only step of whole prompts (no chunking);
+  otherwise every running request decodes one token. KV full -> the most
+  recently admitted request is preempted (recompute).
+- ``chunked``: vLLM v1 / Sarathi-Serve: one token budget per step; running
+  decodes first, then unfinished prefill chunks, then new requests' prefill
+  chunks (FCFS) with what is left of the budget.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from infercast.sched.request import Request, RequestStatus
+
+if TYPE_CHECKING:
+    from infercast.sched.scheduler import Scheduler
+
+Entries = dict[str, tuple[Request, int]]
+
+
+def _run_running(s: Scheduler, order: list[Request], budget: int, entries: Entries) -> tuple[int, list[str]]:
+    """Schedule already-running requests in ``order``, preempting the newest when KV is full."""
+    preempted: list[str] = []
+    for req in order:
+        if req.status is not RequestStatus.RUNNING:
+            continue  # preempted as a victim earlier in this loop
+        if budget <= 0:
+            break
+        n = min(req.num_remaining_tokens, budget)
+        while not s.allocate_for(req, n):
+            victim = s.running[-1]
+            s.preempt(victim)
+            preempted.append(victim.request_id)
+            if victim.request_id in entries:  # it was scheduled earlier this step: undo
+                budget += entries.pop(victim.request_id)[1]
+            if victim is req:
+                break
+        if req.status is RequestStatus.RUNNING:
+            entries[req.request_id] = (req, n)
+            budget -= n
+    return budget, preempted
+
+
+def _admit_waiting(s: Scheduler, entries: Entries, budget: int, chunked: bool) -> None:
+    """Admit waiting requests FCFS while seats, budget and KV last."""
+    bs = s.config.block_size
+    while s.waiting and budget > 0 and len(s.running) < s.config.max_num_seqs:
+        req = s.waiting[0]
+        hits = s.prefix_hits(req)
+        remaining = req.num_tokens - len(hits) * bs
+        n = min(remaining, budget)
+        if not chunked and n < remaining:
+            if entries:
+                break  # whole prompts only; an oversize recompute goes alone
+            n = remaining
+        if not s.admit(req, hits, n):
+            break
+        entries[req.request_id] = (req, n)
+        budget -= n
+
+
+def _head_fits(s: Scheduler, budget: int, chunked: bool) -> bool:
+    """Would the first waiting request be admitted with this budget (no side effects)?"""
+    if not s.waiting or budget <= 0 or len(s.running) >= s.config.max_num_seqs:
+        return False
+    req = s.waiting[0]
+    hits = s.prefix_hits(req)
+    remaining = req.num_tokens - len(hits) * s.config.block_size
+    n = min(remaining, budget) if chunked else remaining
+    return s.admission_cost(req, hits, n) <= s.kv.num_free_blocks
+
+
+class StaticPolicy:
+    """Fixed batches run to completion; KV reserved for the longest possible output."""
+
+    name = "static"
+
+    def schedule(self, s: Scheduler) -> tuple[list[tuple[Request, int]], list[str]]:
+        entries: Entries = {}
+        if s.running:
+            for req in s.running:  # KV was reserved at admission: never fails
+                if not s.allocate_for(req, req.num_remaining_tokens):
+                    raise RuntimeError("static batch outgrew its KV reservation")
+                entries[req.request_id] = (req, req.num_remaining_tokens)
+            return list(entries.values()), []
+        budget = s.config.max_num_batched_tokens
+        bs = s.config.block_size
+        while s.waiting and len(s.running) < s.config.max_num_seqs:
+            req = s.waiting[0]
+            hits = s.prefix_hits(req)
+            remaining = req.num_tokens - len(hits) * bs
+            if entries and remaining > budget:
+                break
+            reserve = req.prompt_tokens + req.max_output_tokens - 1 - len(hits) * bs
+            if not s.admit(req, hits, reserve):
+                break
+            entries[req.request_id] = (req, remaining)
+            budget -= remaining
+        return list(entries.values()), []
+
+    def would_admit(self, s: Scheduler) -> bool:
+        return bool(s.waiting) and not s.running
+
+
+class ContinuousPolicy:
+    """vLLM v0: prefill-only steps of whole prompts first, else everyone decodes."""
+
+    name = "continuous"
+
+    def schedule(self, s: Scheduler) -> tuple[list[tuple[Request, int]], list[str]]:
+        entries: Entries = {}
+        _admit_waiting(s, entries, s.config.max_num_batched_tokens, chunked=False)
+        if entries:
+            return list(entries.values()), []
+        _, preempted = _run_running(s, list(s.running), s.config.max_num_batched_tokens, entries)
+        return list(entries.values()), preempted
+
+    def would_admit(self, s: Scheduler) -> bool:
+        return _head_fits(s, s.config.max_num_batched_tokens, chunked=False)
+
+
+class ChunkedPolicy:
+    """vLLM v1 / Sarathi-Serve: decodes first, then prefill chunks within the budget."""
+
+    name = "chunked"
+
+    def schedule(self, s: Scheduler) -> tuple[list[tuple[Request, int]], list[str]]:
+        entries: Entries = {}
+        decodes = [r for r in s.running if r.num_remaining_tokens == 1]
+        prefills = [r for r in s.running if r.num_remaining_tokens != 1]
+        budget, preempted = _run_running(s, decodes + prefills, s.config.max_num_batched_tokens, entries)
+        if not preempted:  # as vLLM v1: no new admissions in a step that had to preempt
+            _admit_waiting(s, entries, budget, chunked=True)
+        return list(entries.values()), preempted
+
+    def would_admit(self, s: Scheduler) -> bool:
+        budget = s.config.max_num_batched_tokens - sum(r.num_remaining_tokens for r in s.running)
+        return _head_fits(s, budget, chunked=True)
+
+
+_POLICIES = {p.name: p for p in (StaticPolicy, ContinuousPolicy, ChunkedPolicy)}
+
+
+def make_policy(name: str) -> StaticPolicy | ContinuousPolicy | ChunkedPolicy:
+    """The policy object for a name in :data:`~infercast.sched.scheduler.POLICY_NAMES`."""
+    return _POLICIES[name]()

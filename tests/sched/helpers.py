@@ -1,0 +1,54 @@
+"""Small helpers for CPU-only scheduler tests (no clock, no cost model)."""
+
+from __future__ import annotations
+
+from infercast.sched import Request, Scheduler, SchedulerConfig
+
+
+def make_scheduler(**kw) -> Scheduler:
+    defaults = dict(policy="chunked", max_num_seqs=8, max_num_batched_tokens=64, block_size=4, num_blocks=64)
+    defaults.update(kw)
+    return Scheduler(SchedulerConfig(**defaults))
+
+
+def req(i: int, prompt: int, output: int, hashes=()) -> Request:
+    return Request(f"r{i}", prompt_tokens=prompt, max_output_tokens=output, block_hashes=hashes)
+
+
+def check_step(s: Scheduler, batch) -> None:
+    """Invariants that hold after every schedule(): budget, seats, KV accounting."""
+    cfg = s.config
+    assert batch.num_tokens <= cfg.max_num_batched_tokens or len(batch.seqs) == 1
+    assert batch.num_seqs <= cfg.max_num_seqs
+    assert len({q.request_id for q in batch.seqs}) == batch.num_seqs
+    refs = [0] * cfg.num_blocks
+    for r in s.running:
+        for b in r.block_table:
+            refs[b] += 1
+    for r in s.waiting:
+        assert not r.block_table and r.num_computed_tokens == 0
+    assert refs == s.kv.ref_counts
+    s.kv.check_invariants()
+    for q in batch.seqs:
+        r = s.requests[q.request_id]
+        assert len(r.block_table) * cfg.block_size >= q.num_cached_tokens + q.num_new_tokens
+
+
+def drive(s: Scheduler, max_steps: int = 100_000, use_fast_path: bool = False) -> tuple[list, int]:
+    """Run to completion; return (finished requests in finish order, steps)."""
+    finished = []
+    steps = 0
+    while s.has_unfinished and steps < max_steps:
+        if use_fast_path:
+            k = s.decode_horizon(7)
+            if k:
+                finished += s.advance_decode(k)
+                steps += k
+                s.kv.check_invariants()
+                continue
+        batch = s.schedule()
+        check_step(s, batch)
+        assert not batch.is_empty, "scheduler stalled with unfinished requests"
+        finished += s.update(batch)
+        steps += 1
+    return finished, steps

@@ -1,0 +1,148 @@
+"""Scheduler policies, preemption, prefix caching, abort and the decode fast path."""
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from infercast.errors import ConfigError
+from infercast.sched import RequestStatus, SchedulerConfig, synthetic_block_hashes
+
+from .helpers import check_step, drive, make_scheduler, req
+
+
+def test_single_request_prefill_then_decodes():
+    s = make_scheduler()
+    s.add_request(req(0, 10, 3))
+    b = s.schedule()
+    assert [(q.num_new_tokens, q.num_cached_tokens, q.samples) for q in b.seqs] == [(10, 0, True)]
+    assert len(b.seqs[0].block_table) == 3
+    s.update(b)
+    b = s.schedule()
+    assert [(q.num_new_tokens, q.num_cached_tokens) for q in b.seqs] == [(1, 10)]
+    s.update(b)
+    done = s.update(s.schedule())
+    assert [r.request_id for r in done] == ["r0"] and done[0].num_output_tokens == 3
+    assert s.kv.num_free_blocks == 64 and not s.has_unfinished
+
+
+def test_chunked_splits_long_prompt_and_puts_decodes_first():
+    s = make_scheduler(max_num_batched_tokens=16)
+    s.add_request(req(0, 4, 5))
+    s.update(s.schedule())  # r0 prefilled, now decoding
+    s.add_request(req(1, 40, 2))
+    b = s.schedule()
+    assert [(q.request_id, q.num_new_tokens, q.samples) for q in b.seqs] == [("r0", 1, True), ("r1", 15, False)]
+    s.update(b)
+    b = s.schedule()
+    assert [(q.request_id, q.num_new_tokens, q.num_cached_tokens) for q in b.seqs] == [("r0", 1, 5), ("r1", 15, 15)]
+
+
+def test_continuous_runs_prefill_only_steps():
+    s = make_scheduler(policy="continuous")
+    s.add_request(req(0, 4, 5))
+    s.update(s.schedule())
+    s.add_request(req(1, 8, 2))
+    b = s.schedule()
+    assert [q.request_id for q in b.seqs] == ["r1"]  # decodes wait one step
+    s.update(b)
+    assert [q.request_id for q in s.schedule().seqs] == ["r0", "r1"]
+
+
+def test_static_waits_for_whole_batch():
+    s = make_scheduler(policy="static", max_num_seqs=2)
+    for i, out in enumerate((2, 6, 3)):
+        s.add_request(req(i, 4, out))
+    sizes = []
+    while s.has_unfinished:
+        b = s.schedule()
+        sizes.append(b.num_seqs)
+        s.update(b)
+    # batch {r0, r1}: prefill, 5 decodes (r0 leaves after 1); then r2 alone
+    assert sizes == [2, 2, 1, 1, 1, 1, 1, 1, 1]
+
+
+def test_preemption_happens_and_everything_completes():
+    s = make_scheduler(policy="chunked", num_blocks=12, block_size=4, max_num_batched_tokens=64)
+    for i in range(4):
+        s.add_request(req(i, 8, 12))  # each needs 5 blocks at the end; 4 * 5 > 12
+    done, _ = drive(s)
+    assert s.num_preemptions > 0
+    assert sorted(r.request_id for r in done) == ["r0", "r1", "r2", "r3"]
+    assert all(r.num_output_tokens == 12 for r in done)
+    assert s.kv.num_free_blocks == 12
+
+
+def test_prefix_cache_hit_skips_shared_blocks():
+    s = make_scheduler(enable_prefix_caching=True, block_size=4)
+    h = synthetic_block_hashes(0, 12, 4)
+    s.add_request(req(0, 14, 1, h))
+    s.update(s.schedule())
+    s.add_request(req(1, 14, 1, h))
+    b = s.schedule()
+    assert [(q.num_new_tokens, q.num_cached_tokens) for q in b.seqs] == [(2, 12)]
+    assert s.requests["r1"].num_cached_prompt_tokens == 12
+
+
+def test_rejects_what_can_never_fit_and_bad_config():
+    s = make_scheduler(num_blocks=4, block_size=4)
+    r = req(0, 20, 5)
+    assert not s.add_request(r) and r.status is RequestStatus.REJECTED
+    assert "KV blocks" in r.reject_reason
+    with pytest.raises(ConfigError, match="policy"):
+        SchedulerConfig(policy="fifo")
+    with pytest.raises(ConfigError, match="max_num_batched_tokens"):
+        SchedulerConfig(max_num_seqs=64, max_num_batched_tokens=32)
+
+
+def test_abort_frees_blocks():
+    s = make_scheduler()
+    s.add_request(req(0, 10, 5))
+    s.add_request(req(1, 10, 5))
+    s.update(s.schedule())
+    assert s.abort("r0").finish_reason == "abort"
+    assert s.abort("r1").finish_reason == "abort"
+    assert s.kv.num_free_blocks == 64 and not s.has_unfinished
+
+
+workloads = st.lists(st.tuples(st.integers(1, 40), st.integers(1, 30)), min_size=1, max_size=12)
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    workloads,
+    st.sampled_from(["static", "continuous", "chunked"]),
+    st.integers(8, 40),
+    st.booleans(),
+    st.booleans(),
+)
+def test_invariants_on_random_workloads(lengths, policy, num_blocks, prefix, fast):
+    """Every request completes or is rejected; KV never leaks; budget respected; fast == slow."""
+    s = make_scheduler(policy=policy, num_blocks=num_blocks, enable_prefix_caching=prefix, max_num_batched_tokens=48)
+    accepted = set()
+    for i, (p, o) in enumerate(lengths):
+        r = req(i, p, o, synthetic_block_hashes(i % 2, 12, 4) if prefix else ())
+        if s.add_request(r):
+            accepted.add(r.request_id)
+        else:
+            assert r.reject_reason
+    done, steps = drive(s, use_fast_path=fast)
+    assert {r.request_id for r in done} == accepted
+    assert all(r.num_output_tokens == r.max_output_tokens for r in done)
+    assert s.kv.num_free_blocks == num_blocks
+    s.kv.check_invariants()
+    if fast:  # same number of model steps as the one-by-one reference
+        s2 = make_scheduler(policy=policy, num_blocks=num_blocks, enable_prefix_caching=prefix, max_num_batched_tokens=48)
+        for i, (p, o) in enumerate(lengths):
+            s2.add_request(req(i, p, o, synthetic_block_hashes(i % 2, 12, 4) if prefix else ()))
+        done2, steps2 = drive(s2)
+        assert steps2 == steps
+        assert [r.request_id for r in done2] == [r.request_id for r in done]
+
+
+def test_check_step_helper_catches_a_leak():
+    s = make_scheduler()
+    s.add_request(req(0, 10, 5))
+    b = s.schedule()
+    s.kv.ref_counts[0] += 1  # corrupt on purpose
+    with pytest.raises(AssertionError):
+        check_step(s, b)
