@@ -6,7 +6,9 @@ from infercast.sched import Request, Scheduler, SchedulerConfig
 
 
 def make_scheduler(**kw) -> Scheduler:
-    defaults = dict(policy="chunked", max_num_seqs=8, max_num_batched_tokens=64, block_size=4, num_blocks=64)
+    defaults = dict(
+        policy="chunked", max_num_seqs=8, max_num_batched_tokens=64, block_size=4, num_blocks=64
+    )
     defaults.update(kw)
     return Scheduler(SchedulerConfig(**defaults))
 

@@ -31,10 +31,16 @@ def test_chunked_splits_long_prompt_and_puts_decodes_first():
     s.update(s.schedule())  # r0 prefilled, now decoding
     s.add_request(req(1, 40, 2))
     b = s.schedule()
-    assert [(q.request_id, q.num_new_tokens, q.samples) for q in b.seqs] == [("r0", 1, True), ("r1", 15, False)]
+    assert [(q.request_id, q.num_new_tokens, q.samples) for q in b.seqs] == [
+        ("r0", 1, True),
+        ("r1", 15, False),
+    ]
     s.update(b)
     b = s.schedule()
-    assert [(q.request_id, q.num_new_tokens, q.num_cached_tokens) for q in b.seqs] == [("r0", 1, 5), ("r1", 15, 15)]
+    assert [(q.request_id, q.num_new_tokens, q.num_cached_tokens) for q in b.seqs] == [
+        ("r0", 1, 5),
+        ("r1", 15, 15),
+    ]
 
 
 def test_continuous_runs_prefill_only_steps():
@@ -117,7 +123,12 @@ workloads = st.lists(st.tuples(st.integers(1, 40), st.integers(1, 30)), min_size
 )
 def test_invariants_on_random_workloads(lengths, policy, num_blocks, prefix, fast):
     """Every request completes or is rejected; KV never leaks; budget respected; fast == slow."""
-    s = make_scheduler(policy=policy, num_blocks=num_blocks, enable_prefix_caching=prefix, max_num_batched_tokens=48)
+    s = make_scheduler(
+        policy=policy,
+        num_blocks=num_blocks,
+        enable_prefix_caching=prefix,
+        max_num_batched_tokens=48,
+    )
     accepted = set()
     for i, (p, o) in enumerate(lengths):
         r = req(i, p, o, synthetic_block_hashes(i % 2, 12, 4) if prefix else ())
@@ -131,7 +142,12 @@ def test_invariants_on_random_workloads(lengths, policy, num_blocks, prefix, fas
     assert s.kv.num_free_blocks == num_blocks
     s.kv.check_invariants()
     if fast:  # same number of model steps as the one-by-one reference
-        s2 = make_scheduler(policy=policy, num_blocks=num_blocks, enable_prefix_caching=prefix, max_num_batched_tokens=48)
+        s2 = make_scheduler(
+            policy=policy,
+            num_blocks=num_blocks,
+            enable_prefix_caching=prefix,
+            max_num_batched_tokens=48,
+        )
         for i, (p, o) in enumerate(lengths):
             s2.add_request(req(i, p, o, synthetic_block_hashes(i % 2, 12, 4) if prefix else ()))
         done2, steps2 = drive(s2)

@@ -44,7 +44,9 @@ def hash_token_blocks(token_ids: Sequence[int], block_size: int) -> tuple[int, .
     return tuple(hashes)
 
 
-def synthetic_block_hashes(prefix_group: int, prefix_tokens: int, block_size: int) -> tuple[int, ...]:
+def synthetic_block_hashes(
+    prefix_group: int, prefix_tokens: int, block_size: int
+) -> tuple[int, ...]:
     """Block hashes of a shared prefix without token ids (the simulator's stand-in).
 
     Requests with the same ``prefix_group`` share their first ``prefix_tokens``

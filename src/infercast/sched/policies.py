@@ -30,7 +30,9 @@ if TYPE_CHECKING:
 Entries = dict[str, tuple[Request, int]]
 
 
-def _run_running(s: Scheduler, order: list[Request], budget: int, entries: Entries) -> tuple[int, list[str]]:
+def _run_running(
+    s: Scheduler, order: list[Request], budget: int, entries: Entries
+) -> tuple[int, list[str]]:
     """Schedule already-running requests in ``order``, preempting the newest when KV is full."""
     preempted: list[str] = []
     for req in order:
@@ -140,7 +142,9 @@ class ChunkedPolicy:
         entries: Entries = {}
         decodes = [r for r in s.running if r.num_remaining_tokens == 1]
         prefills = [r for r in s.running if r.num_remaining_tokens != 1]
-        budget, preempted = _run_running(s, decodes + prefills, s.config.max_num_batched_tokens, entries)
+        budget, preempted = _run_running(
+            s, decodes + prefills, s.config.max_num_batched_tokens, entries
+        )
         if not preempted:  # as vLLM v1: no new admissions in a step that had to preempt
             _admit_waiting(s, entries, budget, chunked=True)
         return list(entries.values()), preempted

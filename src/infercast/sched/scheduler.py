@@ -62,7 +62,9 @@ class SchedulerConfig:
 
     def __post_init__(self) -> None:
         if self.policy not in POLICY_NAMES:
-            raise ConfigError(f"scheduler policy {self.policy!r}: choose one of {', '.join(POLICY_NAMES)}")
+            raise ConfigError(
+                f"scheduler policy {self.policy!r}: choose one of {', '.join(POLICY_NAMES)}"
+            )
         for name in ("max_num_seqs", "max_num_batched_tokens", "block_size", "num_blocks"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"{name}={getattr(self, name)}: must be a positive integer")
@@ -222,7 +224,10 @@ class Scheduler:
 
         def need(k: int) -> int:
             bs = self.config.block_size
-            return sum(max(0, cdiv(r.num_computed_tokens + k, bs) - len(r.block_table)) for r in self.running)
+            return sum(
+                max(0, cdiv(r.num_computed_tokens + k, bs) - len(r.block_table))
+                for r in self.running
+            )
 
         if need(steps) <= free:
             return steps
@@ -238,7 +243,9 @@ class Scheduler:
     # ---- helpers for policies -----------------------------------------------------
     def allocate_for(self, req: Request, num_new: int) -> bool:
         """Grow ``req``'s block table to hold ``num_new`` more tokens; False if KV is full."""
-        need = cdiv(req.num_computed_tokens + num_new, self.config.block_size) - len(req.block_table)
+        need = cdiv(req.num_computed_tokens + num_new, self.config.block_size) - len(
+            req.block_table
+        )
         if need <= 0:
             return True
         blocks = self.kv.allocate(need)
@@ -251,12 +258,15 @@ class Scheduler:
         """Cached blocks ``req`` (holding no KV yet) can reuse; always leaves >= 1 token to compute."""
         if not req.block_hashes or not self.config.enable_prefix_caching:
             return []
-        return self.kv.match_prefix(req.block_hashes, (req.num_tokens - 1) // self.config.block_size)
+        return self.kv.match_prefix(
+            req.block_hashes, (req.num_tokens - 1) // self.config.block_size
+        )
 
     def admission_cost(self, req: Request, hits: list[int], num_new: int) -> int:
         """Free blocks admitting ``req`` with these hits and ``num_new`` tokens would consume."""
         bs = self.config.block_size
-        revived = sum(1 for b in hits if self.kv.ref_counts[b] == 0)  # hits sitting in the free pool
+        # Hits sitting in the free pool leave it when shared.
+        revived = sum(1 for b in hits if self.kv.ref_counts[b] == 0)
         return cdiv(len(hits) * bs + num_new, bs) - len(hits) + revived
 
     def admit(self, req: Request, hits: list[int], num_new: int) -> bool:
