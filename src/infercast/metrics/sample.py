@@ -1,0 +1,174 @@
+"""A bounded-memory sample of non-negative latencies: exact, then a log histogram.
+
+Per-token ITL values are the one quantity whose count grows with the output
+length (a million requests of 200 tokens are 2e8 values), so they cannot all be
+kept. :class:`BoundedSample` keeps every value exactly up to ``exact_cap``
+values (8 bytes each); past that it folds them, and every later value, into a
+fixed histogram whose bin edges grow by a factor ``HIST_RATIO`` = 1.01.
+
+Error bound once folded (documented in ``docs/metrics.md``): a percentile is
+reported as the geometric centre of the bin that holds its rank, so for values
+in [``HIST_MIN_S``, ``HIST_MAX_S``] its relative error is at most
+``sqrt(1.01) - 1`` = 0.499 % (plus the rank step of one value). Values below
+``HIST_MIN_S`` (0.1 us) share one bin reported as 0, an absolute error
+under 0.1 us; values above ``HIST_MAX_S`` are reported as the largest value
+seen. The mean, standard deviation, minimum and maximum stay exact (running
+sums), whichever mode the sample is in.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import numpy as np
+
+HIST_RATIO = 1.01
+HIST_MIN_S = 1e-7
+HIST_MAX_S = 1e4
+# Bin i >= 1 covers [MIN * RATIO**(i-1), MIN * RATIO**i); bin 0 is [0, MIN); the last is overflow.
+_NUM_LOG_BINS = math.ceil(math.log(HIST_MAX_S / HIST_MIN_S) / math.log(HIST_RATIO))
+_LOG_RATIO = math.log(HIST_RATIO)
+# Relative error of a folded percentile inside [HIST_MIN_S, HIST_MAX_S].
+HIST_REL_ERROR = math.sqrt(HIST_RATIO) - 1.0
+DEFAULT_EXACT_CAP = 1_000_000  # 8 MB of float64 per sample before folding
+
+
+class BoundedSample:
+    """Weighted non-negative values with exact moments and bounded-memory percentiles.
+
+    ``add(values, weights)`` appends ``values[i]`` ``weights[i]`` times. Adds are
+    buffered and flushed in blocks so that millions of tiny adds (one per
+    request) stay cheap.
+    """
+
+    __slots__ = ("_cap", "_exact", "_num_exact", "_hist", "_pending", "_num_pending",
+                 "_count", "_mean", "_m2", "_min", "_max")
+
+    def __init__(self, exact_cap: int = DEFAULT_EXACT_CAP) -> None:
+        if exact_cap < 0:
+            raise ValueError(f"exact_cap={exact_cap} must be >= 0")
+        self._cap = exact_cap
+        self._exact = np.empty(0, dtype=np.float64)
+        self._num_exact = 0
+        self._hist: np.ndarray | None = None  # int64 counts once folded
+        self._pending: list[tuple[np.ndarray, np.ndarray | None]] = []
+        self._num_pending = 0
+        self._count = 0
+        self._mean = 0.0  # running mean and sum of squared deviations (Chan et al. 1979 merge)
+        self._m2 = 0.0
+        self._min = math.inf
+        self._max = -math.inf
+
+    @property
+    def count(self) -> int:
+        """Number of values added (weights included)."""
+        self._flush()
+        return self._count
+
+    @property
+    def is_exact(self) -> bool:
+        """True while every value is kept (percentiles exact, no histogram error)."""
+        self._flush()
+        return self._hist is None
+
+    def add(self, values: Sequence[float] | np.ndarray, weights: Sequence[int] | np.ndarray | None = None) -> None:
+        """Add each of ``values`` (seconds, >= 0) ``weights[i]`` times (default once)."""
+        v = np.asarray(values, dtype=np.float64)
+        if v.size == 0:
+            return
+        w = None if weights is None else np.asarray(weights, dtype=np.int64)
+        self._pending.append((v, w))
+        self._num_pending += v.size if w is None else int(w.sum())
+        if self._num_pending >= 65_536:
+            self._flush()
+
+    def _flush(self) -> None:
+        if not self._pending:
+            return
+        vals = np.concatenate([v if w is None else np.repeat(v, w) for v, w in self._pending])
+        self._pending.clear()
+        self._num_pending = 0
+        n_a, n_b = self._count, vals.size
+        mean_b = float(vals.mean())
+        m2_b = float(np.dot(vals - mean_b, vals - mean_b))
+        delta = mean_b - self._mean
+        self._count = n_a + n_b
+        self._mean += delta * n_b / self._count
+        self._m2 += m2_b + delta * delta * n_a * n_b / self._count
+        self._min = min(self._min, float(vals.min()))
+        self._max = max(self._max, float(vals.max()))
+        if self._hist is None and self._num_exact + vals.size <= self._cap:
+            self._append_exact(vals)
+            return
+        if self._hist is None:  # fold everything kept so far into the histogram
+            self._hist = np.zeros(_NUM_LOG_BINS + 2, dtype=np.int64)
+            self._bin(self._exact[: self._num_exact])
+            self._exact = np.empty(0, dtype=np.float64)
+            self._num_exact = 0
+        self._bin(vals)
+
+    def _append_exact(self, vals: np.ndarray) -> None:
+        need = self._num_exact + vals.size
+        if need > self._exact.size:
+            grown = np.empty(min(self._cap, max(need, 2 * self._exact.size, 1024)), dtype=np.float64)
+            grown[: self._num_exact] = self._exact[: self._num_exact]
+            self._exact = grown
+        self._exact[self._num_exact : need] = vals
+        self._num_exact = need
+
+    def _bin(self, vals: np.ndarray) -> None:
+        idx = np.zeros(vals.size, dtype=np.int64)
+        pos = vals >= HIST_MIN_S
+        idx[pos] = 1 + np.floor(np.log(vals[pos] / HIST_MIN_S) / _LOG_RATIO).astype(np.int64)
+        np.minimum(idx, _NUM_LOG_BINS + 1, out=idx)
+        self._hist += np.bincount(idx, minlength=self._hist.size)
+
+    @property
+    def min(self) -> float:
+        """Smallest value (inf when empty)."""
+        self._flush()
+        return self._min
+
+    @property
+    def max(self) -> float:
+        """Largest value (-inf when empty)."""
+        self._flush()
+        return self._max
+
+    @property
+    def mean(self) -> float:
+        """Exact mean, NaN when empty."""
+        self._flush()
+        return self._mean if self._count else math.nan
+
+    @property
+    def std(self) -> float:
+        """Exact population standard deviation (numpy's default, as vLLM reports), NaN when empty."""
+        self._flush()
+        if not self._count:
+            return math.nan
+        return math.sqrt(self._m2 / self._count)
+
+    def percentile(self, q: float) -> float:
+        """The q-th percentile (0..100): exact (numpy 'linear') or within HIST_REL_ERROR."""
+        self._flush()
+        if not self._count:
+            return math.nan
+        if self._hist is None:
+            return float(np.percentile(self._exact[: self._num_exact], q))
+        rank = q / 100.0 * (self._count - 1)  # numpy's linear-method rank, 0-based
+        b = int(np.searchsorted(np.cumsum(self._hist), math.floor(rank) + 1))
+        if b == 0:
+            return 0.0
+        if b > _NUM_LOG_BINS:
+            return self._max
+        centre = HIST_MIN_S * HIST_RATIO ** (b - 0.5)
+        return min(max(centre, self._min), self._max)
+
+    def values(self) -> np.ndarray:
+        """The exact values (for plots); raises once the sample has been folded."""
+        self._flush()
+        if self._hist is not None:
+            raise ValueError("sample folded into a histogram; raise exact_cap to keep values")
+        return self._exact[: self._num_exact].copy()

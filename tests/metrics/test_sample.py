@@ -1,0 +1,55 @@
+"""BoundedSample: exact below the cap, within the documented error above it."""
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from infercast.metrics.sample import HIST_REL_ERROR, BoundedSample
+
+
+def test_exact_below_cap_matches_numpy():
+    rng = np.random.default_rng(0)
+    vals = rng.lognormal(-4, 1, 5000)
+    s = BoundedSample(exact_cap=10_000)
+    for chunk in np.array_split(vals, 37):
+        s.add(chunk)
+    assert s.is_exact
+    for q in (0, 1, 50, 90, 99, 100):
+        assert s.percentile(q) == pytest.approx(np.percentile(vals, q), rel=1e-12)
+    assert s.mean == pytest.approx(vals.mean(), rel=1e-12)
+    assert s.std == pytest.approx(vals.std(), rel=1e-9)
+
+
+@settings(max_examples=25, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), sigma=st.floats(0.1, 3.0), cap=st.integers(0, 500))
+def test_folded_percentiles_within_documented_error(seed, sigma, cap):
+    rng = np.random.default_rng(seed)
+    vals = rng.lognormal(-4.5, sigma, 3000)
+    s = BoundedSample(exact_cap=cap)
+    s.add(vals[:1000])
+    s.add(vals[1000:])
+    assert not s.is_exact
+    srt = np.sort(vals)
+    for q in (10, 50, 90, 99):
+        # the value holding rank floor(q/100*(n-1)), as the histogram reports it
+        truth = srt[int(np.floor(q / 100 * (vals.size - 1)))]
+        assert abs(s.percentile(q) - truth) <= HIST_REL_ERROR * truth * 1.0001
+    assert s.mean == pytest.approx(vals.mean(), rel=1e-9)
+    assert s.std == pytest.approx(vals.std(), rel=1e-6)
+    assert (s.min, s.max) == (vals.min(), vals.max())
+
+
+def test_weights_repeat_values_and_zero_goes_to_bottom_bin():
+    s = BoundedSample(exact_cap=0)
+    s.add([0.0, 0.02], [3, 1])
+    assert s.count == 4
+    assert s.percentile(50) == 0.0
+    assert s.percentile(100) == pytest.approx(0.02, rel=HIST_REL_ERROR)
+    with pytest.raises(ValueError):
+        s.values()
+
+
+def test_empty_is_nan():
+    s = BoundedSample()
+    assert np.isnan(s.mean) and np.isnan(s.percentile(50)) and s.count == 0
