@@ -1,0 +1,183 @@
+"""The engine loop: schedule -> execute -> update, on the simulator's own scheduler.
+
+:class:`Engine` is synchronous and single-threaded; the HTTP server drives it
+from a background thread (:mod:`infercast.engine.async_engine`), benchmarks and
+tests call :meth:`Engine.step` directly. The scheduler
+(:class:`infercast.sched.scheduler.Scheduler`) is used unchanged: it decides
+who computes how many tokens on which KV blocks, this module runs the batch on
+:class:`~infercast.engine.model.LlamaModel`, samples, and reports back.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+from threadpoolctl import threadpool_limits
+
+from infercast.engine.kv_store import PagedKVStore
+from infercast.engine.loader import LoadedModel
+from infercast.engine.model import LlamaModel, SeqInput
+from infercast.engine.sampling import SamplingParams, sample
+from infercast.engine.sequence import Generation, TokenEvent
+from infercast.errors import ConfigError
+from infercast.metrics.records import RequestRecord
+from infercast.sched.kv_cache import hash_token_blocks
+from infercast.sched.request import Request
+from infercast.sched.scheduler import Scheduler, SchedulerConfig
+
+
+class PromptTooLongError(ConfigError):
+    """A prompt that leaves no room for one output token within max_model_len."""
+
+
+@dataclass(frozen=True)
+class EngineConfig:
+    """Engine limits; scheduler fields keep vLLM's names."""
+
+    policy: str = "chunked"
+    max_num_seqs: int = 16
+    max_num_batched_tokens: int = 512
+    block_size: int = 16
+    kv_cache_bytes: float = 2**30  # float32 K+V of every layer (GiB = 2**30)
+    max_model_len: int = 2048
+    enable_prefix_caching: bool = False
+    num_threads: int = 1  # BLAS threads; one is often faster on shared cores
+
+    def num_blocks(self, kv_bytes_per_token: int) -> int:
+        return max(1, int(self.kv_cache_bytes // (kv_bytes_per_token * self.block_size)))
+
+
+class Engine:
+    """A CPU inference engine for one loaded model (see module doc)."""
+
+    def __init__(self, loaded: LoadedModel, config: EngineConfig,
+                 clock: Callable[[], float], rng: np.random.Generator) -> None:
+        cfg = loaded.cfg
+        self.loaded = loaded
+        self.config = config
+        self.clock = clock
+        self.rng = rng
+        self.max_model_len = min(config.max_model_len, cfg.max_position_embeddings)
+        num_blocks = config.num_blocks(PagedKVStore.bytes_per_token(cfg))
+        self.scheduler = Scheduler(SchedulerConfig(
+            policy=config.policy, max_num_seqs=config.max_num_seqs,
+            max_num_batched_tokens=config.max_num_batched_tokens, block_size=config.block_size,
+            num_blocks=num_blocks, enable_prefix_caching=config.enable_prefix_caching,
+            max_model_len=self.max_model_len))
+        self.kv = PagedKVStore(cfg, num_blocks, config.block_size)
+        self.model = LlamaModel(cfg, loaded.weights, self.max_model_len)
+        self.gens: dict[str, Generation] = {}
+        self.finished: list[RequestRecord] = []  # records of every finished request, in order
+        self.num_steps = 0
+
+    # ---- requests ------------------------------------------------------------
+    def add(self, request_id: str, prompt_ids: list[int], params: SamplingParams,
+            arrival_s: float | None = None) -> None:
+        """Queue a request; ``max_tokens`` is clipped to what fits in max_model_len."""
+        self.check_prompt(len(prompt_ids))
+        room = self.max_model_len - len(prompt_ids)
+        if params.max_tokens > room:
+            params = _with_max_tokens(params, room)
+        seed_rng = (np.random.default_rng(params.seed) if params.seed is not None
+                    else np.random.default_rng(self.rng.integers(2**63)))
+        arrival = self.clock() if arrival_s is None else arrival_s
+        gen = Generation(request_id, prompt_ids, params, self.loaded.tokenizer, seed_rng,
+                         arrival, self.max_model_len)
+        hashes = (hash_token_blocks(prompt_ids, self.config.block_size)
+                  if self.config.enable_prefix_caching else ())
+        req = Request(request_id, len(prompt_ids), params.max_tokens, arrival, hashes)
+        if not self.scheduler.add_request(req):
+            raise ConfigError(f"request {request_id} cannot run: {req.reject_reason}")
+        self.gens[request_id] = gen
+
+    def check_prompt(self, num_prompt_tokens: int) -> None:
+        """Raise PromptTooLongError when a prompt leaves no room for an output token."""
+        if num_prompt_tokens < 1:
+            raise ConfigError("prompt is empty: send at least one token")
+        if num_prompt_tokens >= self.max_model_len:
+            raise PromptTooLongError(
+                f"prompt has {num_prompt_tokens} tokens but the context is {self.max_model_len} "
+                "tokens (prompt + at least 1 output token); shorten the prompt")
+
+    def abort(self, request_id: str) -> TokenEvent | None:
+        """Stop a request and free its KV blocks; None if it already finished."""
+        gen = self.gens.pop(request_id, None)
+        if gen is None:
+            return None
+        self.scheduler.abort(request_id)
+        ev = gen.finish("abort", self.clock())
+        self.finished.append(gen.record)
+        return ev
+
+    def abort_all(self) -> list[TokenEvent]:
+        return [ev for rid in list(self.gens) if (ev := self.abort(rid)) is not None]
+
+    @property
+    def has_unfinished(self) -> bool:
+        return self.scheduler.has_unfinished
+
+    @property
+    def num_waiting(self) -> int:
+        return self.scheduler.num_waiting
+
+    @property
+    def num_running(self) -> int:
+        return self.scheduler.num_running
+
+    @property
+    def kv_usage(self) -> float:
+        return self.scheduler.kv.usage
+
+    # ---- the loop ------------------------------------------------------------
+    def step(self) -> list[TokenEvent]:
+        """One step: schedule, run the batch, sample, update. Returns the tokens' events."""
+        batch = self.scheduler.schedule()
+        for rid in batch.preempted:
+            self.gens[rid].record.num_preemptions += 1
+        if batch.is_empty:
+            return []
+        start = self.clock()
+        inputs = []
+        for s in batch.seqs:
+            gen = self.gens[s.request_id]
+            if gen.record.first_scheduled_s is None:
+                gen.record.first_scheduled_s = start
+            stop = s.num_cached_tokens + s.num_new_tokens
+            inputs.append(SeqInput(gen.token_ids(s.num_cached_tokens, stop),
+                                   s.num_cached_tokens, s.block_table, s.samples))
+        with threadpool_limits(self.config.num_threads):
+            logits = self.model.forward(inputs, self.kv)
+        now = self.clock()
+        self.num_steps += 1
+        events, stopped = [], set()
+        for s, row in zip(batch.seqs, logits, strict=True):
+            if row is None:
+                continue
+            gen = self.gens[s.request_id]
+            ev = gen.append(sample(row, gen.params, gen.rng), now)
+            events.append(ev)
+            if ev.finished:
+                stopped.add(s.request_id)
+        for req in self.scheduler.update(batch, None, stopped):
+            gen = self.gens.pop(req.request_id)
+            if gen.finish_reason is None:  # the scheduler's own length limit
+                events.append(gen.finish(req.finish_reason or "length", now))
+            self.finished.append(gen.record)
+        return events
+
+    def run_until_done(self, max_steps: int | None = None) -> list[TokenEvent]:
+        """Step until no request is left (tests, offline benchmarks)."""
+        out: list[TokenEvent] = []
+        steps = 0
+        while self.has_unfinished and (max_steps is None or steps < max_steps):
+            out += self.step()
+            steps += 1
+        return out
+
+
+def _with_max_tokens(params: SamplingParams, max_tokens: int) -> SamplingParams:
+    from dataclasses import replace
+
+    return replace(params, max_tokens=max_tokens)

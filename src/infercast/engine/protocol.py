@@ -1,0 +1,153 @@
+"""OpenAI API request bodies (validated) and response/chunk builders.
+
+Shapes follow the OpenAI API reference for ``/v1/completions`` and
+``/v1/chat/completions`` (``text_completion``, ``chat.completion`` and
+``chat.completion.chunk`` objects, ``usage``, ``stream_options.include_usage``).
+Parameters the engine does not implement are accepted only at their neutral
+value (``n=1``, zero penalties), so a client never silently gets something else.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from infercast.engine.sampling import SamplingParams
+
+
+class StreamOptions(BaseModel):
+    include_usage: bool = False
+
+
+class _Common(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    model: str
+    max_tokens: int | None = Field(default=None, ge=1)
+    temperature: float = Field(default=1.0, ge=0.0, le=2.0)
+    top_p: float = Field(default=1.0, gt=0.0, le=1.0)
+    top_k: int = Field(default=0, ge=0)
+    n: Literal[1] = 1
+    seed: int | None = None
+    stop: str | list[str] | None = None
+    stream: bool = False
+    stream_options: StreamOptions | None = None
+    ignore_eos: bool = False
+    presence_penalty: Literal[0, 0.0] = 0.0
+    frequency_penalty: Literal[0, 0.0] = 0.0
+    user: str | None = None
+
+    @field_validator("stop")
+    @classmethod
+    def _stop_nonempty(cls, v: str | list[str] | None) -> str | list[str] | None:
+        stops = [v] if isinstance(v, str) else (v or [])
+        if any(not s for s in stops) or len(stops) > 4:
+            raise ValueError("stop must be up to 4 non-empty strings")
+        return v
+
+    def sampling(self, default_max_tokens: int) -> SamplingParams:
+        stops = [self.stop] if isinstance(self.stop, str) else list(self.stop or [])
+        return SamplingParams(max_tokens=self.max_tokens or default_max_tokens,
+                              temperature=self.temperature, top_p=self.top_p, top_k=self.top_k,
+                              seed=self.seed, stop=tuple(stops), ignore_eos=self.ignore_eos)
+
+    @property
+    def include_usage(self) -> bool:
+        return bool(self.stream_options and self.stream_options.include_usage)
+
+
+class CompletionRequest(_Common):
+    """Body of POST /v1/completions (one prompt: a string or token ids)."""
+
+    prompt: str | list[int] | list[str]
+    max_tokens: int | None = Field(default=16, ge=1)
+
+    @field_validator("prompt")
+    @classmethod
+    def _one_prompt(cls, v: Any) -> Any:
+        if isinstance(v, list) and v and isinstance(v[0], str):
+            if len(v) != 1:
+                raise ValueError("only one prompt per request is supported")
+            return v[0]
+        if isinstance(v, list) and not v:
+            raise ValueError("prompt must not be empty")
+        return v
+
+
+class ChatMessage(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    role: Literal["system", "user", "assistant", "developer", "tool"]
+    content: str | list[dict[str, Any]] | None = None
+
+    def text(self) -> str:
+        if isinstance(self.content, list):  # content parts: keep the text ones
+            return "".join(p.get("text", "") for p in self.content if p.get("type") == "text")
+        return self.content or ""
+
+
+class ChatRequest(_Common):
+    """Body of POST /v1/chat/completions."""
+
+    messages: list[ChatMessage] = Field(min_length=1)
+    max_completion_tokens: int | None = Field(default=None, ge=1)
+
+    def sampling(self, default_max_tokens: int) -> SamplingParams:
+        if self.max_completion_tokens and not self.max_tokens:
+            self.max_tokens = self.max_completion_tokens
+        return super().sampling(default_max_tokens)
+
+
+def usage(prompt_tokens: int, completion_tokens: int) -> dict[str, int]:
+    return {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
+            "total_tokens": prompt_tokens + completion_tokens}
+
+
+def openai_finish(reason: str | None) -> str | None:
+    """Engine finish reasons to OpenAI's (abort/error have no OpenAI name: report stop)."""
+    return {"abort": "stop", "error": "stop"}.get(reason, reason) if reason else None
+
+
+def completion_body(rid: str, created: int, model: str, text: str, reason: str | None,
+                    use: dict | None, chunk: bool = False) -> dict[str, Any]:
+    body: dict[str, Any] = {
+        "id": rid, "object": "text_completion", "created": created, "model": model,
+        "choices": [{"index": 0, "text": text, "logprobs": None,
+                     "finish_reason": openai_finish(reason)}],
+    }
+    if use is not None or not chunk:
+        body["usage"] = use
+    return body
+
+
+def chat_body(rid: str, created: int, model: str, text: str, reason: str | None,
+              use: dict) -> dict[str, Any]:
+    return {
+        "id": rid, "object": "chat.completion", "created": created, "model": model,
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": text},
+                     "logprobs": None, "finish_reason": openai_finish(reason)}],
+        "usage": use,
+    }
+
+
+def chat_chunk(rid: str, created: int, model: str, delta: dict[str, Any] | None,
+               reason: str | None = None, use: dict | None = None) -> dict[str, Any]:
+    choices = [] if delta is None else [
+        {"index": 0, "delta": delta, "logprobs": None, "finish_reason": openai_finish(reason)}]
+    body: dict[str, Any] = {"id": rid, "object": "chat.completion.chunk", "created": created,
+                            "model": model, "choices": choices}
+    if use is not None:
+        body["usage"] = use
+    return body
+
+
+def usage_chunk(rid: str, created: int, model: str, obj: str, use: dict) -> dict[str, Any]:
+    """The final ``choices: []`` chunk carrying usage (stream_options.include_usage)."""
+    return {"id": rid, "object": obj, "created": created, "model": model, "choices": [],
+            "usage": use}
+
+
+def error_body(message: str, kind: str = "invalid_request_error", param: str | None = None,
+               code: str | None = None) -> dict[str, Any]:
+    return {"error": {"message": message, "type": kind, "param": param, "code": code}}

@@ -1,0 +1,115 @@
+"""The paged, batched, chunked forward pass equals a plain one-request reference."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from infercast.engine.config import EngineModelConfig, named_config
+from infercast.engine.gguf_loader import unpermute_rows
+from infercast.engine.kv_store import PagedKVStore
+from infercast.engine.model import LlamaModel, SeqInput
+from infercast.engine.reference import reference_logits
+from infercast.engine.rope import inv_frequencies
+from infercast.engine.weights import random_weights
+from infercast.sched.request import Request
+from infercast.sched.scheduler import Scheduler, SchedulerConfig
+
+
+def _run_scheduled(cfg, w, sequences, budget, block_size, num_blocks):
+    """Teacher-force each full token sequence through the real scheduler's batches.
+
+    Each request's prompt is its sequence minus the last ``n_out`` tokens; the
+    "sampled" tokens are the sequence's own next tokens, so the logits of every
+    computed position can be compared with one reference pass over the sequence.
+    """
+    sched = Scheduler(SchedulerConfig(policy="chunked", max_num_seqs=8,
+                                      max_num_batched_tokens=budget, block_size=block_size,
+                                      num_blocks=num_blocks))
+    n_out = 4
+    for rid, seq in sequences.items():
+        sched.add_request(Request(rid, len(seq) - n_out, n_out + 1))
+    model = LlamaModel(cfg, w, 256)
+    kv = PagedKVStore(cfg, num_blocks, block_size)
+    got = {rid: {} for rid in sequences}
+    shapes = set()
+    while sched.has_unfinished:
+        batch = sched.schedule()
+        inputs = [SeqInput(sequences[s.request_id][s.num_cached_tokens:
+                                                   s.num_cached_tokens + s.num_new_tokens],
+                           s.num_cached_tokens, s.block_table) for s in batch.seqs]
+        shapes.add(tuple((s.num_new_tokens > 1, s.num_cached_tokens > 0) for s in batch.seqs))
+        for s, lg in zip(batch.seqs, model.forward(inputs, kv, all_logits=True), strict=True):
+            for i in range(s.num_new_tokens):
+                got[s.request_id][s.num_cached_tokens + i] = lg[i]
+        sched.update(batch)
+    return got, shapes
+
+
+@pytest.mark.parametrize("size", ["tiny", "tiny-llama3"])
+def test_paged_batched_chunked_matches_reference(size):
+    cfg = named_config(size)
+    w = random_weights(cfg, seed=3)
+    rng = np.random.default_rng(7)
+    sequences = {f"r{i}": [int(t) for t in rng.integers(0, 256, n)]
+                 for i, n in enumerate((29, 11, 45, 6))}
+    got, shapes = _run_scheduled(cfg, w, sequences, budget=13, block_size=4, num_blocks=64)
+    # The schedule really mixed chunked prefills with decodes in one step.
+    assert any(len(s) > 1 and any(p and c for p, c in s) for s in shapes)
+    for rid, seq in sequences.items():
+        ref = reference_logits(cfg, w, seq)
+        positions = sorted(got[rid])
+        assert positions == list(range(len(seq)))
+        ours = np.stack([got[rid][p] for p in positions])
+        assert np.abs(ours - ref).max() < 1e-4
+
+
+def test_attention_reads_through_block_table():
+    """Scrambled, non-contiguous blocks give the same logits as contiguous ones."""
+    cfg = named_config("tiny")
+    w = random_weights(cfg, seed=1)
+    model = LlamaModel(cfg, w, 64)
+    toks = list(range(40, 62))
+    a = model.forward([SeqInput(toks, 0, [0, 1, 2, 3, 4, 5])], PagedKVStore(cfg, 16, 4),
+                      all_logits=True)[0]
+    b = model.forward([SeqInput(toks, 0, [13, 2, 9, 15, 0, 7])], PagedKVStore(cfg, 16, 4),
+                      all_logits=True)[0]
+    np.testing.assert_allclose(a, b, atol=1e-5)
+
+
+def test_llama3_rope_scaling_keeps_high_and_divides_low_frequencies():
+    cfg = named_config("tiny-llama3")
+    plain = inv_frequencies(cfg.replace(rope_scaling=None))
+    scaled = inv_frequencies(cfg)
+    wavelen = 2 * np.pi / plain
+    old = cfg.rope_scaling["original_max_position_embeddings"]
+    high = wavelen < old / cfg.rope_scaling["high_freq_factor"]
+    low = wavelen > old / cfg.rope_scaling["low_freq_factor"]
+    assert high.any() and low.any()
+    np.testing.assert_allclose(scaled[high], plain[high])
+    np.testing.assert_allclose(scaled[low], plain[low] / cfg.rope_scaling["factor"])
+    linear = inv_frequencies(cfg.replace(rope_scaling={"type": "linear", "factor": 4.0}))
+    np.testing.assert_allclose(linear, plain / 4.0)
+
+
+def test_gguf_row_permutation_round_trips():
+    # llama.cpp convert_hf_to_gguf.py LlamaModel.permute, applied to HF rows.
+    heads, d, hidden = 3, 8, 5
+    hf = np.arange(heads * d * hidden, dtype=np.float32).reshape(heads * d, hidden)
+    gguf = hf.reshape(heads, 2, d // 2, hidden).swapaxes(1, 2).reshape(hf.shape)
+    np.testing.assert_array_equal(unpermute_rows(gguf, heads), hf)
+
+
+def test_config_errors_name_the_value():
+    from infercast.errors import ModelConfigError
+
+    with pytest.raises(ModelConfigError, match="num_key_value_heads=3"):
+        EngineModelConfig(hidden_size=64, num_layers=1, num_heads=4, num_kv_heads=3,
+                          intermediate_size=8, vocab_size=10)
+    with pytest.raises(ModelConfigError, match="yarn"):
+        named_config("tiny").replace(rope_scaling={"rope_type": "yarn", "factor": 2.0})
+
+
+def test_parameter_count_matches_tinyllama():
+    # TinyLlama-1.1B: 1,100,048,384 parameters (HF model card / safetensors index).
+    assert named_config("1b").num_params == 1_100_048_384
