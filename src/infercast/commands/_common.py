@@ -1,0 +1,64 @@
+"""Small helpers shared by command modules: list parsing and JSON output."""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+from typing import Any
+
+from infercast.errors import ConfigError
+
+
+def parse_int_list(text: str, flag: str) -> list[int]:
+    """'1,8,32' -> [1, 8, 32]; a clear error naming the flag otherwise."""
+    out = []
+    for part in str(text).split(","):
+        part = part.strip()
+        if not part:
+            continue
+        try:
+            value = int(part)
+        except ValueError:
+            raise ConfigError(f"{flag} expects comma-separated integers, got {part!r}") from None
+        if value <= 0:
+            raise ConfigError(f"{flag} values must be positive, got {value}")
+        out.append(value)
+    if not out:
+        raise ConfigError(f"{flag} is empty: give at least one value, e.g. {flag} 1,8")
+    return out
+
+
+def parse_float_list(text: str, flag: str) -> list[float]:
+    """'0.5,1,2' -> [0.5, 1.0, 2.0], each positive."""
+    out = []
+    for part in str(text).split(","):
+        part = part.strip()
+        if not part:
+            continue
+        try:
+            value = float(part)
+        except ValueError:
+            raise ConfigError(f"{flag} expects comma-separated numbers, got {part!r}") from None
+        if not value > 0 or not math.isfinite(value):
+            raise ConfigError(f"{flag} values must be positive, got {part}")
+        out.append(value)
+    if not out:
+        raise ConfigError(f"{flag} is empty")
+    return out
+
+
+def _clean(obj: Any) -> Any:
+    """JSON-safe: NaN/inf become null (JSON has neither)."""
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return None
+    if isinstance(obj, dict):
+        return {k: _clean(v) for k, v in obj.items()}
+    if isinstance(obj, list | tuple):
+        return [_clean(v) for v in obj]
+    return obj
+
+
+def print_json(data: Any) -> None:
+    """One JSON object on stdout."""
+    sys.stdout.write(json.dumps(_clean(data), indent=2) + "\n")

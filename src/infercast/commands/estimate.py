@@ -1,0 +1,73 @@
+"""``infercast estimate``: first-principles roofline of prefill and decode."""
+
+from __future__ import annotations
+
+import typer
+
+HELP = "Roofline of prefill and decode: floor and expected times, bound, memory fit, max batch, tok/s, $/M tokens."
+
+
+def run_estimate(model: str, hardware: str, weights: str, kv_cache: str | None, compute: str | None,
+                 batch: str | None, context: int, prompt: int, tp: int, pp: int, ep: int,
+                 price: float | None, profile: str | None, memory_fraction: float, floor: bool,
+                 as_json: bool, plot: str | None, ops: bool) -> None:
+    from rich.console import Console
+
+    from infercast.commands._common import parse_int_list, print_json
+    from infercast.cost.efficiency import load_profile
+    from infercast.estimate import estimate
+    from infercast.report.tables import op_table, print_estimate
+    from infercast.specs.parallel import Parallelism
+
+    batches = parse_int_list(batch, "--batch") if batch else [1, 8, 32, 64]
+    est = estimate(model, hardware, weights, kv_cache, compute, batches, context, prompt,
+                   Parallelism(tp=tp, pp=pp, ep=ep), load_profile(profile), price, memory_fraction,
+                   use_floor=floor, add_max_batch=batch is None)
+    if plot:
+        from infercast.report.plots import plot_estimate
+
+        plot_estimate(est, plot)
+    if as_json:
+        print_json(est.to_dict())
+        return
+    console = Console()
+    print_estimate(est, console)
+    if ops:
+        console.print(op_table(est, est.decode[-1].batch))
+    if plot:
+        console.print(f"plot written to {plot}")
+
+
+def run_default() -> None:
+    """``infercast`` with no arguments: the seed case (Llama-3.1-70B, FP8 weights and KV, one H100 SXM)."""
+    from infercast.estimate import SEED
+
+    run_estimate(SEED["model"], SEED["hardware"], SEED["weights"], SEED["kv_cache"], None,
+                 ",".join(map(str, SEED["batches"])), SEED["context"], SEED["prompt"], 1, 1, 1, None, None,
+                 0.95, False, False, None, False)
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("estimate", help=HELP)
+    def estimate_cmd(
+        model: str = typer.Option("llama-3.1-70b", "--model", "-m", help="preset name (infercast models) or path to config.json / model dir"),
+        hardware: str = typer.Option("h100-sxm", "--hardware", "-H", help="preset key (infercast hardware) or a .toml/.json spec"),
+        weights: str = typer.Option("bf16", help="weight storage dtype: fp32 bf16 fp16 fp8 int8 int4 fp4"),
+        kv_cache: str | None = typer.Option(None, "--kv-cache", help="KV-cache dtype (default: 16-bit)"),
+        compute: str | None = typer.Option(None, help="matmul compute dtype (default from weights: int4 -> bf16)"),
+        batch: str | None = typer.Option(None, help="decode batch sizes, e.g. 1,8,32,64 (default adds the max batch)"),
+        context: int = typer.Option(2048, help="tokens in context per sequence during decode"),
+        prompt: int = typer.Option(1024, help="prompt tokens for the prefill / TTFT estimate"),
+        tp: int = typer.Option(1, help="tensor-parallel GPUs"),
+        pp: int = typer.Option(1, help="pipeline-parallel stages"),
+        ep: int = typer.Option(1, help="expert-parallel size (MoE)"),
+        price: float | None = typer.Option(None, help="$/GPU-hour (default: median quote in prices.csv)"),
+        profile: str | None = typer.Option(None, help="efficiency profile TOML (infercast calibrate)"),
+        memory_fraction: float = typer.Option(0.95, help="fraction of device memory the engine may use"),
+        floor: bool = typer.Option(False, "--floor", help="report physics floors as the main numbers"),
+        as_json: bool = typer.Option(False, "--json", help="print one JSON object"),
+        plot: str | None = typer.Option(None, help="write roofline + throughput plot (PNG/SVG/PDF)"),
+        ops: bool = typer.Option(False, "--ops", help="also print the per-op ledger of the largest batch"),
+    ) -> None:
+        run_estimate(model, hardware, weights, kv_cache, compute, batch, context, prompt, tp, pp, ep, price,
+                     profile, memory_fraction, floor, as_json, plot, ops)

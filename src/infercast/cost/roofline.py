@@ -1,0 +1,71 @@
+"""Roofline timing of one op: the physics floor and the expected time, and what binds.
+
+floor    = max(FLOPs / peak, compulsory bytes / bandwidth)           (Williams et al. 2009)
+expected = max(FLOPs / (peak * compute_eff), bytes / (bandwidth * mem_eff))
+comm     = link bytes / link bandwidth (+ latency per collective in expected)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from infercast.cost.comm import transfer_time_s
+from infercast.cost.efficiency import EfficiencyProfile
+from infercast.cost.ops import ATTENTION, COMM, GEMM, OpCost
+
+COMPUTE, MEMORY, LINK = "compute", "memory", "link"
+
+
+@dataclass(frozen=True, slots=True)
+class Machine:
+    """The resources one GPU of a replica offers to the ledger."""
+
+    peak_flops: float  # in the compute dtype of the matmuls
+    attn_peak_flops: float  # attention runs in 16-bit (or fp8 with fp8 KV), see StepModel
+    bandwidth: float
+    link_bandwidth: float
+    compute_dtype: str
+
+
+@dataclass(frozen=True, slots=True)
+class OpTime:
+    """An op with its floor and expected time and the resource that binds it."""
+
+    op: OpCost
+    floor_s: float
+    time_s: float
+    bound: str
+
+
+def _peak(op: OpCost, m: Machine) -> float:
+    return m.attn_peak_flops if op.kind == ATTENTION else m.peak_flops
+
+
+def op_floor_s(op: OpCost, m: Machine) -> tuple[float, str]:
+    """Physics floor of an op: nothing can run it faster."""
+    if op.kind == COMM:
+        return transfer_time_s(op.link_bytes, m.link_bandwidth, 0.0), LINK
+    compute = op.flops / _peak(op, m)
+    memory = op.compulsory_bytes / m.bandwidth
+    return (compute, COMPUTE) if compute > memory else (memory, MEMORY)
+
+
+def op_expected_s(op: OpCost, m: Machine, eff: EfficiencyProfile) -> tuple[float, str]:
+    """Expected time of an op with the profile's achieved-efficiency factors."""
+    if op.kind == COMM:
+        return transfer_time_s(op.link_bytes, m.link_bandwidth * eff.comm_bw_eff, eff.comm_latency_s, op.collectives), LINK
+    if op.kind == GEMM:
+        c_eff, b_eff = eff.gemm_eff(m.compute_dtype, max(op.m_tokens, 1e-9)), eff.mem_bw_eff
+    elif op.kind == ATTENTION:
+        c_eff, b_eff = eff.attn_compute_eff, eff.attn_bw_eff
+    else:
+        c_eff, b_eff = eff.gemm_compute_eff, eff.elementwise_bw_eff
+    compute = op.flops / (_peak(op, m) * c_eff)
+    memory = op.bytes / (m.bandwidth * b_eff)
+    return (compute, COMPUTE) if compute > memory else (memory, MEMORY)
+
+
+def time_op(op: OpCost, m: Machine, eff: EfficiencyProfile) -> OpTime:
+    floor, _ = op_floor_s(op, m)
+    expected, bound = op_expected_s(op, m, eff)
+    return OpTime(op, floor, expected, bound)

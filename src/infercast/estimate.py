@@ -1,0 +1,204 @@
+"""``estimate()``: the roofline analysis behind ``infercast estimate``, as plain objects.
+
+One call builds the specs, one :class:`~infercast.cost.step.StepModel`, and
+evaluates prefill for a prompt and decode across batch sizes at a context,
+with the memory plan and $/M tokens. ``Estimate.to_dict()`` is the JSON the CLI
+prints (its keys are a contract other tools rely on; see docs/estimate.md).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from infercast.cost.efficiency import EfficiencyProfile
+from infercast.cost.memory import fit_suggestions
+from infercast.cost.step import StepCost, StepModel
+from infercast.errors import ConfigError
+from infercast.specs.catalog import load_hardware, load_model
+from infercast.specs.hardware import HardwareSpec
+from infercast.specs.model import ModelSpec
+from infercast.specs.parallel import Parallelism
+from infercast.specs.precision import Precision
+
+SEED = {"model": "llama-3.1-70b", "hardware": "h100-sxm", "weights": "fp8", "kv_cache": "fp8",
+        "batches": (1, 8, 32, 64), "context": 2048, "prompt": 1024}
+
+
+@dataclass(frozen=True)
+class DecodePoint:
+    """Decode at one batch size: step time, throughput, bound, memory fit and cost."""
+
+    batch: int
+    context: int
+    cost: StepCost
+    fits: bool
+    required_bytes: float
+    seed_formula_time_s: float  # (params*w + kv/token*context*batch)/bandwidth, the seed's estimator
+    price_per_hour: float | None
+    num_gpus: int
+    use_floor: bool = False
+
+    @property
+    def step_time_s(self) -> float:
+        return self.cost.time_s
+
+    @property
+    def floor_step_time_s(self) -> float:
+        return self.cost.floor_time_s
+
+    @property
+    def tokens_per_s(self) -> float:
+        """Output tokens per second of the replica (all users)."""
+        t = self.floor_step_time_s if self.use_floor else self.step_time_s
+        return self.batch / t
+
+    @property
+    def tokens_per_s_per_user(self) -> float:
+        return self.tokens_per_s / self.batch
+
+    @property
+    def cost_per_million_output_tokens(self) -> float | None:
+        if self.price_per_hour is None:
+            return None
+        return self.price_per_hour * self.num_gpus / 3600.0 / self.tokens_per_s * 1e6
+
+    def to_dict(self) -> dict[str, Any]:
+        c = self.cost
+        return {
+            "batch": self.batch, "context": self.context,
+            "step_time_s": c.time_s, "floor_step_time_s": c.floor_time_s,
+            "overlap_floor_step_time_s": c.overlap_floor_s,
+            "seed_formula_time_s": self.seed_formula_time_s,
+            "tokens_per_s": self.tokens_per_s, "tokens_per_s_per_user": self.tokens_per_s_per_user,
+            "bound": c.bound, "fits": self.fits, "required_bytes": self.required_bytes,
+            "flops": c.flops, "bytes": c.bytes, "arithmetic_intensity": c.intensity,
+            "cost_per_million_output_tokens": self.cost_per_million_output_tokens,
+        }
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """Everything ``infercast estimate`` reports, for one configuration."""
+
+    model: ModelSpec
+    hardware: HardwareSpec
+    precision: Precision
+    parallel: Parallelism
+    profile: EfficiencyProfile
+    step_model: StepModel
+    prompt_tokens: int
+    context: int
+    prefill: StepCost
+    decode: tuple[DecodePoint, ...]
+    price_per_hour: float | None
+    use_floor: bool = False
+    notes: tuple[str, ...] = field(default=())
+
+    @property
+    def num_gpus(self) -> int:
+        return self.parallel.gpus_per_replica
+
+    @property
+    def ttft_s(self) -> float:
+        """Unloaded time to first token: the prefill step of the prompt."""
+        return self.prefill.floor_time_s if self.use_floor else self.prefill.time_s
+
+    @property
+    def cost_per_million_input_tokens(self) -> float | None:
+        if self.price_per_hour is None:
+            return None
+        return self.price_per_hour * self.num_gpus / 3600.0 * self.ttft_s / self.prompt_tokens * 1e6
+
+    def to_dict(self) -> dict[str, Any]:
+        m, h, mem = self.model, self.hardware, self.step_model.memory
+        biggest = max(self.decode, key=lambda d: d.batch)
+        p = self.prefill
+        return {
+            "mode": "floor" if self.use_floor else "expected",
+            "model": {"name": m.name, "arch": m.arch, "total_params": m.total_params,
+                      "active_params": m.active_params, "num_layers": m.num_layers,
+                      "kv_bytes_per_token": m.kv_bytes_per_token(self.precision.kv_bytes),
+                      "notes": list(m.notes)},
+            "hardware": {"key": h.key, "name": h.name, "memory_bytes": h.memory_bytes,
+                         "memory_bandwidth_bytes_per_s": h.memory_bandwidth_bytes_per_s,
+                         "peak_flops_per_s": dict(h.flops_per_s),
+                         "link_bandwidth_bytes_per_s": h.link_bandwidth_bytes_per_s},
+            "precision": {"weights": self.precision.weights, "compute": self.step_model.precision.compute,
+                          "kv_cache": self.precision.kv_cache},
+            "parallel": {"tp": self.parallel.tp, "pp": self.parallel.pp, "ep": self.parallel.ep,
+                         "num_gpus": self.num_gpus},
+            "profile": self.profile.to_dict(),
+            "memory": {"fits": all(d.fits for d in self.decode), "batch": biggest.batch,
+                       "context": self.context, "required_bytes": biggest.required_bytes,
+                       "available_bytes": mem.available_bytes, "device_bytes": mem.device_bytes,
+                       "weight_bytes": mem.weight_bytes, "activation_bytes": mem.activation_bytes,
+                       "kv_bytes": mem.kv_bytes(biggest.batch, self.context),
+                       "kv_budget_bytes": mem.kv_budget_bytes, "kv_capacity_tokens": mem.kv_capacity_tokens,
+                       "max_batch": mem.max_batch(self.context),
+                       "suggestions": [] if biggest.fits else fit_suggestions(mem, biggest.batch, self.context, self.parallel, self.precision),
+                       "units": "bytes (GB = 1e9, GiB = 2**30)"},
+            "prefill": {"prompt_tokens": self.prompt_tokens, "time_s": p.time_s, "floor_time_s": p.floor_time_s,
+                        "ttft_s": self.ttft_s, "bound": p.bound, "flops": p.flops, "bytes": p.bytes,
+                        "arithmetic_intensity": p.intensity,
+                        "tokens_per_s": self.prompt_tokens / (p.floor_time_s if self.use_floor else p.time_s)},
+            "decode": [d.to_dict() for d in self.decode],
+            "cost": {"price_per_hour": self.price_per_hour, "price_source": h.price_source,
+                     "num_gpus": self.num_gpus,
+                     "per_million_input_tokens": self.cost_per_million_input_tokens},
+            "notes": list(self.notes),
+        }
+
+
+def _seed_formula_s(model: ModelSpec, prec: Precision, hw: HardwareSpec, par: Parallelism, batch: int, context: int) -> float:
+    """The seed's estimator: (params * bytes/param + kv/token * context * batch) / bandwidth, per GPU."""
+    weights = model.total_params * prec.weight_bytes / par.gpus_per_replica
+    kv = model.kv_bytes_per_token(prec.kv_bytes) * context * batch / par.gpus_per_replica
+    return (weights + kv) / hw.memory_bandwidth_bytes_per_s
+
+
+def _check_positive(name: str, values: Sequence[int]) -> None:
+    for v in values:
+        if not isinstance(v, int) or isinstance(v, bool) or v <= 0:
+            raise ConfigError(f"--{name} must be positive integers, got {v!r}")
+
+
+def estimate(model: str | ModelSpec = SEED["model"], hardware: str | HardwareSpec = SEED["hardware"],
+             weights: str = "bf16", kv_cache: str | None = None, compute: str | None = None,
+             batches: Sequence[int] = (1, 8, 32, 64), context: int = 2048, prompt: int = 1024,
+             parallel: Parallelism | None = None, profile: EfficiencyProfile | None = None,
+             price_per_hour: float | None = None, memory_fraction: float = 0.95,
+             use_floor: bool = False, add_max_batch: bool = False) -> Estimate:
+    """Roofline estimate of prefill and decode; see module docstring."""
+    _check_positive("batch", list(batches))
+    _check_positive("context", [context])
+    _check_positive("prompt", [prompt])
+    if not 0 < memory_fraction <= 1:
+        raise ConfigError(f"--memory-fraction must be in (0, 1], got {memory_fraction}")
+    m = load_model(model) if isinstance(model, str) else model
+    h = load_hardware(hardware) if isinstance(hardware, str) else hardware
+    if price_per_hour is not None:
+        if price_per_hour < 0:
+            raise ConfigError(f"--price must be >= 0 $/GPU-hour, got {price_per_hour}")
+        h = h.with_price(price_per_hour, "--price")
+    prec = Precision.parse(weights, kv_cache, compute)
+    par = parallel or Parallelism()
+    sm = StepModel(m, h, prec, par, profile, memory_fraction=memory_fraction)
+    mem = sm.memory
+    batch_list = sorted(set(batches))
+    mb = mem.max_batch(context)
+    if add_max_batch and mb > 0 and mb not in batch_list:
+        batch_list = sorted(set(batch_list + [mb]))
+    decode = tuple(
+        DecodePoint(b, context, sm.decode_cost(b, context), mem.fits(b, context), mem.required_bytes(b, context),
+                    _seed_formula_s(m, prec, h, par, b, context), h.price_per_hour, par.gpus_per_replica, use_floor)
+        for b in batch_list
+    )
+    notes = list(sm.notes)
+    if context > m.max_context > 0:
+        notes.append(f"context {context} exceeds the model's max_position_embeddings {m.max_context}")
+    if not mem.weights_fit:
+        notes.append(f"weights do not fit: {mem.shortfall_message(1, context)}")
+    return Estimate(m, h, prec, par, sm.profile, sm, prompt, context, sm.prefill_cost(prompt), decode,
+                    h.price_per_hour, use_floor, tuple(notes))

@@ -1,0 +1,59 @@
+"""Plots: the roofline of a part with the step's ops placed on it, and throughput vs batch."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from infercast.errors import ConfigError
+from infercast.estimate import Estimate
+
+
+def _pyplot():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def plot_estimate(est: Estimate, path: str | Path) -> Path:
+    """Two panels: roofline with prefill/decode ops, and tokens/s vs batch."""
+    import numpy as np
+
+    plt = _pyplot()
+    out = Path(path)
+    if out.suffix.lower() not in (".png", ".svg", ".pdf"):
+        raise ConfigError(f"--plot {path!r}: use a .png, .svg or .pdf file name")
+    mach = est.step_model.machine
+    fig, (ax, ax2) = plt.subplots(1, 2, figsize=(13, 5))
+    x = np.logspace(-1, 4, 200)
+    ax.loglog(x, np.minimum(mach.peak_flops, x * mach.bandwidth), "k-", lw=2, label=f"roofline ({mach.compute_dtype})")
+    ridge = mach.peak_flops / mach.bandwidth
+    ax.axvline(ridge, color="grey", ls=":", lw=1)
+    ax.text(ridge, mach.peak_flops * 0.3, f" ridge {ridge:,.0f} FLOP/B", color="grey")
+    points = [("prefill", est.prefill, "o")] + [(f"decode b={d.batch}", d.cost, "s") for d in est.decode[:: max(1, len(est.decode) // 3)]]
+    for label, cost, marker in points:
+        xs = [o.op.intensity for o in cost.ops if o.op.flops > 0 and o.op.kind != "comm"]
+        ys = [o.op.flops / o.time_s for o in cost.ops if o.op.flops > 0 and o.op.kind != "comm"]
+        ax.scatter(xs, ys, marker=marker, alpha=0.7, label=label)
+    ax.set_xlabel("arithmetic intensity (FLOP/byte)")
+    ax.set_ylabel("achieved FLOP/s (expected)")
+    ax.set_title(f"{est.hardware.name}: ops of {est.model.name}")
+    ax.legend(fontsize=8)
+    b = [d.batch for d in est.decode]
+    ax2.plot(b, [d.tokens_per_s for d in est.decode], "o-", label="tokens/s (expected)")
+    ax2.plot(b, [d.batch / d.floor_step_time_s for d in est.decode], "x--", label="tokens/s (floor)")
+    for d in est.decode:
+        if not d.fits:
+            ax2.scatter([d.batch], [d.tokens_per_s], color="red", zorder=3)
+    ax2.set_xscale("log", base=2)
+    ax2.set_xlabel("batch (red: does not fit)")
+    ax2.set_ylabel("output tokens/s per replica")
+    ax2.set_title(f"decode at context {est.context}")
+    ax2.legend(fontsize=8)
+    fig.tight_layout()
+    out.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(out, dpi=110)
+    plt.close(fig)
+    return out

@@ -1,0 +1,77 @@
+"""Rich tables for people; JSON is the machine-readable twin (``to_dict``)."""
+
+from __future__ import annotations
+
+from rich.console import Console, Group
+from rich.table import Table
+from rich.text import Text
+
+from infercast.estimate import Estimate
+from infercast.units import GB, GiB, fmt_bytes, fmt_si, fmt_time
+
+
+def _money(x: float | None) -> str:
+    return "n/a" if x is None else f"${x:,.3f}"
+
+
+def estimate_tables(est: Estimate) -> Group:
+    """Header, memory plan, prefill and the decode-vs-batch table (the seed's table, itemised)."""
+    m, h, mem = est.model, est.hardware, est.step_model.memory
+    prec = est.step_model.precision
+    head = Text.assemble(
+        (f"{m.name}", "bold"), f" ({m.total_params / 1e9:,.2f}B params, {m.active_params / 1e9:,.2f}B active, "
+        f"{m.kv_bytes_per_token(prec.kv_bytes):,.0f} KV bytes/token)\n",
+        (f"{h.name}", "bold"), f" x{est.num_gpus} (TP {est.parallel.tp}, PP {est.parallel.pp}): "
+        f"{fmt_si(h.memory_bandwidth_bytes_per_s, 'B/s')}, {fmt_si(est.step_model.machine.peak_flops, 'FLOP/s')} "
+        f"{prec.compute}, {h.memory_bytes / GB:,.0f} GB ({h.memory_bytes / GiB:,.1f} GiB)\n",
+        f"precision {prec.label}; mode: {'floor (physics only)' if est.use_floor else 'expected (floor / efficiency + overhead)'}",
+    )
+    memt = Table(title="Memory per GPU", show_header=False, title_justify="left")
+    memt.add_row("weights", fmt_bytes(mem.weight_bytes))
+    memt.add_row("activation reserve", fmt_bytes(mem.activation_bytes))
+    memt.add_row("available (x memory fraction)", fmt_bytes(mem.available_bytes))
+    memt.add_row("KV budget", fmt_bytes(max(mem.kv_budget_bytes, 0)) + f" = {mem.kv_capacity_tokens:,} tokens")
+    memt.add_row(f"max batch at context {est.context}", f"{mem.max_batch(est.context):,}")
+    pre = est.prefill
+    pret = Table(title=f"Prefill of {est.prompt_tokens} tokens (TTFT, unloaded)", title_justify="left")
+    for col in ("floor", "expected", "bound", "FLOP/byte", "tokens/s"):
+        pret.add_column(col, justify="right")
+    pret.add_row(fmt_time(pre.floor_time_s), fmt_time(pre.time_s), pre.bound, f"{pre.intensity:,.0f}",
+                 f"{est.prompt_tokens / est.ttft_s:,.0f}")
+    dec = Table(title=f"Decode at context {est.context} (step times in ms)", title_justify="left")
+    for col in ("batch", "floor", "expected", "seed", "tok/s", "tok/s/user", "bound", "FLOP/B",
+                "fits", "$/M out"):
+        dec.add_column(col, justify="right", no_wrap=True)
+    for d in est.decode:
+        fit = "yes" if d.fits else Text(f"NO {d.required_bytes / GB:,.0f}GB", style="bold red")
+        dec.add_row(str(d.batch), f"{d.floor_step_time_s * 1e3:,.2f}", f"{d.step_time_s * 1e3:,.2f}",
+                    f"{d.seed_formula_time_s * 1e3:,.2f}", f"{d.tokens_per_s:,.0f}", f"{d.tokens_per_s_per_user:,.1f}",
+                    d.cost.bound, f"{d.cost.intensity:,.1f}", fit, _money(d.cost_per_million_output_tokens))
+    parts = [head, memt, pret, dec]
+    price = f"${est.price_per_hour:,.2f}/GPU-hour ({h.price_source})" if est.price_per_hour is not None else "no price: pass --price"
+    foot = ["floor: physics (compulsory bytes / bandwidth, FLOPs / peak, per op); seed: the seed's "
+            "(params*bytes + KV)/bandwidth, which also counts the embedding table as read",
+            f"price: {price}; $/M input tokens {_money(est.cost_per_million_input_tokens)}"]
+    foot += [f"note: {n}" for n in est.notes]
+    bad = [d for d in est.decode if not d.fits]
+    if bad:
+        foot.append(f"batch {bad[0].batch} at context {est.context} does not fit: "
+                    f"{mem.shortfall_message(bad[0].batch, est.context)}")
+    parts.append(Text("\n".join(foot)))
+    return Group(*parts)
+
+
+def print_estimate(est: Estimate, console: Console | None = None) -> None:
+    (console or Console()).print(estimate_tables(est))
+
+
+def op_table(est: Estimate, batch: int) -> Table:
+    """Per-op ledger of the decode step at ``batch`` (for --ops)."""
+    point = next(d for d in est.decode if d.batch == batch)
+    t = Table(title=f"Decode step ledger, batch {batch}, context {est.context} (per GPU, all layers)", title_justify="left")
+    for col in ("op", "GFLOP", "GB moved", "FLOP/byte", "floor", "expected", "bound"):
+        t.add_column(col, justify="right" if col != "op" else "left")
+    for o in point.cost.ops:
+        t.add_row(o.op.name, f"{o.op.flops / 1e9:,.2f}", f"{o.op.bytes / GB:,.3f}", f"{o.op.intensity:,.1f}",
+                  fmt_time(o.floor_s), fmt_time(o.time_s), o.bound)
+    return t

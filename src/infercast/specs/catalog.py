@@ -1,0 +1,182 @@
+"""Shipped presets: model configs, hardware table and prices, plus user files.
+
+``load_model("llama-3.1-70b")`` reads ``data/models/llama-3.1-70b.json``; any path
+to a ``config.json`` or a directory holding one works too. ``load_hardware``
+accepts a key of ``data/hardware.csv`` or a TOML/JSON spec file. Unknown names
+are errors that list the close matches; there is no silent fallback.
+"""
+
+from __future__ import annotations
+
+import csv
+import difflib
+import json
+import statistics
+import tomllib
+from functools import lru_cache
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from infercast.errors import ConfigError, ModelConfigError, UnknownHardwareError, UnknownModelError
+from infercast.specs.hardware import COMPUTE_DTYPES, HardwareSpec, hardware_from_mapping
+from infercast.specs.hf_config import model_from_hf_config
+from infercast.specs.model import ModelSpec
+
+DATA = resources.files("infercast") / "data"
+
+
+def data_path(*parts: str) -> Path:
+    """Filesystem path of a shipped data file."""
+    return Path(str(DATA.joinpath(*parts)))
+
+
+# ---- models ---------------------------------------------------------------
+def model_names() -> list[str]:
+    """Names of the shipped model presets."""
+    return sorted(p.stem for p in data_path("models").glob("*.json"))
+
+
+def _suggest(name: str, choices: list[str]) -> str:
+    close = difflib.get_close_matches(name, choices, n=3, cutoff=0.5)
+    return f" (did you mean {', '.join(close)}?)" if close else ""
+
+
+def _read_json(path: Path, what: str) -> Any:
+    try:
+        return json.loads(path.read_text())
+    except json.JSONDecodeError as exc:
+        raise ModelConfigError(f"{what} {path} is not valid JSON: {exc.msg} at line {exc.lineno}") from None
+    except OSError as exc:
+        raise ModelConfigError(f"cannot read {what} {path}: {exc.strerror}") from None
+
+
+@lru_cache(maxsize=64)
+def load_model(name_or_path: str) -> ModelSpec:
+    """A preset name, a path to a config.json, or a model directory holding one."""
+    name = str(name_or_path).strip()
+    preset = data_path("models", f"{name.lower()}.json")
+    if preset.is_file():
+        return model_from_hf_config(_read_json(preset, "model preset"), name.lower())
+    path = Path(name).expanduser()
+    if path.is_dir():
+        path = path / "config.json"
+        if not path.is_file():
+            raise UnknownModelError(f"model directory {name!r} has no config.json")
+    if path.is_file():
+        label = path.parent.name if path.name == "config.json" else path.stem
+        return model_from_hf_config(_read_json(path, "model config"), label)
+    names = model_names()
+    raise UnknownModelError(
+        f"unknown model {name!r}{_suggest(name.lower(), names)}: use a preset "
+        f"(`infercast models` lists {len(names)}) or a path to a config.json"
+    )
+
+
+def published_sizes() -> dict[str, dict[str, str]]:
+    """Rows of data/models/PUBLISHED_SIZES.csv keyed by model name."""
+    with data_path("models", "PUBLISHED_SIZES.csv").open() as fh:
+        return {row["model"]: row for row in csv.DictReader(fh)}
+
+
+# ---- hardware ---------------------------------------------------------------
+@lru_cache(maxsize=1)
+def _hardware_rows() -> dict[str, dict[str, str]]:
+    with data_path("hardware.csv").open() as fh:
+        return {row["key"]: row for row in csv.DictReader(fh)}
+
+
+def _resolved_row(key: str, rows: dict[str, dict[str, str]]) -> dict[str, str]:
+    """A row whose empty fields are inherited from its ``variant_of`` parent."""
+    row = dict(rows[key])
+    parent = row.get("variant_of")
+    if parent and parent in rows and parent != key:
+        base = _resolved_row(parent, rows)
+        for k, v in base.items():
+            if row.get(k) in (None, "") and k not in ("variant_of", "notes"):
+                row[k] = v
+    return row
+
+
+def _float(value: str | None) -> float:
+    return float(value) if value not in (None, "") else 0.0
+
+
+@lru_cache(maxsize=1)
+def default_prices() -> dict[str, tuple[float, str]]:
+    """$/GPU-hour per part: median of the on-demand quotes in data/prices.csv.
+
+    A quoted range counts as its midpoint. Indicative only: pass --price for yours.
+    """
+    quotes: dict[str, list[float]] = {}
+    with data_path("prices.csv").open() as fh:
+        for row in csv.DictReader(fh):
+            if row["pricing_model"] != "on-demand" or "/" in row["hardware"]:
+                continue
+            if row["usd_per_gpu_hour"]:
+                value = float(row["usd_per_gpu_hour"])
+            elif row["usd_per_gpu_hour_low"] and row["usd_per_gpu_hour_high"]:
+                value = (float(row["usd_per_gpu_hour_low"]) + float(row["usd_per_gpu_hour_high"])) / 2
+            else:
+                continue
+            quotes.setdefault(row["hardware"], []).append(value)
+    return {
+        k: (statistics.median(v), f"median of {len(v)} on-demand quote(s) in prices.csv")
+        for k, v in quotes.items()
+    }
+
+
+def hardware_names() -> list[str]:
+    """Keys of the shipped hardware table."""
+    return list(_hardware_rows())
+
+
+def _hardware_from_row(row: dict[str, str]) -> HardwareSpec:
+    flops = {d: _float(row.get(f"{d}_flops")) for d in COMPUTE_DTYPES if d != "int8"}
+    flops["int8"] = _float(row.get("int8_ops"))
+    # NVIDIA parts run bf16 and fp16 at the same tensor rate; fill a missing one from the other.
+    if not flops["bf16"] and flops["fp16"] and row.get("vendor") == "nvidia":
+        flops["bf16"] = flops["fp16"]
+    price = default_prices().get(row["key"])
+    cites = {k.removeprefix("cite_"): v for k, v in row.items() if k.startswith("cite_") and v}
+    return HardwareSpec(
+        key=row["key"],
+        name=row["name"],
+        memory_bytes=_float(row["memory_bytes"]),
+        memory_bandwidth_bytes_per_s=_float(row["memory_bandwidth_bytes_per_s"]),
+        flops_per_s={k: v for k, v in flops.items() if v},
+        link_bandwidth_bytes_per_s=_float(row["scaleup_unidir_bytes_per_s"]),
+        pcie_bandwidth_bytes_per_s=_float(row["pcie_unidir_bytes_per_s"]),
+        tdp_w=_float(row["tdp_w"]),
+        price_per_hour=price[0] if price else None,
+        price_source=price[1] if price else "",
+        citations=cites,
+    )
+
+
+def _load_hardware_file(path: Path) -> HardwareSpec:
+    try:
+        text = path.read_text()
+    except OSError as exc:
+        raise ConfigError(f"cannot read hardware file {path}: {exc.strerror}") from None
+    try:
+        data = tomllib.loads(text) if path.suffix == ".toml" else json.loads(text)
+    except (tomllib.TOMLDecodeError, json.JSONDecodeError) as exc:
+        raise ConfigError(f"hardware file {path} is not valid {path.suffix[1:].upper()}: {exc}") from None
+    return hardware_from_mapping(data, where=str(path))
+
+
+@lru_cache(maxsize=64)
+def load_hardware(name_or_path: str) -> HardwareSpec:
+    """A key of data/hardware.csv, or a path to a TOML/JSON hardware spec."""
+    name = str(name_or_path).strip()
+    rows = _hardware_rows()
+    if name.lower() in rows:
+        return _hardware_from_row(_resolved_row(name.lower(), rows))
+    path = Path(name).expanduser()
+    if path.suffix in (".toml", ".json") and path.is_file():
+        return _load_hardware_file(path)
+    raise UnknownHardwareError(
+        f"unknown hardware {name!r}{_suggest(name.lower(), list(rows))}: use a preset "
+        "(`infercast hardware` lists them) or a .toml/.json spec file"
+    )

@@ -1,0 +1,104 @@
+"""Accelerator spec (``HardwareSpec``): peak FLOP/s per dtype, memory, bandwidth, links, price.
+
+Numbers come from ``data/hardware.csv`` (one citation per number, kept in
+``citations``) or from a user's TOML/JSON file (see :func:`hardware_from_mapping`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from infercast.errors import ConfigError
+
+COMPUTE_DTYPES = ("fp32", "tf32", "bf16", "fp16", "fp8", "int8", "fp4")
+
+
+@dataclass(frozen=True)
+class HardwareSpec:
+    """One accelerator (or a CPU measured by ``infercast machine``).
+
+    ``flops_per_s`` maps a compute dtype to the dense peak (no sparsity).
+    ``link_bandwidth_bytes_per_s`` is the scale-up link (NVLink, xGMI) per GPU,
+    one direction, which is what one ring step of an all-reduce can use.
+    """
+
+    key: str
+    name: str
+    memory_bytes: float
+    memory_bandwidth_bytes_per_s: float
+    flops_per_s: Mapping[str, float]
+    link_bandwidth_bytes_per_s: float = 0.0
+    pcie_bandwidth_bytes_per_s: float = 0.0
+    tdp_w: float = 0.0
+    price_per_hour: float | None = None  # $/device-hour, None if unknown
+    price_source: str = ""
+    citations: Mapping[str, str] = field(default_factory=dict)
+
+    def peak_flops(self, dtype: str) -> float | None:
+        """Dense peak FLOP/s for a compute dtype; None if the part lacks that path."""
+        value = self.flops_per_s.get(dtype)
+        return value if value else None
+
+    @property
+    def ridge_point(self) -> float:
+        """BF16 (else FP32) ridge point in FLOP/byte: peak / bandwidth."""
+        peak = self.peak_flops("bf16") or self.peak_flops("fp32") or 0.0
+        return peak / self.memory_bandwidth_bytes_per_s
+
+    def ridge_point_for(self, dtype: str) -> float:
+        """Ridge point (FLOP/byte) of the given compute dtype."""
+        return (self.peak_flops(dtype) or 0.0) / self.memory_bandwidth_bytes_per_s
+
+    def with_price(self, price_per_hour: float | None, source: str = "flag") -> HardwareSpec:
+        """Copy with a different $/device-hour."""
+        from dataclasses import replace
+
+        return replace(self, price_per_hour=price_per_hour, price_source=source)
+
+
+def _positive(data: Mapping[str, Any], key: str, where: str, required: bool = True) -> float:
+    value = data.get(key)
+    if value in (None, ""):
+        if required:
+            raise ConfigError(f"hardware spec {where} misses {key!r}: add it (SI units)")
+        return 0.0
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        raise ConfigError(f"hardware spec {where}: {key}={value!r} is not a number") from None
+    if number < 0 or (required and number == 0):
+        raise ConfigError(f"hardware spec {where}: {key}={value!r} must be positive")
+    return number
+
+
+def hardware_from_mapping(data: Mapping[str, Any], where: str = "file") -> HardwareSpec:
+    """Validate a user's hardware file (TOML/JSON) into a spec.
+
+    Required: ``name``, ``memory_bytes``, ``memory_bandwidth_bytes_per_s`` and a
+    ``[flops_per_s]`` table with at least one dtype. Optional:
+    ``link_bandwidth_bytes_per_s``, ``price_per_hour``, ``tdp_w``.
+    """
+    flops = data.get("flops_per_s")
+    if not isinstance(flops, Mapping) or not flops:
+        raise ConfigError(f"hardware spec {where} needs a [flops_per_s] table, e.g. bf16 = 9.89e14")
+    peaks = {}
+    for dtype, value in flops.items():
+        if dtype not in COMPUTE_DTYPES:
+            raise ConfigError(f"hardware spec {where}: unknown dtype {dtype!r} in flops_per_s; use {', '.join(COMPUTE_DTYPES)}")
+        peaks[dtype] = _positive(flops, dtype, where)
+    name = str(data.get("name") or data.get("key") or "custom")
+    price = data.get("price_per_hour")
+    return HardwareSpec(
+        key=str(data.get("key") or name),
+        name=name,
+        memory_bytes=_positive(data, "memory_bytes", where),
+        memory_bandwidth_bytes_per_s=_positive(data, "memory_bandwidth_bytes_per_s", where),
+        flops_per_s=peaks,
+        link_bandwidth_bytes_per_s=_positive(data, "link_bandwidth_bytes_per_s", where, required=False),
+        tdp_w=_positive(data, "tdp_w", where, required=False),
+        price_per_hour=float(price) if price not in (None, "") else None,
+        price_source=where if price not in (None, "") else "",
+        citations={"file": where},
+    )

@@ -1,0 +1,329 @@
+"""Build a :class:`ModelSpec` from a Hugging Face ``config.json`` dict.
+
+One small reader per architecture family; each names the HF fields it reads.
+An unknown ``model_type`` or a missing field is a ``ModelConfigError`` that says
+which field is missing and for which architecture.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from infercast.errors import ModelConfigError
+from infercast.specs.model import (
+    ATTN_CHUNKED,
+    ATTN_FULL,
+    ATTN_SLIDING,
+    AttentionSpec,
+    LayerSpec,
+    ModelSpec,
+    MoESpec,
+)
+
+Cfg = Mapping[str, Any]
+
+
+def _req(cfg: Cfg, arch: str, *names: str) -> Any:
+    """First present field among ``names``; a clear error naming it when none is."""
+    for name in names:
+        if cfg.get(name) is not None:
+            return cfg[name]
+    alt = " or ".join(repr(n) for n in names)
+    raise ModelConfigError(f"config.json ({arch}) misses field {alt}: add it to the config")
+
+
+def _int(cfg: Cfg, arch: str, *names: str) -> int:
+    value = _req(cfg, arch, *names)
+    if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
+        raise ModelConfigError(
+            f"config.json ({arch}) field {names[0]!r} must be a positive integer, got {value!r}"
+        )
+    return int(value)
+
+
+def _opt_int(cfg: Cfg, name: str, default: int = 0) -> int:
+    value = cfg.get(name)
+    return int(value) if isinstance(value, int | float) and not isinstance(value, bool) else default
+
+
+def _heads(cfg: Cfg, arch: str) -> tuple[int, int, int]:
+    """(num_heads, num_kv_heads, head_dim); kv heads default to heads (MHA)."""
+    h = _int(cfg, arch, "hidden_size", "n_embd", "d_model")
+    nh = _int(cfg, arch, "num_attention_heads", "n_head")
+    nkv = _opt_int(cfg, "num_key_value_heads") or _opt_int(cfg, "num_kv_heads") or nh
+    hd = _opt_int(cfg, "head_dim") or h // nh
+    return nh, nkv, hd
+
+
+def _common(cfg: Cfg, arch: str, name: str) -> dict[str, Any]:
+    return {
+        "name": name,
+        "arch": arch,
+        "hidden_size": _int(cfg, arch, "hidden_size", "n_embd", "d_model"),
+        "vocab_size": _int(cfg, arch, "vocab_size"),
+        "tie_embeddings": bool(cfg.get("tie_word_embeddings", False)),
+        "max_context": _opt_int(cfg, "max_position_embeddings")
+        or _opt_int(cfg, "n_positions")
+        or _opt_int(cfg, "seq_length"),
+    }
+
+
+def _num_layers(cfg: Cfg, arch: str) -> int:
+    return _int(cfg, arch, "num_hidden_layers", "n_layer", "num_layers")
+
+
+def _mha(cfg: Cfg, arch: str, **kw: Any) -> AttentionSpec:
+    nh, nkv, hd = _heads(cfg, arch)
+    return AttentionSpec(kind="mha", num_heads=nh, num_kv_heads=nkv, head_dim=hd, v_head_dim=hd, **kw)
+
+
+def _sliding_layers(cfg: Cfg, arch: str, n: int, ffn: int) -> tuple[LayerSpec, ...]:
+    """Layers of a llama-like model, honouring ``sliding_window`` / ``layer_types``."""
+    window = _opt_int(cfg, "sliding_window")
+    use_sw = cfg.get("use_sliding_window", True) and window > 0
+    types = cfg.get("layer_types")
+    if isinstance(types, list) and len(types) == n:
+        return tuple(
+            LayerSpec(ATTN_SLIDING, window, ffn_size=ffn)
+            if t == "sliding_attention" and window
+            else LayerSpec(ATTN_FULL, ffn_size=ffn)
+            for t in types
+        )
+    if use_sw:
+        # Qwen2-style: only layers from max_window_layers on use the window.
+        first = _opt_int(cfg, "max_window_layers", 0) if "max_window_layers" in cfg else 0
+        if arch.startswith("qwen"):
+            return tuple(
+                LayerSpec(ATTN_SLIDING if i >= first else ATTN_FULL, window if i >= first else 0, ffn_size=ffn)
+                for i in range(n)
+            )
+        return tuple(LayerSpec(ATTN_SLIDING, window, ffn_size=ffn) for _ in range(n))
+    return tuple(LayerSpec(ATTN_FULL, ffn_size=ffn) for _ in range(n))
+
+
+def _llama(cfg: Cfg, arch: str, name: str) -> ModelSpec:
+    """llama, mistral, qwen2, qwen3 and other dense SwiGLU GQA models."""
+    n = _num_layers(cfg, arch)
+    ffn = _int(cfg, arch, "intermediate_size")
+    bias = bool(cfg.get("attention_bias", arch == "qwen2"))
+    attn = _mha(cfg, arch, qkv_bias=bias, o_bias=bias and arch != "qwen2", qk_norm=arch.startswith("qwen3"))
+    return ModelSpec(
+        attention=attn,
+        layers=_sliding_layers(cfg, arch, n, ffn),
+        mlp_bias=bool(cfg.get("mlp_bias", False)),
+        **_common(cfg, arch, name),
+    )
+
+
+def _mixtral(cfg: Cfg, arch: str, name: str) -> ModelSpec:
+    n = _num_layers(cfg, arch)
+    moe = MoESpec(
+        num_experts=_int(cfg, arch, "num_local_experts", "num_experts"),
+        experts_per_token=_int(cfg, arch, "num_experts_per_tok"),
+        expert_ffn_size=_int(cfg, arch, "intermediate_size"),
+    )
+    layers = tuple(
+        LayerSpec(layer.attention, layer.window, moe=True) for layer in _sliding_layers(cfg, arch, n, 0)
+    )
+    return ModelSpec(attention=_mha(cfg, arch), layers=layers, moe=moe, **_common(cfg, arch, name))
+
+
+def _qwen_moe(cfg: Cfg, arch: str, name: str) -> ModelSpec:
+    """qwen2_moe / qwen3_moe: sparse every ``decoder_sparse_step`` layers, optional shared expert."""
+    n = _num_layers(cfg, arch)
+    step = _opt_int(cfg, "decoder_sparse_step", 1)
+    dense_only = set(cfg.get("mlp_only_layers") or [])
+    shared_ffn = _opt_int(cfg, "shared_expert_intermediate_size")
+    moe = MoESpec(
+        num_experts=_int(cfg, arch, "num_experts"),
+        experts_per_token=_int(cfg, arch, "num_experts_per_tok"),
+        expert_ffn_size=_int(cfg, arch, "moe_intermediate_size"),
+        num_shared_experts=1 if shared_ffn else 0,
+        shared_ffn_size=shared_ffn,
+    )
+    layers = tuple(
+        LayerSpec(moe=True)
+        if i not in dense_only and (i + 1) % step == 0
+        else LayerSpec(ffn_size=_int(cfg, arch, "intermediate_size"))
+        for i in range(n)
+    )
+    notes = ("qwen2_moe shared-expert gate (hidden_size params per layer) not counted",) if shared_ffn else ()
+    attn = _mha(cfg, arch, qkv_bias=bool(cfg.get("attention_bias", arch == "qwen2_moe")), qk_norm=arch == "qwen3_moe")
+    return ModelSpec(attention=attn, layers=layers, moe=moe, notes=notes, **_common(cfg, arch, name))
+
+
+def _deepseek(cfg: Cfg, arch: str, name: str) -> ModelSpec:
+    """deepseek_v2 / deepseek_v3: MLA attention, first k dense layers, shared experts."""
+    n = _num_layers(cfg, arch)
+    nh = _int(cfg, arch, "num_attention_heads")
+    nope = _int(cfg, arch, "qk_nope_head_dim")
+    rope = _int(cfg, arch, "qk_rope_head_dim")
+    attn = AttentionSpec(
+        kind="mla",
+        num_heads=nh,
+        num_kv_heads=nh,
+        head_dim=nope + rope,
+        v_head_dim=_int(cfg, arch, "v_head_dim"),
+        q_lora_rank=_opt_int(cfg, "q_lora_rank"),
+        kv_lora_rank=_int(cfg, arch, "kv_lora_rank"),
+        qk_rope_head_dim=rope,
+        qk_nope_head_dim=nope,
+    )
+    moe_ffn = _int(cfg, arch, "moe_intermediate_size")
+    moe = MoESpec(
+        num_experts=_int(cfg, arch, "n_routed_experts"),
+        experts_per_token=_int(cfg, arch, "num_experts_per_tok"),
+        expert_ffn_size=moe_ffn,
+        num_shared_experts=_opt_int(cfg, "n_shared_experts"),
+        shared_ffn_size=moe_ffn,
+    )
+    first_dense = _opt_int(cfg, "first_k_dense_replace")
+    freq = _opt_int(cfg, "moe_layer_freq", 1)
+    dense_ffn = _int(cfg, arch, "intermediate_size")
+    layers = tuple(
+        LayerSpec(moe=True) if i >= first_dense and i % freq == 0 else LayerSpec(ffn_size=dense_ffn)
+        for i in range(n)
+    )
+    notes = ()
+    if _opt_int(cfg, "num_nextn_predict_layers"):
+        notes = ("multi-token-prediction layers excluded from parameters (as DeepSeek's 671B figure)",)
+    return ModelSpec(attention=attn, layers=layers, moe=moe, notes=notes, **_common(cfg, arch, name))
+
+
+def _gpt_oss(cfg: Cfg, arch: str, name: str) -> ModelSpec:
+    """gpt_oss: alternating sliding/full attention with sinks, biased MoE experts."""
+    n = _num_layers(cfg, arch)
+    moe = MoESpec(
+        num_experts=_int(cfg, arch, "num_local_experts", "num_experts"),
+        experts_per_token=_int(cfg, arch, "num_experts_per_tok", "experts_per_token"),
+        expert_ffn_size=_int(cfg, arch, "intermediate_size"),
+        router_bias=True,
+        expert_bias=True,
+    )
+    layers = tuple(LayerSpec(x.attention, x.window, moe=True) for x in _sliding_layers(cfg, arch, n, 0))
+    attn = _mha(cfg, arch, qkv_bias=True, o_bias=True, sinks=True)
+    return ModelSpec(attention=attn, layers=layers, moe=moe, **_common(cfg, arch, name))
+
+
+def _llama4(cfg: Cfg, arch: str, name: str) -> ModelSpec:
+    """llama4: chunked local attention on 3 of 4 layers, interleaved MoE with a shared expert."""
+    text = cfg.get("text_config", cfg)
+    n = _num_layers(text, arch)
+    step = _opt_int(text, "interleave_moe_layer_step", 1)
+    chunk = _opt_int(text, "attention_chunk_size")
+    ffn = _int(text, arch, "intermediate_size")
+    moe = MoESpec(
+        num_experts=_int(text, arch, "num_local_experts"),
+        experts_per_token=_int(text, arch, "num_experts_per_tok"),
+        expert_ffn_size=ffn,
+        num_shared_experts=1,
+        shared_ffn_size=ffn,
+    )
+    dense_ffn = _int(text, arch, "intermediate_size_mlp")
+
+    def layer(i: int) -> LayerSpec:
+        # HF Llama4: every 4th layer (no_rope_layers) attends globally, the rest in chunks.
+        glob = (i + 1) % 4 == 0 or not chunk
+        kind, win = (ATTN_FULL, 0) if glob else (ATTN_CHUNKED, chunk)
+        if (i + 1) % step == 0:
+            return LayerSpec(kind, win, moe=True)
+        return LayerSpec(kind, win, ffn_size=dense_ffn)
+
+    common = _common(text, arch, name)
+    common["tie_embeddings"] = bool(text.get("tie_word_embeddings", cfg.get("tie_word_embeddings", False)))
+    attn = _mha(text, arch, qk_norm=bool(text.get("use_qk_norm", False)))
+    notes = ("text model only: the vision encoder in Meta's nominal size is not counted",)
+    return ModelSpec(attention=attn, layers=tuple(layer(i) for i in range(n)), moe=moe, notes=notes, **common)
+
+
+def _gptj(cfg: Cfg, arch: str, name: str) -> ModelSpec:
+    """gptj: parallel attention+MLP with one LayerNorm, GELU MLP with biases, biased LM head."""
+    n = _num_layers(cfg, arch)
+    h = _int(cfg, arch, "hidden_size", "n_embd")
+    ffn = _opt_int(cfg, "n_inner") or _opt_int(cfg, "intermediate_size") or 4 * h
+    return ModelSpec(
+        attention=_mha(cfg, arch),
+        layers=tuple(LayerSpec(ffn_size=ffn) for _ in range(n)),
+        gated_mlp=False,
+        mlp_bias=True,
+        norm="layer",
+        norms_per_layer=1,
+        lm_head_bias=True,
+        parallel_block=True,
+        **_common(cfg, arch, name),
+    )
+
+
+def _falcon(cfg: Cfg, arch: str, name: str) -> ModelSpec:
+    """falcon (new decoder architecture): GQA, parallel attention, two LayerNorms, GELU MLP."""
+    n = _num_layers(cfg, arch)
+    h = _int(cfg, arch, "hidden_size")
+    ffn = _opt_int(cfg, "ffn_hidden_size") or _opt_int(cfg, "intermediate_size") or 4 * h
+    bias = bool(cfg.get("bias", False))
+    new_arch = bool(cfg.get("new_decoder_architecture", False))
+    attn = _mha(cfg, arch, qkv_bias=bias, o_bias=bias)
+    if not new_arch and cfg.get("multi_query", True) and "num_kv_heads" not in cfg:
+        # Falcon-7B style: multi-query attention (one KV head).
+        attn = AttentionSpec("mha", attn.num_heads, 1, attn.head_dim, attn.head_dim, bias, bias)
+    return ModelSpec(
+        attention=attn,
+        layers=tuple(LayerSpec(ffn_size=ffn) for _ in range(n)),
+        gated_mlp=False,
+        mlp_bias=bias,
+        norm="layer",
+        norms_per_layer=2 if new_arch else 1,
+        parallel_block=bool(cfg.get("parallel_attn", True)),
+        **_common(cfg, arch, name),
+    )
+
+
+def _bloom(cfg: Cfg, arch: str, name: str) -> ModelSpec:
+    """bloom: MHA with biases, ALiBi (no position params), GELU MLP, embedding LayerNorm."""
+    n = _num_layers(cfg, arch)
+    h = _int(cfg, arch, "hidden_size", "n_embed")
+    ffn = _opt_int(cfg, "intermediate_size") or 4 * h
+    common = _common(cfg, arch, name)
+    common["tie_embeddings"] = bool(cfg.get("tie_word_embeddings", True))
+    return ModelSpec(
+        attention=_mha(cfg, arch, qkv_bias=True, o_bias=True),
+        layers=tuple(LayerSpec(ffn_size=ffn) for _ in range(n)),
+        gated_mlp=False,
+        mlp_bias=True,
+        norm="layer",
+        extra_norms=1,
+        **common,
+    )
+
+
+READERS: dict[str, Callable[[Cfg, str, str], ModelSpec]] = {
+    "llama": _llama,
+    "mistral": _llama,
+    "qwen2": _llama,
+    "qwen3": _llama,
+    "mixtral": _mixtral,
+    "qwen2_moe": _qwen_moe,
+    "qwen3_moe": _qwen_moe,
+    "deepseek_v2": _deepseek,
+    "deepseek_v3": _deepseek,
+    "gpt_oss": _gpt_oss,
+    "llama4": _llama4,
+    "llama4_text": _llama4,
+    "gptj": _gptj,
+    "falcon": _falcon,
+    "bloom": _bloom,
+}
+
+
+def model_from_hf_config(cfg: Cfg, name: str = "custom") -> ModelSpec:
+    """Normalize a Hugging Face config dict into a :class:`ModelSpec`."""
+    if not isinstance(cfg, Mapping):
+        raise ModelConfigError(f"config for {name!r} must be a JSON object, got {type(cfg).__name__}")
+    arch = cfg.get("model_type")
+    if not arch:
+        raise ModelConfigError(f"config.json for {name!r} misses field 'model_type': add it (e.g. \"llama\")")
+    reader = READERS.get(str(arch))
+    if reader is None:
+        known = ", ".join(sorted(READERS))
+        raise ModelConfigError(f"unsupported model_type {arch!r} in {name!r}: supported are {known}")
+    return reader(cfg, str(arch), name)
