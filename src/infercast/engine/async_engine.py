@@ -86,17 +86,27 @@ class AsyncEngine:
                 self._drain_inbox()
                 if self.engine.has_unfinished:
                     self._deliver(self.engine.step())
-                    if self.on_step:
-                        self.on_step()
                 else:
                     self._wake.wait(0.5)
                     self._wake.clear()
-        except BaseException as exc:  # a bug: fail every open stream instead of hanging them
+                if self.on_step:
+                    self.on_step()
+        except BaseException as exc:  # a bug: end every open stream instead of hanging it
             self.error = exc
             raise
         finally:
+            self._shutdown()
+
+    def _shutdown(self) -> None:
+        try:
             self._drain_inbox()
             self._deliver(self.engine.abort_all())
+        finally:
+            with self._lock:
+                left = list(self._streams)
+            self._deliver([TokenEvent(rid, None, "", "error") for rid in left])
+            if self.on_step:
+                self.on_step()
 
     def _drain_inbox(self) -> None:
         while True:

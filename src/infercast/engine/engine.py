@@ -111,6 +111,11 @@ class Engine:
         self.finished.append(gen.record)
         return ev
 
+    def pop_finished(self) -> list[RequestRecord]:
+        """Records finished since the last call (a long-running server drains them)."""
+        out, self.finished = self.finished, []
+        return out
+
     def abort_all(self) -> list[TokenEvent]:
         return [ev for rid in list(self.gens) if (ev := self.abort(rid)) is not None]
 

@@ -20,8 +20,9 @@ class TextTokenizer(Protocol):
     eos_ids: tuple[int, ...]
     chat_template: str | None
     vocab_size: int
+    add_bos: bool  # the model expects BOS before a plain prompt
 
-    def encode(self, text: str) -> list[int]: ...
+    def encode(self, text: str, add_bos: bool = False) -> list[int]: ...
 
     def decode(self, ids: Sequence[int]) -> str: ...
 
@@ -36,11 +37,12 @@ class ByteTokenizer:
     bos_id = 256
     eos_ids = (257,)
     chat_template = None
+    add_bos = False
 
     def __init__(self, vocab_size: int = 260) -> None:
         self.vocab_size = vocab_size
 
-    def encode(self, text: str) -> list[int]:
+    def encode(self, text: str, add_bos: bool = False) -> list[int]:
         return list(text.encode("utf-8"))
 
     def decode(self, ids: Sequence[int]) -> str:
@@ -52,15 +54,22 @@ class HFTokenizer:
     """A ``tokenizers.Tokenizer`` with the model's special ids and chat template."""
 
     def __init__(self, tok: Any, bos_id: int | None, eos_ids: Sequence[int],
-                 chat_template: str | None) -> None:
+                 chat_template: str | None, add_bos: bool = False) -> None:
         self.tok = tok
         self.bos_id = bos_id
+        self.add_bos = add_bos and bos_id is not None
         self.eos_ids = tuple(eos_ids)
         self.chat_template = chat_template
         self.vocab_size = tok.get_vocab_size(with_added_tokens=True)
 
-    def encode(self, text: str) -> list[int]:
-        return self.tok.encode(text, add_special_tokens=False).ids
+    def encode(self, text: str, add_bos: bool = False) -> list[int]:
+        """Ids of ``text``; special-token strings in it become their ids.
+
+        ``add_bos`` prepends BOS when the model expects one (plain completions;
+        chat templates write their own BOS into the text).
+        """
+        ids = self.tok.encode(text, add_special_tokens=False).ids
+        return [self.bos_id, *ids] if add_bos and self.add_bos else ids
 
     def decode(self, ids: Sequence[int]) -> str:
         return self.tok.decode(list(ids), skip_special_tokens=True)
@@ -104,7 +113,8 @@ def tokenizer_from_gguf_fields(fields: Mapping[str, Any]) -> HFTokenizer:
     eos = [fields[k] for k in ("tokenizer.ggml.eos_token_id", "tokenizer.ggml.eot_token_id")
            if fields.get(k) is not None]
     return HFTokenizer(tok, fields.get("tokenizer.ggml.bos_token_id"), sorted(set(eos)),
-                       fields.get("tokenizer.chat_template"))
+                       fields.get("tokenizer.chat_template"),
+                       bool(fields.get("tokenizer.ggml.add_bos_token", False)))
 
 
 def tokenizer_from_hf_dir(path: Path, config: Mapping[str, Any]) -> HFTokenizer:
@@ -122,8 +132,11 @@ def tokenizer_from_hf_dir(path: Path, config: Mapping[str, Any]) -> HFTokenizer:
     if isinstance(tc.get("eos_token"), str) and tok.token_to_id(tc["eos_token"]) is not None:
         eos_ids.append(tok.token_to_id(tc["eos_token"]))
     template = tc.get("chat_template")
-    return HFTokenizer(tok, config.get("bos_token_id"), sorted(set(eos_ids)),
-                       template if isinstance(template, str) else None)
+    bos = config.get("bos_token_id")
+    # Whether the tokenizer's own post-processor puts BOS first decides add_bos.
+    adds_bos = bos is not None and tok.encode("a", add_special_tokens=True).ids[:1] == [bos]
+    return HFTokenizer(tok, bos, sorted(set(eos_ids)),
+                       template if isinstance(template, str) else None, adds_bos)
 
 
 class IncrementalDecoder:
