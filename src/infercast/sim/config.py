@@ -1,0 +1,189 @@
+"""The validated configuration of one ``infercast simulate`` run (TOML/YAML file + flags).
+
+File layout (every key optional; flags override the file)::
+
+    model = "llama-3.1-8b"        # preset name or config.json path
+    hardware = "h100-sxm"         # preset name or hardware TOML/JSON
+    weights = "bf16"              # kv_cache = "fp8" ...
+    tp = 1
+    replicas = 1
+    router = "round-robin"        # round-robin | least-tokens | prefix-affinity
+    seed = 0
+    mode = "fast"                 # fast | exact (one event per step, the reference)
+    slo_ttft_s = 0.5              # goodput limits (optional)
+    slo_tpot_s = 0.05
+
+    [scheduler]
+    policy = "chunked"            # static | continuous | chunked
+    max_num_seqs = 256
+    max_num_batched_tokens = 8192
+    block_size = 16
+    # num_blocks = 20000          # default: the cost model's KV capacity / block_size
+    prefix_caching = false
+
+    [workload]
+    arrival = "poisson"           # poisson | gamma | closed | offline | trace
+    rate = 4.0                    # requests/s (poisson, gamma)
+    cv = 1.0                      # gamma burstiness
+    concurrency = 64              # closed loop
+    num_requests = 1000
+    trace = "azure-conv"          # shipped name or CSV/JSONL path
+    prefix_groups = 0
+    prefix_tokens = 0
+    [workload.input]              # dist: fixed | uniform | normal | lognormal | trace
+    dist = "fixed"
+    mean = 1024
+    std = 0
+    [workload.output]
+    dist = "fixed"
+    mean = 256
+"""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from infercast.errors import ConfigError
+
+ROUTERS = ("round-robin", "least-tokens", "prefix-affinity")
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class LengthConfig(_Frozen):
+    """A token-length distribution given by mean and standard deviation."""
+
+    dist: Literal["fixed", "uniform", "normal", "lognormal", "trace"] | None = None
+    mean: float | None = Field(default=None, gt=0)
+    std: float = Field(default=0.0, ge=0)
+    max: int | None = Field(default=None, ge=1)
+
+
+class SchedulerSection(_Frozen):
+    policy: Literal["static", "continuous", "chunked"] = "chunked"
+    max_num_seqs: int = Field(default=256, ge=1)
+    max_num_batched_tokens: int = Field(default=8192, ge=1)
+    block_size: int = Field(default=16, ge=1)
+    num_blocks: int | None = Field(default=None, ge=1)
+    prefix_caching: bool = False
+    max_model_len: int | None = Field(default=None, ge=2)
+
+
+class WorkloadSection(_Frozen):
+    arrival: Literal["poisson", "gamma", "closed", "offline", "trace"] | None = None
+    rate: float | None = Field(default=None, gt=0)
+    cv: float = Field(default=1.0, gt=0)
+    concurrency: int | None = Field(default=None, ge=1)
+    num_requests: int = Field(default=1000, ge=1)
+    trace: str | None = None
+    input: LengthConfig = LengthConfig()
+    output: LengthConfig = LengthConfig()
+    prefix_groups: int = Field(default=0, ge=0)
+    prefix_tokens: int = Field(default=0, ge=0)
+
+    @model_validator(mode="after")
+    def _consistent(self) -> WorkloadSection:
+        arrival = self.resolved_arrival
+        if arrival in ("poisson", "gamma") and self.rate is None:
+            raise ValueError(f"arrival {arrival!r} needs a rate (requests/s): set workload.rate / --rate")
+        if arrival == "closed" and self.concurrency is None:
+            raise ValueError("arrival 'closed' needs workload.concurrency / --concurrency")
+        if arrival == "trace" and self.trace is None:
+            raise ValueError("arrival 'trace' needs workload.trace / --trace")
+        if (self.prefix_groups > 0) != (self.prefix_tokens > 0):
+            raise ValueError("prefix_groups and prefix_tokens go together: set both or neither")
+        for name in ("input", "output"):
+            spec: LengthConfig = getattr(self, name)
+            if spec.dist == "trace" and self.trace is None:
+                raise ValueError(f"workload.{name}.dist='trace' needs workload.trace / --trace")
+        return self
+
+    @property
+    def resolved_arrival(self) -> str:
+        """The arrival process, inferred when not set: concurrency > rate > trace > offline."""
+        if self.arrival:
+            return self.arrival
+        if self.concurrency is not None:
+            return "closed"
+        if self.rate is not None:
+            return "poisson"
+        return "trace" if self.trace is not None else "offline"
+
+
+class SimConfig(_Frozen):
+    """One simulation run, validated; see the module docstring for the file layout."""
+
+    model: str = "llama-3.1-8b"
+    hardware: str = "h100-sxm"
+    weights: str = "bf16"
+    kv_cache: str | None = None
+    tp: int = Field(default=1, ge=1)
+    replicas: int = Field(default=1, ge=1)
+    router: Literal["round-robin", "least-tokens", "prefix-affinity"] = "round-robin"
+    seed: int = 0
+    mode: Literal["fast", "exact"] = "fast"
+    slo_ttft_s: float | None = Field(default=None, gt=0)
+    slo_tpot_s: float | None = Field(default=None, gt=0)
+    scheduler: SchedulerSection = SchedulerSection()
+    workload: WorkloadSection = WorkloadSection()
+
+
+def _one_line(exc: ValidationError) -> str:
+    err = exc.errors()[0]
+    where = ".".join(str(p) for p in err["loc"]) or "config"
+    msg = err["msg"].removeprefix("Value error, ")
+    value = err.get("input")
+    shown = "" if isinstance(value, dict) or where == "config" else f" (got {value!r})"
+    return f"config field {where}: {msg}{shown}"
+
+
+def build_config(data: dict[str, Any]) -> SimConfig:
+    """Validate a nested dict; a bad field raises ConfigError naming it."""
+    try:
+        return SimConfig.model_validate(data)
+    except ValidationError as exc:
+        raise ConfigError(_one_line(exc)) from None
+
+
+def read_config_file(path: str | Path) -> dict[str, Any]:
+    """A TOML (``.toml``) or YAML (``.yaml``/``.yml``) file as a nested dict."""
+    p = Path(path)
+    if not p.is_file():
+        raise ConfigError(f"config file {str(p)!r} does not exist")
+    text = p.read_text()
+    if p.suffix.lower() in (".yaml", ".yml"):
+        try:
+            import yaml
+        except ImportError:
+            raise ConfigError("YAML config needs PyYAML: pip install pyyaml (or use TOML)") from None
+        try:
+            data = yaml.safe_load(text) or {}
+        except yaml.YAMLError as exc:
+            raise ConfigError(f"config file {p}: not valid YAML ({str(exc).splitlines()[0]})") from None
+    else:
+        try:
+            data = tomllib.loads(text)
+        except tomllib.TOMLDecodeError as exc:
+            raise ConfigError(f"config file {p}: not valid TOML ({exc})") from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"config file {p}: top level must be a table of keys")
+    return data
+
+
+def merge(base: dict[str, Any], overrides: dict[str, Any]) -> dict[str, Any]:
+    """Deep-merge ``overrides`` (flags; None values skipped) into ``base`` (the file)."""
+    out = dict(base)
+    for key, value in overrides.items():
+        if value is None:
+            continue
+        if isinstance(value, dict):
+            out[key] = merge(out.get(key) or {}, value)
+        else:
+            out[key] = value
+    return out

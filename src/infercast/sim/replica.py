@@ -1,0 +1,257 @@
+"""One model replica: schedule -> cost model step time -> advance, on the event kernel.
+
+The replica owns a :class:`~infercast.sched.Scheduler` (the same one the CPU
+engine uses) and a *step timer* (``infercast.cost.step.StepModel`` or any
+object with ``step_time_s(new, cached)``, ``decode_affine(n)`` and
+``affine_context_limit``). Two modes:
+
+- exact (``fast=False``): one kernel event per model step, the reference.
+- fast: when the scheduler says the next ``k`` steps are the same all-decode
+  batch (:meth:`Scheduler.decode_horizon`), they become one *segment*: step j
+  of n sequences whose contexts sum to S0 takes ``a + b*(S0 + n*j)`` seconds
+  (``StepModel.decode_affine``), so the end time of step j (1-based) is
+  ``t0 + j*(a + b*S0) + b*n*j*(j-1)/2`` in closed form. An arrival routed here
+  mid-segment cuts it at the first step end at or after the arrival, which is
+  exactly when the exact mode would first see it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from infercast.metrics.records import RequestRecord
+from infercast.sched import Request, Scheduler
+from infercast.sim.kernel import PRIO_KICK, PRIO_STEP_END, Kernel
+from infercast.sim.timeline import Timeline
+
+
+@dataclass(slots=True)
+class _Track:
+    """Simulator-side bookkeeping of one active request."""
+
+    req: Request
+    times: list[float] = field(default_factory=list)  # explicit token times
+    tl_start: int = -1  # timeline index of its next decode token; -1 when not decoding
+    first_scheduled_s: float | None = None
+
+
+@dataclass(slots=True)
+class _Segment:
+    ends: np.ndarray  # end time of each of its steps
+    steps: int  # steps it will run (may be cut by an arrival)
+    handle: list
+    num_seqs: int
+    start_s: float
+
+
+class ReplicaStats:
+    """Counters over a run: steps, busy time, time-weighted batch size and KV usage."""
+
+    __slots__ = ("num_steps", "num_segments", "busy_s", "seq_time_s", "kv_time_s", "peak_kv_usage")
+
+    def __init__(self) -> None:
+        self.num_steps = 0
+        self.num_segments = 0
+        self.busy_s = 0.0
+        self.seq_time_s = 0.0  # integral of batch size over busy time
+        self.kv_time_s = 0.0  # integral of KV usage over busy time
+        self.peak_kv_usage = 0.0
+
+    def add(self, steps: int, duration_s: float, num_seqs: int, kv_usage: float) -> None:
+        self.num_steps += steps
+        self.busy_s += duration_s
+        self.seq_time_s += num_seqs * duration_s
+        self.kv_time_s += kv_usage * duration_s
+        self.peak_kv_usage = max(self.peak_kv_usage, kv_usage)
+
+
+class Replica:
+    """A scheduler plus a step timer driven by the kernel (see module doc)."""
+
+    def __init__(
+        self,
+        index: int,
+        scheduler: Scheduler,
+        timer,
+        kernel: Kernel,
+        emit: Callable[[RequestRecord, int], None],
+        fast: bool = True,
+        max_segment_steps: int = 4096,
+        observe: Callable[[float, Replica, int], None] | None = None,
+    ):
+        self.index = index
+        self.sched = scheduler
+        self.timer = timer
+        self.kernel = kernel
+        self.emit = emit  # (record, replica index) for every finished or rejected request
+        self.fast = fast
+        self.max_segment_steps = max_segment_steps
+        self.observe = observe
+        self.tracks: dict[str, _Track] = {}
+        self.timeline = Timeline()
+        self.stats = ReplicaStats()
+        self.outstanding_tokens = 0  # prompt + max output of requests here, for routing
+        self._busy = False
+        self._kicked = False
+        self._batch = None
+        self._batch_start_s = 0.0
+        self._segment: _Segment | None = None
+        self._num_decoding = 0
+        self._affine: dict[int, tuple[float, float]] = {}
+        self._context_limit = float(getattr(timer, "affine_context_limit", float("inf")))
+
+    # ---- arrivals ---------------------------------------------------------------
+    def submit(self, req: Request) -> None:
+        """A request arrives now (kernel time)."""
+        now = self.kernel.now
+        if not self.sched.add_request(req):
+            rec = RequestRecord(req.request_id, req.arrival_s, req.prompt_tokens, 0, [], finish_s=now,
+                                finish_reason="rejected", error=req.reject_reason)
+            self.emit(rec, self.index)
+            return
+        self.tracks[req.request_id] = _Track(req)
+        self.outstanding_tokens += req.prompt_tokens + req.max_output_tokens
+        if self._segment is not None:
+            self._cut_segment(now)
+        elif not self._busy:
+            self._kick(now)
+
+    def _kick(self, now: float) -> None:
+        if not self._kicked:  # start after every same-instant arrival is queued
+            self._kicked = True
+            self.kernel.at(now, PRIO_KICK, self._start_step)
+
+    # ---- stepping ---------------------------------------------------------------
+    def _start_step(self) -> None:
+        self._kicked = False
+        now = self.kernel.now
+        sched = self.sched
+        if self.fast:
+            k = sched.decode_horizon(self.max_segment_steps)
+            if k and self._context_limit != float("inf"):
+                k = self._cap_by_context(k)
+            if k >= 2:
+                self._start_segment(now, k)
+                return
+        batch = sched.schedule()
+        if batch.is_empty:
+            self._busy = False
+            return
+        tracks = self.tracks
+        for rid in batch.preempted:
+            self._flush(tracks[rid])
+        new, cached = [], []
+        for seq in batch.seqs:
+            new.append(seq.num_new_tokens)
+            cached.append(seq.num_cached_tokens)
+            tr = tracks[seq.request_id]
+            if tr.first_scheduled_s is None:
+                tr.first_scheduled_s = now
+        dt = self.timer.step_time_s(new, cached)
+        self.stats.add(1, dt, batch.num_seqs, sched.kv.usage)
+        if self.observe is not None:
+            self.observe(now, self, batch.num_seqs)
+        self._busy = True
+        self._batch = batch
+        self.kernel.at(now + dt, PRIO_STEP_END, self._end_step)
+
+    def _end_step(self) -> None:
+        now = self.kernel.now
+        batch, self._batch = self._batch, None
+        tracks = self.tracks
+        decoding_in_step = 0
+        started: list[_Track] = []
+        for seq in batch.seqs:
+            tr = tracks[seq.request_id]
+            if tr.tl_start >= 0:
+                decoding_in_step += 1
+            elif seq.samples:
+                tr.times.append(now)  # first token (or first after a recompute)
+                started.append(tr)
+        if decoding_in_step:
+            if decoding_in_step != self._num_decoding:
+                raise RuntimeError("a step ran only some decoding requests; timeline would be wrong")
+            self._append_times(np.array([now]))
+        done = self.sched.update(batch)
+        finished = {r.request_id for r in done}
+        for tr in started:
+            if tr.req.request_id not in finished:
+                tr.tl_start = self.timeline.size
+                self._num_decoding += 1
+        for req in done:
+            self._finish(req, now)
+        self._kick(now)
+
+    def _start_segment(self, now: float, k: int) -> None:
+        running = self.sched.running
+        n = len(running)
+        s0 = sum(r.num_computed_tokens for r in running)
+        ab = self._affine.get(n)
+        if ab is None:
+            ab = self._affine[n] = self.timer.decode_affine(n)
+        a, b = ab
+        j = np.arange(1, k + 1, dtype=np.float64)
+        ends = now + j * (a + b * s0) + (b * n) * (j * (j - 1) * 0.5)
+        handle = self.kernel.at(float(ends[-1]), PRIO_STEP_END, self._end_segment)
+        self._segment = _Segment(ends, k, handle, n, now)
+        self._busy = True
+        self.stats.num_segments += 1
+        if self.observe is not None:
+            self.observe(now, self, n)
+
+    def _cut_segment(self, arrival_s: float) -> None:
+        seg = self._segment
+        m = int(np.searchsorted(seg.ends, arrival_s, side="left")) + 1
+        if m < seg.steps:
+            self.kernel.cancel(seg.handle)
+            seg.steps = m
+            seg.handle = self.kernel.at(float(seg.ends[m - 1]), PRIO_STEP_END, self._end_segment)
+
+    def _end_segment(self) -> None:
+        now = self.kernel.now
+        seg, self._segment = self._segment, None
+        m = seg.steps
+        self.stats.add(m, now - seg.start_s, seg.num_seqs, self.sched.kv.usage)
+        self._append_times(seg.ends[:m])
+        for req in self.sched.advance_decode(m):
+            self._finish(req, now)
+        self._kick(now)
+
+    def _cap_by_context(self, k: int) -> int:
+        longest = max(r.num_computed_tokens for r in self.sched.running)
+        return max(0, min(k, int(self._context_limit) - longest))
+
+    # ---- per-request records ----------------------------------------------------
+    def _append_times(self, times: np.ndarray) -> None:
+        tl = self.timeline
+        if tl.held + times.size > 1 << 16:  # compact before growing: keep what tracks need
+            starts = [tr.tl_start for tr in self.tracks.values() if tr.tl_start >= 0]
+            tl.drop_before(min(starts) if starts else tl.size)
+        tl.extend(times)
+
+    def _flush(self, tr: _Track) -> None:
+        """Preempted: copy its decode times out of the timeline; it stops decoding."""
+        if tr.tl_start >= 0:
+            count = tr.req.num_output_tokens - len(tr.times)
+            tr.times.extend(self.timeline.slice(tr.tl_start, count).tolist())
+            tr.tl_start = -1
+            self._num_decoding -= 1
+
+    def _finish(self, req: Request, now: float) -> None:
+        tr = self.tracks.pop(req.request_id)
+        if tr.tl_start >= 0:
+            self._num_decoding -= 1
+            count = req.num_output_tokens - len(tr.times)
+            times = np.concatenate((tr.times, self.timeline.slice(tr.tl_start, count)))
+        else:
+            times = np.asarray(tr.times, dtype=np.float64)
+        self.outstanding_tokens -= req.prompt_tokens + req.max_output_tokens
+        rec = RequestRecord(
+            req.request_id, req.arrival_s, req.prompt_tokens, req.num_output_tokens, times,
+            finish_s=now, first_scheduled_s=tr.first_scheduled_s, finish_reason=req.finish_reason,
+            num_preemptions=req.num_preemptions, cached_prompt_tokens=req.num_cached_prompt_tokens,
+        )
+        self.emit(rec, self.index)

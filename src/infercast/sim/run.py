@@ -1,0 +1,215 @@
+"""Run a simulation: workload -> router -> replicas -> record stream -> metrics.
+
+``simulate(cfg, timer)`` is the library entry point; the CLI builds ``timer``
+(a :class:`~infercast.cost.step.StepModel`) from the config. Every finished or
+rejected request becomes one :class:`~infercast.metrics.records.RequestRecord`
+that goes to the metrics accumulator and optionally to ``sink`` (e.g. a JSONL
+writer) and is then dropped, so memory follows the active requests.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from infercast.metrics.records import RequestRecord
+from infercast.metrics.summary import MetricsAccumulator, Summary
+from infercast.sched import Request, Scheduler, SchedulerConfig, synthetic_block_hashes
+from infercast.sim.config import SimConfig
+from infercast.sim.kernel import PRIO_ARRIVAL, Kernel
+from infercast.sim.replica import Replica
+from infercast.sim.router import make_router
+from infercast.sim.series import TimeSeries
+from infercast.sim.workload import Trace, WorkloadSpec, load_trace, request_stream
+
+
+@dataclass
+class SimResult:
+    """What a run produced: the metrics summary plus simulator-side facts."""
+
+    summary: Summary
+    num_blocks: int
+    num_preemptions: int
+    num_steps: int
+    num_segments: int
+    num_events: int
+    mean_batch_size: float
+    mean_kv_usage: float
+    peak_kv_usage: float
+    wall_s: float
+    cpu_s: float
+    series: TimeSeries
+    extra: dict[str, object] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, object]:
+        """The ``--json`` object: the summary plus the simulator's own numbers."""
+        out = self.summary.to_dict()
+        out.update(
+            num_requests=self.summary.total,
+            num_completed=self.summary.completed,
+            num_rejected=self.summary.rejected,
+            request_throughput_per_s=out["request_throughput_rps"],
+            output_throughput_tokens_per_s=out["output_throughput_tps"],
+            input_throughput_tokens_per_s=out["input_throughput_tps"],
+            goodput_per_s=out["goodput_rps"],
+            num_kv_blocks=self.num_blocks,
+            num_preemptions=self.num_preemptions,
+            num_steps=self.num_steps,
+            mean_batch_size=self.mean_batch_size,
+            mean_kv_usage=self.mean_kv_usage,
+            peak_kv_usage=self.peak_kv_usage,
+            sim_events=self.num_events,
+            sim_wall_s=self.wall_s,
+            sim_cpu_s=self.cpu_s,
+        )
+        out.update(self.extra)
+        return out
+
+
+def workload_spec(cfg: SimConfig, trace: Trace | None) -> WorkloadSpec:
+    """The request-stream spec of a config: trace lengths by default when a trace is given."""
+    w = cfg.workload
+    default = "trace" if trace is not None else "fixed"
+    max_len = cfg.scheduler.max_model_len
+    return WorkloadSpec(
+        arrival=w.resolved_arrival,
+        num_requests=w.num_requests,
+        rate=w.rate,
+        cv=w.cv,
+        input_dist=w.input.dist or (default if w.input.mean is None else "fixed"),
+        input_mean=w.input.mean or 1024,
+        input_std=w.input.std,
+        output_dist=w.output.dist or (default if w.output.mean is None else "fixed"),
+        output_mean=w.output.mean or 256,
+        output_std=w.output.std,
+        max_input_tokens=w.input.max or max_len,
+        max_output_tokens=w.output.max,
+        prefix_groups=w.prefix_groups,
+        prefix_tokens=w.prefix_tokens,
+    )
+
+
+def scheduler_config(cfg: SimConfig, kv_capacity_tokens: int) -> SchedulerConfig:
+    s = cfg.scheduler
+    num_blocks = s.num_blocks or max(1, kv_capacity_tokens // s.block_size)
+    return SchedulerConfig(
+        policy=s.policy,
+        max_num_seqs=s.max_num_seqs,
+        max_num_batched_tokens=s.max_num_batched_tokens,
+        block_size=s.block_size,
+        num_blocks=num_blocks,
+        enable_prefix_caching=s.prefix_caching,
+        max_model_len=s.max_model_len,
+        emit_block_tables=False,
+    )
+
+
+class _Driver:
+    """Feeds arrivals (open or closed loop) to the router and collects records."""
+
+    def __init__(self, cfg: SimConfig, stream: Iterator, replicas: list[Replica], kernel: Kernel,
+                 on_record: Callable[[RequestRecord], None]):
+        self.stream, self.replicas, self.kernel = stream, replicas, kernel
+        self.router = make_router(cfg.router)
+        self.on_record = on_record
+        self.closed = cfg.workload.resolved_arrival == "closed"
+        self.block_size = cfg.scheduler.block_size
+        self.prefix_tokens = cfg.workload.prefix_tokens
+        self.concurrency = cfg.workload.concurrency or 0
+        self._hashes: dict[int, tuple[int, ...]] = {}
+        self._count = 0
+
+    def start(self) -> None:
+        if self.closed:
+            for _ in range(self.concurrency):
+                self._next_at(0.0)
+        else:
+            self._next_at(None)
+
+    def _next_at(self, t: float | None) -> None:
+        item = next(self.stream, None)
+        if item is None:
+            return
+        arrival, prompt, output, group = item
+        at = t if t is not None else arrival
+        self.kernel.at(at, PRIO_ARRIVAL, self._arrive, at, prompt, output, group)
+
+    def _arrive(self, at: float, prompt: int, output: int, group: int) -> None:
+        hashes = ()
+        if group >= 0:
+            hashes = self._hashes.get(group)
+            if hashes is None:
+                hashes = self._hashes[group] = synthetic_block_hashes(group, self.prefix_tokens, self.block_size)
+        req = Request(str(self._count), prompt, output, at, hashes)
+        self._count += 1
+        idx = self.router.route(group, self.replicas)
+        if not self.closed:
+            self._next_at(None)  # open loop: the next arrival is independent of this one
+        self.replicas[idx].submit(req)
+
+    def emit(self, rec: RequestRecord, replica: int) -> None:
+        self.on_record(rec)
+        if self.closed:  # a finished (or rejected) request frees a client slot
+            self._next_at(self.kernel.now)
+
+
+def simulate(
+    cfg: SimConfig,
+    timer,
+    accumulator: MetricsAccumulator | None = None,
+    sink: Callable[[RequestRecord], None] | None = None,
+    progress: Callable[[int], None] | None = None,
+    trace: Trace | None = None,
+) -> SimResult:
+    """Run one simulation of ``cfg`` with ``timer`` as the per-step cost model."""
+    wall0, cpu0 = time.perf_counter(), time.process_time()
+    if trace is None and cfg.workload.trace is not None:
+        trace = load_trace(cfg.workload.trace)
+    acc = accumulator or MetricsAccumulator(slo_ttft_s=cfg.slo_ttft_s, slo_tpot_s=cfg.slo_tpot_s)
+    rng = np.random.default_rng(cfg.seed)
+    stream = request_stream(workload_spec(cfg, trace), rng, trace)
+    kernel = Kernel()
+    series = TimeSeries()
+    sched_cfg = scheduler_config(cfg, timer.kv_capacity_tokens)
+    done = [0]
+
+    def on_record(rec: RequestRecord) -> None:
+        acc.add(rec)
+        if sink is not None:
+            sink(rec)
+        done[0] += 1
+        if progress is not None and done[0] % 1000 == 0:
+            progress(done[0])
+
+    replicas: list[Replica] = []
+    driver = _Driver(cfg, stream, replicas, kernel, on_record)
+    for i in range(cfg.replicas):
+        replicas.append(Replica(i, Scheduler(sched_cfg), timer, kernel, driver.emit,
+                                fast=cfg.mode == "fast", observe=series.observe))
+    driver.start()
+    kernel.run()
+    if progress is not None:
+        progress(done[0])
+    return _result(acc, replicas, kernel, series, sched_cfg, wall0, cpu0)
+
+
+def _result(acc, replicas, kernel, series, sched_cfg, wall0, cpu0) -> SimResult:
+    busy = sum(r.stats.busy_s for r in replicas)
+    return SimResult(
+        summary=acc.summary(),
+        num_blocks=sched_cfg.num_blocks,
+        num_preemptions=sum(r.sched.num_preemptions for r in replicas),
+        num_steps=sum(r.stats.num_steps for r in replicas),
+        num_segments=sum(r.stats.num_segments for r in replicas),
+        num_events=kernel.num_events,
+        mean_batch_size=sum(r.stats.seq_time_s for r in replicas) / busy if busy else math.nan,
+        mean_kv_usage=sum(r.stats.kv_time_s for r in replicas) / busy if busy else math.nan,
+        peak_kv_usage=max(r.stats.peak_kv_usage for r in replicas),
+        wall_s=time.perf_counter() - wall0,
+        cpu_s=time.process_time() - cpu0,
+        series=series,
+    )

@@ -1,0 +1,44 @@
+"""Bounded time series of a run: batch size, KV usage, queue and preemptions over time.
+
+Sampled at step starts, at most one point per ``interval_s`` per replica; when
+``max_points`` are held, every other point is dropped and the interval doubles,
+so memory stays bounded however long the run.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+if TYPE_CHECKING:
+    from infercast.sim.replica import Replica
+
+FIELDS = ("time_s", "replica", "batch_size", "kv_usage", "num_waiting", "num_preemptions")
+
+
+class TimeSeries:
+    """Decimating recorder of :data:`FIELDS` (see module doc)."""
+
+    def __init__(self, max_points: int = 4096, interval_s: float = 0.0) -> None:
+        self.max_points = max_points
+        self.interval_s = interval_s
+        self._rows: list[tuple[float, int, int, float, int, int]] = []
+        self._last: dict[int, float] = {}
+
+    def observe(self, now: float, replica: Replica, batch_size: int) -> None:
+        last = self._last.get(replica.index)
+        if last is not None and now - last < self.interval_s:
+            return
+        self._last[replica.index] = now
+        s = replica.sched
+        self._rows.append((now, replica.index, batch_size, s.kv.usage, len(s.waiting), s.num_preemptions))
+        if len(self._rows) >= self.max_points:
+            self._rows = self._rows[::2]
+            span = self._rows[-1][0] - self._rows[0][0]
+            self.interval_s = max(2 * self.interval_s, span / self.max_points)
+
+    def arrays(self) -> dict[str, np.ndarray]:
+        """Column name -> array, in time order."""
+        cols = list(zip(*self._rows, strict=True)) if self._rows else [()] * len(FIELDS)
+        return {name: np.asarray(col) for name, col in zip(FIELDS, cols, strict=True)}

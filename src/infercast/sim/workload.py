@@ -1,0 +1,235 @@
+"""Workloads: request traces, length distributions and arrival processes, streamed.
+
+Public for reuse (the bench client replays the same traces)::
+
+    from infercast.sim.workload import load_trace
+    tr = load_trace("azure-conv")          # or a path to .csv / .jsonl
+    tr.arrival_s, tr.prompt_tokens, tr.output_tokens   # numpy arrays, sorted by arrival
+
+Trace files have columns ``arrival_s, prompt_tokens, output_tokens`` or Azure's
+original ``TIMESTAMP, ContextTokens, GeneratedTokens`` (TIMESTAMP as seconds or
+a date-time string; converted to seconds from the first request). Shipped
+traces: ``azure-conv`` and ``azure-code`` (Azure LLM inference trace 2023,
+CC-BY 4.0; attribution in ``infercast/data/traces/README.md``).
+
+Requests are generated in vectorized chunks, on demand, so a million-request
+run never holds a million pending requests.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+from collections.abc import Iterator
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+
+import numpy as np
+
+from infercast.errors import ConfigError, DataError
+
+TRACE_FILES = {
+    "azure-conv": "azure-llm-2023-conv.csv",
+    "azure-code": "azure-llm-2023-code.csv",
+}
+_COLUMNS = (
+    ("arrival_s", "prompt_tokens", "output_tokens"),
+    ("TIMESTAMP", "ContextTokens", "GeneratedTokens"),
+)
+CHUNK = 8192
+
+
+@dataclass(frozen=True)
+class Trace:
+    """Requests of a trace, sorted by arrival: seconds from the first, token counts."""
+
+    name: str
+    arrival_s: np.ndarray  # float64
+    prompt_tokens: np.ndarray  # int64
+    output_tokens: np.ndarray  # int64
+
+    def __len__(self) -> int:
+        return int(self.arrival_s.size)
+
+
+def load_trace(name_or_path: str | Path) -> Trace:
+    """A shipped trace by name (``azure-conv``, ``azure-code``) or a CSV/JSONL file."""
+    key = str(name_or_path)
+    alias = key.removeprefix("azure-llm-2023-")
+    if key in TRACE_FILES or f"azure-{alias}" in TRACE_FILES:
+        fname = TRACE_FILES.get(key) or TRACE_FILES[f"azure-{alias}"]
+        text = (resources.files("infercast") / "data" / "traces" / fname).read_text()
+        return _parse_rows(key, csv.DictReader(text.splitlines()))
+    path = Path(key)
+    if not path.is_file():
+        raise ConfigError(f"trace {key!r}: not a shipped trace ({', '.join(TRACE_FILES)}) nor a file")
+    with path.open(newline="") as fh:
+        if path.suffix.lower() in (".jsonl", ".json", ".ndjson"):
+            rows = []
+            for i, line in enumerate(fh, 1):
+                if line.strip():
+                    try:
+                        rows.append(json.loads(line))
+                    except json.JSONDecodeError as exc:
+                        raise DataError(f"trace {path}: line {i} is not JSON ({exc.msg})") from None
+            return _parse_rows(key, rows)
+        return _parse_rows(key, csv.DictReader(fh))
+
+
+def _parse_rows(name: str, rows) -> Trace:
+    rows = list(rows)
+    if not rows:
+        raise DataError(f"trace {name}: no rows")
+    keys = set(rows[0])
+    cols = next((c for c in _COLUMNS if set(c) <= keys), None)
+    if cols is None:
+        raise DataError(
+            f"trace {name}: columns {sorted(keys)}; need arrival_s, prompt_tokens, output_tokens "
+            "(or TIMESTAMP, ContextTokens, GeneratedTokens)"
+        )
+    t_col, p_col, o_col = cols
+    try:
+        prompt = np.array([int(float(r[p_col])) for r in rows], dtype=np.int64)
+        output = np.array([int(float(r[o_col])) for r in rows], dtype=np.int64)
+    except (TypeError, ValueError) as exc:
+        raise DataError(f"trace {name}: token counts must be integers ({exc})") from None
+    arrival = _seconds([r[t_col] for r in rows], name)
+    if (prompt < 1).any() or (output < 1).any():
+        bad = int(np.flatnonzero((prompt < 1) | (output < 1))[0])
+        raise DataError(f"trace {name}: row {bad + 1} has a token count < 1")
+    order = np.argsort(arrival, kind="stable")
+    arrival = arrival[order] - arrival[order[0]]
+    return Trace(name, arrival, prompt[order], output[order])
+
+
+def _seconds(values: list, name: str) -> np.ndarray:
+    """Arrival column as float seconds: numbers as-is, date-time strings from the first."""
+    try:
+        return np.array([float(v) for v in values], dtype=np.float64)
+    except (TypeError, ValueError):
+        pass
+    try:
+        stamps = np.array([str(v).strip() for v in values], dtype="datetime64[ns]")
+    except ValueError as exc:
+        raise DataError(f"trace {name}: arrival times are neither seconds nor date-times ({exc})") from None
+    return (stamps - stamps.min()).astype(np.int64) / 1e9
+
+
+# ---- length distributions ---------------------------------------------------------------
+def sample_lengths(dist: str, mean: float, std: float, lo: int, hi: int | None,
+                   rng: np.random.Generator, n: int) -> np.ndarray:
+    """``n`` token counts from a distribution given by its mean and standard deviation.
+
+    uniform: mean +- std*sqrt(3) (a uniform's std is width/sqrt(12));
+    lognormal: sigma^2 = ln(1 + std^2/mean^2), mu = ln(mean) - sigma^2/2 (so the
+    mean and std are the requested ones). Rounded, then clipped to [lo, hi].
+    """
+    if dist == "fixed" or std == 0:
+        x = np.full(n, mean)
+    elif dist == "uniform":
+        half = std * math.sqrt(3.0)
+        x = rng.uniform(mean - half, mean + half, n)
+    elif dist == "normal":
+        x = rng.normal(mean, std, n)
+    elif dist == "lognormal":
+        sigma2 = math.log1p((std / mean) ** 2)
+        x = rng.lognormal(math.log(mean) - sigma2 / 2, math.sqrt(sigma2), n)
+    else:
+        raise ConfigError(f"length distribution {dist!r}: choose fixed, uniform, normal, lognormal or trace")
+    out = np.rint(x).astype(np.int64)
+    return np.clip(out, lo, hi if hi is not None else np.iinfo(np.int64).max)
+
+
+# ---- the request stream ------------------------------------------------------------------
+@dataclass(frozen=True)
+class WorkloadSpec:
+    """Everything that shapes the request stream (built from the validated config)."""
+
+    arrival: str  # poisson | gamma | closed | offline | trace
+    num_requests: int
+    rate: float | None = None  # requests/s (poisson, gamma)
+    cv: float = 1.0  # gamma: coefficient of variation of inter-arrival gaps
+    input_dist: str = "fixed"  # fixed | uniform | normal | lognormal | trace
+    input_mean: float = 1024
+    input_std: float = 0.0
+    output_dist: str = "fixed"
+    output_mean: float = 256
+    output_std: float = 0.0
+    min_tokens: int = 1
+    max_input_tokens: int | None = None
+    max_output_tokens: int | None = None
+    prefix_groups: int = 0  # requests share one of this many prefixes (0 = none)
+    prefix_tokens: int = 0  # tokens of the shared prefix, added in front of the prompt
+
+
+def request_stream(spec: WorkloadSpec, rng: np.random.Generator,
+                   trace: Trace | None = None) -> Iterator[tuple[float, int, int, int]]:
+    """Yield ``(arrival_s, prompt_tokens, output_tokens, prefix_group)`` per request.
+
+    ``arrival_s`` is NaN for closed-loop workloads (the simulator sends the next
+    request when one finishes); ``prefix_group`` is -1 without shared prefixes.
+    Trace rows are used in order; past the last row they are sampled with
+    replacement (seeded), and a replayed trace continues with inter-arrival
+    gaps sampled from its own gaps.
+    """
+    needs_trace = spec.arrival == "trace" or "trace" in (spec.input_dist, spec.output_dist)
+    if needs_trace and (trace is None or len(trace) == 0):
+        raise ConfigError("workload uses a trace but none was given: pass --trace NAME_OR_FILE")
+    last_s = 0.0
+    for start in range(0, spec.num_requests, CHUNK):
+        n = min(CHUNK, spec.num_requests - start)
+        rows = _trace_rows(start, n, len(trace), rng) if needs_trace else None
+        arrivals = _arrivals(spec, rng, n, last_s, rows, trace)
+        if arrivals.size and not math.isnan(arrivals[-1]):
+            last_s = float(arrivals[-1])
+        prompt = _lengths(spec.input_dist, spec.input_mean, spec.input_std, spec.max_input_tokens,
+                          spec, rng, n, rows, None if trace is None else trace.prompt_tokens)
+        output = _lengths(spec.output_dist, spec.output_mean, spec.output_std, spec.max_output_tokens,
+                          spec, rng, n, rows, None if trace is None else trace.output_tokens)
+        if spec.prefix_groups > 0:
+            groups = rng.integers(0, spec.prefix_groups, n)
+            prompt = prompt + spec.prefix_tokens
+        else:
+            groups = np.full(n, -1)
+        yield from zip(arrivals.tolist(), prompt.tolist(), output.tolist(), groups.tolist(), strict=True)
+
+
+def _trace_rows(start: int, n: int, num_rows: int, rng: np.random.Generator) -> np.ndarray:
+    idx = np.arange(start, start + n)
+    beyond = idx >= num_rows
+    if beyond.any():
+        idx[beyond] = rng.integers(0, num_rows, int(beyond.sum()))
+    return idx
+
+
+def _arrivals(spec: WorkloadSpec, rng: np.random.Generator, n: int, last_s: float,
+              rows: np.ndarray | None, trace: Trace | None) -> np.ndarray:
+    if spec.arrival == "closed":
+        return np.full(n, math.nan)
+    if spec.arrival == "offline":
+        return np.zeros(n)
+    if spec.arrival == "poisson":
+        gaps = rng.exponential(1.0 / spec.rate, n)
+    elif spec.arrival == "gamma":  # shape k = 1/cv^2, scale = 1/(rate k): mean 1/rate, CV cv
+        shape = 1.0 / spec.cv**2
+        gaps = rng.gamma(shape, 1.0 / (spec.rate * shape), n)
+    elif spec.arrival == "trace":
+        # Row i's gap to row i-1: in order this replays the trace's own times.
+        gaps = np.diff(trace.arrival_s, prepend=trace.arrival_s[0])[rows]
+    else:
+        raise ConfigError(f"arrival process {spec.arrival!r}: choose poisson, gamma, closed, offline or trace")
+    out = last_s + np.cumsum(gaps)
+    if spec.arrival != "trace" and last_s == 0.0 and out.size:
+        out -= out[0]  # the first request arrives at t = 0
+    return out
+
+
+def _lengths(dist: str, mean: float, std: float, hi: int | None, spec: WorkloadSpec,
+             rng: np.random.Generator, n: int, rows: np.ndarray | None,
+             column: np.ndarray | None) -> np.ndarray:
+    if dist == "trace":
+        x = column[rows]
+        return np.clip(x, spec.min_tokens, hi) if hi is not None else x
+    return sample_lengths(dist, mean, std, spec.min_tokens, hi, rng, n)
