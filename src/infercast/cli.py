@@ -20,6 +20,7 @@ COMMAND_MODULES = (
     "infercast.commands.estimate",
     "infercast.commands.hardware",
     "infercast.commands.models",
+    "infercast.commands.serve",
 )
 
 
