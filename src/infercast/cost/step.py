@@ -100,6 +100,9 @@ def _machine(hw: HardwareSpec, prec: Precision) -> tuple[Machine, Precision, tup
     attn_peak = hw.peak_flops("fp8") if (prec.kv_cache == "fp8" and compute == "fp8" and hw.peak_flops("fp8")) else sixteen
     if compute == "fp32":
         attn_peak = hw.peak_flops("fp32")
+    if not attn_peak:
+        notes.append(f"{hw.key} has no 16-bit peak in its spec: attention timed at the {compute} peak")
+        attn_peak = hw.peak_flops(compute)
     m = Machine(hw.peak_flops(compute) or 0.0, attn_peak or 0.0, hw.memory_bandwidth_bytes_per_s,
                 hw.link_bandwidth_bytes_per_s, compute)
     return m, prec, tuple(notes)

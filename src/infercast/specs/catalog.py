@@ -52,12 +52,15 @@ def _read_json(path: Path, what: str) -> Any:
 
 
 @lru_cache(maxsize=64)
+def _load_preset_model(name: str) -> ModelSpec:
+    return model_from_hf_config(_read_json(data_path("models", f"{name}.json"), "model preset"), name)
+
+
 def load_model(name_or_path: str) -> ModelSpec:
     """A preset name, a path to a config.json, or a model directory holding one."""
     name = str(name_or_path).strip()
-    preset = data_path("models", f"{name.lower()}.json")
-    if preset.is_file():
-        return model_from_hf_config(_read_json(preset, "model preset"), name.lower())
+    if data_path("models", f"{name.lower()}.json").is_file():
+        return _load_preset_model(name.lower())
     path = Path(name).expanduser()
     if path.is_dir():
         path = path / "config.json"
@@ -167,12 +170,16 @@ def _load_hardware_file(path: Path) -> HardwareSpec:
 
 
 @lru_cache(maxsize=64)
+def _load_preset_hardware(key: str) -> HardwareSpec:
+    return _hardware_from_row(_resolved_row(key, _hardware_rows()))
+
+
 def load_hardware(name_or_path: str) -> HardwareSpec:
-    """A key of data/hardware.csv, or a path to a TOML/JSON hardware spec."""
+    """A key of data/hardware.csv, or a path to a TOML/JSON hardware spec (read afresh each call)."""
     name = str(name_or_path).strip()
     rows = _hardware_rows()
     if name.lower() in rows:
-        return _hardware_from_row(_resolved_row(name.lower(), rows))
+        return _load_preset_hardware(name.lower())
     path = Path(name).expanduser()
     if path.suffix in (".toml", ".json") and path.is_file():
         return _load_hardware_file(path)

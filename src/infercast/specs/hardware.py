@@ -80,11 +80,13 @@ def hardware_from_mapping(data: Mapping[str, Any], where: str = "file") -> Hardw
     ``[flops_per_s]`` table with at least one dtype. Optional:
     ``link_bandwidth_bytes_per_s``, ``price_per_hour``, ``tdp_w``.
     """
+    memory = _positive(data, "memory_bytes", where)
+    bandwidth = _positive(data, "memory_bandwidth_bytes_per_s", where)
     flops = data.get("flops_per_s")
     if not isinstance(flops, Mapping) or not flops:
         raise ConfigError(f"hardware spec {where} needs a [flops_per_s] table, e.g. bf16 = 9.89e14")
     peaks = {}
-    for dtype, value in flops.items():
+    for dtype in flops:
         if dtype not in COMPUTE_DTYPES:
             raise ConfigError(f"hardware spec {where}: unknown dtype {dtype!r} in flops_per_s; use {', '.join(COMPUTE_DTYPES)}")
         peaks[dtype] = _positive(flops, dtype, where)
@@ -93,8 +95,8 @@ def hardware_from_mapping(data: Mapping[str, Any], where: str = "file") -> Hardw
     return HardwareSpec(
         key=str(data.get("key") or name),
         name=name,
-        memory_bytes=_positive(data, "memory_bytes", where),
-        memory_bandwidth_bytes_per_s=_positive(data, "memory_bandwidth_bytes_per_s", where),
+        memory_bytes=memory,
+        memory_bandwidth_bytes_per_s=bandwidth,
         flops_per_s=peaks,
         link_bandwidth_bytes_per_s=_positive(data, "link_bandwidth_bytes_per_s", where, required=False),
         tdp_w=_positive(data, "tdp_w", where, required=False),

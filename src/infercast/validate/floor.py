@@ -1,0 +1,103 @@
+"""Physics-floor check of published measurements: no real system may beat the floor.
+
+For a time metric the floor is a lower bound (measured >= floor); for a rate
+metric it is an upper bound (measured <= ceiling). Assumptions are chosen so the
+bound stays a bound: the smallest context the row allows, no overheads, and, when
+the row does not state a KV dtype, the narrowest plausible one (8-bit for 8-bit
+or narrower weights). A violation means a data error or a model error.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from infercast.cost.step import StepModel
+from infercast.errors import InfercastError
+from infercast.specs.catalog import load_hardware, load_model
+from infercast.specs.parallel import Parallelism
+from infercast.specs.precision import Precision
+
+TIME_METRICS = ("ttft_mean_s", "prefill_time_s", "decode_step_s", "e2e_latency_s")
+RATE_METRICS = ("tokens_per_s_single_stream", "achieved_bandwidth_bytes_per_s", "matmul_flops_per_s",
+                "link_bandwidth_bytes_per_s")
+
+
+@dataclass(frozen=True)
+class FloorCheck:
+    """One row checked against physics: ``bound`` is a floor (times) or a ceiling (rates)."""
+
+    id: str
+    metric: str
+    measured: float
+    bound: float | None
+    kind: str  # "floor" | "ceiling"
+    skipped_reason: str | None = None
+
+    @property
+    def violates(self) -> bool:
+        if self.bound is None:
+            return False
+        return self.measured < self.bound if self.kind == "floor" else self.measured > self.bound
+
+    @property
+    def ratio(self) -> float | None:
+        """measured / bound (>= 1 is physical for floors, <= 1 for ceilings)."""
+        return None if self.bound in (None, 0) else self.measured / self.bound
+
+
+def _int(row: Mapping[str, str], key: str, default: int) -> int:
+    value = (row.get(key) or "").strip()
+    return int(float(value)) if value else default
+
+
+def _step_model(row: Mapping[str, str]) -> StepModel:
+    weights = row.get("weights") or ""
+    if not weights:
+        raise InfercastError("the source does not state the weight precision")
+    narrow = weights in ("fp8", "int8", "int4", "fp4")
+    kv = row.get("kv_cache") or ("fp8" if narrow else weights)
+    tp = _int(row, "tp", _int(row, "n_gpus", 1))
+    par = Parallelism(tp=tp, pp=_int(row, "pp", 1))
+    return StepModel(load_model(row["model"]), load_hardware(row["hardware"]), Precision.parse(weights, kv), par)
+
+
+def _hardware_bound(row: Mapping[str, str]) -> float:
+    hw = load_hardware(row["hardware"])
+    metric = row["metric"]
+    if metric == "matmul_flops_per_s":
+        peak = hw.peak_flops(row.get("weights") or "bf16")
+        if peak is None:
+            raise InfercastError(f"{hw.key} has no {row.get('weights')} peak in the table")
+        return peak
+    if metric == "link_bandwidth_bytes_per_s":
+        # bidirectional tests may use both directions; host copies use PCIe
+        return max(2 * hw.link_bandwidth_bytes_per_s, hw.pcie_bandwidth_bytes_per_s * 2) or float("inf")
+    return hw.memory_bandwidth_bytes_per_s * _int(row, "n_gpus", 1)
+
+
+def check_row(row: Mapping[str, str]) -> FloorCheck:
+    """Floor (or ceiling) of one measurement row; skipped rows carry the reason."""
+    metric, rid = row["metric"], row["id"]
+    measured = float(row["value"])
+    kind = "floor" if metric in TIME_METRICS else "ceiling"
+    if metric not in TIME_METRICS + RATE_METRICS:
+        return FloorCheck(rid, metric, measured, None, kind, f"metric {metric} has no physics bound here")
+    try:
+        if metric in ("achieved_bandwidth_bytes_per_s", "matmul_flops_per_s", "link_bandwidth_bytes_per_s"):
+            return FloorCheck(rid, metric, measured, _hardware_bound(row), kind)
+        sm = _step_model(row)
+        batch = _int(row, "batch", 1)
+        prompt = _int(row, "input_tokens", 1)
+        prefill = sm.prefill_cost(prompt, batch).floor_time_s
+        decode = sm.decode_cost(batch, prompt + 1).floor_time_s
+        bound = {
+            "ttft_mean_s": prefill,
+            "prefill_time_s": prefill,
+            "decode_step_s": decode,
+            "e2e_latency_s": prefill + max(_int(row, "output_tokens", 1) - 1, 0) * decode,
+            "tokens_per_s_single_stream": 1.0 / sm.decode_cost(1, prompt + 1).floor_time_s,
+        }[metric]
+    except (InfercastError, KeyError, ValueError) as exc:
+        return FloorCheck(rid, metric, measured, None, kind, str(exc) or type(exc).__name__)
+    return FloorCheck(rid, metric, measured, bound, kind)

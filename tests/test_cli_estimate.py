@@ -1,0 +1,107 @@
+"""The estimate command contract and its errors (one line on stderr, exit code 2)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from infercast.cli import main
+
+
+def run(args, capsys):
+    code = 0
+    try:
+        main(args)
+    except SystemExit as exc:
+        code = exc.code
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def test_contract_keys(capsys):
+    code, out, _ = run(["estimate", "--model", "llama-3.1-70b", "--hardware", "h100-sxm", "--weights", "fp8",
+                        "--kv-cache", "fp8", "--batch", "1,8,32,64", "--context", "2048", "--prompt", "1024",
+                        "--json"], capsys)
+    assert code in (0, None)
+    d = json.loads(out)
+    for key in ("total_params", "active_params", "kv_bytes_per_token"):
+        assert key in d["model"]
+    for key in ("fits", "required_bytes", "available_bytes", "max_batch"):
+        assert key in d["memory"]
+    for key in ("time_s", "floor_time_s", "bound"):
+        assert key in d["prefill"]
+    assert [row["batch"] for row in d["decode"]] == [1, 8, 32, 64]
+    for row in d["decode"]:
+        for key in ("batch", "context", "step_time_s", "floor_step_time_s", "tokens_per_s", "bound", "fits"):
+            assert key in row
+    assert d["memory"]["fits"] is False
+    assert d["decode"][0]["floor_step_time_s"] == pytest.approx(0.020847, rel=1e-3)
+
+
+def test_tp2_and_floor_flag(capsys):
+    code, out, _ = run(["estimate", "--weights", "fp8", "--kv-cache", "fp8", "--batch", "64", "--tp", "2",
+                        "--floor", "--json"], capsys)
+    d = json.loads(out)
+    assert d["mode"] == "floor" and d["memory"]["fits"] is True
+    row = d["decode"][0]
+    assert row["tokens_per_s"] == pytest.approx(64 / row["floor_step_time_s"])
+
+
+@pytest.mark.parametrize("args,needle", [
+    (["estimate", "--model", "no-such-model"], "unknown model 'no-such-model'"),
+    (["estimate", "--hardware", "h900"], "unknown hardware 'h900'"),
+    (["estimate", "--batch", "0"], "--batch values must be positive"),
+    (["estimate", "--batch", "-4"], "--batch values must be positive"),
+    (["estimate", "--weights", "fp7"], "unknown weights dtype 'fp7'"),
+    (["estimate", "--kv-cache", "int3"], "unknown kv-cache dtype 'int3'"),
+    (["estimate", "--context", "0"], "--context must be positive"),
+    (["estimate", "--tp", "0"], "--tp must be a positive integer"),
+])
+def test_bad_input_one_line_exit_2(args, needle, capsys):
+    code, _, err = run(args, capsys)
+    assert code == 2
+    assert needle in err
+    assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
+
+
+def test_malformed_config_file(tmp_path, capsys):
+    bad = tmp_path / "config.json"
+    bad.write_text(json.dumps({"model_type": "llama", "hidden_size": 64}))
+    code, _, err = run(["estimate", "--model", str(bad)], capsys)
+    assert code == 2 and "misses field" in err
+
+
+def test_user_hardware_file(tmp_path, capsys):
+    spec = tmp_path / "part.toml"
+    spec.write_text('name = "my-part"\nmemory_bytes = 192e9\nmemory_bandwidth_bytes_per_s = 5e12\n'
+                    "link_bandwidth_bytes_per_s = 4e11\nprice_per_hour = 3.0\n[flops_per_s]\nbf16 = 1.2e15\nfp8 = 2.4e15\n")
+    code, out, _ = run(["estimate", "--hardware", str(spec), "--model", "llama-3.1-8b", "--batch", "1", "--json"], capsys)
+    d = json.loads(out)
+    assert d["hardware"]["name"] == "my-part" and d["cost"]["price_per_hour"] == 3.0
+    spec.write_text('name = "x"\nmemory_bytes = 1e9\n')
+    code, _, err = run(["estimate", "--hardware", str(spec)], capsys)
+    assert code == 2 and "memory_bandwidth_bytes_per_s" in err
+
+
+def test_no_arguments_prints_the_seed_table():
+    out = subprocess.run([sys.executable, "-m", "infercast.cli"], capture_output=True, text=True, timeout=60,
+                         env={"COLUMNS": "160", "PATH": ""})
+    assert out.returncode == 0, out.stderr
+    assert "llama-3.1-70b" in out.stdout and "20.85" in out.stdout and "does not fit" in out.stdout
+
+
+def test_hardware_and_models_lists(capsys):
+    code, out, _ = run(["hardware", "--json"], capsys)
+    keys = {h["key"] for h in json.loads(out)}
+    assert {"h100-sxm", "h200-sxm", "b200", "mi300x"} <= keys
+    code, out, _ = run(["models", "--json"], capsys)
+    assert len(json.loads(out)) == 27
+
+
+def test_plot(tmp_path, capsys):
+    png = tmp_path / "roof.png"
+    code, _, _ = run(["estimate", "--plot", str(png), "--batch", "1,16"], capsys)
+    assert png.stat().st_size > 10_000
