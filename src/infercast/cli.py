@@ -21,6 +21,7 @@ COMMAND_MODULES = (
     "infercast.commands.hardware",
     "infercast.commands.models",
     "infercast.commands.serve",
+    "infercast.commands.machine",
 )
 
 

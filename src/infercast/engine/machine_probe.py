@@ -1,0 +1,154 @@
+"""Measure this machine as hardware: memory bandwidth and matmul FLOP/s.
+
+Each figure is timed several times; the profile keeps the best run (the
+closest to what the silicon can do, as a datasheet peak is) and reports the
+median beside it, since other work on a shared machine slows the median.
+
+- Copy bandwidth follows STREAM's convention (McCalpin 1995): a copy of N
+  bytes moves 2N bytes (read + write). Arrays are far larger than the last
+  level cache so DRAM, not cache, is measured.
+- Matrix-vector bandwidth is what a batch-1 decode step does: read a float32
+  matrix once (bytes = matrix size). The profile's bandwidth is the larger of
+  the two bests, so no measured step can beat the floor it implies.
+- Matmul FLOP/s: 2*n^3 floating point operations per n x n x n product.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import statistics
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from threadpoolctl import threadpool_limits
+
+
+@dataclass(frozen=True)
+class Measured:
+    """Median and best of several runs of one rate (units in the name of the field using it)."""
+
+    median: float
+    best: float
+    runs: int
+
+    def as_dict(self) -> dict[str, float]:
+        return {"median": self.median, "best": self.best, "runs": self.runs}
+
+
+def _rate(work: float, fn: Callable[[], Any], runs: int) -> Measured:
+    fn()  # warm up: page faults, BLAS buffers
+    rates = []
+    for _ in range(runs):
+        t0 = time.perf_counter()
+        fn()
+        rates.append(work / (time.perf_counter() - t0))
+    return Measured(statistics.median(rates), max(rates), runs)
+
+
+def copy_bandwidth(num_bytes: int, runs: int, threads: int) -> Measured:
+    """STREAM-style copy bandwidth in bytes/s (2 x bytes copied), ``threads`` slices at once.
+
+    numpy's copy runs on one thread (and releases the GIL), so a thread pool
+    copies one slice per thread, as STREAM's OpenMP loop does.
+    """
+    from concurrent.futures import ThreadPoolExecutor
+
+    src = np.ones(num_bytes // 4, dtype=np.float32)
+    dst = np.empty_like(src)
+    bounds = np.linspace(0, src.size, threads + 1).astype(int)
+    parts = [(dst[a:b], src[a:b]) for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
+    with ThreadPoolExecutor(threads) as pool:
+        def copy() -> None:
+            list(pool.map(lambda p: np.copyto(*p), parts))
+
+        return _rate(2.0 * src.nbytes, copy, runs)
+
+
+def matvec_bandwidth(num_bytes: int, runs: int, threads: int) -> Measured:
+    """Bytes/s of float32 matrix-vector products (a batch-1 decode's access pattern)."""
+    cols = 4096
+    mat = np.ones((num_bytes // 4 // cols, cols), dtype=np.float32)
+    vec = np.ones(cols, dtype=np.float32)
+    with threadpool_limits(threads):
+        return _rate(float(mat.nbytes), lambda: mat @ vec, runs)
+
+
+def matmul_flops_fp32(n: int, runs: int, threads: int) -> Measured:
+    """FLOP/s of an n x n float32 matmul through numpy's BLAS."""
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal((n, n), dtype=np.float32)
+    b = rng.standard_normal((n, n), dtype=np.float32)
+    with threadpool_limits(threads):
+        return _rate(2.0 * n**3, lambda: a @ b, runs)
+
+
+def matmul_flops_torch(n: int, runs: int, threads: int, dtype: str) -> Measured | None:
+    """FLOP/s of an n x n torch matmul in ``dtype`` (bf16), or None without torch."""
+    try:
+        import torch
+    except ImportError:
+        return None
+    torch.set_num_threads(threads)
+    t = getattr(torch, {"bf16": "bfloat16", "fp16": "float16"}[dtype])
+    a = torch.randn(n, n).to(t)
+    b = torch.randn(n, n).to(t)
+    return _rate(2.0 * n**3, lambda: a @ b, runs)
+
+
+def memory_bytes() -> float:
+    """Physical memory in bytes (pages x page size)."""
+    return float(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
+
+
+def probe(threads: int = 1, runs: int = 7, bandwidth_bytes: int = 512 * 2**20,
+          matmul_n: int = 1536) -> dict[str, Any]:
+    """Measure everything; returns a JSON-ready dict that includes a hardware profile."""
+    copy = copy_bandwidth(bandwidth_bytes, runs, threads)
+    matvec = matvec_bandwidth(bandwidth_bytes // 2, runs, threads)
+    flops = {"fp32": matmul_flops_fp32(matmul_n, runs, threads)}
+    bf16 = matmul_flops_torch(matmul_n, runs, threads, "bf16")
+    if bf16 is not None:
+        flops["bf16"] = bf16
+    return {
+        "name": f"local-cpu ({platform.processor() or platform.machine()}, {threads} thread(s))",
+        "threads": threads,
+        "memory_bytes": memory_bytes(),
+        # The peak is the fastest DRAM traffic produced either way, so that no
+        # measured decode step can beat the floor it implies.
+        "memory_bandwidth_bytes_per_s": max(copy.best, matvec.best),
+        "matmul_flops_per_s": {k: v.best for k, v in flops.items()},
+        "measurements": {
+            "copy_bandwidth_bytes_per_s": copy.as_dict(),
+            "matvec_fp32_bandwidth_bytes_per_s": matvec.as_dict(),
+            **{f"matmul_{k}_flops_per_s": v.as_dict() for k, v in flops.items()},
+        },
+    }
+
+
+def profile_mapping(result: dict[str, Any]) -> dict[str, Any]:
+    """The hardware-profile keys ``load_hardware`` reads (see docs/engine.md)."""
+    return {
+        "name": "local-cpu",
+        "memory_bytes": result["memory_bytes"],
+        "memory_bandwidth_bytes_per_s": result["memory_bandwidth_bytes_per_s"],
+        "link_bandwidth_bytes_per_s": 0.0,
+        "price_per_hour": 0.0,
+        "flops_per_s": dict(result["matmul_flops_per_s"]),
+    }
+
+
+def to_toml(profile: dict[str, Any], comment: str) -> str:
+    """TOML text of a flat profile with one ``[flops_per_s]`` table (numbers and strings only)."""
+    def value(v: Any) -> str:
+        return f'"{v}"' if isinstance(v, str) else f"{float(v):.6g}"
+
+    lines = [f"# {line}" for line in comment.splitlines()]
+    lines += [f"{k} = {value(v)}" for k, v in profile.items() if not isinstance(v, dict)]
+    lines.append("")
+    lines.append("[flops_per_s]")
+    lines += [f"{k} = {value(v)}" for k, v in profile["flops_per_s"].items()]
+    return "\n".join(lines) + "\n"
