@@ -50,7 +50,9 @@ def test_tau_inversion():
 
 def test_gain_at_batch_1_shrinks_with_batch(target):
     spec = SpeculativeModel(target, SpeculativeConfig("eagle", 3, 0.85))
-    small, large = spec.step(1, 1024), spec.step(512, 1024)
+    # short context: weights and compute dominate (at long context a KV-bound batch still gains,
+    # since one KV read serves all k + 1 verified tokens)
+    small, large = spec.step(1, 128), spec.step(512, 128)
     assert small.speedup > 1.5
     assert large.speedup < small.speedup
     assert large.speedup < 1.3
