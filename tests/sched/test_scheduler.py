@@ -159,6 +159,53 @@ def test_check_step_helper_catches_a_leak():
     s = make_scheduler()
     s.add_request(req(0, 10, 5))
     b = s.schedule()
-    s.kv.ref_counts[0] += 1  # corrupt on purpose
+    s.kv.ref_counts[b.seqs[0].block_table[0]] += 1  # corrupt on purpose
     with pytest.raises(AssertionError):
         check_step(s, b)
+
+
+def _trace_steps(s, use_fast_path=False):
+    """Per step: (seqs, tokens, preempted) until done; fast-path segments expand to k steps."""
+    out = []
+    while s.has_unfinished:
+        k = s.decode_horizon(5) if use_fast_path else 0
+        if k:
+            n = s.num_running
+            out += [(n, n, 0)] * k
+            s.advance_decode(k)
+            continue
+        b = s.schedule()
+        assert not b.is_empty
+        out.append((b.num_seqs, b.num_tokens, len(b.preempted)))
+        s.update(b)
+    return out
+
+
+@settings(max_examples=30, deadline=None)
+@given(workloads, st.sampled_from(["continuous", "chunked"]), st.integers(8, 40), st.booleans())
+def test_compact_decode_group_matches_listed_batches(lengths, policy, num_blocks, prefix):
+    """The simulator's compact batches run the same steps as the engine's listed ones."""
+    runs = []
+    for compact, fast in ((False, False), (True, False), (True, True)):
+        s = make_scheduler(
+            policy=policy,
+            num_blocks=num_blocks,
+            enable_prefix_caching=prefix,
+            max_num_batched_tokens=48,
+            compact_decodes=compact,
+        )
+        for i, (p, o) in enumerate(lengths):
+            s.add_request(req(i, p, o, synthetic_block_hashes(i % 2, 12, 4) if prefix else ()))
+        runs.append(_trace_steps(s, fast))
+        s.check_invariants()
+        assert s.kv.num_free_blocks == num_blocks
+    assert runs[0] == runs[1] == runs[2]
+
+
+def test_engine_mode_lists_group_members_with_their_write_block():
+    s = make_scheduler(block_size=4)
+    s.add_request(req(0, 4, 6))
+    s.update(s.schedule())  # prefilled 4 tokens: 1 block, the next write (pos 4) needs a 2nd
+    b = s.schedule()
+    (q,) = b.seqs
+    assert (q.num_new_tokens, q.num_cached_tokens, len(q.block_table)) == (1, 4, 2)

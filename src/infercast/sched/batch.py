@@ -26,21 +26,31 @@ class ScheduledSeq:
 
 @dataclass(frozen=True, slots=True)
 class Batch:
-    """What one forward step runs. Empty when nothing can run."""
+    """What one forward step runs. Empty when nothing can run.
+
+    ``num_decode_seqs`` / ``decode_cached_tokens`` are used only when the
+    scheduler runs with ``compact_decodes=True`` (the simulator): then the
+    one-token decodes of that many requests, whose cached contexts sum to
+    ``decode_cached_tokens``, are part of the step without being listed in
+    ``seqs``. With the default ``compact_decodes=False`` (the engine) every
+    request is listed and both are 0.
+    """
 
     seqs: tuple[ScheduledSeq, ...] = ()
     preempted: tuple[str, ...] = ()  # request ids preempted while building this batch
+    num_decode_seqs: int = 0
+    decode_cached_tokens: int = 0
 
     @property
     def num_tokens(self) -> int:
         """Total new tokens computed this step (the token budget it used)."""
-        return sum(s.num_new_tokens for s in self.seqs)
+        return sum(s.num_new_tokens for s in self.seqs) + self.num_decode_seqs
 
     @property
     def num_seqs(self) -> int:
         """Number of requests in the step."""
-        return len(self.seqs)
+        return len(self.seqs) + self.num_decode_seqs
 
     @property
     def is_empty(self) -> bool:
-        return not self.seqs
+        return not self.seqs and not self.num_decode_seqs

@@ -30,11 +30,14 @@ if TYPE_CHECKING:
 Entries = dict[str, tuple[Request, int]]
 
 
+class _Restart(Exception):
+    """A group member had to be preempted: the group step was undone; schedule again."""
+
+
 def _run_running(
-    s: Scheduler, order: list[Request], budget: int, entries: Entries
-) -> tuple[int, list[str]]:
-    """Schedule already-running requests in ``order``, preempting the newest when KV is full."""
-    preempted: list[str] = []
+    s: Scheduler, order: list[Request], budget: int, entries: Entries, preempted: list[str]
+) -> int:
+    """Schedule explicit running requests in ``order``, preempting the newest when KV is full."""
     for req in order:
         if req.status is not RequestStatus.RUNNING:
             continue  # preempted as a victim earlier in this loop
@@ -43,6 +46,9 @@ def _run_running(
         n = min(req.num_remaining_tokens, budget)
         while not s.allocate_for(req, n):
             victim = s.running[-1]
+            if victim.dbase >= 0:  # newest is in the decode group: go per request
+                s.dissolve_group()
+                raise _Restart
             s.preempt(victim)
             preempted.append(victim.request_id)
             if victim.request_id in entries:  # it was scheduled earlier this step: undo
@@ -52,7 +58,7 @@ def _run_running(
         if req.status is RequestStatus.RUNNING:
             entries[req.request_id] = (req, n)
             budget -= n
-    return budget, preempted
+    return budget
 
 
 def _admit_waiting(s: Scheduler, entries: Entries, budget: int, chunked: bool) -> None:
@@ -82,6 +88,20 @@ def _head_fits(s: Scheduler, budget: int, chunked: bool) -> bool:
     remaining = req.num_tokens - len(hits) * s.config.block_size
     n = min(remaining, budget) if chunked else remaining
     return s.admission_cost(req, hits, n) <= s.kv.num_free_blocks
+
+
+def _with_group(
+    s: Scheduler, explicit_order, budget: int, preempted: list[str]
+) -> tuple[Entries, int]:
+    """Run the decode group (if KV allows) plus explicit requests; retry per request on conflict."""
+    while True:
+        entries: Entries = {}
+        left = budget - s.start_group_step()
+        try:
+            left = _run_running(s, explicit_order(s), left, entries, preempted)
+        except _Restart:
+            continue
+        return entries, left
 
 
 class StaticPolicy:
@@ -126,7 +146,10 @@ class ContinuousPolicy:
         _admit_waiting(s, entries, s.config.max_num_batched_tokens, chunked=False)
         if entries:
             return list(entries.values()), []
-        _, preempted = _run_running(s, list(s.running), s.config.max_num_batched_tokens, entries)
+        preempted: list[str] = []
+        entries, _ = _with_group(
+            s, lambda s: list(s.explicit.values()), s.config.max_num_batched_tokens, preempted
+        )
         return list(entries.values()), preempted
 
     def would_admit(self, s: Scheduler) -> bool:
@@ -139,19 +162,23 @@ class ChunkedPolicy:
     name = "chunked"
 
     def schedule(self, s: Scheduler) -> tuple[list[tuple[Request, int]], list[str]]:
-        entries: Entries = {}
-        decodes = [r for r in s.running if r.num_remaining_tokens == 1]
-        prefills = [r for r in s.running if r.num_remaining_tokens != 1]
-        budget, preempted = _run_running(
-            s, decodes + prefills, s.config.max_num_batched_tokens, entries
-        )
+        preempted: list[str] = []
+        entries, budget = _with_group(s, _decodes_first, s.config.max_num_batched_tokens, preempted)
         if not preempted:  # as vLLM v1: no new admissions in a step that had to preempt
             _admit_waiting(s, entries, budget, chunked=True)
         return list(entries.values()), preempted
 
     def would_admit(self, s: Scheduler) -> bool:
-        budget = s.config.max_num_batched_tokens - sum(r.num_remaining_tokens for r in s.running)
+        explicit = sum(r.num_remaining_tokens for r in s.explicit.values())
+        budget = s.config.max_num_batched_tokens - len(s.group) - explicit
         return _head_fits(s, budget, chunked=True)
+
+
+def _decodes_first(s: Scheduler) -> list[Request]:
+    explicit = list(s.explicit.values())
+    return [r for r in explicit if r.num_remaining_tokens == 1] + [
+        r for r in explicit if r.num_remaining_tokens != 1
+    ]
 
 
 _POLICIES = {p.name: p for p in (StaticPolicy, ContinuousPolicy, ChunkedPolicy)}

@@ -60,6 +60,10 @@ class Request:
     reject_reason: str | None = None
     num_registered_blocks: int = 0  # leading prompt blocks already in the prefix cache
     admitted: bool = False  # admitted at least once (first-admission stats)
+    # Decode group (see Scheduler): while ``dbase >= 0`` the token counts above lag
+    # by ``scheduler.dstep - dbase`` steps; the scheduler syncs them when it needs them.
+    dbase: int = -1
+    finish_dstep: int = 0
 
     @property
     def num_tokens(self) -> int:

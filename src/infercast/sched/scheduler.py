@@ -25,10 +25,23 @@ API (stable; the engine builds on it):
 - Fast path (simulator): ``decode_horizon(max_steps)`` says how many coming
   steps are certainly the same all-decode batch, ``advance_decode(k)`` applies
   k of them at once. Running them one by one gives the same state.
+
+The decode group (why a step costs O(new requests), not O(batch)): under the
+continuous and chunked policies every running request that is plainly decoding
+joins a *group* that advances together, one token per group step. Its members'
+counts are kept lazily (``Request.dbase``: the group step count at their last
+sync) and their new KV blocks are counted by *phase*: a member writing position
+p needs a new block exactly when p % block_size == 0, so the blocks a group
+step needs are ``phase[dstep % block_size]``, allocated from the pool at once
+into a reserve and handed to tables when a member is synced (when it leaves,
+finishes, is preempted, or is listed in a batch). So the KV pool, the budget
+and every decision are the same as with per-request bookkeeping; the engine
+(``compact_decodes=False``) gets every member listed and synced each step.
 """
 
 from __future__ import annotations
 
+import heapq
 from collections import deque
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass
@@ -47,8 +60,10 @@ class SchedulerConfig:
 
     ``max_num_batched_tokens`` is the token budget of one step (vLLM's name);
     ``static`` and ``continuous`` reject prompts longer than it, as vLLM v0 does.
-    ``emit_block_tables=False`` leaves ``ScheduledSeq.block_table`` empty
-    (the simulator does not need it; copying tables costs time).
+    ``emit_block_tables=False`` leaves ``ScheduledSeq.block_table`` empty and
+    ``compact_decodes=True`` reports the decode group as two numbers in the
+    :class:`Batch` instead of one entry per request (the simulator needs
+    neither tables nor per-request decode entries; building them costs time).
     """
 
     policy: str = "chunked"
@@ -59,6 +74,7 @@ class SchedulerConfig:
     enable_prefix_caching: bool = False
     max_model_len: int | None = None
     emit_block_tables: bool = True
+    compact_decodes: bool = False
 
     def __post_init__(self) -> None:
         if self.policy not in POLICY_NAMES:
@@ -89,8 +105,19 @@ class Scheduler:
         self.policy = make_policy(config.policy)
         self.waiting: deque[Request] = deque()
         self.running: list[Request] = []  # admission order; the last is preempted first
+        self.explicit: dict[str, Request] = {}  # running requests outside the decode group
+        self.group: dict[str, Request] = {}  # the decode group (see module doc)
         self.requests: dict[str, Request] = {}
         self.num_preemptions = 0
+        self.dstep = 0  # group steps run so far
+        self._grouping = config.policy != "static"  # static reserves KV up front: tables not tight
+        self._phase = [0] * config.block_size  # members needing a block when dstep % bs == i
+        self._dsum = 0  # sum over members of (num_computed_tokens - dbase)
+        self._finish_heap: list[tuple[int, int, Request]] = []
+        self._heap_seq = 0
+        self._reserve: list[int] = []  # blocks allocated for members, not yet in their tables
+        self._pending_group = 0  # members in the scheduled, not yet updated, group step
+        self._pending_blocks = 0
 
     # ---- public API -------------------------------------------------------------
     def add_request(self, req: Request) -> bool:
@@ -112,6 +139,13 @@ class Scheduler:
         """The next step's batch (empty when nothing can run)."""
         entries, preempted = self.policy.schedule(self)
         emit = self.config.emit_block_tables
+        listed = []
+        n_group = self._pending_group
+        if n_group and not self.config.compact_decodes:
+            for req in self.group.values():
+                self._sync(req, lookahead=1)  # the table must hold the position written now
+                listed.append((req, 1))
+            n_group = 0
         seqs = tuple(
             ScheduledSeq(
                 req.request_id,
@@ -120,9 +154,10 @@ class Scheduler:
                 tuple(req.block_table) if emit else (),
                 req.num_computed_tokens + n == req.num_tokens,
             )
-            for req, n in entries
+            for req, n in (*listed, *entries)
         )
-        return Batch(seqs, tuple(preempted))
+        cached = self.group_context_tokens if n_group else 0
+        return Batch(seqs, tuple(preempted), n_group, cached)
 
     def update(
         self,
@@ -132,22 +167,28 @@ class Scheduler:
     ) -> list[Request]:
         """Apply a step's result; return the requests it finished (blocks freed)."""
         done: list[Request] = []
+        if self._pending_group:
+            self._pending_group = 0
+            self.dstep += 1
+            self._pop_finished(done)
         requests = self.requests
-        register = self.config.enable_prefix_caching
         for seq in batch.seqs:
             req = requests.get(seq.request_id)
             if req is None or req.status is not RequestStatus.RUNNING:
-                continue  # aborted while the step ran
-            req.num_computed_tokens += seq.num_new_tokens
-            if register:
-                self._register_blocks(req)
-            if not seq.samples:
+                continue  # finished above, or aborted while the step ran
+            if req.dbase >= 0:  # a listed group member: its token is already counted
+                extra = num_sampled.get(req.request_id, 1) - 1 if num_sampled else 0
+                if extra or req.request_id in finished:
+                    self._leave_group(req)
+                    self._sampled(req, extra, finished, done)
                 continue
-            req.num_output_tokens += num_sampled.get(req.request_id, 1) if num_sampled else 1
-            if req.num_output_tokens >= req.max_output_tokens:
-                done.append(self._finish(req, "length"))
-            elif req.request_id in finished:
-                done.append(self._finish(req, "stop"))
+            req.num_computed_tokens += seq.num_new_tokens
+            if self.config.enable_prefix_caching:
+                self._register_blocks(req)
+            if seq.samples:
+                n = num_sampled.get(req.request_id, 1) if num_sampled else 1
+                if not self._sampled(req, n, finished, done) and self._grouping:
+                    self._join_group(req)
         return done
 
     def abort(self, request_id: str) -> Request | None:
@@ -156,6 +197,8 @@ class Scheduler:
         if req is None:
             return None
         if req.status is RequestStatus.RUNNING:
+            if req.dbase >= 0:
+                self._leave_group(req)
             return self._finish(req, "abort")
         self.waiting.remove(req)
         del self.requests[request_id]
@@ -175,77 +218,175 @@ class Scheduler:
     def num_running(self) -> int:
         return len(self.running)
 
+    @property
+    def group_context_tokens(self) -> int:
+        """Sum of the cached contexts of the decode group's members now."""
+        return self._dsum + len(self.group) * self.dstep
+
+    def sync_all(self) -> None:
+        """Bring every group member's counts and block table up to date."""
+        for req in self.group.values():
+            self._sync(req)
+
+    def check_invariants(self) -> None:
+        """Raise AssertionError if tables, reserve and ref counts disagree (for tests)."""
+        self.sync_all()
+        pending = self._pending_blocks if self._pending_group else 0
+        assert len(self._reserve) <= pending, "reserve holds more than the pending step's blocks"
+        refs = [0] * self.config.num_blocks
+        for b in self._reserve:
+            refs[b] += 1
+        bs = self.config.block_size
+        for req in self.running:
+            assert len(req.block_table) * bs >= req.num_computed_tokens
+            for b in req.block_table:
+                refs[b] += 1
+        for req in self.waiting:
+            assert not req.block_table and req.num_computed_tokens == 0
+        assert refs == self.kv.ref_counts, "block tables and ref counts disagree"
+        assert len(self.group) + len(self.explicit) == len(self.running)
+        assert sum(self._phase) == len(self.group)
+        self.kv.check_invariants()
+
     # ---- fast path (used by the simulator) --------------------------------------
     def decode_horizon(self, max_steps: int) -> int:
-        """How many coming steps are certainly "every running request decodes 1 token".
+        """How many coming steps are certainly "the decode group and nothing else".
 
-        0 unless every running request is decoding and the policy would admit no
-        waiting request now. Free KV only shrinks and the running set only
-        changes at a finish, so that stays true until the first request reaches
-        ``max_output_tokens`` or the KV blocks run out; the horizon stops there
-        (a finish is included as the horizon's last step).
+        0 unless every running request is in the group and the policy would
+        admit no waiting request now. Free KV only shrinks and the running set
+        only changes at a finish, so that stays true until the first member
+        reaches ``max_output_tokens`` (included as the horizon's last step) or
+        the KV blocks run out.
         """
-        running = self.running
-        if not running or max_steps < 1:
+        if not self.group or self.explicit or max_steps < 1 or self._pending_group:
             return 0
-        steps = max_steps
-        for req in running:
-            if req.num_output_tokens == 0 or req.num_computed_tokens != req.num_tokens - 1:
-                return 0
-            left = req.max_output_tokens - req.num_output_tokens
-            if left < steps:
-                steps = left
         if self.policy.would_admit(self):
             return 0
+        heap = self._finish_heap
+        while heap and not self._live(heap[0]):
+            heapq.heappop(heap)
+        steps = min(max_steps, heap[0][0] - self.dstep)
         return self._kv_horizon(steps)
 
     def advance_decode(self, num_steps: int) -> list[Request]:
-        """Apply ``num_steps`` all-decode steps (at most :meth:`decode_horizon`)."""
-        bs = self.config.block_size
-        kv = self.kv
+        """Apply ``num_steps`` group-only steps (at most :meth:`decode_horizon`)."""
+        need = self._blocks_needed(num_steps)
+        blocks = self.kv.allocate(need)
+        if blocks is None:
+            raise RuntimeError("advance_decode beyond decode_horizon: KV ran out")
+        self._reserve.extend(blocks)
+        self.dstep += num_steps
         done: list[Request] = []
-        for req in tuple(self.running):
-            computed = req.num_computed_tokens + num_steps
-            need = cdiv(computed, bs) - len(req.block_table)
-            if need > 0:
-                blocks = kv.allocate(need)
-                if blocks is None:
-                    raise RuntimeError("advance_decode beyond decode_horizon: KV ran out")
-                req.block_table.extend(blocks)
-            req.num_computed_tokens = computed
-            req.num_output_tokens += num_steps
-            if req.num_output_tokens >= req.max_output_tokens:
-                done.append(self._finish(req, "length"))
+        self._pop_finished(done)
         return done
 
+    def _blocks_needed(self, steps: int) -> int:
+        bs, phase, d = self.config.block_size, self._phase, self.dstep
+        need = (steps // bs) * len(self.group)
+        for i in range(steps % bs):
+            need += phase[(d + i) % bs]
+        return need
+
     def _kv_horizon(self, steps: int) -> int:
-        """Largest k <= steps such that k decode steps of every running request fit in KV."""
-        free = self.kv.num_free_blocks
-
-        def need(k: int) -> int:
-            bs = self.config.block_size
-            return sum(
-                max(0, cdiv(r.num_computed_tokens + k, bs) - len(r.block_table))
-                for r in self.running
-            )
-
-        if need(steps) <= free:
+        """Largest k <= steps whose group steps fit in the free KV blocks."""
+        free, n, bs = self.kv.num_free_blocks, len(self.group), self.config.block_size
+        if self._blocks_needed(steps) <= free:
             return steps
-        lo, hi = 0, steps  # need(lo) fits, need(hi) does not
-        while hi - lo > 1:
-            mid = (lo + hi) // 2
-            if need(mid) <= free:
-                lo = mid
-            else:
-                hi = mid
-        return lo
+        full = min(steps // bs, free // n)
+        left = free - full * n
+        k = full * bs
+        for _ in range(min(bs, steps - k)):
+            left -= self._phase[(self.dstep + k) % bs]
+            if left < 0:
+                break
+            k += 1
+        return k
+
+    # ---- decode group -------------------------------------------------------------
+    def start_group_step(self) -> int:
+        """Schedule the group's next step: allocate its new blocks. 0 (group dissolved) if KV is short."""
+        if not self.group:
+            return 0
+        need = self._phase[self.dstep % self.config.block_size]
+        blocks = self.kv.allocate(need)
+        if blocks is None:
+            self.dissolve_group()
+            return 0
+        self._reserve.extend(blocks)
+        self._pending_group = len(self.group)
+        self._pending_blocks = need
+        return self._pending_group
+
+    def undo_group_step(self) -> None:
+        """Take back a scheduled group step (its blocks return to the pool)."""
+        if self._pending_group:
+            k = self._pending_blocks
+            if k:
+                self.kv.free(self._reserve[-k:])
+                del self._reserve[-k:]
+            self._pending_group = 0
+
+    def dissolve_group(self) -> None:
+        """Every member becomes an explicit request again (for per-request preemption)."""
+        self.undo_group_step()
+        for req in list(self.group.values()):
+            self._leave_group(req)
+
+    def _sync(self, req: Request, lookahead: int = 0) -> None:
+        d = self.dstep - req.dbase
+        if d:
+            req.num_computed_tokens += d
+            req.num_output_tokens += d
+            req.dbase = self.dstep
+        bs = self.config.block_size
+        need = cdiv(req.num_computed_tokens + lookahead, bs) - len(req.block_table)
+        if need > 0:
+            req.block_table.extend(self._reserve[-need:])
+            del self._reserve[-need:]
+
+    def _join_group(self, req: Request) -> None:
+        bs = self.config.block_size
+        if len(req.block_table) != cdiv(req.num_computed_tokens, bs):
+            return  # not tight (cannot happen under continuous/chunked): stay explicit
+        del self.explicit[req.request_id]
+        req.dbase = d = self.dstep
+        c = req.num_computed_tokens
+        self._phase[(d - c) % bs] += 1
+        self._dsum += c - d
+        req.finish_dstep = d + req.max_output_tokens - req.num_output_tokens
+        self._heap_seq += 1
+        heapq.heappush(self._finish_heap, (req.finish_dstep, self._heap_seq, req))
+        self.group[req.request_id] = req
+
+    def _leave_group(self, req: Request) -> None:
+        self._sync(req)
+        bs = self.config.block_size
+        self._phase[(req.dbase - req.num_computed_tokens) % bs] -= 1
+        self._dsum -= req.num_computed_tokens - req.dbase
+        del self.group[req.request_id]
+        req.dbase = -1
+        self.explicit[req.request_id] = req
+
+    def _live(self, entry: tuple[int, int, Request]) -> bool:
+        req = entry[2]
+        return (
+            req.dbase >= 0 and req.finish_dstep == entry[0] and req.status is RequestStatus.RUNNING
+        )
+
+    def _pop_finished(self, done: list[Request]) -> None:
+        heap = self._finish_heap
+        while heap and heap[0][0] <= self.dstep:
+            entry = heapq.heappop(heap)
+            if self._live(entry):
+                req = entry[2]
+                self._leave_group(req)
+                done.append(self._finish(req, "length"))
 
     # ---- helpers for policies -----------------------------------------------------
     def allocate_for(self, req: Request, num_new: int) -> bool:
         """Grow ``req``'s block table to hold ``num_new`` more tokens; False if KV is full."""
-        need = cdiv(req.num_computed_tokens + num_new, self.config.block_size) - len(
-            req.block_table
-        )
+        bs = self.config.block_size
+        need = cdiv(req.num_computed_tokens + num_new, bs) - len(req.block_table)
         if need <= 0:
             return True
         blocks = self.kv.allocate(need)
@@ -258,9 +399,8 @@ class Scheduler:
         """Cached blocks ``req`` (holding no KV yet) can reuse; always leaves >= 1 token to compute."""
         if not req.block_hashes or not self.config.enable_prefix_caching:
             return []
-        return self.kv.match_prefix(
-            req.block_hashes, (req.num_tokens - 1) // self.config.block_size
-        )
+        max_blocks = (req.num_tokens - 1) // self.config.block_size
+        return self.kv.match_prefix(req.block_hashes, max_blocks)
 
     def admission_cost(self, req: Request, hits: list[int], num_new: int) -> int:
         """Free blocks admitting ``req`` with these hits and ``num_new`` tokens would consume."""
@@ -285,11 +425,15 @@ class Scheduler:
         self.waiting.popleft()
         req.status = RequestStatus.RUNNING
         self.running.append(req)
+        self.explicit[req.request_id] = req
         return True
 
     def preempt(self, req: Request) -> None:
         """Preemption by recompute: drop ``req``'s KV and put it first in line."""
+        if req.dbase >= 0:
+            self._leave_group(req)
         self.running.remove(req)
+        del self.explicit[req.request_id]
         self.kv.free(req.block_table)
         req.block_table = []
         req.num_computed_tokens = 0
@@ -300,8 +444,22 @@ class Scheduler:
         self.num_preemptions += 1
 
     # ---- internals ----------------------------------------------------------------
+    def _sampled(
+        self, req: Request, n: int, finished: Collection[str], done: list[Request]
+    ) -> bool:
+        """Count ``n`` sampled tokens; finish on max tokens or a stop. True if it finished."""
+        req.num_output_tokens += n
+        if req.num_output_tokens >= req.max_output_tokens:
+            done.append(self._finish(req, "length"))
+            return True
+        if req.request_id in finished:
+            done.append(self._finish(req, "stop"))
+            return True
+        return False
+
     def _finish(self, req: Request, reason: str) -> Request:
         self.running.remove(req)
+        del self.explicit[req.request_id]
         self.kv.free(req.block_table)
         req.block_table = []
         req.status = RequestStatus.FINISHED
@@ -318,7 +476,10 @@ class Scheduler:
     def _reject_reason(self, req: Request) -> str | None:
         cfg = self.config
         if req.prompt_tokens < 1 or req.max_output_tokens < 1:
-            return f"prompt_tokens={req.prompt_tokens}, max_output_tokens={req.max_output_tokens}: both must be >= 1"
+            return (
+                f"prompt_tokens={req.prompt_tokens}, max_output_tokens={req.max_output_tokens}: "
+                "both must be >= 1"
+            )
         total = req.prompt_tokens + req.max_output_tokens
         if cfg.max_model_len is not None and total > cfg.max_model_len:
             return f"prompt + output = {total} tokens exceeds max_model_len={cfg.max_model_len}"

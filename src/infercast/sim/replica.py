@@ -150,6 +150,13 @@ class Replica:
             tr = tracks[seq.request_id]
             if tr.first_scheduled_s is None:
                 tr.first_scheduled_s = now
+        nd = batch.num_decode_seqs
+        if nd:
+            # Compact decode group: the cost model depends on decode contexts only through
+            # their sum (full attention), so equal shares of the sum cost the same.
+            new = np.concatenate((np.asarray(new, dtype=np.float64), np.ones(nd)))
+            cached = np.concatenate((np.asarray(cached, dtype=np.float64),
+                                     np.full(nd, batch.decode_cached_tokens / nd)))
         dt = self.timer.step_time_s(new, cached)
         self.stats.add(1, dt, batch.num_seqs, sched.kv.usage)
         if self.observe is not None:
@@ -162,7 +169,7 @@ class Replica:
         now = self.kernel.now
         batch, self._batch = self._batch, None
         tracks = self.tracks
-        decoding_in_step = 0
+        decoding_in_step = batch.num_decode_seqs
         started: list[_Track] = []
         for seq in batch.seqs:
             tr = tracks[seq.request_id]
@@ -186,9 +193,8 @@ class Replica:
         self._kick(now)
 
     def _start_segment(self, now: float, k: int) -> None:
-        running = self.sched.running
-        n = len(running)
-        s0 = sum(r.num_computed_tokens for r in running)
+        n = len(self.sched.group)
+        s0 = self.sched.group_context_tokens
         ab = self._affine.get(n)
         if ab is None:
             ab = self._affine[n] = self.timer.decode_affine(n)
@@ -221,7 +227,8 @@ class Replica:
         self._kick(now)
 
     def _cap_by_context(self, k: int) -> int:
-        longest = max(r.num_computed_tokens for r in self.sched.running)
+        s = self.sched
+        longest = max(r.num_computed_tokens + s.dstep - r.dbase for r in s.group.values())
         return max(0, min(k, int(self._context_limit) - longest))
 
     # ---- per-request records ----------------------------------------------------

@@ -93,7 +93,8 @@ def workload_spec(cfg: SimConfig, trace: Trace | None) -> WorkloadSpec:
     )
 
 
-def scheduler_config(cfg: SimConfig, kv_capacity_tokens: int) -> SchedulerConfig:
+def scheduler_config(cfg: SimConfig, kv_capacity_tokens: int, compact: bool = True) -> SchedulerConfig:
+    """The replica scheduler's limits; ``compact`` needs a cost that sees decode contexts by sum."""
     s = cfg.scheduler
     num_blocks = s.num_blocks or max(1, kv_capacity_tokens // s.block_size)
     return SchedulerConfig(
@@ -105,6 +106,7 @@ def scheduler_config(cfg: SimConfig, kv_capacity_tokens: int) -> SchedulerConfig
         enable_prefix_caching=s.prefix_caching,
         max_model_len=s.max_model_len,
         emit_block_tables=False,
+        compact_decodes=compact,
     )
 
 
@@ -174,7 +176,9 @@ def simulate(
     stream = request_stream(workload_spec(cfg, trace), rng, trace)
     kernel = Kernel()
     series = TimeSeries()
-    sched_cfg = scheduler_config(cfg, timer.kv_capacity_tokens)
+    # Windowed attention makes decode cost depend on each context, not just their sum.
+    compact = float(getattr(timer, "affine_context_limit", float("inf"))) == float("inf")
+    sched_cfg = scheduler_config(cfg, timer.kv_capacity_tokens, compact)
     done = [0]
 
     def on_record(rec: RequestRecord) -> None:
