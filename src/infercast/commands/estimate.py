@@ -10,7 +10,7 @@ HELP = "Roofline of prefill and decode: floor and expected times, bound, memory 
 def run_estimate(model: str, hardware: str, weights: str, kv_cache: str | None, compute: str | None,
                  batch: str | None, context: int, prompt: int, tp: int, pp: int, ep: int,
                  price: float | None, profile: str | None, memory_fraction: float, floor: bool,
-                 as_json: bool, plot: str | None, ops: bool) -> None:
+                 as_json: bool, plot: str | None, ops: bool, what_if: bool = False) -> None:
     from rich.console import Console
 
     from infercast.commands._common import parse_int_list, print_json
@@ -27,13 +27,25 @@ def run_estimate(model: str, hardware: str, weights: str, kv_cache: str | None, 
         from infercast.report.plots import plot_estimate
 
         plot_estimate(est, plot)
+    levers = None
+    if what_if:
+        from infercast.whatif import what_if as run_what_if
+
+        levers = [w.summary(context) for w in run_what_if(est)]
     if as_json:
-        print_json(est.to_dict())
+        data = est.to_dict()
+        if levers is not None:
+            data["what_if"] = levers
+        print_json(data)
         return
     console = Console()
     print_estimate(est, console)
     if ops:
         console.print(op_table(est, est.decode[-1].batch))
+    if levers is not None:
+        from infercast.report.tables import what_if_table
+
+        console.print(what_if_table(levers, context))
     if plot:
         console.print(f"plot written to {plot}")
 
@@ -68,6 +80,7 @@ def register(app: typer.Typer) -> None:
         as_json: bool = typer.Option(False, "--json", help="print one JSON object"),
         plot: str | None = typer.Option(None, help="write roofline + throughput plot (PNG/SVG/PDF)"),
         ops: bool = typer.Option(False, "--ops", help="also print the per-op ledger of the largest batch"),
+        what_if: bool = typer.Option(False, "--what-if", help="compare levers: int4 / fp8 weights, fp8 KV, 2x TP"),
     ) -> None:
         run_estimate(model, hardware, weights, kv_cache, compute, batch, context, prompt, tp, pp, ep, price,
-                     profile, memory_fraction, floor, as_json, plot, ops)
+                     profile, memory_fraction, floor, as_json, plot, ops, what_if)

@@ -75,3 +75,20 @@ def op_table(est: Estimate, batch: int) -> Table:
         t.add_row(o.op.name, f"{o.op.flops / 1e9:,.2f}", f"{o.op.bytes / GB:,.3f}", f"{o.op.intensity:,.1f}",
                   fmt_time(o.floor_s), fmt_time(o.time_s), o.bound)
     return t
+
+
+def what_if_table(rows: list[dict], context: int) -> Table:
+    """Levers side by side: TTFT, batch-1 TPOT, and throughput at the largest batch that fits."""
+    t = Table(title=f"What-if at context {context} (each lever alone, against the baseline)", title_justify="left")
+    for col in ("lever", "W/A/KV", "TP", "TTFT ms", "TPOT b=1 ms", "bound b=1", "max batch", "tok/s @max",
+                "bound @max", "tok/s/GPU @max"):
+        t.add_column(col, justify="left" if col in ("lever", "W/A/KV") else "right", no_wrap=True)
+    for r in rows:
+        if "error" in r:
+            t.add_row(r["lever"], Text(r["error"], style="red"))
+            continue
+        t.add_row(r["lever"], f"{r['weights']}/{r['compute']}/{r['kv_cache']}", str(r["tp"]),
+                  f"{r['ttft_s'] * 1e3:,.1f}", f"{r['tpot_batch1_s'] * 1e3:,.2f}", r["bound_batch1"],
+                  f"{r['max_batch']:,}", f"{r['tokens_per_s_max_batch']:,.0f}", r["bound_max_batch"] or "-",
+                  f"{r['tokens_per_s_per_gpu_max_batch']:,.0f}")
+    return t
