@@ -89,7 +89,7 @@ class Estimate:
     profile: EfficiencyProfile
     step_model: StepModel
     prompt_tokens: int
-    context: int
+    context: int  # the longest decode context asked for
     prefill: StepCost
     decode: tuple[DecodePoint, ...]
     price_per_hour: float | None
@@ -113,7 +113,7 @@ class Estimate:
 
     def to_dict(self) -> dict[str, Any]:
         m, h, mem = self.model, self.hardware, self.step_model.memory
-        biggest = max(self.decode, key=lambda d: d.batch)
+        biggest = max((d for d in self.decode if d.context == self.context), key=lambda d: d.batch)
         p = self.prefill
         return {
             "mode": "floor" if self.use_floor else "expected",
@@ -166,13 +166,18 @@ def _check_positive(name: str, values: Sequence[int]) -> None:
 
 def estimate(model: str | ModelSpec = SEED["model"], hardware: str | HardwareSpec = SEED["hardware"],
              weights: str = "bf16", kv_cache: str | None = None, compute: str | None = None,
-             batches: Sequence[int] = (1, 8, 32, 64), context: int = 2048, prompt: int = 1024,
+             batches: Sequence[int] = (1, 8, 32, 64), context: int | Sequence[int] = 2048, prompt: int = 1024,
              parallel: Parallelism | None = None, profile: EfficiencyProfile | None = None,
              price_per_hour: float | None = None, memory_fraction: float = 0.95,
              use_floor: bool = False, add_max_batch: bool = False) -> Estimate:
-    """Roofline estimate of prefill and decode; see module docstring."""
+    """Roofline estimate of prefill and decode; see module docstring.
+
+    ``context`` may be a list: decode rows cover every (context, batch) pair and
+    the memory verdict uses the longest context.
+    """
+    contexts = sorted(set([context] if isinstance(context, int) else list(context)))
     _check_positive("batch", list(batches))
-    _check_positive("context", [context])
+    _check_positive("context", contexts)
     _check_positive("prompt", [prompt])
     if not 0 < memory_fraction <= 1:
         raise ConfigError(f"--memory-fraction must be in (0, 1], got {memory_fraction}")
@@ -186,19 +191,20 @@ def estimate(model: str | ModelSpec = SEED["model"], hardware: str | HardwareSpe
     par = parallel or Parallelism()
     sm = StepModel(m, h, prec, par, profile, memory_fraction=memory_fraction)
     mem = sm.memory
-    batch_list = sorted(set(batches))
-    mb = mem.max_batch(context)
-    if add_max_batch and mb > 0 and mb not in batch_list:
-        batch_list = sorted(set(batch_list + [mb]))
-    decode = tuple(
-        DecodePoint(b, context, sm.decode_cost(b, context), mem.fits(b, context), mem.required_bytes(b, context),
-                    _seed_formula_s(m, prec, h, par, b, context), h.price_per_hour, par.gpus_per_replica, use_floor)
-        for b in batch_list
-    )
+    context = contexts[-1]
+    decode = []
+    for ctx in contexts:
+        batch_list = sorted(set(batches))
+        mb = mem.max_batch(ctx)
+        if add_max_batch and mb > 0 and mb not in batch_list:
+            batch_list = sorted(set(batch_list + [mb]))
+        decode += [DecodePoint(b, ctx, sm.decode_cost(b, ctx), mem.fits(b, ctx), mem.required_bytes(b, ctx),
+                               _seed_formula_s(m, prec, h, par, b, ctx), h.price_per_hour, par.gpus_per_replica,
+                               use_floor) for b in batch_list]
     notes = list(sm.notes)
     if context > m.max_context > 0:
         notes.append(f"context {context} exceeds the model's max_position_embeddings {m.max_context}")
     if not mem.weights_fit:
         notes.append(f"weights do not fit: {mem.shortfall_message(1, context)}")
-    return Estimate(m, h, prec, par, sm.profile, sm, prompt, context, sm.prefill_cost(prompt), decode,
+    return Estimate(m, h, prec, par, sm.profile, sm, prompt, context, sm.prefill_cost(prompt), tuple(decode),
                     h.price_per_hour, use_floor, tuple(notes))

@@ -8,7 +8,7 @@ HELP = "Roofline of prefill and decode: floor and expected times, bound, memory 
 
 
 def run_estimate(model: str, hardware: str, weights: str, kv_cache: str | None, compute: str | None,
-                 batch: str | None, context: int, prompt: int, tp: int, pp: int, ep: int,
+                 batch: str | None, context: str | int, prompt: int, tp: int, pp: int, ep: int,
                  price: float | None, profile: str | None, memory_fraction: float, floor: bool,
                  as_json: bool, plot: str | None, ops: bool, what_if: bool = False) -> None:
     from rich.console import Console
@@ -20,7 +20,8 @@ def run_estimate(model: str, hardware: str, weights: str, kv_cache: str | None, 
     from infercast.specs.parallel import Parallelism
 
     batches = parse_int_list(batch, "--batch") if batch else [1, 8, 32, 64]
-    est = estimate(model, hardware, weights, kv_cache, compute, batches, context, prompt,
+    contexts = parse_int_list(str(context), "--context")
+    est = estimate(model, hardware, weights, kv_cache, compute, batches, contexts, prompt,
                    Parallelism(tp=tp, pp=pp, ep=ep), load_profile(profile), price, memory_fraction,
                    use_floor=floor, add_max_batch=batch is None)
     if plot:
@@ -31,7 +32,7 @@ def run_estimate(model: str, hardware: str, weights: str, kv_cache: str | None, 
     if what_if:
         from infercast.whatif import what_if as run_what_if
 
-        levers = [w.summary(context) for w in run_what_if(est)]
+        levers = [w.summary(est.context) for w in run_what_if(est)]
     if as_json:
         data = est.to_dict()
         if levers is not None:
@@ -45,7 +46,7 @@ def run_estimate(model: str, hardware: str, weights: str, kv_cache: str | None, 
     if levers is not None:
         from infercast.report.tables import what_if_table
 
-        console.print(what_if_table(levers, context))
+        console.print(what_if_table(levers, est.context))
     if plot:
         console.print(f"plot written to {plot}")
 
@@ -68,7 +69,7 @@ def register(app: typer.Typer) -> None:
         kv_cache: str | None = typer.Option(None, "--kv-cache", help="KV-cache dtype (default: 16-bit)"),
         compute: str | None = typer.Option(None, help="matmul compute dtype (default from weights: int4 -> bf16)"),
         batch: str | None = typer.Option(None, help="decode batch sizes, e.g. 1,8,32,64 (default adds the max batch)"),
-        context: int = typer.Option(2048, help="tokens in context per sequence during decode"),
+        context: str = typer.Option("2048", help="tokens in context per sequence during decode, e.g. 2048 or 1024,8192"),
         prompt: int = typer.Option(1024, help="prompt tokens for the prefill / TTFT estimate"),
         tp: int = typer.Option(1, help="tensor-parallel GPUs"),
         pp: int = typer.Option(1, help="pipeline-parallel stages"),

@@ -38,13 +38,17 @@ def estimate_tables(est: Estimate) -> Group:
         pret.add_column(col, justify="right")
     pret.add_row(fmt_time(pre.floor_time_s), fmt_time(pre.time_s), pre.bound, f"{pre.intensity:,.0f}",
                  f"{est.prompt_tokens / est.ttft_s:,.0f}")
-    dec = Table(title=f"Decode at context {est.context} (step times in ms)", title_justify="left")
+    multi = len({d.context for d in est.decode}) > 1
+    dec = Table(title="Decode (step times in ms)" if multi else f"Decode at context {est.context} (step times in ms)",
+                title_justify="left")
+    if multi:
+        dec.add_column("context", justify="right")
     for col in ("batch", "floor", "expected", "seed", "tok/s", "tok/s/user", "bound", "FLOP/B",
                 "fits", "$/M out"):
         dec.add_column(col, justify="right", no_wrap=True)
     for d in est.decode:
         fit = "yes" if d.fits else Text(f"NO {d.required_bytes / GB:,.0f}GB", style="bold red")
-        dec.add_row(str(d.batch), f"{d.floor_step_time_s * 1e3:,.2f}", f"{d.step_time_s * 1e3:,.2f}",
+        dec.add_row(*([str(d.context)] if multi else []), str(d.batch), f"{d.floor_step_time_s * 1e3:,.2f}", f"{d.step_time_s * 1e3:,.2f}",
                     f"{d.seed_formula_time_s * 1e3:,.2f}", f"{d.tokens_per_s:,.0f}", f"{d.tokens_per_s_per_user:,.1f}",
                     d.cost.bound, f"{d.cost.intensity:,.1f}", fit, _money(d.cost_per_million_output_tokens))
     parts = [head, memt, pret, dec]
@@ -55,8 +59,8 @@ def estimate_tables(est: Estimate) -> Group:
     foot += [f"note: {n}" for n in est.notes]
     bad = [d for d in est.decode if not d.fits]
     if bad:
-        foot.append(f"batch {bad[0].batch} at context {est.context} does not fit: "
-                    f"{mem.shortfall_message(bad[0].batch, est.context)}")
+        foot.append(f"batch {bad[0].batch} at context {bad[0].context} does not fit: "
+                    f"{mem.shortfall_message(bad[0].batch, bad[0].context)}")
     parts.append(Text("\n".join(foot)))
     return Group(*parts)
 
@@ -67,7 +71,7 @@ def print_estimate(est: Estimate, console: Console | None = None) -> None:
 
 def op_table(est: Estimate, batch: int) -> Table:
     """Per-op ledger of the decode step at ``batch`` (for --ops)."""
-    point = next(d for d in est.decode if d.batch == batch)
+    point = next(d for d in est.decode if d.batch == batch and d.context == est.context)
     t = Table(title=f"Decode step ledger, batch {batch}, context {est.context} (per GPU, all layers)", title_justify="left")
     for col in ("op", "GFLOP", "GB moved", "FLOP/byte", "floor", "expected", "bound"):
         t.add_column(col, justify="right" if col != "op" else "left")
