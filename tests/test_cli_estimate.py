@@ -57,7 +57,8 @@ def test_tp2_and_floor_flag(capsys):
     (["estimate", "--batch", "-4"], "--batch values must be positive"),
     (["estimate", "--weights", "fp7"], "unknown weights dtype 'fp7'"),
     (["estimate", "--kv-cache", "int3"], "unknown kv-cache dtype 'int3'"),
-    (["estimate", "--context", "0"], "--context must be positive"),
+    (["estimate", "--context", "0"], "--context values must be positive"),
+    (["estimate", "--context", "1k"], "--context expects comma-separated integers"),
     (["estimate", "--tp", "0"], "--tp must be a positive integer"),
 ])
 def test_bad_input_one_line_exit_2(args, needle, capsys):
