@@ -22,6 +22,9 @@ COMMAND_MODULES = (
     "infercast.commands.models",
     "infercast.commands.serve",
     "infercast.commands.machine",
+    "infercast.commands.bench",
+    "infercast.commands.simulate",
+    "infercast.commands.mock_server",
 )
 
 

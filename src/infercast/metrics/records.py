@@ -41,6 +41,7 @@ class RequestRecord:
     num_preemptions: int = 0
     cached_prompt_tokens: int = 0  # prompt tokens served from the prefix cache
     token_count_source: str = "exact"
+    token_count_mismatch: str | None = None  # bench: sources disagree, e.g. "usage=32 tokenizer=35"
 
     @property
     def ok(self) -> bool:

@@ -1,0 +1,229 @@
+"""Async OpenAI-compatible streaming client that turns one request into a RequestRecord.
+
+- One httpx keep-alive pool; when a pooled connection turns out closed before any
+  response byte arrives (llama.cpp's server closes after each stream while
+  advertising keep-alive), the request is retried once on a fresh connection.
+- Each block of bytes is stamped with the clock when it arrives, before parsing
+  (:mod:`infercast.bench.sse`); JSON is parsed after the stream ends.
+- HTTP errors, closes mid-stream, timeouts and malformed streams become failed
+  records with a short reason; nothing is dropped (total = ok + failed).
+- Output tokens: ``usage`` > tokenizer > content chunks (``docs/metrics.md``),
+  with the source recorded and disagreements flagged.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+
+from infercast.bench.datasets import RequestSpec, count_tokens
+from infercast.bench.sse import SSEDecoder
+from infercast.metrics.records import RequestRecord
+
+_RETRYABLE = (httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError, httpx.ConnectError)
+
+
+@dataclass(frozen=True)
+class ClientConfig:
+    """Where and how to send requests."""
+
+    base_url: str
+    model: str
+    endpoint: str = "completions"  # completions | chat
+    timeout_s: float = 600.0  # longest silence (no bytes) before a request fails
+    max_connections: int = 1024
+    ignore_eos: bool = True  # ask servers that support it to produce exactly max_tokens
+    api_key: str | None = None
+    extra_body: tuple[tuple[str, Any], ...] = ()
+
+
+class _Failed(Exception):
+    """A request failed; ``args[0]`` is the short reason kept in the record."""
+
+
+@dataclass
+class _Stream:
+    """What one streamed response delivered, before parsing."""
+
+    events: list[tuple[float, bytes]]
+    finish_s: float
+
+
+class BenchClient:
+    """Sends :class:`RequestSpec` s and returns :class:`RequestRecord` s; use as an async context."""
+
+    def __init__(self, config: ClientConfig, tokenizer: Any | None = None,
+                 clock: Callable[[], float] = time.perf_counter,
+                 transport: httpx.AsyncBaseTransport | None = None) -> None:
+        self.config, self.tokenizer, self.clock = config, tokenizer, clock
+        headers = {"Authorization": f"Bearer {config.api_key}"} if config.api_key else {}
+        timeout = httpx.Timeout(config.timeout_s)
+        limits = httpx.Limits(max_connections=config.max_connections,
+                              max_keepalive_connections=config.max_connections)
+        self._pool = httpx.AsyncClient(timeout=timeout, limits=limits, headers=headers, transport=transport)
+        # the one-shot retry goes through a client that never reuses a connection
+        self._fresh = httpx.AsyncClient(timeout=timeout, headers=headers, transport=transport,
+                                        limits=httpx.Limits(max_keepalive_connections=0))
+        path = "/chat/completions" if config.endpoint == "chat" else "/completions"
+        self.url = config.base_url.rstrip("/") + path
+        self.in_flight = self.max_in_flight = self.reconnects = 0
+
+    async def __aenter__(self) -> BenchClient:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self._pool.aclose()
+        await self._fresh.aclose()
+
+    def payload(self, spec: RequestSpec) -> dict[str, Any]:
+        """The JSON body: streaming, usage requested, ``max_tokens`` = the spec's output tokens."""
+        body: dict[str, Any] = {"model": self.config.model, "max_tokens": spec.output_tokens,
+                                "stream": True, "stream_options": {"include_usage": True},
+                                "temperature": 0.0}
+        if self.config.ignore_eos:
+            body["ignore_eos"] = True
+        if self.config.endpoint == "chat":
+            body["messages"] = [{"role": "user", "content": spec.prompt}]
+        else:
+            body["prompt"] = spec.prompt
+        body.update(dict(self.config.extra_body))
+        return body
+
+    async def send(self, spec: RequestSpec, scheduled_s: float) -> RequestRecord:
+        """Send one request; its clock zero is ``scheduled_s`` (the scheduled send time)."""
+        send_s = self.clock()
+        self.in_flight += 1
+        self.max_in_flight = max(self.max_in_flight, self.in_flight)
+        rec = RequestRecord(spec.request_id, scheduled_s, spec.prompt_tokens, send_s=send_s)
+        try:
+            stream = await self._stream_once(spec)
+            _fill(rec, stream, self.config.endpoint == "chat", self.tokenizer)
+        except _Failed as exc:
+            rec.error, rec.finish_reason, rec.finish_s = str(exc), "error", self.clock()
+        finally:
+            self.in_flight -= 1
+        return rec
+
+    async def _stream_once(self, spec: RequestSpec) -> _Stream:
+        body = self.payload(spec)
+        try:
+            return await self._stream(self._pool, body)
+        except _RetryBeforeResponse:
+            self.reconnects += 1
+        try:
+            return await self._stream(self._fresh, body)
+        except _RetryBeforeResponse as exc:
+            raise _Failed(f"connection failed: {exc.args[0]}") from None
+
+    async def _stream(self, client: httpx.AsyncClient, body: dict[str, Any]) -> _Stream:
+        decoder, events = SSEDecoder(), []
+        got_response = False
+        try:
+            async with client.stream("POST", self.url, json=body) as resp:
+                got_response = True
+                if resp.status_code >= 400:
+                    await resp.aread()
+                    raise _Failed(f"HTTP {resp.status_code}")
+                async for block in resp.aiter_raw():
+                    t = self.clock()  # stamp first: parsing comes after the stream ends
+                    events.extend(decoder.feed(block, t))
+                t = self.clock()
+                events.extend(decoder.close(t))
+                return _Stream(events, t)
+        except httpx.TimeoutException:
+            raise _Failed("timeout") from None
+        except _RETRYABLE as exc:
+            if not got_response:
+                raise _RetryBeforeResponse(type(exc).__name__) from None
+            raise _Failed("connection closed mid-stream") from None
+        except httpx.HTTPError as exc:
+            raise _Failed(f"http error: {type(exc).__name__}") from None
+
+
+class _RetryBeforeResponse(Exception):
+    """The connection failed before any response arrived: safe to retry once."""
+
+
+def _fill(rec: RequestRecord, stream: _Stream, chat: bool, tokenizer: Any | None) -> None:
+    """Parse the stamped events into the record (times, texts, usage, finish)."""
+    times, texts, usage, finish, done = [], [], None, None, False
+    reasoning_seen = False
+    for t, data in stream.events:
+        if data == b"[DONE]":
+            done = True
+            continue
+        try:
+            obj = json.loads(data)
+        except ValueError:
+            raise _Failed("malformed chunk JSON") from None
+        if obj.get("error"):
+            raise _Failed("server error event")
+        usage = obj.get("usage") or usage
+        for choice in obj.get("choices") or []:
+            content, reasoning = _texts(choice, chat)
+            if content or reasoning:  # an empty role chunk is not a token
+                times.append(t)
+                texts.append(content + reasoning)
+                reasoning_seen = reasoning_seen or bool(reasoning)
+                if content and reasoning_seen and rec.first_answer_s is None:
+                    rec.first_answer_s = t
+            finish = choice.get("finish_reason") or finish
+    if not done and finish is None:
+        raise _Failed("incomplete stream")
+    rec.chunk_times_s, rec.finish_s, rec.finish_reason = times, stream.finish_s, finish or "stop"
+    if usage and usage.get("prompt_tokens"):
+        rec.prompt_tokens = int(usage["prompt_tokens"])
+    _count_tokens(rec, texts, usage, tokenizer)
+
+
+def _texts(choice: dict[str, Any], chat: bool) -> tuple[str, str]:
+    if not chat:
+        return choice.get("text") or "", ""
+    delta = choice.get("delta") or {}
+    reasoning = delta.get("reasoning_content") or delta.get("reasoning") or ""
+    return delta.get("content") or "", reasoning
+
+
+def _count_tokens(rec: RequestRecord, texts: list[str], usage: dict | None, tokenizer: Any | None) -> None:
+    """usage > tokenizer > chunks; spread the count over chunks; flag disagreements."""
+    n_chunks = len(texts)
+    n_usage = int(usage["completion_tokens"]) if usage and usage.get("completion_tokens") is not None else None
+    per_chunk = [count_tokens(tokenizer, x) for x in texts] if tokenizer is not None else None
+    n_tok = count_tokens(tokenizer, "".join(texts)) if tokenizer is not None else None
+    if n_usage is not None:
+        n, rec.token_count_source = n_usage, "usage"
+    elif n_tok is not None:
+        n, rec.token_count_source = n_tok, "tokenizer"
+    else:
+        n, rec.token_count_source = n_chunks, "chunks"
+    notes = []
+    if n_usage is not None and n_tok is not None and abs(n_usage - n_tok) > max(1, 0.02 * n_usage):
+        notes.append(f"usage={n_usage} tokenizer={n_tok}")
+    if n < n_chunks:
+        notes.append(f"{n} tokens < {n_chunks} content chunks")
+    rec.token_count_mismatch = "; ".join(notes) or None
+    rec.output_tokens = max(n, n_chunks) if n < n_chunks else n
+    rec.chunk_tokens = _spread(rec.output_tokens, n_chunks, per_chunk)
+
+
+def _spread(n: int, chunks: int, weights: list[int] | None) -> list[int]:
+    """Split n tokens over chunks (each >= 1): by tokenizer weights if given, else evenly."""
+    if chunks == 0:
+        return []
+    w = [max(1, x) for x in weights] if weights else [1] * chunks
+    total = sum(w)
+    extra = n - chunks  # every chunk carries at least one token
+    if total > chunks:  # extra tokens in proportion to each chunk's tokens beyond its first
+        share = [(wi - 1) * extra / (total - chunks) for wi in w]
+    else:
+        share = [extra / chunks] * chunks
+    counts = [1 + int(s) for s in share]
+    rest = n - sum(counts)
+    for i in sorted(range(chunks), key=lambda i: int(share[i]) - share[i])[:rest]:
+        counts[i] += 1
+    return counts

@@ -1,0 +1,158 @@
+"""``infercast bench``: load-test an OpenAI-compatible server and measure it correctly."""
+
+from __future__ import annotations
+
+import math
+
+import typer
+
+from infercast.errors import ConfigError
+
+
+def _floats(text: str | None, flag: str) -> list[float]:
+    if not text:
+        return []
+    try:
+        vals = [math.inf if x.strip() == "inf" else float(x) for x in text.split(",")]
+    except ValueError:
+        raise ConfigError(f"{flag} {text!r}: give a number or a comma-separated list, e.g. 1,2,4") from None
+    if any(v <= 0 for v in vals):
+        raise ConfigError(f"{flag} {text!r}: values must be > 0")
+    return vals
+
+
+def _config(**kw: object):  # noqa: ANN202 - BenchConfig, imported lazily
+    from pydantic import ValidationError
+
+    from infercast.bench.run import BenchConfig
+
+    try:
+        return BenchConfig(**kw)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        where = "--" + str(err["loc"][0]).replace("_", "-") if err["loc"] else "flags"
+        raise ConfigError(f"{where}: {err['msg']}") from None
+
+
+def register(app: typer.Typer) -> None:
+    """Add ``bench`` to the CLI."""
+
+    @app.command("bench")
+    def bench(
+        model: str = typer.Option(..., "--model", help="Model name sent in each request."),
+        base_url: str = typer.Option("http://127.0.0.1:8000/v1", "--base-url", help="Server URL ending in /v1."),
+        endpoint: str = typer.Option("completions", "--endpoint", help="completions | chat"),
+        request_rate: str = typer.Option(None, "--request-rate", help="Open loop req/s (list = sweep; inf)."),
+        concurrency: str = typer.Option(None, "--concurrency", help="Closed loop streams (list = sweep); "
+                                        "with --request-rate: a cap on requests in flight."),
+        burstiness: float = typer.Option(1.0, "--burstiness", help="Gamma shape of gaps: 1 Poisson, <1 burstier."),
+        ramp_to_rate: float = typer.Option(None, "--ramp-to-rate", help="Ramp linearly up to this rate."),
+        num_requests: int = typer.Option(200, "--num-requests", "-n", help="Measured requests."),
+        input_tokens: int = typer.Option(128, "--input-tokens", help="Prompt tokens (random dataset)."),
+        output_tokens: int = typer.Option(128, "--output-tokens", help="max_tokens asked per request."),
+        range_ratio: float = typer.Option(0.0, "--range-ratio", help="Lengths uniform in [1-r, 1+r] x given."),
+        shared_prefix_tokens: int = typer.Option(0, "--shared-prefix-tokens", help="Common prompt prefix."),
+        dataset: str = typer.Option(None, "--dataset", help="azure-conv | azure-code | trace.csv | sharegpt.json"),
+        max_input_tokens: int = typer.Option(None, "--max-input-tokens", help="Clip trace prompt lengths."),
+        tokenizer: str = typer.Option(None, "--tokenizer", help="tokenizer.json: exact prompts and token counts."),
+        max_duration: float = typer.Option(None, "--max-duration", help="Stop sending after this many seconds."),
+        warmup: int = typer.Option(1, "--warmup", help="Warm-up requests, excluded from the results."),
+        timeout: float = typer.Option(600.0, "--timeout", help="Seconds of server silence before a request fails."),
+        seed: int = typer.Option(0, "--seed"),
+        slo_ttft_ms: float = typer.Option(None, "--slo-ttft-ms", help="TTFT limit for goodput."),
+        slo_tpot_ms: float = typer.Option(None, "--slo-tpot-ms", help="TPOT limit for goodput."),
+        slo_attainment: float = typer.Option(0.9, "--slo-attainment", help="Fraction that must meet the SLO."),
+        search_goodput: float = typer.Option(None, "--search-goodput", help="Search rates up to this for goodput."),
+        percentiles: str = typer.Option("50,90,99", "--percentiles"),
+        ignore_eos: bool = typer.Option(True, "--ignore-eos/--no-ignore-eos"),
+        api_key: str = typer.Option(None, "--api-key", envvar="OPENAI_API_KEY"),
+        json_out: bool = typer.Option(False, "--json", help="Print one JSON object (vLLM's keys + ours)."),
+        jsonl: str = typer.Option(None, "--jsonl", help="Write every request record to this JSONL file."),
+        plot: str = typer.Option(None, "--plot", help="Write latency plots to this PNG."),
+    ) -> None:
+        """Measure TTFT, TPOT, ITL, E2E, throughput and goodput of an OpenAI-compatible server."""
+        import json
+
+        from rich.console import Console
+
+        from infercast.bench import report
+        from infercast.bench.run import run_bench
+        from infercast.bench.run import search_goodput as search
+
+        rates, concs = _floats(request_rate, "--request-rate"), _floats(concurrency, "--concurrency")
+        if len(rates) > 1 and len(concs) > 1:
+            raise ConfigError("sweep either --request-rate or --concurrency, not both")
+        if any(not c.is_integer() for c in concs if math.isfinite(c)) or math.inf in concs:
+            raise ConfigError(f"--concurrency {concurrency!r}: give whole numbers")
+        base = _config(base_url=base_url, model=model, endpoint=endpoint, burstiness=burstiness,
+                       request_rate=rates[0] if rates else (search_goodput or None),
+                       concurrency=int(concs[0]) if concs else None, ramp_to_rate=ramp_to_rate,
+                       num_requests=num_requests, input_tokens=input_tokens, output_tokens=output_tokens,
+                       range_ratio=range_ratio, shared_prefix_tokens=shared_prefix_tokens, dataset=dataset,
+                       max_input_tokens=max_input_tokens, tokenizer=tokenizer, max_duration_s=max_duration,
+                       warmup_requests=warmup, timeout_s=timeout, seed=seed,
+                       slo_ttft_s=slo_ttft_ms / 1e3 if slo_ttft_ms else None,
+                       slo_tpot_s=slo_tpot_ms / 1e3 if slo_tpot_ms else None,
+                       percentiles=tuple(_floats(percentiles, "--percentiles")), ignore_eos=ignore_eos,
+                       api_key=api_key)
+        points = ([{"request_rate": r} for r in rates] if len(rates) > 1
+                  else [{"concurrency": int(c)} for c in concs] if len(concs) > 1 else [{}])
+        console = Console(stderr=json_out)
+        best_rate = None
+        with _progress(console) as bar:
+            if search_goodput is not None:
+                best_rate, results = search(base, search_goodput, slo_attainment, on_done=bar)
+            else:
+                results = [run_bench(base.model_copy(update=p), on_done=bar) for p in points]
+        if jsonl:
+            report.write_jsonl(results, jsonl)
+        if plot:
+            report.plot(results, plot)
+        if json_out:
+            docs = [r.to_json() for r in results]
+            out = docs[0] if len(docs) == 1 else {"sweep": docs}
+            if best_rate is not None:
+                out = {"goodput_search": {"max_rate_meeting_slo": best_rate, "slo_attainment": slo_attainment},
+                       "sweep": docs}
+            print(json.dumps(out, indent=1))
+            for r in results:
+                for w in r.warnings:
+                    console.print(f"[bold red]WARNING:[/] {w}")
+            return
+        for r in results:
+            report.print_result(r, console)
+        if len(results) > 1:
+            console.print(report.sweep_table(results))
+        if best_rate is not None:
+            console.print(f"highest rate meeting the SLO for {slo_attainment:.0%} of requests: "
+                          f"[bold]{best_rate:.3g} req/s[/]")
+
+
+class _progress:
+    """A Rich progress bar advanced once per finished request (callable as on_done)."""
+
+    def __init__(self, console: object) -> None:
+        from rich.progress import (
+            BarColumn,
+            MofNCompleteColumn,
+            Progress,
+            TextColumn,
+            TimeElapsedColumn,
+        )
+
+        self.progress = Progress(TextColumn("requests"), BarColumn(), MofNCompleteColumn(),
+                                 TextColumn("failed {task.fields[failed]}"), TimeElapsedColumn(),
+                                 console=console, transient=True)
+        self.task = self.progress.add_task("bench", total=None, failed=0)
+        self.failed = 0
+
+    def __enter__(self) -> _progress:
+        self.progress.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.progress.stop()
+
+    def __call__(self, rec: object) -> None:
+        self.failed += 0 if getattr(rec, "ok", True) else 1
+        self.progress.update(self.task, advance=1, failed=self.failed)

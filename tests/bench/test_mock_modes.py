@@ -1,0 +1,87 @@
+"""Each mock mode is measured right: TTFT, TPOT, ITL and token counts against the mock's truth.
+
+The mock runs in a thread of this process (sharing the GIL with the client), so
+tolerances are a few ms; the precise client-error figures live in benchmarks/.
+"""
+
+import numpy as np
+import pytest
+
+from infercast.bench.mock import MockConfig
+
+from .helpers import bench_mock, word_tokenizer
+
+TTFT, ITL = 0.03, 0.005
+TOL = 0.004  # s, on means
+
+
+def truth_mean(rows, key):
+    return float(np.mean([r[key] for r in rows]))
+
+
+@pytest.mark.parametrize("endpoint", ["chat", "completions"])
+def test_empty_role_chunk_does_not_start_ttft(endpoint):
+    res, truth = bench_mock(MockConfig(ttft_s=TTFT, itl_s=ITL, role_chunk=True), endpoint=endpoint)
+    s = res.summary
+    assert s.completed == 6 and s.failed == 0
+    assert s.ttft.mean == pytest.approx(truth_mean(truth, "ttft_s"), abs=TOL)
+    assert s.ttft.mean > TTFT - 0.001  # an empty role chunk at t=0 would give ~1 ms
+    assert s.tpot.mean == pytest.approx(ITL, abs=0.0015)
+    assert s.itl.mean == pytest.approx(ITL, abs=0.0015)
+    assert s.total_output_tokens == 6 * 8 and s.token_count_source == "usage"
+
+
+def test_multi_token_chunks_spread_itl_per_token():
+    k, n = 3, 10
+    res, truth = bench_mock(MockConfig(ttft_s=TTFT, itl_s=ITL, tokens_per_chunk=k), output_tokens=n)
+    s = res.summary
+    assert s.tokens_per_chunk == pytest.approx(n / 4)  # chunks of 3, 3, 3, 1
+    assert s.tpot.mean == pytest.approx((n - k) * ITL / (n - 1), abs=0.0015)
+    assert s.itl.mean == pytest.approx(ITL, abs=0.0015)  # per token
+    assert s.itl_chunk.median == pytest.approx(k * ITL, abs=0.002)  # per chunk
+    assert s.total_output_tokens == 6 * n
+
+
+def test_without_usage_tokenizer_counts_and_chunks_are_the_fallback(tmp_path):
+    path = str(tmp_path / "tok.json")
+    word_tokenizer().save(path)
+    mock = MockConfig(ttft_s=TTFT, itl_s=ITL, tokens_per_chunk=2, usage=False)
+    res, _ = bench_mock(mock, tokenizer_path=path, output_tokens=8)
+    assert res.summary.token_count_source == "tokenizer" and res.summary.total_output_tokens == 6 * 8
+    res, _ = bench_mock(mock, output_tokens=8)
+    # no usage, no tokenizer: 4 chunks of 2 are counted as 4 tokens, and say so
+    assert res.summary.token_count_source == "chunks" and res.summary.total_output_tokens == 6 * 4
+
+
+def test_early_stop_counts_tokens_produced_not_requested():
+    res, _ = bench_mock(MockConfig(ttft_s=TTFT, itl_s=ITL, stop_after_tokens=4, usage=False), output_tokens=16)
+    s = res.summary
+    assert s.total_output_tokens == 6 * 4 and s.finish_reasons == {"stop": 6}
+    assert s.tpot.mean == pytest.approx(ITL, abs=0.0015)  # 3 gaps / 3, not / 15
+
+
+def test_reasoning_gives_time_to_first_answer():
+    res, _ = bench_mock(MockConfig(ttft_s=TTFT, itl_s=ITL, reasoning_tokens=3))
+    s = res.summary
+    assert s.ttft.mean == pytest.approx(TTFT, abs=TOL)
+    assert s.time_to_first_answer.mean == pytest.approx(TTFT + 3 * ITL, abs=TOL)
+
+
+def test_close_after_stream_loses_nothing():
+    mock = MockConfig(ttft_s=0.005, itl_s=0.001, close_after_stream=True)
+    res, _ = bench_mock(mock, num_requests=30, concurrency=4, output_tokens=4)
+    assert res.summary.completed == 30 and res.summary.failed == 0
+
+
+@pytest.mark.parametrize("mock,reason,failed", [
+    (MockConfig(ttft_s=0.01, itl_s=0.001, http_error_every=2), "HTTP 500", 3),
+    (MockConfig(ttft_s=0.01, itl_s=0.001, midstream_close_every=3, midstream_close_after_chunks=2),
+     "connection closed mid-stream", 2),
+    (MockConfig(ttft_s=0.01, itl_s=0.001, hang_every=3), "timeout", 2),
+])
+def test_failures_are_counted_with_reasons(mock, reason, failed):
+    # warm-up is request 1 of the mock; measured requests are its 2..7
+    res, _ = bench_mock(mock, timeout_s=0.3)
+    s = res.summary
+    assert s.total == 6 and s.failed == failed and s.completed == 6 - failed
+    assert s.failure_reasons == {reason: failed}
