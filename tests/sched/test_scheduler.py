@@ -182,7 +182,7 @@ def _trace_steps(s, use_fast_path=False):
 
 
 @settings(max_examples=30, deadline=None)
-@given(workloads, st.sampled_from(["continuous", "chunked"]), st.integers(8, 40), st.booleans())
+@given(workloads, st.sampled_from(["static", "continuous", "chunked"]), st.integers(8, 40), st.booleans())
 def test_compact_decode_group_matches_listed_batches(lengths, policy, num_blocks, prefix):
     """The simulator's compact batches run the same steps as the engine's listed ones."""
     runs = []

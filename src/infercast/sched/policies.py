@@ -110,13 +110,14 @@ class StaticPolicy:
     name = "static"
 
     def schedule(self, s: Scheduler) -> tuple[list[tuple[Request, int]], list[str]]:
-        entries: Entries = {}
-        if s.running:
-            for req in s.running:  # KV was reserved at admission: never fails
-                if not s.allocate_for(req, req.num_remaining_tokens):
-                    raise RuntimeError("static batch outgrew its KV reservation")
-                entries[req.request_id] = (req, req.num_remaining_tokens)
+        if s.running:  # KV was reserved at admission: the group step never lacks blocks
+            preempted: list[str] = []
+            entries, _ = _with_group(s, lambda s: list(s.explicit.values()),
+                                     s.config.max_num_batched_tokens, preempted)
+            if preempted:
+                raise RuntimeError("static batch outgrew its KV reservation")
             return list(entries.values()), []
+        entries: Entries = {}
         budget = s.config.max_num_batched_tokens
         bs = s.config.block_size
         while s.waiting and len(s.running) < s.config.max_num_seqs:

@@ -64,6 +64,7 @@ class Request:
     # by ``scheduler.dstep - dbase`` steps; the scheduler syncs them when it needs them.
     dbase: int = -1
     finish_dstep: int = 0
+    group_phase: int = -1  # dstep % block_size at which it needs a new block; -1: KV reserved
 
     @property
     def num_tokens(self) -> int:

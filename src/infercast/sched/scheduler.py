@@ -110,7 +110,6 @@ class Scheduler:
         self.requests: dict[str, Request] = {}
         self.num_preemptions = 0
         self.dstep = 0  # group steps run so far
-        self._grouping = config.policy != "static"  # static reserves KV up front: tables not tight
         self._phase = [0] * config.block_size  # members needing a block when dstep % bs == i
         self._dsum = 0  # sum over members of (num_computed_tokens - dbase)
         self._finish_heap: list[tuple[int, int, Request]] = []
@@ -187,7 +186,7 @@ class Scheduler:
                 self._register_blocks(req)
             if seq.samples:
                 n = num_sampled.get(req.request_id, 1) if num_sampled else 1
-                if not self._sampled(req, n, finished, done) and self._grouping:
+                if not self._sampled(req, n, finished, done):
                     self._join_group(req)
         return done
 
@@ -245,7 +244,7 @@ class Scheduler:
             assert not req.block_table and req.num_computed_tokens == 0
         assert refs == self.kv.ref_counts, "block tables and ref counts disagree"
         assert len(self.group) + len(self.explicit) == len(self.running)
-        assert sum(self._phase) == len(self.group)
+        assert sum(self._phase) == sum(1 for r in self.group.values() if r.group_phase >= 0)
         self.kv.check_invariants()
 
     # ---- fast path (used by the simulator) --------------------------------------
@@ -280,19 +279,23 @@ class Scheduler:
         self._pop_finished(done)
         return done
 
+    @property
+    def _num_phased(self) -> int:
+        return sum(self._phase)
+
     def _blocks_needed(self, steps: int) -> int:
         bs, phase, d = self.config.block_size, self._phase, self.dstep
-        need = (steps // bs) * len(self.group)
+        need = (steps // bs) * self._num_phased
         for i in range(steps % bs):
             need += phase[(d + i) % bs]
         return need
 
     def _kv_horizon(self, steps: int) -> int:
         """Largest k <= steps whose group steps fit in the free KV blocks."""
-        free, n, bs = self.kv.num_free_blocks, len(self.group), self.config.block_size
+        free, n, bs = self.kv.num_free_blocks, self._num_phased, self.config.block_size
         if self._blocks_needed(steps) <= free:
             return steps
-        full = min(steps // bs, free // n)
+        full = min(steps // bs, free // n)  # n > 0 here: otherwise nothing is needed
         left = free - full * n
         k = full * bs
         for _ in range(min(bs, steps - k)):
@@ -346,12 +349,16 @@ class Scheduler:
 
     def _join_group(self, req: Request) -> None:
         bs = self.config.block_size
-        if len(req.block_table) != cdiv(req.num_computed_tokens, bs):
-            return  # not tight (cannot happen under continuous/chunked): stay explicit
+        c = req.num_computed_tokens
+        if len(req.block_table) == cdiv(c, bs):  # tight table: a new block every bs steps
+            req.group_phase = (self.dstep - c) % bs
+            self._phase[req.group_phase] += 1
+        elif len(req.block_table) * bs >= req.prompt_tokens + req.max_output_tokens - 1:
+            req.group_phase = -1  # KV reserved to the end (static policy): never needs a block
+        else:
+            return  # neither: stay explicit
         del self.explicit[req.request_id]
         req.dbase = d = self.dstep
-        c = req.num_computed_tokens
-        self._phase[(d - c) % bs] += 1
         self._dsum += c - d
         req.finish_dstep = d + req.max_output_tokens - req.num_output_tokens
         self._heap_seq += 1
@@ -360,8 +367,8 @@ class Scheduler:
 
     def _leave_group(self, req: Request) -> None:
         self._sync(req)
-        bs = self.config.block_size
-        self._phase[(req.dbase - req.num_computed_tokens) % bs] -= 1
+        if req.group_phase >= 0:
+            self._phase[req.group_phase] -= 1
         self._dsum -= req.num_computed_tokens - req.dbase
         del self.group[req.request_id]
         req.dbase = -1

@@ -43,6 +43,7 @@ class SimResult:
     wall_s: float
     cpu_s: float
     series: TimeSeries
+    blocks_in_use_at_end: int = 0  # KV blocks still referenced after the run (a leak if > 0)
     extra: dict[str, object] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, object]:
@@ -216,4 +217,5 @@ def _result(acc, replicas, kernel, series, sched_cfg, wall0, cpu0) -> SimResult:
         wall_s=time.perf_counter() - wall0,
         cpu_s=time.process_time() - cpu0,
         series=series,
+        blocks_in_use_at_end=sum(r.sched.kv.num_used_blocks for r in replicas),
     )

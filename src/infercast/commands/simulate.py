@@ -1,0 +1,240 @@
+"""``infercast simulate``: discrete-event simulation of a serving engine under a workload."""
+
+from __future__ import annotations
+
+import typer
+
+HELP = (
+    "Simulate a serving engine (scheduler + paged KV + cost model) under a workload: "
+    "TTFT/TPOT/ITL/E2E, throughput, goodput."
+)
+
+
+def _overrides(o: dict) -> dict:
+    """Flag values -> the nested config layout (None = not given, file or default wins)."""
+    length = {
+        "input": {"dist": o["input_dist"], "mean": o["input_tokens"], "std": o["input_std"]},
+        "output": {"dist": o["output_dist"], "mean": o["output_tokens"], "std": o["output_std"]},
+    }
+    return {
+        "model": o["model"], "hardware": o["hardware"], "weights": o["weights"],
+        "kv_cache": o["kv_cache"], "tp": o["tp"], "replicas": o["replicas"], "router": o["router"],
+        "seed": o["seed"], "mode": o["mode"], "slo_ttft_s": o["slo_ttft_s"], "slo_tpot_s": o["slo_tpot_s"],
+        "scheduler": {
+            "policy": o["scheduler"], "max_num_seqs": o["max_num_seqs"],
+            "max_num_batched_tokens": o["max_num_batched_tokens"], "block_size": o["block_size"],
+            "num_blocks": o["num_blocks"], "prefix_caching": o["prefix_caching"],
+            "max_model_len": o["max_model_len"],
+        },
+        "workload": {
+            "arrival": o["workload"], "cv": o["cv"], "concurrency": o["concurrency"],
+            "num_requests": o["num_requests"], "trace": o["trace"],
+            "prefix_groups": o["prefix_groups"], "prefix_tokens": o["prefix_tokens"], **length,
+        },
+    }
+
+
+def build_step_model(cfg):
+    """The cost model of one replica for a validated config."""
+    from infercast.cost.step import StepModel
+    from infercast.errors import DoesNotFitError
+    from infercast.specs.catalog import load_hardware, load_model
+    from infercast.specs.parallel import Parallelism
+    from infercast.specs.precision import Precision
+
+    sm = StepModel(load_model(cfg.model), load_hardware(cfg.hardware),
+                   Precision.parse(cfg.weights, cfg.kv_cache), Parallelism(tp=cfg.tp),
+                   max_batched_tokens=cfg.scheduler.max_num_batched_tokens,
+                   max_seqs=cfg.scheduler.max_num_seqs)
+    if cfg.scheduler.num_blocks is None and sm.kv_capacity_tokens < cfg.scheduler.block_size:
+        raise DoesNotFitError(
+            f"{cfg.model} on {cfg.hardware} leaves no memory for the KV cache "
+            f"({sm.kv_capacity_tokens} tokens): use more --tp, smaller --weights, or other hardware"
+        )
+    return sm
+
+
+def run_simulate(o: dict) -> None:
+    import sys
+
+    from infercast.commands._common import parse_float_list, print_json
+    from infercast.sim.config import build_config, merge, read_config_file
+    from infercast.sim.run import simulate
+
+    base = read_config_file(o["config"]) if o["config"] else {}
+    flags = _overrides(o)
+    rates = parse_float_list(o["rate"], "--rate") if o["rate"] else [None]
+    configs = [build_config(merge(base, merge(flags, {"workload": {"rate": r}}))) for r in rates]
+    sweep = len(configs) > 1
+    step_model = build_step_model(configs[0])
+    show_progress = o["progress"] and sys.stderr.isatty()
+    runs = []
+    for cfg in configs:
+        acc = _accumulator(cfg)
+        label = f"rate {cfg.workload.rate:g}/s" if cfg.workload.rate else cfg.workload.resolved_arrival
+        with _RecordWriter(o["records"], cfg.workload.rate if sweep else None) as sink, \
+                _progress(show_progress, cfg.workload.num_requests, label) as progress:
+            result = simulate(cfg, step_model, accumulator=acc, sink=sink, progress=progress)
+        runs.append((label, result, acc, cfg))
+    if o["plot"]:
+        from infercast.sim.plots import plot_runs
+
+        plot_runs([(lbl, r, a) for lbl, r, a, _ in runs], [c.workload.rate for *_, c in runs], o["plot"])
+    dicts = [_run_dict(r, c) for _, r, _, c in runs]
+    if o["as_json"]:
+        print_json({"sweep": "rate", "runs": dicts} if sweep else dicts[0])
+        return
+    _print_table(runs, configs[0])
+
+
+def _accumulator(cfg):
+    from infercast.metrics.summary import MetricsAccumulator
+
+    return MetricsAccumulator(slo_ttft_s=cfg.slo_ttft_s, slo_tpot_s=cfg.slo_tpot_s)
+
+
+def _run_dict(result, cfg) -> dict:
+    out = result.to_dict()
+    out.update(
+        model=cfg.model, hardware=cfg.hardware, scheduler=cfg.scheduler.policy,
+        arrival=cfg.workload.resolved_arrival, rate_per_s=cfg.workload.rate,
+        concurrency=cfg.workload.concurrency, trace=cfg.workload.trace, replicas=cfg.replicas,
+        router=cfg.router, seed=cfg.seed, mode=cfg.mode,
+    )
+    return out
+
+
+class _RecordWriter:
+    """Streams RequestRecords as JSON lines (appending, so a sweep shares one file)."""
+
+    def __init__(self, path: str | None, rate: float | None):
+        self.path, self.rate, self.fh = path, rate, None
+
+    def __enter__(self):
+        if not self.path:
+            return None
+        from pathlib import Path
+
+        p = Path(self.path)
+        p.parent.mkdir(parents=True, exist_ok=True)
+        self.fh = p.open("a" if self.rate is not None else "w")
+        return self.write
+
+    def write(self, rec) -> None:
+        import json
+
+        d = {
+            "request_id": rec.request_id, "arrival_s": rec.arrival_s,
+            "prompt_tokens": rec.prompt_tokens, "output_tokens": rec.output_tokens,
+            "ttft_s": rec.ttft_s, "tpot_s": rec.tpot_s, "e2e_s": rec.e2e_s,
+            "first_scheduled_s": rec.first_scheduled_s, "finish_s": rec.finish_s,
+            "finish_reason": rec.finish_reason, "error": rec.error,
+            "num_preemptions": rec.num_preemptions, "cached_prompt_tokens": rec.cached_prompt_tokens,
+            "chunk_times_s": [float(t) for t in rec.chunk_times_s],
+        }
+        if self.rate is not None:
+            d["rate_per_s"] = self.rate
+        self.fh.write(json.dumps(d) + "\n")
+
+    def __exit__(self, *exc) -> None:
+        if self.fh is not None:
+            self.fh.close()
+
+
+class _progress:
+    """A rich progress bar on stderr (or nothing), as a ``progress(num_done)`` callback."""
+
+    def __init__(self, enabled: bool, total: int, label: str):
+        self.enabled, self.total, self.label = enabled, total, label
+
+    def __enter__(self):
+        if not self.enabled:
+            return None
+        from rich.console import Console
+        from rich.progress import Progress
+
+        self.bar = Progress(console=Console(stderr=True), transient=True)
+        self.bar.start()
+        task = self.bar.add_task(f"simulating ({self.label})", total=self.total)
+        return lambda done: self.bar.update(task, completed=done)
+
+    def __exit__(self, *exc) -> None:
+        if self.enabled:
+            self.bar.stop()
+
+
+def _ms(d: dict, key: str, q: str) -> str:
+    v = d[key][q]
+    return "-" if v is None else f"{v * 1e3:,.1f}"
+
+
+def _print_table(runs, cfg) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    t = Table(title=f"simulate: {cfg.model} on {cfg.hardware} x{cfg.replicas}, "
+                    f"{cfg.scheduler.policy} scheduler (times in ms)")
+    cols = ("run", "done", "rej", "req/s", "out tok/s", "TTFT p50", "TTFT p99", "TPOT p50",
+            "TPOT p99", "ITL p99", "E2E p99", "goodput/s", "batch", "KV %", "preempt")
+    for c in cols:
+        t.add_column(c, justify="right")
+    for label, result, _, c in runs:
+        d = _run_dict(result, c)
+        good = d["goodput_per_s"]
+        t.add_row(
+            label, str(d["num_completed"]), str(d["num_rejected"]),
+            f"{d['request_throughput_per_s'] or 0:,.2f}", f"{d['output_throughput_tokens_per_s'] or 0:,.0f}",
+            _ms(d, "ttft_s", "p50"), _ms(d, "ttft_s", "p99"), _ms(d, "tpot_s", "p50"),
+            _ms(d, "tpot_s", "p99"), _ms(d, "itl_s", "p99"), _ms(d, "e2e_s", "p99"),
+            "-" if good is None else f"{good:,.2f}", f"{d['mean_batch_size']:,.1f}",
+            f"{100 * d['mean_kv_usage']:,.0f}", str(d["num_preemptions"]),
+        )
+    console = Console()
+    console.print(t)
+    r = runs[-1][1]
+    console.print(f"simulated {r.summary.total:,} requests in {r.cpu_s:,.2f} CPU-s "
+                  f"({r.summary.total / max(r.cpu_s, 1e-9):,.0f} requests per CPU-second)")
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("simulate", help=HELP)
+    def simulate_cmd(
+        config: str | None = typer.Option(None, "--config", help="TOML/YAML run config (flags override it)"),
+        model: str | None = typer.Option(None, "--model", "-m", help="preset name or config.json path [llama-3.1-8b]"),
+        hardware: str | None = typer.Option(None, "--hardware", "-H", help="preset key or spec file [h100-sxm]"),
+        weights: str | None = typer.Option(None, help="weight dtype [bf16]"),
+        kv_cache: str | None = typer.Option(None, "--kv-cache", help="KV-cache dtype [16-bit]"),
+        tp: int | None = typer.Option(None, help="tensor-parallel GPUs per replica [1]"),
+        scheduler: str | None = typer.Option(None, "--scheduler", help="static | continuous | chunked [chunked]"),
+        max_num_seqs: int | None = typer.Option(None, help="max requests per step [256]"),
+        max_num_batched_tokens: int | None = typer.Option(None, help="token budget per step [8192]"),
+        block_size: int | None = typer.Option(None, help="KV block size in tokens [16]"),
+        num_blocks: int | None = typer.Option(None, help="KV blocks per replica [from the memory plan]"),
+        prefix_caching: bool | None = typer.Option(None, "--prefix-caching/--no-prefix-caching", help="share cached prompt blocks [off]"),
+        max_model_len: int | None = typer.Option(None, help="reject prompt+output longer than this"),
+        replicas: int | None = typer.Option(None, help="replicas behind the router [1]"),
+        router: str | None = typer.Option(None, help="round-robin | least-tokens | prefix-affinity"),
+        workload: str | None = typer.Option(None, help="arrivals: poisson | gamma | closed | offline | trace"),
+        rate: str | None = typer.Option(None, help="requests/s; a list (1,2,4) runs a sweep"),
+        cv: float | None = typer.Option(None, help="gamma arrivals: CV of inter-arrival gaps [1]"),
+        concurrency: int | None = typer.Option(None, help="closed loop: requests kept in flight"),
+        num_requests: int | None = typer.Option(None, help="requests to simulate [1000]"),
+        trace: str | None = typer.Option(None, help="azure-conv | azure-code | CSV/JSONL file"),
+        input_tokens: float | None = typer.Option(None, help="prompt length mean [1024; trace lengths with --trace]"),
+        input_dist: str | None = typer.Option(None, help="fixed | uniform | normal | lognormal | trace"),
+        input_std: float | None = typer.Option(None, help="prompt length standard deviation"),
+        output_tokens: float | None = typer.Option(None, help="output length mean [256; trace lengths with --trace]"),
+        output_dist: str | None = typer.Option(None, help="fixed | uniform | normal | lognormal | trace"),
+        output_std: float | None = typer.Option(None, help="output length standard deviation"),
+        prefix_groups: int | None = typer.Option(None, help="number of shared-prefix groups"),
+        prefix_tokens: int | None = typer.Option(None, help="tokens of each group's shared prefix"),
+        seed: int | None = typer.Option(None, help="random seed [0]"),
+        mode: str | None = typer.Option(None, help="fast | exact (one event per step) [fast]"),
+        slo_ttft_s: float | None = typer.Option(None, "--slo-ttft-s", help="goodput TTFT limit (s)"),
+        slo_tpot_s: float | None = typer.Option(None, "--slo-tpot-s", help="goodput TPOT limit (s)"),
+        as_json: bool = typer.Option(False, "--json", help="print one JSON object"),
+        records: str | None = typer.Option(None, "--records", help="write one JSON line per request"),
+        plot: str | None = typer.Option(None, "--plot", help="directory for latency CDF / vs-rate / timeline PNGs"),
+        progress: bool = typer.Option(True, "--progress/--no-progress", help="progress bar on stderr (TTY only)"),
+    ) -> None:
+        run_simulate(dict(locals()))

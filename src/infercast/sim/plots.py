@@ -1,0 +1,91 @@
+"""Plots of simulation runs: latency CDFs, TTFT/TPOT vs rate, batch and KV timeline."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+
+from infercast.metrics.summary import MetricsAccumulator
+from infercast.sim.run import SimResult
+
+
+def _pyplot():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def plot_runs(runs: Sequence[tuple[str, SimResult, MetricsAccumulator]], rates: Sequence[float | None],
+              directory: str | Path) -> list[Path]:
+    """Write ``latency_cdf.png``, ``timeline.png`` and (for sweeps) ``vs_rate.png`` to a directory."""
+    plt = _pyplot()
+    out = Path(directory)
+    out.mkdir(parents=True, exist_ok=True)
+    written = [_cdfs(plt, runs, out / "latency_cdf.png"), _timeline(plt, runs[-1], out / "timeline.png")]
+    if len(runs) > 1 and all(r is not None for r in rates):
+        written.append(_vs_rate(plt, runs, rates, out / "vs_rate.png"))
+    return written
+
+
+def _cdfs(plt, runs, path: Path) -> Path:
+    fig, axes = plt.subplots(1, 3, figsize=(15, 4.2))
+    for label, _, acc in runs:
+        for ax, col in zip(axes, ("ttft", "tpot", "e2e"), strict=True):
+            v = np.sort(acc.column(col))
+            v = v[~np.isnan(v)]
+            if v.size:
+                ax.plot(v * 1e3, np.arange(1, v.size + 1) / v.size, label=label)
+    for ax, name in zip(axes, ("TTFT", "TPOT", "E2E"), strict=True):
+        ax.set_xlabel(f"{name} (ms)")
+        ax.set_ylabel("fraction of requests")
+        ax.set_xscale("log")
+        ax.grid(alpha=0.3)
+    axes[0].legend(fontsize=8)
+    fig.suptitle("latency CDFs (vLLM bench serve definitions)")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def _timeline(plt, run, path: Path) -> Path:
+    label, result, _ = run
+    cols = result.series.arrays()
+    fig, (ax, ax2) = plt.subplots(2, 1, figsize=(11, 6), sharex=True)
+    for rep in np.unique(cols["replica"]) if cols["replica"].size else []:
+        m = cols["replica"] == rep
+        ax.plot(cols["time_s"][m], cols["batch_size"][m], lw=0.8, label=f"replica {rep} batch")
+        ax.plot(cols["time_s"][m], cols["num_waiting"][m], lw=0.8, ls="--", label=f"replica {rep} waiting")
+        ax2.plot(cols["time_s"][m], cols["kv_usage"][m] * 100, lw=0.8, label=f"replica {rep} KV used")
+    ax.set_ylabel("requests")
+    ax.legend(fontsize=8)
+    ax2.set_ylabel("KV blocks in use (%)")
+    ax2.set_xlabel("simulated time (s)")
+    ax2.set_ylim(0, 105)
+    fig.suptitle(f"batch, queue and KV over time ({label}; preemptions: {result.num_preemptions})")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def _vs_rate(plt, runs, rates, path: Path) -> Path:
+    fig, (ax, ax2) = plt.subplots(1, 2, figsize=(12, 4.2))
+    for key, name, axis in (("ttft", "TTFT", ax), ("tpot", "TPOT", ax2)):
+        for q, style in ((50, "o-"), (99, "s--")):
+            ys = [getattr(r.summary, key).percentiles[float(q)] * 1e3 for _, r, _ in runs]
+            axis.plot(rates, ys, style, label=f"p{q}")
+        axis.set_xlabel("request rate (req/s)")
+        axis.set_ylabel(f"{name} (ms)")
+        axis.set_yscale("log")
+        axis.grid(alpha=0.3)
+        axis.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path

@@ -1,0 +1,75 @@
+"""Replica timing against the cost model, and the fast path against the exact mode."""
+
+import math
+
+import numpy as np
+import pytest
+
+from .helpers import BudgetCheckingTimer, run
+
+FIXED = {"input": {"mean": 1000}, "output": {"mean": 100}}
+
+
+def test_single_request_ttft_is_prefill_and_tpot_is_decode(step_model):
+    for mode in ("fast", "exact"):
+        _, (rec,) = run(step_model, mode=mode, workload={"arrival": "offline", "num_requests": 1, **FIXED})
+        assert rec.ttft_s == pytest.approx(step_model.step_time_s([1000], [0]), rel=1e-9)
+        decode = [step_model.step_time_s([1], [1000 + j]) for j in range(99)]
+        assert rec.tpot_s == pytest.approx(np.mean(decode), rel=1e-9)
+        assert rec.output_tokens == 100 and len(rec.chunk_times_s) == 100
+
+
+def test_low_load_latency_matches_unloaded_estimate(step_model):
+    result, records = run(step_model, workload={"rate": 0.02, "num_requests": 30, **FIXED})
+    prefill = step_model.step_time_s([1000], [0])
+    e2e = prefill + sum(step_model.step_time_s([1], [1000 + j]) for j in range(99))
+    ttft = np.array([r.ttft_s for r in records])
+    assert np.median(ttft) == pytest.approx(prefill, rel=1e-9)  # most requests run alone
+    assert ttft.mean() == pytest.approx(prefill, rel=0.03)  # rare overlaps cost a little
+    assert result.summary.e2e.median == pytest.approx(e2e, rel=0.01)
+
+
+def _close(a, b, rel=1e-3):
+    if a is None or b is None:
+        return a is None and b is None
+    return math.isclose(a, b, rel_tol=rel, abs_tol=1e-12)
+
+
+CASES = [
+    dict(workload={"rate": 12, "num_requests": 600, "trace": "azure-conv"}),
+    dict(scheduler={"policy": "continuous"}, workload={"rate": 8, "num_requests": 400, "trace": "azure-conv"}),
+    dict(scheduler={"policy": "static", "max_num_seqs": 32},
+         workload={"concurrency": 48, "num_requests": 300, **FIXED}),
+    dict(scheduler={"num_blocks": 600, "max_num_seqs": 64},  # scarce KV: preemptions
+         workload={"arrival": "offline", "num_requests": 150, "input": {"mean": 300, "std": 100, "dist": "normal"},
+                   "output": {"mean": 200, "std": 150, "dist": "lognormal"}}),
+    dict(replicas=3, router="least-tokens", scheduler={"prefix_caching": True},
+         workload={"arrival": "gamma", "cv": 3, "rate": 20, "num_requests": 500, "trace": "azure-code",
+                   "prefix_groups": 4, "prefix_tokens": 512}),
+]
+
+
+@pytest.mark.parametrize("case", CASES, ids=["chunked", "continuous", "static-closed", "preempt", "replicas"])
+def test_fast_path_equals_exact_mode(step_model, case):
+    """Every summary metric agrees within 0.1 % (in practice to rounding)."""
+    fast, _ = run(step_model, mode="fast", **case)
+    exact, _ = run(step_model, mode="exact", **case)
+    assert fast.num_segments > 0 and exact.num_segments == 0
+    f, e = fast.summary.to_dict(), exact.summary.to_dict()
+    for key, value in e.items():
+        if isinstance(value, dict) and "mean" in value:
+            for stat in ("count", "mean", "p50", "p90", "p99", "max"):
+                assert _close(f[key][stat], value[stat]), (key, stat, f[key][stat], value[stat])
+        elif isinstance(value, float):
+            assert _close(f[key], value), (key, f[key], value)
+    assert fast.num_preemptions == exact.num_preemptions
+    if case is CASES[3]:
+        assert exact.num_preemptions > 0
+
+
+def test_budget_and_seats_respected_every_step(step_model):
+    timer = BudgetCheckingTimer(step_model, max_tokens=512, max_seqs=16)
+    result, records = run(timer, mode="exact", scheduler={"max_num_batched_tokens": 512, "max_num_seqs": 16},
+                          workload={"rate": 30, "num_requests": 200, "trace": "azure-conv"})
+    assert timer.num_steps == result.num_steps
+    assert len(records) == 200
