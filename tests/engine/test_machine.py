@@ -20,7 +20,7 @@ def test_probe_reports_median_and_best(result):
     for m in result["measurements"].values():
         assert 0 < m["median"] <= m["best"] and m["runs"] == 2
     assert result["memory_bandwidth_bytes_per_s"] >= (
-        result["measurements"]["copy_bandwidth_bytes_per_s"]["best"])
+        result["measurements"]["matvec_fp32_bandwidth_bytes_per_s"]["best"])
     assert 1e8 < result["matmul_flops_per_s"]["fp32"] < 1e14  # a CPU core, in FLOP/s
     assert result["memory_bytes"] > 2**30
 

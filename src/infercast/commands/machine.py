@@ -31,8 +31,8 @@ def register(app: typer.Typer) -> None:
         profile = profile_mapping(result)
         stamp = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
         comment = (f"Measured by `infercast machine` on {stamp} with {threads} BLAS thread(s): "
-                   f"best of {runs} runs.\nmemory_bandwidth = best of STREAM-style copy and "
-                   "float32 matrix-vector; flops = dense matmul. Medians are in `infercast machine --json`.")
+                   f"best of {runs} runs.\nmemory_bandwidth = best read rate (float32 dot "
+                   "or matrix-vector); flops = dense matmul. Medians are in `infercast machine --json`.")
         output.write_text(json.dumps(profile, indent=2) + "\n" if output.suffix == ".json"
                           else to_toml(profile, comment))
         result["profile_path"] = str(output)

@@ -16,6 +16,7 @@ import numpy as np
 
 from infercast.engine.config import EngineModelConfig
 from infercast.engine.kv_store import PagedKVStore
+from infercast.engine.linear import linear
 from infercast.engine.rope import RotaryTable
 from infercast.engine.weights import LayerWeights, ModelWeights
 
@@ -103,7 +104,7 @@ class LlamaModel:
                    read_slots: list[np.ndarray]) -> np.ndarray:
         cfg = self.cfg
         h = rms_norm(x, lw.attn_norm, cfg.rms_norm_eps)
-        qkv = h @ lw.wqkv.T  # [T, q + 2kv]
+        qkv = linear(h, lw.wqkv)  # [T, q + 2kv]
         t = x.shape[0]
         q = self.rope.apply(qkv[:, : cfg.q_size].reshape(t, cfg.num_heads, cfg.head_dim),
                             positions)
@@ -119,13 +120,13 @@ class LlamaModel:
             k_ctx, v_ctx = kv.read(li, slots)
             out[row: row + n] = causal_attention(q[row: row + n], k_ctx, v_ctx, s.num_cached)
             row += n
-        return out @ lw.wo.T
+        return linear(out, lw.wo)
 
     def _mlp(self, lw: LayerWeights, x: np.ndarray) -> np.ndarray:
         h = rms_norm(x, lw.mlp_norm, self.cfg.rms_norm_eps)
-        gu = h @ lw.w_gate_up.T  # [T, 2F]
+        gu = linear(h, lw.w_gate_up)  # [T, 2F]
         f = self.cfg.intermediate_size
-        return silu_mul(gu[:, :f], gu[:, f:]) @ lw.w_down.T
+        return linear(silu_mul(gu[:, :f], gu[:, f:]), lw.w_down)
 
     def _logits(self, x: np.ndarray, seqs: Sequence[SeqInput],
                 all_logits: bool) -> list[np.ndarray]:
@@ -138,7 +139,7 @@ class LlamaModel:
         out: list[np.ndarray | None] = [None] * len(seqs)
         if rows:
             h = rms_norm(x[rows], self.w.final_norm, self.cfg.rms_norm_eps)
-            logits = h @ self.w.lm_head.T  # only the rows that sample: [R, V]
+            logits = linear(h, self.w.lm_head)  # only the rows that sample: [R, V]
             it = iter(logits)
             out = [next(it) if s.want_logits else None for s in seqs]
         return out

@@ -62,7 +62,7 @@ def layer_from_parts(q, k, v, o, gate, up, down, attn_norm, mlp_norm) -> LayerWe
 
 
 def random_weights(cfg: EngineModelConfig, seed: int) -> ModelWeights:
-    """Seeded random weights with a GPT-2 style init (std 0.02, norms around 1).
+    """Seeded random weights: std 0.02 matrices (GPT-2's init scale), norms around 1.
 
     Norm gains get a little noise so a bug that mixes up which norm is applied
     where changes the output (all-ones gains would hide it).
@@ -71,7 +71,13 @@ def random_weights(cfg: EngineModelConfig, seed: int) -> ModelWeights:
     h, std = cfg.hidden_size, 0.02
 
     def mat(rows: int, cols: int) -> np.ndarray:
-        return (rng.standard_normal((rows, cols), dtype=np.float32) * std).astype(np.float32)
+        # Uniform with the same std (half-width std*sqrt(3)): 3x faster than normal
+        # draws, which matters for the 1.1B-parameter size.
+        a = np.float32(std * np.sqrt(3.0))
+        m = rng.random((rows, cols), dtype=np.float32)
+        m *= 2 * a
+        m -= a
+        return m
 
     def gain() -> np.ndarray:
         return (1.0 + 0.1 * rng.standard_normal(h, dtype=np.float32)).astype(np.float32)
