@@ -163,37 +163,52 @@ class _progress:
             self.bar.stop()
 
 
-def _ms(d: dict, key: str, q: str) -> str:
-    v = d[key][q]
+def _ms(v) -> str:
     return "-" if v is None else f"{v * 1e3:,.1f}"
+
+
+def _num(v, fmt: str = ",.2f") -> str:
+    return "-" if v is None or v != v else format(v, fmt)
+
+
+_ROWS = (
+    ("completed / rejected", lambda d: f"{d['num_completed']:,} / {d['num_rejected']:,}"),
+    ("duration (s)", lambda d: _num(d["duration_s"], ",.1f")),
+    ("requests/s", lambda d: _num(d["request_throughput_per_s"])),
+    ("output tokens/s", lambda d: _num(d["output_throughput_tokens_per_s"], ",.0f")),
+    ("goodput (req/s at SLO)", lambda d: _num(d["goodput_per_s"])),
+    *(
+        (f"{name} {q} (ms)", lambda d, k=key, q=q: _ms(d[k][q]))
+        for name, key in (("TTFT", "ttft_s"), ("TPOT", "tpot_s"), ("ITL", "itl_s"), ("E2E", "e2e_s"))
+        for q in ("mean", "p50", "p90", "p99")
+    ),
+    ("queueing p99 (ms)", lambda d: _ms(d["queueing_s"]["p99"])),
+    ("mean batch (seqs)", lambda d: _num(d["mean_batch_size"], ",.1f")),
+    ("KV used: mean / peak", lambda d: f"{_num(100 * d['mean_kv_usage'], '.0f')}% / "
+                                       f"{_num(100 * d['peak_kv_usage'], '.0f')}%"),
+    ("preemptions", lambda d: f"{d['num_preemptions']:,}"),
+)
 
 
 def _print_table(runs, cfg) -> None:
     from rich.console import Console
     from rich.table import Table
 
-    t = Table(title=f"simulate: {cfg.model} on {cfg.hardware} x{cfg.replicas}, "
-                    f"{cfg.scheduler.policy} scheduler (times in ms)")
-    cols = ("run", "done", "rej", "req/s", "out tok/s", "TTFT p50", "TTFT p99", "TPOT p50",
-            "TPOT p99", "ITL p99", "E2E p99", "goodput/s", "batch", "KV %", "preempt")
-    for c in cols:
-        t.add_column(c, justify="right")
-    for label, result, _, c in runs:
-        d = _run_dict(result, c)
-        good = d["goodput_per_s"]
-        t.add_row(
-            label, str(d["num_completed"]), str(d["num_rejected"]),
-            f"{d['request_throughput_per_s'] or 0:,.2f}", f"{d['output_throughput_tokens_per_s'] or 0:,.0f}",
-            _ms(d, "ttft_s", "p50"), _ms(d, "ttft_s", "p99"), _ms(d, "tpot_s", "p50"),
-            _ms(d, "tpot_s", "p99"), _ms(d, "itl_s", "p99"), _ms(d, "e2e_s", "p99"),
-            "-" if good is None else f"{good:,.2f}", f"{d['mean_batch_size']:,.1f}",
-            f"{100 * d['mean_kv_usage']:,.0f}", str(d["num_preemptions"]),
-        )
+    t = Table(title=f"simulate: {cfg.model} on {cfg.hardware} x{cfg.replicas} replica(s), "
+                    f"{cfg.scheduler.policy} scheduler")
+    t.add_column("metric")
+    dicts = [_run_dict(r, c) for _, r, _, c in runs]
+    for label, *_ in runs:
+        t.add_column(label, justify="right")
+    for name, get in _ROWS:
+        t.add_row(name, *(get(d) for d in dicts))
     console = Console()
     console.print(t)
-    r = runs[-1][1]
-    console.print(f"simulated {r.summary.total:,} requests in {r.cpu_s:,.2f} CPU-s "
-                  f"({r.summary.total / max(r.cpu_s, 1e-9):,.0f} requests per CPU-second)")
+    total = sum(r.summary.total for _, r, _, _ in runs)
+    cpu = sum(r.cpu_s for _, r, _, _ in runs)
+    console.print(f"simulated {total:,} requests in {cpu:,.2f} CPU-s "
+                  f"({total / max(cpu, 1e-9):,.0f} requests per CPU-second); "
+                  "metric definitions: docs/metrics.md")
 
 
 def register(app: typer.Typer) -> None:

@@ -1,0 +1,72 @@
+"""The ``infercast simulate`` command contract."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from infercast.cli import main
+
+KEYS = ("num_requests", "num_completed", "num_rejected", "duration_s", "output_throughput_tokens_per_s",
+        "request_throughput_per_s")
+
+
+def _json(capsys, args):
+    main(["simulate", *args, "--json"])
+    return json.loads(capsys.readouterr().out)
+
+
+def test_json_contract(capsys):
+    d = _json(capsys, ["--model", "llama-3.1-8b", "--hardware", "h100-sxm", "--scheduler", "chunked",
+                       "--rate", "4", "--num-requests", "200", "--trace", "azure-conv", "--seed", "1"])
+    for key in KEYS:
+        assert key in d, key
+    for key in ("ttft_s", "tpot_s", "itl_s", "e2e_s"):
+        assert all(d[key][q] > 0 for q in ("mean", "p50", "p90", "p99"))
+    assert d["num_requests"] == d["num_completed"] == 200 and d["num_rejected"] == 0
+
+
+def test_offline_and_concurrency_modes(capsys):
+    d = _json(capsys, ["--workload", "offline", "--input-tokens", "1024", "--output-tokens", "64",
+                       "--num-requests", "300"])
+    assert d["arrival"] == "offline" and d["total_output_tokens"] == 300 * 64
+    d = _json(capsys, ["--concurrency", "16", "--num-requests", "100", "--input-tokens", "256",
+                       "--output-tokens", "32"])
+    assert d["arrival"] == "closed" and d["mean_batch_size"] <= 16
+
+
+def test_config_file_sweep_records_and_plots(tmp_path, capsys):
+    cfg = tmp_path / "run.toml"
+    cfg.write_text('model = "llama-3.1-8b"\nslo_ttft_s = 0.2\nslo_tpot_s = 0.05\n[scheduler]\npolicy = "continuous"\n'
+                   '[workload]\nnum_requests = 100\ntrace = "azure-code"\n')
+    rec = tmp_path / "records.jsonl"
+    d = _json(capsys, ["--config", str(cfg), "--rate", "2,8", "--records", str(rec), "--plot",
+                       str(tmp_path / "plots")])
+    assert [r["rate_per_s"] for r in d["runs"]] == [2.0, 8.0]
+    assert all(r["scheduler"] == "continuous" and r["goodput_per_s"] is not None for r in d["runs"])
+    lines = rec.read_text().splitlines()
+    assert len(lines) == 200 and json.loads(lines[0])["chunk_times_s"]
+    assert {p.name for p in (tmp_path / "plots").iterdir()} == {"latency_cdf.png", "timeline.png", "vs_rate.png"}
+
+
+@pytest.mark.parametrize("args, field", [
+    (["--rate", "-1"], "--rate"),
+    (["--scheduler", "fifo"], "scheduler.policy"),
+    (["--workload", "gamma"], "rate"),
+    (["--trace", "missing.csv", "--rate", "1"], "missing.csv"),
+])
+def test_bad_input_is_one_line_and_exit_2(args, field):
+    proc = subprocess.run([sys.executable, "-m", "infercast.cli", "simulate", *args, "--num-requests", "5"],
+                          capture_output=True, text=True)
+    assert proc.returncode == 2, proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and field in lines[0] and "Traceback" not in proc.stderr
+
+
+def test_bad_config_file_names_the_field(tmp_path):
+    cfg = tmp_path / "bad.toml"
+    cfg.write_text("[workload]\nnum_requests = 0\n")
+    proc = subprocess.run([sys.executable, "-m", "infercast.cli", "simulate", "--config", str(cfg)],
+                          capture_output=True, text=True)
+    assert proc.returncode == 2 and "workload.num_requests" in proc.stderr
