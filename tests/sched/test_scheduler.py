@@ -156,7 +156,7 @@ def test_invariants_on_random_workloads(lengths, policy, num_blocks, prefix, fas
 
 
 def test_check_step_helper_catches_a_leak():
-    s = make_scheduler()
+    s = make_scheduler(enable_prefix_caching=True)
     s.add_request(req(0, 10, 5))
     b = s.schedule()
     s.kv.ref_counts[b.seqs[0].block_table[0]] += 1  # corrupt on purpose

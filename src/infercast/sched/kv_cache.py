@@ -72,10 +72,22 @@ class BlockManager:
         self._free: list[int] = list(range(num_blocks - 1, -1, -1))
         # Free blocks that still hold a registered prefix; insertion order = LRU order.
         self._cached_free: OrderedDict[int, None] = OrderedDict()
-        self.ref_counts: list[int] = [0] * num_blocks
+        # Ref counts are kept only with prefix caching: without it no block is ever shared,
+        # so "allocated" (ref 1) is exactly "not in the free pool" (see ``ref_counts``).
+        self._refs: list[int] = [0] * num_blocks
         self._hash_to_block: dict[int, int] = {}
         self._block_to_hash: dict[int, int] = {}
         self.num_evictions = 0
+
+    @property
+    def ref_counts(self) -> list[int]:
+        """References per block (a fresh list without prefix caching)."""
+        if self.enable_prefix_caching:
+            return self._refs
+        refs = [1] * self.num_blocks
+        for block in self._free:
+            refs[block] = 0
+        return refs
 
     @property
     def num_free_blocks(self) -> int:
@@ -105,9 +117,10 @@ class BlockManager:
             del self._hash_to_block[self._block_to_hash.pop(block)]
             self.num_evictions += 1
             blocks.append(block)
-        refs = self.ref_counts
-        for block in blocks:
-            refs[block] = 1
+        if self.enable_prefix_caching:
+            refs = self._refs
+            for block in blocks:
+                refs[block] = 1
         return blocks
 
     def free(self, blocks: Sequence[int]) -> None:
@@ -116,7 +129,10 @@ class BlockManager:
         Freed in reverse so a request's tail blocks (least likely shared) are
         evicted before its head blocks, as vLLM does.
         """
-        refs = self.ref_counts
+        if not self.enable_prefix_caching:
+            self._free.extend(reversed(blocks))
+            return
+        refs = self._refs
         for block in reversed(blocks):
             refs[block] -= 1
             if refs[block] == 0:
@@ -141,7 +157,7 @@ class BlockManager:
 
     def share(self, blocks: Sequence[int]) -> None:
         """Add one reference to each cached block (a prefix-cache hit)."""
-        refs = self.ref_counts
+        refs = self._refs
         for block in blocks:
             if refs[block] == 0:
                 del self._cached_free[block]

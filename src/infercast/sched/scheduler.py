@@ -111,6 +111,7 @@ class Scheduler:
         self.num_preemptions = 0
         self.dstep = 0  # group steps run so far
         self._phase = [0] * config.block_size  # members needing a block when dstep % bs == i
+        self._phased = 0  # members with a phase (sum of _phase)
         self._dsum = 0  # sum over members of (num_computed_tokens - dbase)
         self._finish_heap: list[tuple[int, int, Request]] = []
         self._heap_seq = 0
@@ -244,7 +245,7 @@ class Scheduler:
             assert not req.block_table and req.num_computed_tokens == 0
         assert refs == self.kv.ref_counts, "block tables and ref counts disagree"
         assert len(self.group) + len(self.explicit) == len(self.running)
-        assert sum(self._phase) == sum(1 for r in self.group.values() if r.group_phase >= 0)
+        assert sum(self._phase) == self._phased == sum(1 for r in self.group.values() if r.group_phase >= 0)
         self.kv.check_invariants()
 
     # ---- fast path (used by the simulator) --------------------------------------
@@ -279,20 +280,16 @@ class Scheduler:
         self._pop_finished(done)
         return done
 
-    @property
-    def _num_phased(self) -> int:
-        return sum(self._phase)
-
     def _blocks_needed(self, steps: int) -> int:
         bs, phase, d = self.config.block_size, self._phase, self.dstep
-        need = (steps // bs) * self._num_phased
+        need = (steps // bs) * self._phased
         for i in range(steps % bs):
             need += phase[(d + i) % bs]
         return need
 
     def _kv_horizon(self, steps: int) -> int:
         """Largest k <= steps whose group steps fit in the free KV blocks."""
-        free, n, bs = self.kv.num_free_blocks, self._num_phased, self.config.block_size
+        free, n, bs = self.kv.num_free_blocks, self._phased, self.config.block_size
         if self._blocks_needed(steps) <= free:
             return steps
         full = min(steps // bs, free // n)  # n > 0 here: otherwise nothing is needed
@@ -353,6 +350,7 @@ class Scheduler:
         if len(req.block_table) == cdiv(c, bs):  # tight table: a new block every bs steps
             req.group_phase = (self.dstep - c) % bs
             self._phase[req.group_phase] += 1
+            self._phased += 1
         elif len(req.block_table) * bs >= req.prompt_tokens + req.max_output_tokens - 1:
             req.group_phase = -1  # KV reserved to the end (static policy): never needs a block
         else:
@@ -369,6 +367,7 @@ class Scheduler:
         self._sync(req)
         if req.group_phase >= 0:
             self._phase[req.group_phase] -= 1
+            self._phased -= 1
         self._dsum -= req.num_computed_tokens - req.dbase
         del self.group[req.request_id]
         req.dbase = -1

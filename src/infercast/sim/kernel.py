@@ -36,6 +36,11 @@ class Kernel:
         heapq.heappush(self._heap, entry)
         return entry
 
+    def has_pending(self, time_s: float, max_priority: int) -> bool:
+        """True if an event at ``time_s`` with priority <= ``max_priority`` is queued."""
+        heap = self._heap
+        return bool(heap) and heap[0][0] == time_s and heap[0][1] <= max_priority
+
     @staticmethod
     def cancel(handle: list[Any]) -> None:
         """Cancel a pending event (it is skipped when popped)."""

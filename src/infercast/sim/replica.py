@@ -24,7 +24,7 @@ import numpy as np
 
 from infercast.metrics.records import RequestRecord
 from infercast.sched import Request, Scheduler
-from infercast.sim.kernel import PRIO_KICK, PRIO_STEP_END, Kernel
+from infercast.sim.kernel import PRIO_ARRIVAL, PRIO_KICK, PRIO_STEP_END, Kernel
 from infercast.sim.timeline import Timeline
 
 
@@ -120,9 +120,15 @@ class Replica:
             self._kick(now)
 
     def _kick(self, now: float) -> None:
-        if not self._kicked:  # start after every same-instant arrival is queued
+        """Start the next step now, but after every arrival of this same instant is queued."""
+        if self._kicked:
+            return
+        if self.kernel.has_pending(now, PRIO_ARRIVAL):
             self._kicked = True
             self.kernel.at(now, PRIO_KICK, self._start_step)
+        else:  # no same-instant arrival can still come: skip the extra event
+            self._kicked = True
+            self._start_step()
 
     # ---- stepping ---------------------------------------------------------------
     def _start_step(self) -> None:
