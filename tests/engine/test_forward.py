@@ -29,7 +29,7 @@ def _run_scheduled(cfg, w, sequences, budget, block_size, num_blocks):
     n_out = 4
     for rid, seq in sequences.items():
         sched.add_request(Request(rid, len(seq) - n_out, n_out + 1))
-    model = LlamaModel(cfg, w, 256)
+    model = LlamaModel(cfg, w, 512)
     kv = PagedKVStore(cfg, num_blocks, block_size)
     got = {rid: {} for rid in sequences}
     shapes = set()
@@ -113,3 +113,13 @@ def test_config_errors_name_the_value():
 def test_parameter_count_matches_tinyllama():
     # TinyLlama-1.1B: 1,100,048,384 parameters (HF model card / safetensors index).
     assert named_config("1b").num_params == 1_100_048_384
+
+
+def test_long_prefill_in_query_blocks_matches_reference():
+    """Prompts longer than QUERY_BLOCK take the blocked-attention path, chunked or not."""
+    cfg = named_config("tiny")
+    w = random_weights(cfg, seed=4)
+    seq = [int(t) for t in np.random.default_rng(5).integers(0, 256, 300)]
+    got, _ = _run_scheduled(cfg, w, {"long": seq}, budget=200, block_size=16, num_blocks=40)
+    ours = np.stack([got["long"][p] for p in range(len(seq))])
+    assert np.abs(ours - reference_logits(cfg, w, seq)).max() < 1e-4

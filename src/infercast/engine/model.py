@@ -46,7 +46,25 @@ def silu_mul(gate: np.ndarray, up: np.ndarray) -> np.ndarray:
     return gate
 
 
+QUERY_BLOCK = 128  # long prefills attend in query blocks, each to the keys it can see
+
+
 def causal_attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, start: int) -> np.ndarray:
+    """Attention of n new queries at positions start.. over ctx = start + n keys.
+
+    Queries go in blocks of QUERY_BLOCK; block [i, j) only reads keys
+    0 .. start + j - 1, which skips most of the masked half of a long prefill.
+    """
+    n = q.shape[0]
+    if n <= QUERY_BLOCK:
+        return _attention_block(q, k, v, start)
+    return np.concatenate([
+        _attention_block(q[i: i + QUERY_BLOCK], k[: start + min(i + QUERY_BLOCK, n)],
+                         v[: start + min(i + QUERY_BLOCK, n)], start + i)
+        for i in range(0, n, QUERY_BLOCK)])
+
+
+def _attention_block(q: np.ndarray, k: np.ndarray, v: np.ndarray, start: int) -> np.ndarray:
     """Attention of n new queries at positions start.. over ctx = start + n keys.
 
     q [n, Hq, d]; k, v [ctx, Hkv, d] -> [n, Hq * d]. Each KV head serves

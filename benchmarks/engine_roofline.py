@@ -1,0 +1,150 @@
+"""How close the CPU engine runs to this machine's roofline, and to the cost model.
+
+Measures the machine first (same process, same BLAS threads), then times the
+engine's forward step directly (no HTTP, no scheduler) for:
+
+- decode at batch 1, 2, 4, ... (one new token per sequence on ``--context``
+  cached tokens): achieved bytes/s against the read-bandwidth floor, tokens/s;
+- prefill of 128 and 512 tokens: achieved FLOP/s against the measured matmul peak;
+- the cost model's floor and expected time (StepModel, fp32, this machine's profile)
+  next to every measurement.
+
+Goals (issue 5): decode at batch 1 >= 80% of the bandwidth floor; prefill >= 60%
+of the matmul peak; tokens/s vs batch following the roofline's shape.
+
+    python benchmarks/engine_roofline.py --model 100m --threads 1
+    python benchmarks/engine_roofline.py --model 1b --batches 1,4,16 --runs 3
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import time
+
+import numpy as np
+from threadpoolctl import threadpool_limits
+
+from infercast.engine.kv_store import PagedKVStore
+from infercast.engine.loader import load
+from infercast.engine.machine_probe import probe
+from infercast.engine.model import LlamaModel, SeqInput
+from infercast.engine.predict import (
+    decode_read_bytes,
+    hardware_from_probe,
+    matmul_flops,
+    step_model,
+)
+
+# Measured on a machine of this kind with llama.cpp on the same GGUF file (NOTES.md, issue 5).
+LLAMA_CPP_SMOLLM2_STEP_S = 8.7e-3
+
+
+def _time(fn, runs: int) -> tuple[float, float]:
+    fn()  # warm-up
+    times = []
+    for _ in range(runs):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return min(times), statistics.median(times)
+
+
+def _tables(batch: int, context: int, block_size: int) -> list[list[int]]:
+    per_seq = -(-(context + 1) // block_size)
+    return [list(range(b * per_seq, (b + 1) * per_seq)) for b in range(batch)]
+
+
+def decode_rows(model, kv, cfg, w, sm, bw, batches, context, runs):
+    rows = []
+    for b in batches:
+        seqs = [SeqInput([7], context, t) for t in _tables(b, context, kv.block_size)]
+        best, med = _time(lambda seqs=seqs: model.forward(seqs, kv), runs)
+        floor = decode_read_bytes(cfg, w, [context + 1] * b) / bw
+        cost = sm.step_cost([1] * b, [context] * b)
+        rows.append({"batch": b, "best_s": best, "median_s": med, "floor_s": floor,
+                     "frac_of_floor_best": floor / best, "frac_of_floor_median": floor / med,
+                     "tokens_per_s_best": b / best, "model_floor_s": cost.floor_time_s,
+                     "model_expected_s": cost.time_s, "model_bound": cost.bound})
+    return rows
+
+
+def prefill_rows(model, cfg, sm, peak, lengths, runs, block_size):
+    rows = []
+    for n in lengths:
+        kv = PagedKVStore(cfg, -(-n // block_size) + 1, block_size)
+        seq = [SeqInput(list(np.arange(n) % cfg.vocab_size), 0, _tables(1, n, block_size)[0])]
+        best, med = _time(lambda seq=seq, kv=kv: model.forward(seq, kv), runs)
+        flops = matmul_flops(cfg, n, 0)
+        cost = sm.step_cost([n], [0])
+        rows.append({"tokens": n, "best_s": best, "median_s": med, "flops": flops,
+                     "frac_of_peak_best": flops / best / peak,
+                     "frac_of_peak_median": flops / med / peak,
+                     "model_floor_s": cost.floor_time_s, "model_expected_s": cost.time_s})
+    return rows
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--model", default="100m")
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--runs", type=int, default=5)
+    ap.add_argument("--batches", default="1,2,4,8,16,32")
+    ap.add_argument("--prefill", default="128,512")
+    ap.add_argument("--context", type=int, default=128)
+    ap.add_argument("--json", action="store_true")
+    args = ap.parse_args()
+
+    machine = probe(threads=args.threads, runs=args.runs)
+    hw = hardware_from_probe(machine)
+    bw, peak = hw.memory_bandwidth_bytes_per_s, hw.peak_flops("fp32")
+    loaded = load(args.model)
+    cfg, w = loaded.cfg, loaded.weights
+    batches = [int(x) for x in args.batches.split(",")]
+    lengths = [int(x) for x in args.prefill.split(",")]
+    model = LlamaModel(cfg, w, max(args.context + 2, max(lengths) + 1))
+    block = 16
+    kv = PagedKVStore(cfg, max(batches) * (-(-(args.context + 1) // block)), block)
+    sm = step_model(cfg, hw)
+    with threadpool_limits(args.threads):
+        dec = decode_rows(model, kv, cfg, w, sm, bw, batches, args.context, args.runs)
+        pre = prefill_rows(model, cfg, sm, peak, lengths, args.runs, block)
+    out = {"model": loaded.name, "params": cfg.num_params, "threads": args.threads,
+           "weights_stored_bytes": loaded.stored_bytes, "machine": machine,
+           "decode": dec, "prefill": pre}
+    if args.json:
+        print(json.dumps(out, indent=2))
+        return
+    _print(out, bw, peak)
+
+
+def _print(out, bw, peak) -> None:
+    print(f"{out['model']}: {out['params'] / 1e6:.0f}M params, {out['threads']} thread(s); "
+          f"read bandwidth {bw / 1e9:.1f} GB/s, fp32 matmul peak {peak / 1e9:.0f} GFLOP/s "
+          "(best of runs; GB = 1e9 B)")
+    print("decode  batch  best ms  median ms  floor ms  best/floor  med/floor  tok/s"
+          "  model floor ms  model expected ms")
+    for r in out["decode"]:
+        print(f"        {r['batch']:5d} {r['best_s'] * 1e3:8.2f} {r['median_s'] * 1e3:10.2f} "
+              f"{r['floor_s'] * 1e3:9.2f} {r['frac_of_floor_best']:11.2f} "
+              f"{r['frac_of_floor_median']:10.2f} {r['tokens_per_s_best']:6.1f} "
+              f"{r['model_floor_s'] * 1e3:15.2f} {r['model_expected_s'] * 1e3:18.2f}")
+    one = next((r for r in out["decode"] if r["batch"] == 1), None)
+    if one is not None:
+        stored = out["weights_stored_bytes"]
+        print(f"batch 1: {one['best_s'] * 1e3:.2f} ms/step; weights as stored {stored / 1e6:.0f} MB "
+              f"-> stored-bytes floor {stored / bw * 1e3:.2f} ms; the engine reads float32 "
+              f"(floor {one['floor_s'] * 1e3:.2f} ms). llama.cpp reference for SmolLM2-135M "
+              f"Q4_1 on this kind of machine: {LLAMA_CPP_SMOLLM2_STEP_S * 1e3:.1f} ms/step.")
+    print("prefill tokens  best ms  median ms  GFLOP/s  frac of peak (best, median)"
+          "  model floor ms  model expected ms")
+    for r in out["prefill"]:
+        print(f"        {r['tokens']:6d} {r['best_s'] * 1e3:8.1f} {r['median_s'] * 1e3:10.1f} "
+              f"{r['flops'] / r['best_s'] / 1e9:8.1f} {r['frac_of_peak_best']:10.2f} "
+              f"{r['frac_of_peak_median']:7.2f} {r['model_floor_s'] * 1e3:20.1f} "
+              f"{r['model_expected_s'] * 1e3:18.1f}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,64 @@
+"""The cost model's view of the CPU engine: a StepModel for the loaded model on this machine.
+
+The engine computes in float32 with float32 weights and KV, so the precision
+is fp32 throughout; the hardware is the profile ``infercast machine`` writes.
+This is what lets ``estimate``/``simulate`` predict the engine that ``serve`` runs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from infercast.engine.config import EngineModelConfig
+from infercast.engine.weights import ModelWeights
+
+
+def model_spec(cfg: EngineModelConfig):
+    """The :class:`~infercast.specs.model.ModelSpec` of an engine config."""
+    from infercast.specs.hf_config import model_from_hf_config
+
+    return model_from_hf_config(cfg.to_hf_dict(), cfg.name)
+
+
+def hardware_from_probe(result: Mapping[str, Any]):
+    """A HardwareSpec from :func:`infercast.engine.machine_probe.probe`'s result."""
+    from infercast.engine.machine_probe import profile_mapping
+    from infercast.specs.hardware import hardware_from_mapping
+
+    return hardware_from_mapping(profile_mapping(dict(result)), "infercast machine (in process)")
+
+
+def step_model(cfg: EngineModelConfig, hardware, profile=None, max_seqs: int = 256):
+    """A :class:`~infercast.cost.step.StepModel` for the engine (fp32 weights, KV, compute)."""
+    from infercast.cost.step import StepModel
+    from infercast.specs.precision import Precision
+
+    precision = Precision.parse(weights="fp32", kv_cache="fp32", compute="fp32")
+    return StepModel(model_spec(cfg), hardware, precision, profile=profile, max_seqs=max_seqs)
+
+
+def decode_read_bytes(cfg: EngineModelConfig, w: ModelWeights, contexts: list[int]) -> float:
+    """Bytes one decode step must read: every weight matrix once, plus each sequence's KV.
+
+    The embedding table is not read in full (one row per token) unless it is
+    also the tied output head. KV: 2 (K, V) x layers x kv_heads x head_dim x 4 bytes
+    per cached token.
+    """
+    weights = w.nbytes - (0 if w.lm_head is w.embed else w.embed.nbytes)
+    kv_per_token = 2 * cfg.num_layers * cfg.kv_size * 4
+    return float(weights + kv_per_token * sum(contexts))
+
+
+def matmul_flops(cfg: EngineModelConfig, new_tokens: int, context_tokens: int) -> float:
+    """FLOPs of one sequence's step: 2 x params x tokens in the matmuls, plus attention.
+
+    Attention: QK^T and PV each cost 2 x heads x head_dim per (query, key) pair,
+    and query i sees context_tokens + i + 1 keys (causal): Kaplan et al. 2020, Table 1.
+    """
+    h, f = cfg.hidden_size, cfg.intermediate_size
+    per_layer = h * (cfg.q_size + 2 * cfg.kv_size) + cfg.q_size * h + 3 * h * f
+    linear = 2.0 * (cfg.num_layers * per_layer) * new_tokens + 2.0 * cfg.vocab_size * h
+    pairs = new_tokens * context_tokens + new_tokens * (new_tokens + 1) / 2
+    attention = 4.0 * cfg.num_layers * cfg.q_size * pairs
+    return linear + attention
