@@ -2,7 +2,6 @@
 
 import asyncio
 
-import httpx
 import pytest
 
 from infercast.bench.client import BenchClient, ClientConfig, _count_tokens, _spread
@@ -10,16 +9,6 @@ from infercast.bench.datasets import RequestSpec
 from infercast.metrics.records import RequestRecord
 
 from .helpers import word_tokenizer
-
-
-class _Body(httpx.AsyncByteStream):
-    """A streamed (not pre-read) body for httpx.MockTransport."""
-
-    def __init__(self, data: bytes) -> None:
-        self.data = data
-
-    async def __aiter__(self):
-        yield self.data
 
 
 def test_spread_even_and_by_weight():
@@ -48,34 +37,54 @@ SSE_OK = (b'data: {"choices":[{"index":0,"text":" a","finish_reason":null}]}\n\n
           b'data: {"choices":[],"usage":{"prompt_tokens":3,"completion_tokens":2}}\n\ndata: [DONE]\n\n')
 
 
+async def _raw_server(respond):
+    """A bare HTTP/1.1 server: ``respond(conn_no, req_no)`` gives the bytes to answer, or None to close."""
+    counter = {"conn": 0}
+
+    async def handle(reader, writer):
+        counter["conn"] += 1
+        conn, req = counter["conn"], 0
+        while True:
+            head = await reader.readuntil(b"\r\n\r\n")
+            length = int(next(line.split(b":")[1] for line in head.split(b"\r\n")
+                              if line.lower().startswith(b"content-length")))
+            await reader.readexactly(length)
+            req += 1
+            body = respond(conn, req)
+            if body is None:
+                writer.close()
+                return
+            writer.write(b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n"
+                         + f"content-length: {len(body)}\r\n\r\n".encode() + body)
+            await writer.drain()
+
+    server = await asyncio.start_server(handle, "127.0.0.1", 0)
+    return server, f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}/v1"
+
+
+async def _send_all(respond, n):
+    server, url = await _raw_server(respond)
+    async with server:
+        async with BenchClient(ClientConfig(base_url=url, model="m", timeout_s=5)) as client:
+            recs = [await client.send(RequestSpec(f"r{i}", "hi", 1, 2), client.clock()) for i in range(n)]
+            return recs, client.reconnects
+
+
 def test_one_shot_reconnect_on_a_closed_pooled_connection():
-    calls = []
+    # connection 1 answers its first request, then closes when reused (llama.cpp's server)
+    recs, reconnects = asyncio.run(_send_all(lambda conn, req: None if (conn, req) == (1, 2) else SSE_OK, 2))
+    assert [r.ok for r in recs] == [True, True] and reconnects == 1
+    assert recs[1].output_tokens == 2 and recs[1].prompt_tokens == 3 and recs[1].finish_reason == "length"
 
-    def handler(request: httpx.Request) -> httpx.Response:
-        calls.append(request)
-        if len(calls) == 1:  # the pooled connection was closed by the server
-            raise httpx.RemoteProtocolError("Server disconnected without sending a response.")
-        return httpx.Response(200, stream=_Body(SSE_OK), headers={"content-type": "text/event-stream"})
 
-    async def go() -> tuple[RequestRecord, int]:
-        cfg = ClientConfig(base_url="http://mock/v1", model="m")
-        async with BenchClient(cfg, transport=httpx.MockTransport(handler)) as client:
-            rec = await client.send(RequestSpec("r", "hi", 1, 2), client.clock())
-            return rec, client.reconnects
-
-    rec, reconnects = asyncio.run(go())
-    assert rec.ok and rec.output_tokens == 2 and reconnects == 1 and len(calls) == 2
-    assert rec.prompt_tokens == 3 and rec.finish_reason == "length"
+def test_a_server_that_never_answers_fails_after_one_retry():
+    recs, reconnects = asyncio.run(_send_all(lambda conn, req: None, 1))
+    assert not recs[0].ok and recs[0].error.startswith("connection failed") and reconnects == 1
 
 
 @pytest.mark.parametrize("body,reason", [(b'data: {"choices":[{"index":0,"text":" a"}]}\n\n', "incomplete stream"),
                                          (b"data: {not json\n\n", "malformed chunk JSON"),
                                          (b'data: {"error":{"message":"x"}}\n\n', "server error event")])
 def test_malformed_streams_fail_with_a_reason(body, reason):
-    async def go() -> RequestRecord:
-        transport = httpx.MockTransport(lambda r: httpx.Response(200, stream=_Body(body)))
-        async with BenchClient(ClientConfig(base_url="http://m/v1", model="m"), transport=transport) as c:
-            return await c.send(RequestSpec("r", "hi", 1, 2), c.clock())
-
-    rec = asyncio.run(go())
-    assert not rec.ok and rec.error == reason
+    recs, _ = asyncio.run(_send_all(lambda conn, req: body, 1))
+    assert not recs[0].ok and recs[0].error == reason

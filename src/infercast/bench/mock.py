@@ -130,7 +130,7 @@ class MockServer:
             index = self._count
             if _hits(self.config.http_error_every, index):
                 return JSONResponse({"error": {"message": "mock: injected error"}}, status_code=500)
-            return _Responder(self, body, chat, index, t0)
+            return _Responder(self, body, chat, index, t0, request.headers.get("x-request-id"))
 
         @api.post("/v1/completions")
         async def completions(request: Request):  # noqa: ANN202
@@ -156,8 +156,10 @@ def _stamp_receipt(app: Any) -> Any:
 class _Responder(Response):
     """A raw ASGI response: it may stop without finishing the body (a mid-stream close)."""
 
-    def __init__(self, server: MockServer, body: dict[str, Any], chat: bool, index: int, t0: float) -> None:  # noqa: E501
+    def __init__(self, server: MockServer, body: dict[str, Any], chat: bool, index: int, t0: float,
+                 request_id: str | None = None) -> None:
         self.background = None  # Starlette/FastAPI attach background tasks here
+        self.request_id = request_id
         self.server, self.body, self.chat, self.index, self.t0 = server, body, chat, index, t0
         cfg = server.config
         asked = int(body.get("max_tokens") or body.get("max_completion_tokens") or cfg.default_max_tokens)
@@ -221,7 +223,10 @@ class _Responder(Response):
             return
         ttft, e2e = sent[0] - self.t0, sent[-1] - self.t0
         tpot = (e2e - ttft) / (self.num_tokens - 1) if self.num_tokens > 1 else None
-        self.server.truth.append({"index": self.index, "ttft_s": ttft, "e2e_s": e2e, "tpot_s": tpot,
+        # receipt_s/first_write_s: the server's monotonic clock (the same clock as a client's
+        # time.perf_counter on this host), so a benchmark can split delays per request
+        self.server.truth.append({"index": self.index, "request_id": self.request_id,
+                                  "receipt_s": self.t0, "first_write_s": sent[0], "ttft_s": ttft, "e2e_s": e2e, "tpot_s": tpot,
                                   "output_tokens": self.num_tokens, "chunks": len(sent)})
 
     def _full(self) -> dict[str, Any]:
@@ -264,16 +269,34 @@ def uvicorn_config(server: MockServer, **kwargs: Any):  # noqa: ANN201
                           lifespan="off", **kwargs)
 
 
+def _listen(host: str, port: int) -> socket.socket:
+    """A listening socket with TCP_NODELAY, so each chunk leaves at once (no Nagle delay).
+
+    Without it a chunk written right after the headers can wait ~40 ms for the
+    client's delayed ACK (measured: the role chunk arrived 40 ms late).
+    """
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    sock.bind((host, port))
+    return sock
+
+
+def serve(config: MockConfig, host: str = "127.0.0.1", port: int = 8000) -> None:
+    """Serve the mock until interrupted (the ``infercast mock-server`` command)."""
+    import uvicorn
+
+    sock = _listen(host, port)
+    uvicorn.Server(uvicorn_config(MockServer(config))).run(sockets=[sock])
+
+
 @contextlib.contextmanager
 def run_in_thread(config: MockConfig) -> Iterator[tuple[str, MockServer]]:
     """Serve the mock on 127.0.0.1 (free port) in a thread; yields (base URL ending /v1, server)."""
     import uvicorn
 
     mock = MockServer(config)
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-    sock.bind(("127.0.0.1", 0))
+    sock = _listen("127.0.0.1", 0)
     port = sock.getsockname()[1]
     server = uvicorn.Server(uvicorn_config(mock))
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)

@@ -144,8 +144,7 @@ def build_specs(cfg: BenchConfig, rng: np.random.Generator, tokenizer: Any | Non
     raise ConfigError(f"--dataset {cfg.dataset!r}: give azure-conv, azure-code, a trace .csv or a ShareGPT .json")
 
 
-async def run_bench_async(cfg: BenchConfig, on_done: Callable[[RequestRecord], None] | None = None,
-                          transport: Any | None = None) -> BenchResult:
+async def run_bench_async(cfg: BenchConfig, on_done: Callable[[RequestRecord], None] | None = None) -> BenchResult:
     """Run one benchmark against a live server."""
     rng = np.random.default_rng(cfg.seed)
     tokenizer = load_tokenizer(cfg.tokenizer)
@@ -155,7 +154,7 @@ async def run_bench_async(cfg: BenchConfig, on_done: Callable[[RequestRecord], N
                     max_duration_s=cfg.max_duration_s, warmup_requests=cfg.warmup_requests)
     ccfg = ClientConfig(base_url=cfg.base_url, model=cfg.model, endpoint=cfg.endpoint, timeout_s=cfg.timeout_s,
                         ignore_eos=cfg.ignore_eos, api_key=cfg.api_key)
-    async with BenchClient(ccfg, tokenizer, transport=transport) as client:
+    async with BenchClient(ccfg, tokenizer) as client:
         load = await run_load(client, specs, plan, rng, on_done)
     acc = MetricsAccumulator(cfg.percentiles, cfg.slo_ttft_s, cfg.slo_tpot_s)
     for rec in load.records:

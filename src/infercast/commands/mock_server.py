@@ -31,12 +31,9 @@ def register(app: typer.Typer) -> None:
         model_name: str = typer.Option("mock", "--model-name"),
     ) -> None:
         """Serve /v1/completions and /v1/chat/completions with exact, configurable timing."""
-        import socket
-
-        import uvicorn
         from pydantic import ValidationError
 
-        from infercast.bench.mock import MockConfig, MockServer, uvicorn_config
+        from infercast.bench.mock import MockConfig, serve
 
         try:
             cfg = MockConfig(ttft_s=ttft_ms / 1e3, itl_s=itl_ms / 1e3, tokens_per_chunk=tokens_per_chunk,
@@ -49,13 +46,9 @@ def register(app: typer.Typer) -> None:
         except ValidationError as exc:
             err = exc.errors()[0]
             raise ConfigError(f"mock-server {err['loc'][0]}: {err['msg']}") from None
-        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)  # chunks leave at once (no Nagle)
-        try:
-            sock.bind((host, port))
-        except OSError as exc:
-            raise ConfigError(f"--host {host} --port {port}: {exc.strerror}; pick a free port") from None
         typer.echo(f"infercast mock server on http://{host}:{port}/v1 "
                    f"(TTFT {ttft_ms} ms, ITL {itl_ms} ms, {tokens_per_chunk} token(s)/chunk)", err=True)
-        uvicorn.Server(uvicorn_config(MockServer(cfg))).run(sockets=[sock])
+        try:
+            serve(cfg, host, port)
+        except OSError as exc:
+            raise ConfigError(f"--host {host} --port {port}: {exc.strerror}; pick a free port") from None

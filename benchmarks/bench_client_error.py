@@ -1,0 +1,117 @@
+"""How far the bench client's TTFT/TPOT are from the truth, and where the client becomes the bottleneck.
+
+Starts ``infercast mock-server`` (50 ms TTFT, 10 ms ITL, in its own process),
+runs the bench client against it at concurrency 1 and 64 (issue 6 goals:
+within 1 ms at C=1, within 3 ms at C=64), then sweeps concurrency and request
+rate to find the ceiling below which the client's own error stays under 2 ms.
+
+Truth is what the mock recorded it did (first/last chunk write times from the
+request's receipt, stamped before routing), not only its nominal 50/10 ms,
+since asyncio sleeps overshoot by up to 1 ms. Columns:
+
+- err_ttft_ms: client mean TTFT - mock mean TTFT over the same requests: an
+  upper bound on the client's error (it includes loopback transit and the
+  server's own HTTP parsing before its receipt stamp);
+- read_delay: client stamp of the first chunk - the mock's write of it, per
+  request on the host's one monotonic clock (the client's own stamping error);
+- send_to_server: mock receipt - client send (request write, transit, server
+  parsing; under a burst of 64 simultaneous requests mostly the server's queue).
+
+    python benchmarks/bench_client_error.py [--quick]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import socket
+import subprocess
+import sys
+import time
+
+import httpx
+import numpy as np
+
+from infercast.bench.run import BenchConfig, run_bench_async
+
+TTFT_S, ITL_S, OUT = 0.05, 0.01, 16
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def start_mock(port: int) -> subprocess.Popen:
+    code = ("from infercast.bench.mock import MockConfig, serve; "
+            f"serve(MockConfig(ttft_s={TTFT_S}, itl_s={ITL_S}), port={port})")
+    proc = subprocess.Popen([sys.executable, "-c", code])
+    for _ in range(200):
+        try:
+            httpx.get(f"http://127.0.0.1:{port}/v1/models", timeout=0.5)
+            return proc
+        except httpx.HTTPError:
+            time.sleep(0.05)
+    proc.kill()
+    raise RuntimeError("mock server did not start")
+
+
+def truth_rows(port: int) -> list[dict]:
+    return httpx.get(f"http://127.0.0.1:{port}/mock/truth", timeout=30).json()["requests"]
+
+
+def one_run(port: int, label: str, **load) -> dict:
+    before = max((r["index"] for r in truth_rows(port)), default=0)
+    cfg = BenchConfig(base_url=f"http://127.0.0.1:{port}/v1", model="mock", input_tokens=32,
+                      output_tokens=OUT, warmup_requests=1, **load)
+    res = asyncio.run(run_bench_async(cfg))
+    rows = {r["request_id"]: r for r in truth_rows(port) if r["index"] > before}
+    ok = [r for r in res.records if r.ok and r.request_id in rows]
+    s, d = res.summary, res.to_json()
+    m = [rows[r.request_id] for r in ok]
+    # per request, on the host's one monotonic clock (client perf_counter == server loop.time)
+    read = np.array([r.chunk_times_s[0] - t["first_write_s"] for r, t in zip(ok, m, strict=True)]) * 1e3
+    to_server = np.array([t["receipt_s"] - r.send_s for r, t in zip(ok, m, strict=True)]) * 1e3
+    client_ttft = np.mean([r.ttft_s for r in ok])
+    mock_ttft, mock_tpot = np.mean([t["ttft_s"] for t in m]), np.mean([t["tpot_s"] for t in m])
+    return {"load": label, "completed": s.completed, "failed": s.failed,
+            "client_ttft_ms": client_ttft * 1e3, "mock_ttft_ms": mock_ttft * 1e3,
+            "err_ttft_ms": (client_ttft - mock_ttft) * 1e3, "err_ttft_vs_nominal_ms": (client_ttft - TTFT_S) * 1e3,
+            "err_tpot_ms": (np.mean([r.tpot_s for r in ok]) - mock_tpot) * 1e3,
+            "read_delay_p50_ms": np.percentile(read, 50), "read_delay_p99_ms": np.percentile(read, 99),
+            "send_to_server_p50_ms": np.percentile(to_server, 50),
+            "send_to_server_p99_ms": np.percentile(to_server, 99),
+            "achieved_concurrency": d["achieved_concurrency"], "req_per_s": s.request_throughput_rps,
+            "p99_send_lag_ms": d["p99_send_lag_ms"], "p99_loop_lag_ms": d["p99_loop_lag_ms"],
+            "client_cpu": d["client_cpu_fraction"], "warnings": len(res.warnings)}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--quick", action="store_true", help="only the two goal points")
+    args = ap.parse_args()
+    port = free_port()
+    proc = start_mock(port)
+    try:
+        runs = [one_run(port, "C=1", concurrency=1, num_requests=40),
+                one_run(port, "C=64", concurrency=64, num_requests=640)]
+        if not args.quick:
+            runs += [one_run(port, f"C={c}", concurrency=c, num_requests=max(4 * c, 64))
+                     for c in (16, 32, 128, 192, 256)]
+            runs += [one_run(port, f"{r} req/s", request_rate=float(r), num_requests=int(min(3 * r, 1500)))
+                     for r in (20, 100, 200, 400, 800)]
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+    cols = list(runs[0])
+    print("| " + " | ".join(cols) + " |")
+    print("|" + "---|" * len(cols))
+    for r in runs:
+        print("| " + " | ".join(f"{v:.2f}" if isinstance(v, float) else str(v) for v in r.values()) + " |")
+    print(json.dumps(runs))
+
+
+if __name__ == "__main__":
+    main()
