@@ -92,6 +92,7 @@ class Replica:
         self.observe = observe
         self.tracks: dict[str, _Track] = {}
         self.timeline = Timeline()
+        self._compact_at = 1 << 16
         self.stats = ReplicaStats()
         self.outstanding_tokens = 0  # prompt + max output of requests here, for routing
         self._busy = False
@@ -240,9 +241,11 @@ class Replica:
     # ---- per-request records ----------------------------------------------------
     def _append_times(self, times: np.ndarray) -> None:
         tl = self.timeline
-        if tl.held + times.size > 1 << 16:  # compact before growing: keep what tracks need
+        if tl.held + times.size > self._compact_at:  # drop what no active request needs
             starts = [tr.tl_start for tr in self.tracks.values() if tr.tl_start >= 0]
             tl.drop_before(min(starts) if starts else tl.size)
+            # Next try only after the held part doubles: amortized O(1) per appended step.
+            self._compact_at = max(1 << 16, 2 * (tl.held + times.size))
         tl.extend(times)
 
     def _flush(self, tr: _Track) -> None:
