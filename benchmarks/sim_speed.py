@@ -99,6 +99,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--num-requests", type=int, default=50_000)
     ap.add_argument("--no-exact", action="store_true", help="skip the exact-mode comparison")
+    ap.add_argument("--no-alone", action="store_true", help="skip the constant-time cost stand-in run")
     args = ap.parse_args()
     n = args.num_requests
     model = build_step_model(config(1, None))
@@ -110,7 +111,8 @@ def main() -> None:
     cpu = run("fast mode", config(n, rate), timed, n)
     print(f"  cost model: {timed.calls:,} step_time_s calls, {timed.cpu_s:,.2f} CPU-s "
           f"({100 * timed.cpu_s / cpu:.0f} % of the run, {timed.cpu_s / max(timed.calls, 1) * 1e6:.0f} us/call)")
-    run("simulator alone (constant-time cost stand-in)", config(n, rate), ConstantModel(model), n)
+    if not args.no_alone:
+        run("simulator alone (constant-time cost stand-in)", config(n, rate), ConstantModel(model), n)
     if not args.no_exact:
         m = min(n, 20_000)
         exact = run("exact mode (one event per step)", config(m, rate, "exact"), model, m)
