@@ -1,0 +1,170 @@
+"""The decode group of :class:`~infercast.sched.scheduler.Scheduler` (see its module doc).
+
+Requests that are plainly decoding advance together, one token per group step;
+their counts are lazy (``Request.dbase``) and their new KV blocks are counted by
+phase, so a step costs O(requests not in the group). Also the simulator's fast
+path: :meth:`DecodeGroupMixin.decode_horizon` and :meth:`~DecodeGroupMixin.advance_decode`.
+This mixin only makes sense inside ``Scheduler``, whose state it shares.
+"""
+
+from __future__ import annotations
+
+import heapq
+
+from infercast.sched.kv_cache import cdiv
+from infercast.sched.request import Request, RequestStatus
+
+
+class DecodeGroupMixin:
+    """Group bookkeeping on the scheduler's state (kv, group, explicit, dstep, ...)."""
+
+    @property
+    def group_context_tokens(self) -> int:
+        """Sum of the cached contexts of the decode group's members now."""
+        return self._dsum + len(self.group) * self.dstep
+
+    def sync_all(self) -> None:
+        """Bring every group member's counts and block table up to date."""
+        for req in self.group.values():
+            self._sync(req)
+
+    # ---- fast path (used by the simulator) --------------------------------------
+    def decode_horizon(self, max_steps: int) -> int:
+        """How many coming steps are certainly "the decode group and nothing else".
+
+        0 unless every running request is in the group and the policy would
+        admit no waiting request now. Free KV only shrinks and the running set
+        only changes at a finish, so that stays true until the first member
+        reaches ``max_output_tokens`` (included as the horizon's last step) or
+        the KV blocks run out.
+        """
+        if not self.group or self.explicit or max_steps < 1 or self._pending_group:
+            return 0
+        if self.policy.would_admit(self):
+            return 0
+        heap = self._finish_heap
+        while heap and not self._live(heap[0]):
+            heapq.heappop(heap)
+        steps = min(max_steps, heap[0][0] - self.dstep)
+        return self._kv_horizon(steps)
+
+    def advance_decode(self, num_steps: int) -> list[Request]:
+        """Apply ``num_steps`` group-only steps (at most :meth:`decode_horizon`)."""
+        need = self._blocks_needed(num_steps)
+        blocks = self.kv.allocate(need)
+        if blocks is None:
+            raise RuntimeError("advance_decode beyond decode_horizon: KV ran out")
+        self._reserve.extend(blocks)
+        self.dstep += num_steps
+        done: list[Request] = []
+        self._pop_finished(done)
+        return done
+
+    def _blocks_needed(self, steps: int) -> int:
+        bs, phase, d = self.config.block_size, self._phase, self.dstep
+        need = (steps // bs) * self._phased
+        for i in range(steps % bs):
+            need += phase[(d + i) % bs]
+        return need
+
+    def _kv_horizon(self, steps: int) -> int:
+        """Largest k <= steps whose group steps fit in the free KV blocks."""
+        free, n, bs = self.kv.num_free_blocks, self._phased, self.config.block_size
+        if self._blocks_needed(steps) <= free:
+            return steps
+        full = min(steps // bs, free // n)  # n > 0 here: otherwise nothing is needed
+        left = free - full * n
+        k = full * bs
+        for _ in range(min(bs, steps - k)):
+            left -= self._phase[(self.dstep + k) % bs]
+            if left < 0:
+                break
+            k += 1
+        return k
+
+    # ---- decode group -------------------------------------------------------------
+    def start_group_step(self) -> int:
+        """Schedule the group's next step: allocate its new blocks. 0 (group dissolved) if KV is short."""
+        if not self.group:
+            return 0
+        need = self._phase[self.dstep % self.config.block_size]
+        blocks = self.kv.allocate(need)
+        if blocks is None:
+            self.dissolve_group()
+            return 0
+        self._reserve.extend(blocks)
+        self._pending_group = len(self.group)
+        self._pending_blocks = need
+        return self._pending_group
+
+    def undo_group_step(self) -> None:
+        """Take back a scheduled group step (its blocks return to the pool)."""
+        if self._pending_group:
+            k = self._pending_blocks
+            if k:
+                self.kv.free(self._reserve[-k:])
+                del self._reserve[-k:]
+            self._pending_group = 0
+
+    def dissolve_group(self) -> None:
+        """Every member becomes an explicit request again (for per-request preemption)."""
+        self.undo_group_step()
+        for req in list(self.group.values()):
+            self._leave_group(req)
+
+    def _sync(self, req: Request, lookahead: int = 0) -> None:
+        d = self.dstep - req.dbase
+        if d:
+            req.num_computed_tokens += d
+            req.num_output_tokens += d
+            req.dbase = self.dstep
+        bs = self.config.block_size
+        need = cdiv(req.num_computed_tokens + lookahead, bs) - len(req.block_table)
+        if need > 0:
+            req.block_table.extend(self._reserve[-need:])
+            del self._reserve[-need:]
+
+    def _join_group(self, req: Request) -> None:
+        bs = self.config.block_size
+        c = req.num_computed_tokens
+        if len(req.block_table) == cdiv(c, bs):  # tight table: a new block every bs steps
+            req.group_phase = (self.dstep - c) % bs
+            self._phase[req.group_phase] += 1
+            self._phased += 1
+        elif len(req.block_table) * bs >= req.prompt_tokens + req.max_output_tokens - 1:
+            req.group_phase = -1  # KV reserved to the end (static policy): never needs a block
+        else:
+            return  # neither: stay explicit
+        del self.explicit[req.request_id]
+        req.dbase = d = self.dstep
+        self._dsum += c - d
+        req.finish_dstep = d + req.max_output_tokens - req.num_output_tokens
+        self._heap_seq += 1
+        heapq.heappush(self._finish_heap, (req.finish_dstep, self._heap_seq, req))
+        self.group[req.request_id] = req
+
+    def _leave_group(self, req: Request) -> None:
+        self._sync(req)
+        if req.group_phase >= 0:
+            self._phase[req.group_phase] -= 1
+            self._phased -= 1
+        self._dsum -= req.num_computed_tokens - req.dbase
+        del self.group[req.request_id]
+        req.dbase = -1
+        self.explicit[req.request_id] = req
+
+    def _live(self, entry: tuple[int, int, Request]) -> bool:
+        req = entry[2]
+        return (
+            req.dbase >= 0 and req.finish_dstep == entry[0] and req.status is RequestStatus.RUNNING
+        )
+
+    def _pop_finished(self, done: list[Request]) -> None:
+        heap = self._finish_heap
+        while heap and heap[0][0] <= self.dstep:
+            entry = heapq.heappop(heap)
+            if self._live(entry):
+                req = entry[2]
+                self._leave_group(req)
+                done.append(self._finish(req, "length"))
+
