@@ -209,3 +209,17 @@ def test_engine_mode_lists_group_members_with_their_write_block():
     b = s.schedule()
     (q,) = b.seqs
     assert (q.num_new_tokens, q.num_cached_tokens, len(q.block_table)) == (1, 4, 2)
+
+
+def test_update_takes_counts_or_token_ids_and_stops():
+    s = make_scheduler()
+    s.add_request(req(0, 4, 10))
+    s.add_request(req(1, 4, 10))
+    s.update(s.schedule())
+    b = s.schedule()
+    s.update(b, {"r0": [11, 12, 13]}, finished={"r1"})  # r0: 3 tokens (speculative), r1 hits EOS
+    r0 = s.requests["r0"]
+    assert r0.num_output_tokens == 4 and "r1" not in s.requests
+    b = s.schedule()
+    assert [(q.num_new_tokens, q.num_cached_tokens) for q in b.seqs] == [(3, 5)]
+    s.check_invariants()

@@ -17,7 +17,8 @@ API (stable; the engine builds on it):
   cached and its block table; ``batch.preempted`` lists requests whose KV was
   dropped to make room (they recompute later).
 - ``update(batch, num_sampled=None, finished=()) -> list[Request]``:
-  ``num_sampled[request_id]`` = tokens sampled this step (default 1 for every
+  ``num_sampled[request_id]`` = tokens sampled this step, a count or the token
+  ids themselves (default 1 for every
   sequence whose ``samples`` is True); ``finished`` = ids that hit a stop
   condition (EOS). A request also finishes at ``max_output_tokens``. Returns the
   requests finished by this step; their blocks are already freed.
@@ -42,7 +43,7 @@ and every decision are the same as with per-request bookkeeping; the engine
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 
 from infercast.errors import ConfigError
@@ -162,7 +163,7 @@ class Scheduler(DecodeGroupMixin):
     def update(
         self,
         batch: Batch,
-        num_sampled: Mapping[str, int] | None = None,
+        num_sampled: Mapping[str, int | Sequence[int]] | None = None,
         finished: Collection[str] = (),
     ) -> list[Request]:
         """Apply a step's result; return the requests it finished (blocks freed)."""
@@ -177,7 +178,7 @@ class Scheduler(DecodeGroupMixin):
             if req is None or req.status is not RequestStatus.RUNNING:
                 continue  # finished above, or aborted while the step ran
             if req.dbase >= 0:  # a listed group member: its token is already counted
-                extra = num_sampled.get(req.request_id, 1) - 1 if num_sampled else 0
+                extra = _count(num_sampled.get(req.request_id, 1)) - 1 if num_sampled else 0
                 if extra or req.request_id in finished:
                     self._leave_group(req)
                     self._sampled(req, extra, finished, done)
@@ -186,7 +187,7 @@ class Scheduler(DecodeGroupMixin):
             if self.config.enable_prefix_caching:
                 self._register_blocks(req)
             if seq.samples:
-                n = num_sampled.get(req.request_id, 1) if num_sampled else 1
+                n = _count(num_sampled.get(req.request_id, 1)) if num_sampled else 1
                 if not self._sampled(req, n, finished, done):
                     self._join_group(req)
         return done
@@ -348,3 +349,8 @@ class Scheduler(DecodeGroupMixin):
                 f"{cfg.max_num_batched_tokens} without chunked prefill"
             )
         return None
+
+
+def _count(sampled: int | Sequence[int]) -> int:
+    """Tokens sampled: a count, or the sampled token ids."""
+    return sampled if isinstance(sampled, int) else len(sampled)
