@@ -205,19 +205,23 @@ async def _closed_loop(client: BenchClient, specs: list[RequestSpec], plan: Load
     await asyncio.gather(*(worker() for _ in range(plan.concurrency or 1)))
 
 
-def client_warnings(plan: LoadPlan, result: LoadResult, send_lag_p99_s: float) -> list[str]:
-    """Loud, specific reasons to distrust the numbers because the client was the bottleneck."""
+def client_warnings(plan: LoadPlan, result: LoadResult, send_lag_p90_s: float) -> list[str]:
+    """Loud, specific reasons to distrust the numbers because the client was the bottleneck.
+
+    p90, not p99: on a shared machine a few late wake-ups come from other
+    processes; a late tenth of the requests is the client's own doing.
+    """
     out = []
     budget_ms = CLIENT_ERROR_BUDGET_S * 1e3
-    if plan.request_rate is not None and send_lag_p99_s > CLIENT_ERROR_BUDGET_S:
+    if plan.request_rate is not None and send_lag_p90_s > CLIENT_ERROR_BUDGET_S:
         why = "waiting for a --concurrency slot or " if plan.concurrency else ""
-        out.append(f"requests left the client late ({why}client busy): p99 send lag "
-                   f"{send_lag_p99_s * 1e3:.1f} ms > {budget_ms:.0f} ms; TTFT includes it")
+        out.append(f"requests left the client late ({why}client busy): p90 send lag "
+                   f"{send_lag_p90_s * 1e3:.1f} ms > {budget_ms:.0f} ms; TTFT includes it")
     if len(result.loop_lag_s):
-        lag99 = float(np.percentile(result.loop_lag_s, 99))
+        lag90 = float(np.percentile(result.loop_lag_s, 90))
         # asyncio timers wake up to 1 ms late by design (epoll's ms resolution); more is load
-        if lag99 > CLIENT_ERROR_BUDGET_S + 0.001:
-            out.append(f"client event loop ran late: p99 {lag99 * 1e3:.1f} ms; chunk time stamps can be "
+        if lag90 > CLIENT_ERROR_BUDGET_S + 0.001:
+            out.append(f"client event loop ran late: p90 {lag90 * 1e3:.1f} ms; chunk time stamps can be "
                        f"late by as much (budget {budget_ms:.0f} ms)")
     if result.cpu_fraction > 0.8:
         out.append(f"client process used {result.cpu_fraction:.0%} of a core: it is likely the bottleneck")

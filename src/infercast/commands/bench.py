@@ -69,6 +69,11 @@ def register(app: typer.Typer) -> None:
         json_out: bool = typer.Option(False, "--json", help="Print one JSON object (vLLM's keys + ours)."),
         jsonl: str = typer.Option(None, "--jsonl", help="Write every request record to this JSONL file."),
         plot: str = typer.Option(None, "--plot", help="Write latency plots to this PNG."),
+        compare_sim: bool = typer.Option(False, "--compare-sim", help="Also simulate this workload; side by side."),
+        sim_model: str = typer.Option(None, "--sim-model", help="Simulated model (default: --model)."),
+        sim_hardware: str = typer.Option(None, "--sim-hardware", help="Simulated hardware (needed by --compare-sim)."),
+        sim_weights: str = typer.Option("bf16", "--sim-weights", help="Simulated weight precision."),
+        sim_config: str = typer.Option(None, "--sim-config", help="Simulator config file (scheduler etc.)."),
     ) -> None:
         """Measure TTFT, TPOT, ITL, E2E, throughput and goodput of an OpenAI-compatible server."""
         import json
@@ -79,6 +84,8 @@ def register(app: typer.Typer) -> None:
         from infercast.bench.run import run_bench
         from infercast.bench.run import search_goodput as search
 
+        if compare_sim and not sim_hardware:
+            raise ConfigError("--compare-sim needs --sim-hardware NAME (see 'infercast hardware')")
         rates, concs = _floats(request_rate, "--request-rate"), _floats(concurrency, "--concurrency")
         if len(rates) > 1 and len(concs) > 1:
             raise ConfigError("sweep either --request-rate or --concurrency, not both")
@@ -104,12 +111,22 @@ def register(app: typer.Typer) -> None:
                 best_rate, results = search(base, search_goodput, slo_attainment, on_done=bar)
             else:
                 results = [run_bench(base.model_copy(update=p), on_done=bar) for p in points]
+        compared = {}
+        if compare_sim:
+            from infercast.bench.compare import comparison, run_sim
+
+            for i, r in enumerate(results):
+                predicted = run_sim(r.config, sim_model or model, sim_hardware, sim_weights, sim_config)
+                compared[i] = comparison(r.summary, predicted)
+        sim_label = f"{sim_model or model} on {sim_hardware}, {sim_weights}"
         if jsonl:
             report.write_jsonl(results, jsonl)
         if plot:
             report.plot(results, plot)
         if json_out:
             docs = [r.to_json() for r in results]
+            for i, rows in compared.items():
+                docs[i]["compare_sim"] = {"simulated": sim_label, "rows": rows}
             out = docs[0] if len(docs) == 1 else {"sweep": docs}
             if best_rate is not None:
                 out = {"goodput_search": {"max_rate_meeting_slo": best_rate, "slo_attainment": slo_attainment},
@@ -119,8 +136,12 @@ def register(app: typer.Typer) -> None:
                 for w in r.warnings:
                     console.print(f"[bold red]WARNING:[/] {w}")
             return
-        for r in results:
+        for i, r in enumerate(results):
             report.print_result(r, console)
+            if i in compared:
+                from infercast.bench.compare import comparison_table
+
+                console.print(comparison_table(r, compared[i], sim_label))
         if len(results) > 1:
             console.print(report.sweep_table(results))
         if best_rate is not None:

@@ -1,0 +1,99 @@
+"""``--compare-sim``: simulate the workload a bench run just measured, and put both side by side.
+
+The simulator (:func:`infercast.sim.run.simulate`) gets the same arrival
+process (rate and burstiness, or closed loop at the concurrency, or the same
+trace), the same request count and lengths, and the model, hardware and
+weight precision the user names. Both summaries come from
+:mod:`infercast.metrics.summary`, so every number means the same thing on both
+sides (``docs/metrics.md``).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from rich.table import Table
+
+from infercast.bench.run import BenchConfig, BenchResult
+from infercast.errors import ConfigError
+from infercast.metrics.summary import Summary
+
+
+def sim_config_dict(cfg: BenchConfig, model: str, hardware: str, weights: str,
+                    base: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The simulator's nested config for the bench run's workload (``base``: a sim config file)."""
+    from infercast.sim.config import merge
+
+    if cfg.is_trace and cfg.request_rate is None:
+        workload: dict[str, Any] = {"arrival": "trace", "trace": cfg.dataset}
+    elif cfg.request_rate is not None and cfg.concurrency is None:
+        if math.isinf(cfg.request_rate):
+            workload = {"arrival": "offline"}
+        else:  # gamma shape k has gap CV 1/sqrt(k); the simulator takes the CV
+            arrival = "poisson" if cfg.burstiness == 1.0 else "gamma"
+            workload = {"arrival": arrival, "rate": cfg.request_rate, "cv": 1 / math.sqrt(cfg.burstiness)}
+    elif cfg.concurrency is not None and cfg.request_rate is None:
+        workload = {"arrival": "closed", "concurrency": cfg.concurrency}
+    else:
+        raise ConfigError("--compare-sim supports --request-rate or --concurrency, not both together")
+    workload["num_requests"] = cfg.num_requests
+    if not (cfg.is_trace and cfg.request_rate is None) and cfg.dataset is None:
+        # uniform on [m(1-r), m(1+r)] has std m r / sqrt(3)
+        for name, mean in (("input", cfg.input_tokens + cfg.shared_prefix_tokens), ("output", cfg.output_tokens)):
+            r = cfg.range_ratio
+            workload[name] = ({"dist": "uniform", "mean": mean, "std": mean * r / math.sqrt(3)} if r
+                              else {"dist": "fixed", "mean": mean})
+    elif cfg.dataset is not None and not cfg.is_trace:
+        raise ConfigError("--compare-sim works with random prompts and traces, not ShareGPT files")
+    flags = {"model": model, "hardware": hardware, "weights": weights, "seed": cfg.seed,
+             "slo_ttft_s": cfg.slo_ttft_s, "slo_tpot_s": cfg.slo_tpot_s, "workload": workload}
+    return merge(base or {}, flags)
+
+
+def run_sim(cfg: BenchConfig, model: str, hardware: str, weights: str = "bf16",
+            config_file: str | None = None) -> Summary:
+    """Simulate the bench run's workload; the simulator's :class:`Summary`."""
+    from infercast.commands.simulate import build_step_model
+    from infercast.sim.config import build_config, read_config_file
+    from infercast.sim.run import simulate
+
+    base = read_config_file(config_file) if config_file else None
+    sim_cfg = build_config(sim_config_dict(cfg, model, hardware, weights, base))
+    return simulate(sim_cfg, build_step_model(sim_cfg)).summary
+
+
+ROWS = (("TTFT mean (ms)", "ttft", "mean"), ("TTFT p50 (ms)", "ttft", "median"), ("TTFT p99 (ms)", "ttft", 99.0),
+        ("TPOT mean (ms)", "tpot", "mean"), ("TPOT p99 (ms)", "tpot", 99.0), ("ITL mean (ms)", "itl", "mean"),
+        ("E2E mean (ms)", "e2e", "mean"))
+
+
+def _get(s: Summary, metric: str, stat: str | float) -> float:
+    dist = getattr(s, metric)
+    return dist.percentiles.get(stat, math.nan) if isinstance(stat, float) else getattr(dist, stat)
+
+
+def comparison(measured: Summary, predicted: Summary) -> list[dict[str, Any]]:
+    """Rows of (metric, measured, predicted, predicted/measured) in ms or per second."""
+    rows = []
+    for label, metric, stat in ROWS:
+        rows.append((label, _get(measured, metric, stat) * 1e3, _get(predicted, metric, stat) * 1e3))
+    rows.append(("requests/s", measured.request_throughput_rps, predicted.request_throughput_rps))
+    rows.append(("output tokens/s", measured.output_throughput_tps, predicted.output_throughput_tps))
+    out = []
+    for label, m, p in rows:
+        ratio = p / m if m and math.isfinite(m) and math.isfinite(p) else None
+        out.append({"metric": label, "measured": m if math.isfinite(m) else None,
+                    "predicted": p if math.isfinite(p) else None, "predicted_over_measured": ratio})
+    return out
+
+
+def comparison_table(result: BenchResult, rows: list[dict[str, Any]], sim_label: str) -> Table:
+    """Measured vs predicted, side by side."""
+    t = Table(title=f"measured vs simulated ({sim_label})", title_justify="left")
+    for col in ("metric", "measured", "predicted", "pred / meas"):
+        t.add_column(col, justify="right" if col != "metric" else "left")
+    for r in rows:
+        fmt = [("-" if r[k] is None else f"{r[k]:,.2f}") for k in ("measured", "predicted", "predicted_over_measured")]
+        t.add_row(r["metric"], *fmt)
+    return t
