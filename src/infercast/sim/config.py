@@ -96,6 +96,10 @@ class WorkloadSection(_Frozen):
             raise ValueError("arrival 'closed' needs workload.concurrency / --concurrency")
         if arrival == "trace" and self.trace is None:
             raise ValueError("arrival 'trace' needs workload.trace / --trace")
+        if self.concurrency is not None and arrival != "closed":
+            raise ValueError(f"concurrency is for closed-loop arrivals, not {arrival!r}: drop one of them")
+        if self.rate is not None and arrival in ("closed", "offline", "trace"):
+            raise ValueError(f"a rate does not apply to {arrival!r} arrivals: drop --rate or the arrival choice")
         if (self.prefix_groups > 0) != (self.prefix_tokens > 0):
             raise ValueError("prefix_groups and prefix_tokens go together: set both or neither")
         for name in ("input", "output"):
