@@ -1,0 +1,41 @@
+"""Event kernel ordering and the per-replica step timeline."""
+
+import numpy as np
+import pytest
+
+from infercast.sim.kernel import Kernel
+from infercast.sim.timeline import Timeline
+
+
+def test_events_run_by_time_then_priority_then_insertion():
+    k = Kernel()
+    out = []
+    k.at(2.0, 0, out.append, "late")
+    k.at(1.0, 1, out.append, "step-end")
+    k.at(1.0, 0, out.append, "arrival-1")
+    k.at(1.0, 0, out.append, "arrival-2")
+    gone = k.at(1.5, 0, out.append, "cancelled")
+    k.cancel(gone)
+    k.run()
+    assert out == ["arrival-1", "arrival-2", "step-end", "late"]
+    assert k.now == 2.0 and k.num_events == 4
+    with pytest.raises(ValueError, match="past"):
+        k.at(1.0, 0, out.append, "x")
+
+
+def test_two_kernels_share_nothing():
+    a, b = Kernel(), Kernel()
+    a.at(5.0, 0, lambda: None)
+    a.run()
+    assert b.now == 0.0 and not b.has_pending(0.0, 9)
+
+
+def test_timeline_slices_survive_compaction():
+    tl = Timeline(capacity=4)
+    tl.extend(np.arange(10.0))
+    tl.append(10.0)
+    assert tl.size == 11 and tl.slice(3, 4).tolist() == [3.0, 4.0, 5.0, 6.0]
+    tl.drop_before(5)
+    assert tl.held == 6 and tl.slice(5, 3).tolist() == [5.0, 6.0, 7.0]
+    with pytest.raises(IndexError):
+        tl.slice(2, 2)
