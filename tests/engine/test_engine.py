@@ -158,3 +158,21 @@ def test_smollm2_gguf_completes_paris():
     e.add("paris", prompt, SamplingParams(max_tokens=4, temperature=0.0))
     text = "".join(ev.text for ev in e.run_until_done())
     assert "Paris" in text
+
+
+def test_replay_driver_finishes_every_request_with_scheduled_arrivals(tiny):
+    import time
+
+    from infercast.engine.driver import TimedRequest, replay
+
+    steps = []
+    e = Engine(tiny, EngineConfig(max_num_batched_tokens=32, block_size=4, kv_cache_bytes=4e6),
+               time.monotonic, np.random.default_rng(0),
+               step_observer=lambda batch, s: steps.append((batch.num_tokens, s)))
+    reqs = [TimedRequest(0.002 * i, list(range(5 + i)), 3 + i % 4) for i in range(8)]
+    records = replay(e, reqs)
+    assert [r.output_tokens for r in records] == [q.output_tokens for q in reqs]
+    start = records[0].arrival_s
+    assert [round(r.arrival_s - start, 6) for r in records] == [q.arrival_s for q in reqs]
+    assert all(r.ttft_s > 0 and r.finish_reason == "length" for r in records)
+    assert sum(n for n, _ in steps) == sum(len(q.prompt_ids) + q.output_tokens - 1 for q in reqs)

@@ -10,6 +10,7 @@ who computes how many tokens on which KV blocks, this module runs the batch on
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -23,6 +24,7 @@ from infercast.engine.sampling import SamplingParams, sample
 from infercast.engine.sequence import Generation, TokenEvent
 from infercast.errors import ConfigError
 from infercast.metrics.records import RequestRecord
+from infercast.sched.batch import Batch
 from infercast.sched.kv_cache import hash_token_blocks
 from infercast.sched.request import Request
 from infercast.sched.scheduler import Scheduler, SchedulerConfig
@@ -53,8 +55,11 @@ class Engine:
     """A CPU inference engine for one loaded model (see module doc)."""
 
     def __init__(self, loaded: LoadedModel, config: EngineConfig,
-                 clock: Callable[[], float], rng: np.random.Generator) -> None:
+                 clock: Callable[[], float], rng: np.random.Generator,
+                 step_observer: Callable[[Batch, float], None] | None = None) -> None:
+        """``step_observer(batch, seconds)`` sees every executed step (calibration, tests)."""
         cfg = loaded.cfg
+        self.step_observer = step_observer
         self.loaded = loaded
         self.config = config
         self.clock = clock
@@ -138,6 +143,7 @@ class Engine:
     # ---- the loop ------------------------------------------------------------
     def step(self) -> list[TokenEvent]:
         """One step: schedule, run the batch, sample, update. Returns the tokens' events."""
+        t0 = time.perf_counter()
         batch = self.scheduler.schedule()
         for rid in batch.preempted:
             self.gens[rid].record.num_preemptions += 1
@@ -170,6 +176,8 @@ class Engine:
             if gen.finish_reason is None:  # the scheduler's own length limit
                 events.append(gen.finish(req.finish_reason or "length", now))
             self.finished.append(gen.record)
+        if self.step_observer is not None:
+            self.step_observer(batch, time.perf_counter() - t0)
         return events
 
     def run_until_done(self, max_steps: int | None = None) -> list[TokenEvent]:
