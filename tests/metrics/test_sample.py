@@ -53,3 +53,21 @@ def test_weights_repeat_values_and_zero_goes_to_bottom_bin():
 def test_empty_is_nan():
     s = BoundedSample()
     assert np.isnan(s.mean) and np.isnan(s.percentile(50)) and s.count == 0
+
+
+@pytest.mark.parametrize("caps", [(10_000, 10_000), (100, 10_000), (100, 100), (10_000, 0)])
+def test_merged_union_matches_numpy(caps):
+    rng = np.random.default_rng(5)
+    a_vals, b_vals = rng.lognormal(-4, 1, 700), rng.lognormal(-3, 0.5, 400)
+    a, b = BoundedSample(caps[0]), BoundedSample(caps[1])
+    a.add(a_vals)
+    b.add(b_vals)
+    m = a.merged(b)
+    both = np.concatenate([a_vals, b_vals])
+    assert m.count == both.size and m.mean == pytest.approx(both.mean()) and m.std == pytest.approx(both.std())
+    srt = np.sort(both)
+    for q in (10, 50, 99):
+        truth = srt[int(np.floor(q / 100 * (both.size - 1)))]
+        tol = 1e-12 if m.is_exact else HIST_REL_ERROR * 1.0001
+        assert m.percentile(q) == pytest.approx(truth, rel=tol) or abs(m.percentile(q) - truth) <= tol * truth
+    assert a.count == 700 and b.count == 400  # inputs untouched

@@ -99,3 +99,11 @@ def test_streaming_folds_itl_but_keeps_exact_mean():
     assert s.itl.mean == pytest.approx(0.01)
     assert s.itl.median == pytest.approx(0.01, rel=0.005)
     assert s.completed == 300 and math.isclose(s.tpot.mean, 0.01)
+
+
+def test_mixed_one_token_and_multi_token_chunks_pool_into_one_itl():
+    a = rec(0, 0.0, [0.05, 0.06, 0.07])  # one token per chunk: gaps 10, 10 ms
+    b = rec(1, 0.0, [0.05, 0.09], [1, 2])  # 40 ms over 2 tokens: 20, 20 ms per token
+    s = summarize([a, b])
+    assert s.itl.count == 4 and s.itl.mean == pytest.approx(0.015)
+    assert s.itl_chunk.count == 3 and s.itl_chunk.mean == pytest.approx(0.02)

@@ -248,8 +248,11 @@ class MetricsAccumulator:
         self.percentiles = tuple(qs)
         self.slo_ttft_s, self.slo_tpot_s = slo_ttft_s, slo_tpot_s
         self._cols = {k: _Column() for k in ("ttft", "tpot", "e2e", "queueing", "send_lag", "ttfa")}
-        self._itl = BoundedSample(itl_exact_cap)
-        self._itl_chunk = BoundedSample(itl_exact_cap)
+        # One token per chunk (simulator, engine): per-token ITL = per-chunk gap, kept once in
+        # _gaps1. Multi-token chunks (bench): per-token values in _itl_k, raw gaps in _gaps_k.
+        self._gaps1 = BoundedSample(itl_exact_cap)
+        self._itl_k = BoundedSample(itl_exact_cap)
+        self._gaps_k = BoundedSample(itl_exact_cap)
         self.completed = self.failed = self.rejected = 0
         self._failure_reasons: Counter[str] = Counter()
         self._finish_reasons: Counter[str] = Counter()
@@ -303,16 +306,17 @@ class MetricsAccumulator:
         self._chunk_tokens += n if tokens is None else int(sum(tokens))
         if n < 2:
             return
-        gaps = np.diff(np.asarray(rec.chunk_times_s, dtype=np.float64))
-        self._itl_chunk.add(gaps)
+        t = np.asarray(rec.chunk_times_s, dtype=np.float64)
+        gaps = t[1:] - t[:-1]
         if tokens is None:
-            self._itl.add(gaps)
+            self._gaps1.add(gaps)
             return
+        self._gaps_k.add(gaps)
         # A chunk of k tokens spreads its gap over k: k values of gap/k. Extra tokens of the
         # first chunk have no preceding gap and give no ITL value.
         k = np.asarray(tokens[1:], dtype=np.int64)
         keep = k > 0
-        self._itl.add(gaps[keep] / k[keep], k[keep])
+        self._itl_k.add(gaps[keep] / k[keep], k[keep])
 
     def _good_mask(self, slo_ttft_s: float | None, slo_tpot_s: float | None) -> np.ndarray:
         ttft, tpot = self._cols["ttft"].values(), self._cols["tpot"].values()
@@ -333,7 +337,7 @@ class MetricsAccumulator:
 
     def itl_values(self) -> np.ndarray:
         """Exact per-token ITL values (for plots); raises once folded into the histogram."""
-        return self._itl.values()
+        return self._gaps1.merged(self._itl_k).values()
 
     def summary(self, duration_s: float | None = None) -> Summary:
         """The summary so far; ``duration_s`` overrides the window (first arrival to last end)."""
@@ -346,7 +350,8 @@ class MetricsAccumulator:
             failure_reasons=dict(self._failure_reasons), finish_reasons=dict(self._finish_reasons),
             duration_s=float(duration_s), total_input_tokens=self._input_tokens,
             total_output_tokens=self._output_tokens, ttft=dist["ttft"], tpot=dist["tpot"],
-            itl=Distribution.of_sample(self._itl, qs), itl_chunk=Distribution.of_sample(self._itl_chunk, qs),
+            itl=Distribution.of_sample(self._gaps1.merged(self._itl_k), qs),
+            itl_chunk=Distribution.of_sample(self._gaps1.merged(self._gaps_k), qs),
             e2e=dist["e2e"], queueing=dist["queueing"], send_lag=dist["send_lag"],
             time_to_first_answer=dist["ttfa"],
             tokens_per_chunk=self._chunk_tokens / self._num_chunks if self._num_chunks else math.nan,
