@@ -49,7 +49,7 @@ class BenchConfig(BaseModel):
     output_tokens: int = Field(128, ge=1)
     range_ratio: float = Field(0.0, ge=0, lt=1)
     shared_prefix_tokens: int = Field(0, ge=0)
-    dataset: str | None = None  # None: random; azure-conv | azure-code | *.csv trace | ShareGPT *.json
+    dataset: str | None = None  # None: random; azure-conv | azure-code | trace .csv/.jsonl | ShareGPT .json
     max_input_tokens: int | None = Field(None, ge=1)
     tokenizer: str | None = None
     max_duration_s: float | None = Field(None, gt=0)
@@ -70,7 +70,8 @@ class BenchConfig(BaseModel):
 
     @property
     def is_trace(self) -> bool:
-        return bool(self.dataset) and (self.dataset in SHIPPED_TRACES or self.dataset.endswith(".csv"))
+        return bool(self.dataset) and (self.dataset in SHIPPED_TRACES
+                                       or self.dataset.endswith((".csv", ".jsonl", ".ndjson")))
 
 
 @dataclass
