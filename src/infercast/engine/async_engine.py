@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 from infercast.engine.sampling import SamplingParams
 from infercast.engine.sequence import TokenEvent
+from infercast.errors import InfercastError
 
 
 class QueueFullError(Exception):
@@ -48,6 +49,7 @@ class AsyncEngine:
         self._streams: dict[str, tuple[asyncio.AbstractEventLoop, asyncio.Queue]] = {}
         self._thread = threading.Thread(target=self._run, name="infercast-engine", daemon=True)
         self.error: BaseException | None = None
+        self.rejected: list[str] = []  # requests the engine refused after the server accepted
 
     def start(self) -> None:
         self._thread.start()
@@ -115,7 +117,12 @@ class AsyncEngine:
             except queue.Empty:
                 return
             if isinstance(item, _Add):
-                self.engine.add(item.request_id, item.prompt_ids, item.params, item.arrival_s)
+                try:
+                    self.engine.add(item.request_id, item.prompt_ids, item.params,
+                                    item.arrival_s)
+                except InfercastError as exc:  # validated by the server; a race is still possible
+                    self._deliver([TokenEvent(item.request_id, None, "", "error")])
+                    self.rejected.append(f"{item.request_id}: {exc}")
             else:
                 ev = self.engine.abort(item)
                 if ev is not None:

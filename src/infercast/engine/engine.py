@@ -81,7 +81,7 @@ class Engine:
     def add(self, request_id: str, prompt_ids: list[int], params: SamplingParams,
             arrival_s: float | None = None) -> None:
         """Queue a request; ``max_tokens`` is clipped to what fits in max_model_len."""
-        self.check_prompt(len(prompt_ids))
+        self.check_prompt(len(prompt_ids), params.max_tokens)
         room = self.max_model_len - len(prompt_ids)
         if params.max_tokens > room:
             params = _with_max_tokens(params, room)
@@ -97,14 +97,28 @@ class Engine:
             raise ConfigError(f"request {request_id} cannot run: {req.reject_reason}")
         self.gens[request_id] = gen
 
-    def check_prompt(self, num_prompt_tokens: int) -> None:
-        """Raise PromptTooLongError when a prompt leaves no room for an output token."""
+    def check_prompt(self, num_prompt_tokens: int, max_tokens: int = 1) -> None:
+        """Raise ConfigError unless the prompt (and its output, clipped to the context) can run.
+
+        The same limits the scheduler rejects on, checked up front so a server
+        answers 400 instead of queueing a request that can never run.
+        """
         if num_prompt_tokens < 1:
             raise ConfigError("prompt is empty: send at least one token")
         if num_prompt_tokens >= self.max_model_len:
             raise PromptTooLongError(
                 f"prompt has {num_prompt_tokens} tokens but the context is {self.max_model_len} "
                 "tokens (prompt + at least 1 output token); shorten the prompt")
+        sc = self.scheduler.config
+        total = min(num_prompt_tokens + max_tokens, self.max_model_len)
+        if -(-(total - 1) // sc.block_size) > sc.num_blocks:
+            raise ConfigError(
+                f"prompt + max_tokens = {total} tokens needs more KV blocks than the engine has "
+                f"({sc.num_blocks} x {sc.block_size} tokens); lower max_tokens or the prompt")
+        if sc.policy != "chunked" and num_prompt_tokens > sc.max_num_batched_tokens:
+            raise ConfigError(
+                f"prompt has {num_prompt_tokens} tokens, more than max_num_batched_tokens="
+                f"{sc.max_num_batched_tokens} without chunked prefill; shorten it")
 
     def abort(self, request_id: str) -> TokenEvent | None:
         """Stop a request and free its KV blocks; None if it already finished."""

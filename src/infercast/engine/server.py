@@ -144,10 +144,10 @@ async def _generate(st: ServerState, body, ids: list[int], request: Request,
                       param="model", code="model_not_found")
     eng = st.engine.engine
     try:
-        eng.check_prompt(len(ids))
+        params = body.sampling(st.default_max_tokens)
+        eng.check_prompt(len(ids), params.max_tokens)
         if any(not 0 <= i < eng.loaded.cfg.vocab_size for i in ids):
             raise ConfigError(f"prompt token ids must be in [0, {eng.loaded.cfg.vocab_size})")
-        params = body.sampling(st.default_max_tokens)
     except ConfigError as exc:
         return _error(400, str(exc), param="prompt" if "prompt" in str(exc) else None)
     rid = f"{'chatcmpl' if chat else 'cmpl'}-{uuid.uuid4().hex}"

@@ -1,0 +1,45 @@
+"""`infercast serve` as a user runs it: prints the URL when ready, serves, exits on Ctrl-C."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+
+import httpx
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_serve_prints_url_serves_and_stops_on_sigint():
+    port = _free_port()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "infercast.cli", "serve", "--model", "tiny", "--port", str(port),
+         "--max-num-seqs", "4", "--scheduler", "chunked"],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    try:
+        line = proc.stdout.readline()  # blocks until the server says it is ready
+        assert f"http://127.0.0.1:{port}/v1" in line
+        body = {"model": "random-tiny", "prompt": "hi", "max_tokens": 3}
+        r = httpx.post(f"http://127.0.0.1:{port}/v1/completions", json=body, timeout=10)
+        assert r.status_code == 200 and r.json()["usage"]["completion_tokens"] == 3
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(timeout=15) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+def test_serve_rejects_bad_flags_with_one_line():
+    out = subprocess.run([sys.executable, "-m", "infercast.cli", "serve", "--model", "nope"],
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 2
+    assert "unknown engine model 'nope'" in out.stderr and "Traceback" not in out.stderr
