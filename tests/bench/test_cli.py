@@ -55,3 +55,9 @@ def test_sweep_and_goodput_search():
 def test_bad_flags_are_config_errors(args):
     with pytest.raises(ConfigError):
         app()(["bench", "--model", "m", *args], standalone_mode=False)
+
+
+@pytest.mark.parametrize("args", [["--tokens-per-chunk", "0"], ["--ttft-ms", "-5"]])
+def test_bad_mock_server_flags_are_config_errors(args):
+    with pytest.raises(ConfigError):
+        app()(["mock-server", *args], standalone_mode=False)

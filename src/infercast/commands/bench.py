@@ -106,7 +106,8 @@ def register(app: typer.Typer) -> None:
                   else [{"concurrency": int(c)} for c in concs] if len(concs) > 1 else [{}])
         console = Console(stderr=json_out)
         best_rate = None
-        with _progress(console) as bar:
+        total = None if search_goodput is not None else num_requests * len(points)
+        with _progress(console, total) as bar:
             if search_goodput is not None:
                 best_rate, results = search(base, search_goodput, slo_attainment, on_done=bar)
             else:
@@ -152,7 +153,7 @@ def register(app: typer.Typer) -> None:
 class _progress:
     """A Rich progress bar advanced once per finished request (callable as on_done)."""
 
-    def __init__(self, console: object) -> None:
+    def __init__(self, console: object, total: int | None) -> None:
         from rich.progress import (
             BarColumn,
             MofNCompleteColumn,
@@ -164,7 +165,7 @@ class _progress:
         self.progress = Progress(TextColumn("requests"), BarColumn(), MofNCompleteColumn(),
                                  TextColumn("failed {task.fields[failed]}"), TimeElapsedColumn(),
                                  console=console, transient=True)
-        self.task = self.progress.add_task("bench", total=None, failed=0)
+        self.task = self.progress.add_task("bench", total=total, failed=0)
         self.failed = 0
 
     def __enter__(self) -> _progress:
