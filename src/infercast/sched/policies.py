@@ -170,7 +170,7 @@ class ChunkedPolicy:
         return list(entries.values()), preempted
 
     def would_admit(self, s: Scheduler) -> bool:
-        explicit = sum(r.num_remaining_tokens for r in s.explicit.values())
+        explicit = sum(r.num_remaining_tokens for r in s.explicit.values()) if s.explicit else 0
         budget = s.config.max_num_batched_tokens - len(s.group) - explicit
         return _head_fits(s, budget, chunked=True)
 

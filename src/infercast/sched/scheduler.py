@@ -262,8 +262,10 @@ class Scheduler(DecodeGroupMixin):
     def admission_cost(self, req: Request, hits: list[int], num_new: int) -> int:
         """Free blocks admitting ``req`` with these hits and ``num_new`` tokens would consume."""
         bs = self.config.block_size
-        # Hits sitting in the free pool leave it when shared.
-        revived = sum(1 for b in hits if self.kv.ref_counts[b] == 0)
+        if not hits:
+            return cdiv(num_new, bs)
+        refs = self.kv.ref_counts
+        revived = sum(1 for b in hits if refs[b] == 0)  # hits in the free pool leave it when shared
         return cdiv(len(hits) * bs + num_new, bs) - len(hits) + revived
 
     def admit(self, req: Request, hits: list[int], num_new: int) -> bool:

@@ -17,6 +17,7 @@ object with ``step_time_s(new, cached)``, ``decode_affine(n)`` and
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -40,11 +41,57 @@ class _Track:
 
 @dataclass(slots=True)
 class _Segment:
-    ends: np.ndarray  # end time of each of its steps
-    steps: int  # steps it will run (may be cut by an arrival)
-    handle: list
-    num_seqs: int
+    """k all-decode steps in closed form; step j (1-based) ends at ``end(j)``."""
+
     start_s: float
+    c1: float  # a + b*S0
+    c2: float  # b*n/2
+    steps: int  # steps it will run (may be cut by an arrival)
+    handle: list | None
+    num_seqs: int
+
+    def end(self, j: int) -> float:
+        return self.start_s + j * self.c1 + self.c2 * (j * (j - 1))
+
+    def ends(self, m: int) -> np.ndarray:
+        """End times of steps 1..m (same arithmetic as :meth:`end`)."""
+        j = np.arange(1, m + 1, dtype=np.float64)
+        return self.start_s + j * self.c1 + self.c2 * (j * (j - 1))
+
+    def first_end_after(self, t: float) -> int:
+        """Smallest j in [1, steps] with end(j) >= t (root of the quadratic, then checked)."""
+        c1, c2, dt = self.c1, self.c2, t - self.start_s
+        if c2 > 0:
+            lin = c1 - c2
+            j = math.ceil((-lin + math.sqrt(lin * lin + 4.0 * c2 * dt)) / (2.0 * c2))
+        else:
+            j = math.ceil(dt / c1)
+        j = min(max(j, 1), self.steps)
+        while j > 1 and self.end(j - 1) >= t:
+            j -= 1
+        while j < self.steps and self.end(j) < t:
+            j += 1
+        return j
+
+
+def _step_arrays(batch) -> tuple[np.ndarray, np.ndarray]:
+    """(new tokens, cached tokens) per sequence of a batch, for the cost model.
+
+    A compact decode group of n requests whose contexts sum to S enters as n
+    one-token decodes of S/n each: with full attention the cost model sees
+    decode contexts only through their sum, so equal shares cost the same.
+    """
+    seqs, nd = batch.seqs, batch.num_decode_seqs
+    k = len(seqs)
+    new = np.empty(k + nd)
+    cached = np.empty(k + nd)
+    for i, seq in enumerate(seqs):
+        new[i] = seq.num_new_tokens
+        cached[i] = seq.num_cached_tokens
+    if nd:
+        new[k:] = 1.0
+        cached[k:] = batch.decode_cached_tokens / nd
+    return new, cached
 
 
 class ReplicaStats:
@@ -150,21 +197,11 @@ class Replica:
         tracks = self.tracks
         for rid in batch.preempted:
             self._flush(tracks[rid])
-        new, cached = [], []
         for seq in batch.seqs:
-            new.append(seq.num_new_tokens)
-            cached.append(seq.num_cached_tokens)
             tr = tracks[seq.request_id]
             if tr.first_scheduled_s is None:
                 tr.first_scheduled_s = now
-        nd = batch.num_decode_seqs
-        if nd:
-            # Compact decode group: the cost model depends on decode contexts only through
-            # their sum (full attention), so equal shares of the sum cost the same.
-            new = np.concatenate((np.asarray(new, dtype=np.float64), np.ones(nd)))
-            cached = np.concatenate((np.asarray(cached, dtype=np.float64),
-                                     np.full(nd, batch.decode_cached_tokens / nd)))
-        dt = self.timer.step_time_s(new, cached)
+        dt = self.timer.step_time_s(*_step_arrays(batch))
         self.stats.add(1, dt, batch.num_seqs, sched.kv.usage)
         if self.observe is not None:
             self.observe(now, self, batch.num_seqs)
@@ -206,29 +243,30 @@ class Replica:
         if ab is None:
             ab = self._affine[n] = self.timer.decode_affine(n)
         a, b = ab
-        j = np.arange(1, k + 1, dtype=np.float64)
-        ends = now + j * (a + b * s0) + (b * n) * (j * (j - 1) * 0.5)
-        handle = self.kernel.at(float(ends[-1]), PRIO_STEP_END, self._end_segment)
-        self._segment = _Segment(ends, k, handle, n, now)
+        # Step j (1-based) ends at t0 + j*c1 + c2*j*(j-1): sum of a + b*(S0 + n*i), i < j.
+        seg = _Segment(now, a + b * s0, b * n * 0.5, k, None, n)
+        seg.handle = self.kernel.at(seg.end(k), PRIO_STEP_END, self._end_segment)
+        self._segment = seg
         self._busy = True
         self.stats.num_segments += 1
         if self.observe is not None:
             self.observe(now, self, n)
 
     def _cut_segment(self, arrival_s: float) -> None:
+        """End the segment at the first step end at or after ``arrival_s``."""
         seg = self._segment
-        m = int(np.searchsorted(seg.ends, arrival_s, side="left")) + 1
+        m = seg.first_end_after(arrival_s)
         if m < seg.steps:
             self.kernel.cancel(seg.handle)
             seg.steps = m
-            seg.handle = self.kernel.at(float(seg.ends[m - 1]), PRIO_STEP_END, self._end_segment)
+            seg.handle = self.kernel.at(seg.end(m), PRIO_STEP_END, self._end_segment)
 
     def _end_segment(self) -> None:
         now = self.kernel.now
         seg, self._segment = self._segment, None
         m = seg.steps
         self.stats.add(m, now - seg.start_s, seg.num_seqs, self.sched.kv.usage)
-        self._append_times(seg.ends[:m])
+        self._append_times(seg.ends(m))
         for req in self.sched.advance_decode(m):
             self._finish(req, now)
         self._kick(now)
