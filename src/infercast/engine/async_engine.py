@@ -23,6 +23,10 @@ class QueueFullError(Exception):
     """The bounded waiting queue is full (the server answers 429)."""
 
 
+class EngineStoppedError(Exception):
+    """The engine thread is not running (shutting down, or it failed): the server answers 503."""
+
+
 @dataclass(frozen=True)
 class _Add:
     request_id: str
@@ -69,6 +73,8 @@ class AsyncEngine:
                arrival_s: float) -> asyncio.Queue:
         """Queue a request; returns the asyncio.Queue its TokenEvents arrive on."""
         with self._lock:
+            if not self._thread.is_alive() or self._stop.is_set():
+                raise EngineStoppedError("the engine is not running (shutting down or failed)")
             if self.num_queued >= self.max_waiting:
                 raise QueueFullError(f"waiting queue is full ({self.max_waiting} requests)")
             q: asyncio.Queue = asyncio.Queue()

@@ -23,7 +23,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 
 from infercast.engine import protocol as p
-from infercast.engine.async_engine import AsyncEngine, QueueFullError
+from infercast.engine.async_engine import AsyncEngine, EngineStoppedError, QueueFullError
 from infercast.engine.chat import render_chat, token_text
 from infercast.engine.prom import ServerMetrics
 from infercast.engine.sequence import TokenEvent
@@ -155,6 +155,8 @@ async def _generate(st: ServerState, body, ids: list[int], request: Request,
         q = st.engine.submit(rid, ids, params, st.clock())
     except QueueFullError as exc:
         return _error(429, f"{exc}; retry later", "rate_limit_error", code="queue_full")
+    except EngineStoppedError as exc:
+        return _error(503, str(exc), "server_error", code="engine_stopped")
     stream = _Stream(st, rid, q, len(ids), chat, body.include_usage)
     if body.stream:
         return StreamingResponse(stream.sse(), media_type="text/event-stream")
