@@ -51,10 +51,11 @@ class DecodeGroupMixin:
     def advance_decode(self, num_steps: int) -> list[Request]:
         """Apply ``num_steps`` group-only steps (at most :meth:`decode_horizon`)."""
         need = self._blocks_needed(num_steps)
-        blocks = self.kv.allocate(need)
-        if blocks is None:
-            raise RuntimeError("advance_decode beyond decode_horizon: KV ran out")
-        self._reserve.extend(blocks)
+        if need:
+            blocks = self.kv.allocate(need)
+            if blocks is None:
+                raise RuntimeError("advance_decode beyond decode_horizon: KV ran out")
+            self._reserve.extend(blocks)
         self.dstep += num_steps
         done: list[Request] = []
         self._pop_finished(done)
@@ -88,11 +89,12 @@ class DecodeGroupMixin:
         if not self.group:
             return 0
         need = self._phase[self.dstep % self.config.block_size]
-        blocks = self.kv.allocate(need)
-        if blocks is None:
-            self.dissolve_group()
-            return 0
-        self._reserve.extend(blocks)
+        if need:
+            blocks = self.kv.allocate(need)
+            if blocks is None:
+                self.dissolve_group()
+                return 0
+            self._reserve.extend(blocks)
         self._pending_group = len(self.group)
         self._pending_blocks = need
         return self._pending_group

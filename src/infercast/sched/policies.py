@@ -176,6 +176,8 @@ class ChunkedPolicy:
 
 
 def _decodes_first(s: Scheduler) -> list[Request]:
+    if not s.explicit:
+        return []
     explicit = list(s.explicit.values())
     return [r for r in explicit if r.num_remaining_tokens == 1] + [
         r for r in explicit if r.num_remaining_tokens != 1
