@@ -14,8 +14,13 @@ since asyncio sleeps overshoot by up to 1 ms. Columns:
   server's own HTTP parsing before its receipt stamp);
 - read_delay: client stamp of the first chunk - the mock's write of it, per
   request on the host's one monotonic clock (the client's own stamping error);
-- send_to_server: mock receipt - client send (request write, transit, server
-  parsing; under a burst of 64 simultaneous requests mostly the server's queue).
+- client_out: scheduled (closed loop: issued) send -> request headers written
+  (the client's own delay on the way out; part of TTFT by design);
+- send_to_server: mock receipt - headers written (transit and the server's
+  HTTP parsing; under a burst of 64 simultaneous requests the server's queue).
+
+The client's own error is client_out + read_delay; err_ttft adds the server's
+side of the request's trip.
 
     python benchmarks/bench_client_error.py [--quick]
 """
@@ -74,6 +79,8 @@ def one_run(port: int, label: str, **load) -> dict:
     # per request, on the host's one monotonic clock (client perf_counter == server loop.time)
     read = np.array([r.chunk_times_s[0] - t["first_write_s"] for r, t in zip(ok, m, strict=True)]) * 1e3
     to_server = np.array([t["receipt_s"] - r.send_s for r, t in zip(ok, m, strict=True)]) * 1e3
+    # scheduled (or issued) -> request headers written: the client's own delay on the way out
+    out = np.array([r.send_s - r.arrival_s for r in ok]) * 1e3
     client_ttft = np.mean([r.ttft_s for r in ok])
     mock_ttft, mock_tpot = np.mean([t["ttft_s"] for t in m]), np.mean([t["tpot_s"] for t in m])
     return {"load": label, "completed": s.completed, "failed": s.failed,
@@ -81,6 +88,8 @@ def one_run(port: int, label: str, **load) -> dict:
             "err_ttft_ms": (client_ttft - mock_ttft) * 1e3, "err_ttft_vs_nominal_ms": (client_ttft - TTFT_S) * 1e3,
             "err_tpot_ms": (np.mean([r.tpot_s for r in ok]) - mock_tpot) * 1e3,
             "read_delay_p50_ms": np.percentile(read, 50), "read_delay_p99_ms": np.percentile(read, 99),
+            "client_own_mean_ms": float(np.mean(out) + np.mean(read)),
+            "client_out_p50_ms": np.percentile(out, 50), "client_out_p99_ms": np.percentile(out, 99),
             "send_to_server_p50_ms": np.percentile(to_server, 50),
             "send_to_server_p99_ms": np.percentile(to_server, 99),
             "achieved_concurrency": d["achieved_concurrency"], "req_per_s": s.request_throughput_rps,
@@ -88,29 +97,43 @@ def one_run(port: int, label: str, **load) -> dict:
             "client_cpu": d["client_cpu_fraction"], "warnings": len(res.warnings)}
 
 
+POINTS = [("C=1", {"concurrency": 1, "num_requests": 30}), ("C=64", {"concurrency": 64, "num_requests": 640})]
+SWEEP = ([(f"C={c}", {"concurrency": c, "num_requests": max(4 * c, 64)}) for c in (16, 32, 128, 256)]
+         + [(f"{r} req/s", {"request_rate": float(r), "num_requests": int(min(3 * r, 1200))})
+            for r in (20, 100, 200, 400)])
+KEYS = ("err_ttft_ms", "client_own_mean_ms", "err_tpot_ms", "err_ttft_vs_nominal_ms", "read_delay_p50_ms", "read_delay_p99_ms",
+        "client_out_p50_ms", "client_out_p99_ms", "send_to_server_p50_ms", "send_to_server_p99_ms", "achieved_concurrency", "req_per_s",
+        "p99_loop_lag_ms", "client_cpu")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true", help="only the two goal points")
+    ap.add_argument("--trials", type=int, default=3, help="runs per point (the machine is shared: medians)")
     args = ap.parse_args()
     port = free_port()
     proc = start_mock(port)
+    table = []
     try:
-        runs = [one_run(port, "C=1", concurrency=1, num_requests=40),
-                one_run(port, "C=64", concurrency=64, num_requests=640)]
-        if not args.quick:
-            runs += [one_run(port, f"C={c}", concurrency=c, num_requests=max(4 * c, 64))
-                     for c in (16, 32, 128, 192, 256)]
-            runs += [one_run(port, f"{r} req/s", request_rate=float(r), num_requests=int(min(3 * r, 1500)))
-                     for r in (20, 100, 200, 400, 800)]
+        for label, load in POINTS + ([] if args.quick else SWEEP):
+            runs = [one_run(port, label, **load) for _ in range(args.trials)]
+            row = {"load": label, "failed": sum(r["failed"] for r in runs)}
+            for k in KEYS:
+                vals = np.array([r[k] for r in runs], dtype=float)
+                row[k] = float(np.median(vals))
+            err = [r["err_ttft_ms"] for r in runs]
+            row["err_ttft_range_ms"] = f"{min(err):.2f}..{max(err):.2f}"
+            table.append(row)
+            print(json.dumps({"point": label, "runs": runs}), file=sys.stderr)
     finally:
         proc.terminate()
         proc.wait(timeout=10)
-    cols = list(runs[0])
+    cols = list(table[0])
+    print(f"medians of {args.trials} runs; load average {open('/proc/loadavg').read().split()[0]} at the end")
     print("| " + " | ".join(cols) + " |")
     print("|" + "---|" * len(cols))
-    for r in runs:
+    for r in table:
         print("| " + " | ".join(f"{v:.2f}" if isinstance(v, float) else str(v) for v in r.values()) + " |")
-    print(json.dumps(runs))
 
 
 if __name__ == "__main__":

@@ -74,11 +74,26 @@ class BenchClient:
         timeout = aiohttp.ClientTimeout(total=None, sock_connect=self.config.timeout_s,
                                         sock_read=self.config.timeout_s)
         pool = aiohttp.TCPConnector(limit=self.config.max_connections, enable_cleanup_closed=True)
-        self._pool = aiohttp.ClientSession(connector=pool, timeout=timeout, headers=headers)
+        traced = [self._trace_config()]
+        self._pool = aiohttp.ClientSession(connector=pool, timeout=timeout, headers=headers,
+                                           trace_configs=traced)
         # the one-shot retry goes through a session that never reuses a connection
         fresh = aiohttp.TCPConnector(limit=self.config.max_connections, force_close=True)
-        self._fresh = aiohttp.ClientSession(connector=fresh, timeout=timeout, headers=headers)
+        self._fresh = aiohttp.ClientSession(connector=fresh, timeout=timeout, headers=headers,
+                                            trace_configs=traced)
         return self
+
+    def _trace_config(self) -> aiohttp.TraceConfig:
+        """Stamp ``send_s`` when the request headers were written: when it really left."""
+        clock = self.clock
+
+        async def sent(session: object, ctx: Any, params: object) -> None:
+            if ctx.trace_request_ctx is not None:
+                ctx.trace_request_ctx.send_s = clock()
+
+        tc = aiohttp.TraceConfig()
+        tc.on_request_headers_sent.append(sent)
+        return tc
 
     async def __aexit__(self, *exc: object) -> None:
         for session in (self._pool, self._fresh):
@@ -106,7 +121,7 @@ class BenchClient:
         self.max_in_flight = max(self.max_in_flight, self.in_flight)
         rec = RequestRecord(spec.request_id, scheduled_s, spec.prompt_tokens, send_s=send_s)
         try:
-            stream = await self._stream_once(spec)
+            stream = await self._stream_once(spec, rec)
             _fill(rec, stream, self.config.endpoint == "chat", self.tokenizer)
         except _Failed as exc:
             rec.error, rec.finish_reason, rec.finish_s = str(exc), "error", self.clock()
@@ -114,25 +129,26 @@ class BenchClient:
             self.in_flight -= 1
         return rec
 
-    async def _stream_once(self, spec: RequestSpec) -> _Stream:
+    async def _stream_once(self, spec: RequestSpec, rec: RequestRecord) -> _Stream:
         body = self.payload(spec)
         try:
-            return await self._stream(self._pool, body, spec.request_id)
+            return await self._stream(self._pool, body, rec)
         except _RetryBeforeResponse:
             self.reconnects += 1
         try:
-            return await self._stream(self._fresh, body, spec.request_id)
+            return await self._stream(self._fresh, body, rec)
         except _RetryBeforeResponse as exc:
             raise _Failed(f"connection failed: {exc.args[0]}") from None
 
     async def _stream(self, session: aiohttp.ClientSession | None, body: dict[str, Any],
-                      request_id: str) -> _Stream:
+                      rec: RequestRecord) -> _Stream:
         if session is None:
             raise RuntimeError("use BenchClient as 'async with BenchClient(...) as client'")
         decoder, events = SSEDecoder(), []
         got_response = False
         try:
-            async with session.post(self.url, json=body, headers={"x-request-id": request_id}) as resp:
+            async with session.post(self.url, json=body, headers={"x-request-id": rec.request_id},
+                                    trace_request_ctx=rec) as resp:
                 got_response = True
                 if resp.status >= 400:
                     await resp.read()
