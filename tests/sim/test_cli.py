@@ -41,6 +41,7 @@ def test_config_file_sweep_records_and_plots(tmp_path, capsys):
     cfg.write_text('model = "llama-3.1-8b"\nslo_ttft_s = 0.2\nslo_tpot_s = 0.05\n[scheduler]\npolicy = "continuous"\n'
                    '[workload]\nnum_requests = 100\ntrace = "azure-code"\n')
     rec = tmp_path / "records.jsonl"
+    rec.write_text("a line from an earlier command\n")  # replaced, not appended to
     d = _json(capsys, ["--config", str(cfg), "--rate", "2,8", "--records", str(rec), "--plot",
                        str(tmp_path / "plots")])
     assert [r["rate_per_s"] for r in d["runs"]] == [2.0, 8.0]

@@ -68,6 +68,11 @@ def run_simulate(o: dict) -> None:
     sweep = len(configs) > 1
     step_model = build_step_model(configs[0])
     show_progress = o["progress"] and sys.stderr.isatty()
+    if o["records"]:  # one file for the whole command: truncate once, each run appends
+        from pathlib import Path
+
+        Path(o["records"]).parent.mkdir(parents=True, exist_ok=True)
+        Path(o["records"]).write_text("")
     runs = []
     for cfg in configs:
         acc = _accumulator(cfg)
@@ -115,9 +120,7 @@ class _RecordWriter:
             return None
         from pathlib import Path
 
-        p = Path(self.path)
-        p.parent.mkdir(parents=True, exist_ok=True)
-        self.fh = p.open("a" if self.rate is not None else "w")
+        self.fh = Path(self.path).open("a")
         return self.write
 
     def write(self, rec) -> None:

@@ -145,7 +145,6 @@ class Replica:
         self._busy = False
         self._kicked = False
         self._batch = None
-        self._batch_start_s = 0.0
         self._segment: _Segment | None = None
         self._num_decoding = 0
         self._affine: dict[int, tuple[float, float]] = {}
