@@ -8,12 +8,17 @@
 3. Measure: replay a seeded Poisson workload into the engine (built-in driver,
    same scheduler config) and collect RequestRecords.
 4. Predict: simulate the same requests (same arrivals and lengths, same
-   scheduler policy, limits and KV blocks) with the calibrated StepModel, and
-   also with the default (GPU-fitted) efficiency profile for contrast.
+   scheduler policy, limits and KV blocks) with the calibrated StepModel; also
+   with factors fitted to the measured run's own *step times* (which removes
+   drift in the shared machine's load between runs, and isolates what the
+   simulator adds: scheduling and queueing), and with the default (GPU-fitted)
+   efficiency profile for contrast. The engine's CPU share during the measured
+   run is printed: well below 1 means other work slowed it.
 5. Print TTFT and TPOT mean / p50 / p90, simulated vs measured. Goal: within 15%.
 
     python benchmarks/engine_loop.py                      # 100m random weights, ~1.5 min
     python benchmarks/engine_loop.py --rate 1.5 --num-requests 60
+    python benchmarks/engine_loop.py --http     # also through `infercast serve` + bench client
 """
 
 from __future__ import annotations
@@ -93,6 +98,48 @@ def simulate_requests(cfg, hw, profile, reqs, ecfg, num_blocks, max_model_len):
                     trace=trace).summary
 
 
+def measure_http(args, reqs) -> list:
+    """The same requests through `infercast serve` (a subprocess) and the bench client.
+
+    Prompts are ASCII text of exactly the planned token count (the random
+    models' byte tokenizer); the client sends each at its scheduled time and
+    stamps chunks as they arrive, so HTTP and client overheads are included.
+    """
+    import asyncio
+    import socket
+    import subprocess
+    import sys
+
+    from infercast.bench.client import BenchClient, ClientConfig
+    from infercast.bench.datasets import RequestSpec
+    from infercast.bench.load import LoadPlan, run_load
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    cmd = [sys.executable, "-m", "infercast.cli", "serve", "--model", args.model, "--port",
+           str(port), "--max-num-seqs", str(args.max_num_seqs), "--max-num-batched-tokens",
+           str(args.max_num_batched_tokens), "--kv-cache-gib", "0.25", "--threads",
+           str(args.threads), "--max-waiting", "100000"]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
+    try:
+        proc.stdout.readline()  # the URL line: ready
+        specs = [RequestSpec(f"r{i}", "a" * len(r.prompt_ids), len(r.prompt_ids), r.output_tokens,
+                             r.arrival_s) for i, r in enumerate(reqs)]
+        client_cfg = ClientConfig(base_url=f"http://127.0.0.1:{port}/v1",
+                                  model=f"random-{args.model}")
+
+        async def go():
+            async with BenchClient(client_cfg) as client:
+                return await run_load(client, specs, LoadPlan(replay_arrivals=True),
+                                      np.random.default_rng(0))
+
+        return asyncio.run(go()).records
+    finally:
+        proc.terminate()
+        proc.wait(30)
+
+
 def summarize(records):
     acc = MetricsAccumulator()
     for r in records:
@@ -120,6 +167,8 @@ def main() -> None:
     ap.add_argument("--max-num-seqs", type=int, default=8)
     ap.add_argument("--max-num-batched-tokens", type=int, default=256)
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--http", action="store_true",
+                    help="also measure through `infercast serve` + the bench client")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
 
@@ -143,28 +192,44 @@ def main() -> None:
 
     reqs = make_requests(args.num_requests, args.rate, args.prompt_mean, args.output_mean,
                          cfg.vocab_size, np.random.default_rng(args.seed))
-    t0 = time.perf_counter()
+    t0, cpu0 = time.perf_counter(), time.process_time()
     held_out: list = []
     measured = summarize(replay(new_engine(loaded, ecfg, held_out), reqs))
     wall = time.perf_counter() - t0
+    # The engine's share of a core while it stepped: < ~0.95 means other work took CPU time
+    # from it (the machine is shared), which no cost model fitted earlier can foresee.
+    busy_s = sum(s for _, _, s in held_out)
+    cpu_share = (time.process_time() - cpu0) / busy_s  # idle waits use ~no CPU
     # Step-level check on the measured run: the calibrated cost model's time for the
     # steps that actually ran vs their wall time (separates cost error from queueing).
     sm = step_model(cfg, hw, profile)
     step_error = sum(sm.step_time_s(n, c) for n, c, _ in held_out) / sum(
         s for _, _, s in held_out) - 1.0
+    http = summarize(measure_http(args, reqs)) if args.http else None
     sim_cal = simulate_requests(cfg, hw, profile, reqs, ecfg, num_blocks, max_len)
+    # In-run calibration: the same four factors fitted to the measured run's own step
+    # times (not its latencies). It removes drift in machine load between runs and
+    # tests what the simulator adds: scheduling and queueing, given the step costs.
+    in_run, in_rms = fit_profile(cfg, hw, held_out)
+    sim_in = simulate_requests(cfg, hw, in_run, reqs, ecfg, num_blocks, max_len)
     sim_def = simulate_requests(cfg, hw, EfficiencyProfile(), reqs, ecfg, num_blocks, max_len)
     out = {
         "model": loaded.name, "threads": args.threads, "machine": machine,
         "workload": vars(args), "engine_wall_s": wall,
         "calibration": {"steps": len(steps), "rms_log_error": rms, "profile": profile.to_dict()},
-        "measured_run": {"steps": len(held_out), "busy_s": sum(s for _, _, s in held_out),
-                         "calibrated_step_time_error": step_error},
+        "measured_run": {"steps": len(held_out), "busy_s": busy_s, "cpu_share": cpu_share,
+                         "calibrated_step_time_error": step_error,
+                         "in_run_profile": in_run.to_dict(), "in_run_rms_log_error": in_rms},
         "calibrated": [_row("ttft_s", measured.ttft, sim_cal.ttft),
                        _row("tpot_s", measured.tpot, sim_cal.tpot)],
+        "in_run": [_row("ttft_s", measured.ttft, sim_in.ttft),
+                   _row("tpot_s", measured.tpot, sim_in.tpot)],
         "default_profile": [_row("ttft_s", measured.ttft, sim_def.ttft),
                             _row("tpot_s", measured.tpot, sim_def.tpot)],
     }
+    if http is not None:
+        out["calibrated_vs_http"] = [_row("ttft_s", http.ttft, sim_cal.ttft),
+                                     _row("tpot_s", http.tpot, sim_cal.tpot)]
     print(json.dumps(out, indent=2) if args.json else _text(out))
 
 
@@ -179,10 +244,17 @@ def _text(out) -> str:
         f"gemm_m_half={p['gemm_m_half']:.1f} step_overhead={p['step_overhead_s'] * 1e3:.2f} ms",
     ]
     m = out["measured_run"]
-    lines.append(f"measured run: {m['steps']} steps, busy {m['busy_s']:.1f} s; calibrated model's "
-                 f"total time for those steps: {m['calibrated_step_time_error']:+.0%}")
-    for title, key in (("calibrated profile", "calibrated"), ("default profile", "default_profile")):
-        lines.append(f"-- simulated ({title}) vs measured, ms (error)")
+    lines.append(f"measured run: {m['steps']} steps, busy {m['busy_s']:.1f} s, engine CPU share "
+                 f"{m['cpu_share']:.2f}; held-out calibrated model's total time for those steps: "
+                 f"{m['calibrated_step_time_error']:+.0%}")
+    sections = [("held-out calibration", "calibrated"),
+                ("in-run step calibration", "in_run"), ("default profile", "default_profile"),
+                ("calibrated profile) vs measured over HTTP (serve + bench client",
+                 "calibrated_vs_http")]
+    for title, key in sections:
+        if key not in out:
+            continue
+        lines.append(f"-- simulated ({title}), ms (error)")
         for row in out[key]:
             cells = [f"{s} {row[s]['simulated_s'] * 1e3:8.1f} vs {row[s]['measured_s'] * 1e3:8.1f}"
                      f" ({row[s]['error']:+.0%})" for s in ("mean", "p50", "p90")]
