@@ -126,3 +126,40 @@ def test_conservation_on_random_workloads(step_model, policy, arrival, num_block
         assert r.first_scheduled_s is not None and r.arrival_s <= r.first_scheduled_s < times[0]
     assert result.peak_kv_usage <= 1.0
     assert result.blocks_in_use_at_end == 0
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    policy=st.sampled_from(["static", "continuous", "chunked"]),
+    arrival=st.sampled_from(["poisson", "closed", "offline"]),
+    num_blocks=st.integers(60, 600),
+    prompt=st.integers(1, 900),
+    output=st.integers(1, 300),
+    replicas=st.integers(1, 2),
+    prefix=st.booleans(),
+    seed=st.integers(0, 1000),
+)
+def test_fast_path_equals_exact_on_random_workloads(step_model, policy, arrival, num_blocks, prompt,
+                                                    output, replicas, prefix, seed):
+    cfg = {
+        "seed": seed, "replicas": replicas, "router": "least-tokens",
+        "scheduler": {"policy": policy, "num_blocks": num_blocks, "max_num_seqs": 16,
+                      "max_num_batched_tokens": 1024, "prefix_caching": prefix},
+        "workload": {"arrival": arrival, "num_requests": 40,
+                     "rate": 20.0 if arrival == "poisson" else None,
+                     "concurrency": 8 if arrival == "closed" else None,
+                     "input": {"dist": "uniform", "mean": prompt, "std": prompt / 2},
+                     "output": {"dist": "normal", "mean": output, "std": output / 2},
+                     "prefix_groups": 2 if prefix else 0, "prefix_tokens": 64 if prefix else 0},
+    }
+    recs = {}
+    for mode in ("fast", "exact"):
+        records = []
+        simulate(build_config({**cfg, "mode": mode}), step_model, sink=records.append)
+        recs[mode] = {r.request_id: r for r in records}
+    assert recs["fast"].keys() == recs["exact"].keys()
+    for rid, e in recs["exact"].items():
+        f = recs["fast"][rid]
+        assert (f.finish_reason, f.output_tokens, f.num_preemptions) == (e.finish_reason, e.output_tokens,
+                                                                          e.num_preemptions)
+        assert np.allclose(f.chunk_times_s, e.chunk_times_s, rtol=1e-9, atol=1e-12)
