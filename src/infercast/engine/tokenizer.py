@@ -103,7 +103,7 @@ def tokenizer_from_gguf_fields(fields: Mapping[str, Any]) -> HFTokenizer:
             f"GGUF tokenizer model {kind!r} is not supported (only byte-level BPE 'gpt2'); "
             "use a Hugging Face directory with tokenizer.json instead")
     tokens: list[str] = fields["tokenizer.ggml.tokens"]
-    merges = [tuple(m.split(" ", 1)) for m in fields["tokenizer.ggml.merges"]]
+    merges = [tuple(m.split(" ", 1)) for m in fields.get("tokenizer.ggml.merges") or []]
     tok = Tokenizer(models.BPE(vocab={t: i for i, t in enumerate(tokens)}, merges=merges))
     tok.pre_tokenizer = _gguf_pre_tokenizer(str(fields.get("tokenizer.ggml.pre", "")))
     tok.decoder = decoders.ByteLevel()
