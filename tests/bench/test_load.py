@@ -39,3 +39,20 @@ def test_achieved_concurrency_counts_only_while_sending():
     recs = [RequestRecord(str(i), 0.0, 1, send_s=float(i), finish_s=float(i) + 2.0) for i in range(5)]
     # sends at 0..4, each lasts 2 s: in flight 1 on [0,1), 2 after -> (1 + 2 + 2 + 2) / 4
     assert achieved_concurrency(recs, 0.0) == pytest.approx(7 / 4)
+
+
+def _result(lags_ms=(0.5,), cpu=0.1, achieved=8.0):
+    from infercast.bench.load import LoadResult
+
+    return LoadResult([], 1.0, achieved, 8, np.array(lags_ms) / 1e3, cpu, 0)
+
+
+def test_client_bottleneck_warnings():
+    from infercast.bench.load import LoadPlan, client_warnings
+
+    closed, opened = LoadPlan(concurrency=8), LoadPlan(request_rate=10.0)
+    assert client_warnings(closed, _result(), 0.0) == []
+    assert "late" in client_warnings(opened, _result(), 0.005)[0]
+    assert "event loop" in client_warnings(closed, _result(lags_ms=[10.0] * 20), 0.0)[0]
+    assert "core" in client_warnings(closed, _result(cpu=0.95), 0.0)[0]
+    assert "concurrency" in client_warnings(closed, _result(achieved=5.0), 0.0)[0]
