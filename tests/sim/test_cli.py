@@ -43,7 +43,9 @@ def test_config_file_sweep_records_and_plots(tmp_path, capsys):
     rec = tmp_path / "records.jsonl"
     rec.write_text("a line from an earlier command\n")  # replaced, not appended to
     d = _json(capsys, ["--config", str(cfg), "--rate", "2,8", "--records", str(rec), "--plot",
-                       str(tmp_path / "plots")])
+                       str(tmp_path / "plots"), "--timeline", str(tmp_path / "timeline.csv")])
+    header, *rows = (tmp_path / "timeline.csv").read_text().splitlines()
+    assert header.startswith("time_s,replica,batch_size,kv_usage") and len(rows) > 10
     assert [r["rate_per_s"] for r in d["runs"]] == [2.0, 8.0]
     assert all(r["scheduler"] == "continuous" and r["goodput_per_s"] is not None for r in d["runs"])
     lines = rec.read_text().splitlines()

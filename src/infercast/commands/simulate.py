@@ -81,6 +81,8 @@ def run_simulate(o: dict) -> None:
                 _progress(show_progress, cfg.workload.num_requests, label) as progress:
             result = simulate(cfg, step_model, accumulator=acc, sink=sink, progress=progress)
         runs.append((label, result, acc, cfg))
+    if o["timeline"]:
+        _write_timeline(o["timeline"], runs, sweep)
     if o["plot"]:
         from infercast.sim.plots import plot_runs
 
@@ -90,6 +92,24 @@ def run_simulate(o: dict) -> None:
         print_json({"sweep": "rate", "runs": dicts} if sweep else dicts[0])
         return
     _print_table(runs, configs[0])
+
+
+def _write_timeline(path: str, runs, sweep: bool) -> None:
+    """Batch size, KV usage, queue and preemptions over time (decimated) as CSV."""
+    import csv
+    from pathlib import Path
+
+    from infercast.sim.series import FIELDS
+
+    p = Path(path)
+    p.parent.mkdir(parents=True, exist_ok=True)
+    with p.open("w", newline="") as fh:
+        w = csv.writer(fh)
+        w.writerow((*FIELDS, "rate_per_s") if sweep else FIELDS)
+        for _, result, _, cfg in runs:
+            cols = result.series.arrays()
+            for row in zip(*(cols[f].tolist() for f in FIELDS), strict=True):
+                w.writerow((*row, cfg.workload.rate) if sweep else row)
 
 
 def _accumulator(cfg):
@@ -253,6 +273,7 @@ def register(app: typer.Typer) -> None:
         as_json: bool = typer.Option(False, "--json", help="print one JSON object"),
         records: str | None = typer.Option(None, "--records", help="write one JSON line per request"),
         plot: str | None = typer.Option(None, "--plot", help="directory for latency CDF / vs-rate / timeline PNGs"),
+        timeline: str | None = typer.Option(None, "--timeline", help="CSV of batch size, KV usage, queue, preemptions over time"),
         progress: bool = typer.Option(True, "--progress/--no-progress", help="progress bar on stderr (TTY only)"),
     ) -> None:
         run_simulate(dict(locals()))
