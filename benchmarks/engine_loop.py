@@ -57,10 +57,18 @@ def new_engine(loaded, ecfg, steps=None) -> Engine:
 
 
 def fit_profile(cfg, hw, steps) -> tuple[EfficiencyProfile, float]:
-    """Least squares on log(predicted / measured) step time over the calibration steps."""
+    """Least squares on log(predicted / measured) step time over the calibration steps.
+
+    Decode-only steps outnumber steps carrying prefill ~10:1, and one efficiency
+    curve cannot fit both on this CPU, so the two groups get equal total weight:
+    TTFT depends on the prefill steps, TPOT on the decodes.
+    """
     from scipy.optimize import least_squares
 
     measured = np.array([s for _, _, s in steps])
+    decode = np.array([sum(n) == len(n) for n, _, _ in steps])
+    weight = np.where(decode, 1.0 / max(decode.sum(), 1), 1.0 / max((~decode).sum(), 1))
+    weight = np.sqrt(weight / weight.mean())
 
     def profile(x) -> EfficiencyProfile:
         return EfficiencyProfile(mem_bw_eff=x[0], gemm_compute_eff=x[1], gemm_m_half=x[2],
@@ -69,7 +77,7 @@ def fit_profile(cfg, hw, steps) -> tuple[EfficiencyProfile, float]:
     def residuals(x) -> np.ndarray:
         sm = step_model(cfg, hw, profile(x))
         pred = np.array([sm.step_time_s(n, c) for n, c, _ in steps])
-        return np.log(pred / measured)
+        return weight * np.log(pred / measured)
 
     fit = least_squares(residuals, x0=[0.8, 0.6, 8.0, 1e-3],
                         bounds=([0.1, 0.05, 0.0, 0.0], [1.0, 1.0, 512.0, 0.1]),
@@ -156,7 +164,7 @@ def _row(name, measured, predicted) -> dict:
     return out
 
 
-def main() -> None:
+def _args() -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--model", default="100m")
     ap.add_argument("--threads", type=int, default=1)
@@ -170,8 +178,23 @@ def main() -> None:
     ap.add_argument("--http", action="store_true",
                     help="also measure through `infercast serve` + the bench client")
     ap.add_argument("--json", action="store_true")
-    args = ap.parse_args()
+    return ap.parse_args()
 
+
+def measure(loaded, ecfg, reqs) -> tuple:
+    """Replay ``reqs``; returns (summary, steps, wall s, engine CPU share while stepping)."""
+    t0, cpu0 = time.perf_counter(), time.process_time()
+    steps: list = []
+    summary = summarize(replay(new_engine(loaded, ecfg, steps), reqs))
+    wall = time.perf_counter() - t0
+    # Share of a core while stepping (idle waits use ~no CPU): well below 1 means other
+    # work took CPU time from the engine (the machine is shared).
+    busy_s = sum(s for _, _, s in steps)
+    return summary, steps, wall, (time.process_time() - cpu0) / busy_s
+
+
+def main() -> None:
+    args = _args()
     machine = probe(threads=args.threads, runs=5)
     hw = hardware_from_probe(machine)
     loaded = load(args.model)
@@ -182,54 +205,46 @@ def main() -> None:
                         kv_cache_bytes=256 * 2**20, num_threads=args.threads)
     num_blocks = ecfg.num_blocks(PagedKVStore.bytes_per_token(cfg))
 
+    def requests(n: int, seed: int) -> list[TimedRequest]:
+        return make_requests(n, args.rate, args.prompt_mean, args.output_mean, cfg.vocab_size,
+                             np.random.default_rng(seed))
+
+    def predict(profile: EfficiencyProfile, reqs):
+        return simulate_requests(cfg, hw, profile, reqs, ecfg, num_blocks, max_len)
+
     # Calibration: a shorter run of the same kind of load with another seed (held out
     # from the measured run), so its steps have the shapes serving produces.
-    steps: list = []
-    calib = make_requests(max(12, args.num_requests // 3), args.rate, args.prompt_mean,
-                          args.output_mean, cfg.vocab_size, np.random.default_rng(args.seed + 1000))
-    replay(new_engine(loaded, ecfg, steps), calib)
-    profile, rms = fit_profile(cfg, hw, steps)
-
-    reqs = make_requests(args.num_requests, args.rate, args.prompt_mean, args.output_mean,
-                         cfg.vocab_size, np.random.default_rng(args.seed))
-    t0, cpu0 = time.perf_counter(), time.process_time()
-    held_out: list = []
-    measured = summarize(replay(new_engine(loaded, ecfg, held_out), reqs))
-    wall = time.perf_counter() - t0
-    # The engine's share of a core while it stepped: < ~0.95 means other work took CPU time
-    # from it (the machine is shared), which no cost model fitted earlier can foresee.
-    busy_s = sum(s for _, _, s in held_out)
-    cpu_share = (time.process_time() - cpu0) / busy_s  # idle waits use ~no CPU
-    # Step-level check on the measured run: the calibrated cost model's time for the
-    # steps that actually ran vs their wall time (separates cost error from queueing).
+    _, calib_steps, _, _ = measure(loaded, ecfg, requests(max(12, args.num_requests // 3),
+                                                          args.seed + 1000))
+    profile, rms = fit_profile(cfg, hw, calib_steps)
+    reqs = requests(args.num_requests, args.seed)
+    measured, steps, wall, cpu_share = measure(loaded, ecfg, reqs)
+    # Step-level check: the calibrated model's time for the steps that ran vs their wall time.
     sm = step_model(cfg, hw, profile)
-    step_error = sum(sm.step_time_s(n, c) for n, c, _ in held_out) / sum(
-        s for _, _, s in held_out) - 1.0
-    http = summarize(measure_http(args, reqs)) if args.http else None
-    sim_cal = simulate_requests(cfg, hw, profile, reqs, ecfg, num_blocks, max_len)
+    step_error = sum(sm.step_time_s(n, c) for n, c, _ in steps) / sum(
+        s for _, _, s in steps) - 1.0
     # In-run calibration: the same four factors fitted to the measured run's own step
     # times (not its latencies). It removes drift in machine load between runs and
     # tests what the simulator adds: scheduling and queueing, given the step costs.
-    in_run, in_rms = fit_profile(cfg, hw, held_out)
-    sim_in = simulate_requests(cfg, hw, in_run, reqs, ecfg, num_blocks, max_len)
-    sim_def = simulate_requests(cfg, hw, EfficiencyProfile(), reqs, ecfg, num_blocks, max_len)
+    in_run, in_rms = fit_profile(cfg, hw, steps)
+    sims = {"calibrated": predict(profile, reqs), "in_run": predict(in_run, reqs),
+            "default_profile": predict(EfficiencyProfile(), reqs)}
     out = {
         "model": loaded.name, "threads": args.threads, "machine": machine,
         "workload": vars(args), "engine_wall_s": wall,
-        "calibration": {"steps": len(steps), "rms_log_error": rms, "profile": profile.to_dict()},
-        "measured_run": {"steps": len(held_out), "busy_s": busy_s, "cpu_share": cpu_share,
-                         "calibrated_step_time_error": step_error,
+        "calibration": {"steps": len(calib_steps), "rms_log_error": rms,
+                        "profile": profile.to_dict()},
+        "measured_run": {"steps": len(steps), "busy_s": sum(s for _, _, s in steps),
+                         "cpu_share": cpu_share, "calibrated_step_time_error": step_error,
                          "in_run_profile": in_run.to_dict(), "in_run_rms_log_error": in_rms},
-        "calibrated": [_row("ttft_s", measured.ttft, sim_cal.ttft),
-                       _row("tpot_s", measured.tpot, sim_cal.tpot)],
-        "in_run": [_row("ttft_s", measured.ttft, sim_in.ttft),
-                   _row("tpot_s", measured.tpot, sim_in.tpot)],
-        "default_profile": [_row("ttft_s", measured.ttft, sim_def.ttft),
-                            _row("tpot_s", measured.tpot, sim_def.tpot)],
     }
-    if http is not None:
-        out["calibrated_vs_http"] = [_row("ttft_s", http.ttft, sim_cal.ttft),
-                                     _row("tpot_s", http.tpot, sim_cal.tpot)]
+    for key, sim in sims.items():
+        out[key] = [_row("ttft_s", measured.ttft, sim.ttft), _row("tpot_s", measured.tpot, sim.tpot)]
+    if args.http:
+        http = summarize(measure_http(args, reqs))
+        sim = sims["calibrated"]
+        out["calibrated_vs_http"] = [_row("ttft_s", http.ttft, sim.ttft),
+                                     _row("tpot_s", http.tpot, sim.tpot)]
     print(json.dumps(out, indent=2) if args.json else _text(out))
 
 
