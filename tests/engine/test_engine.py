@@ -176,3 +176,22 @@ def test_replay_driver_finishes_every_request_with_scheduled_arrivals(tiny):
     assert [round(r.arrival_s - start, 6) for r in records] == [q.arrival_s for q in reqs]
     assert all(r.ttft_s > 0 and r.finish_reason == "length" for r in records)
     assert sum(n for n, _ in steps) == sum(len(q.prompt_ids) + q.output_tokens - 1 for q in reqs)
+
+
+def test_preempted_requests_recompute_to_the_same_greedy_tokens(tiny):
+    """With KV for barely two requests, the scheduler preempts; outputs must not change."""
+    params = SamplingParams(max_tokens=20, temperature=0.0, ignore_eos=True)
+    prompts = {f"p{i}": [int(t) for t in np.random.default_rng(i).integers(0, 256, 18)]
+               for i in range(4)}
+    alone = {}
+    for rid, prompt in prompts.items():
+        e = _engine(tiny)
+        e.add(rid, prompt, params)
+        alone.update(_ids_by_request(e))
+    per_token = 2 * tiny.cfg.num_layers * tiny.cfg.kv_size * 4
+    tight = _engine(tiny, kv_cache_bytes=per_token * 4 * 20, max_num_seqs=4)  # 20 blocks of 4
+    for rid, prompt in prompts.items():
+        tight.add(rid, prompt, params)
+    assert _ids_by_request(tight) == alone
+    assert tight.scheduler.num_preemptions > 0
+    assert sum(r.num_preemptions for r in tight.finished) == tight.scheduler.num_preemptions
