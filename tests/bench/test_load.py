@@ -44,7 +44,8 @@ def test_achieved_concurrency_counts_only_while_sending():
 def _result(lags_ms=(0.5,), cpu=0.1, achieved=8.0):
     from infercast.bench.load import LoadResult
 
-    return LoadResult([], 1.0, achieved, 8, np.array(lags_ms) / 1e3, cpu, 0)
+    recs = [RequestRecord("r", 0.0, 1, finish_reason="stop")]
+    return LoadResult(recs, 1.0, achieved, 8, np.array(lags_ms) / 1e3, cpu, 0)
 
 
 def test_client_bottleneck_warnings():
@@ -56,3 +57,11 @@ def test_client_bottleneck_warnings():
     assert "event loop" in client_warnings(closed, _result(lags_ms=[10.0] * 20), 0.0)[0]
     assert "core" in client_warnings(closed, _result(cpu=0.95), 0.0)[0]
     assert "concurrency" in client_warnings(closed, _result(achieved=5.0), 0.0)[0]
+
+
+def test_no_concurrency_warning_when_requests_just_fail():
+    from infercast.bench.load import LoadPlan, LoadResult, client_warnings
+
+    recs = [RequestRecord("r", 0.0, 1, error="HTTP 500", finish_reason="error")] * 3
+    res = LoadResult(recs, 1.0, 0.1, 1, np.array([0.0005]), 0.1, 0)
+    assert client_warnings(LoadPlan(concurrency=8), res, 0.0) == []

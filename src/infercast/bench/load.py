@@ -225,6 +225,9 @@ def client_warnings(plan: LoadPlan, result: LoadResult, send_lag_p90_s: float) -
                        f"late by as much (budget {budget_ms:.0f} ms)")
     if result.cpu_fraction > 0.8:
         out.append(f"client process used {result.cpu_fraction:.0%} of a core: it is likely the bottleneck")
+    ok = sum(1 for r in result.records if r.ok)
+    if ok * 2 < len(result.records):  # mostly failures: fast errors, not a slow client
+        return out
     if plan.request_rate is None and plan.concurrency and result.achieved_concurrency < 0.9 * plan.concurrency:
         out.append(f"achieved concurrency {result.achieved_concurrency:.1f} < 90% of the {plan.concurrency} "
                    "asked: the server saw fewer streams than requested")

@@ -31,7 +31,8 @@ def _config(**kw: object):  # noqa: ANN202 - BenchConfig, imported lazily
     except ValidationError as exc:
         err = exc.errors()[0]
         where = "--" + str(err["loc"][0]).replace("_", "-") if err["loc"] else "flags"
-        raise ConfigError(f"{where}: {err['msg']}") from None
+        msg = str(err["msg"]).removeprefix("Value error, ")
+        raise ConfigError(f"{where}: {msg}" if err["loc"] else msg) from None
 
 
 def register(app: typer.Typer) -> None:
@@ -84,6 +85,8 @@ def register(app: typer.Typer) -> None:
         from infercast.bench.run import run_bench
         from infercast.bench.run import search_goodput as search
 
+        if endpoint not in ("completions", "chat"):
+            raise ConfigError(f"--endpoint {endpoint!r}: use completions or chat")
         if compare_sim and not sim_hardware:
             raise ConfigError("--compare-sim needs --sim-hardware NAME (see 'infercast hardware')")
         rates, concs = _floats(request_rate, "--request-rate"), _floats(concurrency, "--concurrency")
