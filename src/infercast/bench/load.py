@@ -221,8 +221,9 @@ def client_warnings(plan: LoadPlan, result: LoadResult, send_lag_p90_s: float) -
         lag90 = float(np.percentile(result.loop_lag_s, 90))
         # asyncio timers wake up to 1 ms late by design (epoll's ms resolution); more is load
         if lag90 > CLIENT_ERROR_BUDGET_S + 0.001:
-            out.append(f"client event loop ran late: p90 {lag90 * 1e3:.1f} ms; chunk time stamps can be "
-                       f"late by as much (budget {budget_ms:.0f} ms)")
+            out.append(f"client event loop woke late: p90 {lag90 * 1e3:.1f} ms (the client, the server or "
+                       f"other processes keep this machine's cores busy); chunk time stamps can be late by "
+                       f"as much (budget {budget_ms:.0f} ms)")
     if result.cpu_fraction > 0.8:
         out.append(f"client process used {result.cpu_fraction:.0%} of a core: it is likely the bottleneck")
     ok = sum(1 for r in result.records if r.ok)

@@ -57,7 +57,7 @@ def print_result(result: BenchResult, console: Console) -> None:
     """The table, then any client-bottleneck warning in a red panel."""
     console.print(result_table(result))
     if result.warnings:
-        console.print(Panel("\n".join(result.warnings), title="WARNING: the client may be the bottleneck",
+        console.print(Panel("\n".join(result.warnings), title="WARNING: the client may be the bottleneck (numbers less certain)",
                             border_style="bold red"))
 
 
