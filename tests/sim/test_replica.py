@@ -89,3 +89,14 @@ def test_windowed_attention_lists_requests_and_still_agrees():
     for key in ("ttft", "tpot", "e2e"):
         a, b = getattr(fast.summary, key), getattr(exact.summary, key)
         assert _close(a.mean, b.mean) and _close(a.percentiles[99.0], b.percentiles[99.0])
+
+
+def test_timeline_compaction_keeps_every_token_time(step_model, monkeypatch):
+    """Dropping old step times (bounded memory) never loses a time an active request needs."""
+    import infercast.sim.replica as replica
+
+    cfg = dict(scheduler={"num_blocks": 800}, workload={"rate": 25, "num_requests": 200, "trace": "azure-conv"})
+    _, plain = run(step_model, **cfg)
+    monkeypatch.setattr(replica, "TIMELINE_COMPACT_MIN", 8)
+    _, compacted = run(step_model, **cfg)
+    assert [list(r.chunk_times_s) for r in plain] == [list(r.chunk_times_s) for r in compacted]

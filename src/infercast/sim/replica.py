@@ -29,6 +29,10 @@ from infercast.sim.kernel import PRIO_ARRIVAL, PRIO_KICK, PRIO_STEP_END, Kernel
 from infercast.sim.timeline import Timeline
 
 
+# Timeline entries held before the first compaction (then the threshold doubles).
+TIMELINE_COMPACT_MIN = 1 << 16
+
+
 @dataclass(slots=True)
 class _Track:
     """Simulator-side bookkeeping of one active request."""
@@ -139,7 +143,7 @@ class Replica:
         self.observe = observe
         self.tracks: dict[str, _Track] = {}
         self.timeline = Timeline()
-        self._compact_at = 1 << 16
+        self._compact_at = TIMELINE_COMPACT_MIN
         self.stats = ReplicaStats()
         self.outstanding_tokens = 0  # prompt + max output of requests here, for routing
         self._busy = False
@@ -224,7 +228,7 @@ class Replica:
         if decoding_in_step:
             if decoding_in_step != self._num_decoding:
                 raise RuntimeError("a step ran only some decoding requests; timeline would be wrong")
-            self._append_times(np.array([now]))
+            self._append_time(now)
         done = self.sched.update(batch)
         finished = {r.request_id for r in done}
         for tr in started:
@@ -276,14 +280,22 @@ class Replica:
         return max(0, min(k, int(self._context_limit) - longest))
 
     # ---- per-request records ----------------------------------------------------
-    def _append_times(self, times: np.ndarray) -> None:
+    def _append_time(self, t: float) -> None:
+        if self.timeline.held >= self._compact_at:
+            self._compact(1)
+        self.timeline.append(t)
+
+    def _compact(self, extra: int) -> None:
+        """Drop timeline entries no active request needs (amortized: the threshold doubles)."""
         tl = self.timeline
-        if tl.held + times.size > self._compact_at:  # drop what no active request needs
-            starts = [tr.tl_start for tr in self.tracks.values() if tr.tl_start >= 0]
-            tl.drop_before(min(starts) if starts else tl.size)
-            # Next try only after the held part doubles: amortized O(1) per appended step.
-            self._compact_at = max(1 << 16, 2 * (tl.held + times.size))
-        tl.extend(times)
+        starts = [tr.tl_start for tr in self.tracks.values() if tr.tl_start >= 0]
+        tl.drop_before(min(starts) if starts else tl.size)
+        self._compact_at = max(TIMELINE_COMPACT_MIN, 2 * (tl.held + extra))
+
+    def _append_times(self, times: np.ndarray) -> None:
+        if self.timeline.held + times.size > self._compact_at:
+            self._compact(times.size)
+        self.timeline.extend(times)
 
     def _flush(self, tr: _Track) -> None:
         """Preempted: copy its decode times out of the timeline; it stops decoding."""
@@ -298,7 +310,10 @@ class Replica:
         if tr.tl_start >= 0:
             self._num_decoding -= 1
             count = req.num_output_tokens - len(tr.times)
-            times = np.concatenate((tr.times, self.timeline.slice(tr.tl_start, count)))
+            k = len(tr.times)
+            times = np.empty(k + count)
+            times[:k] = tr.times
+            times[k:] = self.timeline.slice(tr.tl_start, count)
         else:
             times = np.asarray(tr.times, dtype=np.float64)
         self.outstanding_tokens -= req.prompt_tokens + req.max_output_tokens
