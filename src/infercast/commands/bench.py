@@ -77,8 +77,6 @@ def register(app: typer.Typer) -> None:
         sim_config: str = typer.Option(None, "--sim-config", help="Simulator config file (scheduler etc.)."),
     ) -> None:
         """Measure TTFT, TPOT, ITL, E2E, throughput and goodput of an OpenAI-compatible server."""
-        import json
-
         from rich.console import Console
 
         from infercast.bench import report
@@ -115,42 +113,57 @@ def register(app: typer.Typer) -> None:
                 best_rate, results = search(base, search_goodput, slo_attainment, on_done=bar)
             else:
                 results = [run_bench(base.model_copy(update=p), on_done=bar) for p in points]
-        compared = {}
-        if compare_sim:
-            from infercast.bench.compare import comparison, run_sim
-
-            for i, r in enumerate(results):
-                predicted = run_sim(r.config, sim_model or model, sim_hardware, sim_weights, sim_config)
-                compared[i] = comparison(r.summary, predicted)
-        sim_label = f"{sim_model or model} on {sim_hardware}, {sim_weights}"
+        compared = _compare(results, compare_sim, sim_model or model, sim_hardware, sim_weights, sim_config)
         if jsonl:
             report.write_jsonl(results, jsonl)
         if plot:
             report.plot(results, plot)
-        if json_out:
-            docs = [r.to_json() for r in results]
-            for i, rows in compared.items():
-                docs[i]["compare_sim"] = {"simulated": sim_label, "rows": rows}
-            out = docs[0] if len(docs) == 1 else {"sweep": docs}
-            if best_rate is not None:
-                out = {"goodput_search": {"max_rate_meeting_slo": best_rate, "slo_attainment": slo_attainment},
-                       "sweep": docs}
-            print(json.dumps(out, indent=1))
-            for r in results:
-                for w in r.warnings:
-                    console.print(f"[bold red]WARNING:[/] {w}")
-            return
-        for i, r in enumerate(results):
-            report.print_result(r, console)
-            if i in compared:
-                from infercast.bench.compare import comparison_table
+        emit = _emit_json if json_out else _emit_console
+        emit(results, compared, best_rate, slo_attainment, console)
 
-                console.print(comparison_table(r, compared[i], sim_label))
-        if len(results) > 1:
-            console.print(report.sweep_table(results))
-        if best_rate is not None:
-            console.print(f"highest rate meeting the SLO for {slo_attainment:.0%} of requests: "
-                          f"[bold]{best_rate:.3g} req/s[/]")
+
+def _compare(results: list, enabled: bool, model: str, hardware: str | None, weights: str,
+             config_file: str | None) -> dict[int, dict]:
+    """Simulated counterpart of each run (``--compare-sim``), keyed by run index."""
+    if not enabled:
+        return {}
+    from infercast.bench.compare import comparison, run_sim
+
+    label = f"{model} on {hardware}, {weights}"
+    return {i: {"simulated": label, "rows": comparison(r.summary, run_sim(r.config, model, hardware, weights,
+                                                                           config_file))}
+            for i, r in enumerate(results)}
+
+
+def _emit_json(results: list, compared: dict, best_rate: float | None, attainment: float, console) -> None:
+    """One JSON object on stdout (a sweep: ``{"sweep": [...]}``); warnings on stderr."""
+    import json
+
+    docs = [r.to_json() for r in results]
+    for i, comp in compared.items():
+        docs[i]["compare_sim"] = comp
+    out: dict = docs[0] if len(docs) == 1 else {"sweep": docs}
+    if best_rate is not None:
+        out = {"goodput_search": {"max_rate_meeting_slo": best_rate, "slo_attainment": attainment}, "sweep": docs}
+    print(json.dumps(out, indent=1))
+    for r in results:
+        for w in r.warnings:
+            console.print(f"[bold red]WARNING:[/] {w}")
+
+
+def _emit_console(results: list, compared: dict, best_rate: float | None, attainment: float, console) -> None:
+    """Rich tables: each run (and its simulated counterpart), then the sweep."""
+    from infercast.bench import report
+    from infercast.bench.compare import comparison_table
+
+    for i, r in enumerate(results):
+        report.print_result(r, console)
+        if i in compared:
+            console.print(comparison_table(r, compared[i]["rows"], compared[i]["simulated"]))
+    if len(results) > 1:
+        console.print(report.sweep_table(results))
+    if best_rate is not None:
+        console.print(f"highest rate meeting the SLO for {attainment:.0%} of requests: [bold]{best_rate:.3g} req/s[/]")
 
 
 class _progress:
