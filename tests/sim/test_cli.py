@@ -31,9 +31,11 @@ def test_offline_and_concurrency_modes(capsys):
     d = _json(capsys, ["--workload", "offline", "--input-tokens", "1024", "--output-tokens", "64",
                        "--num-requests", "300"])
     assert d["arrival"] == "offline" and d["total_output_tokens"] == 300 * 64
-    d = _json(capsys, ["--concurrency", "16", "--num-requests", "100", "--input-tokens", "256",
+    d = _json(capsys, ["--concurrency", "4,16", "--num-requests", "100", "--input-tokens", "256",
                        "--output-tokens", "32"])
-    assert d["arrival"] == "closed" and d["mean_batch_size"] <= 16
+    assert d["sweep"] == "concurrency" and [r["concurrency"] for r in d["runs"]] == [4, 16]
+    assert all(r["arrival"] == "closed" and r["mean_batch_size"] <= r["concurrency"] for r in d["runs"])
+    assert d["runs"][1]["request_throughput_per_s"] > 2 * d["runs"][0]["request_throughput_per_s"]
 
 
 def test_config_file_sweep_records_and_plots(tmp_path, capsys):

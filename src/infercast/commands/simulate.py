@@ -54,18 +54,38 @@ def build_step_model(cfg):
     return sm
 
 
+def _sweep(o: dict) -> tuple[str | None, list]:
+    """("rate" | "concurrency" | None, values): a comma list on one of the two flags sweeps it."""
+    from infercast.commands._common import parse_float_list, parse_int_list
+    from infercast.errors import ConfigError
+
+    rates = parse_float_list(o["rate"], "--rate") if o["rate"] else [None]
+    conc = parse_int_list(o["concurrency"], "--concurrency") if o["concurrency"] else [None]
+    if len(rates) > 1 and len(conc) > 1:
+        raise ConfigError("sweep one of --rate or --concurrency, not both")
+    if len(conc) > 1:
+        return "concurrency", conc
+    return ("rate" if len(rates) > 1 else None), rates if len(rates) > 1 else [(rates[0], conc[0])]
+
+
 def run_simulate(o: dict) -> None:
     import sys
 
-    from infercast.commands._common import parse_float_list, print_json
+    from infercast.commands._common import print_json
     from infercast.sim.config import build_config, merge, read_config_file
     from infercast.sim.run import simulate
 
     base = read_config_file(o["config"]) if o["config"] else {}
     flags = _overrides(o)
-    rates = parse_float_list(o["rate"], "--rate") if o["rate"] else [None]
-    configs = [build_config(merge(base, merge(flags, {"workload": {"rate": r}}))) for r in rates]
-    sweep = len(configs) > 1
+    key, values = _sweep(o)
+    rate = float(o["rate"]) if o["rate"] and key != "rate" else None
+    conc = int(o["concurrency"]) if o["concurrency"] and key != "concurrency" else None
+    configs = []
+    for v in values:
+        if key is None:
+            rate, conc = v
+        wl = {"rate": v if key == "rate" else rate, "concurrency": v if key == "concurrency" else conc}
+        configs.append(build_config(merge(base, merge(flags, {"workload": wl}))))
     step_model = build_step_model(configs[0])
     show_progress = o["progress"] and sys.stderr.isatty()
     if o["records"]:  # one file for the whole command: truncate once, each run appends
@@ -76,25 +96,44 @@ def run_simulate(o: dict) -> None:
     runs = []
     for cfg in configs:
         acc = _accumulator(cfg)
-        label = f"rate {cfg.workload.rate:g}/s" if cfg.workload.rate else cfg.workload.resolved_arrival
-        with _RecordWriter(o["records"], cfg.workload.rate if sweep else None) as sink, \
-                _progress(show_progress, cfg.workload.num_requests, label) as progress:
+        tag = _tag(cfg, key)
+        with _RecordWriter(o["records"], tag) as sink, \
+                _progress(show_progress, cfg.workload.num_requests, _label(cfg)) as progress:
             result = simulate(cfg, step_model, accumulator=acc, sink=sink, progress=progress)
-        runs.append((label, result, acc, cfg))
+        runs.append((_label(cfg), result, acc, cfg))
     if o["timeline"]:
-        _write_timeline(o["timeline"], runs, sweep)
+        _write_timeline(o["timeline"], runs, key)
     if o["plot"]:
         from infercast.sim.plots import plot_runs
 
-        plot_runs([(lbl, r, a) for lbl, r, a, _ in runs], [c.workload.rate for *_, c in runs], o["plot"])
+        xs = [_tag(c, key)[1] if key else None for *_, c in runs]
+        plot_runs([(lbl, r, a) for lbl, r, a, _ in runs], xs, o["plot"], key or "rate")
     dicts = [_run_dict(r, c) for _, r, _, c in runs]
     if o["as_json"]:
-        print_json({"sweep": "rate", "runs": dicts} if sweep else dicts[0])
+        print_json({"sweep": key, "runs": dicts} if key else dicts[0])
         return
     _print_table(runs, configs[0])
 
 
-def _write_timeline(path: str, runs, sweep: bool) -> None:
+def _label(cfg) -> str:
+    w = cfg.workload
+    if w.rate:
+        return f"rate {w.rate:g}/s"
+    if w.concurrency:
+        return f"concurrency {w.concurrency}"
+    return w.resolved_arrival
+
+
+def _tag(cfg, key: str | None) -> tuple[str, float] | None:
+    """The (JSON key, value) that tells sweep runs apart, or None."""
+    if key == "rate":
+        return "rate_per_s", cfg.workload.rate
+    if key == "concurrency":
+        return "concurrency", cfg.workload.concurrency
+    return None
+
+
+def _write_timeline(path: str, runs, key: str | None) -> None:
     """Batch size, KV usage, queue and preemptions over time (decimated) as CSV."""
     import csv
     from pathlib import Path
@@ -105,11 +144,11 @@ def _write_timeline(path: str, runs, sweep: bool) -> None:
     p.parent.mkdir(parents=True, exist_ok=True)
     with p.open("w", newline="") as fh:
         w = csv.writer(fh)
-        w.writerow((*FIELDS, "rate_per_s") if sweep else FIELDS)
+        w.writerow((*FIELDS, _tag(runs[0][3], key)[0]) if key else FIELDS)
         for _, result, _, cfg in runs:
             cols = result.series.arrays()
             for row in zip(*(cols[f].tolist() for f in FIELDS), strict=True):
-                w.writerow((*row, cfg.workload.rate) if sweep else row)
+                w.writerow((*row, _tag(cfg, key)[1]) if key else row)
 
 
 def _accumulator(cfg):
@@ -132,8 +171,8 @@ def _run_dict(result, cfg) -> dict:
 class _RecordWriter:
     """Streams RequestRecords as JSON lines (appending, so a sweep shares one file)."""
 
-    def __init__(self, path: str | None, rate: float | None):
-        self.path, self.rate, self.fh = path, rate, None
+    def __init__(self, path: str | None, tag: tuple[str, float] | None):
+        self.path, self.tag, self.fh = path, tag, None
 
     def __enter__(self):
         if not self.path:
@@ -155,8 +194,8 @@ class _RecordWriter:
             "num_preemptions": rec.num_preemptions, "cached_prompt_tokens": rec.cached_prompt_tokens,
             "chunk_times_s": [float(t) for t in rec.chunk_times_s],
         }
-        if self.rate is not None:
-            d["rate_per_s"] = self.rate
+        if self.tag is not None:
+            d[self.tag[0]] = self.tag[1]
         self.fh.write(json.dumps(d) + "\n")
 
     def __exit__(self, *exc) -> None:
@@ -255,7 +294,7 @@ def register(app: typer.Typer) -> None:
         workload: str | None = typer.Option(None, help="arrivals: poisson | gamma | closed | offline | trace"),
         rate: str | None = typer.Option(None, help="requests/s; a list (1,2,4) runs a sweep"),
         cv: float | None = typer.Option(None, help="gamma arrivals: CV of inter-arrival gaps (default: 1)"),
-        concurrency: int | None = typer.Option(None, help="closed loop: requests kept in flight"),
+        concurrency: str | None = typer.Option(None, help="closed loop: requests kept in flight; a list (8,32) sweeps"),
         num_requests: int | None = typer.Option(None, help="requests to simulate (default: 1000)"),
         trace: str | None = typer.Option(None, help="azure-conv | azure-code | CSV/JSONL file"),
         input_tokens: float | None = typer.Option(None, help="prompt length mean (default: 1024; trace lengths with --trace)"),

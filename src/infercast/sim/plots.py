@@ -20,15 +20,15 @@ def _pyplot():
     return plt
 
 
-def plot_runs(runs: Sequence[tuple[str, SimResult, MetricsAccumulator]], rates: Sequence[float | None],
-              directory: str | Path) -> list[Path]:
-    """Write ``latency_cdf.png``, ``timeline.png`` and (for sweeps) ``vs_rate.png`` to a directory."""
+def plot_runs(runs: Sequence[tuple[str, SimResult, MetricsAccumulator]], xs: Sequence[float | None],
+              directory: str | Path, x_name: str = "rate") -> list[Path]:
+    """Write ``latency_cdf.png``, ``timeline.png`` and, for sweeps, ``vs_<x_name>.png``."""
     plt = _pyplot()
     out = Path(directory)
     out.mkdir(parents=True, exist_ok=True)
     written = [_cdfs(plt, runs, out / "latency_cdf.png"), _timeline(plt, runs[-1], out / "timeline.png")]
-    if len(runs) > 1 and all(r is not None for r in rates):
-        written.append(_vs_rate(plt, runs, rates, out / "vs_rate.png"))
+    if len(runs) > 1 and all(x is not None for x in xs):
+        written.append(_vs_x(plt, runs, xs, x_name, out / f"vs_{x_name}.png"))
     return written
 
 
@@ -74,13 +74,13 @@ def _timeline(plt, run, path: Path) -> Path:
     return path
 
 
-def _vs_rate(plt, runs, rates, path: Path) -> Path:
+def _vs_x(plt, runs, xs, x_name: str, path: Path) -> Path:
     fig, (ax, ax2) = plt.subplots(1, 2, figsize=(12, 4.2))
     for key, name, axis in (("ttft", "TTFT", ax), ("tpot", "TPOT", ax2)):
         for q, style in ((50, "o-"), (99, "s--")):
             ys = [getattr(r.summary, key).percentiles[float(q)] * 1e3 for _, r, _ in runs]
-            axis.plot(rates, ys, style, label=f"p{q}")
-        axis.set_xlabel("request rate (req/s)")
+            axis.plot(xs, ys, style, label=f"p{q}")
+        axis.set_xlabel("request rate (req/s)" if x_name == "rate" else "concurrency (requests in flight)")
         axis.set_ylabel(f"{name} (ms)")
         axis.set_yscale("log")
         axis.grid(alpha=0.3)

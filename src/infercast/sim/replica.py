@@ -28,7 +28,6 @@ from infercast.sched import Request, Scheduler
 from infercast.sim.kernel import PRIO_ARRIVAL, PRIO_KICK, PRIO_STEP_END, Kernel
 from infercast.sim.timeline import Timeline
 
-
 # Timeline entries held before the first compaction (then the threshold doubles).
 TIMELINE_COMPACT_MIN = 1 << 16
 
