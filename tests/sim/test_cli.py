@@ -75,3 +75,23 @@ def test_bad_config_file_names_the_field(tmp_path):
     proc = subprocess.run([sys.executable, "-m", "infercast.cli", "simulate", "--config", str(cfg)],
                           capture_output=True, text=True)
     assert proc.returncode == 2 and "workload.num_requests" in proc.stderr
+
+
+def test_config_example_in_the_docs_is_valid():
+    import pathlib
+    import re
+    import tomllib
+
+    from infercast.sim.config import SimConfig, build_config
+
+    text = (pathlib.Path(__file__).parents[2] / "docs" / "simulator.md").read_text()
+    (block,) = re.findall(r"```toml\n(.*?)```", text, re.S)
+    cfg = build_config(tomllib.loads(block))
+    assert cfg.replicas == 2 and cfg.scheduler.prefix_caching and cfg.workload.rate == 8.0
+    # and the full layout documented in the config module is valid too
+    import importlib
+
+    layout = importlib.import_module(SimConfig.__module__).__doc__.split("::")[1]
+    lines = [ln[4:] for ln in layout.splitlines() if ln.startswith("    ")]
+    full = build_config(tomllib.loads("\n".join(lines)))
+    assert full.workload.resolved_arrival == "poisson"

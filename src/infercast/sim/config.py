@@ -25,7 +25,7 @@ File layout (every key optional; flags override the file)::
     arrival = "poisson"           # poisson | gamma | closed | offline | trace
     rate = 4.0                    # requests/s (poisson, gamma)
     cv = 1.0                      # gamma burstiness
-    concurrency = 64              # closed loop
+    # concurrency = 64            # closed loop (instead of a rate)
     num_requests = 1000
     trace = "azure-conv"          # shipped name or CSV/JSONL path
     prefix_groups = 0
