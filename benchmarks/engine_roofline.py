@@ -26,10 +26,11 @@ import time
 import numpy as np
 from threadpoolctl import threadpool_limits
 
+from infercast.engine.engine import make_model
 from infercast.engine.kv_store import PagedKVStore
 from infercast.engine.loader import load
 from infercast.engine.machine_probe import probe
-from infercast.engine.model import LlamaModel, SeqInput
+from infercast.engine.model import SeqInput
 from infercast.engine.predict import (
     decode_read_bytes,
     hardware_from_probe,
@@ -58,10 +59,11 @@ def _tables(batch: int, context: int, block_size: int) -> list[list[int]]:
 
 def decode_rows(model, kv, cfg, w, sm, bw, batches, context, runs):
     rows = []
+    stored = getattr(model, "weight_bytes", None)  # torch: the bf16 matrices
     for b in batches:
         seqs = [SeqInput([7], context, t) for t in _tables(b, context, kv.block_size)]
         best, med = _time(lambda seqs=seqs: model.forward(seqs, kv), runs)
-        floor = decode_read_bytes(cfg, w, [context + 1] * b) / bw
+        floor = decode_read_bytes(cfg, w, [context + 1] * b, stored) / bw
         cost = sm.step_cost([1] * b, [context] * b)
         rows.append({"batch": b, "best_s": best, "median_s": med, "floor_s": floor,
                      "frac_of_floor_best": floor / best, "frac_of_floor_median": floor / med,
@@ -93,24 +95,28 @@ def main() -> None:
     ap.add_argument("--batches", default="1,2,4,8,16,32")
     ap.add_argument("--prefill", default="128,512")
     ap.add_argument("--context", type=int, default=128)
+    ap.add_argument("--backend", default="numpy", help="numpy (fp32) | torch (bf16 weights)")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
 
     machine = probe(threads=args.threads, runs=args.runs)
     hw = hardware_from_probe(machine)
-    bw, peak = hw.memory_bandwidth_bytes_per_s, hw.peak_flops("fp32")
+    dtype = "bf16" if args.backend == "torch" else "fp32"
+    bw, peak = hw.memory_bandwidth_bytes_per_s, hw.peak_flops(dtype)
     loaded = load(args.model)
     cfg, w = loaded.cfg, loaded.weights
     batches = [int(x) for x in args.batches.split(",")]
     lengths = [int(x) for x in args.prefill.split(",")]
-    model = LlamaModel(cfg, w, max(args.context + 2, max(lengths) + 1))
+    model = make_model(loaded, max(args.context + 2, max(lengths) + 1), args.backend,
+                       args.threads)
     block = 16
     kv = PagedKVStore(cfg, max(batches) * (-(-(args.context + 1) // block)), block)
-    sm = step_model(cfg, hw)
+    sm = step_model(cfg, hw, backend=args.backend)
     with threadpool_limits(args.threads):
         dec = decode_rows(model, kv, cfg, w, sm, bw, batches, args.context, args.runs)
         pre = prefill_rows(model, cfg, sm, peak, lengths, args.runs, block)
     out = {"model": loaded.name, "params": cfg.num_params, "threads": args.threads,
+           "backend": args.backend, "dtype": dtype,
            "weights_stored_bytes": loaded.stored_bytes, "machine": machine,
            "decode": dec, "prefill": pre}
     if args.json:
@@ -120,8 +126,9 @@ def main() -> None:
 
 
 def _print(out, bw, peak) -> None:
-    print(f"{out['model']}: {out['params'] / 1e6:.0f}M params, {out['threads']} thread(s); "
-          f"read bandwidth {bw / 1e9:.1f} GB/s, fp32 matmul peak {peak / 1e9:.0f} GFLOP/s "
+    print(f"{out['model']}: {out['params'] / 1e6:.0f}M params, {out['backend']} backend, "
+          f"{out['threads']} thread(s); read bandwidth {bw / 1e9:.1f} GB/s, {out['dtype']} "
+          f"matmul peak {peak / 1e9:.0f} GFLOP/s "
           "(best of runs; GB = 1e9 B)")
     print("decode  batch  best ms  median ms  floor ms  best/floor  med/floor  tok/s"
           "  model floor ms  model expected ms")
@@ -134,7 +141,7 @@ def _print(out, bw, peak) -> None:
     if one is not None:
         stored = out["weights_stored_bytes"]
         print(f"batch 1: {one['best_s'] * 1e3:.2f} ms/step; weights as stored {stored / 1e6:.0f} MB "
-              f"-> stored-bytes floor {stored / bw * 1e3:.2f} ms; the engine reads float32 "
+              f"-> stored-bytes floor {stored / bw * 1e3:.2f} ms; the engine reads {out['dtype']} "
               f"(floor {one['floor_s'] * 1e3:.2f} ms). llama.cpp reference for SmolLM2-135M "
               f"Q4_1 on this kind of machine: {LLAMA_CPP_SMOLLM2_STEP_S * 1e3:.1f} ms/step.")
     print("prefill tokens  best ms  median ms  GFLOP/s  frac of peak (best, median)"

@@ -23,6 +23,8 @@ def register(app: typer.Typer) -> None:
                                            help="Require 'Authorization: Bearer KEY'"),
         seed: int = typer.Option(0, help="Seed of random weights and of unseeded sampling"),
         enable_prefix_caching: bool = typer.Option(False, help="Reuse KV of shared prefixes"),
+        backend: str = typer.Option("numpy", help="numpy (float32) | torch (bf16 weights; "
+                                    "pip install 'infercast[torch]')"),
     ) -> None:
         """Serve a model on this CPU until interrupted (Ctrl-C drains, then cancels)."""
         import time
@@ -40,7 +42,8 @@ def register(app: typer.Typer) -> None:
         cfg = EngineConfig(policy=scheduler, max_num_seqs=max_num_seqs,
                            max_num_batched_tokens=max_num_batched_tokens,
                            max_model_len=max_model_len, kv_cache_bytes=kv_cache_gib * 2**30,
-                           num_threads=threads, enable_prefix_caching=enable_prefix_caching)
+                           num_threads=threads, enable_prefix_caching=enable_prefix_caching,
+                           backend=backend)
         engine = Engine(loaded, cfg, time.monotonic, np.random.default_rng(seed))
         app = create_app(engine, loaded.name, api_key=api_key, max_waiting=max_waiting)
         run_server(app, host, port, f"{loaded.name}: {loaded.cfg.num_params / 1e6:.0f}M params")

@@ -29,6 +29,17 @@ from infercast.sched.kv_cache import hash_token_blocks
 from infercast.sched.request import Request
 from infercast.sched.scheduler import Scheduler, SchedulerConfig
 
+BACKENDS = ("numpy", "torch")
+
+
+def make_model(loaded: LoadedModel, max_positions: int, backend: str, num_threads: int):
+    """The forward-pass object of a backend (both have ``forward(seqs, kv, all_logits)``)."""
+    if backend == "torch":
+        from infercast.engine.torch_model import TorchLlamaModel
+
+        return TorchLlamaModel(loaded.cfg, loaded.weights, max_positions, num_threads)
+    return LlamaModel(loaded.cfg, loaded.weights, max_positions)
+
 
 class PromptTooLongError(ConfigError):
     """A prompt that leaves no room for one output token within max_model_len."""
@@ -46,6 +57,11 @@ class EngineConfig:
     max_model_len: int = 2048
     enable_prefix_caching: bool = False
     num_threads: int = 1  # BLAS threads; one is often faster on shared cores
+    backend: str = "numpy"  # numpy (float32) | torch (bf16 weights, optional extra)
+
+    def __post_init__(self) -> None:
+        if self.backend not in BACKENDS:
+            raise ConfigError(f"backend {self.backend!r}: use one of {', '.join(BACKENDS)}")
 
     def num_blocks(self, kv_bytes_per_token: int) -> int:
         return max(1, int(self.kv_cache_bytes // (kv_bytes_per_token * self.block_size)))
@@ -72,7 +88,7 @@ class Engine:
             num_blocks=num_blocks, enable_prefix_caching=config.enable_prefix_caching,
             max_model_len=self.max_model_len))
         self.kv = PagedKVStore(cfg, num_blocks, config.block_size)
-        self.model = LlamaModel(cfg, loaded.weights, self.max_model_len)
+        self.model = make_model(loaded, self.max_model_len, config.backend, config.num_threads)
         # One controller, built once: threadpool_limits() rescans the loaded libraries
         # on every call (~0.3 ms, measured), too much to pay per step.
         self._blas = ThreadpoolController()

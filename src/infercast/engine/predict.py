@@ -29,23 +29,31 @@ def hardware_from_probe(result: Mapping[str, Any]):
     return hardware_from_mapping(profile_mapping(dict(result)), "infercast machine (in process)")
 
 
-def step_model(cfg: EngineModelConfig, hardware, profile=None, max_seqs: int = 256):
-    """A :class:`~infercast.cost.step.StepModel` for the engine (fp32 weights, KV, compute)."""
+def step_model(cfg: EngineModelConfig, hardware, profile=None, max_seqs: int = 256,
+               backend: str = "numpy"):
+    """A :class:`~infercast.cost.step.StepModel` for the engine.
+
+    numpy: fp32 weights, KV and compute. torch: bf16 weights and matmuls, fp32 KV.
+    """
     from infercast.cost.step import StepModel
     from infercast.specs.precision import Precision
 
-    precision = Precision.parse(weights="fp32", kv_cache="fp32", compute="fp32")
+    dtype = "bf16" if backend == "torch" else "fp32"
+    precision = Precision.parse(weights=dtype, kv_cache="fp32", compute=dtype)
     return StepModel(model_spec(cfg), hardware, precision, profile=profile, max_seqs=max_seqs)
 
 
-def decode_read_bytes(cfg: EngineModelConfig, w: ModelWeights, contexts: list[int]) -> float:
+def decode_read_bytes(cfg: EngineModelConfig, w: ModelWeights, contexts: list[int],
+                      weight_bytes: float | None = None) -> float:
     """Bytes one decode step must read: every weight matrix once, plus each sequence's KV.
 
     The embedding table is not read in full (one row per token) unless it is
     also the tied output head. KV: 2 (K, V) x layers x kv_heads x head_dim x 4 bytes
-    per cached token.
+    per cached token. ``weight_bytes`` overrides the float32 weights (torch: bf16).
     """
     weights = w.nbytes - (0 if w.lm_head is w.embed else w.embed.nbytes)
+    if weight_bytes is not None:
+        weights = weight_bytes
     kv_per_token = 2 * cfg.num_layers * cfg.kv_size * 4
     return float(weights + kv_per_token * sum(contexts))
 
