@@ -56,7 +56,7 @@ def new_engine(loaded, ecfg, steps=None) -> Engine:
     return Engine(loaded, ecfg, time.monotonic, np.random.default_rng(0), observer)
 
 
-def fit_profile(cfg, hw, steps) -> tuple[EfficiencyProfile, float]:
+def fit_profile(cfg, hw, steps, backend: str = "numpy") -> tuple[EfficiencyProfile, float]:
     """Least squares on log(predicted / measured) step time over the calibration steps.
 
     Decode-only steps outnumber steps carrying prefill ~10:1, and one efficiency
@@ -75,7 +75,7 @@ def fit_profile(cfg, hw, steps) -> tuple[EfficiencyProfile, float]:
                                  step_overhead_s=x[3], name="engine-calibrated")
 
     def residuals(x) -> np.ndarray:
-        sm = step_model(cfg, hw, profile(x))
+        sm = step_model(cfg, hw, profile(x), backend=backend)
         pred = np.array([sm.step_time_s(n, c) for n, c, _ in steps])
         return weight * np.log(pred / measured)
 
@@ -102,7 +102,7 @@ def simulate_requests(cfg, hw, profile, reqs, ecfg, num_blocks, max_model_len):
         "workload": {"arrival": "trace", "trace": "engine-loop", "num_requests": len(reqs),
                      "input": {"dist": "trace"}, "output": {"dist": "trace"}},
     })
-    return simulate(sim_cfg, step_model(cfg, hw, profile, ecfg.max_num_seqs),
+    return simulate(sim_cfg, step_model(cfg, hw, profile, ecfg.max_num_seqs, ecfg.backend),
                     trace=trace).summary
 
 
@@ -128,7 +128,7 @@ def measure_http(args, reqs) -> list:
     cmd = [sys.executable, "-m", "infercast.cli", "serve", "--model", args.model, "--port",
            str(port), "--max-num-seqs", str(args.max_num_seqs), "--max-num-batched-tokens",
            str(args.max_num_batched_tokens), "--kv-cache-gib", "0.25", "--threads",
-           str(args.threads), "--max-waiting", "100000"]
+           str(args.threads), "--max-waiting", "100000", "--backend", args.backend]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
     try:
         proc.stdout.readline()  # the URL line: ready
@@ -175,6 +175,7 @@ def _args() -> argparse.Namespace:
     ap.add_argument("--max-num-seqs", type=int, default=8)
     ap.add_argument("--max-num-batched-tokens", type=int, default=256)
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--backend", default="numpy", help="numpy (fp32) | torch (bf16 weights)")
     ap.add_argument("--http", action="store_true",
                     help="also measure through `infercast serve` + the bench client")
     ap.add_argument("--json", action="store_true")
@@ -202,7 +203,8 @@ def main() -> None:
     max_len = min(2048, cfg.max_position_embeddings)
     ecfg = EngineConfig(max_num_seqs=args.max_num_seqs, max_model_len=max_len,
                         max_num_batched_tokens=args.max_num_batched_tokens,
-                        kv_cache_bytes=256 * 2**20, num_threads=args.threads)
+                        kv_cache_bytes=256 * 2**20, num_threads=args.threads,
+                        backend=args.backend)
     num_blocks = ecfg.num_blocks(PagedKVStore.bytes_per_token(cfg))
 
     def requests(n: int, seed: int) -> list[TimedRequest]:
@@ -216,21 +218,22 @@ def main() -> None:
     # from the measured run), so its steps have the shapes serving produces.
     _, calib_steps, _, _ = measure(loaded, ecfg, requests(max(12, args.num_requests // 3),
                                                           args.seed + 1000))
-    profile, rms = fit_profile(cfg, hw, calib_steps)
+    profile, rms = fit_profile(cfg, hw, calib_steps, args.backend)
     reqs = requests(args.num_requests, args.seed)
     measured, steps, wall, cpu_share = measure(loaded, ecfg, reqs)
     # Step-level check: the calibrated model's time for the steps that ran vs their wall time.
-    sm = step_model(cfg, hw, profile)
+    sm = step_model(cfg, hw, profile, backend=args.backend)
     step_error = sum(sm.step_time_s(n, c) for n, c, _ in steps) / sum(
         s for _, _, s in steps) - 1.0
     # In-run calibration: the same four factors fitted to the measured run's own step
     # times (not its latencies). It removes drift in machine load between runs and
     # tests what the simulator adds: scheduling and queueing, given the step costs.
-    in_run, in_rms = fit_profile(cfg, hw, steps)
+    in_run, in_rms = fit_profile(cfg, hw, steps, args.backend)
     sims = {"calibrated": predict(profile, reqs), "in_run": predict(in_run, reqs),
             "default_profile": predict(EfficiencyProfile(), reqs)}
     out = {
-        "model": loaded.name, "threads": args.threads, "machine": machine,
+        "model": loaded.name, "threads": args.threads, "backend": args.backend,
+        "machine": machine,
         "workload": vars(args), "engine_wall_s": wall,
         "calibration": {"steps": len(calib_steps), "rms_log_error": rms,
                         "profile": profile.to_dict()},
@@ -252,7 +255,8 @@ def _text(out) -> str:
     c = out["calibration"]
     p = c["profile"]
     lines = [
-        f"{out['model']}, {out['threads']} thread(s): {out['workload']['num_requests']} requests, "
+        f"{out['model']}, {out['backend']} backend, {out['threads']} thread(s): "
+        f"{out['workload']['num_requests']} requests, "
         f"Poisson {out['workload']['rate']}/s; engine run took {out['engine_wall_s']:.1f} s",
         f"calibrated on {c['steps']} offline steps (rms log error {c['rms_log_error']:.3f}): "
         f"mem_bw_eff={p['mem_bw_eff']:.2f} gemm_compute_eff={p['gemm_compute_eff']:.2f} "
