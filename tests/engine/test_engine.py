@@ -195,3 +195,22 @@ def test_preempted_requests_recompute_to_the_same_greedy_tokens(tiny):
     assert _ids_by_request(tight) == alone
     assert tight.scheduler.num_preemptions > 0
     assert sum(r.num_preemptions for r in tight.finished) == tight.scheduler.num_preemptions
+
+
+def test_prefix_cache_hits_reuse_kv_and_keep_outputs(tiny):
+    params = SamplingParams(max_tokens=8, temperature=0.0, ignore_eos=True)
+    shared = list(range(30, 62))  # 8 full blocks of 4 tokens
+    prompts = {"a": shared + [1, 2, 3], "b": shared + [9, 8]}
+    alone = {}
+    for rid, prompt in prompts.items():
+        e = _engine(tiny)
+        e.add(rid, prompt, params)
+        alone.update(_ids_by_request(e))
+    e = _engine(tiny, enable_prefix_caching=True)
+    e.add("a", prompts["a"], params)
+    first = _ids_by_request(e)
+    e.add("b", prompts["b"], params)
+    second = _ids_by_request(e)
+    assert {**first, **second} == alone
+    hit = {r.request_id: r.cached_prompt_tokens for r in e.finished}
+    assert hit == {"a": 0, "b": 32}  # b's 8 shared blocks came from the cache

@@ -62,6 +62,11 @@ class EngineConfig:
     def __post_init__(self) -> None:
         if self.backend not in BACKENDS:
             raise ConfigError(f"backend {self.backend!r}: use one of {', '.join(BACKENDS)}")
+        if self.num_threads < 1:
+            raise ConfigError(f"threads={self.num_threads}: use at least 1")
+        if self.kv_cache_bytes <= 0 or self.max_model_len < 2:
+            raise ConfigError(f"kv cache {self.kv_cache_bytes} bytes / max_model_len "
+                              f"{self.max_model_len}: both must be positive (context >= 2)")
 
     def num_blocks(self, kv_bytes_per_token: int) -> int:
         return max(1, int(self.kv_cache_bytes // (kv_bytes_per_token * self.block_size)))
@@ -188,6 +193,8 @@ class Engine:
             gen = self.gens[s.request_id]
             if gen.record.first_scheduled_s is None:
                 gen.record.first_scheduled_s = start
+                req = self.scheduler.requests[s.request_id]
+                gen.record.cached_prompt_tokens = req.num_cached_prompt_tokens
             stop = s.num_cached_tokens + s.num_new_tokens
             inputs.append(SeqInput(gen.token_ids(s.num_cached_tokens, stop),
                                    s.num_cached_tokens, s.block_table, s.samples))
