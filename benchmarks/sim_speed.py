@@ -47,6 +47,13 @@ class TimedModel:
         self.calls += 1
         return out
 
+    def mixed_step_time_s(self, num_decode, decode_cached_sum, new, cached):
+        t0 = time.process_time()
+        out = self.inner.mixed_step_time_s(num_decode, decode_cached_sum, new, cached)
+        self.cpu_s += time.process_time() - t0
+        self.calls += 1
+        return out
+
     def decode_affine(self, n):
         return self.inner.decode_affine(n)
 

@@ -125,9 +125,13 @@ class StepModel:
         self.memory: MemoryPlan = plan_memory(model, hardware, self.precision, self.parallel,
                                               memory_fraction, max_batched_tokens, max_seqs)
         self._token_cache: dict[tuple[int, int], tuple[tuple[OpTime, ...], float]] = {}
+        self._time_cache: dict[tuple[int, int], float] = {}
         self._affine_cache: dict[int, tuple[float, float]] = {}
         self._spans = tuple({(layer.attention, layer.window): 0 for layer in model.layers})
         self._span_counts = {s: sum(1 for x in model.layers if (x.attention, x.window) == s) for s in self._spans}
+        self._all_full = all(kind == ATTN_FULL for kind, _ in self._spans)
+        self._lin_tokens, self._lin_logits = _compile(self._per_token_ops, 1), _compile(self._per_logit_ops, 1)
+        self._attn_lin = self._compile_attention() if self._all_full else ()
 
     # ---- public -------------------------------------------------------------------
     @property
@@ -159,9 +163,56 @@ class StepModel:
         """Expected time of one step, seconds (overhead included)."""
         new, cached = self._arrays(new_tokens, cached_tokens)
         t = int(new.sum())
-        _, token_time = self._token_ops(t, len(new))
         attn = sum(o.time_s for o in self._attention_times(new, cached, t))
-        return token_time + attn + self.profile.step_overhead_s
+        return self._token_time(t, len(new)) + attn + self.profile.step_overhead_s
+
+    def mixed_step_time_s(self, num_decode: int, decode_cached_sum: float,
+                          new_tokens: Sequence[int] = (), cached_tokens: Sequence[int] = ()) -> float:
+        """``step_time_s`` of ``num_decode`` one-token decodes whose cached contexts sum to
+        ``decode_cached_sum``, plus the listed sequences; plain-float arithmetic, no arrays.
+
+        Exact for full-attention models (decode contexts enter only through their sum);
+        windowed models are costed with the decode contexts split evenly.
+        """
+        if not self._all_full:
+            share = decode_cached_sum / num_decode if num_decode else 0.0
+            return self.step_time_s([1] * num_decode + list(new_tokens),
+                                    [share] * num_decode + list(cached_tokens))
+        pc_pre = pn_pre = kv_pre = 0.0
+        pc_dec, pn_dec, kv_dec = float(decode_cached_sum), float(num_decode), float(decode_cached_sum)
+        t = num_decode
+        for n, c in zip(new_tokens, cached_tokens, strict=True):
+            t += n
+            if n == 1:
+                pc_dec += c
+                pn_dec += 1.0
+                kv_dec += c
+            else:
+                pc_pre += n * c
+                pn_pre += n * (n + 1) / 2
+                kv_pre += c
+        x = (pc_dec, pc_pre, pn_dec, pn_pre, kv_dec, kv_pre, float(t))
+        eff, m = self.profile, self.machine
+        attn = 0.0
+        for fc, bc in self._attn_lin:  # attention ops are linear in these seven sums
+            flops = sum(a * b for a, b in zip(fc, x))
+            moved = sum(a * b for a, b in zip(bc, x))
+            attn += max(flops / (m.attn_peak_flops * eff.attn_compute_eff), moved / (m.bandwidth * eff.attn_bw_eff))
+        return self._token_time(t, num_decode + len(new_tokens)) + attn + self.profile.step_overhead_s
+
+    def _compile_attention(self) -> tuple[tuple[tuple[float, ...], tuple[float, ...]], ...]:
+        """Coefficients of each attention op's FLOPs and bytes in the seven step sums."""
+        count = self.model.num_layers
+        basis = [SpanStats(*[1.0 if j == i else 0.0 for j in range(6)]) for i in range(6)]
+        zero = self.shards.attention_ops(SpanStats(), 0.0)
+        per_t = self.shards.attention_ops(SpanStats(), 1.0)
+        cols = [self.shards.attention_ops(b, 0.0) for b in basis]
+        out = []
+        for k in range(len(zero)):
+            fc = tuple(count * (c[k].flops - zero[k].flops) for c in cols) + (count * (per_t[k].flops - zero[k].flops),)
+            bc = tuple(count * (c[k].bytes - zero[k].bytes) for c in cols) + (count * (per_t[k].bytes - zero[k].bytes),)
+            out.append((fc, bc))
+        return tuple(out)
 
     def decode_affine(self, num_seqs: int) -> tuple[float, float]:
         """(a_s, b_s): a decode step of ``num_seqs`` sequences with cached contexts summing
@@ -200,6 +251,36 @@ class StepModel:
             raise ValueError("new_tokens and cached_tokens must have the same length")
         return new, cached
 
+    def _per_token_ops(self, t: float) -> list[OpCost]:
+        """Every op whose size depends on the new-token count (all but the LM head)."""
+        ops: list[OpCost] = []
+        for layer, count in self.model.layer_groups:
+            ops += [op.scaled(count) for op in self.shards.layer_token_ops(layer, t)]
+        return ops + [op for op in self.shards.head_ops(t, 1) if op.name != "lm_head"]
+
+    def _moe_expert_ops(self, t: float) -> list[OpCost]:
+        """The routed-expert GEMMs (not affine in t: distinct experts touched), all MoE layers."""
+        n = self.model.num_moe_layers
+        return [op.scaled(n) for op in self.shards.moe_ops(t) if op.name.startswith(_NONAFFINE_PREFIX)]
+
+    def _per_logit_ops(self, logits: float) -> list[OpCost]:
+        return [op for op in self.shards.head_ops(1, logits) if op.name == "lm_head"]
+
+    def _token_time(self, t: int, logits: int) -> float:
+        """Expected time of the token-count ops: memoized; misses use the compiled affine ops."""
+        key = (t, logits)
+        hit = self._time_cache.get(key)
+        if hit is None:
+            m, eff = self.machine, self.profile
+            hit = self._lin_tokens.time_s(t, m, eff) + self._lin_logits.time_s(logits, m, eff)
+            if self._lin_tokens.nonaffine_names:
+                for op in self._moe_expert_ops(t):
+                    hit += time_op(op, m, eff).time_s
+            if len(self._time_cache) >= 1 << 17:
+                self._time_cache.clear()
+            self._time_cache[key] = hit
+        return hit
+
     def _token_ops(self, t: int, logits: int) -> tuple[tuple[OpTime, ...], float]:
         """Ops that depend only on the new-token and logit counts (memoized)."""
         key = (t, logits)
@@ -224,6 +305,64 @@ class StepModel:
             for op in self.shards.attention_ops(stats, t):
                 ops.append(replace(op, name=op.name + label).scaled(count))
         return tuple(time_op(op, self.machine, self.profile) for op in ops)
+
+
+_NONAFFINE_PREFIX = "moe.experts."  # bytes and GEMM rows follow the distinct experts touched
+
+
+@dataclass(frozen=True, slots=True)
+class _LinOp:
+    """An op whose FLOPs, bytes and link bytes are affine in x (tokens or logits)."""
+
+    kind: str
+    f0: float
+    f1: float
+    b0: float
+    b1: float
+    l0: float
+    l1: float
+    c0: float
+    c1: float
+    m_is_x: bool
+    m_const: float
+
+    def time_s(self, x: float, m: Machine, eff: EfficiencyProfile) -> float:
+        """Same arithmetic as ``roofline.op_expected_s`` on the op at x."""
+        if self.kind == "comm":
+            link = self.l0 + self.l1 * x
+            if link <= 0:
+                return 0.0
+            bw = m.link_bandwidth * eff.comm_bw_eff
+            return link / bw + eff.comm_latency_s * (self.c0 + self.c1 * x) if bw > 0 else float("inf")
+        if self.kind == "gemm":
+            rows = x if self.m_is_x else self.m_const
+            c_eff, b_eff = eff.gemm_eff(m.compute_dtype, max(rows, 1e-9)), eff.mem_bw_eff
+        else:
+            c_eff, b_eff = eff.gemm_compute_eff, eff.elementwise_bw_eff
+        return max((self.f0 + self.f1 * x) / (m.peak_flops * c_eff), (self.b0 + self.b1 * x) / (m.bandwidth * b_eff))
+
+
+@dataclass(frozen=True)
+class _Compiled:
+    ops: tuple[_LinOp, ...]
+    nonaffine_names: frozenset[str]
+
+    def time_s(self, x: float, m: Machine, eff: EfficiencyProfile) -> float:
+        return sum(op.time_s(x, m, eff) for op in self.ops)
+
+
+def _compile(build, _unit: int) -> _Compiled:
+    """Affine form of the ops ``build(x)`` returns, from their values at x = 1 and x = 2."""
+    one, two = build(1.0), build(2.0)
+    lin, skip = [], set()
+    for a, b in zip(one, two, strict=True):
+        if a.name.startswith(_NONAFFINE_PREFIX):
+            skip.add(a.name)
+            continue
+        f1, b1, l1, c1 = b.flops - a.flops, b.bytes - a.bytes, b.link_bytes - a.link_bytes, b.collectives - a.collectives
+        lin.append(_LinOp(a.kind, a.flops - f1, f1, a.bytes - b1, b1, a.link_bytes - l1, l1, a.collectives - c1, c1,
+                          a.m_tokens == 1.0 and b.m_tokens == 2.0, a.m_tokens))
+    return _Compiled(tuple(lin), frozenset(skip))
 
 
 def _merge(ops: list[OpCost]) -> list[OpCost]:

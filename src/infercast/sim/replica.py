@@ -97,6 +97,16 @@ def _step_arrays(batch) -> tuple[np.ndarray, np.ndarray]:
     return new, cached
 
 
+def _step_time(timer, batch) -> float:
+    """Step time from the timer; a StepModel's ``mixed_step_time_s`` takes the batch without arrays."""
+    mixed = getattr(timer, "mixed_step_time_s", None)
+    if mixed is None:
+        return timer.step_time_s(*_step_arrays(batch))
+    seqs = batch.seqs
+    return mixed(batch.num_decode_seqs, batch.decode_cached_tokens,
+                 [s.num_new_tokens for s in seqs], [s.num_cached_tokens for s in seqs])
+
+
 class ReplicaStats:
     """Counters over a run: steps, busy time, time-weighted batch size and KV usage."""
 
@@ -203,7 +213,7 @@ class Replica:
             tr = tracks[seq.request_id]
             if tr.first_scheduled_s is None:
                 tr.first_scheduled_s = now
-        dt = self.timer.step_time_s(*_step_arrays(batch))
+        dt = _step_time(self.timer, batch)
         self.stats.add(1, dt, batch.num_seqs, sched.kv.usage)
         if self.observe is not None:
             self.observe(now, self, batch.num_seqs)
