@@ -10,42 +10,33 @@ from typing import Any
 from infercast.errors import ConfigError
 
 
-def parse_int_list(text: str, flag: str) -> list[int]:
-    """'1,8,32' -> [1, 8, 32]; a clear error naming the flag otherwise."""
+def _parse_list(text: str, flag: str, cast: type, kind: str) -> list:
+    """Comma-separated positive values of ``cast``; a clear error naming the flag otherwise."""
     out = []
     for part in str(text).split(","):
         part = part.strip()
         if not part:
             continue
         try:
-            value = int(part)
+            value = cast(part)
         except ValueError:
-            raise ConfigError(f"{flag} expects comma-separated integers, got {part!r}") from None
-        if value <= 0:
-            raise ConfigError(f"{flag} values must be positive, got {value}")
+            raise ConfigError(f"{flag} expects comma-separated {kind}, got {part!r}") from None
+        if not value > 0 or not math.isfinite(value):
+            raise ConfigError(f"{flag} values must be positive, got {part}")
         out.append(value)
     if not out:
         raise ConfigError(f"{flag} is empty: give at least one value, e.g. {flag} 1,8")
     return out
 
 
+def parse_int_list(text: str, flag: str) -> list[int]:
+    """'1,8,32' -> [1, 8, 32]."""
+    return _parse_list(text, flag, int, "integers")
+
+
 def parse_float_list(text: str, flag: str) -> list[float]:
-    """'0.5,1,2' -> [0.5, 1.0, 2.0], each positive."""
-    out = []
-    for part in str(text).split(","):
-        part = part.strip()
-        if not part:
-            continue
-        try:
-            value = float(part)
-        except ValueError:
-            raise ConfigError(f"{flag} expects comma-separated numbers, got {part!r}") from None
-        if not value > 0 or not math.isfinite(value):
-            raise ConfigError(f"{flag} values must be positive, got {part}")
-        out.append(value)
-    if not out:
-        raise ConfigError(f"{flag} is empty")
-    return out
+    """'0.5,1,2' -> [0.5, 1.0, 2.0]."""
+    return _parse_list(text, flag, float, "numbers")
 
 
 def _clean(obj: Any) -> Any:
