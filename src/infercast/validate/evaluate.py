@@ -1,0 +1,127 @@
+"""Predict many rows at once: plans -> one vectorized ledger -> values, for any profile set.
+
+``Evaluator(cases)`` plans every row once (the expensive part: op ledgers from
+the cost model); ``predict(profiles)`` then times every shape under the
+profiles in milliseconds, and runs the simulator only for simulator-based
+rows (one run per distinct configuration, shared by its rows).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from infercast.errors import InfercastError
+from infercast.validate.cases import Case
+from infercast.validate.ledger import Ledger, StepModels, profile_matrix
+from infercast.validate.predict import Plan, plan_case
+from infercast.validate.profiles import ProfileSet
+from infercast.validate.setup import Unpredictable, group_key
+
+
+@dataclass(frozen=True)
+class Prediction:
+    """One row's outcome: a predicted value, or the reason it was not predicted."""
+
+    case: Case
+    predicted: float | None
+    skipped_reason: str | None = None
+    group: str = ""
+    notes: tuple[str, ...] = ()
+
+    @property
+    def error_pct(self) -> float | None:
+        """Signed % error (predicted - measured) / measured."""
+        if self.predicted is None:
+            return None
+        return (self.predicted - self.case.value) / self.case.value * 100.0
+
+
+class Evaluator:
+    """Plans for a list of cases, reusable across profile sets (calibration calls it often)."""
+
+    def __init__(self, cases: Sequence[Case], simulate: bool = True, prefer_simulator: bool = False):
+        """``simulate=False`` skips rows only the simulator predicts; ``prefer_simulator`` uses
+        the simulator also where a closed form exists (concurrency rows)."""
+        self.cases = list(cases)
+        self.models = StepModels()
+        self.ledger = Ledger(self.models)
+        self.plans: list[Plan | None] = []
+        self.reasons: list[str | None] = []
+        self.groups: list[str] = []
+        self._shape_idx: list[tuple[int, ...]] = []
+        for case in self.cases:
+            plan, reason, idx = self._plan(case, simulate, prefer_simulator)
+            self.plans.append(plan)
+            self.reasons.append(reason)
+            self._shape_idx.append(idx)
+
+    def _group(self, key: str) -> int:
+        if key not in self.groups:
+            self.groups.append(key)
+        return self.groups.index(key)
+
+    def _plan(self, case: Case, simulate: bool, prefer: bool) -> tuple[Plan | None, str | None, tuple[int, ...]]:
+        try:
+            plan = plan_case(case, self.models)
+            if not simulate and plan.combine is None:
+                raise Unpredictable("only the simulator predicts this row (simulation off in this run)")
+            if not simulate or (plan.combine is not None and not prefer):
+                plan = replace(plan, simulate=None)
+            g = self._group(plan.group)
+            idx = tuple(self.ledger.add(g, plan.layout.setup, s) for s in plan.shapes)
+        except Unpredictable as exc:
+            return None, str(exc), ()
+        except (InfercastError, ValueError, ZeroDivisionError) as exc:  # a model gap, reported per row
+            return None, f"cost model cannot handle this setup: {exc}", ()
+        return plan, None, idx
+
+    @property
+    def predictable(self) -> list[int]:
+        """Indices of rows with a plan."""
+        return [i for i, p in enumerate(self.plans) if p is not None]
+
+    def group_index(self) -> np.ndarray:
+        """Profile-group index of each planned row (-1 for skipped rows)."""
+        return np.array([self.groups.index(p.group) if p else -1 for p in self.plans])
+
+    def values(self, params: np.ndarray, profiles=None, rows: Sequence[int] | None = None,
+               sim_cache: dict | None = None) -> np.ndarray:
+        """Predicted value per row (NaN when skipped) with ``params`` = [groups, fields]."""
+        from infercast.cost.efficiency import FIELD_NAMES, EfficiencyProfile
+
+        times = self.ledger.times(params)
+        if profiles is None:
+            profiles = [EfficiencyProfile(**dict(zip(FIELD_NAMES, map(float, row), strict=True))) for row in params]
+        out = np.full(len(self.cases), np.nan)
+        cache = {} if sim_cache is None else sim_cache
+        for i in (range(len(self.cases)) if rows is None else rows):
+            plan = self.plans[i]
+            if plan is None:
+                continue
+            prof = profiles[self.groups.index(plan.group)]
+            if plan.simulate is not None:
+                key = (plan.sim_key, prof)
+                if key not in cache:
+                    cache[key] = plan.simulate(prof)
+                out[i] = plan.sim_combine(cache[key], prof)
+            else:
+                out[i] = plan.combine([times[j] for j in self._shape_idx[i]], prof)
+        return out
+
+    def predict(self, profiles: ProfileSet) -> list[Prediction]:
+        """Every row's Prediction under a profile set."""
+        profs = [profiles.for_group(g) for g in self.groups]
+        values = self.values(profile_matrix(profs) if profs else np.zeros((0, 0)), profs)
+        out = []
+        for case, plan, reason, v in zip(self.cases, self.plans, self.reasons, values, strict=True):
+            if plan is None:
+                out.append(Prediction(case, None, reason, group_key(case)))
+            elif not math.isfinite(v) or v <= 0:
+                out.append(Prediction(case, None, f"the model gave no finite positive value ({v})", plan.group, plan.notes))
+            else:
+                out.append(Prediction(case, float(v), None, plan.group, plan.notes))
+        return out

@@ -1,0 +1,131 @@
+"""Step times of many (setup, batch shape) pairs under many profiles, vectorized.
+
+A prediction needs the expected time of a few step shapes (``Shape``: runs of
+``(count, new, cached)`` sequences). The per-op FLOPs and bytes of a shape do
+not depend on the efficiency profile, so each shape's op ledger is taken once
+from :class:`~infercast.cost.step.StepModel` and then re-timed for any profile
+with numpy: the same formula as :func:`infercast.cost.roofline.op_expected_s`
+(``tests/validate/test_ledger.py`` checks the two agree). This is what makes
+calibration affordable: one evaluation of every shipped row takes milliseconds.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import replace
+
+import numpy as np
+
+from infercast.cost.efficiency import FIELD_NAMES, EfficiencyProfile
+from infercast.cost.ops import ATTENTION, COMM, GEMM
+from infercast.cost.step import StepModel
+from infercast.errors import InfercastError
+from infercast.specs.catalog import load_hardware, load_model
+from infercast.specs.hardware import HardwareSpec
+from infercast.specs.parallel import Parallelism
+from infercast.specs.precision import Precision
+from infercast.validate.setup import MEMORY_FRACTION, Setup, Unpredictable
+
+Shape = tuple[tuple[int, int, int], ...]  # runs of (count, new tokens, cached tokens)
+EIGHT_BIT = ("fp8", "int8", "fp4")
+_KIND = {GEMM: 0, ATTENTION: 1, COMM: 3}  # everything else: 2 (elementwise, gather)
+
+
+def expand(shape: Shape) -> tuple[np.ndarray, np.ndarray]:
+    """(new, cached) arrays of a shape."""
+    counts = [c for c, _, _ in shape]
+    return (np.repeat([float(n) for _, n, _ in shape], counts), np.repeat([float(k) for _, _, k in shape], counts))
+
+
+def profile_matrix(profiles: Sequence[EfficiencyProfile]) -> np.ndarray:
+    """[groups, fields] array of profile values in ``FIELD_NAMES`` order."""
+    return np.array([[getattr(p, f) for f in FIELD_NAMES] for p in profiles], dtype=np.float64)
+
+
+def setup_hardware(s: Setup) -> HardwareSpec:
+    """The setup's part; a PCIe-only part (no scale-up link) uses PCIe for TP/PP traffic,
+    as engines do on L40S / RTX cards (NCCL over PCIe)."""
+    hw = load_hardware(s.hardware)
+    if s.gpus_per_replica > 1 and hw.link_bandwidth_bytes_per_s <= 0 < hw.pcie_bandwidth_bytes_per_s:
+        hw = replace(hw, link_bandwidth_bytes_per_s=hw.pcie_bandwidth_bytes_per_s)
+    return hw
+
+
+class StepModels:
+    """StepModel per :class:`Setup` (default profile: only op ledgers and memory are used)."""
+
+    def __init__(self) -> None:
+        self._cache: dict[Setup, StepModel | str] = {}
+
+    def get(self, s: Setup) -> StepModel:
+        hit = self._cache.get(s)
+        if hit is None:
+            try:
+                hit = StepModel(load_model(s.model), setup_hardware(s), Precision.parse(s.weights, s.kv_cache),
+                                Parallelism(tp=s.tp, pp=s.pp, ep=s.ep), memory_fraction=MEMORY_FRACTION,
+                                max_batched_tokens=s.max_batched_tokens, max_seqs=s.max_seqs)
+            except InfercastError as exc:
+                hit = str(exc)
+            self._cache[s] = hit
+        if isinstance(hit, str):
+            raise Unpredictable(hit)
+        return hit
+
+
+class Ledger:
+    """Op arrays of every registered shape; ``times(P)`` gives each shape's step time."""
+
+    def __init__(self, models: StepModels):
+        self.models = models
+        self._index: dict[tuple[int, Setup, Shape], int] = {}
+        self._parts: list[tuple[np.ndarray, ...]] = []
+        self._groups: list[int] = []
+        self._frozen: tuple[np.ndarray, ...] | None = None
+
+    def __len__(self) -> int:
+        return len(self._groups)
+
+    def add(self, group: int, setup: Setup, shape: Shape) -> int:
+        """Register a shape for a profile group; returns its index into ``times()``."""
+        key = (group, setup, shape)
+        if key in self._index:
+            return self._index[key]
+        sm = self.models.get(setup)
+        new, cached = expand(shape)
+        ops = sm.step_cost(new, cached).ops
+        m = sm.machine
+        idx = len(self._groups)
+        cols = np.array([[o.op.flops, o.op.bytes, o.op.m_tokens, o.op.link_bytes, o.op.collectives,
+                          _KIND.get(o.op.kind, 2), m.attn_peak_flops if o.op.kind == ATTENTION else m.peak_flops,
+                          m.bandwidth, m.link_bandwidth, m.compute_dtype in EIGHT_BIT, idx] for o in ops],
+                        dtype=np.float64).reshape(-1, 11)
+        self._parts.append(cols)
+        self._groups.append(group)
+        self._index[key] = idx
+        self._frozen = None
+        return idx
+
+    def _arrays(self) -> tuple[np.ndarray, ...]:
+        if self._frozen is None:
+            a = np.concatenate(self._parts) if self._parts else np.zeros((0, 11))
+            shape_idx = a[:, 10].astype(np.int64)
+            group = np.asarray(self._groups, dtype=np.int64)
+            self._frozen = (*a[:, :10].T, shape_idx, group[shape_idx] if len(group) else shape_idx, group)
+        return self._frozen
+
+    def times(self, params: np.ndarray) -> np.ndarray:
+        """Expected step time (s) of every shape; ``params`` is [groups, FIELD_NAMES]."""
+        flops, nbytes, m_tok, link, coll, kind, peak, bw, link_bw, eight, shape_idx, op_group, group = self._arrays()
+        f = {name: params[:, i][op_group] for i, name in enumerate(FIELD_NAMES)}
+        gemm, attn, comm = kind == 0, kind == 1, kind == 3
+        m = np.maximum(m_tok, 1e-9)
+        base = np.where(eight > 0, f["gemm_compute_eff_8bit"], f["gemm_compute_eff"])
+        c_eff = np.where(gemm, base * m / (m + f["gemm_m_half"]), np.where(attn, f["attn_compute_eff"], f["gemm_compute_eff"]))
+        b_eff = np.where(gemm, f["mem_bw_eff"], np.where(attn, f["attn_bw_eff"], f["elementwise_bw_eff"]))
+        with np.errstate(divide="ignore", invalid="ignore"):
+            compute = np.where(flops > 0, flops / (peak * c_eff), 0.0)
+            memory = nbytes / (bw * b_eff)
+            wire = np.where(link > 0, link / (link_bw * f["comm_bw_eff"]) + f["comm_latency_s"] * coll, 0.0)
+        t = np.where(comm, wire, np.maximum(compute, memory))
+        per_shape = np.bincount(shape_idx, t, minlength=len(self._groups))
+        return per_shape + params[:, FIELD_NAMES.index("step_overhead_s")][group]

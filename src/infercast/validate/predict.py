@@ -1,0 +1,265 @@
+"""A predictor per scenario: the workload the source describes, as the row's engine runs it.
+
+``plan_case`` turns a :class:`~infercast.validate.cases.Case` into a :class:`Plan`:
+the step shapes to time (on the row's setup, see :mod:`infercast.validate.setup`)
+and how their times make the row's metric; or raises :class:`Unpredictable`
+with the reason. Scenarios (``docs/validation.md`` says what each assumes):
+
+- ``kernel``: one prefill step of ``batch`` prompts, or one decode step at the mean
+  context of the generated tokens (``I + O/2``); hardware rows from the spec
+  times the profile's achieved fractions.
+- ``single_stream``: batch-1 prefill and decode steps (tok/s, TTFT, E2E, and gpt-fast's
+  "bandwidth" = model bytes x tok/s).
+- ``static_batch``: one prefill of the whole batch, then ``O - 1`` decode steps.
+- ``offline``: the engine runs at its own max batch (the KV that fits at ``I + O``,
+  capped by its max running sequences): closed-loop steady state (:mod:`.steady`).
+- ``concurrency``: the closed loop at the row's concurrency, clients starting together
+  (closed form in waves, :mod:`.steady`; the simulator on request).
+- ``server``: the simulator, Poisson arrivals at ``request_rate`` over the replicas
+  (also offline TTFT/ITL rows, every request at t = 0).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+
+from infercast.cost.efficiency import EfficiencyProfile
+from infercast.errors import InfercastError
+from infercast.metrics.summary import Summary
+from infercast.specs.catalog import load_hardware
+from infercast.validate.cases import Case
+from infercast.validate.datasets import dataset_lengths, dataset_requests
+from infercast.validate.ledger import Shape, StepModels
+from infercast.validate.setup import Layout, Unpredictable, group_key, layout
+from infercast.validate.steady import closed_loop
+
+Combine = Callable[[Sequence[float], EfficiencyProfile], float]
+HARDWARE_METRICS = ("matmul_flops_per_s", "link_bandwidth_bytes_per_s")
+NOT_YET = {
+    "speculative": "no speculative-decoding predictor yet (the levers issue 7 has not landed in validate)",
+    "disaggregated": "no disaggregated prefill/decode model yet (the levers issue 7 has not landed)",
+}
+
+
+@dataclass(frozen=True)
+class Plan:
+    """How to predict one row: step shapes on a setup, and how their times combine."""
+
+    case: Case
+    group: str
+    layout: Layout | None
+    shapes: tuple[Shape, ...]
+    combine: Combine | None  # step times -> value; None when only the simulator predicts the row
+    notes: tuple[str, ...] = ()
+    simulate: Callable[[EfficiencyProfile], Summary] | None = None  # simulator-based rows:
+    sim_key: tuple = ()  # rows of one simulation share it
+    sim_combine: Callable[[Summary, EfficiencyProfile], float] | None = None  # Summary -> value
+
+
+def _need(value, what: str):
+    if value is None:
+        raise Unpredictable(f"the row does not state {what}")
+    return value
+
+
+def _lengths(case: Case) -> tuple[int, int]:
+    """Input/output tokens from the row, else the dataset's mean lengths (used as fixed)."""
+    i, o = case.input_tokens, case.output_tokens
+    if (i is None or o is None) and case.dataset:
+        di, do = dataset_lengths(case.dataset)
+        i, o = i if i is not None else di, o if o is not None else do
+    if i is None or o is None:
+        what = "input_tokens" if i is None else "output_tokens"
+        raise Unpredictable(f"no {what} in the row, and dataset {case.dataset or '(none)'!r} has no mean length for it")
+    return int(i), int(o)
+
+
+def plan_case(case: Case, models: StepModels) -> Plan:
+    """The Plan of one row, or :class:`Unpredictable` with the reason."""
+    if case.problem:
+        raise Unpredictable(case.problem)
+    if case.scenario in NOT_YET:
+        raise Unpredictable(NOT_YET[case.scenario])
+    builder = BUILDERS.get(case.scenario)
+    if builder is None:
+        raise Unpredictable(f"unknown scenario {case.scenario!r}")
+    return builder(case, models)
+
+
+def _metric_error(case: Case) -> Unpredictable:
+    return Unpredictable(f"metric {case.metric} has no {case.scenario} predictor")
+
+
+def _replica(case: Case, models: StepModels):
+    lay = layout(case)
+    sm = models.get(lay.setup)
+    if lay.notes and sm.model.attention.kind == "mla":
+        raise Unpredictable("attention data parallel on an MLA model is not modelled (TP would replicate the latent)")
+    return lay, sm
+
+
+# ---- kernel and single stream ----------------------------------------------------------
+def _hardware(case: Case) -> Plan:
+    try:
+        hw = load_hardware(case.hardware)
+    except InfercastError as exc:
+        raise Unpredictable(str(exc)) from None
+    if case.metric == "matmul_flops_per_s":
+        dtype = case.weights or "bf16"
+        peak = hw.peak_flops(dtype)
+        if not peak:
+            raise Unpredictable(f"{hw.key} has no {dtype} peak in the hardware table")
+        shape = re.search(r"(\d+)x\d+x\d+", case.dataset)
+        m = float(shape.group(1)) if shape else 4096.0
+
+        def combine(t, p):  # the profile's GEMM efficiency at M rows (EfficiencyProfile.gemm_eff)
+            return peak * p.gemm_eff(dtype, m)
+        return Plan(case, group_key(case), None, (), combine)
+    text = case.dataset.lower()
+    if case.metric == "achieved_bandwidth_bytes_per_s":
+        bw = hw.memory_bandwidth_bytes_per_s
+        return Plan(case, group_key(case), None, (), lambda t, p: bw * p.mem_bw_eff)
+    link = hw.pcie_bandwidth_bytes_per_s if ("pcie" in text or "host" in text) else hw.link_bandwidth_bytes_per_s
+    link *= 2 if "bidirectional" in text else 1
+    if link <= 0:
+        raise Unpredictable(f"{hw.key} has no link bandwidth for this test in the hardware table")
+    return Plan(case, group_key(case), None, (), lambda t, p: link * p.comm_bw_eff)
+
+
+def _kernel(case: Case, models: StepModels) -> Plan:
+    if case.metric in HARDWARE_METRICS or (case.metric == "achieved_bandwidth_bytes_per_s" and not case.model):
+        return _hardware(case)
+    lay, _ = _replica(case, models)
+    b, i = case.batch or 1, _need(case.input_tokens, "input_tokens")
+    if case.metric == "prefill_time_s":
+        shape: Shape = ((b, i, 0),)
+    elif case.metric == "decode_step_s":
+        shape = ((b, 1, i + (case.output_tokens or 0) // 2),)
+    else:
+        raise _metric_error(case)
+    return Plan(case, group_key(case), lay, (shape,), lambda t, p: t[0], lay.notes)
+
+
+def _single_stream(case: Case, models: StepModels) -> Plan:
+    lay, sm = _replica(case, models)
+    i, o = case.input_tokens or 1, case.output_tokens
+    decode: Shape = ((1, 1, i + (o or 0) // 2),)
+    prefill: Shape = ((1, i, 0),)
+    m = case.metric
+    if m == "tokens_per_s_single_stream":
+        return Plan(case, group_key(case), lay, (decode,), lambda t, p: 1.0 / t[0], lay.notes)
+    if m == "achieved_bandwidth_bytes_per_s":  # gpt-fast: model bytes per GPU x tokens/s
+        model_bytes = sm.memory.weight_bytes
+        return Plan(case, group_key(case), lay, (decode,), lambda t, p: model_bytes / t[0], lay.notes)
+    _need(case.input_tokens, "input_tokens")
+    if m == "ttft_mean_s":
+        return Plan(case, group_key(case), lay, (prefill,), lambda t, p: t[0], lay.notes)
+    if m == "e2e_latency_s":
+        n = _need(o, "output_tokens")
+        return Plan(case, group_key(case), lay, (prefill, decode), lambda t, p: t[0] + (n - 1) * t[1], lay.notes)
+    raise _metric_error(case)
+
+
+# ---- batched scenarios -----------------------------------------------------------------
+def _static_batch(case: Case, models: StepModels) -> Plan:
+    lay, sm = _replica(case, models)
+    b, i = _need(case.batch, "the batch size"), _need(case.input_tokens, "input_tokens")
+    o, reps, n = case.output_tokens, lay.replicas, lay.num_gpus
+    notes = lay.notes + (() if sm.memory.fits(b, i + (o or 1)) else (f"batch {b} does not fit in memory by the model's plan",))
+    if o is None:  # decode-only test: tokens/s of one decode step at the prompt's context
+        if case.metric not in ("output_throughput_per_gpu", "output_throughput_total"):
+            raise Unpredictable("the row does not state output_tokens")
+        per = n if case.metric.endswith("per_gpu") else 1
+        return Plan(case, group_key(case), lay, (((b, 1, i),),), lambda t, p: b / t[0] * reps / per, notes)
+    shapes = (((b, i, 0),), ((b, 1, i + o // 2),))
+
+    def run_s(t):
+        return t[0] + (o - 1) * t[1]
+    combine = {
+        "output_throughput_per_gpu": lambda t, p: b * o / run_s(t) * reps / n,
+        "output_throughput_total": lambda t, p: b * o / run_s(t) * reps,
+        "ttft_mean_s": lambda t, p: t[0],
+        "e2e_latency_s": lambda t, p: run_s(t),
+    }.get(case.metric)
+    if combine is None:
+        raise _metric_error(case)
+    return Plan(case, group_key(case), lay, shapes, combine, notes)
+
+
+def _running_limit(case: Case, lay: Layout, sm, i: int, o: int) -> int:
+    fit = sm.memory.max_batch(i + o)
+    if fit <= 0:
+        raise Unpredictable(f"the weights plus one {i + o}-token sequence do not fit on {lay.setup.gpus_per_replica} x {case.hardware}")
+    return min(fit, lay.setup.max_seqs)
+
+
+def _closed_loop_plan(case: Case, models: StepModels, clients: float | None, waves: float | None = None) -> Plan:
+    lay, sm = _replica(case, models)
+    i, o = _lengths(case)
+    limit = _running_limit(case, lay, sm, i, o)
+    per_replica = limit if clients is None else max(1.0, clients / lay.replicas)
+    cl = closed_loop(per_replica, limit, i, o, lay.setup.max_batched_tokens, waves)
+    reps, n = lay.replicas, lay.num_gpus
+    key = {"ttft_mean_s": "ttft_s", "tpot_mean_s": "tpot_s", "itl_mean_s": "tpot_s"}.get(case.metric)
+    if key is not None:
+        return Plan(case, group_key(case), lay, cl.shapes, lambda t, p: cl.metrics(t)[key], lay.notes)
+    scale = {"output_throughput_total": reps, "output_throughput_per_gpu": reps / n,
+             "input_throughput_per_gpu": reps / n * i / o}.get(case.metric)
+    if scale is None:
+        raise _metric_error(case)
+    return Plan(case, group_key(case), lay, cl.shapes, lambda t, p: cl.metrics(t)["output_tokens_per_s"] * scale, lay.notes)
+
+
+def _offline(case: Case, models: StepModels) -> Plan:
+    if case.metric in ("ttft_mean_s", "itl_mean_s"):  # all requests at t = 0: the queue matters
+        return _server(case, models)
+    return _closed_loop_plan(case, models, case.concurrency)
+
+
+def _concurrency(case: Case, models: StepModels) -> Plan:
+    """Closed loop whose clients start together (closed form with waves; the simulator too)."""
+    from infercast.validate.simrun import CONCURRENCY_WAVES
+
+    if case.metric not in ("ttft_mean_s", "tpot_mean_s", "itl_mean_s"):
+        raise _metric_error(case)
+    clients = _need(case.concurrency, "concurrency")
+    closed = _closed_loop_plan(case, models, clients, CONCURRENCY_WAVES)
+    sim = _server(case, models)
+    return replace(closed, simulate=sim.simulate, sim_key=sim.sim_key, sim_combine=sim.sim_combine)
+
+
+def _server(case: Case, models: StepModels) -> Plan:
+    from infercast.validate.simrun import CONCURRENCY_WAVES, SIM_METRICS, sim_predictor
+
+    if case.metric not in SIM_METRICS:
+        raise _metric_error(case)
+    lay, sm = _replica(case, models)
+    i, o = _lengths(case)
+    _running_limit(case, lay, sm, i, o)
+    # One replica: round-robin gives each replica 1/replicas of the load (the split of a
+    # Poisson stream by round-robin is a little more regular than Poisson; noted in the docs).
+    reps = lay.replicas
+    rate = _need(case.request_rate, "request_rate") / reps if case.scenario == "server" else None
+    clients = None
+    count = max(1, min(dataset_requests(case.dataset) or 500, 1000) // reps)
+    if case.scenario == "concurrency":
+        clients = max(1, round(case.concurrency / reps))
+        count = CONCURRENCY_WAVES * clients
+    key, run = sim_predictor(lay.setup, rate, i, o, count, clients)
+    pick = SIM_METRICS[case.metric]
+    if case.metric == "output_throughput_total":
+        return Plan(case, group_key(case), lay, (), None, lay.notes, run, key,
+                    lambda summary, p: float(pick(summary)) * reps)
+    return Plan(case, group_key(case), lay, (), None, lay.notes, run, key, lambda summary, p: float(pick(summary)))
+
+
+BUILDERS = {
+    "kernel": _kernel,
+    "single_stream": _single_stream,
+    "static_batch": _static_batch,
+    "offline": _offline,
+    "concurrency": _concurrency,
+    "server": _server,
+}

@@ -1,0 +1,143 @@
+"""How a measurement row's system is set up: layout, precision, engine limits, profile group.
+
+Everything here is an *assumption about the row's engine* where the source is
+silent; each one is named, and ``docs/validation.md`` lists them:
+
+- Engine limits (max running sequences, tokens per step) are the engines'
+  defaults: TensorRT-LLM ``max_batch_size`` 2048 / ``max_num_tokens`` 8192
+  (trtllm-bench, trtllm-serve); vLLM V1 ``max_num_seqs`` 1024 /
+  ``max_num_batched_tokens`` 8192 (``vllm/engine/arg_utils.py``, server defaults
+  on >= 70 GiB parts); SGLang ``chunked_prefill_size`` 8192 with the running
+  batch bounded by memory; anything else 256 / 8192 (vLLM's older defaults).
+- Memory: the engine may use 0.9 of device memory (vLLM
+  ``gpu_memory_utilization`` 0.9; TRT-LLM and SGLang keep a similar headroom).
+- KV dtype when not stated: FP8 for TensorRT-LLM with 8-bit or narrower weights
+  (its perf tables quantize the KV cache with the weights), else the 16-bit dtype.
+- Attention data parallel with expert parallel wider than the TP group (``ep >
+  tp*pp``) is modelled as a TP group of ``ep`` GPUs: per GPU the attention
+  FLOPs and KV bytes of a GQA model are the same when heads or sequences are
+  split; for MLA the latent would then be replicated, which understates the
+  batch that fits (noted on the row).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from infercast.errors import InfercastError
+from infercast.validate.cases import Case
+
+MEMORY_FRACTION = 0.9
+NARROW = ("fp8", "int8", "int4", "fp4")
+
+# engine family -> (max running sequences, max tokens per step)
+ENGINE_LIMITS = {
+    "trtllm": (2048, 8192),
+    "vllm": (1024, 8192),
+    "sglang": (4096, 8192),
+    "other": (256, 8192),
+}
+
+# hardware key prefix -> family; the longest matching prefix wins
+HARDWARE_FAMILIES = {
+    "a100": "ampere", "rtx-3090": "ampere", "a10": "ampere",
+    "h100": "hopper", "h200": "hopper", "gh200": "hopper", "h800": "hopper",
+    "b200": "blackwell", "b300": "blackwell", "gb200": "blackwell", "gb300": "blackwell",
+    "rtx-pro-6000": "blackwell", "dgx-spark": "blackwell", "rtx-5090": "blackwell",
+    "l40s": "ada", "l4": "ada", "rtx-4090": "ada",
+    "mi": "amd", "tpu": "tpu", "apple": "apple",
+}
+
+
+class Unpredictable(InfercastError):
+    """A row infercast cannot predict yet; the message is the reported reason."""
+
+
+def engine_family(engine: str) -> str:
+    """trtllm | vllm | sglang | other, from the free-text engine column."""
+    e = engine.lower()
+    if "tensorrt-llm" in e or "trtllm" in e:
+        return "trtllm"
+    if "sglang" in e:
+        return "sglang"
+    if "vllm" in e:
+        return "vllm"
+    if "llama.cpp" in e:
+        return "llamacpp"
+    if "gpt-fast" in e:
+        return "gpt-fast"
+    return "other"
+
+
+def hardware_family(hardware: str) -> str:
+    """ampere | hopper | blackwell | ada | amd | tpu | apple | other, by key prefix."""
+    best = max((p for p in HARDWARE_FAMILIES if hardware.lower().startswith(p)), key=len, default=None)
+    return HARDWARE_FAMILIES[best] if best else "other"
+
+
+def group_key(case: Case) -> str:
+    """Profile group of a row: ``<hardware family>/<engine family>``."""
+    return f"{hardware_family(case.hardware)}/{engine_family(case.engine)}"
+
+
+@dataclass(frozen=True)
+class Setup:
+    """Everything that fixes one :class:`~infercast.cost.step.StepModel` (hashable cache key)."""
+
+    model: str
+    hardware: str
+    weights: str
+    kv_cache: str
+    tp: int
+    pp: int
+    ep: int
+    max_seqs: int
+    max_batched_tokens: int
+
+    @property
+    def gpus_per_replica(self) -> int:
+        return self.tp * self.pp
+
+
+@dataclass(frozen=True)
+class Layout:
+    """A row's system: one replica's setup, how many replicas, notes on assumptions."""
+
+    setup: Setup
+    replicas: int
+    num_gpus: int
+    notes: tuple[str, ...] = ()
+
+
+def kv_dtype(case: Case) -> str:
+    """Stated KV dtype, else the engine's usual choice (module docstring)."""
+    if case.kv_cache:
+        return case.kv_cache
+    if engine_family(case.engine) == "trtllm" and case.weights in ("fp8", "fp4"):
+        return "fp8"
+    return "fp16" if case.weights in ("fp16", "int8", "int4") else "bf16"
+
+
+def layout(case: Case) -> Layout:
+    """Resolve parallelism, replicas, precision and engine limits, or raise Unpredictable."""
+    if not case.model:
+        raise Unpredictable("the row names no model")
+    if not case.weights:
+        raise Unpredictable("the source does not state the weight precision")
+    n = case.n_gpus
+    if case.tp is None and n not in (None, 1):
+        raise Unpredictable(f"the source does not state the parallel layout of its {n} GPUs (tp/pp/ep)")
+    tp, pp, ep = case.tp or 1, case.pp or 1, case.ep or 1
+    notes = []
+    if ep > tp * pp:
+        if ep % pp:
+            raise Unpredictable(f"ep={ep} is not a multiple of pp={pp}")
+        notes.append(f"attention-DP with ep={ep} modelled as a tp={ep // pp} group")
+        tp = ep // pp
+    per = tp * pp
+    n = n or per
+    if n % per:
+        raise Unpredictable(f"n_gpus={n} is not a multiple of the {per} GPUs of one replica (tp*pp)")
+    seqs, tokens = ENGINE_LIMITS.get(engine_family(case.engine), ENGINE_LIMITS["other"])
+    setup = Setup(case.model, case.hardware, case.weights, kv_dtype(case), tp, pp, ep, seqs, tokens)
+    return Layout(setup, n // per, n, tuple(notes))

@@ -1,0 +1,70 @@
+"""Simulator-based predictions: ``server`` rows, ``concurrency`` rows, offline latency rows.
+
+One replica of the row is simulated with its share of the load (the row's
+replicas sit behind a round-robin router and are identical); it runs chunked
+continuous batching with its engine's limits (:mod:`infercast.validate.setup`),
+timed by a :class:`~infercast.cost.step.StepModel` with the profile being
+scored. Lengths are fixed (the row's, or the dataset's means); arrivals are
+Poisson at the row's total rate (server), a closed loop whose clients all
+start at t = 0 (concurrency: the first wave's prompts collide, as they do in
+the benchmarks; later waves are staggered by the chunked prefill), or all at
+once (offline latency). The simulator runs in its fast (closed-form decode
+segment) mode with a fixed seed and a modest request count (the row's, at most
+1000; ``CONCURRENCY_WAVES`` x the concurrency for closed loops).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from infercast.cost.efficiency import EfficiencyProfile
+from infercast.cost.step import StepModel
+from infercast.metrics.summary import Summary
+from infercast.specs.catalog import load_model
+from infercast.specs.parallel import Parallelism
+from infercast.specs.precision import Precision
+from infercast.validate.ledger import setup_hardware
+from infercast.validate.setup import MEMORY_FRACTION, Setup
+
+CONCURRENCY_WAVES = 3
+SIM_METRICS = {
+    "ttft_mean_s": lambda s: s.ttft.mean,
+    "ttft_p99_s": lambda s: s.ttft.percentiles[99.0],
+    "tpot_mean_s": lambda s: s.tpot.mean,
+    "tpot_p99_s": lambda s: s.tpot.percentiles[99.0],
+    "itl_mean_s": lambda s: s.itl.mean,
+    "output_throughput_total": lambda s: s.output_throughput_tps,
+}
+
+
+def sim_predictor(s: Setup, rate: float | None, input_tokens: int, output_tokens: int,
+                  num_requests: int, concurrency: int | None = None
+                  ) -> tuple[tuple, Callable[[EfficiencyProfile], Summary]]:
+    """(cache key, function profile -> simulated Summary); rows of one run share the key.
+
+    ``rate``: Poisson arrivals; ``concurrency``: a closed loop of that many clients
+    (all starting at t = 0, as a benchmark client does); neither: all at t = 0.
+    """
+    from infercast.sim.config import build_config
+
+    workload = {"num_requests": num_requests,
+                "input": {"dist": "fixed", "mean": input_tokens}, "output": {"dist": "fixed", "mean": output_tokens}}
+    if rate:
+        workload.update(arrival="poisson", rate=rate)
+    elif concurrency:
+        workload.update(arrival="closed", concurrency=concurrency)
+    else:
+        workload.update(arrival="offline")
+    cfg = build_config({"model": s.model, "hardware": s.hardware, "replicas": 1, "mode": "fast",
+                        "seed": 0, "scheduler": {"policy": "chunked", "max_num_seqs": s.max_seqs,
+                                                 "max_num_batched_tokens": s.max_batched_tokens},
+                        "workload": workload})
+    def run(profile: EfficiencyProfile) -> Summary:
+        from infercast.sim.run import simulate
+
+        timer = StepModel(load_model(s.model), setup_hardware(s), Precision.parse(s.weights, s.kv_cache),
+                          Parallelism(tp=s.tp, pp=s.pp, ep=s.ep), profile, memory_fraction=MEMORY_FRACTION,
+                          max_batched_tokens=s.max_batched_tokens, max_seqs=s.max_seqs)
+        return simulate(cfg, timer).summary
+
+    return (s, rate, concurrency, input_tokens, output_tokens, num_requests), run

@@ -1,0 +1,87 @@
+"""A closed loop on one continuous-batching replica, in closed form (waves, then steady state).
+
+Benchmarks at a fixed concurrency (and an engine running "offline" at its own
+max batch) are closed loops: ``C`` clients, each sending its next request when
+its last one finishes, fixed input ``I`` and output ``O`` lengths, chunked
+prefill with ``T`` tokens per step, at most ``M = min(C, running limit)``
+requests in the engine. The clients start together, so the first wave's
+prompts queue behind each other; their successors then arrive in the groups in
+which those prompts finished (one step's worth of prompts each), so later waves
+see no such collision. The simulator shows exactly this pattern; this closed
+form reproduces it with a handful of step times, cheap enough to calibrate on
+(``tests/validate/test_steady.py`` compares the two).
+
+Symbols. Prompts are prefilled in groups of ``g = max(1, T // I)`` (one step's
+budget); a group takes ``k = ceil(g I / T)`` steps; wave one has ``n = ceil(M /
+g)`` groups. Each step also decodes ``d = M (O - 1) / S`` sequences at mean context
+``I + O / 2``, where ``S = max(O - 1 + k, n k)`` steps make one request cycle.
+``t0`` is a pure decode step of ``d`` sequences, ``t_j`` that step plus chunk
+``j`` of a group, ``own = sum_j t_j`` and ``delta = sum_j (t_j - t0)``:
+
+    cycle R     = S t0 + n delta                       (every step, plus every group's prompts)
+    TTFT wave 1 = own (n + 1) / 2                      (the groups queue behind each other)
+    TTFT later  = own                                  (groups arrive apart)
+    TTFT        = (wave 1 + (W - 1) later) / W        for W waves (W -> inf: steady state)
+    TPOT        = (R - own) / (O - 1)
+    throughput  = M O / R output tokens/s;  clients beyond M wait R (C / M - 1) to enter.
+
+Check: C = 1 gives TTFT = prefill time and TPOT = one decode step at batch 1.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from infercast.validate.ledger import Shape
+
+
+@dataclass(frozen=True)
+class ClosedLoop:
+    """Shapes to time and the bookkeeping that turns their times into TTFT/TPOT/throughput."""
+
+    clients: float
+    running: int  # M
+    output_tokens: int
+    group_steps: int  # k
+    groups: int  # n
+    steps: float  # S
+    decoders: int  # d
+    waves: float | None  # W; None = steady state
+    shapes: tuple[Shape, ...]  # [decode, decode + group chunk 1, ..., decode + group chunk k]
+
+    def metrics(self, times) -> dict[str, float]:
+        """ttft_s, tpot_s, output_tokens_per_s, request_latency_s from the shapes' step times."""
+        t0 = times[0] if self.decoders else 0.0  # O = 1: no decoders
+        mixed = list(times[1:])
+        own, delta = sum(mixed), sum(t - t0 for t in mixed)
+        n, o = self.groups, self.output_tokens
+        cycle = self.steps * t0 + n * delta
+        ttft = own
+        if self.waves is not None:
+            ttft = (own * (n + 1) / 2 + (self.waves - 1) * own) / self.waves
+        tpot = (cycle - own) / (o - 1) if o > 1 else math.nan
+        wait = cycle * max(self.clients / self.running - 1.0, 0.0)
+        return {"ttft_s": ttft + wait, "tpot_s": tpot, "output_tokens_per_s": self.running * o / cycle,
+                "request_latency_s": cycle + wait}
+
+
+def closed_loop(clients: float, running_limit: int, input_tokens: int, output_tokens: int,
+                budget_tokens: int, waves: float | None = None) -> ClosedLoop:
+    """The closed loop of ``clients`` clients (module docstring for the symbols)."""
+    i, o, t = int(input_tokens), max(int(output_tokens), 1), int(budget_tokens)
+    m = max(1, min(int(math.ceil(clients)), running_limit))
+    g = min(m, max(1, t // i))
+    k = max(1, math.ceil(g * i / t))
+    n = math.ceil(m / g)
+    s = max(o - 1 + k, n * k)
+    d = max(int(round(m * (o - 1) / s)), 0)
+    ctx = i + o // 2
+    decode: Shape = ((d, 1, ctx),) if d else ()
+    shapes = [decode or ((1, 1, ctx),)]
+    if g > 1:
+        shapes.append(decode + ((g, i, 0),))
+    else:
+        for j in range(k):
+            shapes.append(decode + ((1, min(t, i - j * t), j * t),))
+    return ClosedLoop(clients, m, o, k, n, s, d, waves, tuple(shapes))
