@@ -116,7 +116,9 @@ class BenchResult:
             "slo_attainment": _plain(s.slo_attainment) if s.slo_attainment is not None else None,
             "metrics": s.to_dict(),
         })
-        if out["request_rate"] == math.inf:
+        if self.config.is_trace and self.config.request_rate is None:
+            out["request_rate"] = f"trace:{self.config.dataset}"  # arrivals replayed from the trace
+        elif out["request_rate"] == math.inf:
             out["request_rate"] = "inf"
         return out
 
