@@ -97,3 +97,12 @@ def test_duration_limit_stops_sending_and_counts_every_request():
                         max_duration_s=0.3)
     s = res.summary
     assert 0 < s.completed < 1000 and s.total == s.completed == len(res.records)
+
+
+def test_trace_replay_keeps_the_trace_gaps():
+    res, _ = bench_mock(MockConfig(ttft_s=0.005, itl_s=0.001), dataset="azure-code", num_requests=4,
+                        max_input_tokens=50, concurrency=None, output_tokens=1)
+    arrivals = sorted(r.arrival_s for r in res.records)
+    # azure-code rows 2..5 arrive at 0.052, 0.098189, 0.140684, ... s: gaps kept exactly
+    assert np.diff(arrivals)[:2] == pytest.approx([0.098189 - 0.052, 0.140684 - 0.098189], abs=1e-6)
+    assert res.summary.completed == 4 and res.to_json()["request_rate"] == "trace:azure-code"
