@@ -106,3 +106,11 @@ def test_trace_replay_keeps_the_trace_gaps():
     # azure-code rows 2..5 arrive at 0.052, 0.098189, 0.140684, ... s: gaps kept exactly
     assert np.diff(arrivals)[:2] == pytest.approx([0.098189 - 0.052, 0.140684 - 0.098189], abs=1e-6)
     assert res.summary.completed == 4 and res.to_json()["request_rate"] == "trace:azure-code"
+
+
+def test_open_loop_with_a_concurrency_cap_never_exceeds_it():
+    res, _ = bench_mock(MockConfig(ttft_s=0.01, itl_s=0.001), request_rate=float("inf"), concurrency=3,
+                        num_requests=12, output_tokens=2)
+    assert res.load.max_in_flight == 3 and res.summary.completed == 12
+    # all 12 were scheduled at t=0: waiting for a slot shows up as send lag and in TTFT
+    assert res.summary.send_lag.percentiles[90.0] > 0.01
