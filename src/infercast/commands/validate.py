@@ -1,0 +1,97 @@
+"""``infercast validate``: every prediction scored against measured systems."""
+
+from __future__ import annotations
+
+import typer
+
+HELP = "Score predictions against published (or your own) measurements: per-row errors, summaries, floor check."
+
+
+def _table(title: str, stats: dict, label: str):
+    from rich.table import Table
+
+    t = Table(title=title)
+    for col in (label, "rows", "predicted", "coverage", "median |err| %", "mean |err| %", "median signed %",
+                "within 10%", "within 25%"):
+        t.add_column(col, justify="left" if col == label else "right")
+
+    def f(x, pct=False):
+        if x is None:
+            return "-"
+        return f"{100 * x:.0f}%" if pct else f"{x:.1f}"
+    for key, s in stats.items():
+        t.add_row(key, str(s["count"]), str(s["predicted"]), f(s["coverage"], True), f(s["median_abs_error_pct"]),
+                  f(s["mean_abs_error_pct"]), f(s["median_signed_error_pct"]), f(s["within_10_pct"], True),
+                  f(s["within_25_pct"], True))
+    return t
+
+
+def print_report(rep: dict, by: str, console) -> None:
+    """Rich tables: the chosen breakdown, overall, worst rows, skipped reasons, floor violations."""
+    from rich.table import Table
+
+    s = rep["summary"]
+    console.print(_table(f"infercast validate (profile {rep['profile']}) by {by}", s[by], by))
+    console.print(_table("overall", {"all rows": s["overall"]}, "set"))
+    worst = Table(title="worst rows")
+    for col in ("id", "scenario", "metric", "measured", "predicted", "error %"):
+        worst.add_column(col)
+    for r in s["worst"]:
+        worst.add_row(r["id"], r["scenario"], r["metric"], f"{r['measured']:.4g}", f"{r['predicted']:.4g}",
+                      f"{r['error_pct']:+.0f}")
+    console.print(worst)
+    skipped = Table(title="rows not predicted (counted in coverage)")
+    skipped.add_column("rows", justify="right")
+    skipped.add_column("reason")
+    for reason, n in list(s["skipped_reasons"].items())[:15]:
+        skipped.add_row(str(n), reason)
+    console.print(skipped)
+    if "floor" in rep:
+        fl = rep["floor"]
+        console.print(f"physics floor: {fl['checked']} rows checked, {len(fl['violations'])} beat the floor "
+                      + ", ".join(f"{v['id']} ({v['ratio']:.2f}x)" for v in fl["violations"][:10]))
+
+
+def run_validate(data: str | None, profile: str | None, as_json: bool, plot: str | None, by: str,
+                 simulate_all: bool, floor: bool) -> None:
+    from rich.console import Console
+
+    from infercast.commands._common import print_json
+    from infercast.errors import ConfigError
+    from infercast.validate.cases import load_cases
+    from infercast.validate.evaluate import Evaluator
+    from infercast.validate.profiles import load_profile_set
+    from infercast.validate.score import floor_report, report
+
+    choices = ("scenario", "metric", "scenario_metric", "hardware", "source", "group")
+    if by not in choices:
+        raise ConfigError(f"--by {by!r}: choose one of {', '.join(choices)}")
+    profiles = load_profile_set(profile)
+    cases = load_cases(data)
+    preds = Evaluator(cases, prefer_simulator=simulate_all).predict(profiles)
+    rep = report(preds, profiles.name, floor_report(cases) if floor else None)
+    if plot:
+        from infercast.validate.plot import plot_predictions
+
+        plot_predictions(preds, plot)
+    if as_json:
+        print_json(rep)
+        return
+    console = Console()
+    print_report(rep, by, console)
+    if plot:
+        console.print(f"plot written to {plot}")
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("validate", help=HELP)
+    def validate_cmd(
+        data: str | None = typer.Option(None, "--data", help="measurement CSV (docs/validation.md); default: the shipped set"),
+        profile: str | None = typer.Option(None, "--profile", help="profile TOML (infercast calibrate); 'builtin' = code defaults; default: the shipped fitted profile"),
+        as_json: bool = typer.Option(False, "--json", help="print one JSON object (rows, summary, floor)"),
+        plot: str | None = typer.Option(None, "--plot", help="write predicted vs measured (log-log) to FILE.png"),
+        by: str = typer.Option("scenario_metric", "--by", help="table breakdown: scenario, metric, scenario_metric, hardware, source, group"),
+        simulate_all: bool = typer.Option(False, "--simulate-all", help="use the simulator also for concurrency rows (slower)"),
+        floor: bool = typer.Option(True, "--floor/--no-floor", help="check that no measurement beats the physics floor"),
+    ) -> None:
+        run_validate(data, profile, as_json, plot, by, simulate_all, floor)

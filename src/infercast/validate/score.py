@@ -1,0 +1,100 @@
+"""Scores: per-row errors, summaries per scenario / metric / hardware / source, floor check.
+
+Errors are signed ``(predicted - measured) / measured`` in percent; summaries use
+the absolute value. ``coverage`` = predicted rows / rows; ``within_10_pct`` and
+``within_25_pct`` are fractions (0..1) of the *predicted* rows.
+"""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from collections.abc import Callable, Sequence
+from dataclasses import asdict
+from typing import Any
+
+import numpy as np
+
+from infercast.validate.cases import Case
+from infercast.validate.evaluate import Prediction
+
+WORST = 10
+
+
+def stats(preds: Sequence[Prediction]) -> dict[str, Any]:
+    """count, predicted, coverage, median/mean abs % error, median signed, within 10/25 %."""
+    errs = np.array([p.error_pct for p in preds if p.predicted is not None], dtype=np.float64)
+    a = np.abs(errs)
+    n = len(preds)
+    out: dict[str, Any] = {"count": n, "predicted": int(errs.size), "coverage": errs.size / n if n else None}
+    if errs.size:
+        out.update(median_abs_error_pct=float(np.median(a)), mean_abs_error_pct=float(a.mean()),
+                   median_signed_error_pct=float(np.median(errs)),
+                   within_10_pct=float((a <= 10).mean()), within_25_pct=float((a <= 25).mean()))
+    else:
+        out.update(median_abs_error_pct=None, mean_abs_error_pct=None, median_signed_error_pct=None,
+                   within_10_pct=None, within_25_pct=None)
+    return out
+
+
+def by(preds: Sequence[Prediction], key: Callable[[Prediction], str]) -> dict[str, dict[str, Any]]:
+    """``stats`` per value of ``key``, sorted by key."""
+    groups: dict[str, list[Prediction]] = defaultdict(list)
+    for p in preds:
+        groups[key(p)].append(p)
+    return {k: stats(v) for k, v in sorted(groups.items())}
+
+
+def row_dict(p: Prediction) -> dict[str, Any]:
+    """The JSON of one row (contract keys first)."""
+    c = p.case
+    e = p.error_pct
+    return {"id": c.id, "metric": c.metric, "measured": c.value, "predicted": p.predicted,
+            "error_pct": e, "abs_error_pct": None if e is None else abs(e), "skipped_reason": p.skipped_reason,
+            "scenario": c.scenario, "source": c.source, "model": c.model, "hardware": c.hardware,
+            "engine": c.engine, "group": p.group, "notes": list(p.notes)}
+
+
+def case_row(c: Case) -> dict[str, str]:
+    """A Case as the string mapping ``validate.floor.check_row`` reads."""
+    d = asdict(c)
+    return {k: "" if v is None else str(v) for k, v in d.items() if k not in ("extra", "problem", "line")}
+
+
+def floor_report(cases: Sequence[Case]) -> dict[str, Any]:
+    """Every row that beats its physics floor (or ceiling), and how many rows were checked."""
+    from infercast.validate.floor import check_row
+
+    checked, violations = 0, []
+    for c in cases:
+        if c.problem:
+            continue
+        chk = check_row(case_row(c))
+        if chk.bound is None:
+            continue
+        checked += 1
+        if chk.violates:
+            violations.append({"id": c.id, "metric": c.metric, "measured": c.value, "bound": chk.bound,
+                               "kind": chk.kind, "ratio": chk.ratio, "source": c.source})
+    return {"checked": checked, "violations": violations}
+
+
+def report(preds: Sequence[Prediction], profile_name: str, floor: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The ``--json`` object: rows, summary (per scenario, metric, hardware, source, group), worst rows."""
+    predicted = [p for p in preds if p.predicted is not None]
+    worst = sorted(predicted, key=lambda p: -abs(p.error_pct))[:WORST]
+    skipped = Counter(p.skipped_reason for p in preds if p.skipped_reason)
+    summary = {
+        "overall": stats(preds),
+        "scenario": by(preds, lambda p: p.case.scenario),
+        "metric": by(preds, lambda p: p.case.metric),
+        "scenario_metric": by(preds, lambda p: f"{p.case.scenario}/{p.case.metric}"),
+        "hardware": by(preds, lambda p: p.case.hardware or "(none)"),
+        "source": by(preds, lambda p: p.case.source or "(none)"),
+        "group": by(predicted, lambda p: p.group),
+        "worst": [row_dict(p) for p in worst],
+        "skipped_reasons": dict(skipped.most_common()),
+    }
+    out = {"profile": profile_name, "rows": [row_dict(p) for p in preds], "summary": summary}
+    if floor is not None:
+        out["floor"] = floor
+    return out
