@@ -25,6 +25,8 @@ COMMAND_MODULES = (
     "infercast.commands.bench",
     "infercast.commands.simulate",
     "infercast.commands.mock_server",
+    "infercast.commands.validate",
+    "infercast.commands.calibrate",
 )
 
 
