@@ -66,11 +66,13 @@ def _median_abs_pct(pred: np.ndarray, meas: np.ndarray) -> float:
 class Calibrator:
     """Fits over the closed-form rows of ``cases`` (plans built once, reused by every fit)."""
 
-    def __init__(self, cases: Sequence[Case], fields: Sequence[str] = FIT_FIELDS, min_group_rows: int = 40):
+    def __init__(self, cases: Sequence[Case], fields: Sequence[str] = FIT_FIELDS, min_group_rows: int = 40,
+                 prior_scale: float = 1.0):
         self.ev = Evaluator(cases, simulate=False)
         self.measured = np.array([c.value for c in self.ev.cases])
         self.fields = tuple(fields)
         self.min_group_rows = min_group_rows
+        self.prior_scale = prior_scale  # 0: no prior (pure data fit)
         self.group_of = self.ev.group_index()
 
     def rows(self, exclude_source: str | None = None) -> np.ndarray:
@@ -110,7 +112,7 @@ class Calibrator:
         n_groups = len(self.ev.groups)
         before = self.ev.values(profile_matrix([start.for_group(g) for g in self.ev.groups]), rows=rows)[rows]
         base = np.tile(profile_matrix([start.default]), (n_groups, 1))
-        prior = DEFAULT_PRIOR * math.sqrt(rows.size)
+        prior = self.prior_scale * DEFAULT_PRIOR * math.sqrt(rows.size)
         default = self._fit(start.default, base, list(range(n_groups)), rows, prior).with_updates(name=name)
         base = np.tile(profile_matrix([default]), (n_groups, 1))
         groups: dict[str, EfficiencyProfile] = {}
@@ -119,7 +121,7 @@ class Calibrator:
             mine = rows[self.group_of[rows] == g]
             counts[key] = int(mine.size)
             if per_group and mine.size >= self.min_group_rows:
-                prof = self._fit(default, base, [g], mine, GROUP_PRIOR * math.sqrt(mine.size))
+                prof = self._fit(default, base, [g], mine, self.prior_scale * GROUP_PRIOR * math.sqrt(mine.size))
                 groups[key] = prof.with_updates(name=f"{name}:{key}")
                 base[g] = profile_matrix([prof])[0]
         after = self.ev.values(base, rows=rows)[rows]

@@ -115,7 +115,7 @@ class Evaluator:
     def predict(self, profiles: ProfileSet) -> list[Prediction]:
         """Every row's Prediction under a profile set."""
         profs = [profiles.for_group(g) for g in self.groups]
-        values = self.values(profile_matrix(profs) if profs else np.zeros((0, 0)), profs)
+        values = self.values(profile_matrix(profs or [profiles.default]), profs)
         out = []
         for case, plan, reason, v in zip(self.cases, self.plans, self.reasons, values, strict=True):
             if plan is None:

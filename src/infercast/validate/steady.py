@@ -15,8 +15,8 @@ Symbols. Prompts are prefilled in groups of ``g = max(1, T // I)`` (one step's
 budget); a group takes ``k = ceil(g I / T)`` steps; wave one has ``n = ceil(M /
 g)`` groups. Each step also decodes ``d = M (O - 1) / S`` sequences at mean context
 ``I + O / 2``, where ``S = max(O - 1 + k, n k)`` steps make one request cycle.
-``t0`` is a pure decode step of ``d`` sequences, ``t_j`` that step plus chunk
-``j`` of a group, ``own = sum_j t_j`` and ``delta = sum_j (t_j - t0)``:
+``t0`` is a pure decode step of ``d`` sequences, ``t_j`` a step with chunk ``j``
+of a group beside ``min(d, M - g)`` decoding sequences, ``own = sum_j t_j`` and ``delta = sum_j (t_j - t0)``:
 
     cycle R     = S t0 + n delta                       (every step, plus every group's prompts)
     TTFT wave 1 = own (n + 1) / 2                      (the groups queue behind each other)
@@ -77,11 +77,12 @@ def closed_loop(clients: float, running_limit: int, input_tokens: int, output_to
     s = max(o - 1 + k, n * k)
     d = max(int(round(m * (o - 1) / s)), 0)
     ctx = i + o // 2
-    decode: Shape = ((d, 1, ctx),) if d else ()
-    shapes = [decode or ((1, 1, ctx),)]
+    shapes: list[Shape] = [((d, 1, ctx),) if d else ((1, 1, ctx),)]
+    dm = min(d, m - g)  # while a group prefills, at most the other requests decode
+    beside: Shape = ((dm, 1, ctx),) if dm > 0 else ()
     if g > 1:
-        shapes.append(decode + ((g, i, 0),))
+        shapes.append(beside + ((g, i, 0),))
     else:
         for j in range(k):
-            shapes.append(decode + ((1, min(t, i - j * t), j * t),))
+            shapes.append(beside + ((1, min(t, i - j * t), j * t),))
     return ClosedLoop(clients, m, o, k, n, s, d, waves, tuple(shapes))

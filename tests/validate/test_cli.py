@@ -1,0 +1,79 @@
+"""validate / calibrate commands: JSON contract, per-row reasons, plot, profile written and read back."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from infercast.cli import main
+from infercast.cost.efficiency import load_profile
+
+CSV = """id,source,scenario,metric,value,model,hardware,n_gpus,tp,weights,engine,input_tokens,output_tokens,batch,concurrency,my_extra_column
+a,s1,kernel,decode_step_s,0.012,llama-3.1-8b,h100-sxm,1,1,bf16,vllm,1024,32,8,,ignored
+b,s1,single_stream,tokens_per_s_single_stream,150,llama-3.1-8b,h100-sxm,1,1,bf16,vllm,128,256,1,,
+c,s2,concurrency,ttft_mean_s,0.2,llama-3.1-8b,h100-sxm,1,1,fp8,vllm,1024,256,,16,
+d,s2,concurrency,tpot_mean_s,0.009,llama-3.1-8b,h100-sxm,1,1,fp8,vllm,1024,256,,16,
+e,s2,kernel,decode_step_s,not-a-number,llama-3.1-8b,h100-sxm,1,1,bf16,vllm,1024,32,8,,
+"""
+
+
+def run(args, capsys):
+    code = 0
+    try:
+        main(args)
+    except SystemExit as exc:
+        code = exc.code
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+@pytest.fixture
+def data(tmp_path):
+    p = tmp_path / "runs.csv"
+    p.write_text(CSV)
+    return p
+
+
+def test_validate_json_contract(data, tmp_path, capsys):
+    plot = tmp_path / "v.png"
+    code, out, _ = run(["validate", "--data", str(data), "--json", "--plot", str(plot), "--profile", "builtin"], capsys)
+    assert code in (0, None)
+    d = json.loads(out)
+    rows = {r["id"]: r for r in d["rows"]}
+    assert set(rows) == set("abcde")
+    for r in d["rows"]:
+        assert {"id", "metric", "measured", "predicted", "error_pct", "skipped_reason"} <= set(r)
+    assert rows["a"]["predicted"] > 0 and rows["a"]["skipped_reason"] is None
+    assert rows["a"]["error_pct"] == pytest.approx((rows["a"]["predicted"] - 0.012) / 0.012 * 100)
+    assert rows["e"]["predicted"] is None and "value='not-a-number' is not a number" in rows["e"]["skipped_reason"]
+    for part in ("scenario", "metric"):
+        for s in d["summary"][part].values():
+            assert {"count", "predicted", "median_abs_error_pct", "mean_abs_error_pct", "within_10_pct",
+                    "within_25_pct"} <= set(s)
+    assert d["summary"]["scenario"]["kernel"]["count"] == 2 and d["summary"]["scenario"]["kernel"]["predicted"] == 1
+    assert d["summary"]["overall"]["coverage"] == pytest.approx(0.8)
+    assert "floor" in d and plot.stat().st_size > 10_000
+
+
+def test_validate_table_and_bad_input(data, capsys):
+    code, out, _ = run(["validate", "--data", str(data), "--by", "source", "--no-floor"], capsys)
+    assert code in (0, None) and "s1" in out and "worst rows" in out
+    code, _, err = run(["validate", "--data", str(data), "--by", "colour"], capsys)
+    assert code == 2 and err.count("\n") == 1 and "--by" in err
+    code, _, err = run(["validate", "--data", "/nonexistent.csv"], capsys)
+    assert code == 2 and "cannot read measurements" in err
+
+
+def test_calibrate_writes_a_profile_validate_and_estimate_accept(data, tmp_path, capsys):
+    out_path = tmp_path / "p.toml"
+    code, out, _ = run(["calibrate", "--data", str(data), "--out", str(out_path), "--json", "--min-group-rows", "2"], capsys)
+    assert code in (0, None)
+    d = json.loads(out)
+    assert d["fit"]["rows"] == 4  # every row but the malformed one has a closed form
+    assert d["leave_one_source_out"] == {}  # no source has the 10 rows a fold needs
+    assert load_profile(out_path).name == "calibrated"
+    code, out, _ = run(["validate", "--data", str(data), "--json", "--profile", str(out_path), "--no-floor"], capsys)
+    assert code in (0, None) and json.loads(out)["profile"] == "calibrated"
+    code, _, _ = run(["estimate", "--profile", str(out_path), "--json"], capsys)
+    assert code in (0, None)

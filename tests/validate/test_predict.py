@@ -1,0 +1,114 @@
+"""Each scenario's predictor on hand-checked rows: the workload built, and how times combine."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from infercast.cost.efficiency import EfficiencyProfile
+from infercast.validate.cases import read_cases
+from infercast.validate.evaluate import Evaluator
+from infercast.validate.ledger import StepModels, expand
+from infercast.validate.predict import plan_case
+from infercast.validate.profiles import ProfileSet
+from infercast.validate.setup import ENGINE_LIMITS, Unpredictable, layout
+
+COLS = "id,scenario,metric,value,model,hardware,n_gpus,tp,pp,ep,weights,kv_cache,engine,input_tokens,output_tokens,batch,concurrency,request_rate,dataset\n"
+PROF = EfficiencyProfile()
+
+
+def case(cells: str):
+    (c,) = read_cases(COLS + cells + "\n")
+    assert c.problem is None, c.problem
+    return c
+
+
+@pytest.fixture(scope="module")
+def models():
+    return StepModels()
+
+
+def times(plan, models):
+    sm = models.get(plan.layout.setup)
+    return [sm.step_time_s(*expand(s)) for s in plan.shapes]
+
+
+def test_static_batch_per_gpu_throughput(models):
+    c = case("s,static_batch,output_throughput_per_gpu,1,llama-2-70b,h200-sxm,2,2,1,,fp8,fp8,trtllm-0.9,128,2048,64,,,")
+    plan = plan_case(c, models)
+    # one prefill of the whole batch, then O-1 decode steps at the mean context I + O/2
+    assert plan.shapes == (((64, 128, 0),), ((64, 1, 128 + 1024),))
+    t = times(plan, models)
+    assert plan.combine(t, PROF) == pytest.approx(64 * 2048 / (t[0] + 2047 * t[1]) / 2)
+    total = plan_case(case(c_cells := "s,static_batch,output_throughput_total,1,llama-2-70b,h200-sxm,2,2,1,,fp8,fp8,trtllm,128,2048,64,,,"), models)
+    assert total.combine(t, PROF) == pytest.approx(2 * plan.combine(t, PROF)), c_cells
+
+
+def test_kernel_prefill_and_decode_shapes(models):
+    p = plan_case(case("k,kernel,prefill_time_s,1,llama-2-70b,a100-sxm-80gb,2,2,1,,fp16,,splitwise,512,128,4,,,"), models)
+    d = plan_case(case("k,kernel,decode_step_s,1,llama-2-70b,a100-sxm-80gb,2,2,1,,fp16,,splitwise,512,128,4,,,"), models)
+    assert p.shapes == (((4, 512, 0),),) and d.shapes == (((4, 1, 512 + 64),),)
+    assert p.layout.setup.tp == 2 and p.layout.setup.kv_cache == "fp16"
+
+
+def test_kernel_hardware_rows_scale_the_spec(models):
+    mm = plan_case(case("h,kernel,matmul_flops_per_s,1,,h100-sxm,1,,,,bf16,,mamf,,,,,,mamf:best-shape=1024x9216x14336"), models)
+    assert mm.combine([], PROF) == pytest.approx(989.4e12 * PROF.gemm_eff("bf16", 1024), rel=0.01)
+    link = plan_case(case("l,kernel,link_bandwidth_bytes_per_s,1,,h200-sxm,8,,,,,,nvbandwidth,,,,,,nvlink bidirectional"), models)
+    assert link.combine([], PROF) == pytest.approx(2 * 450e9 * PROF.comm_bw_eff, rel=0.01)
+
+
+def test_single_stream(models):
+    tps = plan_case(case("g,single_stream,tokens_per_s_single_stream,1,llama-2-7b,a100-sxm-80gb,1,1,1,,int8,,gpt-fast,5,200,1,,,"), models)
+    assert tps.shapes == (((1, 1, 5 + 100),),)
+    bw = plan_case(case("g,single_stream,achieved_bandwidth_bytes_per_s,1,llama-2-7b,a100-sxm-80gb,1,1,1,,int8,,gpt-fast,5,200,1,,,"), models)
+    t = times(tps, models)
+    assert tps.combine(t, PROF) == pytest.approx(1 / t[0])
+    weights = models.get(bw.layout.setup).memory.weight_bytes
+    assert bw.combine(t, PROF) == pytest.approx(weights / t[0]) and 6.5e9 < weights < 7.5e9
+
+
+def test_offline_runs_at_the_engine_max_batch(models):
+    c = case("o,offline,output_throughput_per_gpu,1,llama-3.1-8b,h100-sxm,2,1,1,,fp8,,tensorrt-llm-1.0,128,128,,,,synthetic-fixed")
+    plan = plan_case(c, models)
+    lay = layout(c)
+    assert lay.replicas == 2 and lay.setup.kv_cache == "fp8"  # TRT-LLM quantizes KV with fp8 weights
+    fit = models.get(lay.setup).memory.max_batch(256)
+    running = min(fit, ENGINE_LIMITS["trtllm"][0])
+    assert running == 2048  # an 8B model at 256 tokens: the engine cap binds, not memory
+    # prompts go in groups of 8192 // 128 = 64 (one step each); a cycle is O - 1 + 1 = 128 steps,
+    # so a decode step holds 2048 * 127 / 128 = 2032 sequences at context 128 + 64
+    assert plan.shapes[0] == ((2032, 1, 192),)
+    assert plan.shapes[1] == ((2048 - 64, 1, 192), (64, 128, 0))
+
+
+def test_concurrency_splits_clients_over_replicas(models):
+    c = case("c,concurrency,tpot_mean_s,1,llama-3.1-8b,h100-sxm,4,2,1,,fp8,,vllm-0.12.0,1024,256,,32,,synthetic-fixed")
+    plan = plan_case(c, models)
+    assert plan.layout.replicas == 2
+    assert plan.sim_key[2] == 16  # 32 clients over 2 replicas of tp=2
+    assert plan.combine is not None and plan.simulate is not None
+
+
+def test_server_row_uses_the_simulator_per_replica(models):
+    c = case("v,server,output_throughput_total,1,llama-3.1-8b,h100-sxm,2,1,1,,bf16,,tensorrt-llm-0.14,128,128,,,4,synthetic-fixed;n_requests=500;poisson-arrivals")
+    plan = plan_case(c, models)
+    assert plan.combine is None and plan.sim_key[1] == 2.0 and plan.sim_key[-1] == 250
+    (pred,) = Evaluator([c]).predict(ProfileSet())
+    assert pred.predicted == pytest.approx(4 * 128, rel=0.15)  # under capacity: throughput = rate x output
+
+
+@pytest.mark.parametrize(("cells", "reason"), [
+    ("x,speculative,speedup,2,llama-3.1-8b,h100-sxm,1,1,1,,bf16,,eagle,,,1,,,", "speculative"),
+    ("x,disaggregated,ttft_mean_s,2,llama-3.1-8b,h100-sxm,8,,,,fp8,,sglang,1024,1024,,8,,", "disaggregated"),
+    ("x,offline,output_throughput_total,2,llama-2-70b,h100-sxm,8,,,,,,mlperf,,,,,,mlperf:llama2-70b-99", "weight precision"),
+    ("x,kernel,decode_step_s,2,no-such-model,h100-sxm,1,1,1,,bf16,,x,128,32,1,,,", "no-such-model"),
+    ("x,offline,output_throughput_total,2,llama-3.1-8b,h100-sxm,1,1,1,,bf16,,trt,,,,,,unknown-ds", "input_tokens"),
+    ("x,weird,ttft_mean_s,2,llama-3.1-8b,h100-sxm,1,1,1,,bf16,,x,1,1,,,,", "unknown scenario"),
+])
+def test_unpredictable_rows_carry_a_reason(models, cells, reason):
+    with pytest.raises(Unpredictable, match=reason):
+        plan_case(case(cells), models)
+    (pred,) = Evaluator([case(cells)]).predict(ProfileSet())
+    assert pred.predicted is None and reason in pred.skipped_reason and math.isnan(pred.error_pct or math.nan)

@@ -1,0 +1,48 @@
+"""The closed-form closed loop agrees with the simulator (exact mode) on the same setups."""
+
+from __future__ import annotations
+
+import pytest
+
+from infercast.cost.step import StepModel
+from infercast.sim.config import build_config
+from infercast.sim.run import simulate
+from infercast.specs.catalog import load_hardware, load_model
+from infercast.specs.precision import Precision
+from infercast.validate.ledger import expand
+from infercast.validate.steady import closed_loop
+
+
+@pytest.fixture(scope="module")
+def sm():
+    return StepModel(load_model("llama-3.1-8b"), load_hardware("h100-sxm"), Precision.parse("bf16"), max_seqs=256)
+
+
+def _metrics(sm, clients, i, o, waves):
+    cl = closed_loop(clients, 256, i, o, 8192, waves)
+    return cl.metrics([sm.step_time_s(*expand(s)) for s in cl.shapes])
+
+
+def test_one_client_is_prefill_then_decode(sm):
+    m = _metrics(sm, 1, 1024, 256, None)
+    assert m["ttft_s"] == pytest.approx(sm.prefill_cost(1024).time_s, rel=1e-9)
+    assert m["tpot_s"] == pytest.approx(sm.step_time_s([1], [1024 + 128]), rel=1e-9)
+
+
+@pytest.mark.parametrize(("clients", "i", "o"), [(8, 1024, 256), (32, 2048, 128), (64, 512, 512)])
+def test_waves_match_the_simulator(sm, clients, i, o):
+    m = _metrics(sm, clients, i, o, 3)
+    cfg = build_config({"mode": "exact", "scheduler": {"policy": "chunked", "max_num_seqs": 256},
+                        "workload": {"arrival": "closed", "concurrency": clients, "num_requests": 3 * clients,
+                                     "input": {"dist": "fixed", "mean": i}, "output": {"dist": "fixed", "mean": o}}})
+    s = simulate(cfg, sm).summary
+    assert m["ttft_s"] == pytest.approx(s.ttft.mean, rel=0.1)
+    assert m["tpot_s"] == pytest.approx(s.tpot.mean, rel=0.12)
+    assert m["output_tokens_per_s"] == pytest.approx(s.output_throughput_tps, rel=0.05)
+
+
+def test_clients_beyond_the_running_limit_queue(sm):
+    free = closed_loop(16, 16, 512, 128, 8192).metrics([0.01, 0.05])
+    capped = closed_loop(32, 16, 512, 128, 8192).metrics([0.01, 0.05])
+    assert capped["output_tokens_per_s"] == pytest.approx(free["output_tokens_per_s"])
+    assert capped["ttft_s"] == pytest.approx(free["ttft_s"] + free["request_latency_s"])
