@@ -16,7 +16,7 @@ def _overrides(o: dict) -> dict:
         "input": {"dist": o["input_dist"], "mean": o["input_tokens"], "std": o["input_std"]},
         "output": {"dist": o["output_dist"], "mean": o["output_tokens"], "std": o["output_std"]},
     }
-    return {
+    out = {
         "model": o["model"], "hardware": o["hardware"], "weights": o["weights"],
         "kv_cache": o["kv_cache"], "tp": o["tp"], "replicas": o["replicas"], "router": o["router"],
         "seed": o["seed"], "mode": o["mode"], "slo_ttft_s": o["slo_ttft_s"], "slo_tpot_s": o["slo_tpot_s"],
@@ -32,26 +32,24 @@ def _overrides(o: dict) -> dict:
             "prefix_groups": o["prefix_groups"], "prefix_tokens": o["prefix_tokens"], **length,
         },
     }
+    spec = {"method": o["speculative"], "num_speculative_tokens": o["num_speculative_tokens"],
+            "acceptance": o["acceptance"], "acceptance_std": o["acceptance_std"], "draft_model": o["draft_model"]}
+    if any(v is not None for v in spec.values()):  # an empty section would switch it on
+        out["speculative"] = spec
+    pools = {name: {"hardware": o[f"{name}_hardware"], "replicas": o[f"{name}_replicas"], "tp": o[f"{name}_tp"]}
+             for name in ("prefill", "decode")}
+    disagg = {"transfer_bandwidth_bytes_per_s": o["transfer_bandwidth"], "transfer_latency_s": o["transfer_latency_s"],
+              "layer_overlap": o["layer_overlap"], **pools}
+    if o["disaggregated"] or any(v is not None for p in pools.values() for v in p.values()):
+        out["disaggregation"] = disagg
+    return out
 
 
 def build_step_model(cfg):
-    """The cost model of one replica for a validated config."""
-    from infercast.cost.step import StepModel
-    from infercast.errors import DoesNotFitError
-    from infercast.specs.catalog import load_hardware, load_model
-    from infercast.specs.parallel import Parallelism
-    from infercast.specs.precision import Precision
+    """The cost model of one replica for a validated config (speculative/disaggregated runs wrap it)."""
+    from infercast.sim.build import step_model
 
-    sm = StepModel(load_model(cfg.model), load_hardware(cfg.hardware),
-                   Precision.parse(cfg.weights, cfg.kv_cache), Parallelism(tp=cfg.tp),
-                   max_batched_tokens=cfg.scheduler.max_num_batched_tokens,
-                   max_seqs=cfg.scheduler.max_num_seqs)
-    if cfg.scheduler.num_blocks is None and sm.kv_capacity_tokens < cfg.scheduler.block_size:
-        raise DoesNotFitError(
-            f"{cfg.model} on {cfg.hardware} leaves no memory for the KV cache "
-            f"({sm.kv_capacity_tokens} tokens): use more --tp, smaller --weights, or other hardware"
-        )
-    return sm
+    return step_model(cfg)
 
 
 def _sweep(o: dict) -> tuple[str | None, list]:
@@ -309,6 +307,21 @@ def register(app: typer.Typer) -> None:
         mode: str | None = typer.Option(None, help="fast | exact (one event per step) (default: fast)"),
         slo_ttft_s: float | None = typer.Option(None, "--slo-ttft-s", help="goodput TTFT limit (s)"),
         slo_tpot_s: float | None = typer.Option(None, "--slo-tpot-s", help="goodput TPOT limit (s)"),
+        speculative: str | None = typer.Option(None, "--speculative", help="speculative decoding: eagle | mtp | draft (runs exact)"),
+        num_speculative_tokens: int | None = typer.Option(None, help="drafted tokens per step k (default: 3)"),
+        acceptance: float | None = typer.Option(None, help="mean per-token draft acceptance rate (default: 0.8)"),
+        acceptance_std: float | None = typer.Option(None, help="spread of acceptance across requests (Beta; default: 0)"),
+        draft_model: str | None = typer.Option(None, help="--speculative draft: the draft model"),
+        disaggregated: bool = typer.Option(False, "--disaggregated", help="separate prefill and decode pools"),
+        prefill_replicas: int | None = typer.Option(None, help="disaggregated: prefill replicas (default: 1)"),
+        decode_replicas: int | None = typer.Option(None, help="disaggregated: decode replicas (default: 1)"),
+        prefill_tp: int | None = typer.Option(None, help="disaggregated: prefill TP (default: --tp)"),
+        decode_tp: int | None = typer.Option(None, help="disaggregated: decode TP (default: --tp)"),
+        prefill_hardware: str | None = typer.Option(None, help="disaggregated: prefill part (default: --hardware)"),
+        decode_hardware: str | None = typer.Option(None, help="disaggregated: decode part (default: --hardware)"),
+        transfer_bandwidth: float | None = typer.Option(None, "--transfer-bandwidth", help="KV transfer bytes/s (default: 50e9 x min TP)"),
+        transfer_latency_s: float | None = typer.Option(None, "--transfer-latency-s", help="KV transfer latency (default: 0.001)"),
+        layer_overlap: bool | None = typer.Option(None, "--layer-overlap/--no-layer-overlap", help="send KV layer by layer during prefill"),
         as_json: bool = typer.Option(False, "--json", help="print one JSON object"),
         records: str | None = typer.Option(None, "--records", help="write one JSON line per request"),
         plot: str | None = typer.Option(None, "--plot", help="directory for latency CDF / vs-rate / timeline PNGs"),

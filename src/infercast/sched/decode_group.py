@@ -127,6 +127,8 @@ class DecodeGroupMixin:
             del self._reserve[-need:]
 
     def _join_group(self, req: Request) -> None:
+        if req.num_remaining_tokens != 1:
+            return  # several tokens sampled (speculative): it catches up explicitly first
         bs = self.config.block_size
         c = req.num_computed_tokens
         if len(req.block_table) == cdiv(c, bs):  # tight table: a new block every bs steps

@@ -37,6 +37,22 @@ File layout (every key optional; flags override the file)::
     [workload.output]
     dist = "fixed"
     mean = 256
+
+    [speculative]                 # optional: speculative decoding (runs are always exact)
+    method = "eagle"              # eagle | mtp (a head of draft_layers target layers) | draft
+    num_speculative_tokens = 3
+    acceptance = 0.8              # mean per-token acceptance rate
+    acceptance_std = 0.1          # spread across requests (Beta)
+    # draft_model = "llama-3.2-1b" # method "draft": the drafter (preset or config.json)
+
+    # [disaggregation]            # optional, instead of [speculative]: prefill and decode pools
+    # transfer_latency_s = 0.001
+    # transfer_bandwidth_bytes_per_s = 1e11   # default: 50 GB/s per GPU x min(TP)
+    # layer_overlap = false       # stream the KV layer by layer during prefill
+    # [disaggregation.prefill]    # each pool: hardware, replicas, tp, max_num_seqs,
+    # replicas = 1                # max_num_batched_tokens (default: the top-level ones)
+    # [disaggregation.decode]
+    # replicas = 1
 """
 
 from __future__ import annotations
@@ -120,6 +136,44 @@ class WorkloadSection(_Frozen):
         return "trace" if self.trace is not None else "offline"
 
 
+class SpeculativeSection(_Frozen):
+    """Speculative decoding (see ``infercast.sim.speculative``)."""
+
+    method: Literal["eagle", "mtp", "draft"] = "eagle"
+    num_speculative_tokens: int = Field(default=3, ge=1, le=16)
+    acceptance: float = Field(default=0.8, ge=0, le=1)
+    acceptance_std: float = Field(default=0.0, ge=0, lt=0.5)
+    draft_model: str | None = None
+    draft_layers: int = Field(default=1, ge=1)
+    verify_tokens: int = Field(default=0, ge=0)
+
+    @model_validator(mode="after")
+    def _consistent(self) -> SpeculativeSection:
+        if self.method == "draft" and self.draft_model is None:
+            raise ValueError("method 'draft' needs speculative.draft_model / --draft-model")
+        return self
+
+
+class PoolSection(_Frozen):
+    """One pool of a disaggregated deployment; None = the top-level setting."""
+
+    hardware: str | None = None
+    replicas: int = Field(default=1, ge=1)
+    tp: int | None = Field(default=None, ge=1)
+    max_num_seqs: int | None = Field(default=None, ge=1)
+    max_num_batched_tokens: int | None = Field(default=None, ge=1)
+
+
+class DisaggSection(_Frozen):
+    """Disaggregated prefill/decode (see ``infercast.sim.disagg``)."""
+
+    prefill: PoolSection = PoolSection()
+    decode: PoolSection = PoolSection()
+    transfer_bandwidth_bytes_per_s: float | None = Field(default=None, gt=0)
+    transfer_latency_s: float = Field(default=1e-3, ge=0)
+    layer_overlap: bool = False
+
+
 class SimConfig(_Frozen):
     """One simulation run, validated; see the module docstring for the file layout."""
 
@@ -136,6 +190,14 @@ class SimConfig(_Frozen):
     slo_tpot_s: float | None = Field(default=None, gt=0)
     scheduler: SchedulerSection = SchedulerSection()
     workload: WorkloadSection = WorkloadSection()
+    speculative: SpeculativeSection | None = None
+    disaggregation: DisaggSection | None = None
+
+    @model_validator(mode="after")
+    def _levers(self) -> SimConfig:
+        if self.speculative is not None and self.disaggregation is not None:
+            raise ValueError("speculative decoding with disaggregation is not modelled: drop one of them")
+        return self
 
 
 def _one_line(exc: ValidationError) -> str:

@@ -177,9 +177,6 @@ def simulate(
     stream = request_stream(workload_spec(cfg, trace), rng, trace)
     kernel = Kernel()
     series = TimeSeries()
-    # Windowed attention makes decode cost depend on each context, not just their sum.
-    compact = float(getattr(timer, "affine_context_limit", float("inf"))) == float("inf")
-    sched_cfg = scheduler_config(cfg, timer.kv_capacity_tokens, compact)
     done = [0]
 
     def on_record(rec: RequestRecord) -> None:
@@ -192,14 +189,42 @@ def simulate(
 
     replicas: list[Replica] = []
     driver = _Driver(cfg, stream, replicas, kernel, on_record)
-    for i in range(cfg.replicas):
-        replicas.append(Replica(i, Scheduler(sched_cfg), timer, kernel, driver.emit,
-                                fast=cfg.mode == "fast", observe=series.observe))
+    if cfg.disaggregation is not None:
+        from infercast.sim.disagg import build_disagg
+
+        sched_cfg, extra = build_disagg(cfg, timer, kernel, driver, series)
+    else:
+        sched_cfg, extra = _build_replicas(cfg, timer, kernel, driver, series)
     driver.start()
     kernel.run()
     if progress is not None:
         progress(done[0])
-    return _result(acc, replicas, kernel, series, sched_cfg, wall0, cpu0)
+    result = _result(acc, replicas, kernel, series, sched_cfg, wall0, cpu0)
+    result.extra.update(extra() if callable(extra) else extra)
+    return result
+
+
+def _build_replicas(cfg: SimConfig, timer, kernel: Kernel, driver: _Driver, series: TimeSeries):
+    """``cfg.replicas`` aggregated replicas on the driver's list (speculative ones if asked)."""
+    cls, kwargs = Replica, {"fast": cfg.mode == "fast"}
+    if cfg.speculative is not None:
+        from infercast.sim.build import spec_timer
+        from infercast.sim.speculative import SpecReplica, SpecTimer
+
+        timer = timer if isinstance(timer, SpecTimer) else spec_timer(cfg, timer)
+        cls, kwargs = SpecReplica, {"rng": np.random.default_rng([cfg.seed, 7])}
+        compact = False  # every request listed: each draws its own token count per step
+    else:  # windowed attention makes decode cost depend on each context, not just their sum
+        compact = float(getattr(timer, "affine_context_limit", float("inf"))) == float("inf")
+    sched_cfg = scheduler_config(cfg, timer.kv_capacity_tokens, compact)
+    for i in range(cfg.replicas):
+        driver.replicas.append(cls(i, Scheduler(sched_cfg), timer, kernel, driver.emit,
+                                   observe=series.observe, **kwargs))
+    extra = {}
+    if cfg.speculative is not None:
+        extra = {"speculative_tokens_per_step_expected": timer.config.tokens_per_step,
+                 "speculative_mode_note": "speculative runs are exact (one event per step)"}
+    return sched_cfg, extra
 
 
 def _result(acc, replicas, kernel, series, sched_cfg, wall0, cpu0) -> SimResult:

@@ -1,0 +1,58 @@
+"""Cost models for a validated :class:`~infercast.sim.config.SimConfig`.
+
+``step_model(cfg)`` is the target model of one replica; ``spec_timer(cfg, target)``
+wraps it for speculative decoding; ``pool_step_model(cfg, pool, target)`` gives a
+disaggregated pool's model (the target itself when the pool changes nothing).
+"""
+
+from __future__ import annotations
+
+from infercast.errors import DoesNotFitError
+
+
+def step_model(cfg, hardware: str | None = None, tp: int | None = None,
+               max_num_seqs: int | None = None, max_num_batched_tokens: int | None = None):
+    """The cost model of one replica (``cfg``'s settings, with optional overrides)."""
+    from infercast.cost.step import StepModel
+    from infercast.specs.catalog import load_hardware, load_model
+    from infercast.specs.parallel import Parallelism
+    from infercast.specs.precision import Precision
+
+    hw = hardware or cfg.hardware
+    sm = StepModel(load_model(cfg.model), load_hardware(hw),
+                   Precision.parse(cfg.weights, cfg.kv_cache), Parallelism(tp=tp or cfg.tp),
+                   max_batched_tokens=max_num_batched_tokens or cfg.scheduler.max_num_batched_tokens,
+                   max_seqs=max_num_seqs or cfg.scheduler.max_num_seqs)
+    if cfg.scheduler.num_blocks is None and sm.kv_capacity_tokens < cfg.scheduler.block_size:
+        raise DoesNotFitError(
+            f"{cfg.model} on {hw} (TP {tp or cfg.tp}) leaves no memory for the KV cache "
+            f"({sm.kv_capacity_tokens} tokens): use more --tp, smaller --weights, or other hardware"
+        )
+    return sm
+
+
+def spec_timer(cfg, target):
+    """A :class:`~infercast.sim.speculative.SpecTimer` for ``cfg.speculative`` on ``target``."""
+    from infercast.cost.speculative import SpeculativeConfig, SpeculativeModel
+    from infercast.cost.step import StepModel
+    from infercast.sim.speculative import SpecTimer
+    from infercast.specs.catalog import load_model
+
+    s = cfg.speculative
+    sc = SpeculativeConfig(method=s.method, num_speculative_tokens=s.num_speculative_tokens,
+                           acceptance=s.acceptance, acceptance_std=s.acceptance_std,
+                           draft_layers=s.draft_layers, verify_tokens=s.verify_tokens)
+    draft = None
+    if s.method == "draft":
+        draft = StepModel(load_model(s.draft_model), target.hardware, target.precision,
+                          target.parallel, target.profile)
+    return SpecTimer(SpeculativeModel(target, sc, draft))
+
+
+def pool_step_model(cfg, pool, target):
+    """The cost model of a disaggregated pool: ``target`` unless the pool sets its own part or TP."""
+    same = (pool.hardware in (None, cfg.hardware) and pool.tp in (None, cfg.tp)
+            and pool.max_num_seqs is None and pool.max_num_batched_tokens is None)
+    if same and target is not None:
+        return target
+    return step_model(cfg, pool.hardware, pool.tp, pool.max_num_seqs, pool.max_num_batched_tokens)

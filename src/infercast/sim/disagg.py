@@ -1,0 +1,182 @@
+"""Disaggregated serving: a prefill pool and a decode pool joined by a KV transfer.
+
+A request is routed to a prefill replica (the configured router), which runs
+its prompt (chunked, with its own batch limits) as a request of one output
+token. Its KV cache then crosses the link to a decode replica (least
+outstanding tokens) in
+
+    transfer_s = latency + bytes / bandwidth,   bytes = prompt tokens x full KV bytes per token
+
+(the model's KV bytes per token at the KV dtype, all layers and heads, since
+every TP shard sends its part; ``kv_transfer_bytes``). With ``layer_overlap``
+layer i's KV leaves while layer i + 1 computes, so only what does not fit
+under the prefill stays exposed: max(bytes/bw - prefill_s (L-1)/L, bytes/bw / L).
+Bandwidth default: 50 GB/s per GPU (one 400 Gb/s RDMA NIC per GPU, as in DGX
+H100 nodes) times the smaller pool's TP (each rank sends its shard).
+
+The decode replica admits the request when its scheduler finds KV blocks for
+prompt + output (so decode admission is limited by the decode pool's KV
+capacity; a request waits in its queue meanwhile), then streams every output
+token. The first one comes from the decode side's first step, as in vLLM's
+disaggregated proxy, so TTFT = queueing + prefill + transfer + one decode step
+(+ decode-side queueing). That first step is charged as a one-token decode
+over the transferred context (the KV is already there); the decode pool never
+runs a prefill, so prefill chunks never stall its streams.
+
+Not modelled: KV reserved on the decode side before the transfer starts,
+link contention between concurrent transfers, and recomputation after a
+decode-side preemption (charged as a decode step, so it is optimistic).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from infercast.sim.build import pool_step_model
+from infercast.sim.kernel import PRIO_ARRIVAL, Kernel
+from infercast.sim.replica import Replica
+from infercast.sim.run import scheduler_config
+
+DEFAULT_LINK_PER_GPU_BYTES_PER_S = 50e9  # 400 Gb/s NIC per GPU
+DECODE_TOKEN_BUDGET = 1 << 30  # transferred prompts load whole: they cost no compute
+
+
+def kv_transfer_bytes(step_model, prompt_tokens: int) -> float:
+    """Bytes of a prompt's KV cache, all shards (per-GPU bytes / the share one GPU keeps)."""
+    mem = step_model.memory
+    return prompt_tokens * mem.kv_bytes_per_token / mem.kv_shard
+
+
+def transfer_time_s(num_bytes: float, bandwidth: float, latency_s: float,
+                    prefill_s: float = 0.0, num_layers: int = 1, overlap: bool = False) -> float:
+    """latency + bytes / bandwidth; with ``overlap`` only the part not hidden under the prefill."""
+    wire = num_bytes / bandwidth
+    if overlap and num_layers > 1:
+        wire = max(wire - prefill_s * (num_layers - 1) / num_layers, wire / num_layers)
+    return latency_s + wire
+
+
+class DecodeTimer:
+    """A decode pool's step time: every scheduled sequence is a one-token decode.
+
+    A transferred request's first step lists its whole context as new tokens
+    (the scheduler does not know it arrived with KV); it is charged as one
+    decode token over that context.
+    """
+
+    def __init__(self, target):
+        self.target = target
+        self.kv_capacity_tokens = target.kv_capacity_tokens
+        self.affine_context_limit = target.affine_context_limit
+
+    def step_time_s(self, new, cached) -> float:
+        ctx = [c + n - 1 for n, c in zip(new, cached, strict=True)]
+        return self.target.step_time_s([1] * len(ctx), ctx)
+
+    def mixed_step_time_s(self, num_decode, decode_cached_sum, new_tokens=(), cached_tokens=()) -> float:
+        extra = sum(c + n - 1 for n, c in zip(new_tokens, cached_tokens, strict=True))
+        return self.target.mixed_step_time_s(num_decode + len(new_tokens), decode_cached_sum + extra)
+
+    def decode_affine(self, num_seqs: int) -> tuple[float, float]:
+        return self.target.decode_affine(num_seqs)
+
+
+class PrefillReplica(Replica):
+    """A prefill replica: every request runs to its first token only."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.outputs: dict[str, int] = {}  # request id -> output tokens it will need on decode
+
+    def submit(self, req) -> None:
+        self.outputs[req.request_id] = req.max_output_tokens
+        req.max_output_tokens = 1
+        super().submit(req)
+
+
+class _Transfer:
+    """Moves finished prefills to the decode pool after the transfer time."""
+
+    def __init__(self, cfg, kernel: Kernel, driver, prefill_sm, decode_sm, decode: list[Replica]):
+        d = cfg.disaggregation
+        self.kernel, self.driver, self.decode = kernel, driver, decode
+        self.sm, self.overlap, self.latency = prefill_sm, d.layer_overlap, d.transfer_latency_s
+        tp = min(prefill_sm.parallel.tp, decode_sm.parallel.tp)
+        self.bandwidth = d.transfer_bandwidth_bytes_per_s or DEFAULT_LINK_PER_GPU_BYTES_PER_S * tp
+        self.first_scheduled: dict[str, float | None] = {}
+        self.prefill: list[PrefillReplica] = []
+        self.num_transfers, self.transfer_s = 0, 0.0
+
+    def on_prefill_done(self, rec, index: int) -> None:
+        replica = self.prefill[index]
+        output = replica.outputs.pop(rec.request_id)
+        if rec.finish_reason == "rejected":
+            self.driver.emit(rec, index)
+            return
+        prefill_s = self.sm.step_time_s([rec.prompt_tokens], [0]) if self.overlap else 0.0
+        t = transfer_time_s(kv_transfer_bytes(self.sm, rec.prompt_tokens), self.bandwidth, self.latency,
+                            prefill_s, self.sm.model.num_layers, self.overlap)
+        self.num_transfers += 1
+        self.transfer_s += t
+        self.first_scheduled[rec.request_id] = rec.first_scheduled_s
+        self.kernel.at(self.kernel.now + t, PRIO_ARRIVAL, self._arrive, rec, output)
+
+    def _arrive(self, rec, output: int) -> None:
+        from infercast.sched import Request
+
+        target = min(self.decode, key=lambda r: r.outstanding_tokens)
+        target.submit(Request(rec.request_id, rec.prompt_tokens, output, rec.arrival_s))
+
+    def on_decode_done(self, rec, index: int) -> None:
+        first = self.first_scheduled.pop(rec.request_id, rec.first_scheduled_s)
+        self.driver.emit(dataclasses.replace(rec, first_scheduled_s=first), index)
+
+
+def build_disagg(cfg, timer, kernel: Kernel, driver, series):
+    """Prefill replicas on the driver's list (the router's), decode replicas behind a transfer."""
+    d = cfg.disaggregation
+    pf_sm = pool_step_model(cfg, d.prefill, timer)
+    dec_sm = pool_step_model(cfg, d.decode, timer)
+    fast = cfg.mode == "fast"
+    pf_cfg = _pool_sched(cfg, d.prefill, pf_sm)
+    dec_cfg = dataclasses.replace(_pool_sched(cfg, d.decode, dec_sm),
+                                  max_num_batched_tokens=DECODE_TOKEN_BUDGET, policy="chunked")
+    from infercast.sched import Scheduler
+
+    decode: list[Replica] = []
+    xfer = _Transfer(cfg, kernel, driver, pf_sm, dec_sm, decode)
+    for i in range(d.decode.replicas):
+        decode.append(Replica(i, Scheduler(dec_cfg), DecodeTimer(dec_sm), kernel, xfer.on_decode_done,
+                              fast=fast, observe=series.observe))
+    for i in range(d.prefill.replicas):
+        rep = PrefillReplica(i, Scheduler(pf_cfg), pf_sm, kernel, xfer.on_prefill_done,
+                             fast=fast, observe=series.observe)
+        xfer.prefill.append(rep)
+        driver.replicas.append(rep)
+
+    def extra() -> dict[str, object]:
+        busy = sum(r.stats.busy_s for r in decode)
+        return {
+            "disaggregated": True,
+            "num_gpus": d.prefill.replicas * pf_sm.parallel.gpus_per_replica
+            + d.decode.replicas * dec_sm.parallel.gpus_per_replica,
+            "kv_transfer_s_mean": xfer.transfer_s / xfer.num_transfers if xfer.num_transfers else None,
+            "kv_transfer_bandwidth_bytes_per_s": xfer.bandwidth,
+            "decode_num_kv_blocks": dec_cfg.num_blocks,
+            "decode_num_preemptions": sum(r.sched.num_preemptions for r in decode),
+            "decode_mean_batch_size": sum(r.stats.seq_time_s for r in decode) / busy if busy else None,
+            "decode_peak_kv_usage": max(r.stats.peak_kv_usage for r in decode),
+        }
+
+    return pf_cfg, extra
+
+
+def _pool_sched(cfg, pool, sm):
+    """The scheduler limits of one pool: the top-level ones unless the pool sets its own."""
+    kv_capacity_tokens = sm.kv_capacity_tokens
+    compact = float(sm.affine_context_limit) == float("inf")  # windowed attention: list everyone
+    s = scheduler_config(cfg, kv_capacity_tokens, compact)
+    changes = {k: getattr(pool, k) for k in ("max_num_seqs", "max_num_batched_tokens") if getattr(pool, k)}
+    if cfg.scheduler.num_blocks is None or pool.hardware or pool.tp:
+        changes["num_blocks"] = max(1, kv_capacity_tokens // s.block_size)
+    return dataclasses.replace(s, **changes)
