@@ -1,0 +1,70 @@
+"""Disaggregated prefill/decode: transfer time, TTFT cost, no prefill stalls in decode streams."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from infercast.cli import main
+from infercast.sim.config import build_config
+from infercast.sim.disagg import kv_transfer_bytes, transfer_time_s
+from infercast.sim.run import simulate
+
+DISAGG = {"prefill": {"replicas": 1}, "decode": {"replicas": 1}, "transfer_latency_s": 0.002,
+          "transfer_bandwidth_bytes_per_s": 2e10}
+
+
+def _run(step_model, workload: dict, disagg: dict | None = None, **top):
+    cfg = {"model": "llama-3.1-8b", "hardware": "h100-sxm", "seed": 2, "workload": workload, **top}
+    if disagg is not None:
+        cfg["disaggregation"] = disagg
+    records = []
+    result = simulate(build_config(cfg), step_model, sink=records.append)
+    return result, records
+
+
+def test_transfer_time_is_bytes_over_bandwidth_plus_latency(step_model):
+    nbytes = kv_transfer_bytes(step_model, 1000)
+    assert nbytes == pytest.approx(1000 * step_model.model.kv_bytes_per_token(2))  # bf16 KV, TP 1
+    assert transfer_time_s(nbytes, 2e10, 0.002) == pytest.approx(nbytes / 2e10 + 0.002)
+    # Layer overlap hides what fits under the prefill, never the last layer's share.
+    assert transfer_time_s(nbytes, 2e10, 0.002, prefill_s=1.0, num_layers=32, overlap=True) == \
+        pytest.approx(0.002 + nbytes / 2e10 / 32)
+
+
+def test_ttft_grows_by_the_transfer_time(step_model):
+    one = {"concurrency": 1, "num_requests": 1, "input": {"mean": 2000}, "output": {"mean": 16}}
+    agg, _ = _run(step_model, one)
+    dis, _ = _run(step_model, one, DISAGG)
+    transfer = transfer_time_s(kv_transfer_bytes(step_model, 2000), 2e10, 0.002)
+    first_decode = step_model.step_time_s([1], [1999])  # the decode side emits the first token
+    assert dis.summary.ttft.mean == pytest.approx(agg.summary.ttft.mean + transfer + first_decode, rel=1e-9)
+    assert dis.extra["kv_transfer_s_mean"] == pytest.approx(transfer)
+    assert dis.summary.tpot.mean == pytest.approx(agg.summary.tpot.mean, rel=0.01)
+
+
+def test_removes_the_tpot_spikes_chunked_prefill_leaves(step_model):
+    heavy = {"rate": 3.0, "num_requests": 150, "input": {"mean": 6000}, "output": {"mean": 100}}
+    agg, _ = _run(step_model, heavy, replicas=2)  # same GPU count: 2 aggregated vs 1 + 1
+    dis, _ = _run(step_model, heavy, DISAGG)
+    assert agg.summary.completed == dis.summary.completed == 150
+    assert dis.summary.itl.percentiles[99.0] < 0.3 * agg.summary.itl.percentiles[99.0]
+    assert dis.summary.tpot.percentiles[99.0] < agg.summary.tpot.percentiles[99.0]
+    assert dis.summary.ttft.mean > agg.summary.ttft.mean
+
+
+def test_decode_admission_waits_for_kv(step_model):
+    wl = {"rate": 50.0, "num_requests": 60, "input": {"mean": 1000}, "output": {"mean": 200}}
+    small = {**DISAGG, "decode": {"replicas": 1, "max_num_seqs": 256}}
+    res, recs = _run(step_model, wl, small, scheduler={"num_blocks": 400})  # 6,400 tokens of KV
+    assert res.summary.completed == 60 and res.blocks_in_use_at_end == 0
+    assert res.extra["decode_peak_kv_usage"] <= 1.0
+    assert res.extra["decode_mean_batch_size"] <= 6400 / 1000
+
+
+def test_cli_disaggregated_flags(capsys):
+    main(["simulate", "--disaggregated", "--prefill-replicas", "1", "--decode-replicas", "2",
+          "--rate", "2", "--num-requests", "20", "--input-tokens", "512", "--output-tokens", "32", "--json"])
+    d = json.loads(capsys.readouterr().out)
+    assert d["disaggregated"] is True and d["num_gpus"] == 3 and d["num_completed"] == 20
