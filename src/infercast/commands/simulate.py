@@ -18,7 +18,7 @@ def _overrides(o: dict) -> dict:
     }
     out = {
         "model": o["model"], "hardware": o["hardware"], "weights": o["weights"],
-        "kv_cache": o["kv_cache"], "tp": o["tp"], "replicas": o["replicas"], "router": o["router"],
+        "kv_cache": o["kv_cache"], "tp": o["tp"], "ep": o["ep"], "attn_dp": o["attn_dp"], "replicas": o["replicas"], "router": o["router"],
         "seed": o["seed"], "mode": o["mode"], "slo_ttft_s": o["slo_ttft_s"], "slo_tpot_s": o["slo_tpot_s"],
         "scheduler": {
             "policy": o["scheduler"], "max_num_seqs": o["max_num_seqs"],
@@ -280,6 +280,8 @@ def register(app: typer.Typer) -> None:
         weights: str | None = typer.Option(None, help="weight dtype (default: bf16)"),
         kv_cache: str | None = typer.Option(None, "--kv-cache", help="KV-cache dtype (default: 16-bit)"),
         tp: int | None = typer.Option(None, help="tensor-parallel GPUs per replica (default: 1)"),
+        ep: int | None = typer.Option(None, help="expert-parallel GPUs (MoE, at most --tp; default: 1)"),
+        attn_dp: bool | None = typer.Option(None, "--attn-dp/--no-attn-dp", help="attention data parallel across the TP GPUs"),
         scheduler: str | None = typer.Option(None, "--scheduler", help="static | continuous | chunked (default: chunked)"),
         max_num_seqs: int | None = typer.Option(None, help="max requests per step (default: 256)"),
         max_num_batched_tokens: int | None = typer.Option(None, help="token budget per step (default: 8192)"),

@@ -102,7 +102,13 @@ def plan_memory(model: ModelSpec, hardware: HardwareSpec, precision: Precision, 
     """Per-GPU memory plan: weights split over tp*pp, KV heads split over tp (MLA latent replicated)."""
     gpus = parallel.tp * parallel.pp
     weights = model.total_params * precision.weight_bytes / gpus
-    if model.attention.kind == "mla":
+    if parallel.attn_dp and parallel.tp > 1:
+        # Attention replicated on every GPU of a stage; each GPU keeps the full KV of its own
+        # 1/tp of the sequences, so a token costs its full KV on one GPU: 1/(tp pp) on average.
+        attn = model.attention_params * model.num_layers * precision.weight_bytes / parallel.pp
+        weights += attn * (1 - 1 / parallel.tp)
+        shard = 1.0 / gpus
+    elif model.attention.kind == "mla":
         shard = 1.0 / parallel.pp
     else:
         shard = math.ceil(model.attention.num_kv_heads / parallel.tp) / model.attention.num_kv_heads / parallel.pp

@@ -156,8 +156,12 @@ class Shards:
         self.w = precision.weight_bytes
         self.a = precision.activation_bytes
         self.kvb = precision.kv_bytes
-        self.heads = a.num_heads / tp
-        self.kv_heads = math.ceil(a.num_kv_heads / tp)  # replicated when kv heads < tp
+        # Attention data parallel: whole attention per GPU over its 1/tp share of the sequences.
+        self.attn_dp = parallel.attn_dp and tp > 1
+        self.attn_share = 1.0 / tp if self.attn_dp else 1.0
+        atp = 1 if self.attn_dp else tp
+        self.heads = a.num_heads / atp
+        self.kv_heads = math.ceil(a.num_kv_heads / atp)  # replicated when kv heads < tp
         if a.kind == "mla":
             self.kv_elems = a.kv_lora_rank + a.qk_rope_head_dim  # latent replicated on each rank
         else:
@@ -166,6 +170,7 @@ class Shards:
     # attention projections -------------------------------------------------------
     def attn_proj_ops(self, t: float) -> list[OpCost]:
         a, h, w, ab = self.model.attention, self.h, self.w, self.a
+        t = t * self.attn_share  # this GPU's tokens under attention DP
         if a.kind == "mla":
             qk = a.qk_nope_head_dim + a.qk_rope_head_dim
             ops = []
@@ -188,6 +193,11 @@ class Shards:
     def attention_ops(self, s: SpanStats, new_tokens: float) -> list[OpCost]:
         """Attention core: the part over cached KV and the causal part over new tokens."""
         a, ab, kvb = self.model.attention, self.a, self.kvb
+        if self.attn_dp:  # this GPU's sequences only: an even share of every sum
+            f = self.attn_share
+            s = SpanStats(s.pairs_cached_dec * f, s.pairs_cached_pre * f, s.pairs_new_dec * f,
+                          s.pairs_new_pre * f, s.kv_read_dec * f, s.kv_read_pre * f)
+            new_tokens = new_tokens * f
         if a.kind == "mla":
             dec_qk, dec_v = a.kv_lora_rank + a.qk_rope_head_dim, a.kv_lora_rank
             pre_qk, pre_v = a.qk_nope_head_dim + a.qk_rope_head_dim, a.v_head_dim
@@ -253,14 +263,20 @@ class Shards:
         return elementwise(name, t * self.h, t * self.h, self.a, flops_per_elem=4.0, extra_bytes=self.h * self.w)
 
     def comm_ops(self, layer: LayerSpec, t: float) -> list[OpCost]:
-        """TP all-reduces (two per layer, one for parallel blocks) and EP all-to-alls."""
+        """TP all-reduces (two per layer, one for parallel blocks) and EP all-to-alls.
+
+        Attention DP: no reduce after attention (each GPU's own sequences); the
+        MLP gathers every GPU's tokens and scatters its output back (all-gather +
+        reduce-scatter move 2 (n-1)/n x buffer, what one ring all-reduce moves),
+        or, with EP, dispatches only its own tokens all-to-all.
+        """
         tp, ep = self.par.tp, self.par.ep
         buf = t * self.h * self.a
         ops = []
-        reduces = 1 if self.model.parallel_block else 2
+        reduces = 1 if self.model.parallel_block or self.attn_dp else 2
         if layer.moe and ep > 1:
             reduces -= 1
-            rows = t * self.model.moe.experts_per_token  # type: ignore[union-attr]
+            rows = t * self.attn_share * self.model.moe.experts_per_token  # type: ignore[union-attr]
             a2a = 2 * alltoall_link_bytes(rows * self.h * self.a, ep)  # dispatch + combine
             ops.append(OpCost("ep all-to-all", COMM, link_bytes=a2a, collectives=2))
         if tp > 1 and reduces:
@@ -270,7 +286,7 @@ class Shards:
 
     def layer_token_ops(self, layer: LayerSpec, t: float) -> list[OpCost]:
         """Ops of one layer that depend only on the number of new tokens."""
-        ops = [self.norm_op("attn_norm", t), *self.attn_proj_ops(t)]
+        ops = [self.norm_op("attn_norm", t * self.attn_share), *self.attn_proj_ops(t)]
         if self.model.norms_per_layer > 1:
             ops.append(self.norm_op("mlp_norm", t))
         return ops + self.mlp_ops(layer, t) + self.comm_ops(layer, t)

@@ -323,8 +323,8 @@ class _LinOp:
     l1: float
     c0: float
     c1: float
-    m_is_x: bool
-    m_const: float
+    m0: float  # GEMM rows at x = 0
+    m1: float  # GEMM rows per unit of x (1 for token-count ops; 1/tp under attention DP)
 
     def time_s(self, x: float, m: Machine, eff: EfficiencyProfile) -> float:
         """Same arithmetic as ``roofline.op_expected_s`` on the op at x."""
@@ -335,7 +335,7 @@ class _LinOp:
             bw = m.link_bandwidth * eff.comm_bw_eff
             return link / bw + eff.comm_latency_s * (self.c0 + self.c1 * x) if bw > 0 else float("inf")
         if self.kind == "gemm":
-            rows = x if self.m_is_x else self.m_const
+            rows = self.m0 + self.m1 * x
             c_eff, b_eff = eff.gemm_eff(m.compute_dtype, max(rows, 1e-9)), eff.mem_bw_eff
         else:
             c_eff, b_eff = eff.gemm_compute_eff, eff.elementwise_bw_eff
@@ -361,7 +361,7 @@ def _compile(build, _unit: int) -> _Compiled:
             continue
         f1, b1, l1, c1 = b.flops - a.flops, b.bytes - a.bytes, b.link_bytes - a.link_bytes, b.collectives - a.collectives
         lin.append(_LinOp(a.kind, a.flops - f1, f1, a.bytes - b1, b1, a.link_bytes - l1, l1, a.collectives - c1, c1,
-                          a.m_tokens == 1.0 and b.m_tokens == 2.0, a.m_tokens))
+                          2 * a.m_tokens - b.m_tokens, b.m_tokens - a.m_tokens))
     return _Compiled(tuple(lin), frozenset(skip))
 
 

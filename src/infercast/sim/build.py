@@ -15,12 +15,11 @@ def step_model(cfg, hardware: str | None = None, tp: int | None = None,
     """The cost model of one replica (``cfg``'s settings, with optional overrides)."""
     from infercast.cost.step import StepModel
     from infercast.specs.catalog import load_hardware, load_model
-    from infercast.specs.parallel import Parallelism
     from infercast.specs.precision import Precision
 
     hw = hardware or cfg.hardware
     sm = StepModel(load_model(cfg.model), load_hardware(hw),
-                   Precision.parse(cfg.weights, cfg.kv_cache), Parallelism(tp=tp or cfg.tp),
+                   Precision.parse(cfg.weights, cfg.kv_cache), _parallel(cfg, tp or cfg.tp),
                    max_batched_tokens=max_num_batched_tokens or cfg.scheduler.max_num_batched_tokens,
                    max_seqs=max_num_seqs or cfg.scheduler.max_num_seqs)
     if cfg.scheduler.num_blocks is None and sm.kv_capacity_tokens < cfg.scheduler.block_size:
@@ -56,3 +55,10 @@ def pool_step_model(cfg, pool, target):
     if same and target is not None:
         return target
     return step_model(cfg, pool.hardware, pool.tp, pool.max_num_seqs, pool.max_num_batched_tokens)
+
+
+def _parallel(cfg, tp: int):
+    """The replica's layout: ``tp`` GPUs, expert parallel up to them, attention DP if asked."""
+    from infercast.specs.parallel import Parallelism
+
+    return Parallelism(tp=tp, ep=min(cfg.ep, tp), attn_dp=cfg.attn_dp)

@@ -6,6 +6,7 @@ File layout (every key optional; flags override the file)::
     hardware = "h100-sxm"         # preset name or hardware TOML/JSON
     weights = "bf16"              # kv_cache = "fp8" ...
     tp = 1
+    # ep = 8 ; attn_dp = true     # expert parallel / attention data parallel inside a replica
     replicas = 1
     router = "round-robin"        # round-robin | least-tokens | prefix-affinity
     seed = 0
@@ -182,6 +183,8 @@ class SimConfig(_Frozen):
     weights: str = "bf16"
     kv_cache: str | None = None
     tp: int = Field(default=1, ge=1)
+    ep: int = Field(default=1, ge=1)
+    attn_dp: bool = False  # attention data parallel across the tp GPUs (MoE: experts over ep)
     replicas: int = Field(default=1, ge=1)
     router: Literal["round-robin", "least-tokens", "prefix-affinity"] = "round-robin"
     seed: int = 0

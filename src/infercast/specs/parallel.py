@@ -17,12 +17,17 @@ class Parallelism:
     - ``ep``: expert parallel inside the tp group for MoE layers (experts placed
       whole, tokens exchanged all-to-all); ``ep == 1`` slices each expert by tp.
     - ``dp``: independent replicas (data parallel) behind a router.
+    - ``attn_dp``: attention data parallel inside the replica (DeepSeek / SGLang
+      ``--enable-dp-attention``): each of the ``tp`` GPUs holds the whole
+      attention (weights replicated) and runs it on its own 1/tp of the
+      sequences, keeping only their KV; MLP/MoE layers stay split over tp / ep.
     """
 
     tp: int = 1
     pp: int = 1
     ep: int = 1
     dp: int = 1
+    attn_dp: bool = False
 
     def __post_init__(self) -> None:
         for name in ("tp", "pp", "ep", "dp"):
