@@ -46,15 +46,18 @@ class TorchLlamaModel:
         bf16 = torch.bfloat16
 
         def mat(a: np.ndarray):
-            return torch.from_numpy(a).to(bf16)
+            return torch.from_numpy(np.ascontiguousarray(a)).to(bf16)
+
+        def vec(a: np.ndarray):  # a copy: loaded arrays may be read-only, torch wants writable
+            return torch.from_numpy(np.array(a, dtype=np.float32))
 
         self.cfg = cfg
         self.embed = weights.embed  # gathered in numpy: one row per token
         self.layers = [{
-            "attn_norm": torch.from_numpy(lw.attn_norm), "wqkv": mat(lw.wqkv), "wo": mat(lw.wo),
-            "mlp_norm": torch.from_numpy(lw.mlp_norm), "w_gate_up": mat(lw.w_gate_up),
+            "attn_norm": vec(lw.attn_norm), "wqkv": mat(lw.wqkv), "wo": mat(lw.wo),
+            "mlp_norm": vec(lw.mlp_norm), "w_gate_up": mat(lw.w_gate_up),
             "w_down": mat(lw.w_down)} for lw in weights.layers]
-        self.final_norm = torch.from_numpy(weights.final_norm)
+        self.final_norm = vec(weights.final_norm)
         self.lm_head = mat(weights.lm_head)
         rope = RotaryTable(cfg, max_positions)
         self.cos, self.sin = torch.from_numpy(rope.cos), torch.from_numpy(rope.sin)
