@@ -27,10 +27,17 @@ def test_serve_prints_url_serves_and_stops_on_sigint():
     try:
         line = proc.stdout.readline()  # blocks until the server says it is ready
         assert f"http://127.0.0.1:{port}/v1" in line
+        url = f"http://127.0.0.1:{port}/v1/completions"
         body = {"model": "random-tiny", "prompt": "hi", "max_tokens": 3}
-        r = httpx.post(f"http://127.0.0.1:{port}/v1/completions", json=body, timeout=10)
+        r = httpx.post(url, json=body, timeout=10)
         assert r.status_code == 200 and r.json()["usage"]["completion_tokens"] == 3
-        proc.send_signal(signal.SIGINT)
+        # Ctrl-C while a stream is open: it is drained to its end, then the server exits 0.
+        long = {**body, "max_tokens": 400, "ignore_eos": True, "stream": True}
+        with httpx.stream("POST", url, json=long, timeout=10) as stream:
+            lines = stream.iter_lines()
+            assert next(lines).startswith("data: ")
+            proc.send_signal(signal.SIGINT)
+            assert [x for x in lines if x][-1] == "data: [DONE]"
         assert proc.wait(timeout=15) == 0
     finally:
         if proc.poll() is None:

@@ -57,6 +57,8 @@ def test_openai_client_parses_streams_and_bodies(server):
     ({"model": MODEL, "prompt": "x" * 600}, "context"),
     ({"model": MODEL, "prompt": "x", "temperature": 7}, "temperature"),
     ({"model": MODEL}, "prompt"),
+    ({"model": MODEL, "prompt": "x", "logprobs": 3}, "logprobs"),
+    ({"model": MODEL, "prompt": "x", "n": 2}, "n"),
 ])
 def test_bad_requests_get_openai_400(server, body, needle):
     url, _ = server

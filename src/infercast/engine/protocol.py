@@ -37,6 +37,18 @@ class _Common(BaseModel):
     presence_penalty: Literal[0, 0.0] = 0.0
     frequency_penalty: Literal[0, 0.0] = 0.0
     user: str | None = None
+    # Not implemented: accepted only at their neutral values, so nobody gets silently less.
+    logprobs: Literal[False] | None = None
+    best_of: Literal[1] | None = None
+    echo: Literal[False] = False
+    logit_bias: dict[str, float] | None = None
+
+    @field_validator("logit_bias")
+    @classmethod
+    def _no_bias(cls, v: dict | None) -> dict | None:
+        if v:
+            raise ValueError("logit_bias is not supported by this server")
+        return v
 
     @field_validator("stop")
     @classmethod
