@@ -24,6 +24,7 @@ COMMAND_MODULES = (
     "infercast.commands.machine",
     "infercast.commands.bench",
     "infercast.commands.simulate",
+    "infercast.commands.plan",
     "infercast.commands.mock_server",
     "infercast.commands.validate",
     "infercast.commands.calibrate",

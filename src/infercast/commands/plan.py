@@ -1,0 +1,123 @@
+"""``infercast plan``: the cheapest configuration meeting a TTFT/TPOT SLO at a request rate."""
+
+from __future__ import annotations
+
+import typer
+
+HELP = ("Search part x GPUs x TP x precision x batch cap x chunk x speculative x disaggregation "
+        "for the cheapest configuration meeting a p99 TTFT/TPOT SLO at a rate (simulated).")
+
+
+def _pairs(text: str, flag: str, sep: str) -> tuple[tuple[str, str], ...]:
+    from infercast.errors import ConfigError
+
+    out = []
+    for part in (p.strip() for p in text.split(",") if p.strip()):
+        if sep not in part:
+            raise ConfigError(f"{flag} expects items like a{sep}b separated by commas, got {part!r}")
+        a, b = part.split(sep, 1)
+        out.append((a.strip(), b.strip()))
+    return tuple(out)
+
+
+def build_request(o: dict):
+    """Flags -> a validated :class:`~infercast.plan.PlanRequest`."""
+    from infercast.commands._common import parse_int_list
+    from infercast.errors import ConfigError
+    from infercast.plan import PlanRequest
+
+    ratios: tuple = ()
+    if o["disagg_ratios"] and o["disagg_ratios"] != "none":
+        try:
+            ratios = tuple((int(a), int(b)) for a, b in _pairs(o["disagg_ratios"], "--disagg-ratios", ":"))
+        except ValueError:
+            raise ConfigError(f"--disagg-ratios expects P:D integer pairs, got {o['disagg_ratios']!r}") from None
+    try:
+        prices = tuple((k, float(v)) for k, v in _pairs(o["price"], "--price", "=")) if o["price"] else ()
+    except ValueError:
+        raise ConfigError(f"--price expects part=dollars pairs, got {o['price']!r}") from None
+    return PlanRequest(
+        model=o["model"], hardware=tuple(h.strip() for h in o["hardware"].split(",") if h.strip()),
+        rate=o["rate"], slo_ttft_p99_s=o["slo_ttft_p99"], slo_tpot_p99_s=o["slo_tpot_p99"], trace=o["trace"],
+        input_tokens=o["input_tokens"], output_tokens=o["output_tokens"], num_requests=o["num_requests"],
+        seed=o["seed"], max_gpus=o["max_gpus"], prices=prices,
+        tps=tuple(parse_int_list(o["tp"], "--tp")),
+        precisions=_pairs(o["precision"], "--precision", "/"),
+        batch_caps=tuple(parse_int_list(o["batch_caps"], "--batch-caps")),
+        chunks=tuple(parse_int_list(o["chunks"], "--chunks")),
+        speculative=(False, True) if o["speculative"] else (False,),
+        acceptance=o["acceptance"], disagg_ratios=ratios, top_k=o["top_k"], exhaustive=o["exhaustive"],
+    )
+
+
+def run_plan(o: dict) -> None:
+    from infercast.commands._common import print_json
+    from infercast.plan import pareto_frontier, pareto_points, plan, plot_pareto
+    from infercast.plan.executors import default_executor
+
+    req = build_request(o)
+    result = plan(req, o["executor"] or default_executor(), o["workers"], o["cache_dir"], o["alternatives"])
+    if o["plot"]:
+        plot_pareto(result, o["plot"])
+    d = result.to_dict()
+    d["pareto_frontier"] = pareto_frontier(pareto_points(result))
+    if o["as_json"]:
+        print_json(d)
+        return
+    _print(d)
+
+
+def _print(d: dict) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console(width=160) if not Console().is_terminal else Console()
+    best = d["best"]
+    rows = ([best] if best else [d["closest_miss"]] if d.get("closest_miss") else []) + d["alternatives"]
+    title = "plan: cheapest configuration meeting the SLO" if best else "plan: NOTHING meets the SLO (closest misses)"
+    t = Table(title=f"{title} ({d['model']}, {d['rate_per_s']:g} req/s, TTFT p99 <= {d['slo']['ttft_p99_s']} s, "
+                    f"TPOT p99 <= {d['slo']['tpot_p99_s'] * 1e3:g} ms)")
+    for col in ("configuration", "GPUs", "$/h", "$/M out tok", "TTFT p99 (s)", "TPOT p99 (ms)", "why not"):
+        t.add_column(col, justify="left" if col in ("configuration", "why not") else "right")
+    for i, r in enumerate(rows):
+        t.add_row(r["label"], str(r["num_gpus"]), f"{r['cost_per_hour']:.2f}",
+                  f"{r['cost_per_million_output_tokens']:.3f}" if r["cost_per_million_output_tokens"] else "-",
+                  f"{r['ttft_p99_s']:.3f}", f"{r['tpot_p99_s'] * 1e3:.1f}",
+                  "best" if (best and i == 0) else r.get("why_not", ""))
+    console.print(t)
+    console.print(f"{d['num_candidates']} candidates ({d['num_feasible']} meet the SLO), {d['num_simulations']} "
+                  f"simulations in {d['wall_s']:.1f} s on the {d['executor']} executor")
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("plan", help=HELP)
+    def plan_cmd(
+        model: str = typer.Option(..., "--model", "-m", help="preset name or config.json path"),
+        hardware: str = typer.Option("h100-sxm", "--hardware", "-H", help="candidate parts, comma-separated"),
+        rate: float = typer.Option(..., help="requests/s to serve"),
+        slo_ttft_p99: float = typer.Option(..., "--slo-ttft-p99", help="p99 TTFT limit (s)"),
+        slo_tpot_p99: float = typer.Option(..., "--slo-tpot-p99", help="p99 TPOT limit (s)"),
+        trace: str | None = typer.Option(None, help="request lengths: azure-conv | azure-code | CSV/JSONL"),
+        input_tokens: int | None = typer.Option(None, help="prompt length (instead of --trace)"),
+        output_tokens: int | None = typer.Option(None, help="output length (instead of --trace)"),
+        tp: str = typer.Option("1,2,4,8", help="TP sizes to try"),
+        precision: str = typer.Option("bf16/bf16,fp8/bf16,fp8/fp8", help="weights/KV dtype pairs to try"),
+        batch_caps: str = typer.Option("64,256", help="max_num_seqs values to try"),
+        chunks: str = typer.Option("2048,8192", help="max_num_batched_tokens (chunk) values to try"),
+        speculative: bool = typer.Option(True, "--speculative/--no-speculative", help="try EAGLE speculative decoding"),
+        acceptance: float = typer.Option(0.7, help="assumed mean draft acceptance rate"),
+        disagg_ratios: str = typer.Option("1:1,1:2,2:1", help="P:D replica ratios to try, or 'none'"),
+        num_requests: int = typer.Option(300, help="requests per simulation"),
+        seed: int = typer.Option(0, help="random seed"),
+        max_gpus: int = typer.Option(64, help="largest fleet considered"),
+        price: str | None = typer.Option(None, help="$/GPU-hour overrides: h100-sxm=2.5,b200=5"),
+        executor: str | None = typer.Option(None, help="local (process pool) | serial | ray (default: ray if RAY_ADDRESS)"),
+        workers: int | None = typer.Option(None, help="local pool size (default: CPU count)"),
+        cache_dir: str | None = typer.Option(None, help="directory caching each evaluation"),
+        exhaustive: bool = typer.Option(False, "--exhaustive", help="full product instead of two stages"),
+        top_k: int = typer.Option(3, help="stage-1 leaders whose levers stage 2 tries"),
+        alternatives: int = typer.Option(5, help="runner-up configurations to list"),
+        as_json: bool = typer.Option(False, "--json", help="print one JSON object"),
+        plot: str | None = typer.Option(None, "--plot", help="Pareto frontier PNG (throughput/GPU vs tokens/s/user)"),
+    ) -> None:
+        run_plan(dict(locals()))

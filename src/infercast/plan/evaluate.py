@@ -1,0 +1,116 @@
+"""One candidate's evaluation: the fewest units that meet the SLO at the rate (pure, picklable).
+
+A fleet of ``u`` units behind a router at rate R is simulated as one unit at
+rate R/u: random routing splits a Poisson stream into independent Poisson
+streams of rate R/u (thinning), and round-robin only smooths arrivals, so this
+is slightly conservative. The SLO (p99 TTFT and TPOT, every request served)
+improves as u grows, so u is found by doubling then bisection, each step one
+fast-mode simulation of ``num_requests`` requests. Runs with speculative
+decoding are exact-mode (see ``infercast.sim.speculative``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from infercast.errors import InfercastError
+from infercast.plan.space import Candidate, PlanRequest
+
+
+@dataclass(frozen=True)
+class Point:
+    """One simulated unit count of a candidate."""
+
+    units: int
+    num_gpus: int
+    ttft_p99_s: float
+    tpot_p99_s: float
+    tpot_mean_s: float
+    output_tokens_per_s: float  # whole fleet
+    completed: int
+    num_requests: int
+    miss: float  # max(ttft/slo, tpot/slo); <= 1 meets (when every request completed)
+
+    @property
+    def meets(self) -> bool:
+        return self.completed == self.num_requests and self.miss <= 1.0
+
+
+@dataclass(frozen=True)
+class CandidateResult:
+    """What the search learned about one candidate."""
+
+    candidate: Candidate
+    best: Point | None  # the fewest units meeting the SLO
+    closest: Point | None  # when none does: the largest fleet tried
+    points: tuple[Point, ...] = ()
+    error: str | None = None  # e.g. the weights do not fit
+
+
+def sim_config(cand: Candidate, req: PlanRequest, units: int) -> dict:
+    """The simulator config (nested dict) of one unit at its share of the rate."""
+    wl: dict = {"rate": req.rate / units, "num_requests": req.num_requests}
+    if req.trace:
+        wl["trace"] = req.trace
+    if req.input_tokens:
+        wl["input"] = {"mean": req.input_tokens}
+    if req.output_tokens:
+        wl["output"] = {"mean": req.output_tokens}
+    cfg: dict = {
+        "model": req.model, "hardware": cand.hardware, "weights": cand.weights, "kv_cache": cand.kv_cache,
+        "tp": cand.tp, "seed": req.seed, "mode": "fast", "workload": wl,
+        "scheduler": {"max_num_seqs": cand.max_num_seqs, "max_num_batched_tokens": cand.max_num_batched_tokens},
+    }
+    if cand.speculative:
+        cfg["speculative"] = {"method": "eagle", "num_speculative_tokens": req.num_speculative_tokens,
+                              "acceptance": req.acceptance, "acceptance_std": 0.1}
+    if cand.disagg:
+        cfg["disaggregation"] = {"prefill": {"replicas": cand.disagg[0]}, "decode": {"replicas": cand.disagg[1]}}
+    return cfg
+
+
+def _point(cand: Candidate, req: PlanRequest, units: int, timer) -> Point:
+    from infercast.sim.config import build_config
+    from infercast.sim.run import simulate
+
+    s = simulate(build_config(sim_config(cand, req, units)), timer).summary
+    ttft, tpot = s.ttft.percentiles[99.0], s.tpot.percentiles[99.0]
+    tpot = 0.0 if tpot != tpot else tpot  # one-token outputs: no TPOT
+    miss = max(ttft / req.slo_ttft_p99_s, tpot / req.slo_tpot_p99_s)
+    return Point(units, units * cand.gpus_per_unit, ttft, tpot, s.tpot.mean, s.output_throughput_tps * units,
+                 s.completed, req.num_requests, miss if ttft == ttft else float("inf"))
+
+
+def evaluate(cand: Candidate, req: PlanRequest) -> CandidateResult:
+    """The fewest units of ``cand`` meeting ``req``'s SLO (doubling, then bisection)."""
+    from infercast.sim.build import step_model
+    from infercast.sim.config import build_config
+
+    max_units = req.max_gpus // cand.gpus_per_unit
+    if max_units < 1:
+        return CandidateResult(cand, None, None, error=f"one unit needs {cand.gpus_per_unit} GPUs > --max-gpus")
+    try:
+        timer = step_model(build_config(sim_config(cand, req, 1)))
+    except InfercastError as exc:
+        return CandidateResult(cand, None, None, error=str(exc))
+    seen: dict[int, Point] = {}
+
+    def at(u: int) -> Point:
+        if u not in seen:
+            seen[u] = _point(cand, req, u, timer)
+        return seen[u]
+
+    lo, u = 0, 1  # lo: largest count known to fail
+    while not at(u).meets:
+        if u == max_units:
+            return CandidateResult(cand, None, at(u), tuple(seen.values()))
+        lo, u = u, min(2 * u, max_units)
+    while u - lo > 1:  # at(u) meets, at(lo) fails (or lo == 0)
+        mid = (lo + u) // 2
+        lo, u = (lo, mid) if at(mid).meets else (mid, u)
+    return CandidateResult(cand, at(u), None, tuple(sorted(seen.values(), key=lambda p: p.units)))
+
+
+def evaluate_args(args: tuple[Candidate, PlanRequest]) -> CandidateResult:
+    """``evaluate`` on one tuple (for executors that map a one-argument function)."""
+    return evaluate(*args)

@@ -1,0 +1,195 @@
+"""The search: evaluate candidates (cached), rank those meeting the SLO by cost, explain the rest.
+
+Default search is in two stages (coordinate descent): stage 1 evaluates every
+part x TP x precision at the base scheduler (256 sequences, 8192-token chunks),
+aggregated, without speculation; stage 2 tries the scheduler, speculative and
+disaggregation levers around the ``top_k`` stage-1 leaders. ``exhaustive``
+evaluates the full product instead. Each candidate's evaluation is a pure
+function of (candidate, request), run on the chosen executor and cached in
+memory (and on disk with ``cache_dir``), so repeated and distributed runs give
+the same plan.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import pickle
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from infercast.errors import ConfigError
+from infercast.plan.evaluate import CandidateResult, Point, evaluate_args
+from infercast.plan.executors import run_map
+from infercast.plan.space import Candidate, PlanRequest, exhaustive, levers, stage_one
+
+
+@dataclass(frozen=True)
+class Option:
+    """A candidate at a unit count, priced."""
+
+    candidate: Candidate
+    point: Point
+    price_per_gpu_hour: float
+
+    @property
+    def cost_per_hour(self) -> float:
+        return self.point.num_gpus * self.price_per_gpu_hour
+
+    @property
+    def cost_per_million_output_tokens(self) -> float:
+        tps = self.point.output_tokens_per_s
+        return self.cost_per_hour / (tps * 3600) * 1e6 if tps > 0 else float("inf")
+
+    def to_dict(self, req: PlanRequest) -> dict:
+        c, p = self.candidate, self.point
+        return {
+            "hardware": c.hardware, "num_gpus": p.num_gpus, "tp": c.tp, "replicas": p.units * c.replicas_per_unit,
+            "weights": c.weights, "kv_cache": c.kv_cache,
+            "scheduler": {"policy": "chunked", "max_num_seqs": c.max_num_seqs,
+                          "max_num_batched_tokens": c.max_num_batched_tokens},
+            "speculative": c.speculative,
+            "speculative_config": {"method": "eagle", "num_speculative_tokens": req.num_speculative_tokens,
+                                   "acceptance": req.acceptance} if c.speculative else None,
+            "disaggregated": c.disagg is not None,
+            "pools": {"prefill_replicas": p.units * c.disagg[0], "decode_replicas": p.units * c.disagg[1],
+                      "ratio": f"{c.disagg[0]}:{c.disagg[1]}"} if c.disagg else None,
+            "price_per_gpu_hour": self.price_per_gpu_hour,
+            "cost_per_hour": self.cost_per_hour,
+            "cost_per_million_output_tokens": self.cost_per_million_output_tokens,
+            "ttft_p99_s": p.ttft_p99_s, "tpot_p99_s": p.tpot_p99_s, "meets_slo": p.meets,
+            "output_tokens_per_s": p.output_tokens_per_s,
+            "throughput_per_gpu": p.output_tokens_per_s / p.num_gpus,
+            "tokens_per_s_per_user": 1.0 / p.tpot_mean_s if p.tpot_mean_s > 0 else None,
+            "label": c.label(),
+        }
+
+
+@dataclass
+class Plan:
+    """The answer: options meeting the SLO (cheapest first) and the misses (closest first)."""
+
+    request: PlanRequest
+    results: dict[Candidate, CandidateResult]
+    ranked: list[Option]
+    misses: list[Option]
+    executor: str
+    wall_s: float
+    num_alternatives: int = 5
+    errors: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def best(self) -> Option | None:
+        return self.ranked[0] if self.ranked else None
+
+    def to_dict(self) -> dict:
+        req = self.request
+        best = self.best
+        out: dict = {"model": req.model, "rate_per_s": req.rate,
+                     "slo": {"ttft_p99_s": req.slo_ttft_p99_s, "tpot_p99_s": req.slo_tpot_p99_s},
+                     "best": best.to_dict(req) if best else None}
+        if best is not None:
+            alts = self.ranked[1:1 + self.num_alternatives]
+            out["alternatives"] = [{**o.to_dict(req), "why_not": why_not(o, best)} for o in alts]
+        else:
+            out["closest_miss"] = ({**self.misses[0].to_dict(req), "why_not": miss_reason(self.misses[0], req)}
+                                   if self.misses else None)
+            out["alternatives"] = [{**o.to_dict(req), "why_not": miss_reason(o, req)}
+                                   for o in self.misses[1:1 + self.num_alternatives]]
+        out.update(num_candidates=len(self.results), num_feasible=len(self.ranked),
+                   num_simulations=sum(len(r.points) for r in self.results.values()),
+                   executor=self.executor, wall_s=self.wall_s, errors=self.errors)
+        return out
+
+
+def why_not(o: Option, best: Option) -> str:
+    """Why an option meeting the SLO lost to the best one."""
+    d_hour = o.cost_per_hour - best.cost_per_hour
+    if d_hour > 1e-9:
+        return (f"${d_hour:.2f}/h more: {o.point.num_gpus} x {o.candidate.hardware} vs "
+                f"{best.point.num_gpus} x {best.candidate.hardware}")
+    if o.point.miss > best.point.miss + 1e-6:
+        return (f"same $/h, less SLO headroom: worst p99 at {o.point.miss:.0%} of its limit "
+                f"vs {best.point.miss:.0%}")
+    return "same $/h and headroom: a more complex setup (speculative or disaggregated)"
+
+
+def miss_reason(o: Option, req: PlanRequest) -> str:
+    p = o.point
+    served = "" if p.completed == p.num_requests else f", {p.num_requests - p.completed} requests rejected"
+    return (f"misses the SLO even with {p.num_gpus} GPUs: TTFT p99 {p.ttft_p99_s:.3f} s (SLO {req.slo_ttft_p99_s} s), "
+            f"TPOT p99 {p.tpot_p99_s * 1e3:.1f} ms (SLO {req.slo_tpot_p99_s * 1e3:.0f} ms){served}")
+
+
+def _price(req: PlanRequest, hardware: str, cache: dict[str, float]) -> float:
+    if hardware not in cache:
+        given = dict(req.prices)
+        if hardware in given:
+            cache[hardware] = given[hardware]
+        else:
+            from infercast.specs.catalog import load_hardware
+
+            price = load_hardware(hardware).price_per_hour
+            if price is None:
+                raise ConfigError(f"no price for {hardware!r}: pass --price {hardware}=DOLLARS_PER_GPU_HOUR")
+            cache[hardware] = price
+    return cache[hardware]
+
+
+class _Evaluator:
+    """Runs candidates not yet known on the executor; memory + optional disk cache."""
+
+    def __init__(self, req: PlanRequest, executor: str, workers: int | None, cache_dir: str | None):
+        self.req, self.executor, self.workers = req, executor, workers
+        self.dir = Path(cache_dir) if cache_dir else None
+        self.results: dict[Candidate, CandidateResult] = {}
+
+    def _path(self, c: Candidate) -> Path:
+        key = json.dumps([asdict(c), self.req.workload_key()], sort_keys=True, default=str)
+        return self.dir / f"{hashlib.sha256(key.encode()).hexdigest()[:32]}.pkl"  # type: ignore[operator]
+
+    def run(self, cands: list[Candidate]) -> None:
+        todo = [c for c in dict.fromkeys(cands) if c not in self.results]
+        if self.dir is not None:
+            for c in list(todo):
+                p = self._path(c)
+                if p.is_file():
+                    self.results[c] = pickle.loads(p.read_bytes())
+                    todo.remove(c)
+        done = run_map(evaluate_args, [(c, self.req) for c in todo], self.executor, self.workers)
+        for c, r in zip(todo, done, strict=True):
+            self.results[c] = r
+            if self.dir is not None:
+                self.dir.mkdir(parents=True, exist_ok=True)
+                self._path(c).write_bytes(pickle.dumps(r))
+
+
+def _rank(req: PlanRequest, results, prices) -> tuple[list[Option], list[Option]]:
+    ranked = [Option(r.candidate, r.best, _price(req, r.candidate.hardware, prices))
+              for r in results if r.best is not None]
+    # Equal $/h serves the same tokens at the same rate: prefer SLO headroom, then the simpler setup.
+    ranked.sort(key=lambda o: (round(o.cost_per_hour, 9), round(o.point.miss, 6), o.candidate.speculative,
+                               o.candidate.disagg is not None, o.candidate))
+    misses = [Option(r.candidate, r.closest, _price(req, r.candidate.hardware, prices))
+              for r in results if r.best is None and r.closest is not None]
+    misses.sort(key=lambda o: (o.point.completed < o.point.num_requests, o.point.miss, o.cost_per_hour, o.candidate))
+    return ranked, misses
+
+
+def plan(req: PlanRequest, executor: str = "local", workers: int | None = None,
+         cache_dir: str | None = None, num_alternatives: int = 5) -> Plan:
+    """Search ``req``'s configuration space (see module doc) and rank the outcome."""
+    t0 = time.perf_counter()
+    ev = _Evaluator(req, executor, workers, cache_dir)
+    prices: dict[str, float] = {}
+    if req.exhaustive:
+        ev.run(exhaustive(req))
+    else:
+        ev.run(stage_one(req))
+        ranked, misses = _rank(req, ev.results.values(), prices)
+        leaders = list(dict.fromkeys(o.candidate for o in ranked + misses))[:req.top_k]
+        ev.run([c for base in leaders for c in levers(req, base)])
+    ranked, misses = _rank(req, ev.results.values(), prices)
+    errors = {r.candidate.label(): r.error for r in ev.results.values() if r.error}
+    return Plan(req, ev.results, ranked, misses, executor, time.perf_counter() - t0, num_alternatives, errors)
