@@ -112,24 +112,24 @@ class LlamaModel:
         read_slots = [kv.slots(s.block_table, 0, s.num_cached + len(s.token_ids)) for s in seqs]
         all_write = np.concatenate(write_slots)
         x = self.w.embed[ids]  # [T, H] (a copy)
+        angles = self.rope.at(positions)  # the same for every layer
         for li, layer in enumerate(self.w.layers):
-            x += self._attention(li, layer, x, positions, seqs, kv, all_write, read_slots)
+            x += self._attention(li, layer, x, angles, seqs, kv, all_write, read_slots)
             x += self._mlp(layer, x)
         return self._logits(x, seqs, all_logits)
 
-    def _attention(self, li: int, lw: LayerWeights, x: np.ndarray, positions: np.ndarray,
-                   seqs: Sequence[SeqInput], kv: PagedKVStore, write: np.ndarray,
+    def _attention(self, li: int, lw: LayerWeights, x: np.ndarray,
+                   angles: tuple[np.ndarray, np.ndarray], seqs: Sequence[SeqInput],
+                   kv: PagedKVStore, write: np.ndarray,
                    read_slots: list[np.ndarray]) -> np.ndarray:
         cfg = self.cfg
         h = rms_norm(x, lw.attn_norm, cfg.rms_norm_eps)
         qkv = linear(h, lw.wqkv)  # [T, q + 2kv]
-        t = x.shape[0]
-        q = self.rope.apply(qkv[:, : cfg.q_size].reshape(t, cfg.num_heads, cfg.head_dim),
-                            positions)
-        k = self.rope.apply(
-            qkv[:, cfg.q_size: cfg.q_size + cfg.kv_size].reshape(t, cfg.num_kv_heads, -1),
-            positions)
-        v = qkv[:, cfg.q_size + cfg.kv_size:].reshape(t, cfg.num_kv_heads, cfg.head_dim)
+        t, nq, qk = x.shape[0], cfg.num_heads, cfg.q_size + cfg.kv_size
+        # Q and K heads are adjacent in qkv: rotate them in one pass.
+        rotated = self.rope.rotate(qkv[:, :qk].reshape(t, -1, cfg.head_dim), *angles)
+        q, k = rotated[:, :nq], rotated[:, nq:]
+        v = qkv[:, qk:].reshape(t, cfg.num_kv_heads, cfg.head_dim)
         kv.write(li, write, k, v)
         out = np.empty((t, cfg.q_size), dtype=np.float32)
         row = 0

@@ -53,13 +53,22 @@ class RotaryTable:
         self.cos = np.cos(angles).astype(np.float32)
         self.sin = np.sin(angles).astype(np.float32)
 
-    def apply(self, x: np.ndarray, positions: np.ndarray) -> np.ndarray:
-        """Rotate x [tokens, heads, head_dim] by each token's position; returns a new array."""
+    def at(self, positions: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """cos, sin of each token's position, [tokens, 1, head_dim/2] (gather once per step)."""
+        return self.cos[positions][:, None, :], self.sin[positions][:, None, :]
+
+    @staticmethod
+    def rotate(x: np.ndarray, cos: np.ndarray, sin: np.ndarray) -> np.ndarray:
+        """Rotate x [tokens, heads, head_dim] by the angles from :meth:`at`; a new array."""
         half = x.shape[-1] // 2
-        cos = self.cos[positions][:, None, :]  # [tokens, 1, half]
-        sin = self.sin[positions][:, None, :]
         x1, x2 = x[..., :half], x[..., half:]
         out = np.empty_like(x)
-        out[..., :half] = x1 * cos - x2 * sin
-        out[..., half:] = x2 * cos + x1 * sin
+        np.multiply(x1, cos, out=out[..., :half])
+        out[..., :half] -= x2 * sin
+        np.multiply(x2, cos, out=out[..., half:])
+        out[..., half:] += x1 * sin
         return out
+
+    def apply(self, x: np.ndarray, positions: np.ndarray) -> np.ndarray:
+        """Rotate x [tokens, heads, head_dim] by each token's position; returns a new array."""
+        return self.rotate(x, *self.at(positions))
