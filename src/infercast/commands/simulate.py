@@ -107,10 +107,35 @@ def run_simulate(o: dict) -> None:
         xs = [_tag(c, key)[1] if key else None for *_, c in runs]
         plot_runs([(lbl, r, a) for lbl, r, a, _ in runs], xs, o["plot"], key or "rate")
     dicts = [_run_dict(r, c) for _, r, _, c in runs]
+    levers = None
+    if o["what_if"]:
+        from infercast.sim.whatif import run_what_if
+
+        levers = run_what_if(configs[0])
+        dicts[0]["what_if"] = levers
     if o["as_json"]:
         print_json({"sweep": key, "runs": dicts} if key else dicts[0])
         return
     _print_table(runs, configs[0])
+    if levers:
+        _print_what_if(levers)
+
+
+def _print_what_if(rows: list[dict]) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    t = Table(title="what-if: the same workload with one lever moved (first run's load)")
+    for col in ("lever", "GPUs", "KV blocks", "mean batch", "tok/s", "tok/s/GPU", "TTFT p99 (ms)", "TPOT p99 (ms)"):
+        t.add_column(col, justify="left" if col == "lever" else "right")
+    for r in rows:
+        if "error" in r:
+            t.add_row(r["lever"], "-", "-", "-", "-", "-", "-", r["error"][:60])
+            continue
+        t.add_row(r["lever"], str(r["num_gpus"]), f"{r['num_kv_blocks']:,}", _num(r["mean_batch_size"], ",.1f"),
+                  _num(r["output_throughput_tokens_per_s"], ",.0f"), _num(r["output_throughput_per_gpu"], ",.0f"),
+                  _ms(r["ttft_p99_s"]), _ms(r["tpot_p99_s"]))
+    Console().print(t)
 
 
 def _label(cfg) -> str:
@@ -324,6 +349,7 @@ def register(app: typer.Typer) -> None:
         transfer_bandwidth: float | None = typer.Option(None, "--transfer-bandwidth", help="KV transfer bytes/s (default: 50e9 x min TP)"),
         transfer_latency_s: float | None = typer.Option(None, "--transfer-latency-s", help="KV transfer latency (default: 0.001)"),
         layer_overlap: bool | None = typer.Option(None, "--layer-overlap/--no-layer-overlap", help="send KV layer by layer during prefill"),
+        what_if: bool = typer.Option(False, "--what-if", help="re-run with int4 / fp8 weights, fp8 KV, 2x TP and compare"),
         as_json: bool = typer.Option(False, "--json", help="print one JSON object"),
         records: str | None = typer.Option(None, "--records", help="write one JSON line per request"),
         plot: str | None = typer.Option(None, "--plot", help="directory for latency CDF / vs-rate / timeline PNGs"),
