@@ -81,3 +81,18 @@ def test_cli_speculative_flags(capsys):
     with pytest.raises(SystemExit) as exc:
         main(["simulate", "--speculative", "draft", "--concurrency", "2"])
     assert exc.value.code == 2 and "draft_model" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("policy", ["chunked", "continuous", "static"])
+def test_conservation_under_kv_pressure(step_model, policy):
+    cfg = build_config({
+        "model": "llama-3.1-8b", "hardware": "h100-sxm", "seed": 5, "mode": "exact",
+        "scheduler": {"policy": policy, "num_blocks": 60, "max_num_seqs": 16, "max_num_batched_tokens": 512},
+        "workload": {"rate": 30, "num_requests": 120, "input": {"mean": 200, "dist": "uniform", "std": 50},
+                     "output": {"mean": 100, "dist": "uniform", "std": 50}},
+        "speculative": {"acceptance": 0.7, "acceptance_std": 0.15, "num_speculative_tokens": 4}})
+    records = []
+    result = simulate(cfg, step_model, sink=records.append)
+    assert result.summary.completed == 120 and result.blocks_in_use_at_end == 0
+    assert policy == "static" or result.num_preemptions > 0  # recompute happened and recovered
+    assert all(sum(r.chunk_tokens) == r.output_tokens and max(r.chunk_tokens) <= 5 for r in records)
