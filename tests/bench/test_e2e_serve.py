@@ -49,7 +49,10 @@ def test_bench_measures_infercast_serve(endpoint):
     s = res.summary
     assert s.completed == 4 and s.failed == 0, s.failure_reasons
     assert s.token_count_source == "usage" and s.total_output_tokens == 4 * 6  # ignore_eos honoured
-    assert s.ttft.count == 4 and s.ttft.mean > 0 and s.tpot.mean > 0
+    # The tiny model steps in ~1 ms: several tokens can share a chunk, or all arrive at once
+    # (TPOT 0 is then the right measurement, not an error).
+    assert s.ttft.count == 4 and s.ttft.mean > 0 and s.tpot.mean >= 0
+    assert s.e2e.mean >= s.ttft.mean
     # n - 1 ITL values per request at most (a random-weight model's tokens may decode to empty
     # text, merging into the next chunk)
     assert 0 < s.itl.count <= 4 * 5
