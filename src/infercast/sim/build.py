@@ -11,7 +11,8 @@ from infercast.errors import DoesNotFitError
 
 
 def step_model(cfg, hardware: str | None = None, tp: int | None = None,
-               max_num_seqs: int | None = None, max_num_batched_tokens: int | None = None):
+               max_num_seqs: int | None = None, max_num_batched_tokens: int | None = None,
+               ep: int | None = None, attn_dp: bool | None = None):
     """The cost model of one replica (``cfg``'s settings, with optional overrides)."""
     from infercast.cost.step import StepModel
     from infercast.specs.catalog import load_hardware, load_model
@@ -19,7 +20,7 @@ def step_model(cfg, hardware: str | None = None, tp: int | None = None,
 
     hw = hardware or cfg.hardware
     sm = StepModel(load_model(cfg.model), load_hardware(hw),
-                   Precision.parse(cfg.weights, cfg.kv_cache), _parallel(cfg, tp or cfg.tp),
+                   Precision.parse(cfg.weights, cfg.kv_cache), _parallel(cfg, tp or cfg.tp, ep, attn_dp),
                    max_batched_tokens=max_num_batched_tokens or cfg.scheduler.max_num_batched_tokens,
                    max_seqs=max_num_seqs or cfg.scheduler.max_num_seqs)
     if cfg.scheduler.num_blocks is None and sm.kv_capacity_tokens < cfg.scheduler.block_size:
@@ -50,15 +51,17 @@ def spec_timer(cfg, target):
 
 def pool_step_model(cfg, pool, target):
     """The cost model of a disaggregated pool: ``target`` unless the pool sets its own part or TP."""
-    same = (pool.hardware in (None, cfg.hardware) and pool.tp in (None, cfg.tp)
+    same = (pool.hardware in (None, cfg.hardware) and pool.tp in (None, cfg.tp) and pool.ep in (None, cfg.ep)
+            and pool.attn_dp in (None, cfg.attn_dp)
             and pool.max_num_seqs is None and pool.max_num_batched_tokens is None)
     if same and target is not None:
         return target
-    return step_model(cfg, pool.hardware, pool.tp, pool.max_num_seqs, pool.max_num_batched_tokens)
+    return step_model(cfg, pool.hardware, pool.tp, pool.max_num_seqs, pool.max_num_batched_tokens,
+                      pool.ep, pool.attn_dp)
 
 
-def _parallel(cfg, tp: int):
+def _parallel(cfg, tp: int, ep: int | None = None, attn_dp: bool | None = None):
     """The replica's layout: ``tp`` GPUs, expert parallel up to them, attention DP if asked."""
     from infercast.specs.parallel import Parallelism
 
-    return Parallelism(tp=tp, ep=min(cfg.ep, tp), attn_dp=cfg.attn_dp)
+    return Parallelism(tp=tp, ep=min(ep or cfg.ep, tp), attn_dp=cfg.attn_dp if attn_dp is None else attn_dp)

@@ -161,6 +161,8 @@ class PoolSection(_Frozen):
     hardware: str | None = None
     replicas: int = Field(default=1, ge=1)
     tp: int | None = Field(default=None, ge=1)
+    ep: int | None = Field(default=None, ge=1)
+    attn_dp: bool | None = None
     max_num_seqs: int | None = Field(default=None, ge=1)
     max_num_batched_tokens: int | None = Field(default=None, ge=1)
 

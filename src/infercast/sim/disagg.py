@@ -177,6 +177,6 @@ def _pool_sched(cfg, pool, sm):
     compact = float(sm.affine_context_limit) == float("inf")  # windowed attention: list everyone
     s = scheduler_config(cfg, kv_capacity_tokens, compact)
     changes = {k: getattr(pool, k) for k in ("max_num_seqs", "max_num_batched_tokens") if getattr(pool, k)}
-    if cfg.scheduler.num_blocks is None or pool.hardware or pool.tp:
+    if cfg.scheduler.num_blocks is None or pool.hardware or pool.tp or pool.ep or pool.attn_dp is not None:
         changes["num_blocks"] = max(1, kv_capacity_tokens // s.block_size)
     return dataclasses.replace(s, **changes)
