@@ -68,3 +68,14 @@ def test_cli_disaggregated_flags(capsys):
           "--rate", "2", "--num-requests", "20", "--input-tokens", "512", "--output-tokens", "32", "--json"])
     d = json.loads(capsys.readouterr().out)
     assert d["disaggregated"] is True and d["num_gpus"] == 3 and d["num_completed"] == 20
+
+
+def test_layer_overlap_hides_the_transfer_under_the_prefill(step_model):
+    one = {"concurrency": 1, "num_requests": 1, "input": {"mean": 4000}, "output": {"mean": 8}}
+    plain, _ = _run(step_model, one, DISAGG)
+    overlap, _ = _run(step_model, one, {**DISAGG, "layer_overlap": True})
+    wire = kv_transfer_bytes(step_model, 4000) / 2e10
+    prefill = step_model.step_time_s([4000], [0])
+    hidden = wire - max(wire - prefill * 31 / 32, wire / 32)
+    assert overlap.summary.ttft.mean == pytest.approx(plain.summary.ttft.mean - hidden, rel=1e-9)
+    assert hidden > 0
