@@ -32,7 +32,7 @@ from infercast.specs.catalog import load_hardware
 from infercast.validate.cases import Case
 from infercast.validate.datasets import dataset_lengths, dataset_requests
 from infercast.validate.ledger import Shape, StepModels
-from infercast.validate.setup import Layout, Unpredictable, group_key, layout
+from infercast.validate.setup import Layout, Unpredictable, engine_family, group_key, layout
 from infercast.validate.steady import closed_loop
 
 Combine = Callable[[Sequence[float], EfficiencyProfile], float]
@@ -189,9 +189,13 @@ def _static_batch(case: Case, models: StepModels) -> Plan:
 
 
 def _running_limit(case: Case, lay: Layout, sm, i: int, o: int) -> int:
-    fit = sm.memory.max_batch(i + o)
-    if fit <= 0:
+    """Requests the engine runs at once: its cap, and the KV that fits. TensorRT-LLM's default
+    scheduler (GUARANTEED_NO_EVICT) reserves each request's full ``I + O``; vLLM and SGLang admit
+    on current use and preempt, so in steady state they hold the mean context ``I + O/2``."""
+    full = sm.memory.max_batch(i + o)
+    if full <= 0:
         raise Unpredictable(f"the weights plus one {i + o}-token sequence do not fit on {lay.setup.gpus_per_replica} x {case.hardware}")
+    fit = full if engine_family(case.engine) == "trtllm" else sm.memory.max_batch(i + o // 2)
     return min(fit, lay.setup.max_seqs)
 
 
