@@ -12,9 +12,9 @@ shipped set, so the nearest shipped rows are used (TP1 1000/2000, 1024/2048,
 128/2048; TP2 1000/1000 per GPU x 2, 2048/2048, 128/4096), and the issue's pair
 is printed for reference.
 
-Two capacities: the hardware table's 80e9 bytes (NVIDIA's marketed "80 GB"), and
-the 81,559 MiB the H100 SXM reports to ``nvidia-smi`` (the part has 80 GiB; the
-design notes this conservative bias). At TP1 those 5.5 GB are most of the KV.
+Two capacities: the datasheet's 80e9 bytes (NVIDIA's marketed "80 GB"), and the
+85,045,477,376 bytes CUDA reports on the part (80 GiB of HBM3; shipped in
+data/hardware_capacity.csv and used by default). At TP1 those 5 GB are most of the KV.
 
 Run: python benchmarks/plan_tp_cliff.py   (about 15 s)
 """
@@ -30,7 +30,7 @@ from infercast.specs.catalog import load_hardware, load_model
 from infercast.specs.parallel import Parallelism
 from infercast.specs.precision import Precision
 
-NVIDIA_SMI_H100_BYTES = 81559 * 2**20
+DATASHEET_H100_BYTES = 80e9
 # (tp, input, output, measured output tokens/s total, row id)
 ROWS = [
     (1, 1000, 2000, 533.74, "TRT020-0120"),
@@ -58,18 +58,18 @@ def predict(tp: int, inp: int, out: int, memory_bytes: float | None, num_request
 
 
 def main() -> None:
-    print(f"{'TP':>2} {'in/out':>10} {'measured':>9} {'80e9 B':>8} {'err':>7} {'81559 MiB':>9} {'err':>7}  row")
+    print(f"{'TP':>2} {'in/out':>10} {'measured':>9} {'80e9 B':>8} {'err':>7} {'85.0e9 B':>9} {'err':>7}  row")
     cache: dict = {}
     for tp, inp, out, meas, row in ROWS:
         preds = []
-        for mem in (None, NVIDIA_SMI_H100_BYTES):
+        for mem in (DATASHEET_H100_BYTES, None):
             key = (tp, inp, out, mem)
             if key not in cache:
                 cache[key] = predict(tp, inp, out, mem)
             preds.append(cache[key][0])
         print(f"{tp:>2} {inp:>5}/{out:<4} {meas:9.0f} {preds[0]:8.0f} {preds[0] / meas - 1:+7.0%} "
               f"{preds[1]:9.0f} {preds[1] / meas - 1:+7.0%}  {row}")
-    for mem, name in ((None, "80e9 B"), (NVIDIA_SMI_H100_BYTES, "81559 MiB")):
+    for mem, name in ((DATASHEET_H100_BYTES, "datasheet 80e9 B"), (None, "CUDA-visible 85.0e9 B (shipped)")):
         t1, k1 = cache[(1, 1000, 1000, mem)]
         t2, k2 = cache[(2, 1000, 1000, mem)]
         print(f"{name}: KV capacity {k1:,} tokens at TP1 vs {k2:,} at TP2; 1000/1000 throughput ratio "

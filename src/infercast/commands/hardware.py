@@ -19,6 +19,7 @@ def register(app: typer.Typer) -> None:
         if show:
             h = load_hardware(show)
             data = {"key": h.key, "name": h.name, "memory_bytes": h.memory_bytes,
+                    "memory_bytes_datasheet": h.memory_bytes_spec or h.memory_bytes,
                     "memory_bandwidth_bytes_per_s": h.memory_bandwidth_bytes_per_s,
                     "flops_per_s": dict(h.flops_per_s), "link_bandwidth_bytes_per_s": h.link_bandwidth_bytes_per_s,
                     "price_per_hour": h.price_per_hour, "price_source": h.price_source,

@@ -129,6 +129,17 @@ def default_prices() -> dict[str, tuple[float, str]]:
     }
 
 
+@lru_cache(maxsize=1)
+def visible_capacities() -> dict[str, tuple[float, str]]:
+    """Device memory as CUDA reports it, where measured (data/hardware_capacity.csv).
+
+    Datasheets round ("80GB" on an H100 is 80 GiB of HBM3); the memory plan needs
+    what the runtime can allocate, so a measured figure wins over the datasheet.
+    """
+    with data_path("hardware_capacity.csv").open() as fh:
+        return {r["key"]: (float(r["memory_bytes_visible"]), r["citation"]) for r in csv.DictReader(fh)}
+
+
 def hardware_names() -> list[str]:
     """Keys of the shipped hardware table."""
     return list(_hardware_rows())
@@ -142,10 +153,16 @@ def _hardware_from_row(row: dict[str, str]) -> HardwareSpec:
         flops["bf16"] = flops["fp16"]
     price = default_prices().get(row["key"])
     cites = {k.removeprefix("cite_"): v for k, v in row.items() if k.startswith("cite_") and v}
+    memory = _float(row["memory_bytes"])
+    visible = visible_capacities().get(row["key"])
+    if visible is not None:
+        cites["memory_visible"] = visible[1]
+        memory = visible[0]
     return HardwareSpec(
         key=row["key"],
         name=row["name"],
-        memory_bytes=_float(row["memory_bytes"]),
+        memory_bytes=memory,
+        memory_bytes_spec=_float(row["memory_bytes"]),
         memory_bandwidth_bytes_per_s=_float(row["memory_bandwidth_bytes_per_s"]),
         flops_per_s={k: v for k, v in flops.items() if v},
         link_bandwidth_bytes_per_s=_float(row["scaleup_unidir_bytes_per_s"]),

@@ -35,6 +35,7 @@ class HardwareSpec:
     price_per_hour: float | None = None  # $/device-hour, None if unknown
     price_source: str = ""
     citations: Mapping[str, str] = field(default_factory=dict)
+    memory_bytes_spec: float = 0.0  # the datasheet figure when memory_bytes is a measured capacity
 
     def peak_flops(self, dtype: str) -> float | None:
         """Dense peak FLOP/s for a compute dtype; None if the part lacks that path."""
