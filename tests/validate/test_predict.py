@@ -100,7 +100,8 @@ def test_server_row_uses_the_simulator_per_replica(models):
 
 
 @pytest.mark.parametrize(("cells", "reason"), [
-    ("x,speculative,speedup,2,llama-3.1-8b,h100-sxm,1,1,1,,bf16,,eagle,,,1,,,", "speculative"),
+    ("x,speculative,speedup,2,llama-3.1-8b,h100-sxm,1,1,1,,bf16,,eagle,,,1,,,", "acceptance length"),
+    ("x,speculative,acceptance_length,2,llama-3.1-8b,h100-sxm,1,1,1,,bf16,,eagle,,,1,,,", "an input to the cost model"),
     ("x,disaggregated,ttft_mean_s,2,llama-3.1-8b,h100-sxm,8,,,,fp8,,sglang,1024,1024,,8,,", "disaggregated"),
     ("x,offline,output_throughput_total,2,llama-2-70b,h100-sxm,8,,,,,,mlperf,,,,,,mlperf:llama2-70b-99", "weight precision"),
     ("x,kernel,decode_step_s,2,no-such-model,h100-sxm,1,1,1,,bf16,,x,128,32,1,,,", "no-such-model"),
@@ -112,3 +113,20 @@ def test_unpredictable_rows_carry_a_reason(models, cells, reason):
         plan_case(case(cells), models)
     (pred,) = Evaluator([case(cells)]).predict(ProfileSet())
     assert pred.predicted is None and reason in pred.skipped_reason and math.isnan(pred.error_pct or math.nan)
+
+
+def test_speculative_speedup_at_the_paired_acceptance_length(models):
+    from infercast.cost.speculative import SpeculativeConfig, SpeculativeModel
+    from infercast.cost.step import StepModel
+    from infercast.specs.catalog import load_hardware, load_model
+    from infercast.specs.precision import Precision
+
+    rows = ("p,speculative,speedup,1,llama-3.1-8b,rtx-3090,1,1,1,,,,vllm + eagle-3 (chain 2),,,1,,,mt-bench\n"
+            "q,speculative,acceptance_length,3.1,llama-3.1-8b,rtx-3090,1,1,1,,,,vllm + eagle-3 (chain 2),,,1,,,mt-bench")
+    preds = Evaluator(read_cases(COLS + rows + "\n")).predict(ProfileSet())
+    assert preds[1].predicted is None and "input" in preds[1].skipped_reason
+    # chain of 2 drafts: verify 3 tokens; 16-bit when the precision is not stated; context 256 + 128
+    target = StepModel(load_model("llama-3.1-8b"), load_hardware("rtx-3090"), Precision.parse("fp16"))
+    st = SpeculativeModel(target, SpeculativeConfig("eagle", 2, verify_tokens=3)).step(1, 384)
+    assert preds[0].predicted == pytest.approx(st.plain_s * 3.1 / (st.draft_s + st.verify_s))
+    assert "16-bit assumed" in preds[0].notes[0]

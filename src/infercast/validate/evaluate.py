@@ -20,6 +20,7 @@ from infercast.validate.ledger import Ledger, StepModels, profile_matrix
 from infercast.validate.predict import Plan, plan_case
 from infercast.validate.profiles import ProfileSet
 from infercast.validate.setup import Unpredictable, group_key
+from infercast.validate.speculative import with_acceptance
 
 
 @dataclass(frozen=True)
@@ -46,7 +47,7 @@ class Evaluator:
     def __init__(self, cases: Sequence[Case], simulate: bool = True, prefer_simulator: bool = False):
         """``simulate=False`` skips rows only the simulator predicts; ``prefer_simulator`` uses
         the simulator also where a closed form exists (concurrency rows)."""
-        self.cases = list(cases)
+        self.cases = with_acceptance(cases)
         self.models = StepModels()
         self.ledger = Ledger(self.models)
         self.plans: list[Plan | None] = []

@@ -38,7 +38,6 @@ from infercast.validate.steady import closed_loop
 Combine = Callable[[Sequence[float], EfficiencyProfile], float]
 HARDWARE_METRICS = ("matmul_flops_per_s", "link_bandwidth_bytes_per_s")
 NOT_YET = {
-    "speculative": "no speculative-decoding predictor yet (the levers issue 7 has not landed in validate)",
     "disaggregated": "no disaggregated prefill/decode model yet (the levers issue 7 has not landed)",
 }
 
@@ -259,7 +258,40 @@ def _server(case: Case, models: StepModels) -> Plan:
     return Plan(case, group_key(case), lay, (), None, lay.notes, run, key, lambda summary, p: float(pick(summary)))
 
 
+def _speculative(case: Case, models: StepModels) -> Plan:
+    """Speedup at the measured acceptance length (:mod:`infercast.validate.speculative`)."""
+    from infercast.cost.speculative import SpeculativeConfig, SpeculativeModel
+    from infercast.validate.speculative import drafting
+
+    if case.metric == "acceptance_length":
+        raise Unpredictable("acceptance length is a property of the drafter and the data: an input to the cost model, not an output")
+    if case.metric != "speedup":
+        raise _metric_error(case)
+    tau = case.extra.get("acceptance_length")
+    if not isinstance(tau, int | float) or tau < 1:
+        raise Unpredictable("a speedup needs the acceptance length (extra.acceptance_length or a paired row)")
+    shape = drafting(case.engine)
+    if shape is None:
+        raise Unpredictable(f"no drafter model for {case.engine!r} (EAGLE-style heads only)")
+    k, width = shape
+    notes = () if case.weights else ("precision not stated: 16-bit assumed",)
+    lay, sm = _replica(replace(case, weights=case.weights or "fp16"), models)
+    b = case.batch or 1
+    ctx = (case.input_tokens or 256) + (case.output_tokens or 256) // 2
+    cfg = SpeculativeConfig("eagle", k, verify_tokens=width)
+
+    def run(profile: EfficiencyProfile):
+        from infercast.validate.ledger import setup_hardware
+
+        target = type(sm)(sm.model, setup_hardware(lay.setup), sm.precision, sm.parallel, profile)
+        return SpeculativeModel(target, cfg).step(b, ctx)
+    key = ("speculative", lay.setup, k, width, b, ctx)
+    return Plan(case, group_key(case), lay, (), None, lay.notes + notes, run, key,
+                lambda st, p: st.plain_s * float(tau) / st.step_s)
+
+
 BUILDERS = {
+    "speculative": _speculative,
     "kernel": _kernel,
     "single_stream": _single_stream,
     "static_batch": _static_batch,
