@@ -28,9 +28,15 @@ def test_whole_shipped_set_runs_and_scores():
     assert s["scenario_metric"]["offline/output_throughput_total"]["median_abs_error_pct"] < 20
     assert s["scenario_metric"]["concurrency/tpot_mean_s"]["median_abs_error_pct"] < 25
     assert s["scenario_metric"]["single_stream/ttft_mean_s"]["median_abs_error_pct"] < 20
-    # one known violation: llama.cpp gpt-oss decode (MXFP4 scale bytes < NVFP4's, see test_floor.py)
-    assert {v["id"] for v in rep["floor"]["violations"]} <= {"LCPP-0016"}
-    assert rep["floor"]["checked"] > 1000
+    # Known violations, each explained:
+    # - LCPP-0016: llama.cpp gpt-oss decode (MXFP4 scale bytes < NVFP4's; see test_floor.py).
+    # - TRT09-0047: TRT-LLM v0.9 table, Mixtral-8x7B fp16 on 2 x A100, batch 32, 2048/2048:
+    #   801 tok/s/GPU means 20 ms per decode step, but 32 tokens touch all 8 experts, and
+    #   streaming 46.7B fp16 weights from two GPUs takes >= 22.9 ms at full bandwidth. The
+    #   number is most likely the 2-GPU total (a units error in the source): as total, the
+    #   prediction is within 6 %.
+    assert {v["id"] for v in rep["floor"]["violations"]} <= {"LCPP-0016", "TRT09-0047"}
+    assert rep["floor"]["checked"] > 2000
 
 
 def test_floor_violation_is_listed():
@@ -38,7 +44,10 @@ def test_floor_violation_is_listed():
 
     cols = "id,scenario,metric,value,model,hardware,n_gpus,tp,weights,input_tokens,output_tokens,batch\n"
     rows = ("fast,kernel,decode_step_s,0.0001,llama-3.1-70b,h100-sxm,1,1,fp8,1024,32,1\n"
-            "ok,kernel,decode_step_s,0.05,llama-3.1-70b,h100-sxm,1,1,fp8,1024,32,1\n")
+            "ok,kernel,decode_step_s,0.05,llama-3.1-70b,h100-sxm,1,1,fp8,1024,32,1\n"
+            "tpot,concurrency,tpot_mean_s,0.002,llama-3.1-70b,h100-sxm,1,1,fp8,1024,256,\n"
+            "many,static_batch,output_throughput_per_gpu,1e6,llama-3.1-70b,h100-sxm,1,1,fp8,128,128,64\n"
+            "nobatch,static_batch,output_throughput_per_gpu,1e6,llama-3.1-70b,h100-sxm,1,1,fp8,128,,\n")
     rep = floor_report(read_cases(cols + rows))
-    assert rep["checked"] == 2 and [v["id"] for v in rep["violations"]] == ["fast"]
+    assert rep["checked"] == 4 and [v["id"] for v in rep["violations"]] == ["fast", "tpot", "many"]
     assert rep["violations"][0]["ratio"] < 0.01

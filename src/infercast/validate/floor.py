@@ -1,5 +1,10 @@
 """Physics-floor check of published measurements: no real system may beat the floor.
 
+Every scenario: TTFT >= one prompt's prefill (the row's batch for kernel, single-stream
+and static-batch rows), TPOT/ITL >= one batch-1 decode step, static-batch throughput <=
+batch x output / (prefill + (O - 1) decode floors), single-stream and hardware rates <=
+their ceilings.
+
 For a time metric the floor is a lower bound (measured >= floor); for a rate
 metric it is an upper bound (measured <= ceiling). Assumptions are chosen so the
 bound stays a bound: the smallest context the row allows, no overheads, and, when
@@ -18,9 +23,10 @@ from infercast.specs.catalog import load_hardware, load_model
 from infercast.specs.parallel import Parallelism
 from infercast.specs.precision import Precision
 
-TIME_METRICS = ("ttft_mean_s", "prefill_time_s", "decode_step_s", "e2e_latency_s")
+TIME_METRICS = ("ttft_mean_s", "prefill_time_s", "decode_step_s", "e2e_latency_s",
+                "ttft_p99_s", "tpot_mean_s", "tpot_p99_s", "itl_mean_s")
 RATE_METRICS = ("tokens_per_s_single_stream", "achieved_bandwidth_bytes_per_s", "matmul_flops_per_s",
-                "link_bandwidth_bytes_per_s")
+                "link_bandwidth_bytes_per_s", "output_throughput_per_gpu", "output_throughput_total")
 
 
 @dataclass(frozen=True)
@@ -86,18 +92,34 @@ def check_row(row: Mapping[str, str]) -> FloorCheck:
     try:
         if metric in ("achieved_bandwidth_bytes_per_s", "matmul_flops_per_s", "link_bandwidth_bytes_per_s"):
             return FloorCheck(rid, metric, measured, _hardware_bound(row), kind)
+        if metric.startswith("output_throughput") and (row.get("scenario") != "static_batch" or not (
+                row.get("batch") and row.get("output_tokens"))):
+            raise InfercastError("a throughput ceiling needs a static batch with its batch size and output length")
         sm = _step_model(row)
         batch = _int(row, "batch", 1)
         prompt = _int(row, "input_tokens", 1)
         prefill = sm.prefill_cost(prompt, batch).floor_time_s
         decode = sm.decode_cost(batch, prompt + 1).floor_time_s
+        if metric.startswith("output_throughput"):  # static batch: batch x O tokens in prefill + (O-1) decodes
+            out = _int(row, "output_tokens", 1)
+            per = _int(row, "n_gpus", 1) if metric.endswith("per_gpu") else 1
+            gpus_per_replica = sm.parallel.gpus_per_replica
+            replicas = max(_int(row, "n_gpus", gpus_per_replica) // gpus_per_replica, 1)
+            return FloorCheck(rid, metric, measured, batch * out / (prefill + (out - 1) * decode) * replicas / per, kind)
+        # ttft/tpot/itl of any scenario: one prompt's prefill, one batch-1 decode step (more
+        # sequences in a step only add work), at the smallest context the row allows
+        one = sm.decode_cost(1, prompt + 1).floor_time_s
         bound = {
             "ttft_mean_s": prefill,
             "prefill_time_s": prefill,
             "decode_step_s": decode,
             "e2e_latency_s": prefill + max(_int(row, "output_tokens", 1) - 1, 0) * decode,
-            "tokens_per_s_single_stream": 1.0 / sm.decode_cost(1, prompt + 1).floor_time_s,
+            "tokens_per_s_single_stream": 1.0 / one,
+            "ttft_p99_s": sm.prefill_cost(prompt, 1).floor_time_s,
+            "tpot_mean_s": one, "tpot_p99_s": one, "itl_mean_s": one,
         }[metric]
+        if metric == "ttft_mean_s" and row.get("scenario") not in ("kernel", "single_stream", "static_batch"):
+            bound = sm.prefill_cost(prompt, 1).floor_time_s
     except (InfercastError, KeyError, ValueError) as exc:
         return FloorCheck(rid, metric, measured, None, kind, str(exc) or type(exc).__name__)
     return FloorCheck(rid, metric, measured, bound, kind)
