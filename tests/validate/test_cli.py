@@ -77,3 +77,16 @@ def test_calibrate_writes_a_profile_validate_and_estimate_accept(data, tmp_path,
     assert code in (0, None) and json.loads(out)["profile"] == "calibrated"
     code, _, _ = run(["estimate", "--profile", str(out_path), "--json"], capsys)
     assert code in (0, None)
+
+
+def test_assume_weights_fills_missing_dtypes(tmp_path, capsys):
+    p = tmp_path / "w.csv"
+    p.write_text("id,scenario,metric,value,model,hardware,n_gpus,tp,input_tokens,output_tokens,batch\n"
+                 "a,kernel,decode_step_s,0.01,llama-3.1-8b,h100-sxm,1,1,1024,32,8\n")
+    code, out, _ = run(["validate", "--data", str(p), "--json", "--no-floor"], capsys)
+    assert json.loads(out)["rows"][0]["skipped_reason"] == "the source does not state the weight precision"
+    code, out, _ = run(["validate", "--data", str(p), "--json", "--no-floor", "--assume-weights", "bf16"], capsys)
+    row = json.loads(out)["rows"][0]
+    assert row["predicted"] > 0 and "weights assumed bf16" in row["notes"][-1]
+    code, _, err = run(["validate", "--data", str(p), "--assume-weights", "fp7"], capsys)
+    assert code == 2 and "fp7" in err

@@ -53,7 +53,7 @@ def print_report(rep: dict, by: str, console) -> None:
 
 
 def run_validate(data: str | None, profile: str | None, as_json: bool, plot: str | None, by: str,
-                 simulate_all: bool, floor: bool) -> None:
+                 simulate_all: bool, floor: bool, assume_weights: str | None = None) -> None:
     from rich.console import Console
 
     from infercast.commands._common import print_json
@@ -66,9 +66,13 @@ def run_validate(data: str | None, profile: str | None, as_json: bool, plot: str
     choices = ("scenario", "metric", "scenario_metric", "hardware", "source", "group")
     if by not in choices:
         raise ConfigError(f"--by {by!r}: choose one of {', '.join(choices)}")
+    if assume_weights is not None:
+        from infercast.specs.precision import Precision
+
+        assume_weights = Precision.parse(assume_weights).weights  # an unknown dtype fails here, with the fix
     profiles = load_profile_set(profile)
     cases = load_cases(data)
-    preds = Evaluator(cases, prefer_simulator=simulate_all).predict(profiles)
+    preds = Evaluator(cases, prefer_simulator=simulate_all, assume_weights=assume_weights).predict(profiles)
     rep = report(preds, profiles.name, floor_report(cases) if floor else None)
     if plot:
         from infercast.validate.plot import plot_predictions
@@ -93,5 +97,6 @@ def register(app: typer.Typer) -> None:
         by: str = typer.Option("scenario_metric", "--by", help="table breakdown: scenario, metric, scenario_metric, hardware, source, group"),
         simulate_all: bool = typer.Option(False, "--simulate-all", help="use the simulator also for concurrency rows (slower)"),
         floor: bool = typer.Option(True, "--floor/--no-floor", help="check that no measurement beats the physics floor"),
+        assume_weights: str | None = typer.Option(None, "--assume-weights", help="weight dtype for rows that do not state one (default: skip them)"),
     ) -> None:
-        run_validate(data, profile, as_json, plot, by, simulate_all, floor)
+        run_validate(data, profile, as_json, plot, by, simulate_all, floor, assume_weights)

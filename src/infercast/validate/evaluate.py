@@ -44,10 +44,18 @@ class Prediction:
 class Evaluator:
     """Plans for a list of cases, reusable across profile sets (calibration calls it often)."""
 
-    def __init__(self, cases: Sequence[Case], simulate: bool = True, prefer_simulator: bool = False):
+    def __init__(self, cases: Sequence[Case], simulate: bool = True, prefer_simulator: bool = False,
+                 assume_weights: str | None = None):
         """``simulate=False`` skips rows only the simulator predicts; ``prefer_simulator`` uses
-        the simulator also where a closed form exists (concurrency rows)."""
+        the simulator also where a closed form exists (concurrency rows); ``assume_weights``
+        fills a missing weight dtype (noted on each such row) instead of skipping the row."""
         self.cases = with_acceptance(cases)
+        self._assumed: set[int] = set()
+        if assume_weights:
+            for i, c in enumerate(self.cases):
+                if c.model and not c.weights and not c.problem and c.scenario != "speculative":
+                    self.cases[i] = replace(c, weights=assume_weights)
+                    self._assumed.add(i)
         self.models = StepModels()
         self.ledger = Ledger(self.models)
         self.plans: list[Plan | None] = []
@@ -118,7 +126,9 @@ class Evaluator:
         profs = [profiles.for_group(g) for g in self.groups]
         values = self.values(profile_matrix(profs or [profiles.default]), profs)
         out = []
-        for case, plan, reason, v in zip(self.cases, self.plans, self.reasons, values, strict=True):
+        for i, (case, plan, reason, v) in enumerate(zip(self.cases, self.plans, self.reasons, values, strict=True)):
+            if plan is not None and i in self._assumed:
+                plan = replace(plan, notes=plan.notes + (f"weights assumed {case.weights} (--assume-weights)",))
             if plan is None:
                 out.append(Prediction(case, None, reason, group_key(case)))
             elif not math.isfinite(v) or v <= 0:
