@@ -130,3 +130,21 @@ def test_speculative_speedup_at_the_paired_acceptance_length(models):
     st = SpeculativeModel(target, SpeculativeConfig("eagle", 2, verify_tokens=3)).step(1, 384)
     assert preds[0].predicted == pytest.approx(st.plain_s * 3.1 / (st.draft_s + st.verify_s))
     assert "16-bit assumed" in preds[0].notes[0]
+
+
+def test_pipeline_parallel_runs_pp_micro_batches(models):
+    from infercast.validate.steady import closed_loop
+
+    c = case("pp,offline,output_throughput_total,1,llama-3.1-70b,h100-sxm,2,1,2,,fp8,,tensorrt-llm,1024,1024,,,,")
+    plan = plan_case(c, models)
+    sm = models.get(plan.layout.setup)
+    limit = min(sm.memory.max_batch(2048), 2048)
+    cl = closed_loop(limit // 2, limit // 2, 1024, 1024, 8192)
+    assert plan.shapes == cl.shapes  # each micro-batch holds half the running requests
+    t = times(plan, models)
+    assert plan.combine(t, PROF) == pytest.approx(2 * cl.metrics(t)["output_tokens_per_s"])
+
+
+def test_part_without_a_tensor_peak_is_not_predicted(models):
+    with pytest.raises(Unpredictable, match="no 16-bit or narrower tensor peak"):
+        plan_case(case("r,offline,output_throughput_total,1,llama-3.3-70b,rtx-pro-6000,1,1,1,,fp4,,trtllm,128,128,,,,"), models)

@@ -94,6 +94,8 @@ def _metric_error(case: Case) -> Unpredictable:
 def _replica(case: Case, models: StepModels):
     lay = layout(case)
     sm = models.get(lay.setup)
+    if sm.machine.compute_dtype == "fp32" and lay.setup.weights != "fp32":
+        raise Unpredictable(f"{case.hardware} has no 16-bit or narrower tensor peak in the hardware table")
     if lay.notes and sm.model.attention.kind == "mla":
         raise Unpredictable("attention data parallel on an MLA model is not modelled (TP would replicate the latent)")
     return lay, sm
@@ -202,14 +204,17 @@ def _closed_loop_plan(case: Case, models: StepModels, clients: float | None, wav
     lay, sm = _replica(case, models)
     i, o = _lengths(case)
     limit = _running_limit(case, lay, sm, i, o)
+    # Pipeline parallel: pp micro-batches in flight, each a full pass through the stages
+    # (StepModel times one pass), so a replica is pp closed loops of 1/pp of its requests.
+    pp = lay.setup.pp
     per_replica = limit if clients is None else max(1.0, clients / lay.replicas)
-    cl = closed_loop(per_replica, limit, i, o, lay.setup.max_batched_tokens, waves)
+    cl = closed_loop(max(1.0, per_replica / pp), max(1, limit // pp), i, o, lay.setup.max_batched_tokens, waves)
     reps, n = lay.replicas, lay.num_gpus
     key = {"ttft_mean_s": "ttft_s", "tpot_mean_s": "tpot_s", "itl_mean_s": "tpot_s"}.get(case.metric)
     if key is not None:
         return Plan(case, group_key(case), lay, cl.shapes, lambda t, p: cl.metrics(t)[key], lay.notes)
-    scale = {"output_throughput_total": reps, "output_throughput_per_gpu": reps / n,
-             "input_throughput_per_gpu": reps / n * i / o}.get(case.metric)
+    scale = {"output_throughput_total": reps * pp, "output_throughput_per_gpu": reps * pp / n,
+             "input_throughput_per_gpu": reps * pp / n * i / o}.get(case.metric)
     if scale is None:
         raise _metric_error(case)
     return Plan(case, group_key(case), lay, cl.shapes, lambda t, p: cl.metrics(t)["output_tokens_per_s"] * scale, lay.notes)
