@@ -44,7 +44,8 @@ def plot_predictions(preds: Sequence[Prediction], path: str | Path) -> Path:
         ax.set_xlabel("measured (SI units)")
         ax.set_ylabel("predicted (SI units)")
         ax.set_title(title)
-        ax.legend(fontsize=8)
+        if pts:
+            ax.legend(fontsize=8)
         ax.grid(True, which="both", alpha=0.2)
     fig.suptitle(f"infercast validate: {len(done)} of {len(preds)} rows predicted (dotted: +-25 %)")
     fig.tight_layout()

@@ -72,6 +72,8 @@ def _lengths(case: Case) -> tuple[int, int]:
     if i is None or o is None:
         what = "input_tokens" if i is None else "output_tokens"
         raise Unpredictable(f"no {what} in the row, and dataset {case.dataset or '(none)'!r} has no mean length for it")
+    if i < 1 or o < 1:
+        raise Unpredictable(f"input_tokens={i} and output_tokens={o} must both be >= 1")
     return int(i), int(o)
 
 
