@@ -8,7 +8,11 @@ from pathlib import Path
 from infercast.errors import ConfigError
 from infercast.validate.evaluate import Prediction
 
-PANELS = (("seconds", lambda m: m.endswith("_s")), ("rates (tokens/s, bytes/s, FLOP/s)", lambda m: not m.endswith("_s")))
+def _is_time(metric: str) -> bool:
+    return metric.endswith("_s") and not metric.endswith("per_s")
+
+
+PANELS = (("times (s)", _is_time), ("rates (tokens/s, bytes/s, FLOP/s) and ratios", lambda m: not _is_time(m)))
 
 
 def plot_predictions(preds: Sequence[Prediction], path: str | Path) -> Path:
