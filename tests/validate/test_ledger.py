@@ -19,6 +19,7 @@ SETUPS = [
     Setup("qwen3-30b-a3b", "b200", "fp4", "fp8", 2, 1, 2, 2048, 8192),
     Setup("deepseek-v3", "h200-sxm", "fp8", "fp8", 8, 1, 8, 2048, 8192),
     Setup("gpt-oss-20b", "h100-sxm", "fp4", "bf16", 1, 1, 1, 256, 8192),
+    Setup("deepseek-v3", "b200", "fp4", "fp8", 8, 1, 8, 2048, 8192, attn_dp=True),
 ]
 SHAPES = [((1, 512, 0),), ((32, 1, 2000),), ((7, 1, 300), (1, 4096, 8192)), ((3, 2048, 0),)]
 PROFILES = [EfficiencyProfile(), EfficiencyProfile(mem_bw_eff=0.5, gemm_m_half=64, step_overhead_s=3e-3,
@@ -32,7 +33,7 @@ def test_ledger_matches_step_model(prof):
     times = ledger.times(profile_matrix([prof]))
     for (s, sh), i in idx.items():
         sm = StepModel(load_model(s.model), load_hardware(s.hardware), Precision.parse(s.weights, s.kv_cache),
-                       Parallelism(tp=s.tp, ep=s.ep), prof, memory_fraction=MEMORY_FRACTION)
+                       Parallelism(tp=s.tp, ep=s.ep, attn_dp=s.attn_dp), prof, memory_fraction=MEMORY_FRACTION)
         assert times[i] == pytest.approx(sm.step_time_s(*expand(sh)), rel=1e-9)
 
 

@@ -62,7 +62,7 @@ class StepModels:
         if hit is None:
             try:
                 hit = StepModel(load_model(s.model), setup_hardware(s), Precision.parse(s.weights, s.kv_cache),
-                                Parallelism(tp=s.tp, pp=s.pp, ep=s.ep), memory_fraction=MEMORY_FRACTION,
+                                Parallelism(tp=s.tp, pp=s.pp, ep=s.ep, attn_dp=s.attn_dp), memory_fraction=MEMORY_FRACTION,
                                 max_batched_tokens=s.max_batched_tokens, max_seqs=s.max_seqs)
             except InfercastError as exc:
                 hit = str(exc)

@@ -8,6 +8,7 @@ from pathlib import Path
 from infercast.errors import ConfigError
 from infercast.validate.evaluate import Prediction
 
+
 def _is_time(metric: str) -> bool:
     return metric.endswith("_s") and not metric.endswith("per_s")
 

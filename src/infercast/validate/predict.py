@@ -98,8 +98,6 @@ def _replica(case: Case, models: StepModels):
     sm = models.get(lay.setup)
     if sm.machine.compute_dtype == "fp32" and lay.setup.weights != "fp32":
         raise Unpredictable(f"{case.hardware} has no 16-bit or narrower tensor peak in the hardware table")
-    if lay.notes and sm.model.attention.kind == "mla":
-        raise Unpredictable("attention data parallel on an MLA model is not modelled (TP would replicate the latent)")
     return lay, sm
 
 

@@ -13,11 +13,10 @@ silent; each one is named, and ``docs/validation.md`` lists them:
   ``gpu_memory_utilization`` 0.9; TRT-LLM and SGLang keep a similar headroom).
 - KV dtype when not stated: FP8 for TensorRT-LLM with 8-bit or narrower weights
   (its perf tables quantize the KV cache with the weights), else the 16-bit dtype.
-- Attention data parallel with expert parallel wider than the TP group (``ep >
-  tp*pp``) is modelled as a TP group of ``ep`` GPUs: per GPU the attention
-  FLOPs and KV bytes of a GQA model are the same when heads or sequences are
-  split; for MLA the latent would then be replicated, which understates the
-  batch that fits (noted on the row).
+- Expert parallel wider than the TP group (``ep > tp*pp``) means attention data
+  parallel (SGLang ``--enable-dp-attention``, TensorRT-LLM attention DP): one
+  replica of ``ep`` GPUs with ``Parallelism(tp=ep, ep=ep, attn_dp=True)``
+  (noted on the row).
 """
 
 from __future__ import annotations
@@ -93,6 +92,7 @@ class Setup:
     ep: int
     max_seqs: int
     max_batched_tokens: int
+    attn_dp: bool = False  # attention data parallel over the tp GPUs (Parallelism.attn_dp)
 
     @property
     def gpus_per_replica(self) -> int:
@@ -132,12 +132,12 @@ def layout(case: Case) -> Layout:
     if ep > tp * pp:
         if ep % pp:
             raise Unpredictable(f"ep={ep} is not a multiple of pp={pp}")
-        notes.append(f"attention-DP with ep={ep} modelled as a tp={ep // pp} group")
+        notes.append(f"ep={ep} > tp*pp={tp * pp}: attention data parallel over {ep // pp} GPUs (tp={ep // pp}, attn_dp)")
         tp = ep // pp
     per = tp * pp
     n = n or per
     if n % per:
         raise Unpredictable(f"n_gpus={n} is not a multiple of the {per} GPUs of one replica (tp*pp)")
     seqs, tokens = ENGINE_LIMITS.get(engine_family(case.engine), ENGINE_LIMITS["other"])
-    setup = Setup(case.model, case.hardware, case.weights, kv_dtype(case), tp, pp, ep, seqs, tokens)
+    setup = Setup(case.model, case.hardware, case.weights, kv_dtype(case), tp, pp, ep, seqs, tokens, bool(notes))
     return Layout(setup, n // per, n, tuple(notes))

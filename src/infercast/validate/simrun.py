@@ -63,7 +63,7 @@ def sim_predictor(s: Setup, rate: float | None, input_tokens: int, output_tokens
         from infercast.sim.run import simulate
 
         timer = StepModel(load_model(s.model), setup_hardware(s), Precision.parse(s.weights, s.kv_cache),
-                          Parallelism(tp=s.tp, pp=s.pp, ep=s.ep), profile, memory_fraction=MEMORY_FRACTION,
+                          Parallelism(tp=s.tp, pp=s.pp, ep=s.ep, attn_dp=s.attn_dp), profile, memory_fraction=MEMORY_FRACTION,
                           max_batched_tokens=s.max_batched_tokens, max_seqs=s.max_seqs)
         return simulate(cfg, timer).summary
 
