@@ -11,7 +11,7 @@ from infercast.engine.kv_store import PagedKVStore
 from infercast.engine.model import LlamaModel, SeqInput
 from infercast.engine.reference import reference_logits
 from infercast.engine.rope import inv_frequencies
-from infercast.engine.weights import random_weights
+from infercast.engine.weights import pack_weights, random_weights
 from infercast.sched.request import Request
 from infercast.sched.scheduler import Scheduler, SchedulerConfig
 
@@ -123,3 +123,19 @@ def test_long_prefill_in_query_blocks_matches_reference():
     got, _ = _run_scheduled(cfg, w, {"long": seq}, budget=200, block_size=16, num_blocks=40)
     ours = np.stack([got["long"][p] for p in range(len(seq))])
     assert np.abs(ours - reference_logits(cfg, w, seq)).max() < 1e-4
+
+
+@pytest.mark.parametrize("size", ["tiny", "tiny-llama3"])
+def test_packed_weights_are_the_same_model_in_one_buffer(size):
+    cfg = named_config(size)
+    packed = pack_weights(random_weights(cfg, seed=5))
+    plain = random_weights(cfg, seed=5)
+    mats = [getattr(lw, f) for lw in packed.layers
+            for f in ("wqkv", "wo", "w_gate_up", "w_down")] + [packed.lm_head]
+    assert all(m.flags.c_contiguous and m.base is mats[0].base for m in mats)
+    assert (packed.lm_head is packed.embed) == cfg.tie_word_embeddings
+    seq = [3, 141, 59, 26, 5, 35]
+    got, want = ([LlamaModel(cfg, w, 64).forward([SeqInput(seq, 0, [0, 1])],
+                                                 PagedKVStore(cfg, 4, 4), all_logits=True)[0]
+                  for w in (packed, plain)])
+    np.testing.assert_array_equal(got, want)

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from infercast.engine.config import NAMED_SIZES, EngineModelConfig, named_config
 from infercast.engine.tokenizer import ByteTokenizer, TextTokenizer
-from infercast.engine.weights import ModelWeights, random_weights
+from infercast.engine.weights import ModelWeights, pack_weights, random_weights
 from infercast.errors import UnknownModelError
 
 SMOLLM2_NAME = "smollm2-135m"
@@ -46,7 +46,7 @@ def load(model: str, seed: int = 0) -> LoadedModel:
     """``tiny``/``100m``/``1b`` (random, seeded), ``smollm2-135m``, a .gguf file or a HF dir."""
     if model in NAMED_SIZES:
         cfg = named_config(model)
-        w = random_weights(cfg, seed)
+        w = pack_weights(random_weights(cfg, seed))
         return LoadedModel(cfg.name, cfg, w, ByteTokenizer(cfg.vocab_size), w.nbytes)
     if model == SMOLLM2_NAME:
         path = smollm2_path()
@@ -67,10 +67,12 @@ def _load_path(path: Path, name: str) -> LoadedModel:
         from infercast.engine.gguf_loader import load_gguf
 
         cfg, w, tok = load_gguf(path)
+        w = pack_weights(w)
         return LoadedModel(name, cfg, w, tok, path.stat().st_size)
     if path.is_dir():
         from infercast.engine.hf_loader import load_hf_dir
 
         cfg, w, tok = load_hf_dir(path)
+        w = pack_weights(w)
         return LoadedModel(name, cfg, w, tok or ByteTokenizer(cfg.vocab_size), w.nbytes)
     raise UnknownModelError(f"{path} is neither a .gguf file nor a model directory")

@@ -4,6 +4,15 @@ Linear weights are stored ``[out_features, in_features]`` (the PyTorch/GGUF row
 layout) and applied as ``x @ w.T``; BLAS reads the transpose without a copy.
 Q, K and V are fused into one matrix and gate/up into another, so a layer runs
 four matrix products instead of seven.
+
+:func:`pack_weights` then copies every matrix a step streams into one 2 MiB-aligned
+buffer, in the order the forward pass reads them: the kernel backs it with
+transparent huge pages (numpy asks for them on large allocations), so a step's
+weight stream takes few TLB misses and no page boundary breaks the prefetcher's
+run between matrices. Measured on this machine (one thread, random-100m's 400 MB
+of matrices, best of 9): the chain of batch-1 matrix-vector products ran at
+16.2-16.4 GB/s over separately allocated matrices and 17.3-17.5 GB/s packed (one
+400 MB matrix-vector product: 17.5 GB/s).
 """
 
 from __future__ import annotations
@@ -46,6 +55,46 @@ class ModelWeights:
             arrays += [layer.attn_norm, layer.wqkv, layer.wo, layer.mlp_norm,
                        layer.w_gate_up, layer.w_down]
         return int(sum(a.nbytes for a in arrays))
+
+
+HUGE_PAGE_BYTES = 2 * 2**20  # x86-64 transparent huge page
+
+
+def _arena(num_floats: int) -> np.ndarray:
+    """An uninitialised float32 buffer whose first element is huge-page aligned."""
+    raw = np.empty(num_floats * 4 + HUGE_PAGE_BYTES, dtype=np.uint8)
+    skip = -raw.ctypes.data % HUGE_PAGE_BYTES
+    return raw[skip: skip + num_floats * 4].view(np.float32)
+
+
+def pack_weights(w: ModelWeights) -> ModelWeights:
+    """The same weights with every streamed matrix a view into one aligned buffer.
+
+    Order: each layer's wqkv, wo, w_gate_up, w_down, then the head (the forward's
+    read order). A tied embedding becomes the packed head. Takes ownership of
+    ``w``: its layer list is emptied as the copy proceeds, so the peak memory is
+    one model plus one layer, not two models.
+    """
+    fields = ("wqkv", "wo", "w_gate_up", "w_down")
+    total = sum(getattr(lw, f).size for lw in w.layers for f in fields) + w.lm_head.size
+    buf, at = _arena(total), 0
+
+    def put(a: np.ndarray) -> np.ndarray:
+        nonlocal at
+        view = buf[at: at + a.size].reshape(a.shape)
+        np.copyto(view, a)
+        at += a.size
+        return view
+
+    layers = []
+    while w.layers:
+        lw = w.layers.pop(0)
+        layers.append(LayerWeights(attn_norm=lw.attn_norm, mlp_norm=lw.mlp_norm,
+                                   **{f: put(getattr(lw, f)) for f in fields}))
+    tied = w.lm_head is w.embed
+    head = put(w.lm_head)
+    return ModelWeights(embed=head if tied else w.embed, layers=layers,
+                        final_norm=w.final_norm, lm_head=head)
 
 
 def layer_from_parts(q, k, v, o, gate, up, down, attn_norm, mlp_norm) -> LayerWeights:
