@@ -1,0 +1,86 @@
+"""Claim 9: disaggregated serving gives ~3-4x TCO benefit prefill-heavy and 2.5-4x decode-heavy, for a sub-50 ms KV transfer.
+
+``infercast plan`` finds, for one candidate layout at a time, the fewest H100s
+that serve the load within the SLO (p99 TTFT and p99 TPOT); here the candidates
+are Llama-3.1-8B BF16 aggregated (chunked, 256 seqs, 8192-token budget) and the
+same engine split into prefill and decode pools at P:D 1:1, 2:1, 1:2. TCO
+benefit = aggregated $/h / disaggregated $/h at the same SLO (same part, so
+GPU count ratio). Workloads: prefill-heavy (4000 in / 200 out, 20 req/s) and
+decode-heavy (300 in / 1500 out, 16 req/s), each under a loose (TPOT p99 30 ms)
+and a tight (15 ms) SLO. ``infercast simulate --disaggregated`` gives the KV
+transfer time (bytes / link bandwidth + latency, default 50 GB/s per GPU).
+"""
+
+from __future__ import annotations
+
+from _gallery import CONDITIONAL, REFUTED, REPRODUCED, infercast, main
+
+PLAN = ("infercast plan --model llama-3.1-8b --hardware h100-sxm --tp 1 --precision bf16/bf16 --batch-caps 256 "
+        "--chunks 8192 --no-speculative --disagg-ratios 1:1,2:1,1:2 --executor serial --alternatives 10 --json")
+WORKLOADS = {"prefill-heavy": "--input-tokens 4000 --output-tokens 200 --rate 20 --num-requests 600",
+             "decode-heavy": "--input-tokens 300 --output-tokens 1500 --rate 16 --num-requests 1200"}
+SLOS = {"loose": "--slo-ttft-p99 1.0 --slo-tpot-p99 0.03", "tight": "--slo-ttft-p99 2.0 --slo-tpot-p99 0.015"}
+SIM = ("infercast simulate --model llama-3.1-8b --hardware h100-sxm --disaggregated --prefill-replicas 1 "
+       "--decode-replicas 1 --rate 2 --num-requests 100 --input-tokens {p} --output-tokens 200 --seed 1 "
+       "--no-progress --json")
+CLAIM = {
+    "id": 9,
+    "claim": "disaggregated serving: ~3-4x TCO benefit on prefill-heavy and 2.5-4x on decode-heavy workloads, "
+             "at the cost of a sub-50 ms KV transfer",
+    "where": "seed, the disaggregated prefill/decode section",
+    "commands": [f"{PLAN} {WORKLOADS['prefill-heavy']} {SLOS['tight']}   (and the loose SLO, and the "
+                 f"decode-heavy load: {WORKLOADS['decode-heavy']})",
+                 SIM.format(p="P") + "   (P = 4000, 32000)"],
+}
+
+
+def _cheapest(plan: dict, disaggregated: bool) -> dict | None:
+    options = ([plan["best"]] if plan["best"] else []) + plan["alternatives"]
+    fits = [o for o in options if o["meets_slo"] and o["disaggregated"] == disaggregated]
+    if not fits:
+        return None
+    o = min(fits, key=lambda x: x["cost_per_hour"])
+    return {"label": o["label"], "num_gpus": o["num_gpus"], "cost_per_hour": o["cost_per_hour"],
+            "ttft_p99_s": o["ttft_p99_s"], "tpot_p99_s": o["tpot_p99_s"]}
+
+
+def run() -> dict:
+    plans = {}
+    for wname, wflags in WORKLOADS.items():
+        for sname, sflags in SLOS.items():
+            p = infercast(f"{PLAN} {wflags} {sflags}")
+            agg, dis = _cheapest(p, False), _cheapest(p, True)
+            plans[f"{wname}/{sname}"] = {"aggregated": agg, "disaggregated": dis,
+                                         "tco_benefit": agg["cost_per_hour"] / dis["cost_per_hour"]
+                                         if agg and dis else None}
+    transfer = {str(p): infercast(SIM.format(p=p))["kv_transfer_s_mean"] for p in (4000, 32000)}
+    return {"plans": plans, "kv_transfer_s_mean": transfer}
+
+
+def verdict(r: dict) -> tuple[str, str]:
+    parts = []
+    for name, p in r["plans"].items():
+        a, d = p["aggregated"], p["disaggregated"]
+        parts.append(f"{name}: {a['num_gpus'] if a else 'none'} aggregated vs {d['num_gpus'] if d else 'none'} "
+                     f"disaggregated H100s ({p['tco_benefit']:.2f}x)" if p["tco_benefit"] else f"{name}: n/a")
+    t = r["kv_transfer_s_mean"]
+    finding = ("; ".join(parts) + f". KV transfer (8B, 50 GB/s): {t['4000'] * 1e3:.1f} ms for a 4000-token "
+               f"prompt, {t['32000'] * 1e3:.0f} ms for 32000.")
+    gains = {k: v["tco_benefit"] or 0.0 for k, v in r["plans"].items()}
+    prefill = max(v for k, v in gains.items() if k.startswith("prefill"))
+    decode = max(v for k, v in gains.items() if k.startswith("decode"))
+    if prefill >= 3 and decode >= 2.5:
+        return REPRODUCED, finding
+    if max(gains.values()) > 1.2:
+        return CONDITIONAL, (finding + f" Disaggregation pays ({prefill:.1f}x) only for the prefill-heavy load "
+                             "under a tight TPOT SLO, where long prefills would stall co-located decodes; under "
+                             f"a loose SLO, or decode-heavy (best {decode:.1f}x), aggregated chunked serving "
+                             "is as cheap or cheaper. The KV transfer stays under 50 ms only for prompts below "
+                             "~20k tokens on this link. Checked on one dense 8B model only; the disaggregated "
+                             "measurements infercast was checked against are DeepSeek-R1 (MoE) deployments "
+                             "(docs/levers.md).")
+    return REFUTED, finding
+
+
+if __name__ == "__main__":
+    main(__import__(__name__))
