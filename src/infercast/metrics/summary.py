@@ -221,6 +221,13 @@ class _Column:
         self.data[self.n] = x
         self.n += 1
 
+    def extend(self, xs: np.ndarray) -> None:
+        need = self.n + xs.size
+        if need > self.data.size:
+            self.data = np.resize(self.data, max(need, 2 * self.data.size))
+        self.data[self.n : need] = xs
+        self.n = need
+
     def values(self) -> np.ndarray:
         return self.data[: self.n]
 
@@ -278,6 +285,53 @@ class MetricsAccumulator:
             self._reason(rec.error or rec.finish_reason or "error")
         else:
             self._add_completed(rec)
+
+    def add_many(self, arrival_s: np.ndarray, prompt_tokens: np.ndarray, finish_s: np.ndarray,
+                 first_scheduled_s: np.ndarray, token_times_s: np.ndarray, token_counts: np.ndarray,
+                 finish_reasons: Iterable[str] | None = None) -> None:
+        """Account many completed requests at once, each emitting one token per chunk.
+
+        The same as :meth:`add` of, for request i, a ``RequestRecord`` with
+        ``output_tokens = token_counts[i] >= 1``, token times ``token_counts[i]``
+        consecutive entries of ``token_times_s`` (requests in order),
+        ``chunk_tokens=None``, token count source ``exact``, ``finish_reasons[i]``
+        (default ``length``) and ``first_scheduled_s[i]`` (NaN: unknown). The
+        simulator's path: no record object per request, numpy columns instead.
+        """
+        k = int(arrival_s.size)
+        if not k:
+            return
+        counts = np.asarray(token_counts, dtype=np.int64)
+        if counts.min() < 1 or int(counts.sum()) != token_times_s.size:
+            raise ValueError("add_many: every request needs >= 1 token time, counts must cover token_times_s")
+        ends = np.cumsum(counts)
+        starts = ends - counts
+        first, last = token_times_s[starts], token_times_s[ends - 1]
+        self._start_s = min(self._start_s, float(arrival_s.min()))
+        self._end_s = max(self._end_s, float(np.maximum(np.maximum(arrival_s, finish_s), last).max()))
+        self.completed += k
+        if finish_reasons is None:
+            self._finish_reasons["length"] += k
+        else:
+            self._finish_reasons.update(finish_reasons)
+        self._sources["exact"] += k
+        self._input_tokens += int(prompt_tokens.sum())
+        out = int(ends[-1])
+        self._output_tokens += out
+        self._cols["ttft"].extend(first - arrival_s)
+        tpot = np.full(k, math.nan)
+        multi = counts > 1
+        tpot[multi] = (last[multi] - first[multi]) / (counts[multi] - 1)
+        self._cols["tpot"].extend(tpot)
+        self._cols["e2e"].extend(last - arrival_s)
+        known = ~np.isnan(first_scheduled_s)
+        self._cols["queueing"].extend((first_scheduled_s - arrival_s)[known])
+        self._num_chunks += out
+        self._chunk_tokens += out
+        gaps = np.diff(token_times_s)
+        keep = np.ones(gaps.size, dtype=bool)
+        keep[ends[:-1] - 1] = False  # the step from one request's last token to the next one's first
+        self._gaps1.add(gaps[keep])
 
     def _reason(self, reason: str) -> None:
         key = reason if reason in self._failure_reasons or len(self._failure_reasons) < MAX_REASONS else "other"

@@ -141,12 +141,15 @@ class Replica:
         fast: bool = True,
         max_segment_steps: int = 4096,
         observe: Callable[[float, Replica, int], None] | None = None,
+        complete: Callable[[Request, float | None, np.ndarray, float], None] | None = None,
     ):
         self.index = index
         self.sched = scheduler
         self.timer = timer
         self.kernel = kernel
         self.emit = emit  # (record, replica index) for every finished or rejected request
+        # (request, first scheduled, token times, finish): a completed request without a record
+        self.complete = complete
         self.fast = fast
         self.max_segment_steps = max_segment_steps
         self.observe = observe
@@ -326,6 +329,9 @@ class Replica:
         else:
             times = np.asarray(tr.times, dtype=np.float64)
         self.outstanding_tokens -= req.prompt_tokens + req.max_output_tokens
+        if self.complete is not None:
+            self.complete(req, tr.first_scheduled_s, times, now)
+            return
         rec = RequestRecord(
             req.request_id, req.arrival_s, req.prompt_tokens, req.num_output_tokens, times,
             finish_s=now, first_scheduled_s=tr.first_scheduled_s, finish_reason=req.finish_reason,

@@ -19,6 +19,7 @@ import numpy as np
 from infercast.metrics.records import RequestRecord
 from infercast.metrics.summary import MetricsAccumulator, Summary
 from infercast.sched import Request, Scheduler, SchedulerConfig, synthetic_block_hashes
+from infercast.sim.collect import CompletionBuffer
 from infercast.sim.config import SimConfig
 from infercast.sim.kernel import PRIO_ARRIVAL, Kernel
 from infercast.sim.replica import Replica
@@ -119,6 +120,8 @@ class _Driver:
         self.stream, self.replicas, self.kernel = stream, replicas, kernel
         self.router = make_router(cfg.router)
         self.on_record = on_record
+        self.completions: CompletionBuffer | None = None  # set by simulate()
+        self.on_done: Callable[[], None] = lambda: None
         self.closed = cfg.workload.resolved_arrival == "closed"
         self.block_size = cfg.scheduler.block_size
         self.prefix_tokens = cfg.workload.prefix_tokens
@@ -159,6 +162,13 @@ class _Driver:
         if self.closed:  # a finished (or rejected) request frees a client slot
             self._next_at(self.kernel.now)
 
+    def complete(self, req: Request, first_scheduled_s: float | None, times: np.ndarray, finish_s: float) -> None:
+        """A completed request, batched for the metrics (no record object unless a sink wants one)."""
+        self.completions.add(req, first_scheduled_s, times, finish_s)
+        self.on_done()
+        if self.closed:
+            self._next_at(self.kernel.now)
+
 
 def simulate(
     cfg: SimConfig,
@@ -179,16 +189,21 @@ def simulate(
     series = TimeSeries()
     done = [0]
 
-    def on_record(rec: RequestRecord) -> None:
-        acc.add(rec)
-        if sink is not None:
-            sink(rec)
+    def on_done() -> None:
         done[0] += 1
         if progress is not None and done[0] % 1000 == 0:
             progress(done[0])
 
+    def on_record(rec: RequestRecord) -> None:
+        acc.add(rec)
+        if sink is not None:
+            sink(rec)
+        on_done()
+
     replicas: list[Replica] = []
     driver = _Driver(cfg, stream, replicas, kernel, on_record)
+    driver.completions = CompletionBuffer(acc, sink)
+    driver.on_done = on_done
     if cfg.disaggregation is not None:
         from infercast.sim.disagg import build_disagg
 
@@ -197,6 +212,7 @@ def simulate(
         sched_cfg, extra = _build_replicas(cfg, timer, kernel, driver, series)
     driver.start()
     kernel.run()
+    driver.completions.flush()
     if progress is not None:
         progress(done[0])
     result = _result(acc, replicas, kernel, series, sched_cfg, wall0, cpu0)
@@ -206,7 +222,7 @@ def simulate(
 
 def _build_replicas(cfg: SimConfig, timer, kernel: Kernel, driver: _Driver, series: TimeSeries):
     """``cfg.replicas`` aggregated replicas on the driver's list (speculative ones if asked)."""
-    cls, kwargs = Replica, {"fast": cfg.mode == "fast"}
+    cls, kwargs = Replica, {"fast": cfg.mode == "fast", "complete": driver.complete}
     if cfg.speculative is not None:
         from infercast.sim.build import spec_timer
         from infercast.sim.speculative import SpecReplica, SpecTimer
