@@ -2,7 +2,7 @@
 
 ``infercast estimate`` for one model (Llama-3.1-8B on one H100 SXM) over
 precision (BF16, FP8 weights + FP8 KV, INT4 weights + FP8 KV), context (512,
-8192, 32768) and batch (1 up to the largest that fits). The span is the ratio
+8192, 32768) and batch (powers of two from 1 while they fit). The span is the ratio
 of the highest to the lowest decode tokens/s among configurations that fit.
 """
 
@@ -13,14 +13,15 @@ from _gallery import CONDITIONAL, REFUTED, REPRODUCED, infercast, main
 PRECISIONS = {"bf16": "--weights bf16", "fp8+fp8kv": "--weights fp8 --kv-cache fp8",
               "int4+fp8kv": "--weights int4 --kv-cache fp8"}
 CONTEXTS = (512, 8192, 32768)
-EST = "infercast estimate --model llama-3.1-8b --hardware h100-sxm {flags} --context {ctx} --json"
+BATCHES = ",".join(str(2**i) for i in range(13))  # 1 ... 4096; rows that do not fit are dropped
+EST = "infercast estimate --model llama-3.1-8b --hardware h100-sxm {flags} --context {ctx} --batch {batches} --json"
 CLAIM = {
     "id": 11,
     "claim": "\"10k tok/s\" is meaningless without batch, context and precision: one model's tokens/s spans "
              "two orders of magnitude across them",
     "where": "seed, the closing advice on reading throughput numbers",
-    "commands": [EST.format(flags="--weights W [--kv-cache fp8]", ctx="C") + "   (W = bf16, fp8, int4; C = "
-                 + ", ".join(map(str, CONTEXTS)) + "; batches 1, 8, 32, 64 and the max that fits)"],
+    "commands": [EST.format(flags="--weights W [--kv-cache fp8]", ctx="C", batches="1,2,4,...,4096")
+                 + "   (W = bf16, fp8, int4; C = " + ", ".join(map(str, CONTEXTS)) + "; rows that fit)"],
 }
 
 
@@ -28,7 +29,7 @@ def run() -> dict:
     points = []
     for name, flags in PRECISIONS.items():
         for ctx in CONTEXTS:
-            for d in infercast(EST.format(flags=flags, ctx=ctx))["decode"]:
+            for d in infercast(EST.format(flags=flags, ctx=ctx, batches=BATCHES))["decode"]:
                 if d["fits"]:
                     points.append({"precision": name, "context": ctx, "batch": d["batch"],
                                    "tokens_per_s": d["tokens_per_s"]})
