@@ -24,7 +24,8 @@ CLAIM = {
     "claim": "Llama-3-70B FP8 on one H100, context 2048, batch 1/8/32/64: 21.00/21.70/24.10/27.31 ms, "
              "48/369/1,328/2,344 tok/s; double these for a realistic TPOT (~47% of bandwidth achieved)",
     "where": "seed, the minimal implementation's output table and the note under it",
-    "commands": [COMMAND, "python examples/c01_seed_table.py  (adds the measured-TPOT comparison)"],
+    "commands": [COMMAND, "infercast estimate --model llama-3.1-70b --hardware h100-sxm --weights fp8 --tp T "
+                 "--batch C --context I+O/2 --json   (per measured TPOT row: its TP, concurrency, lengths)"],
 }
 
 

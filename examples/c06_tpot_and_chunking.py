@@ -49,7 +49,8 @@ def verdict(r: dict) -> tuple[str, str]:
                       f"TTFT p50 {v['ttft_p50_s'] * 1e3:.0f} ms" for n, v in s.items())
     finding = (f"TPOT at context 2048: {' / '.join(f'{v * 1e3:.1f}' for v in t.values())} ms at batch "
                f"{' / '.join(t)} ({t[str(BATCHES[-1])] / t['1']:.1f}x from 1 to {BATCHES[-1]}). {sched}.")
-    monotone = all(a <= b for a, b in zip(list(t.values()), list(t.values())[1:], strict=False))
+    by_batch = [t[b] for b in sorted(t, key=int)]
+    monotone = all(a <= b for a, b in zip(by_batch, by_batch[1:], strict=False))
     stall_cut = k["itl_max_s"] < 0.25 * c["itl_max_s"] and k["itl_p99_s"] < c["itl_p99_s"]
     if monotone and stall_cut:
         return REPRODUCED, (finding + f" Small chunks cut the worst stall {c['itl_max_s'] / k['itl_max_s']:.0f}x at "
