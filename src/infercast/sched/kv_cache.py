@@ -101,17 +101,23 @@ class BlockManager:
     @property
     def usage(self) -> float:
         """Fraction of blocks referenced by some request (0..1)."""
-        return self.num_used_blocks / self.num_blocks
+        return (self.num_blocks - len(self._free) - len(self._cached_free)) / self.num_blocks
 
     def allocate(self, n: int) -> list[int] | None:
         """Take ``n`` blocks with ref count 1, or return None (and change nothing)."""
         if n <= 0:
             return []
-        if n > self.num_free_blocks:
+        free = self._free
+        k = len(free)
+        if n <= k and not self.enable_prefix_caching:  # the common case, in one slice
+            blocks = free[k - n :]
+            del free[k - n :]
+            return blocks
+        if n > k + len(self._cached_free):
             return None
-        take = min(n, len(self._free))
-        blocks = self._free[len(self._free) - take :]
-        del self._free[len(self._free) - take :]
+        take = min(n, k)
+        blocks = free[k - take :]
+        del free[k - take :]
         for _ in range(n - take):  # evict least recently freed cached blocks
             block, _ = self._cached_free.popitem(last=False)
             del self._hash_to_block[self._block_to_hash.pop(block)]

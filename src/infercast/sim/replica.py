@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from infercast.metrics.records import RequestRecord
-from infercast.sched import Request, Scheduler
+from infercast.sched import Request, RequestStatus, Scheduler
 from infercast.sim.kernel import PRIO_ARRIVAL, PRIO_KICK, PRIO_STEP_END, Kernel
 from infercast.sim.timeline import Timeline
 
@@ -56,10 +56,13 @@ class _Segment:
     def end(self, j: int) -> float:
         return self.start_s + j * self.c1 + self.c2 * (j * (j - 1))
 
-    def ends(self, m: int) -> np.ndarray:
-        """End times of steps 1..m (same arithmetic as :meth:`end`)."""
+    def ends(self, m: int) -> list[float] | np.ndarray:
+        """End times of steps 1..m (same arithmetic as :meth:`end`; a list when short)."""
+        s, c1, c2 = self.start_s, self.c1, self.c2
+        if m <= 32:  # segments are mostly a few steps long (cut by arrivals): numpy costs more
+            return [s + j * c1 + c2 * (j * (j - 1)) for j in range(1, m + 1)]
         j = np.arange(1, m + 1, dtype=np.float64)
-        return self.start_s + j * self.c1 + self.c2 * (j * (j - 1))
+        return s + j * c1 + c2 * (j * (j - 1))
 
     def first_end_after(self, t: float) -> int:
         """Smallest j in [1, steps] with end(j) >= t (root of the quadratic, then checked)."""
@@ -95,16 +98,6 @@ def _step_arrays(batch) -> tuple[np.ndarray, np.ndarray]:
         new[k:] = 1.0
         cached[k:] = batch.decode_cached_tokens / nd
     return new, cached
-
-
-def _step_time(timer, batch) -> float:
-    """Step time from the timer; a StepModel's ``mixed_step_time_s`` takes the batch without arrays."""
-    mixed = getattr(timer, "mixed_step_time_s", None)
-    if mixed is None:
-        return timer.step_time_s(*_step_arrays(batch))
-    seqs = batch.seqs
-    return mixed(batch.num_decode_seqs, batch.decode_cached_tokens,
-                 [s.num_new_tokens for s in seqs], [s.num_cached_tokens for s in seqs])
 
 
 class ReplicaStats:
@@ -165,6 +158,8 @@ class Replica:
         self._num_decoding = 0
         self._affine: dict[int, tuple[float, float]] = {}
         self._context_limit = float(getattr(timer, "affine_context_limit", float("inf")))
+        self._windowed = self._context_limit != float("inf")
+        self._mixed = getattr(timer, "mixed_step_time_s", None)
 
     # ---- arrivals ---------------------------------------------------------------
     def submit(self, req: Request) -> None:
@@ -200,26 +195,33 @@ class Replica:
         sched = self.sched
         if self.fast:
             k = sched.decode_horizon(self.max_segment_steps)
-            if k and self._context_limit != float("inf"):
+            if k and self._windowed:
                 k = self._cap_by_context(k)
             if k >= 2:
                 self._start_segment(now, k)
                 return
         batch = sched.schedule()
-        if batch.is_empty:
+        seqs, nd = batch.seqs, batch.num_decode_seqs
+        if not seqs and not nd:
             self._busy = False
             return
         tracks = self.tracks
         for rid in batch.preempted:
             self._flush(tracks[rid])
-        for seq in batch.seqs:
+        for seq in seqs:
             tr = tracks[seq.request_id]
             if tr.first_scheduled_s is None:
                 tr.first_scheduled_s = now
-        dt = _step_time(self.timer, batch)
-        self.stats.add(1, dt, batch.num_seqs, sched.kv.usage)
+        mixed = self._mixed
+        if mixed is not None:  # a StepModel: the batch as sums, no arrays
+            dt = mixed(nd, batch.decode_cached_tokens,
+                       [q.num_new_tokens for q in seqs], [q.num_cached_tokens for q in seqs])
+        else:
+            dt = self.timer.step_time_s(*_step_arrays(batch))
+        num_seqs = len(seqs) + nd
+        self.stats.add(1, dt, num_seqs, sched.kv.usage)
         if self.observe is not None:
-            self.observe(now, self, batch.num_seqs)
+            self.observe(now, self, num_seqs)
         self._busy = True
         self._batch = batch
         self.kernel.at(now + dt, PRIO_STEP_END, self._end_step)
@@ -242,11 +244,12 @@ class Replica:
                 raise RuntimeError("a step ran only some decoding requests; timeline would be wrong")
             self._append_time(now)
         done = self.sched.update(batch)
-        finished = {r.request_id for r in done}
-        for tr in started:
-            if tr.req.request_id not in finished:
-                tr.tl_start = self.timeline.size
-                self._num_decoding += 1
+        if started:
+            size = self.timeline.size
+            for tr in started:
+                if tr.req.status is RequestStatus.RUNNING:  # not finished by this step
+                    tr.tl_start = size
+                    self._num_decoding += 1
         for req in done:
             self._finish(req, now)
         self._kick(now)
@@ -304,9 +307,9 @@ class Replica:
         tl.drop_before(min(starts) if starts else tl.size)
         self._compact_at = max(TIMELINE_COMPACT_MIN, 2 * (tl.held + extra))
 
-    def _append_times(self, times: np.ndarray) -> None:
-        if self.timeline.held + times.size > self._compact_at:
-            self._compact(times.size)
+    def _append_times(self, times: list[float] | np.ndarray) -> None:
+        if self.timeline.held + len(times) > self._compact_at:
+            self._compact(len(times))
         self.timeline.extend(times)
 
     def _flush(self, tr: _Track) -> None:

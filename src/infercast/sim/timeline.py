@@ -35,8 +35,8 @@ class Timeline:
         self._data[self._n] = t
         self._n += 1
 
-    def extend(self, times: np.ndarray) -> None:
-        k = times.size
+    def extend(self, times: list[float] | np.ndarray) -> None:
+        k = len(times)
         if self._n + k > self._data.size:
             self._grow(k)
         self._data[self._n : self._n + k] = times
