@@ -38,7 +38,7 @@ def run() -> dict:
     for budget in BUDGETS:
         for policy in ("static", "continuous"):
             d = infercast(f"{SIM} --scheduler {policy} --max-num-batched-tokens {budget}")
-            sims[f"{policy}_{budget}"] = {"output_tokens_per_s": d["output_throughput_tps"],
+            sims[f"{policy}_{budget}"] = {"completed": d["completed"], "output_tokens_per_s": d["output_throughput_tps"],
                                           "mean_batch": d["mean_batch_size"], "tpot_p50_s": d["tpot_s"]["p50"]}
     return {"max_batch": max_batch, "reserved_8192_batch": reserved_batch,
             "batch_gain_max": tok[max_batch] / tok[1], "batch_gain_reserved": tok[reserved_batch] / tok[1],
@@ -58,6 +58,8 @@ def verdict(r: dict) -> tuple[str, str]:
                f"({r['batch_gain_reserved']:.0f}x batch 1), so paged KV adds {r['paging_gain']:.1f}x. "
                f"(b) continuous over static: {ratios}.")
     batching_ok = r["batch_gain_max"] >= 4
+    if any(v["completed"] != 400 for v in s.values()):  # a rejected request would bias the throughput ratio
+        return REFUTED, finding + " (not comparable: some runs rejected requests)"
     best = max(c.values())
     if batching_ok and min(c.values()) >= 23:
         return REPRODUCED, finding
