@@ -5,6 +5,8 @@ Runs the seed case through ``infercast estimate`` (the seed's own formula is the
 the seed's arithmetic with its round 70e9 parameters, and compares infercast's
 floor with every measured TPOT of Llama-3.x-70B FP8 on H100 in the shipped
 measurements (achieved fraction of the bandwidth floor = floor / measured).
+The preset is Llama-3.1-70B: the same shapes as the seed's Llama-3-70B (80
+layers, 8 KV heads of 128, 70.55B parameters).
 """
 
 from __future__ import annotations
