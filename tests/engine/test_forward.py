@@ -8,6 +8,7 @@ import pytest
 from infercast.engine.config import EngineModelConfig, named_config
 from infercast.engine.gguf_loader import unpermute_rows
 from infercast.engine.kv_store import PagedKVStore
+from infercast.engine.linear import linear
 from infercast.engine.model import LlamaModel, SeqInput
 from infercast.engine.reference import reference_logits
 from infercast.engine.rope import inv_frequencies
@@ -139,3 +140,16 @@ def test_packed_weights_are_the_same_model_in_one_buffer(size):
                                                  PagedKVStore(cfg, 4, 4), all_logits=True)[0]
                   for w in (packed, plain)])
     np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("rows", [1, 2, 7, 8, 9, 16, 17, 31, 32, 33])
+def test_blocked_linear_equals_one_product(rows):
+    # w [600, 256]: 256 and 128 KiB blocks hold 256 and 128 rows, so blocks and
+    # x slices are ragged at both ends.
+    rng = np.random.default_rng(rows)
+    w = rng.standard_normal((600, 256), dtype=np.float32)
+    x = rng.standard_normal((rows, 256), dtype=np.float32)
+    got = linear(x, w)
+    assert got.shape == (rows, 600) and got.flags.c_contiguous
+    np.testing.assert_allclose(got, x.astype(np.float64) @ w.T.astype(np.float64),
+                               rtol=1e-4, atol=1e-4)

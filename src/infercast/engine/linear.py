@@ -1,12 +1,27 @@
 """``x @ w.T`` for the engine's weight layout, fast at the small batches decode runs.
 
 OpenBLAS (numpy's BLAS) runs a matrix product with 2-32 rows in ``x`` far
-below both the bandwidth and the compute roofline: measured on this machine
-(one thread, w 5632 x 2048 float32), 1 row took 1.5 ms (a memory-bound gemv at
-~30 GB/s) but 2-8 rows took ~6 ms, 4x the time to read w once. Splitting w into
-row blocks of 128-256 KiB (which stay in L2 while all rows of x use them) brought
-2-4 rows back to ~1.7 ms and 8-32 rows to 1.5-2.5x faster than one call. Large
-batches (prefill) go to BLAS in one call, where it reaches its GEMM peak.
+below both the bandwidth and the compute roofline: on this machine (one
+thread) the chain of random-100m's 49 weight matrices took 25 ms with 1 row of
+x but 74-84 ms with 2-16 rows and 104 ms with 32, in one call per matrix.
+Splitting w into row blocks that stay in L2 (2 MiB per core here) while the
+rows of x use them brings 2-4 rows near the one-row time and 8-32 rows to
+1.3-2.5x faster than one call. Large batches (prefill) go to BLAS in one call,
+where it reaches its GEMM peak.
+
+Each block runs as ``x_slice @ w_blk.T`` into a column slice of the output (no
+transposes). Block size and x slice were chosen on that chain (thread CPU time,
+best of 3x2, ms; "wx" is the earlier ``w_blk @ x.T`` into a transposed output):
+
+====  ==========  ==================  ==================  ===================  ========
+rows  wx 128 KiB  xw 128 KiB, 1 slice  xw 256 KiB, 1 slice  xw 128 KiB, 16 rows  one call
+====  ==========  ==================  ==================  ===================  ========
+16    60.7        54.3                90.5                54.6                 83.6
+32    94.5        133.6               156.8               82.9                 104.2
+====  ==========  ==================  ==================  ===================  ========
+
+With up to 8 rows, 256 KiB blocks in one slice measured as fast as the earlier
+scheme or faster (8 rows: random-100m decode step 48.6 -> 43.8 ms).
 """
 
 from __future__ import annotations
@@ -14,10 +29,8 @@ from __future__ import annotations
 import numpy as np
 
 SMALL_BATCH_MAX_ROWS = 32  # above this, one BLAS call is as fast (measured, see module doc)
-# Bytes of w per block: ~256 KiB for up to 4 rows of x, ~128 KiB beyond (measured best
-# on w 3072 x 576 and 5632 x 2048: larger blocks lose 30-50% at 8-16 rows).
-BLOCK_BYTES_FEW = 256 * 1024
-BLOCK_BYTES_MANY = 128 * 1024
+KIB = 1024
+SLICE_ROWS = 16  # rows of x per product beyond 8 rows (see the module doc's table)
 
 
 def linear(x: np.ndarray, w: np.ndarray) -> np.ndarray:
@@ -25,12 +38,15 @@ def linear(x: np.ndarray, w: np.ndarray) -> np.ndarray:
     t = x.shape[0]
     if t == 1 or t > SMALL_BATCH_MAX_ROWS:
         return x @ w.T
-    block = BLOCK_BYTES_FEW if t <= 4 else BLOCK_BYTES_MANY
-    rows = max(32, block // (w.shape[1] * w.itemsize))
+    block = 256 * KIB if t <= 8 else 128 * KIB
+    rows = max(16, block // (w.shape[1] * w.itemsize))
     if rows >= w.shape[0]:
         return x @ w.T
-    xt = np.ascontiguousarray(x.T)  # [in, T]
-    out = np.empty((w.shape[0], t), dtype=np.float32)
+    slices = [slice(0, t)] if t <= 8 else [slice(i, i + SLICE_ROWS)
+                                           for i in range(0, t, SLICE_ROWS)]
+    out = np.empty((t, w.shape[0]), dtype=np.float32)
     for start in range(0, w.shape[0], rows):
-        np.dot(w[start: start + rows], xt, out=out[start: start + rows])
-    return np.ascontiguousarray(out.T)
+        w_blk = w[start: start + rows].T
+        for part in slices:
+            np.matmul(x[part], w_blk, out=out[part, start: start + rows])
+    return out
