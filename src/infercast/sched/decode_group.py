@@ -40,7 +40,7 @@ class DecodeGroupMixin:
         """
         if not self.group or self.explicit or max_steps < 1 or self._pending_group:
             return 0
-        if self.policy.would_admit(self):
+        if self.waiting and self.policy.would_admit(self):
             return 0
         heap = self._finish_heap
         while heap and not self._live(heap[0]):
@@ -58,20 +58,26 @@ class DecodeGroupMixin:
             self._reserve.extend(blocks)
         self.dstep += num_steps
         done: list[Request] = []
-        self._pop_finished(done)
+        heap = self._finish_heap
+        if heap and heap[0][0] <= self.dstep:
+            self._pop_finished(done)
         return done
 
     def _blocks_needed(self, steps: int) -> int:
-        bs, phase, d = self.config.block_size, self._phase, self.dstep
+        """Blocks the group's next ``steps`` steps take: whole rounds, then a run of phases."""
+        bs, phase = self.config.block_size, self._phase
         need = (steps // bs) * self._phased
-        for i in range(steps % bs):
-            need += phase[(d + i) % bs]
+        r = steps % bs
+        if r:
+            lo = self.dstep % bs
+            hi = lo + r
+            need += sum(phase[lo:hi]) if hi <= bs else sum(phase[lo:]) + sum(phase[: hi - bs])
         return need
 
     def _kv_horizon(self, steps: int) -> int:
         """Largest k <= steps whose group steps fit in the free KV blocks."""
         free, n, bs = self.kv.num_free_blocks, self._phased, self.config.block_size
-        if self._blocks_needed(steps) <= free:
+        if (steps // bs + 1) * n <= free or self._blocks_needed(steps) <= free:  # a bound first: no loop
             return steps
         full = min(steps // bs, free // n)  # n > 0 here: otherwise nothing is needed
         left = free - full * n

@@ -139,25 +139,28 @@ class Scheduler(DecodeGroupMixin):
     def schedule(self) -> Batch:
         """The next step's batch (empty when nothing can run)."""
         entries, preempted = self.policy.schedule(self)
-        emit = self.config.emit_block_tables
-        listed = []
+        cfg = self.config
         n_group = self._pending_group
-        if n_group and not self.config.compact_decodes:
+        if n_group and not cfg.compact_decodes:
+            listed = []
             for req in self.group.values():
                 self._sync(req, lookahead=1)  # the table must hold the position written now
                 listed.append((req, 1))
+            entries = listed + entries
             n_group = 0
-        seqs = tuple(
-            ScheduledSeq(
-                req.request_id,
-                n,
-                req.num_computed_tokens,
-                tuple(req.block_table) if emit else (),
-                req.num_computed_tokens + n == req.num_tokens,
-            )
-            for req, n in (*listed, *entries)
-        )
-        cached = self.group_context_tokens if n_group else 0
+        if cfg.emit_block_tables:
+            seqs = tuple([
+                ScheduledSeq(req.request_id, n, req.num_computed_tokens, tuple(req.block_table),
+                             req.num_computed_tokens + n == req.num_tokens)
+                for req, n in entries
+            ])
+        else:
+            seqs = tuple([
+                ScheduledSeq(req.request_id, n, req.num_computed_tokens, (),
+                             req.num_computed_tokens + n == req.prompt_tokens + req.num_output_tokens)
+                for req, n in entries
+            ])
+        cached = self._dsum + len(self.group) * self.dstep if n_group else 0
         return Batch(seqs, tuple(preempted), n_group, cached)
 
     def update(
@@ -171,11 +174,15 @@ class Scheduler(DecodeGroupMixin):
         if self._pending_group:
             self._pending_group = 0
             self.dstep += 1
-            self._pop_finished(done)
+            heap = self._finish_heap
+            if heap and heap[0][0] <= self.dstep:
+                self._pop_finished(done)
         requests = self.requests
+        prefix_caching = self.config.enable_prefix_caching
+        running = RequestStatus.RUNNING
         for seq in batch.seqs:
             req = requests.get(seq.request_id)
-            if req is None or req.status is not RequestStatus.RUNNING:
+            if req is None or req.status is not running:
                 continue  # finished above, or aborted while the step ran
             if req.dbase >= 0:  # a listed group member: its token is already counted
                 extra = _count(num_sampled.get(req.request_id, 1)) - 1 if num_sampled else 0
@@ -184,7 +191,7 @@ class Scheduler(DecodeGroupMixin):
                     self._sampled(req, extra, finished, done)
                 continue
             req.num_computed_tokens += seq.num_new_tokens
-            if self.config.enable_prefix_caching:
+            if prefix_caching:
                 self._register_blocks(req)
             if seq.samples:
                 n = _count(num_sampled.get(req.request_id, 1)) if num_sampled else 1
@@ -270,13 +277,20 @@ class Scheduler(DecodeGroupMixin):
 
     def admit(self, req: Request, hits: list[int], num_new: int) -> bool:
         """Move the head of ``waiting`` to running with its prefix hits and ``num_new`` tokens."""
-        if self.admission_cost(req, hits, num_new) > self.kv.num_free_blocks:
-            return False
-        self.kv.share(hits)
-        req.block_table = list(hits)
-        req.num_computed_tokens = len(hits) * self.config.block_size
-        if not self.allocate_for(req, num_new):  # cannot happen after the cost check
-            raise RuntimeError("KV allocation failed after a successful admission check")
+        if not hits:  # the common case: fresh blocks only
+            blocks = self.kv.allocate(-(-num_new // self.config.block_size))
+            if blocks is None:
+                return False
+            req.block_table = blocks
+            req.num_computed_tokens = 0
+        else:
+            if self.admission_cost(req, hits, num_new) > self.kv.num_free_blocks:
+                return False
+            self.kv.share(hits)
+            req.block_table = list(hits)
+            req.num_computed_tokens = len(hits) * self.config.block_size
+            if not self.allocate_for(req, num_new):  # cannot happen after the cost check
+                raise RuntimeError("KV allocation failed after a successful admission check")
         if not req.admitted:
             req.admitted = True
             req.num_cached_prompt_tokens = req.num_computed_tokens
