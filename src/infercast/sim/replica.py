@@ -255,8 +255,9 @@ class Replica:
         self._kick(now)
 
     def _start_segment(self, now: float, k: int) -> None:
-        n = len(self.sched.group)
-        s0 = self.sched.group_context_tokens
+        sched = self.sched
+        n = len(sched.group)
+        s0 = sched.group_context_tokens
         ab = self._affine.get(n)
         if ab is None:
             ab = self._affine[n] = self.timer.decode_affine(n)
@@ -275,7 +276,7 @@ class Replica:
         seg = self._segment
         m = seg.first_end_after(arrival_s)
         if m < seg.steps:
-            self.kernel.cancel(seg.handle)
+            Kernel.cancel(seg.handle)
             seg.steps = m
             seg.handle = self.kernel.at(seg.end(m), PRIO_STEP_END, self._end_segment)
 
@@ -284,8 +285,13 @@ class Replica:
         seg, self._segment = self._segment, None
         m = seg.steps
         self.stats.add(m, now - seg.start_s, seg.num_seqs, self.sched.kv.usage)
-        self._append_times(seg.ends(m))
-        for req in self.sched.advance_decode(m):
+        ends = seg.ends(m)
+        tl = self.timeline
+        if tl.held + m > self._compact_at:
+            self._compact(m)
+        tl.extend(ends)
+        done = self.sched.advance_decode(m)
+        for req in done:
             self._finish(req, now)
         self._kick(now)
 
@@ -306,11 +312,6 @@ class Replica:
         starts = [tr.tl_start for tr in self.tracks.values() if tr.tl_start >= 0]
         tl.drop_before(min(starts) if starts else tl.size)
         self._compact_at = max(TIMELINE_COMPACT_MIN, 2 * (tl.held + extra))
-
-    def _append_times(self, times: list[float] | np.ndarray) -> None:
-        if self.timeline.held + len(times) > self._compact_at:
-            self._compact(len(times))
-        self.timeline.extend(times)
 
     def _flush(self, tr: _Track) -> None:
         """Preempted: copy its decode times out of the timeline; it stops decoding."""

@@ -121,7 +121,8 @@ class _Driver:
         self.router = make_router(cfg.router)
         self.on_record = on_record
         self.completions: CompletionBuffer | None = None  # set by simulate()
-        self.on_done: Callable[[], None] = lambda: None
+        self.progress: Callable[[int], None] | None = None
+        self.num_done = 0  # finished or rejected requests
         self.closed = cfg.workload.resolved_arrival == "closed"
         self.block_size = cfg.scheduler.block_size
         self.prefix_tokens = cfg.workload.prefix_tokens
@@ -152,10 +153,11 @@ class _Driver:
                 hashes = self._hashes[group] = synthetic_block_hashes(group, self.prefix_tokens, self.block_size)
         req = Request(str(self._count), prompt, output, at, hashes)
         self._count += 1
-        idx = self.router.route(group, self.replicas)
+        replicas = self.replicas
+        target = replicas[0] if len(replicas) == 1 else replicas[self.router.route(group, replicas)]
         if not self.closed:
             self._next_at(None)  # open loop: the next arrival is independent of this one
-        self.replicas[idx].submit(req)
+        target.submit(req)
 
     def emit(self, rec: RequestRecord, replica: int) -> None:
         self.on_record(rec)
@@ -165,7 +167,9 @@ class _Driver:
     def complete(self, req: Request, first_scheduled_s: float | None, times: np.ndarray, finish_s: float) -> None:
         """A completed request, batched for the metrics (no record object unless a sink wants one)."""
         self.completions.add(req, first_scheduled_s, times, finish_s)
-        self.on_done()
+        self.num_done += 1
+        if self.progress is not None and self.num_done % 1000 == 0:
+            self.progress(self.num_done)
         if self.closed:
             self._next_at(self.kernel.now)
 
@@ -187,23 +191,19 @@ def simulate(
     stream = request_stream(workload_spec(cfg, trace), rng, trace)
     kernel = Kernel()
     series = TimeSeries()
-    done = [0]
-
-    def on_done() -> None:
-        done[0] += 1
-        if progress is not None and done[0] % 1000 == 0:
-            progress(done[0])
 
     def on_record(rec: RequestRecord) -> None:
         acc.add(rec)
         if sink is not None:
             sink(rec)
-        on_done()
+        driver.num_done += 1
+        if progress is not None and driver.num_done % 1000 == 0:
+            progress(driver.num_done)
 
     replicas: list[Replica] = []
     driver = _Driver(cfg, stream, replicas, kernel, on_record)
     driver.completions = CompletionBuffer(acc, sink)
-    driver.on_done = on_done
+    driver.progress = progress
     if cfg.disaggregation is not None:
         from infercast.sim.disagg import build_disagg
 
@@ -214,7 +214,7 @@ def simulate(
     kernel.run()
     driver.completions.flush()
     if progress is not None:
-        progress(done[0])
+        progress(driver.num_done)
     result = _result(acc, replicas, kernel, series, sched_cfg, wall0, cpu0)
     result.extra.update(extra() if callable(extra) else extra)
     return result
