@@ -78,6 +78,8 @@ class Evaluator:
             plan = plan_case(case, self.models)
             if not simulate and plan.combine is None:
                 raise Unpredictable("only the simulator predicts this row (simulation off in this run)")
+            if plan.heavy and not prefer:
+                raise Unpredictable("a long simulation (disaggregated, concurrency > 512): run with --simulate-all")
             if not simulate or (plan.combine is not None and not prefer):
                 plan = replace(plan, simulate=None)
             g = self._group(plan.group)

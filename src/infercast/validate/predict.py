@@ -37,9 +37,8 @@ from infercast.validate.steady import closed_loop
 
 Combine = Callable[[Sequence[float], EfficiencyProfile], float]
 HARDWARE_METRICS = ("matmul_flops_per_s", "link_bandwidth_bytes_per_s")
-NOT_YET = {
-    "disaggregated": "no disaggregated prefill/decode model yet (the levers issue 7 has not landed)",
-}
+NOT_YET: dict[str, str] = {}
+HEAVY_CONCURRENCY = 512  # disaggregated rows above it take seconds each to simulate
 
 
 @dataclass(frozen=True)
@@ -55,6 +54,7 @@ class Plan:
     simulate: Callable[[EfficiencyProfile], Summary] | None = None  # simulator-based rows:
     sim_key: tuple = ()  # rows of one simulation share it
     sim_combine: Callable[[Summary, EfficiencyProfile], float] | None = None  # Summary -> value
+    heavy: bool = False  # a simulation too slow for the default run (--simulate-all runs it)
 
 
 def _need(value, what: str):
@@ -295,7 +295,50 @@ def _speculative(case: Case, models: StepModels) -> Plan:
                 lambda st, p: st.plain_s * float(tau) / st.step_s)
 
 
+def _pool(p: dict, where: str) -> tuple[int, int, bool]:
+    """A disaggregated pool's worker: (GPUs, EP, attention DP) from the row's ``extra``."""
+    try:
+        tp, adp, pp = (int(p.get(k) or 1) for k in ("tp_size", "attention_dp_size", "pp_size"))
+        ep = int(p.get("moe_ep_size") or 1)
+    except (TypeError, ValueError, AttributeError):
+        raise Unpredictable(f"extra.{where} does not describe a worker (tp_size, attention_dp_size, moe_ep_size)") from None
+    if pp != 1 or (tp > 1 and adp > 1):
+        raise Unpredictable(f"the {where} workers mix pipeline or attention TP with attention DP (not modelled)")
+    g = tp * adp
+    return g, min(ep, g), adp > 1
+
+
+def _disaggregated(case: Case, models: StepModels) -> Plan:
+    """Prefill and decode pools from ``extra``, closed loop at the row's concurrency (simulator)."""
+    from infercast.validate.simrun import SIM_METRICS, disagg_predictor
+
+    if case.metric not in ("ttft_mean_s", "tpot_mean_s", "itl_mean_s"):
+        raise _metric_error(case)
+    if not isinstance(case.extra.get("prefill"), dict) or not isinstance(case.extra.get("decode"), dict):
+        raise Unpredictable("a disaggregated row needs extra.prefill and extra.decode worker layouts")
+    gp, ep_p, dp_p = _pool(case.extra["prefill"], "prefill")
+    gd, ep_d, dp_d = _pool(case.extra["decode"], "decode")
+    pw, dw = case.extra["prefill"].get("num_workers"), case.extra["decode"].get("num_workers")
+    if pw and dw:
+        workers = (int(pw), int(dw))
+    elif case.n_gpus == gp + gd:
+        workers = (1, 1)
+    else:
+        raise Unpredictable(f"the source does not say how many prefill and decode workers share its {case.n_gpus} GPUs")
+    decode = replace(case, tp=gd, pp=1, ep=ep_d, n_gpus=gd)
+    lay, sm = _replica(decode, models)
+    setup = replace(lay.setup, attn_dp=dp_d)
+    i, o = _lengths(case)
+    clients = _need(case.concurrency, "concurrency")
+    key, run = disagg_predictor(setup, (gp, ep_p, dp_p), workers, clients, i, o)
+    pick = SIM_METRICS[case.metric]
+    return Plan(case, group_key(case), replace(lay, setup=setup), (), None,
+                (f"{workers[0]} prefill x {gp} GPUs, {workers[1]} decode x {gd} GPUs",), run, key,
+                lambda summary, p: float(pick(summary)), heavy=clients > HEAVY_CONCURRENCY)
+
+
 BUILDERS = {
+    "disaggregated": _disaggregated,
     "speculative": _speculative,
     "kernel": _kernel,
     "single_stream": _single_stream,

@@ -68,3 +68,37 @@ def sim_predictor(s: Setup, rate: float | None, input_tokens: int, output_tokens
         return simulate(cfg, timer).summary
 
     return (s, rate, concurrency, input_tokens, output_tokens, num_requests), run
+
+
+def disagg_predictor(s: Setup, prefill: tuple[int, int, bool], workers: tuple[int, int], concurrency: int,
+                     input_tokens: int, output_tokens: int) -> tuple[tuple, Callable[[EfficiencyProfile], Summary]]:
+    """Disaggregated prefill/decode pools (``infercast.sim.disagg``), closed loop at ``concurrency``.
+
+    ``s`` is one decode worker (timed with the profile being scored); ``prefill`` is a
+    prefill worker's (GPUs, EP, attention DP). The simulator builds the prefill pool's
+    cost model itself, with the default profile (``sim.build.pool_step_model`` does not
+    pass a profile on); both pools share the profile once it does.
+    """
+    from infercast.sim.config import build_config
+
+    gp, ep_p, dp_p = prefill
+    cfg = build_config({
+        "model": s.model, "hardware": s.hardware, "weights": s.weights, "kv_cache": s.kv_cache, "tp": s.tp,
+        "ep": s.ep, "attn_dp": s.attn_dp, "mode": "fast", "seed": 0,
+        "scheduler": {"policy": "chunked", "max_num_seqs": s.max_seqs, "max_num_batched_tokens": s.max_batched_tokens},
+        "workload": {"arrival": "closed", "concurrency": concurrency, "num_requests": CONCURRENCY_WAVES * concurrency,
+                     "input": {"dist": "fixed", "mean": input_tokens}, "output": {"dist": "fixed", "mean": output_tokens}},
+        "disaggregation": {"prefill": {"replicas": workers[0], "tp": gp, "ep": ep_p, "attn_dp": dp_p},
+                           "decode": {"replicas": workers[1]}},
+    })
+
+    def run(profile: EfficiencyProfile) -> Summary:
+        from infercast.sim.run import simulate
+
+        timer = StepModel(load_model(s.model), setup_hardware(s), Precision.parse(s.weights, s.kv_cache),
+                          Parallelism(tp=s.tp, pp=s.pp, ep=s.ep, attn_dp=s.attn_dp), profile,
+                          memory_fraction=MEMORY_FRACTION, max_batched_tokens=s.max_batched_tokens,
+                          max_seqs=s.max_seqs)
+        return simulate(cfg, timer).summary
+
+    return ("disagg", s, prefill, workers, concurrency, input_tokens, output_tokens), run
