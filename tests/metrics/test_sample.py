@@ -74,3 +74,18 @@ def test_merged_union_matches_numpy(caps):
             assert abs(m.percentile(q) - truth) <= HIST_REL_ERROR * 1.0001 * truth
     assert m.is_exact == (caps == (10_000, 10_000))
     assert a.count == 700 and b.count == 400  # inputs untouched
+
+
+def test_add_weighted_equals_add_with_weights_exact_and_folded():
+    rng = np.random.default_rng(5)
+    vals = rng.exponential(0.02, 3000)
+    counts = rng.integers(0, 50, 3000)
+    for cap in (10**6, 1000):  # stays exact; folds into the histogram
+        a, b = BoundedSample(cap), BoundedSample(cap)
+        for lo in range(0, 3000, 700):
+            a.add(vals[lo:lo + 700], counts[lo:lo + 700])
+            b.add_weighted(vals[lo:lo + 700], counts[lo:lo + 700])
+        assert (a.count, a.min, a.max, a.is_exact) == (b.count, b.min, b.max, b.is_exact)
+        assert b.mean == pytest.approx(a.mean, rel=1e-12) and b.std == pytest.approx(a.std, rel=1e-9)
+        for q in (1, 50, 90, 99, 99.9):
+            assert b.percentile(q) == a.percentile(q)

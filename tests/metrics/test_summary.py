@@ -109,31 +109,38 @@ def test_mixed_one_token_and_multi_token_chunks_pool_into_one_itl():
     assert s.itl_chunk.count == 3 and s.itl_chunk.mean == pytest.approx(0.02)
 
 
-def test_add_many_equals_add_record_by_record():
-    """The simulator's columnar path gives the summary of the record-by-record path."""
+def test_add_many_and_add_itl_equal_add_record_by_record():
+    """The simulator's columnar path (ITLs as weighted gaps) gives the record-by-record summary."""
     rng = np.random.default_rng(3)
-    recs, times, counts = [], [], []
+    recs = []
     for i in range(300):
         n = int(rng.integers(1, 40))
         arrival = float(rng.uniform(0, 10))
         t = arrival + np.cumsum(rng.exponential(0.02, n))
         recs.append(RequestRecord(f"r{i}", arrival, int(rng.integers(1, 900)), n, t, finish_s=float(t[-1]),
                                   first_scheduled_s=arrival + 0.001, finish_reason="length"))
-        times.append(t)
-        counts.append(n)
     one = MetricsAccumulator(slo_ttft_s=0.05, slo_tpot_s=0.03, itl_exact_cap=2000)
     for r in recs:
         one.add(r)
     many = MetricsAccumulator(slo_ttft_s=0.05, slo_tpot_s=0.03, itl_exact_cap=2000)
+
+    def col(f, part):
+        return np.array([f(r) for r in part])
+
     for lo in range(0, 300, 128):
         part = recs[lo:lo + 128]
-        many.add_many(np.array([r.arrival_s for r in part]), np.array([r.prompt_tokens for r in part]),
-                      np.array([r.finish_s for r in part]), np.array([r.first_scheduled_s for r in part]),
-                      np.concatenate(times[lo:lo + 128]), np.array(counts[lo:lo + 128]))
+        many.add_many(*(col(f, part) for f in (
+            lambda r: r.arrival_s, lambda r: r.prompt_tokens, lambda r: r.output_tokens,
+            lambda r: r.chunk_times_s[0], lambda r: r.chunk_times_s[-1], lambda r: r.finish_s,
+            lambda r: r.first_scheduled_s)))
+        gaps = np.concatenate([np.diff(r.chunk_times_s) for r in part])
+        vals, counts = np.unique(gaps, return_counts=True)  # repeated values may come once, with a count
+        many.add_itl(vals[::2], counts[::2])
+        many.add_itl(vals[1::2], counts[1::2])
     a, b = one.summary().to_dict(), many.summary().to_dict()
     assert a.keys() == b.keys()
     for key, value in a.items():
-        if isinstance(value, dict) and "mean" in value:  # moments of folded ITLs: merge order, ulps
+        if isinstance(value, dict) and "mean" in value:  # moments of ITLs: merge order, ulps
             assert value == pytest.approx(b[key], rel=1e-12), key
         else:
             assert value == b[key], key

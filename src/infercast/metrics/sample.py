@@ -88,31 +88,64 @@ class BoundedSample:
         if self._num_pending >= FLUSH_BLOCK:
             self._flush()
 
+    def add_weighted(self, values: Sequence[float] | np.ndarray, weights: Sequence[int] | np.ndarray) -> None:
+        """``add(values, weights)`` without expanding the weights once the sample is folded.
+
+        For many repeats of few values (the simulator's per-step ITL times the
+        number of requests in the step): moments from weighted sums (equal to
+        :meth:`add`'s up to rounding), histogram counts by weighted bincount.
+        """
+        v = np.asarray(values, dtype=np.float64)
+        w = np.asarray(weights, dtype=np.int64)
+        keep = w > 0
+        v, w = v[keep], w[keep]
+        if not v.size:
+            return
+        self._flush()
+        n_b = int(w.sum())
+        if self._hist is None and self._num_exact + n_b <= self._cap:
+            self.add(v, w)  # still exact: store every value
+            self._flush()
+            return
+        wf = w.astype(np.float64)
+        mean_b = float((v * wf).sum()) / n_b
+        dev = v - mean_b
+        self._merge_moments(n_b, mean_b, float((dev * dev * wf).sum()), float(v.min()), float(v.max()))
+        self._fold()
+        self._bin(v, wf)
+
     def _flush(self) -> None:
         if not self._pending:
             return
         vals = np.concatenate([v if w is None else np.repeat(v, w) for v, w in self._pending])
         self._pending.clear()
         self._num_pending = 0
-        n_a, n_b = self._count, vals.size
         mean_b = float(vals.mean())
         dev = vals - mean_b
         m2_b = float((dev * dev).sum())  # not np.dot: BLAS threads spin on shared cores (20 ms here)
+        self._merge_moments(vals.size, mean_b, m2_b, float(vals.min()), float(vals.max()))
+        if self._hist is None and self._num_exact + vals.size <= self._cap:
+            self._append_exact(vals)
+            return
+        self._fold()
+        self._bin(vals)
+
+    def _merge_moments(self, n_b: int, mean_b: float, m2_b: float, lo: float, hi: float) -> None:
+        n_a = self._count
         delta = mean_b - self._mean
         self._count = n_a + n_b
         self._mean += delta * n_b / self._count
         self._m2 += m2_b + delta * delta * n_a * n_b / self._count
-        self._min = min(self._min, float(vals.min()))
-        self._max = max(self._max, float(vals.max()))
-        if self._hist is None and self._num_exact + vals.size <= self._cap:
-            self._append_exact(vals)
-            return
-        if self._hist is None:  # fold everything kept so far into the histogram
+        self._min = min(self._min, lo)
+        self._max = max(self._max, hi)
+
+    def _fold(self) -> None:
+        """Switch to the histogram (once): everything kept exactly so far is binned."""
+        if self._hist is None:
             self._hist = np.zeros(_NUM_LOG_BINS + 2, dtype=np.int64)
             self._bin(self._exact[: self._num_exact])
             self._exact = np.empty(0, dtype=np.float64)
             self._num_exact = 0
-        self._bin(vals)
 
     def _append_exact(self, vals: np.ndarray) -> None:
         need = self._num_exact + vals.size
@@ -123,12 +156,15 @@ class BoundedSample:
         self._exact[self._num_exact : need] = vals
         self._num_exact = need
 
-    def _bin(self, vals: np.ndarray) -> None:
+    def _bin(self, vals: np.ndarray, weights: np.ndarray | None = None) -> None:
         idx = np.zeros(vals.size, dtype=np.int64)
         pos = vals >= HIST_MIN_S
         idx[pos] = 1 + np.floor(np.log(vals[pos] / HIST_MIN_S) / _LOG_RATIO).astype(np.int64)
         np.minimum(idx, _NUM_LOG_BINS + 1, out=idx)
-        self._hist += np.bincount(idx, minlength=self._hist.size)
+        if weights is None:
+            self._hist += np.bincount(idx, minlength=self._hist.size)
+        else:  # float64 sums of integer weights are exact below 2**53
+            self._hist += np.rint(np.bincount(idx, weights=weights, minlength=self._hist.size)).astype(np.int64)
 
     @property
     def min(self) -> float:

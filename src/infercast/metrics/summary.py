@@ -286,27 +286,25 @@ class MetricsAccumulator:
         else:
             self._add_completed(rec)
 
-    def add_many(self, arrival_s: np.ndarray, prompt_tokens: np.ndarray, finish_s: np.ndarray,
-                 first_scheduled_s: np.ndarray, token_times_s: np.ndarray, token_counts: np.ndarray,
-                 finish_reasons: Iterable[str] | None = None) -> None:
+    def add_many(self, arrival_s: np.ndarray, prompt_tokens: np.ndarray, output_tokens: np.ndarray,
+                 first_token_s: np.ndarray, last_token_s: np.ndarray, finish_s: np.ndarray,
+                 first_scheduled_s: np.ndarray, finish_reasons: Iterable[str] | None = None) -> None:
         """Account many completed requests at once, each emitting one token per chunk.
 
         The same as :meth:`add` of, for request i, a ``RequestRecord`` with
-        ``output_tokens = token_counts[i] >= 1``, token times ``token_counts[i]``
-        consecutive entries of ``token_times_s`` (requests in order),
-        ``chunk_tokens=None``, token count source ``exact``, ``finish_reasons[i]``
-        (default ``length``) and ``first_scheduled_s[i]`` (NaN: unknown). The
-        simulator's path: no record object per request, numpy columns instead.
+        ``output_tokens[i] >= 1`` tokens from ``first_token_s[i]`` to
+        ``last_token_s[i]``, ``chunk_tokens=None``, token count source ``exact``,
+        ``finish_reasons[i]`` (default ``length``) and ``first_scheduled_s[i]``
+        (NaN: unknown), except the per-token ITL values, which the caller gives
+        to :meth:`add_itl`. The simulator's path: numpy columns, no record objects.
         """
         k = int(arrival_s.size)
         if not k:
             return
-        counts = np.asarray(token_counts, dtype=np.int64)
-        if counts.min() < 1 or int(counts.sum()) != token_times_s.size:
-            raise ValueError("add_many: every request needs >= 1 token time, counts must cover token_times_s")
-        ends = np.cumsum(counts)
-        starts = ends - counts
-        first, last = token_times_s[starts], token_times_s[ends - 1]
+        counts = np.asarray(output_tokens, dtype=np.int64)
+        if counts.min() < 1:
+            raise ValueError("add_many: every completed request needs at least one output token")
+        first, last = first_token_s, last_token_s
         self._start_s = min(self._start_s, float(arrival_s.min()))
         self._end_s = max(self._end_s, float(np.maximum(np.maximum(arrival_s, finish_s), last).max()))
         self.completed += k
@@ -316,7 +314,7 @@ class MetricsAccumulator:
             self._finish_reasons.update(finish_reasons)
         self._sources["exact"] += k
         self._input_tokens += int(prompt_tokens.sum())
-        out = int(ends[-1])
+        out = int(counts.sum())
         self._output_tokens += out
         self._cols["ttft"].extend(first - arrival_s)
         tpot = np.full(k, math.nan)
@@ -328,10 +326,18 @@ class MetricsAccumulator:
         self._cols["queueing"].extend((first_scheduled_s - arrival_s)[known])
         self._num_chunks += out
         self._chunk_tokens += out
-        gaps = np.diff(token_times_s)
-        keep = np.ones(gaps.size, dtype=bool)
-        keep[ends[:-1] - 1] = False  # the step from one request's last token to the next one's first
-        self._gaps1.add(gaps[keep])
+
+    def add_itl(self, gaps_s: np.ndarray, counts: np.ndarray | None = None) -> None:
+        """Per-token ITL values of one-token chunks, ``gaps_s[i]`` seen ``counts[i]`` times.
+
+        With :meth:`add_many`: the gaps between consecutive tokens of the requests
+        it accounted (in any order; a value shared by many requests may come
+        once with its count).
+        """
+        if counts is None:
+            self._gaps1.add(gaps_s)
+        else:
+            self._gaps1.add_weighted(gaps_s, counts)
 
     def _reason(self, reason: str) -> None:
         key = reason if reason in self._failure_reasons or len(self._failure_reasons) < MAX_REASONS else "other"

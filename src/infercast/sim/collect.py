@@ -1,19 +1,23 @@
 """Finished requests on their way to the metrics, batched into numpy columns.
 
 Building one :class:`~infercast.metrics.records.RequestRecord` per request and
-accounting it alone costs ~11 us; a simulation of a million requests spends
-more time there than in its scheduler. The replica hands each completed
-request's numbers to :class:`CompletionBuffer`, which appends them to plain
-lists and, every ``flush_every`` requests, passes them to
+accounting it alone costs ~11 us; a simulation of a million requests would
+spend more time there than in its scheduler. The replica hands each completed
+request's numbers to :class:`CompletionBuffer`, which appends them to a list
+and, every ``flush_every`` requests, passes them to
 :meth:`MetricsAccumulator.add_many` as arrays (same values, same order, so the
-summary is the same as record by record). A record is built only when a sink
-(``--records``) wants one.
+per-request columns are those of the record-by-record path). Per-token ITL
+values do not pass here: the replica gives them to
+:meth:`MetricsAccumulator.add_itl` per step, weighted by the number of
+requests that saw each gap (see ``Replica``). A record is built only when a
+sink (``--records``) wants one; then the replica passes the token times too.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from typing import Protocol
 
 import numpy as np
 
@@ -23,30 +27,43 @@ from infercast.metrics.summary import MetricsAccumulator
 FLUSH_EVERY = 4096
 
 
-class CompletionBuffer:
-    """Per-request scalars and token times of completed requests, flushed in blocks."""
+class Completions(Protocol):
+    """Where a replica sends completed requests (:class:`CompletionBuffer` behind the driver)."""
 
-    __slots__ = ("acc", "sink", "flush_every", "_rows", "_times", "_reasons", "_plain")
+    wants_times: bool
+
+    def add(self, req, first_scheduled_s: float | None, first_token_s: float, finish_s: float,
+            times: np.ndarray | None = None) -> None: ...
+
+
+class CompletionBuffer:
+    """Per-request scalars of completed requests, flushed in blocks."""
+
+    __slots__ = ("acc", "sink", "flush_every", "_rows", "_reasons", "_plain")
 
     def __init__(self, acc: MetricsAccumulator, sink: Callable[[RequestRecord], None] | None = None,
                  flush_every: int = FLUSH_EVERY) -> None:
         self.acc, self.sink, self.flush_every = acc, sink, flush_every
-        self._rows: list[tuple[float, int, float, float, int]] = []
-        self._times: list[np.ndarray] = []
+        self._rows: list[tuple[float, int, int, float, float, float, float]] = []
         self._reasons: list[str] = []
         self._plain = True  # every finish reason so far is "length"
 
-    def add(self, req, first_scheduled_s: float | None, times: np.ndarray, finish_s: float) -> None:
-        """A completed request: ``times`` holds its token times (at least one)."""
+    @property
+    def wants_times(self) -> bool:
+        """True when every token time is needed (a sink builds records)."""
+        return self.sink is not None
+
+    def add(self, req, first_scheduled_s: float | None, first_token_s: float, finish_s: float,
+            times: np.ndarray | None = None) -> None:
+        """A completed request whose last token came at ``finish_s``; ``times`` if :attr:`wants_times`."""
         reason = req.finish_reason
         if self.sink is not None:
             self.sink(RequestRecord(
                 req.request_id, req.arrival_s, req.prompt_tokens, req.num_output_tokens, times,
                 finish_s=finish_s, first_scheduled_s=first_scheduled_s, finish_reason=reason,
                 num_preemptions=req.num_preemptions, cached_prompt_tokens=req.num_cached_prompt_tokens))
-        self._rows.append((req.arrival_s, req.prompt_tokens, finish_s,
-                           math.nan if first_scheduled_s is None else first_scheduled_s, times.size))
-        self._times.append(times)
+        self._rows.append((req.arrival_s, req.prompt_tokens, req.num_output_tokens, first_token_s, finish_s,
+                           math.nan if first_scheduled_s is None else first_scheduled_s, finish_s))
         self._reasons.append(reason)
         if reason != "length":
             self._plain = False
@@ -57,8 +74,68 @@ class CompletionBuffer:
         """Hand everything buffered to the accumulator."""
         if not self._rows:
             return
-        cols = np.array(self._rows, dtype=np.float64)
-        times = np.concatenate(self._times)
-        self.acc.add_many(cols[:, 0], cols[:, 1].astype(np.int64), cols[:, 2], cols[:, 3], times,
-                          cols[:, 4].astype(np.int64), None if self._plain else self._reasons)
-        self._rows, self._times, self._reasons, self._plain = [], [], [], True
+        c = np.array(self._rows, dtype=np.float64)
+        self.acc.add_many(c[:, 0], c[:, 1].astype(np.int64), c[:, 2].astype(np.int64), c[:, 3], c[:, 4],
+                          c[:, 6], c[:, 5], None if self._plain else self._reasons)
+        self._rows, self._reasons, self._plain = [], [], True
+
+
+class GapTally:
+    """Per-token ITL values of one replica, counted per step instead of per request.
+
+    Every step that runs decodes runs all of them, so the gap between two
+    consecutive decode steps (timeline entries) is the ITL of every request
+    that had a token at both: ``n`` decoding requests minus those whose
+    previous token was not on the timeline (a first token from a step without
+    decodes, kept in ``off`` until their first decode step; their gap is
+    counted alone). Other gaps (a first token after a recompute) come through
+    :meth:`explicit`. Same multiset of values as each request's own token-time
+    differences, in (value, count) pairs: a step's gap is handled once, not
+    once per request.
+    """
+
+    __slots__ = ("sink", "_vals", "_counts", "off", "_last")
+
+    def __init__(self, sink: Callable[[np.ndarray, np.ndarray], None]) -> None:
+        self.sink = sink
+        self._vals: list[float] = []
+        self._counts: list[int] = []
+        self.off: dict[str, float] = {}  # request id -> its previous token time, not on the timeline
+        self._last = math.nan  # time of the last timeline entry
+
+    def explicit(self, gap_s: float) -> None:
+        self._vals.append(gap_s)
+        self._counts.append(1)
+
+    def entry(self, t: float, num_decoding: int) -> None:
+        """A timeline entry at ``t``: a decode step of ``num_decoding`` requests ended."""
+        vals, counts, off = self._vals, self._counts, self.off
+        if off:
+            for prev in off.values():
+                vals.append(t - prev)
+                counts.append(1)
+            num_decoding -= len(off)
+            off.clear()
+        if num_decoding > 0:
+            vals.append(t - self._last)
+            counts.append(num_decoding)
+        self._last = t
+        if len(vals) >= 65_536:
+            self.flush()
+
+    def entries(self, ends: list[float] | np.ndarray, num_decoding: int) -> None:
+        """Timeline entries of a segment: ``num_decoding`` requests in each of its steps."""
+        self.entry(ends[0], num_decoding)
+        m = len(ends)
+        if m > 1:
+            if isinstance(ends, list):
+                self._vals.extend([ends[j] - ends[j - 1] for j in range(1, m)])
+            else:
+                self._vals.extend(np.diff(ends).tolist())
+            self._counts.extend([num_decoding] * (m - 1))
+            self._last = ends[-1]
+
+    def flush(self) -> None:
+        if self._vals:
+            self.sink(np.array(self._vals, dtype=np.float64), np.array(self._counts, dtype=np.int64))
+            self._vals, self._counts = [], []

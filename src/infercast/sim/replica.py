@@ -25,6 +25,7 @@ import numpy as np
 
 from infercast.metrics.records import RequestRecord
 from infercast.sched import Request, RequestStatus, Scheduler
+from infercast.sim.collect import Completions, GapTally
 from infercast.sim.kernel import PRIO_ARRIVAL, PRIO_KICK, PRIO_STEP_END, Kernel
 from infercast.sim.timeline import Timeline
 
@@ -134,15 +135,18 @@ class Replica:
         fast: bool = True,
         max_segment_steps: int = 4096,
         observe: Callable[[float, Replica, int], None] | None = None,
-        complete: Callable[[Request, float | None, np.ndarray, float], None] | None = None,
+        complete: Completions | None = None,
+        itl: Callable[[np.ndarray, np.ndarray], None] | None = None,
     ):
         self.index = index
         self.sched = scheduler
         self.timer = timer
         self.kernel = kernel
         self.emit = emit  # (record, replica index) for every finished or rejected request
-        # (request, first scheduled, token times, finish): a completed request without a record
+        # Completed requests go to ``complete`` (no record) and their ITL values, per step, to ``itl``
+        # (both or neither; then every finished request is a record through ``emit``).
         self.complete = complete
+        self.gaps = GapTally(itl) if complete is not None else None
         self.fast = fast
         self.max_segment_steps = max_segment_steps
         self.observe = observe
@@ -230,6 +234,7 @@ class Replica:
         now = self.kernel.now
         batch, self._batch = self._batch, None
         tracks = self.tracks
+        gaps = self.gaps
         decoding_in_step = batch.num_decode_seqs
         started: list[_Track] = []
         for seq in batch.seqs:
@@ -237,11 +242,15 @@ class Replica:
             if tr.tl_start >= 0:
                 decoding_in_step += 1
             elif seq.samples:
+                if tr.times and gaps is not None:  # first token after a recompute
+                    gaps.explicit(now - tr.times[-1])
                 tr.times.append(now)  # first token (or first after a recompute)
                 started.append(tr)
         if decoding_in_step:
             if decoding_in_step != self._num_decoding:
                 raise RuntimeError("a step ran only some decoding requests; timeline would be wrong")
+            if gaps is not None:
+                gaps.entry(now, decoding_in_step)
             self._append_time(now)
         done = self.sched.update(batch)
         if started:
@@ -250,6 +259,8 @@ class Replica:
                 if tr.req.status is RequestStatus.RUNNING:  # not finished by this step
                     tr.tl_start = size
                     self._num_decoding += 1
+                    if not decoding_in_step and gaps is not None:  # its token is not on the timeline
+                        gaps.off[tr.req.request_id] = now
         for req in done:
             self._finish(req, now)
         self._kick(now)
@@ -290,6 +301,8 @@ class Replica:
         if tl.held + m > self._compact_at:
             self._compact(m)
         tl.extend(ends)
+        if self.gaps is not None:
+            self.gaps.entries(ends, seg.num_seqs)
         done = self.sched.advance_decode(m)
         for req in done:
             self._finish(req, now)
@@ -320,25 +333,36 @@ class Replica:
             tr.times.extend(self.timeline.slice(tr.tl_start, count).tolist())
             tr.tl_start = -1
             self._num_decoding -= 1
+            if self.gaps is not None:
+                self.gaps.off.pop(tr.req.request_id, None)
 
     def _finish(self, req: Request, now: float) -> None:
         tr = self.tracks.pop(req.request_id)
+        if self.complete is not None:  # token times only for a sink; ITLs went to the tally per step
+            if tr.tl_start >= 0:
+                self._num_decoding -= 1
+            times = self._token_times(tr, req) if self.complete.wants_times else None
+            self.outstanding_tokens -= req.prompt_tokens + req.max_output_tokens
+            self.complete.add(req, tr.first_scheduled_s, tr.times[0], now, times)
+            return
+        times = self._token_times(tr, req)
         if tr.tl_start >= 0:
             self._num_decoding -= 1
-            count = req.num_output_tokens - len(tr.times)
-            k = len(tr.times)
-            times = np.empty(k + count)
-            times[:k] = tr.times
-            times[k:] = self.timeline.slice(tr.tl_start, count)
-        else:
-            times = np.asarray(tr.times, dtype=np.float64)
         self.outstanding_tokens -= req.prompt_tokens + req.max_output_tokens
-        if self.complete is not None:
-            self.complete(req, tr.first_scheduled_s, times, now)
-            return
         rec = RequestRecord(
             req.request_id, req.arrival_s, req.prompt_tokens, req.num_output_tokens, times,
             finish_s=now, first_scheduled_s=tr.first_scheduled_s, finish_reason=req.finish_reason,
             num_preemptions=req.num_preemptions, cached_prompt_tokens=req.num_cached_prompt_tokens,
         )
         self.emit(rec, self.index)
+
+    def _token_times(self, tr: _Track, req: Request) -> np.ndarray:
+        """Every token time of a finishing request: explicit ones, then its timeline slice."""
+        if tr.tl_start >= 0:
+            count = req.num_output_tokens - len(tr.times)
+            k = len(tr.times)
+            times = np.empty(k + count)
+            times[:k] = tr.times
+            times[k:] = self.timeline.slice(tr.tl_start, count)
+            return times
+        return np.asarray(tr.times, dtype=np.float64)

@@ -121,6 +121,7 @@ class _Driver:
         self.router = make_router(cfg.router)
         self.on_record = on_record
         self.completions: CompletionBuffer | None = None  # set by simulate()
+        self.itl: Callable[[np.ndarray, np.ndarray], None] | None = None  # likewise
         self.progress: Callable[[int], None] | None = None
         self.num_done = 0  # finished or rejected requests
         self.closed = cfg.workload.resolved_arrival == "closed"
@@ -164,9 +165,14 @@ class _Driver:
         if self.closed:  # a finished (or rejected) request frees a client slot
             self._next_at(self.kernel.now)
 
-    def complete(self, req: Request, first_scheduled_s: float | None, times: np.ndarray, finish_s: float) -> None:
+    @property
+    def wants_times(self) -> bool:
+        return self.completions.wants_times
+
+    def add(self, req: Request, first_scheduled_s: float | None, first_token_s: float, finish_s: float,
+            times: np.ndarray | None = None) -> None:
         """A completed request, batched for the metrics (no record object unless a sink wants one)."""
-        self.completions.add(req, first_scheduled_s, times, finish_s)
+        self.completions.add(req, first_scheduled_s, first_token_s, finish_s, times)
         self.num_done += 1
         if self.progress is not None and self.num_done % 1000 == 0:
             self.progress(self.num_done)
@@ -203,6 +209,7 @@ def simulate(
     replicas: list[Replica] = []
     driver = _Driver(cfg, stream, replicas, kernel, on_record)
     driver.completions = CompletionBuffer(acc, sink)
+    driver.itl = acc.add_itl
     driver.progress = progress
     if cfg.disaggregation is not None:
         from infercast.sim.disagg import build_disagg
@@ -213,6 +220,9 @@ def simulate(
     driver.start()
     kernel.run()
     driver.completions.flush()
+    for rep in replicas:
+        if rep.gaps is not None:
+            rep.gaps.flush()
     if progress is not None:
         progress(driver.num_done)
     result = _result(acc, replicas, kernel, series, sched_cfg, wall0, cpu0)
@@ -222,7 +232,7 @@ def simulate(
 
 def _build_replicas(cfg: SimConfig, timer, kernel: Kernel, driver: _Driver, series: TimeSeries):
     """``cfg.replicas`` aggregated replicas on the driver's list (speculative ones if asked)."""
-    cls, kwargs = Replica, {"fast": cfg.mode == "fast", "complete": driver.complete}
+    cls, kwargs = Replica, {"fast": cfg.mode == "fast", "complete": driver, "itl": driver.itl}
     if cfg.speculative is not None:
         from infercast.sim.build import spec_timer
         from infercast.sim.speculative import SpecReplica, SpecTimer
