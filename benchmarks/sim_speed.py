@@ -70,6 +70,10 @@ class ConstantModel:
         a, b = self.inner.decode_affine(1)
         return a + 2e-5 * float(sum(new)) + b * float(sum(cached))
 
+    def mixed_step_time_s(self, num_decode, decode_cached_sum, new, cached):
+        a, b = self.inner.decode_affine(1)
+        return a + 2e-5 * float(num_decode + sum(new)) + b * float(decode_cached_sum + sum(cached))
+
     def decode_affine(self, n):
         return self.inner.decode_affine(n)
 
