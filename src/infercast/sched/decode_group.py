@@ -153,7 +153,8 @@ class DecodeGroupMixin:
         heapq.heappush(self._finish_heap, (req.finish_dstep, self._heap_seq, req))
         self.group[req.request_id] = req
 
-    def _leave_group(self, req: Request) -> None:
+    def _leave_group(self, req: Request, explicit: bool = True) -> None:
+        """Back to an explicit request (``explicit=False``: it finishes at once, list it nowhere)."""
         self._sync(req)
         if req.group_phase >= 0:
             self._phase[req.group_phase] -= 1
@@ -161,7 +162,8 @@ class DecodeGroupMixin:
         self._dsum -= req.num_computed_tokens - req.dbase
         del self.group[req.request_id]
         req.dbase = -1
-        self.explicit[req.request_id] = req
+        if explicit:
+            self.explicit[req.request_id] = req
 
     def _live(self, entry: tuple[int, int, Request]) -> bool:
         req = entry[2]
@@ -170,11 +172,11 @@ class DecodeGroupMixin:
         )
 
     def _pop_finished(self, done: list[Request]) -> None:
-        heap = self._finish_heap
-        while heap and heap[0][0] <= self.dstep:
+        heap, dstep = self._finish_heap, self.dstep
+        while heap and heap[0][0] <= dstep:
             entry = heapq.heappop(heap)
             if self._live(entry):
                 req = entry[2]
-                self._leave_group(req)
-                done.append(self._finish(req, "length"))
+                self._leave_group(req, explicit=False)
+                done.append(self._finish(req, "length", explicit=False))
 

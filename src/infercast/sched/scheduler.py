@@ -330,9 +330,10 @@ class Scheduler(DecodeGroupMixin):
             return True
         return False
 
-    def _finish(self, req: Request, reason: str) -> Request:
+    def _finish(self, req: Request, reason: str, explicit: bool = True) -> Request:
         self.running.remove(req)
-        del self.explicit[req.request_id]
+        if explicit:
+            del self.explicit[req.request_id]
         self.kv.free(req.block_table)
         req.block_table = []
         req.status = RequestStatus.FINISHED
