@@ -32,14 +32,24 @@ class SeqInput:
 
 
 def rms_norm(x: np.ndarray, gain: np.ndarray, eps: float) -> np.ndarray:
-    """x / sqrt(mean(x^2) + eps) * gain, over the last axis (float32)."""
-    inv = 1.0 / np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + eps)
-    return (x * inv) * gain
+    """x / sqrt(mean(x^2) + eps) * gain, over the last axis (float32).
+
+    The sum of squares is a row-wise dot (einsum: no x*x temporary) and the
+    scaling runs in place on one new array.
+    """
+    ms = np.einsum("...i,...i->...", x, x)[..., None]
+    ms *= np.float32(1.0 / x.shape[-1])
+    ms += np.float32(eps)
+    np.sqrt(ms, out=ms)
+    out = np.divide(x, ms)
+    out *= gain
+    return out
 
 
 def silu_mul(gate: np.ndarray, up: np.ndarray) -> np.ndarray:
     """SwiGLU's silu(gate) * up, computed in place on gate."""
-    sig = np.exp(-gate, out=np.empty_like(gate))
+    sig = np.negative(gate)
+    np.exp(sig, out=sig)
     sig += 1.0
     np.divide(gate, sig, out=gate)
     gate *= up
