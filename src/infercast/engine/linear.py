@@ -23,14 +23,15 @@ rows  wx 128 KiB  xw 128 KiB, 1 slice  xw 256 KiB, 1 slice  xw 128 KiB, 16 rows 
 With up to 8 rows, 256 KiB blocks in one slice measured as fast as the earlier
 scheme or faster (8 rows: random-100m decode step 48.6 -> 43.8 ms).
 
-Both choices keep every product at or under 2**19 multiply-adds (rows of x x rows
-of w x in): above about 1e6 OpenBLAS leaves its small-matrix kernel for the
-packing GEMM path, which ran 2-3x slower at these sizes (hot, 16 rows of x,
-in 768: 42 rows of w 94 GFLOP/s, 85 rows 49). So beyond 8 rows of x a block may
-have 8 rows of w, not 16: random-1b's w_down (in 5632) took 16-row blocks
-(1.44e6) before; with 11 its chain of 5 layers of random-1b's shapes ran 141.6 ->
-129.3 ms at 16 rows and 242.8 -> 207.9 ms at 32 (one process, thread CPU time,
-best of 3x2; 8 rows: 83.7 vs 86.0, so up to 8 rows keep at least 16).
+Both choices make each product 2**19 multiply-adds (rows of x x rows of w x in)
+unless the minimum block height raises it: above about 1e6 OpenBLAS leaves its
+small-matrix kernel for the packing GEMM path, which ran 2-3x slower at these
+sizes (hot, 16 rows of x, in 768: 42 rows of w 94 GFLOP/s, 85 rows 49). So
+beyond 8 rows of x a block may have 8 rows of w, not 16: random-1b's w_down (in
+5632) took 16-row blocks (1.44e6) before and takes 8 (0.72e6) now; its chain of
+5 layers of random-1b's shapes ran 141.6 -> 129.3 ms at 16 rows and 242.8 ->
+207.9 ms at 32 (one process, thread CPU time, best of 3x2; with up to 8 rows of x
+at least 16 rows of w stay: 83.7 vs 86.0 ms at 8).
 """
 
 from __future__ import annotations
