@@ -144,12 +144,12 @@ def test_packed_weights_are_the_same_model_in_one_buffer(size):
 
 @pytest.mark.parametrize("rows", [1, 2, 7, 8, 9, 16, 17, 31, 32, 33])
 def test_blocked_linear_equals_one_product(rows):
-    # w [600, 256]: 256 and 128 KiB blocks hold 256 and 128 rows, so blocks and
-    # x slices are ragged at both ends.
+    # w [2600, 256]: blocks of 2**19 / (slice rows x 256) rows (1024 for 2 rows of
+    # x, 128 beyond 8), so blocks and x slices are ragged at both ends.
     rng = np.random.default_rng(rows)
-    w = rng.standard_normal((600, 256), dtype=np.float32)
+    w = rng.standard_normal((2600, 256), dtype=np.float32)
     x = rng.standard_normal((rows, 256), dtype=np.float32)
     got = linear(x, w)
-    assert got.shape == (rows, 600) and got.flags.c_contiguous
+    assert got.shape == (rows, 2600) and got.flags.c_contiguous
     np.testing.assert_allclose(got, x.astype(np.float64) @ w.T.astype(np.float64),
                                rtol=1e-4, atol=1e-4)

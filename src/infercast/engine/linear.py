@@ -20,11 +20,15 @@ rows  wx 128 KiB  xw 128 KiB, 1 slice  xw 256 KiB, 1 slice  xw 128 KiB, 16 rows 
 32    94.5        133.6               156.8               82.9                 104.2
 ====  ==========  ==================  ==================  ===================  ========
 
-With up to 8 rows, 256 KiB blocks in one slice measured as fast as the earlier
-scheme or faster (8 rows: random-100m decode step 48.6 -> 43.8 ms).
+With up to 8 rows, x goes in one slice (8 rows: random-100m decode step 48.6 ->
+43.8 ms against the earlier scheme's 256 KiB blocks).
 
-Both choices make each product 2**19 multiply-adds (rows of x x rows of w x in)
-unless the minimum block height raises it: above about 1e6 OpenBLAS leaves its
+Block heights make each product 2**19 multiply-adds (rows of x slice x rows of w
+x in; 256 KiB of w for 8 rows of x, 128 KiB for 16, 1 MiB for 2) unless the
+minimum block height raises it. For 2-6 rows this beat fixed 256 KiB blocks by
+2-5% (chain of random-100m's matrices, best of 4x2: 28.8 -> 27.6 ms at 2 rows,
+32.3 -> 31.5 at 4, 35.3 -> 34.7 at 6; SmolLM2's 42.5 -> 40.5 at 2). The size
+matters because above about 1e6 OpenBLAS leaves its
 small-matrix kernel for the packing GEMM path, which ran 2-3x slower at these
 sizes (hot, 16 rows of x, in 768: 42 rows of w 94 GFLOP/s, 85 rows 49). So
 beyond 8 rows of x a block may have 8 rows of w, not 16: random-1b's w_down (in
@@ -39,8 +43,8 @@ from __future__ import annotations
 import numpy as np
 
 SMALL_BATCH_MAX_ROWS = 32  # above this, one BLAS call is as fast (measured, see module doc)
-KIB = 1024
 SLICE_ROWS = 16  # rows of x per product beyond 8 rows (see the module doc's table)
+MULADDS_PER_PRODUCT = 2**19  # x slice rows x w block rows x in (see the module doc)
 
 
 def linear(x: np.ndarray, w: np.ndarray) -> np.ndarray:
@@ -48,12 +52,11 @@ def linear(x: np.ndarray, w: np.ndarray) -> np.ndarray:
     t = x.shape[0]
     if t == 1 or t > SMALL_BATCH_MAX_ROWS:
         return x @ w.T
-    block = 256 * KIB if t <= 8 else 128 * KIB
-    rows = max(16 if t <= 8 else 8, block // (w.shape[1] * w.itemsize))
+    slice_rows = t if t <= 8 else SLICE_ROWS
+    rows = max(16 if t <= 8 else 8, MULADDS_PER_PRODUCT // (slice_rows * w.shape[1]))
     if rows >= w.shape[0]:
         return x @ w.T
-    slices = [slice(0, t)] if t <= 8 else [slice(i, i + SLICE_ROWS)
-                                           for i in range(0, t, SLICE_ROWS)]
+    slices = [slice(i, i + slice_rows) for i in range(0, t, slice_rows)]
     out = np.empty((t, w.shape[0]), dtype=np.float32)
     for start in range(0, w.shape[0], rows):
         w_blk = w[start: start + rows].T
