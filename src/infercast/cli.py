@@ -55,24 +55,37 @@ def build_app() -> typer.Typer:
     return app
 
 
+def _click_classes(name: str) -> tuple[type, ...]:
+    """``name`` from every click the installed typer may raise: its vendored copy and click."""
+    found = []
+    for module in ("typer._click.exceptions", "click.exceptions", "typer.exceptions"):
+        try:
+            cls = getattr(importlib.import_module(module), name, None)
+        except ImportError:
+            continue
+        if isinstance(cls, type) and cls not in found:
+            found.append(cls)
+    return tuple(found)
+
+
 def main(argv: list[str] | None = None) -> None:
     """Entry point of the ``infercast`` script."""
     app = build_app()
     try:
-        app(args=argv, standalone_mode=False)
+        app(args=argv, prog_name="infercast", standalone_mode=False)
     except InfercastError as exc:
         print(f"infercast: error: {exc}", file=sys.stderr)
         sys.exit(2)
-    except typer.Abort:
-        sys.exit(130)
-    except Exception as exc:  # click usage errors carry their own exit code
-        import click
-
-        if isinstance(exc, click.ClickException):
+    except Exception as exc:
+        # Usage errors (unknown option, bad value) carry their own message and exit code 2;
+        # typer >= 0.29 raises them from its vendored click, older typer from click itself.
+        if isinstance(exc, _click_classes("ClickException")):
             exc.show()
             sys.exit(exc.exit_code)
-        if isinstance(exc, click.exceptions.Exit):
+        if isinstance(exc, _click_classes("Exit")):
             sys.exit(exc.exit_code)
+        if isinstance(exc, _click_classes("Abort")):
+            sys.exit(130)
         raise
 
 
