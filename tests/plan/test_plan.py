@@ -90,3 +90,24 @@ def test_cli_bad_input_exits_2(capsys):
     with pytest.raises(SystemExit) as exc:
         main(["plan", "--model", "llama-3.1-8b", "--rate", "2", "--slo-ttft-p99", "1", "--slo-tpot-p99", "0.05"])
     assert exc.value.code == 2 and "--trace" in capsys.readouterr().err
+
+
+def test_short_runs_cannot_hide_an_unsustainable_rate():
+    # 20 req/s of 300 -> 1500 tokens on Llama-3.1-8B: one H100 saturates near 7 req/s, yet 200
+    # requests at 20/s finish before the backlog shows in p99 (the bug this guards against).
+    # The planner must size the fleet for steady state: >= 3 GPUs, each below its capacity, with
+    # more requests simulated than asked for when 200 do not cover three residence times.
+    req = PlanRequest(model="llama-3.1-8b", hardware=("h100-sxm",), rate=20.0, input_tokens=300,
+                      output_tokens=1500, slo_ttft_p99_s=1.0, slo_tpot_p99_s=0.03, num_requests=200,
+                      tps=(1,), precisions=(("bf16", "bf16"),), batch_caps=(256,), chunks=(8192,),
+                      speculative=(False,), disagg_ratios=(), max_gpus=8)
+    p = plan(req, executor="serial")
+    best = p.best
+    assert best is not None and best.point.num_gpus >= 3
+    assert 0.5 < best.point.utilization <= 1.0
+    assert best.point.num_requests > 200
+    tried = p.results[best.candidate].points
+    one = next(pt for pt in tried if pt.units == 1)
+    assert not one.stable and not one.meets and one.utilization > 2.0
+    d = best.to_dict(req)
+    assert d["utilization"] == best.point.utilization and d["num_requests_simulated"] == best.point.num_requests

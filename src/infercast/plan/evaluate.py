@@ -5,12 +5,22 @@ rate R/u: random routing splits a Poisson stream into independent Poisson
 streams of rate R/u (thinning), and round-robin only smooths arrivals, so this
 is slightly conservative. The SLO (p99 TTFT and TPOT, every request served)
 improves as u grows, so u is found by doubling then bisection, each step one
-fast-mode simulation of ``num_requests`` requests. Runs with speculative
-decoding are exact-mode (see ``infercast.sim.speculative``).
+fast-mode simulation. Runs with speculative decoding are exact-mode (see
+``infercast.sim.speculative``).
+
+A short run can look fine while the queue is still growing: requests live for
+tens of seconds, so a few hundred arrivals at an unsustainable rate all finish
+before the backlog shows in p99. Two guards make a point mean steady state:
+the unit's saturated capacity (an offline run: every request at t=0, enough
+of them to fill the batch several times over) must cover the offered rate,
+and each run holds at least three saturated residence times of arrivals
+(Little's law: ``rate x W`` requests are in the system, so ``3 rate W``
+arrivals replace them three times over), more than ``num_requests`` if need be.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from infercast.errors import InfercastError
@@ -30,10 +40,28 @@ class Point:
     completed: int
     num_requests: int
     miss: float  # max(ttft/slo, tpot/slo); <= 1 meets (when every request completed)
+    utilization: float = 0.0  # offered request rate / the unit's saturated capacity
+
+    @property
+    def stable(self) -> bool:
+        """The unit can sustain the offered rate (else the queue grows without bound)."""
+        return self.utilization <= 1.0
 
     @property
     def meets(self) -> bool:
-        return self.completed == self.num_requests and self.miss <= 1.0
+        return self.completed == self.num_requests and self.miss <= 1.0 and self.stable
+
+
+@dataclass(frozen=True)
+class Capacity:
+    """One unit saturated: request throughput and the time a request spends in service."""
+
+    requests_per_s: float
+    residence_s: float  # mean E2E minus queueing, every slot busy
+
+    def num_requests(self, rate: float, floor: int, ceiling: int = 50_000) -> int:
+        """Requests to simulate at ``rate``: ``floor``, or three residence times of arrivals."""
+        return int(min(ceiling, max(floor, math.ceil(3.0 * rate * self.residence_s))))
 
 
 @dataclass(frozen=True)
@@ -47,9 +75,11 @@ class CandidateResult:
     error: str | None = None  # e.g. the weights do not fit
 
 
-def sim_config(cand: Candidate, req: PlanRequest, units: int) -> dict:
-    """The simulator config (nested dict) of one unit at its share of the rate."""
-    wl: dict = {"rate": req.rate / units, "num_requests": req.num_requests}
+def sim_config(cand: Candidate, req: PlanRequest, units: int, num_requests: int | None = None,
+               offline: bool = False) -> dict:
+    """The simulator config (nested dict) of one unit at its share of the rate (or saturated)."""
+    wl: dict = {"num_requests": num_requests or req.num_requests}
+    wl.update({"arrival": "offline"} if offline else {"rate": req.rate / units})
     if req.trace:
         wl["trace"] = req.trace
     if req.input_tokens:
@@ -69,16 +99,33 @@ def sim_config(cand: Candidate, req: PlanRequest, units: int) -> dict:
     return cfg
 
 
-def _point(cand: Candidate, req: PlanRequest, units: int, timer) -> Point:
+def capacity(cand: Candidate, req: PlanRequest, timer) -> Capacity:
+    """Saturated throughput of one unit: all requests at t=0, eight batch caps of them per replica."""
     from infercast.sim.config import build_config
     from infercast.sim.run import simulate
 
-    s = simulate(build_config(sim_config(cand, req, units)), timer).summary
+    n = min(20_000, max(req.num_requests, 8 * cand.max_num_seqs * cand.replicas_per_unit))
+    s = simulate(build_config(sim_config(cand, req, 1, num_requests=n, offline=True)), timer).summary
+    rps = s.request_throughput_rps
+    residence = s.e2e.mean - s.queueing.mean
+    if not (rps > 0 and residence == residence):
+        return Capacity(0.0, math.inf)
+    return Capacity(rps, max(residence, 0.0))
+
+
+def _point(cand: Candidate, req: PlanRequest, units: int, timer, cap: Capacity) -> Point:
+    from infercast.sim.config import build_config
+    from infercast.sim.run import simulate
+
+    rate = req.rate / units
+    n = cap.num_requests(rate, req.num_requests) if cap.residence_s < math.inf else req.num_requests
+    s = simulate(build_config(sim_config(cand, req, units, num_requests=n)), timer).summary
     ttft, tpot = s.ttft.percentiles[99.0], s.tpot.percentiles[99.0]
     tpot = 0.0 if tpot != tpot else tpot  # one-token outputs: no TPOT
     miss = max(ttft / req.slo_ttft_p99_s, tpot / req.slo_tpot_p99_s)
+    util = rate / cap.requests_per_s if cap.requests_per_s > 0 else math.inf
     return Point(units, units * cand.gpus_per_unit, ttft, tpot, s.tpot.mean, s.output_throughput_tps * units,
-                 s.completed, req.num_requests, miss if ttft == ttft else float("inf"))
+                 s.completed, n, miss if ttft == ttft else float("inf"), util)
 
 
 def evaluate(cand: Candidate, req: PlanRequest) -> CandidateResult:
@@ -93,11 +140,12 @@ def evaluate(cand: Candidate, req: PlanRequest) -> CandidateResult:
         timer = step_model(build_config(sim_config(cand, req, 1)))
     except InfercastError as exc:
         return CandidateResult(cand, None, None, error=str(exc))
+    cap = capacity(cand, req, timer)
     seen: dict[int, Point] = {}
 
     def at(u: int) -> Point:
         if u not in seen:
-            seen[u] = _point(cand, req, u, timer)
+            seen[u] = _point(cand, req, u, timer, cap)
         return seen[u]
 
     lo, u = 0, 1  # lo: largest count known to fail

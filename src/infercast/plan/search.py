@@ -59,6 +59,7 @@ class Option:
             "cost_per_hour": self.cost_per_hour,
             "cost_per_million_output_tokens": self.cost_per_million_output_tokens,
             "ttft_p99_s": p.ttft_p99_s, "tpot_p99_s": p.tpot_p99_s, "meets_slo": p.meets,
+            "utilization": p.utilization, "num_requests_simulated": p.num_requests,
             "output_tokens_per_s": p.output_tokens_per_s,
             "throughput_per_gpu": p.output_tokens_per_s / p.num_gpus,
             "tokens_per_s_per_user": 1.0 / p.tpot_mean_s if p.tpot_mean_s > 0 else None,
@@ -118,6 +119,9 @@ def why_not(o: Option, best: Option) -> str:
 def miss_reason(o: Option, req: PlanRequest) -> str:
     p = o.point
     served = "" if p.completed == p.num_requests else f", {p.num_requests - p.completed} requests rejected"
+    if not p.stable:
+        return (f"cannot sustain the rate even with {p.num_gpus} GPUs: offered load is {p.utilization:.0%} "
+                f"of the saturated capacity (the queue grows without bound){served}")
     return (f"misses the SLO even with {p.num_gpus} GPUs: TTFT p99 {p.ttft_p99_s:.3f} s (SLO {req.slo_ttft_p99_s} s), "
             f"TPOT p99 {p.tpot_p99_s * 1e3:.1f} ms (SLO {req.slo_tpot_p99_s * 1e3:.0f} ms){served}")
 
@@ -173,7 +177,7 @@ def _rank(req: PlanRequest, results, prices) -> tuple[list[Option], list[Option]
                                o.candidate.disagg is not None, o.candidate))
     misses = [Option(r.candidate, r.closest, _price(req, r.candidate.hardware, prices))
               for r in results if r.best is None and r.closest is not None]
-    misses.sort(key=lambda o: (o.point.completed < o.point.num_requests, o.point.miss, o.cost_per_hour, o.candidate))
+    misses.sort(key=lambda o: (not o.point.stable, o.point.completed < o.point.num_requests, o.point.miss, o.cost_per_hour, o.candidate))
     return ranked, misses
 
 
