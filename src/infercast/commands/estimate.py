@@ -11,11 +11,10 @@ def run_estimate(model: str, hardware: str, weights: str, kv_cache: str | None, 
                  batch: str | None, context: str | int, prompt: int, tp: int, pp: int, ep: int,
                  price: float | None, profile: str | None, memory_fraction: float, floor: bool,
                  as_json: bool, plot: str | None, ops: bool, what_if: bool = False) -> None:
-    from rich.console import Console
-
     from infercast.commands._common import parse_int_list, print_json
     from infercast.cost.efficiency import load_profile
     from infercast.estimate import estimate
+    from infercast.report.console import make_console
     from infercast.report.tables import op_table, print_estimate
     from infercast.specs.parallel import Parallelism
 
@@ -39,7 +38,7 @@ def run_estimate(model: str, hardware: str, weights: str, kv_cache: str | None, 
             data["what_if"] = levers
         print_json(data)
         return
-    console = Console()
+    console = make_console()
     print_estimate(est, console)
     if ops:
         console.print(op_table(est, est.decode[-1].batch))

@@ -9,10 +9,10 @@ def register(app: typer.Typer) -> None:
     @app.command("hardware", help="List hardware presets (memory, bandwidth, peak FLOP/s, link, price).")
     def hardware_cmd(as_json: bool = typer.Option(False, "--json", help="print JSON"),
                      show: str = typer.Option("", "--show", help="one part in full, with citations")) -> None:
-        from rich.console import Console
         from rich.table import Table
 
         from infercast.commands._common import print_json
+        from infercast.report.console import make_console
         from infercast.specs.catalog import hardware_names, load_hardware
         from infercast.units import GB, GiB
 
@@ -46,5 +46,5 @@ def register(app: typer.Typer) -> None:
                       tf(h, "bf16"), tf(h, "fp8"), tf(h, "fp4"),
                       f"{h.link_bandwidth_bytes_per_s / 1e9:,.0f}" if h.link_bandwidth_bytes_per_s else "-",
                       f"{h.price_per_hour:,.2f}" if h.price_per_hour else "-")
-        Console().print(t)
-        Console().print("Citations: infercast hardware --show KEY. Add a part: a TOML file (see docs/estimate.md).")
+        make_console().print(t)
+        make_console().print("Citations: infercast hardware --show KEY. Add a part: a TOML file (see docs/estimate.md).")

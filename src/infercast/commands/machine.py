@@ -43,8 +43,9 @@ def register(app: typer.Typer) -> None:
 
 
 def _print_table(result: dict) -> None:
-    from rich.console import Console
     from rich.table import Table
+
+    from infercast.report.console import make_console
 
     table = Table(title=f"{result['name']}  (GB = 1e9 bytes)")
     for col in ("figure", "median", "best", "runs"):
@@ -53,5 +54,5 @@ def _print_table(result: dict) -> None:
         scale, unit = (1e9, "GB/s") if "bandwidth" in key else (1e9, "GFLOP/s")
         table.add_row(key, f"{m['median'] / scale:,.1f} {unit}", f"{m['best'] / scale:,.1f} {unit}",
                       str(m["runs"]))
-    Console().print(table)
+    make_console().print(table)
     print(f"profile written to {result['profile_path']} (memory {result['memory_bytes'] / 1e9:.1f} GB)")

@@ -8,10 +8,10 @@ import typer
 def register(app: typer.Typer) -> None:
     @app.command("models", help="List model presets: architecture, parameters, KV bytes per token.")
     def models_cmd(as_json: bool = typer.Option(False, "--json", help="print JSON")) -> None:
-        from rich.console import Console
         from rich.table import Table
 
         from infercast.commands._common import print_json
+        from infercast.report.console import make_console
         from infercast.specs.catalog import load_model, model_names
 
         specs = [load_model(n) for n in model_names()]
@@ -30,4 +30,4 @@ def register(app: typer.Typer) -> None:
                 kind += f", window {int(m.min_window)}"
             t.add_row(m.name, m.arch, f"{m.total_params / 1e9:,.2f}", f"{m.active_params / 1e9:,.2f}",
                       str(m.num_layers), kind, f"{m.kv_bytes_per_token(2.0):,.0f}")
-        Console().print(t)
+        make_console().print(t)

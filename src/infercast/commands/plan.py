@@ -68,10 +68,11 @@ def run_plan(o: dict) -> None:
 
 
 def _print(d: dict) -> None:
-    from rich.console import Console
     from rich.table import Table
 
-    console = Console(width=160) if not Console().is_terminal else Console()
+    from infercast.report.console import make_console
+
+    console = make_console()
     best = d["best"]
     rows = ([best] if best else [d["closest_miss"]] if d.get("closest_miss") else []) + d["alternatives"]
     title = "plan: cheapest configuration meeting the SLO" if best else "plan: NOTHING meets the SLO (closest misses)"

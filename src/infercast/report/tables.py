@@ -7,6 +7,7 @@ from rich.table import Table
 from rich.text import Text
 
 from infercast.estimate import Estimate
+from infercast.report.console import make_console
 from infercast.units import GB, GiB, fmt_bytes, fmt_si, fmt_time
 
 
@@ -66,7 +67,7 @@ def estimate_tables(est: Estimate) -> Group:
 
 
 def print_estimate(est: Estimate, console: Console | None = None) -> None:
-    (console or Console()).print(estimate_tables(est))
+    (console or make_console()).print(estimate_tables(est))
 
 
 def op_table(est: Estimate, batch: int) -> Table:
