@@ -10,18 +10,20 @@ HELP = "Roofline of prefill and decode: floor and expected times, bound, memory 
 def run_estimate(model: str, hardware: str, weights: str, kv_cache: str | None, compute: str | None,
                  batch: str | None, context: str | int, prompt: int, tp: int, pp: int, ep: int,
                  price: float | None, profile: str | None, memory_fraction: float, floor: bool,
-                 as_json: bool, plot: str | None, ops: bool, what_if: bool = False) -> None:
+                 as_json: bool, plot: str | None, ops: bool, what_if: bool = False,
+                 engine: str | None = None) -> None:
     from infercast.commands._common import parse_int_list, print_json
-    from infercast.cost.efficiency import load_profile
     from infercast.estimate import estimate
     from infercast.report.console import make_console
     from infercast.report.tables import op_table, print_estimate
+    from infercast.specs.catalog import load_hardware
     from infercast.specs.parallel import Parallelism
+    from infercast.validate.profiles import resolve_profile
 
     batches = parse_int_list(batch, "--batch") if batch else [1, 8, 32, 64]
     contexts = parse_int_list(str(context), "--context")
     est = estimate(model, hardware, weights, kv_cache, compute, batches, contexts, prompt,
-                   Parallelism(tp=tp, pp=pp, ep=ep), load_profile(profile), price, memory_fraction,
+                   Parallelism(tp=tp, pp=pp, ep=ep), resolve_profile(profile, load_hardware(hardware).key if engine else hardware, engine), price, memory_fraction,
                    use_floor=floor, add_max_batch=batch is None)
     if plot:
         from infercast.report.plots import plot_estimate
@@ -74,7 +76,8 @@ def register(app: typer.Typer) -> None:
         pp: int = typer.Option(1, help="pipeline-parallel stages"),
         ep: int = typer.Option(1, help="expert-parallel size (MoE)"),
         price: float | None = typer.Option(None, help="$/GPU-hour (default: median quote in prices.csv)"),
-        profile: str | None = typer.Option(None, help="efficiency profile TOML (infercast calibrate)"),
+        profile: str | None = typer.Option(None, help="efficiency profile: TOML from infercast calibrate, 'shipped' or 'builtin' (default)"),
+        engine: str | None = typer.Option(None, "--engine", help="the profile group of this engine (trtllm, vllm, sglang...), if the profile has groups"),
         memory_fraction: float = typer.Option(0.95, help="fraction of device memory the engine may use"),
         floor: bool = typer.Option(False, "--floor", help="report physics floors as the main numbers"),
         as_json: bool = typer.Option(False, "--json", help="print one JSON object"),
@@ -83,4 +86,4 @@ def register(app: typer.Typer) -> None:
         what_if: bool = typer.Option(False, "--what-if", help="compare levers: int4 / fp8 weights, fp8 KV, 2x TP"),
     ) -> None:
         run_estimate(model, hardware, weights, kv_cache, compute, batch, context, prompt, tp, pp, ep, price,
-                     profile, memory_fraction, floor, as_json, plot, ops, what_if)
+                     profile, memory_fraction, floor, as_json, plot, ops, what_if, engine)

@@ -45,11 +45,19 @@ def _overrides(o: dict) -> dict:
     return out
 
 
-def build_step_model(cfg):
-    """The cost model of one replica for a validated config (speculative/disaggregated runs wrap it)."""
+def build_step_model(cfg, profile: str | None = None, engine: str | None = None):
+    """The cost model of one replica for a validated config (speculative/disaggregated runs wrap it).
+
+    ``profile``/``engine``: the ``--profile`` / ``--engine`` flags (``validate.profiles.resolve_profile``).
+    """
     from infercast.sim.build import step_model
 
-    return step_model(cfg)
+    if profile is None and engine is None:
+        return step_model(cfg)
+    from infercast.specs.catalog import load_hardware
+    from infercast.validate.profiles import resolve_profile
+
+    return step_model(cfg, profile=resolve_profile(profile, load_hardware(cfg.hardware).key, engine))
 
 
 def _sweep(o: dict) -> tuple[str | None, list]:
@@ -84,7 +92,7 @@ def run_simulate(o: dict) -> None:
             rate, conc = v
         wl = {"rate": v if key == "rate" else rate, "concurrency": v if key == "concurrency" else conc}
         configs.append(build_config(merge(base, merge(flags, {"workload": wl}))))
-    step_model = build_step_model(configs[0])
+    step_model = build_step_model(configs[0], o["profile"], o["engine"])
     show_progress = o["progress"] and sys.stderr.isatty()
     if o["records"]:  # one file for the whole command: truncate once, each run appends
         from pathlib import Path
@@ -349,6 +357,8 @@ def register(app: typer.Typer) -> None:
         transfer_bandwidth: float | None = typer.Option(None, "--transfer-bandwidth", help="KV transfer bytes/s (default: 50e9 x min TP)"),
         transfer_latency_s: float | None = typer.Option(None, "--transfer-latency-s", help="KV transfer latency (default: 0.001)"),
         layer_overlap: bool | None = typer.Option(None, "--layer-overlap/--no-layer-overlap", help="send KV layer by layer during prefill"),
+        profile: str | None = typer.Option(None, "--profile", help="efficiency profile: TOML from infercast calibrate, 'shipped' or 'builtin' (default)"),
+        engine: str | None = typer.Option(None, "--engine", help="the profile group of this engine (trtllm, vllm, sglang...), if the profile has groups"),
         what_if: bool = typer.Option(False, "--what-if", help="re-run with int4 / fp8 weights, fp8 KV, 2x TP and compare"),
         as_json: bool = typer.Option(False, "--json", help="print one JSON object"),
         records: str | None = typer.Option(None, "--records", help="write one JSON line per request"),

@@ -10,22 +10,30 @@ from __future__ import annotations
 from infercast.errors import DoesNotFitError
 
 
-def step_model(cfg, hardware: str | None = None, tp: int | None = None,
+def step_model(cfg, hardware=None, tp: int | None = None,
                max_num_seqs: int | None = None, max_num_batched_tokens: int | None = None,
-               ep: int | None = None, attn_dp: bool | None = None):
-    """The cost model of one replica (``cfg``'s settings, with optional overrides)."""
-    from infercast.cost.step import StepModel
+               ep: int | None = None, attn_dp: bool | None = None, profile=None,
+               memory_fraction: float | None = None):
+    """The cost model of one replica (``cfg``'s settings, with optional overrides).
+
+    ``hardware``: a preset key, spec file or a loaded ``HardwareSpec`` (default ``cfg.hardware``);
+    ``profile``: the :class:`~infercast.cost.efficiency.EfficiencyProfile` that times the steps
+    (default: the code's built-in one); ``memory_fraction``: of device memory the engine may use.
+    """
+    from infercast.cost.step import DEFAULT_MEMORY_FRACTION, StepModel
     from infercast.specs.catalog import load_hardware, load_model
     from infercast.specs.precision import Precision
 
     hw = hardware or cfg.hardware
-    sm = StepModel(load_model(cfg.model), load_hardware(hw),
-                   Precision.parse(cfg.weights, cfg.kv_cache), _parallel(cfg, tp or cfg.tp, ep, attn_dp),
+    spec = load_hardware(hw) if isinstance(hw, str) else hw
+    sm = StepModel(load_model(cfg.model), spec,
+                   Precision.parse(cfg.weights, cfg.kv_cache), _parallel(cfg, tp or cfg.tp, ep, attn_dp), profile,
+                   memory_fraction=memory_fraction or DEFAULT_MEMORY_FRACTION,
                    max_batched_tokens=max_num_batched_tokens or cfg.scheduler.max_num_batched_tokens,
                    max_seqs=max_num_seqs or cfg.scheduler.max_num_seqs)
     if cfg.scheduler.num_blocks is None and sm.kv_capacity_tokens < cfg.scheduler.block_size:
         raise DoesNotFitError(
-            f"{cfg.model} on {hw} (TP {tp or cfg.tp}) leaves no memory for the KV cache "
+            f"{cfg.model} on {spec.key} (TP {tp or cfg.tp}) leaves no memory for the KV cache "
             f"({sm.kv_capacity_tokens} tokens): use more --tp, smaller --weights, or other hardware"
         )
     return sm
@@ -50,14 +58,24 @@ def spec_timer(cfg, target):
 
 
 def pool_step_model(cfg, pool, target):
-    """The cost model of a disaggregated pool: ``target`` unless the pool sets its own part or TP."""
+    """The cost model of a disaggregated pool: ``target`` unless the pool sets its own part or TP.
+
+    A pool model of its own keeps ``target``'s efficiency profile, memory fraction and (unless
+    the pool names another part) its hardware spec, so both pools are timed alike.
+    """
     same = (pool.hardware in (None, cfg.hardware) and pool.tp in (None, cfg.tp) and pool.ep in (None, cfg.ep)
             and pool.attn_dp in (None, cfg.attn_dp)
             and pool.max_num_seqs is None and pool.max_num_batched_tokens is None)
     if same and target is not None:
         return target
-    return step_model(cfg, pool.hardware, pool.tp, pool.max_num_seqs, pool.max_num_batched_tokens,
-                      pool.ep, pool.attn_dp)
+    if target is None:
+        return step_model(cfg, pool.hardware, pool.tp, pool.max_num_seqs, pool.max_num_batched_tokens,
+                          pool.ep, pool.attn_dp)
+    mem = target.memory  # available = device x fraction (cost/memory.py); 12 digits undo the rounding
+    fraction = float(f"{mem.available_bytes / mem.device_bytes:.12g}")
+    hw = pool.hardware if pool.hardware not in (None, cfg.hardware) else target.hardware
+    return step_model(cfg, hw, pool.tp, pool.max_num_seqs, pool.max_num_batched_tokens,
+                      pool.ep, pool.attn_dp, target.profile, fraction)
 
 
 def _parallel(cfg, tp: int, ep: int | None = None, attn_dp: bool | None = None):

@@ -117,3 +117,23 @@ def load_profile_set(path: str | Path | None) -> ProfileSet:
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"profile {p} is not valid TOML: {exc}") from None
     return parse_profile_set(data, str(p), p.stem)
+
+
+def resolve_profile(path: str | None, hardware_key: str, engine: str | None = None) -> EfficiencyProfile:
+    """The profile ``estimate``/``simulate`` time steps with (their ``--profile`` / ``--engine``).
+
+    ``path``: None or ``"builtin"`` = the code's defaults, ``"shipped"`` = the fitted set in the
+    package, else a TOML file (a plain profile or a set). ``engine`` picks the set's group of
+    ``<family of hardware_key>/<engine family>`` (most specific present, else the default);
+    it needs a profile that has groups.
+    """
+    from infercast.validate.setup import engine_family, hardware_family
+
+    pset = load_profile_set("builtin" if path is None else path)
+    if engine is None:
+        return pset.default
+    if not pset.groups:
+        where = "the built-in profile" if path in (None, "builtin") else f"profile {path}"
+        raise ConfigError(f"--engine {engine} selects a profile group, but {where} has none: "
+                          "pass --profile shipped (or a file from infercast calibrate --groups), or drop --engine")
+    return pset.for_group(f"{hardware_family(hardware_key)}/{engine_family(engine)}")

@@ -76,8 +76,8 @@ def disagg_predictor(s: Setup, prefill: tuple[int, int, bool], workers: tuple[in
 
     ``s`` is one decode worker (timed with the profile being scored); ``prefill`` is a
     prefill worker's (GPUs, EP, attention DP). The simulator builds the prefill pool's
-    cost model itself, with the default profile (``sim.build.pool_step_model`` does not
-    pass a profile on); both pools share the profile once it does.
+    cost model itself from the decode worker's (``sim.build.pool_step_model``): same
+    profile, part and memory fraction.
     """
     from infercast.sim.config import build_config
 
