@@ -125,13 +125,16 @@ class StepModel:
         self.memory: MemoryPlan = plan_memory(model, hardware, self.precision, self.parallel,
                                               memory_fraction, max_batched_tokens, max_seqs)
         self._token_cache: dict[tuple[int, int], tuple[tuple[OpTime, ...], float]] = {}
-        self._time_cache: dict[tuple[int, int], float] = {}
         self._affine_cache: dict[int, tuple[float, float]] = {}
         self._spans = tuple({(layer.attention, layer.window): 0 for layer in model.layers})
         self._span_counts = {s: sum(1 for x in model.layers if (x.attention, x.window) == s) for s in self._spans}
         self._all_full = all(kind == ATTN_FULL for kind, _ in self._spans)
         self._lin_tokens, self._lin_logits = _compile(self._per_token_ops, 1), _compile(self._per_logit_ops, 1)
         self._attn_lin = self._compile_attention() if self._all_full else ()
+        self._attn_terms = self._attention_terms()
+        self._tok_time_cache: dict[int, float] = {}
+        self._logit_time_cache: dict[int, float] = {}
+        self._moe_time_cache: dict[int, tuple[float, ...]] = {}
 
     # ---- public -------------------------------------------------------------------
     @property
@@ -192,12 +195,14 @@ class StepModel:
                 pn_pre += n * (n + 1) / 2
                 kv_pre += c
         x = (pc_dec, pc_pre, pn_dec, pn_pre, kv_dec, kv_pre, float(t))
-        eff, m = self.profile, self.machine
         attn = 0.0
-        for fc, bc in self._attn_lin:  # attention ops are linear in these seven sums
-            flops = sum(a * b for a, b in zip(fc, x))
-            moved = sum(a * b for a, b in zip(bc, x))
-            attn += max(flops / (m.attn_peak_flops * eff.attn_compute_eff), moved / (m.bandwidth * eff.attn_bw_eff))
+        for f_terms, b_terms, f_den, b_den in self._attn_terms:  # attention ops are linear in the sums
+            flops = moved = 0.0
+            for i, coef in f_terms:
+                flops += coef * x[i]
+            for i, coef in b_terms:
+                moved += coef * x[i]
+            attn += max(flops / f_den, moved / b_den)
         return self._token_time(t, num_decode + len(new_tokens)) + attn + self.profile.step_overhead_s
 
     def _compile_attention(self) -> tuple[tuple[tuple[float, ...], tuple[float, ...]], ...]:
@@ -213,6 +218,19 @@ class StepModel:
             bc = tuple(count * (c[k].bytes - zero[k].bytes) for c in cols) + (count * (per_t[k].bytes - zero[k].bytes),)
             out.append((fc, bc))
         return tuple(out)
+
+    def _attention_terms(self) -> tuple[tuple[tuple[tuple[int, float], ...], tuple[tuple[int, float], ...], float, float], ...]:
+        """``_attn_lin`` without its zero coefficients, with each op's roofline denominators.
+
+        Same values as summing all seven products in order: the dropped terms are
+        ``0.0 * x`` with finite ``x >= 0``, and adding 0.0 changes no partial sum.
+        """
+        eff, m = self.profile, self.machine
+        f_den, b_den = m.attn_peak_flops * eff.attn_compute_eff, m.bandwidth * eff.attn_bw_eff
+        return tuple(
+            (tuple((i, c) for i, c in enumerate(fc) if c), tuple((i, c) for i, c in enumerate(bc) if c), f_den, b_den)
+            for fc, bc in self._attn_lin
+        )
 
     def decode_affine(self, num_seqs: int) -> tuple[float, float]:
         """(a_s, b_s): a decode step of ``num_seqs`` sequences with cached contexts summing
@@ -267,18 +285,32 @@ class StepModel:
         return [op for op in self.shards.head_ops(1, logits) if op.name == "lm_head"]
 
     def _token_time(self, t: int, logits: int) -> float:
-        """Expected time of the token-count ops: memoized; misses use the compiled affine ops."""
-        key = (t, logits)
-        hit = self._time_cache.get(key)
-        if hit is None:
+        """Expected time of the token-count ops: the token and logit parts memoized apart
+        (each has few distinct keys; their pair has many), misses use the compiled affine ops."""
+        tok = self._tok_time_cache.get(t)
+        if tok is None:
             m, eff = self.machine, self.profile
-            hit = self._lin_tokens.time_s(t, m, eff) + self._lin_logits.time_s(logits, m, eff)
-            if self._lin_tokens.nonaffine_names:
-                for op in self._moe_expert_ops(t):
-                    hit += time_op(op, m, eff).time_s
-            if len(self._time_cache) >= 1 << 17:
-                self._time_cache.clear()
-            self._time_cache[key] = hit
+            tok = self._lin_tokens.time_s(t, m, eff)
+            if len(self._tok_time_cache) >= 1 << 16:
+                self._tok_time_cache.clear()
+            self._tok_time_cache[t] = tok
+        head = self._logit_time_cache.get(logits)
+        if head is None:
+            head = self._lin_logits.time_s(logits, self.machine, self.profile)
+            if len(self._logit_time_cache) >= 1 << 16:
+                self._logit_time_cache.clear()
+            self._logit_time_cache[logits] = head
+        hit = tok + head
+        if self._lin_tokens.nonaffine_names:
+            moe = self._moe_time_cache.get(t)
+            if moe is None:
+                m, eff = self.machine, self.profile
+                moe = tuple(time_op(op, m, eff).time_s for op in self._moe_expert_ops(t))
+                if len(self._moe_time_cache) >= 1 << 16:
+                    self._moe_time_cache.clear()
+                self._moe_time_cache[t] = moe
+            for x in moe:  # added one by one, as computed
+                hit += x
         return hit
 
     def _token_ops(self, t: int, logits: int) -> tuple[tuple[OpTime, ...], float]:
