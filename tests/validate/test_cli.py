@@ -82,11 +82,16 @@ def test_calibrate_writes_a_profile_validate_and_estimate_accept(data, tmp_path,
 def test_assume_weights_fills_missing_dtypes(tmp_path, capsys):
     p = tmp_path / "w.csv"
     p.write_text("id,scenario,metric,value,model,hardware,n_gpus,tp,input_tokens,output_tokens,batch\n"
-                 "a,kernel,decode_step_s,0.01,llama-3.1-8b,h100-sxm,1,1,1024,32,8\n")
-    code, out, _ = run(["validate", "--data", str(p), "--json", "--no-floor"], capsys)
+                 "a,kernel,decode_step_s,0.01,llama-3.1-8b,h100-sxm,1,1,1024,32,8\n"
+                 "b,kernel,decode_step_s,0.01,deepseek-r1,h200-sxm,8,8,1024,32,8\n")
+    code, out, _ = run(["validate", "--data", str(p), "--json", "--no-floor", "--assume-weights", "none"], capsys)
     assert json.loads(out)["rows"][0]["skipped_reason"] == "the source does not state the weight precision"
-    code, out, _ = run(["validate", "--data", str(p), "--json", "--no-floor", "--assume-weights", "bf16"], capsys)
-    row = json.loads(out)["rows"][0]
-    assert row["predicted"] > 0 and "weights assumed bf16" in row["notes"][-1]
+    code, out, _ = run(["validate", "--data", str(p), "--json", "--no-floor"], capsys)  # default: the checkpoint's
+    rep = json.loads(out)
+    assert [r["assumed_weights"] for r in rep["rows"]] == ["bf16", "fp8"]  # torch_dtype; quantization_config
+    assert rep["summary"]["assumed_weights"]["count"] == 2 and rep["rows"][0]["predicted"] > 0
+    assert "weights not stated: bf16 assumed" in rep["rows"][0]["notes"]
+    code, out, _ = run(["validate", "--data", str(p), "--json", "--no-floor", "--assume-weights", "fp8"], capsys)
+    assert json.loads(out)["rows"][0]["assumed_weights"] == "fp8"
     code, _, err = run(["validate", "--data", str(p), "--assume-weights", "fp7"], capsys)
     assert code == 2 and "fp7" in err

@@ -32,7 +32,10 @@ def print_report(rep: dict, by: str, console) -> None:
 
     s = rep["summary"]
     console.print(_table(f"infercast validate (profile {rep['profile']}) by {by}", s[by], by))
-    console.print(_table("overall", {"all rows": s["overall"]}, "set"))
+    sets = {"all rows": s["overall"]}
+    if s["assumed_weights"]["count"]:
+        sets["weights assumed (not stated)"] = s["assumed_weights"]
+    console.print(_table("overall", sets, "set"))
     worst = Table(title="worst rows")
     for col in ("id", "scenario", "metric", "measured", "predicted", "error %"):
         worst.add_column(col)
@@ -53,7 +56,7 @@ def print_report(rep: dict, by: str, console) -> None:
 
 
 def run_validate(data: str | None, profile: str | None, as_json: bool, plot: str | None, by: str,
-                 simulate_all: bool, floor: bool, assume_weights: str | None = None) -> None:
+                 simulate_all: bool, floor: bool, assume_weights: str | None = "checkpoint") -> None:
     from rich.console import Console
 
     from infercast.commands._common import print_json
@@ -66,7 +69,9 @@ def run_validate(data: str | None, profile: str | None, as_json: bool, plot: str
     choices = ("scenario", "metric", "scenario_metric", "hardware", "source", "group")
     if by not in choices:
         raise ConfigError(f"--by {by!r}: choose one of {', '.join(choices)}")
-    if assume_weights is not None:
+    if assume_weights == "none":
+        assume_weights = None
+    elif assume_weights != "checkpoint":
         from infercast.specs.precision import Precision
 
         assume_weights = Precision.parse(assume_weights).weights  # an unknown dtype fails here, with the fix
@@ -97,6 +102,6 @@ def register(app: typer.Typer) -> None:
         by: str = typer.Option("scenario_metric", "--by", help="table breakdown: scenario, metric, scenario_metric, hardware, source, group"),
         simulate_all: bool = typer.Option(False, "--simulate-all", help="use the simulator also for concurrency rows (slower)"),
         floor: bool = typer.Option(True, "--floor/--no-floor", help="check that no measurement beats the physics floor"),
-        assume_weights: str | None = typer.Option(None, "--assume-weights", help="weight dtype for rows that do not state one (default: skip them)"),
+        assume_weights: str = typer.Option("checkpoint", "--assume-weights", help="weights of rows that state none: checkpoint (its config's dtype, marked per row), a dtype, or none (skip them)"),
     ) -> None:
         run_validate(data, profile, as_json, plot, by, simulate_all, floor, assume_weights)

@@ -19,7 +19,7 @@ from infercast.validate.cases import Case
 from infercast.validate.ledger import Ledger, StepModels, profile_matrix
 from infercast.validate.predict import Plan, plan_case
 from infercast.validate.profiles import ProfileSet
-from infercast.validate.setup import Unpredictable, group_key
+from infercast.validate.setup import Unpredictable, checkpoint_weights, group_key
 from infercast.validate.speculative import with_acceptance
 
 
@@ -32,6 +32,7 @@ class Prediction:
     skipped_reason: str | None = None
     group: str = ""
     notes: tuple[str, ...] = ()
+    assumed_weights: str | None = None  # the dtype assumed for a row that states none
 
     @property
     def error_pct(self) -> float | None:
@@ -48,14 +49,18 @@ class Evaluator:
                  assume_weights: str | None = None):
         """``simulate=False`` skips rows only the simulator predicts; ``prefer_simulator`` uses
         the simulator also where a closed form exists (concurrency rows); ``assume_weights``
-        fills a missing weight dtype (noted on each such row) instead of skipping the row."""
+        fills a missing weight dtype instead of skipping the row: ``"checkpoint"`` = the
+        checkpoint's own (``setup.checkpoint_weights``), else that dtype. Each such row
+        carries ``assumed_weights``; its original case is kept for reporting."""
         self.cases = with_acceptance(cases)
-        self._assumed: set[int] = set()
+        self.assumed: dict[int, str] = {}
         if assume_weights:
             for i, c in enumerate(self.cases):
                 if c.model and not c.weights and not c.problem and c.scenario != "speculative":
-                    self.cases[i] = replace(c, weights=assume_weights)
-                    self._assumed.add(i)
+                    w = checkpoint_weights(c.model) if assume_weights == "checkpoint" else assume_weights
+                    if w:
+                        self.cases[i] = replace(c, weights=w)
+                        self.assumed[i] = w
         self.models = StepModels()
         self.ledger = Ledger(self.models)
         self.plans: list[Plan | None] = []
@@ -129,12 +134,14 @@ class Evaluator:
         values = self.values(profile_matrix(profs or [profiles.default]), profs)
         out = []
         for i, (case, plan, reason, v) in enumerate(zip(self.cases, self.plans, self.reasons, values, strict=True)):
-            if plan is not None and i in self._assumed:
-                plan = replace(plan, notes=plan.notes + (f"weights assumed {case.weights} (--assume-weights)",))
+            assumed = self.assumed.get(i)
+            if plan is not None and assumed:
+                plan = replace(plan, notes=plan.notes + (f"weights not stated: {assumed} assumed",))
             if plan is None:
-                out.append(Prediction(case, None, reason, group_key(case)))
+                out.append(Prediction(case, None, reason, group_key(case), (), assumed))
             elif not math.isfinite(v) or v <= 0:
-                out.append(Prediction(case, None, f"the model gave no finite positive value ({v})", plan.group, plan.notes))
+                out.append(Prediction(case, None, f"the model gave no finite positive value ({v})", plan.group,
+                                      plan.notes, assumed))
             else:
-                out.append(Prediction(case, float(v), None, plan.group, plan.notes))
+                out.append(Prediction(case, float(v), None, plan.group, plan.notes, assumed))
         return out

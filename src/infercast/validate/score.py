@@ -51,7 +51,7 @@ def row_dict(p: Prediction) -> dict[str, Any]:
     return {"id": c.id, "metric": c.metric, "measured": c.value, "predicted": p.predicted,
             "error_pct": e, "abs_error_pct": None if e is None else abs(e), "skipped_reason": p.skipped_reason,
             "scenario": c.scenario, "source": c.source, "model": c.model, "hardware": c.hardware,
-            "engine": c.engine, "group": p.group, "notes": list(p.notes)}
+            "engine": c.engine, "group": p.group, "assumed_weights": p.assumed_weights, "notes": list(p.notes)}
 
 
 def case_row(c: Case) -> dict[str, str]:
@@ -93,6 +93,7 @@ def report(preds: Sequence[Prediction], profile_name: str, floor: dict[str, Any]
         "group": by(predicted, lambda p: p.group),
         "worst": [row_dict(p) for p in worst],
         "skipped_reasons": dict(skipped.most_common()),
+        "assumed_weights": stats([p for p in preds if p.assumed_weights]),  # rows whose weight dtype was assumed
     }
     out = {"profile": profile_name, "rows": [row_dict(p) for p in preds], "summary": summary}
     if floor is not None:

@@ -13,6 +13,10 @@ silent; each one is named, and ``docs/validation.md`` lists them:
   ``gpu_memory_utilization`` 0.9; TRT-LLM and SGLang keep a similar headroom).
 - KV dtype when not stated: FP8 for TensorRT-LLM with 8-bit or narrower weights
   (its perf tables quantize the KV cache with the weights), else the 16-bit dtype.
+- Weights when the source does not say: the checkpoint's own dtype
+  (:func:`checkpoint_weights`: ``quantization_config.quant_method``, else
+  ``torch_dtype``; FP32 checkpoints are served in FP16, as vLLM's ``dtype=auto``
+  does), marked per row (``assumed_weights``) and counted in the summary.
 - Expert parallel wider than the TP group (``ep > tp*pp``) means attention data
   parallel (SGLang ``--enable-dp-attention``, TensorRT-LLM attention DP): one
   replica of ``ep`` GPUs with ``Parallelism(tp=ep, ep=ep, attn_dp=True)``
@@ -116,6 +120,31 @@ def kv_dtype(case: Case) -> str:
     if engine_family(case.engine) == "trtllm" and case.weights in ("fp8", "fp4"):
         return "fp8"
     return "fp16" if case.weights in ("fp16", "int8", "int4") else "bf16"
+
+
+_CHECKPOINT_DTYPES = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp16", "fp8": "fp8", "mxfp4": "fp4"}
+
+
+def checkpoint_weights(model: str) -> str | None:
+    """The weight dtype a checkpoint ships in (module docstring), or None if its config does not say."""
+    import json
+    from pathlib import Path
+
+    from infercast.specs.catalog import data_path
+
+    path = data_path("models", f"{model.strip().lower()}.json")
+    if not path.is_file():
+        path = Path(model).expanduser()
+        path = path / "config.json" if path.is_dir() else path
+    try:
+        cfg = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    quant = cfg.get("quantization_config") or {}
+    for key in (quant.get("quant_method"), cfg.get("torch_dtype")):
+        if isinstance(key, str) and key.lower() in _CHECKPOINT_DTYPES:
+            return _CHECKPOINT_DTYPES[key.lower()]
+    return None
 
 
 def layout(case: Case) -> Layout:
