@@ -28,7 +28,6 @@ side of the request's trip.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import socket
 import subprocess
@@ -38,7 +37,7 @@ import time
 import httpx
 import numpy as np
 
-from infercast.bench.run import BenchConfig, run_bench_async
+from infercast.bench.run import BenchConfig, run_bench
 
 TTFT_S, ITL_S, OUT = 0.05, 0.01, 16
 
@@ -71,7 +70,7 @@ def one_run(port: int, label: str, **load) -> dict:
     before = max((r["index"] for r in truth_rows(port)), default=0)
     cfg = BenchConfig(base_url=f"http://127.0.0.1:{port}/v1", model="mock", input_tokens=32,
                       output_tokens=OUT, warmup_requests=1, **load)
-    res = asyncio.run(run_bench_async(cfg))
+    res = run_bench(cfg)
     rows = {r["request_id"]: r for r in truth_rows(port) if r["index"] > before}
     ok = [r for r in res.records if r.ok and r.request_id in rows]
     s, d = res.summary, res.to_json()

@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-import asyncio
-
 from tokenizers import Tokenizer, models, pre_tokenizers
 
 from infercast.bench.datasets import _WORDS
 from infercast.bench.mock import MockConfig, run_in_thread
-from infercast.bench.run import BenchConfig, BenchResult, run_bench_async
+from infercast.bench.run import BenchConfig, BenchResult, run_bench
 
 
 def word_tokenizer() -> Tokenizer:
@@ -25,5 +23,5 @@ def bench_mock(mock: MockConfig, tokenizer_path: str | None = None, **bench) -> 
                     output_tokens=8, warmup_requests=1, tokenizer=tokenizer_path)
     defaults.update(bench)
     with run_in_thread(mock) as (url, server):
-        result = asyncio.run(run_bench_async(BenchConfig(base_url=url, **defaults)))
+        result = run_bench(BenchConfig(base_url=url, **defaults))
         return result, list(server.truth)

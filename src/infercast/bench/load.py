@@ -100,6 +100,8 @@ async def run_load(client: BenchClient, specs: list[RequestSpec], plan: LoadPlan
         raise ConfigError("give --request-rate R or --concurrency C")
     warm, specs = specs[: plan.warmup_requests], specs[plan.warmup_requests :]
     warm_recs = await asyncio.gather(*(client.send(s, client.clock()) for s in warm)) if warm else []
+    # open the connections the run will need now, so TCP set-up is not inside the first round's TTFT
+    await client.warm_pool(plan.concurrency or 0)
     offsets = plan_offsets(plan, specs, rng)
     lags: list[float] = []
     stop = asyncio.Event()
@@ -161,20 +163,21 @@ async def _open_loop(client: BenchClient, specs: list[RequestSpec], offsets: np.
                      start: float, finish: Callable[[RequestRecord], None]) -> None:
     cap = asyncio.Semaphore(plan.concurrency) if plan.concurrency else None
 
-    async def one(spec: RequestSpec, scheduled: float) -> None:
+    async def one(spec: RequestSpec, scheduled: float, body: bytes) -> None:
         if cap is None:
-            finish(await client.send(spec, scheduled))
+            finish(await client.send(spec, scheduled, body))
             return
         async with cap:  # waiting for a slot counts: clock zero stays the scheduled time
-            finish(await client.send(spec, scheduled))
+            finish(await client.send(spec, scheduled, body))
 
     tasks = []
     for spec, off in zip(specs, offsets, strict=True):
         if plan.max_duration_s is not None and off > plan.max_duration_s:
             break
         scheduled = start + float(off)
+        body = client.encode(spec)  # before the scheduled time: encoding is not the server's latency
         await _wait_until(client.clock, scheduled)
-        tasks.append(asyncio.create_task(one(spec, scheduled)))
+        tasks.append(asyncio.create_task(one(spec, scheduled, body)))
     await asyncio.gather(*tasks)
 
 
@@ -200,7 +203,8 @@ async def _closed_loop(client: BenchClient, specs: list[RequestSpec], plan: Load
         for spec in it:  # shared iterator: each spec goes to exactly one worker
             if plan.max_duration_s is not None and client.clock() - start > plan.max_duration_s:
                 return
-            finish(await client.send(spec, client.clock()))
+            body = client.encode(spec)  # clock zero: issued, body ready, right before the HTTP call
+            finish(await client.send(spec, client.clock(), body))
 
     await asyncio.gather(*(worker() for _ in range(plan.concurrency or 1)))
 

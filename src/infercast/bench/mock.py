@@ -41,6 +41,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from infercast.bench import loops
+
 TRUTH_KEEP = 100_000  # per-request truth rows kept (bounded memory)
 
 
@@ -159,15 +161,6 @@ def _listen(host: str, port: int) -> socket.socket:
     return sock
 
 
-def new_event_loop() -> asyncio.AbstractEventLoop:
-    """uvloop where installed (its I/O path costs about half of asyncio's), else asyncio's loop."""
-    try:
-        import uvloop
-    except ImportError:  # pragma: no cover - uvloop is a dependency except on Windows
-        return asyncio.new_event_loop()
-    return uvloop.new_event_loop()
-
-
 def serve(config: MockConfig, host: str = "127.0.0.1", port: int = 8000) -> None:
     """Serve the mock until interrupted (the ``infercast mock-server`` command)."""
     from infercast.bench.mock_http import start_server
@@ -178,8 +171,8 @@ def serve(config: MockConfig, host: str = "127.0.0.1", port: int = 8000) -> None
         http = await start_server(MockServer(config), sock)
         await http.server.serve_forever()
 
-    with contextlib.suppress(KeyboardInterrupt), asyncio.Runner(loop_factory=new_event_loop) as runner:
-        runner.run(main())
+    with contextlib.suppress(KeyboardInterrupt):
+        loops.run(main())
 
 
 @contextlib.contextmanager
@@ -190,7 +183,7 @@ def run_in_thread(config: MockConfig) -> Iterator[tuple[str, MockServer]]:
     mock = MockServer(config)
     sock = _listen("127.0.0.1", 0)
     port = sock.getsockname()[1]
-    loop = new_event_loop()
+    loop = loops.new_event_loop()
     http = loop.run_until_complete(start_server(mock, sock))
     thread = threading.Thread(target=loop.run_forever, daemon=True)
     thread.start()

@@ -8,7 +8,6 @@ serve``'s key names where they exist, plus ours.
 
 from __future__ import annotations
 
-import asyncio
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, replace
@@ -17,6 +16,7 @@ from typing import Any
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from infercast.bench import loops
 from infercast.bench.client import BenchClient, ClientConfig
 from infercast.bench.datasets import (
     SHIPPED_TRACES,
@@ -174,8 +174,8 @@ def summary_send_lags(load: LoadResult) -> np.ndarray:
 
 
 def run_bench(cfg: BenchConfig, on_done: Callable[[RequestRecord], None] | None = None) -> BenchResult:
-    """Synchronous wrapper of :func:`run_bench_async`."""
-    return asyncio.run(run_bench_async(cfg, on_done))
+    """Synchronous wrapper of :func:`run_bench_async` (on uvloop where installed)."""
+    return loops.run(run_bench_async(cfg, on_done), eager_body_writes=True)
 
 
 def sweep(cfg: BenchConfig, rates: list[float] | None = None, concurrencies: list[int] | None = None,
