@@ -133,25 +133,27 @@ class DecodeGroupMixin:
             del self._reserve[-need:]
 
     def _join_group(self, req: Request) -> None:
-        if req.num_remaining_tokens != 1:
+        c = req.num_computed_tokens
+        if req.prompt_tokens + req.num_output_tokens - c != 1:
             return  # several tokens sampled (speculative): it catches up explicitly first
         bs = self.config.block_size
-        c = req.num_computed_tokens
-        if len(req.block_table) == cdiv(c, bs):  # tight table: a new block every bs steps
-            req.group_phase = (self.dstep - c) % bs
-            self._phase[req.group_phase] += 1
+        d = self.dstep
+        if len(req.block_table) == -(-c // bs):  # tight table: a new block every bs steps
+            req.group_phase = phase = (d - c) % bs
+            self._phase[phase] += 1
             self._phased += 1
         elif len(req.block_table) * bs >= req.prompt_tokens + req.max_output_tokens - 1:
             req.group_phase = -1  # KV reserved to the end (static policy): never needs a block
         else:
             return  # neither: stay explicit
-        del self.explicit[req.request_id]
-        req.dbase = d = self.dstep
+        rid = req.request_id
+        del self.explicit[rid]
+        req.dbase = d
         self._dsum += c - d
-        req.finish_dstep = d + req.max_output_tokens - req.num_output_tokens
+        req.finish_dstep = f = d + req.max_output_tokens - req.num_output_tokens
         self._heap_seq += 1
-        heapq.heappush(self._finish_heap, (req.finish_dstep, self._heap_seq, req))
-        self.group[req.request_id] = req
+        heapq.heappush(self._finish_heap, (f, self._heap_seq, req))
+        self.group[rid] = req
 
     def _leave_group(self, req: Request, explicit: bool = True) -> None:
         """Back to an explicit request (``explicit=False``: it finishes at once, list it nowhere)."""
@@ -172,11 +174,10 @@ class DecodeGroupMixin:
         )
 
     def _pop_finished(self, done: list[Request]) -> None:
-        heap, dstep = self._finish_heap, self.dstep
+        heap, dstep, pop = self._finish_heap, self.dstep, heapq.heappop
+        running = RequestStatus.RUNNING
         while heap and heap[0][0] <= dstep:
-            entry = heapq.heappop(heap)
-            if self._live(entry):
-                req = entry[2]
+            f, _, req = pop(heap)
+            if req.dbase >= 0 and req.finish_dstep == f and req.status is running:  # ``_live``
                 self._leave_group(req, explicit=False)
                 done.append(self._finish(req, "length", explicit=False))
-

@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from infercast.sched.scheduler import Scheduler
 
 Entries = dict[str, tuple[Request, int]]
+_NO_HITS: list[int] = []  # no prefix-cache hits (never mutated)
 
 
 class _Restart(Exception):
@@ -63,11 +64,12 @@ def _run_running(
 
 def _admit_waiting(s: Scheduler, entries: Entries, budget: int, chunked: bool) -> None:
     """Admit waiting requests FCFS while seats, budget and KV last."""
-    bs = s.config.block_size
-    while s.waiting and budget > 0 and len(s.running) < s.config.max_num_seqs:
-        req = s.waiting[0]
-        hits = s.prefix_hits(req)
-        remaining = req.num_tokens - len(hits) * bs
+    bs, max_seqs, waiting, running = s.config.block_size, s.config.max_num_seqs, s.waiting, s.running
+    caching = s.config.enable_prefix_caching
+    while waiting and budget > 0 and len(running) < max_seqs:
+        req = waiting[0]
+        hits = s.prefix_hits(req) if caching else _NO_HITS
+        remaining = req.prompt_tokens + req.num_output_tokens - len(hits) * bs
         n = min(remaining, budget)
         if not chunked and n < remaining:
             if entries:
@@ -84,6 +86,10 @@ def _head_fits(s: Scheduler, budget: int, chunked: bool) -> bool:
     if not s.waiting or budget <= 0 or len(s.running) >= s.config.max_num_seqs:
         return False
     req = s.waiting[0]
+    if not s.config.enable_prefix_caching:  # no hits: the admission cost is its fresh blocks
+        remaining = req.prompt_tokens + req.num_output_tokens
+        n = min(remaining, budget) if chunked else remaining
+        return -(-n // s.config.block_size) <= s.kv.num_free_blocks
     hits = s.prefix_hits(req)
     remaining = req.num_tokens - len(hits) * s.config.block_size
     n = min(remaining, budget) if chunked else remaining
@@ -97,6 +103,8 @@ def _with_group(
     while True:
         entries: Entries = {}
         left = budget - s.start_group_step()
+        if not s.explicit:  # only the group runs (it may have dissolved into explicit requests)
+            return entries, left
         try:
             left = _run_running(s, explicit_order(s), left, entries, preempted)
         except _Restart:

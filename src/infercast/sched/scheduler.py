@@ -154,6 +154,10 @@ class Scheduler(DecodeGroupMixin):
                              req.num_computed_tokens + n == req.num_tokens)
                 for req, n in entries
             ])
+        elif len(entries) == 1:  # the common simulator step: one prefill chunk beside the group
+            req, n = entries[0]
+            c = req.num_computed_tokens
+            seqs = (ScheduledSeq(req.request_id, n, c, (), c + n == req.prompt_tokens + req.num_output_tokens),)
         else:
             seqs = tuple([
                 ScheduledSeq(req.request_id, n, req.num_computed_tokens, (),
@@ -161,7 +165,7 @@ class Scheduler(DecodeGroupMixin):
                 for req, n in entries
             ])
         cached = self._dsum + len(self.group) * self.dstep if n_group else 0
-        return Batch(seqs, tuple(preempted), n_group, cached)
+        return Batch(seqs, tuple(preempted) if preempted else (), n_group, cached)
 
     def update(
         self,
@@ -193,9 +197,14 @@ class Scheduler(DecodeGroupMixin):
             req.num_computed_tokens += seq.num_new_tokens
             if prefix_caching:
                 self._register_blocks(req)
-            if seq.samples:
+            if seq.samples:  # as ``_sampled``, inlined: one per prefill, the common case
                 n = _count(num_sampled.get(req.request_id, 1)) if num_sampled else 1
-                if not self._sampled(req, n, finished, done):
+                req.num_output_tokens += n
+                if req.num_output_tokens >= req.max_output_tokens:
+                    done.append(self._finish(req, "length"))
+                elif finished and req.request_id in finished:
+                    done.append(self._finish(req, "stop"))
+                else:
                     self._join_group(req)
         return done
 
