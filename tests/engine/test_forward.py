@@ -153,3 +153,41 @@ def test_blocked_linear_equals_one_product(rows):
     assert got.shape == (rows, 2600) and got.flags.c_contiguous
     np.testing.assert_allclose(got, x.astype(np.float64) @ w.T.astype(np.float64),
                                rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("tokens", [1, 3, 4, 5, 16, 17, 32, 33])
+def test_feature_major_linear_equals_one_product(tokens):
+    # Each regime of linear_fm: one call, w row blocks, the row-major path, wide blocks.
+    from infercast.engine.linear import linear_fm
+
+    rng = np.random.default_rng(tokens)
+    w = rng.standard_normal((2600, 256), dtype=np.float32)
+    x = rng.standard_normal((256, tokens), dtype=np.float32)
+    got = linear_fm(w, x)
+    assert got.shape == (2600, tokens) and got.flags.c_contiguous
+    np.testing.assert_allclose(got, w.astype(np.float64) @ x.astype(np.float64),
+                               rtol=1e-4, atol=1e-4)
+
+
+def test_decode_batch_of_uneven_contexts_matches_reference():
+    """Decode tokens of requests with 1-40 cached tokens, attended in padded groups,
+    next to a prefill chunk in the same step."""
+    from infercast.engine.attention import decode_groups
+
+    cfg = named_config("tiny")
+    w = random_weights(cfg, seed=8)
+    rng = np.random.default_rng(9)
+    lengths = (1, 2, 3, 9, 10, 33, 40)
+    seqs = [[int(t) for t in rng.integers(0, 256, n + 1)] for n in lengths]
+    model, kv = LlamaModel(cfg, w, 64), PagedKVStore(cfg, 96, 4)
+    tables = [list(range(12 * i, 12 * i + 12))[::-1] for i in range(len(seqs) + 1)]
+    for s, t in zip(seqs, tables, strict=False):
+        model.forward([SeqInput(s[:-1], 0, t)], kv)
+    chunk = [int(t) for t in rng.integers(0, 256, 7)]
+    step = [SeqInput([s[-1]], len(s) - 1, t) for s, t in zip(seqs, tables, strict=False)]
+    got = model.forward(step[:3] + [SeqInput(chunk, 0, tables[-1])] + step[3:], kv)
+    got = got[:3] + got[4:]
+    groups = decode_groups(list(range(len(seqs))), [np.arange(n + 1) for n in lengths])
+    assert len(groups) > 1 and any(g.pad_mask is not None for g in groups)
+    for s, lg in zip(seqs, got, strict=True):
+        assert np.abs(lg - reference_logits(cfg, w, s)[-1]).max() < 1e-4

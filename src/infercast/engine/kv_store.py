@@ -49,6 +49,10 @@ class PagedKVStore:
         """Gather K, V [len(slots), kv_heads, head_dim] (a copy) for one request."""
         return self._flat(self.k[layer])[slots], self._flat(self.v[layer])[slots]
 
+    def flat(self, layer: int) -> tuple[np.ndarray, np.ndarray]:
+        """K, V of one layer as [num_blocks * block_size, kv_heads, head_dim] views."""
+        return self._flat(self.k[layer]), self._flat(self.v[layer])
+
     @staticmethod
     def _flat(a: np.ndarray) -> np.ndarray:
         return a.reshape(a.shape[0] * a.shape[1], *a.shape[2:])  # a view: arrays are contiguous

@@ -54,21 +54,25 @@ class RotaryTable:
         self.sin = np.sin(angles).astype(np.float32)
 
     def at(self, positions: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """cos, sin of each token's position, [tokens, 1, head_dim/2] (gather once per step)."""
-        return self.cos[positions][:, None, :], self.sin[positions][:, None, :]
+        """cos, sin of each token's position, [head_dim/2, tokens] (gather once per step)."""
+        return (np.ascontiguousarray(self.cos[positions].T),
+                np.ascontiguousarray(self.sin[positions].T))
 
     @staticmethod
     def rotate(x: np.ndarray, cos: np.ndarray, sin: np.ndarray) -> np.ndarray:
-        """Rotate x [tokens, heads, head_dim] by the angles from :meth:`at`; a new array."""
-        half = x.shape[-1] // 2
-        x1, x2 = x[..., :half], x[..., half:]
-        out = np.empty_like(x)
-        np.multiply(x1, cos, out=out[..., :half])
-        out[..., :half] -= x2 * sin
-        np.multiply(x2, cos, out=out[..., half:])
-        out[..., half:] += x1 * sin
-        return out
+        """Rotate feature-major x [heads, head_dim, tokens] by the angles from :meth:`at`.
 
-    def apply(self, x: np.ndarray, positions: np.ndarray) -> np.ndarray:
-        """Rotate x [tokens, heads, head_dim] by each token's position; returns a new array."""
-        return self.rotate(x, *self.at(positions))
+        Returns a new array; the angles broadcast along the contiguous token axis.
+        """
+        half = x.shape[1] // 2
+        x1, x2 = x[:, :half], x[:, half:]
+        out = np.empty(x.shape, dtype=np.float32)
+        tmp = np.empty(x1.shape, dtype=np.float32)
+        lo, hi = out[:, :half], out[:, half:]
+        np.multiply(x1, cos, out=lo)
+        np.multiply(x2, sin, out=tmp)
+        lo -= tmp
+        np.multiply(x2, cos, out=hi)
+        np.multiply(x1, sin, out=tmp)
+        hi += tmp
+        return out

@@ -1,0 +1,145 @@
+"""Causal grouped-query attention on feature-major activations.
+
+The forward pass keeps activations as ``[features, tokens]``
+(:func:`infercast.engine.linear.linear_fm`), so queries arrive as ``[Hq, d,
+n]`` and attention writes ``[Hq, d, n]`` back into the output projection's
+input. Each KV head serves g = Hq/Hkv query heads (Ainslie et al. 2023): its g
+heads' queries are the columns of one ``[d, g*n]`` matrix, so scores are one
+product ``K_h [ctx, d] @ Q_h [d, g*n]`` per KV head, with no K/V repetition.
+
+Decode tokens (one new token per request) of many requests run together:
+their contexts are gathered into one padded ``[B, L, Hkv, d]`` array and the
+padding masked, instead of a dozen small numpy calls per request per layer
+(random-100m at batch 32: attention with its KV gathers 17.7 -> see
+docs/engine.md, "Measured").
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+QUERY_BLOCK = 128  # long prefills attend in query blocks, each to the keys it can see
+# exp(x) for x < -87.3 is a float32 subnormal, and arithmetic on subnormals runs
+# ~13x slower here (numpy exp or add over 196K floats: 71 -> 945 us). Scores
+# (after the max is subtracted) are floored at -80 first: such a weight
+# (1.8e-35) against the largest (1.0) vanishes in the float32 sums as an exact
+# 0 would, masked keys (-inf) included.
+EXP_FLOOR = np.float32(-80.0)
+PAD_WASTE = 1.25  # a decode group's padded keys may exceed its real keys by this factor
+
+
+def causal_attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, start: int,
+                     out: np.ndarray) -> None:
+    """Attention of n new queries at positions start.. over ctx = start + n keys.
+
+    q [Hq, d, n]; k [Hkv, ctx, d]; v [Hkv, d, ctx] (views are fine); writes out
+    [Hq, d, n]. Queries go in blocks of QUERY_BLOCK; block [i, j) only reads
+    keys 0 .. start + j - 1, which skips most of the masked half of a long prefill.
+    """
+    n = q.shape[-1]
+    for i in range(0, n, QUERY_BLOCK):
+        j = min(i + QUERY_BLOCK, n)
+        _attention_block(q[..., i:j], k[:, : start + j], v[..., : start + j], start + i,
+                         out[..., i:j])
+
+
+def _attention_block(q: np.ndarray, k: np.ndarray, v: np.ndarray, start: int,
+                     out: np.ndarray) -> None:
+    """One query block (see :func:`causal_attention`).
+
+    The 1/sqrt(d) scale goes on q (as it is copied into the grouped layout) and
+    the softmax's division on the ``[d, g*n]`` output, the smaller arrays.
+    """
+    hq, d, n = q.shape
+    hkv, ctx, _ = k.shape
+    g = hq // hkv
+    qg = np.empty((hkv, d, g, n), dtype=np.float32)
+    np.multiply(q.reshape(hkv, g, d, n).transpose(0, 2, 1, 3), np.float32(1.0 / np.sqrt(d)),
+                out=qg)
+    scores = k @ qg.reshape(hkv, d, g * n)  # [Hkv, ctx, g*n]
+    if n > 1:  # query i (position start+i) sees keys 0..start+i
+        future = np.arange(ctx)[:, None] > (start + np.arange(n))[None, :]  # [ctx, n]
+        mask = np.where(future, np.float32(-np.inf), np.float32(0.0))
+        scores.reshape(hkv, ctx, g, n)[...] += mask[None, :, None, :]
+    scores -= scores.max(axis=1, keepdims=True)
+    np.maximum(scores, EXP_FLOOR, out=scores)
+    np.exp(scores, out=scores)
+    denom = scores.sum(axis=1, keepdims=True)  # [Hkv, 1, g*n]
+    o = v @ scores  # [Hkv, d, g*n]
+    np.divide(o.reshape(hkv, d, g, n).transpose(0, 2, 1, 3),
+              denom.reshape(hkv, 1, g, n).transpose(0, 2, 1, 3),
+              out=out.reshape(hkv, g, d, n))
+
+
+@dataclass(frozen=True)
+class DecodeGroup:
+    """Decode requests attended together: their columns and padded KV slots."""
+
+    columns: np.ndarray  # [B] token columns of the step
+    slots: np.ndarray  # [B, L] flat KV slots; padding repeats a valid slot
+    pad_mask: np.ndarray | None  # [B, 1, 1, L] additive (-inf on padding), None if unpadded
+
+
+def decode_groups(columns: Sequence[int], read_slots: Sequence[np.ndarray]) -> list[DecodeGroup]:
+    """Group decode requests so padding to a group's longest context stays small.
+
+    Requests sorted by context join a group while its padded size stays within
+    PAD_WASTE of its real keys; built once per step, used by every layer.
+    """
+    order = sorted(range(len(columns)), key=lambda i: len(read_slots[i]))
+    groups: list[list[int]] = []
+    real = 0
+    for i in order:
+        ctx = len(read_slots[i])
+        if groups and (len(groups[-1]) + 1) * ctx <= PAD_WASTE * (real + ctx):
+            groups[-1].append(i)
+            real += ctx
+        else:
+            groups.append([i])
+            real = ctx
+    return [_group(columns, read_slots, members) for members in groups]
+
+
+def _group(columns: Sequence[int], read_slots: Sequence[np.ndarray],
+           members: list[int]) -> DecodeGroup:
+    lens = np.array([len(read_slots[i]) for i in members])
+    width = int(lens.max())
+    slots = np.empty((len(members), width), dtype=np.int64)
+    for row, i in enumerate(members):
+        s = read_slots[i]
+        slots[row, : len(s)] = s
+        slots[row, len(s):] = s[-1]
+    mask = None
+    if (lens < width).any():
+        pad = np.arange(width)[None, :] >= lens[:, None]
+        mask = np.where(pad, np.float32(-np.inf), np.float32(0.0))[:, None, None, :]
+    return DecodeGroup(np.array([columns[i] for i in members]), slots, mask)
+
+
+def decode_attention(q: np.ndarray, k_flat: np.ndarray, v_flat: np.ndarray,
+                     group: DecodeGroup, out: np.ndarray) -> None:
+    """Attention of one new token per request for a group of decode requests.
+
+    q, out [Hq, d, T] (the step's feature-major queries and attention output);
+    k_flat, v_flat [slots, Hkv, d] (one layer of the paged store, flat).
+    """
+    hq, d, _ = q.shape
+    hkv = k_flat.shape[1]
+    b, g = len(group.columns), hq // hkv
+    qd = np.empty((b, hq, d), dtype=np.float32)
+    np.multiply(q[:, :, group.columns].transpose(2, 0, 1), np.float32(1.0 / np.sqrt(d)),
+                out=qd)
+    keys, values = k_flat[group.slots], v_flat[group.slots]  # [B, L, Hkv, d]
+    scores = qd.reshape(b, hkv, g, d) @ keys.transpose(0, 2, 3, 1)  # [B, Hkv, g, L]
+    if group.pad_mask is not None:
+        scores += group.pad_mask
+    scores -= scores.max(axis=-1, keepdims=True)
+    np.maximum(scores, EXP_FLOOR, out=scores)
+    np.exp(scores, out=scores)
+    denom = scores.sum(axis=-1, keepdims=True)
+    o = scores @ values.transpose(0, 2, 1, 3)  # [B, Hkv, g, d]
+    o /= denom
+    out[:, :, group.columns] = o.reshape(b, hq, d).transpose(1, 2, 0)
