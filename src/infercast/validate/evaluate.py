@@ -83,12 +83,11 @@ class Evaluator:
             plan = plan_case(case, self.models)
             if not simulate and plan.combine is None:
                 raise Unpredictable("only the simulator predicts this row (simulation off in this run)")
-            if plan.heavy and not prefer:
-                raise Unpredictable("a long simulation (disaggregated, concurrency > 512): run with --simulate-all")
             if not simulate or (plan.combine is not None and not prefer):
                 plan = replace(plan, simulate=None)
             g = self._group(plan.group)
-            idx = tuple(self.ledger.add(g, plan.layout.setup, s) for s in plan.shapes)
+            setups = plan.setups or (plan.layout.setup if plan.layout else None,) * len(plan.shapes)
+            idx = tuple(self.ledger.add(g, su, s) for su, s in zip(setups, plan.shapes, strict=True))
         except Unpredictable as exc:
             return None, str(exc), ()
         except (InfercastError, ValueError, ZeroDivisionError) as exc:  # a model gap, reported per row

@@ -17,6 +17,8 @@ with the reason. Scenarios (``docs/validation.md`` says what each assumes):
   (closed form in waves, :mod:`.steady`; the simulator on request).
 - ``server``: the simulator, Poisson arrivals at ``request_rate`` over the replicas
   (also offline TTFT/ITL rows, every request at t = 0).
+- ``disaggregated``: prefill and decode pools from ``extra``, the closed loop in closed
+  form (:mod:`.disagg`; the simulator's pools on request).
 """
 
 from __future__ import annotations
@@ -38,7 +40,6 @@ from infercast.validate.steady import closed_loop
 Combine = Callable[[Sequence[float], EfficiencyProfile], float]
 HARDWARE_METRICS = ("matmul_flops_per_s", "link_bandwidth_bytes_per_s")
 NOT_YET: dict[str, str] = {}
-HEAVY_CONCURRENCY = 512  # disaggregated rows above it take seconds each to simulate
 
 
 @dataclass(frozen=True)
@@ -54,7 +55,7 @@ class Plan:
     simulate: Callable[[EfficiencyProfile], Summary] | None = None  # simulator-based rows:
     sim_key: tuple = ()  # rows of one simulation share it
     sim_combine: Callable[[Summary, EfficiencyProfile], float] | None = None  # Summary -> value
-    heavy: bool = False  # a simulation too slow for the default run (--simulate-all runs it)
+    setups: tuple = ()  # the Setup of each shape, when not all on ``layout.setup`` (disaggregated pools)
 
 
 def _need(value, what: str):
@@ -309,8 +310,15 @@ def _pool(p: dict, where: str) -> tuple[int, int, bool]:
 
 
 def _disaggregated(case: Case, models: StepModels) -> Plan:
-    """Prefill and decode pools from ``extra``, closed loop at the row's concurrency (simulator)."""
-    from infercast.validate.simrun import SIM_METRICS, disagg_predictor
+    """Prefill and decode pools from ``extra``, closed loop at the row's concurrency: closed form
+    (:mod:`infercast.validate.disagg`), or the simulator's pools with ``--simulate-all``."""
+    from infercast.sim.disagg import (
+        DEFAULT_LINK_PER_GPU_BYTES_PER_S,
+        kv_transfer_bytes,
+        transfer_time_s,
+    )
+    from infercast.validate.disagg import disagg_loop
+    from infercast.validate.simrun import CONCURRENCY_WAVES, SIM_METRICS, disagg_predictor
 
     if case.metric not in ("ttft_mean_s", "tpot_mean_s", "itl_mean_s"):
         raise _metric_error(case)
@@ -328,13 +336,25 @@ def _disaggregated(case: Case, models: StepModels) -> Plan:
     decode = replace(case, tp=gd, pp=1, ep=ep_d, n_gpus=gd)
     lay, sm = _replica(decode, models)
     setup = replace(lay.setup, attn_dp=dp_d)
+    pf_setup = replace(setup, tp=gp, ep=ep_p, attn_dp=dp_p)
+    pf_sm, dec_sm = models.get(pf_setup), models.get(setup)
     i, o = _lengths(case)
     clients = _need(case.concurrency, "concurrency")
+    # sim/disagg.py's defaults: 50 GB/s per GPU x the smaller TP, 1 ms, no layer overlap
+    bw = DEFAULT_LINK_PER_GPU_BYTES_PER_S * min(pf_sm.parallel.tp, dec_sm.parallel.tp)
+    xfer = transfer_time_s(kv_transfer_bytes(pf_sm, i), bw, 1e-3)
+    limit = _running_limit(case, replace(lay, setup=setup), dec_sm, i, o)
+    loop = disagg_loop(clients, workers, i, o, setup.max_batched_tokens, setup.max_seqs, limit, xfer,
+                       CONCURRENCY_WAVES)
+    npf = len(loop.prefill_shapes)
+    key_m = "ttft_s" if case.metric == "ttft_mean_s" else "tpot_s"
     key, run = disagg_predictor(setup, (gp, ep_p, dp_p), workers, clients, i, o)
     pick = SIM_METRICS[case.metric]
-    return Plan(case, group_key(case), replace(lay, setup=setup), (), None,
+    return Plan(case, group_key(case), replace(lay, setup=setup), loop.prefill_shapes + loop.decode_shapes,
+                lambda t, p: loop.metrics(t[:npf], t[npf:])[key_m],
                 (f"{workers[0]} prefill x {gp} GPUs, {workers[1]} decode x {gd} GPUs",), run, key,
-                lambda summary, p: float(pick(summary)), heavy=clients > HEAVY_CONCURRENCY)
+                lambda summary, p: float(pick(summary)),
+                setups=(pf_setup,) * npf + (setup,) * len(loop.decode_shapes))
 
 
 BUILDERS = {
