@@ -120,6 +120,7 @@ class MockServer:
     def __init__(self, config: MockConfig) -> None:
         self.config = config
         self.truth: deque[dict[str, Any]] = deque(maxlen=TRUTH_KEEP)
+        self.connections_opened = 0  # TCP connections accepted (a client's pool reuse shows here)
         self._count = 0
 
     def next_index(self) -> int:

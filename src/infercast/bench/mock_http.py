@@ -75,6 +75,7 @@ class _Connection(asyncio.Protocol):
         if sock is not None:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self.registry.add(self)
+        self.mock.connections_opened += 1
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
