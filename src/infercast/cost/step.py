@@ -181,10 +181,13 @@ class StepModel:
             share = decode_cached_sum / num_decode if num_decode else 0.0
             return self.step_time_s([1] * num_decode + list(new_tokens),
                                     [share] * num_decode + list(cached_tokens))
+        if len(new_tokens) != len(cached_tokens):
+            raise ValueError("new_tokens and cached_tokens must have the same length")
         pc_pre = pn_pre = kv_pre = 0.0
-        pc_dec, pn_dec, kv_dec = float(decode_cached_sum), float(num_decode), float(decode_cached_sum)
+        pc_dec = kv_dec = float(decode_cached_sum)
+        pn_dec = float(num_decode)
         t = num_decode
-        for n, c in zip(new_tokens, cached_tokens, strict=True):
+        for n, c in zip(new_tokens, cached_tokens, strict=False):  # lengths checked above
             t += n
             if n == 1:
                 pc_dec += c

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -33,14 +33,16 @@ from infercast.sim.timeline import Timeline
 TIMELINE_COMPACT_MIN = 1 << 16
 
 
-@dataclass(slots=True)
 class _Track:
-    """Simulator-side bookkeeping of one active request."""
+    """Simulator-side bookkeeping of one active request (a plain class: built once per request)."""
 
-    req: Request
-    times: list[float] = field(default_factory=list)  # explicit token times
-    tl_start: int = -1  # timeline index of its next decode token; -1 when not decoding
-    first_scheduled_s: float | None = None
+    __slots__ = ("req", "times", "tl_start", "first_scheduled_s")
+
+    def __init__(self, req: Request) -> None:
+        self.req = req
+        self.times: list[float] = []  # explicit token times
+        self.tl_start = -1  # timeline index of its next decode token; -1 when not decoding
+        self.first_scheduled_s: float | None = None
 
 
 @dataclass(slots=True)
@@ -185,11 +187,10 @@ class Replica:
         """Start the next step now, but after every arrival of this same instant is queued."""
         if self._kicked:
             return
+        self._kicked = True
         if self.kernel.has_pending(now, PRIO_ARRIVAL):
-            self._kicked = True
             self.kernel.at(now, PRIO_KICK, self._start_step)
         else:  # no same-instant arrival can still come: skip the extra event
-            self._kicked = True
             self._start_step()
 
     # ---- stepping ---------------------------------------------------------------
@@ -212,18 +213,27 @@ class Replica:
         tracks = self.tracks
         for rid in batch.preempted:
             self._flush(tracks[rid])
+        new: list[int] = []
+        cached: list[int] = []
         for seq in seqs:
             tr = tracks[seq.request_id]
             if tr.first_scheduled_s is None:
                 tr.first_scheduled_s = now
+            new.append(seq.num_new_tokens)
+            cached.append(seq.num_cached_tokens)
         mixed = self._mixed
         if mixed is not None:  # a StepModel: the batch as sums, no arrays
-            dt = mixed(nd, batch.decode_cached_tokens,
-                       [q.num_new_tokens for q in seqs], [q.num_cached_tokens for q in seqs])
+            dt = mixed(nd, batch.decode_cached_tokens, new, cached)
         else:
             dt = self.timer.step_time_s(*_step_arrays(batch))
         num_seqs = len(seqs) + nd
-        self.stats.add(1, dt, num_seqs, sched.kv.usage)
+        st, usage = self.stats, sched.kv.usage  # ``ReplicaStats.add(1, dt, num_seqs, usage)``, inlined
+        st.num_steps += 1
+        st.busy_s += dt
+        st.seq_time_s += num_seqs * dt
+        st.kv_time_s += usage * dt
+        if usage > st.peak_kv_usage:
+            st.peak_kv_usage = usage
         if self.observe is not None:
             self.observe(now, self, num_seqs)
         self._busy = True
@@ -251,7 +261,10 @@ class Replica:
                 raise RuntimeError("a step ran only some decoding requests; timeline would be wrong")
             if gaps is not None:
                 gaps.entry(now, decoding_in_step)
-            self._append_time(now)
+            tl = self.timeline
+            if tl.held >= self._compact_at:
+                self._compact(1)
+            tl.append(now)
         done = self.sched.update(batch)
         if started:
             size = self.timeline.size
@@ -267,15 +280,17 @@ class Replica:
 
     def _start_segment(self, now: float, k: int) -> None:
         sched = self.sched
-        n = len(sched.group)
-        s0 = sched.group_context_tokens
+        group = sched.group
+        n = len(group)
+        s0 = sched._dsum + n * sched.dstep  # ``group_context_tokens``
         ab = self._affine.get(n)
         if ab is None:
             ab = self._affine[n] = self.timer.decode_affine(n)
         a, b = ab
         # Step j (1-based) ends at t0 + j*c1 + c2*j*(j-1): sum of a + b*(S0 + n*i), i < j.
-        seg = _Segment(now, a + b * s0, b * n * 0.5, k, None, n)
-        seg.handle = self.kernel.at(seg.end(k), PRIO_STEP_END, self._end_segment)
+        c1, c2 = a + b * s0, b * n * 0.5
+        seg = _Segment(now, c1, c2, k, None, n)
+        seg.handle = self.kernel.at(now + k * c1 + c2 * (k * (k - 1)), PRIO_STEP_END, self._end_segment)  # end(k)
         self._segment = seg
         self._busy = True
         self.stats.num_segments += 1
@@ -294,15 +309,25 @@ class Replica:
     def _end_segment(self) -> None:
         now = self.kernel.now
         seg, self._segment = self._segment, None
-        m = seg.steps
-        self.stats.add(m, now - seg.start_s, seg.num_seqs, self.sched.kv.usage)
-        ends = seg.ends(m)
+        m, n = seg.steps, seg.num_seqs
+        st, usage, dur = self.stats, self.sched.kv.usage, now - seg.start_s  # ``ReplicaStats.add``, inlined
+        st.num_steps += m
+        st.busy_s += dur
+        st.seq_time_s += n * dur
+        st.kv_time_s += usage * dur
+        if usage > st.peak_kv_usage:
+            st.peak_kv_usage = usage
+        if m <= 32:  # ``seg.ends(m)`` without the call
+            s0, c1, c2 = seg.start_s, seg.c1, seg.c2
+            ends = [s0 + j * c1 + c2 * (j * (j - 1)) for j in range(1, m + 1)]
+        else:
+            ends = seg.ends(m)
         tl = self.timeline
         if tl.held + m > self._compact_at:
             self._compact(m)
         tl.extend(ends)
         if self.gaps is not None:
-            self.gaps.entries(ends, seg.num_seqs)
+            self.gaps.entries(ends, n)
         done = self.sched.advance_decode(m)
         for req in done:
             self._finish(req, now)

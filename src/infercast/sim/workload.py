@@ -61,7 +61,7 @@ def load_trace(name_or_path: str | Path) -> Trace:
     if key in TRACE_FILES or f"azure-{alias}" in TRACE_FILES:
         fname = TRACE_FILES.get(key) or TRACE_FILES[f"azure-{alias}"]
         text = (resources.files("infercast") / "data" / "traces" / fname).read_text()
-        return _parse_rows(key, csv.DictReader(text.splitlines()))
+        return _parse_csv(key, text.splitlines())
     path = Path(key)
     if not path.is_file():
         raise ConfigError(f"trace {key!r}: not a shipped trace ({', '.join(TRACE_FILES)}) nor a file")
@@ -75,7 +75,29 @@ def load_trace(name_or_path: str | Path) -> Trace:
                     except json.JSONDecodeError as exc:
                         raise DataError(f"trace {path}: line {i} is not JSON ({exc.msg})") from None
             return _parse_rows(key, rows)
-        return _parse_rows(key, csv.DictReader(fh))
+        return _parse_csv(key, fh)
+
+
+def _parse_csv(name: str, lines) -> Trace:
+    """A CSV trace, parsed by column (a dict per row costs ~25 ms on a 20k-row trace)."""
+    reader = csv.reader(lines)
+    header = next(reader, None)
+    rows = [r for r in reader if r]  # csv.DictReader skips blank lines too
+    if header is None or not rows:
+        raise DataError(f"trace {name}: no rows")
+    cols = next((c for c in _COLUMNS if set(c) <= set(header)), None)
+    if cols is None:
+        return _parse_rows(name, [dict(zip(header, r, strict=False)) for r in rows[:1]])  # its column error
+    idx = [header.index(c) for c in cols]
+    if any(len(r) <= max(idx) for r in rows):
+        raise DataError(f"trace {name}: a row has fewer fields than the header {header}")
+    t, p, o = ([r[i] for r in rows] for i in idx)
+    try:  # numpy parses decimal strings as float() does (correctly rounded)
+        prompt = np.array(p, dtype=np.float64).astype(np.int64)
+        output = np.array(o, dtype=np.float64).astype(np.int64)
+    except ValueError as exc:
+        raise DataError(f"trace {name}: token counts must be integers ({exc})") from None
+    return _finish_trace(name, _seconds(t, name), prompt, output)
 
 
 def _parse_rows(name: str, rows) -> Trace:
@@ -95,7 +117,11 @@ def _parse_rows(name: str, rows) -> Trace:
         output = np.array([int(float(r[o_col])) for r in rows], dtype=np.int64)
     except (TypeError, ValueError) as exc:
         raise DataError(f"trace {name}: token counts must be integers ({exc})") from None
-    arrival = _seconds([r[t_col] for r in rows], name)
+    return _finish_trace(name, _seconds([r[t_col] for r in rows], name), prompt, output)
+
+
+def _finish_trace(name: str, arrival: np.ndarray, prompt: np.ndarray, output: np.ndarray) -> Trace:
+    """Check the token counts; sort by arrival, seconds from the first request."""
     if (prompt < 1).any() or (output < 1).any():
         bad = int(np.flatnonzero((prompt < 1) | (output < 1))[0])
         raise DataError(f"trace {name}: row {bad + 1} has a token count < 1")
@@ -107,6 +133,8 @@ def _parse_rows(name: str, rows) -> Trace:
 def _seconds(values: list, name: str) -> np.ndarray:
     """Arrival column as float seconds: numbers as-is, date-time strings from the first."""
     try:
+        if all(isinstance(v, str) for v in values):  # CSV: numpy parses as float() does, faster
+            return np.array(values, dtype=np.float64)
         return np.array([float(v) for v in values], dtype=np.float64)
     except (TypeError, ValueError):
         pass
