@@ -18,7 +18,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from infercast.engine.attention import causal_attention, decode_attention, decode_groups
+from infercast.engine.attention import (
+    PrefillSpan,
+    causal_attention,
+    decode_attention,
+    decode_groups,
+)
 from infercast.engine.config import EngineModelConfig
 from infercast.engine.kv_store import PagedKVStore
 from infercast.engine.linear import linear, linear_fm
@@ -82,7 +87,7 @@ class LlamaModel:
         ids = np.concatenate([np.asarray(s.token_ids, dtype=np.int64) for s in seqs])
         positions = np.concatenate(
             [np.arange(s.num_cached, s.num_cached + len(s.token_ids)) for s in seqs])
-        plan = _StepPlan.build(seqs, kv)
+        plan = _StepPlan.build(seqs, kv, self.cfg.num_heads // self.cfg.num_kv_heads)
         x = np.ascontiguousarray(self.w.embed[ids].T)  # [H, T]
         angles = self.rope.at(positions)  # the same for every layer
         for li, layer in enumerate(self.w.layers):
@@ -106,12 +111,14 @@ class LlamaModel:
         k_flat, v_flat = kv.flat(li)
         for group in plan.decode:
             decode_attention(q, k_flat, v_flat, group, out)
-        for cols, start, slots in plan.prefill:
-            if start == 0:  # no cached context: the new K/V are the whole context
+        for span in plan.prefill:
+            cols = span.columns
+            if span.start == 0:  # no cached context: the new K/V are the whole context
                 k_ctx, v_ctx = k[..., cols].transpose(0, 2, 1), v[..., cols]
             else:
-                k_ctx, v_ctx = k_flat[slots].transpose(1, 0, 2), v_flat[slots].transpose(1, 2, 0)
-            causal_attention(q[..., cols], k_ctx, v_ctx, start, out[..., cols])
+                k_ctx = k_flat[span.slots].transpose(1, 0, 2)
+                v_ctx = v_flat[span.slots].transpose(1, 2, 0)
+            causal_attention(q[..., cols], k_ctx, v_ctx, span, out[..., cols])
         return linear_fm(lw.wo, out.reshape(cfg.q_size, t))
 
     def _mlp(self, lw: LayerWeights, x: np.ndarray) -> np.ndarray:
@@ -144,10 +151,10 @@ class _StepPlan:
 
     write: np.ndarray  # flat KV slots of the step's new tokens, in column order
     decode: list  # DecodeGroup: requests with one new token, attended together
-    prefill: list[tuple[slice, int, np.ndarray]]  # (columns, num_cached, read slots)
+    prefill: list[PrefillSpan]  # requests with several new tokens
 
     @staticmethod
-    def build(seqs: Sequence[SeqInput], kv: PagedKVStore) -> _StepPlan:
+    def build(seqs: Sequence[SeqInput], kv: PagedKVStore, group: int) -> _StepPlan:
         write, dec_cols, dec_slots, prefill = [], [], [], []
         col = 0
         for s in seqs:
@@ -158,6 +165,6 @@ class _StepPlan:
                 dec_cols.append(col)
                 dec_slots.append(read)
             else:
-                prefill.append((slice(col, col + n), s.num_cached, read))
+                prefill.append(PrefillSpan.build(slice(col, col + n), s.num_cached, read, group))
             col += n
         return _StepPlan(np.concatenate(write), decode_groups(dec_cols, dec_slots), prefill)
