@@ -48,18 +48,20 @@ class ClosedLoop:
     steps: float  # S
     decoders: int  # d
     waves: float | None  # W; None = steady state
-    shapes: tuple[Shape, ...]  # [decode, decode + group chunk 1, ..., decode + group chunk k]
+    shapes: tuple[Shape, ...]  # [decode, decode + group chunk 1, ..., chunk k, (wave one: the same chunks)]
+    wave_steps: int = 0  # trailing shapes: a group's chunks as wave one runs them
 
     def metrics(self, times) -> dict[str, float]:
         """ttft_s, tpot_s, output_tokens_per_s, request_latency_s from the shapes' step times."""
         t0 = times[0] if self.decoders else 0.0  # O = 1: no decoders
-        mixed = list(times[1:])
+        cut = len(times) - self.wave_steps
+        mixed, first = list(times[1:cut]), sum(times[cut:])
         own, delta = sum(mixed), sum(t - t0 for t in mixed)
         n, o = self.groups, self.output_tokens
         cycle = self.steps * t0 + n * delta
         ttft = own
         if self.waves is not None:
-            ttft = (own * (n + 1) / 2 + (self.waves - 1) * own) / self.waves
+            ttft = ((first or own) * (n + 1) / 2 + (self.waves - 1) * own) / self.waves
         tpot = (cycle - own) / (o - 1) if o > 1 else math.nan
         wait = cycle * max(self.clients / self.running - 1.0, 0.0)
         return {"ttft_s": ttft + wait, "tpot_s": tpot, "output_tokens_per_s": self.running * o / cycle,
@@ -79,10 +81,16 @@ def closed_loop(clients: float, running_limit: int, input_tokens: int, output_to
     ctx = i + o // 2
     shapes: list[Shape] = [((d, 1, ctx),) if d else ((1, 1, ctx),)]
     dm = min(d, m - g)  # while a group prefills, at most the other requests decode
-    beside: Shape = ((dm, 1, ctx),) if dm > 0 else ()
+    shapes += _group_steps(((dm, 1, ctx),) if dm > 0 else (), g, k, i, t)
+    wave = ()
+    if waves is not None and n > 1:  # wave one: on average half the groups decode beside, at short contexts
+        dw = min(m - g, g * (n - 1) // 2)
+        wave = _group_steps(((dw, 1, i + n * k // 2),) if dw > 0 else (), g, k, i, t)
+    return ClosedLoop(clients, m, o, k, n, s, d, waves, tuple(shapes) + wave, len(wave))
+
+
+def _group_steps(beside: Shape, g: int, k: int, i: int, t: int) -> tuple[Shape, ...]:
+    """The steps that prefill one group (``g`` prompts at once, or one prompt in ``k`` chunks)."""
     if g > 1:
-        shapes.append(beside + ((g, i, 0),))
-    else:
-        for j in range(k):
-            shapes.append(beside + ((1, min(t, i - j * t), j * t),))
-    return ClosedLoop(clients, m, o, k, n, s, d, waves, tuple(shapes))
+        return (beside + ((g, i, 0),),)
+    return tuple(beside + ((1, min(t, i - j * t), j * t),) for j in range(k))
