@@ -42,14 +42,16 @@ class PrefillSpan:
     """One request's several new tokens in a step, and its causal masks.
 
     The masks depend only on positions, so they are built once per step and
-    serve every layer: one per query block, additive (-inf on future keys),
-    ``[keys, g * block]`` to match the scores' ``(g, n)`` column order.
+    serve every layer: one per query block [i, j), additive (-inf on future
+    keys), over the block's own keys start + i .. start + j - 1 only (every
+    query sees the keys before them), ``[j - i, g * (j - i)]`` to match the
+    scores' ``(g, n)`` column order.
     """
 
     columns: slice  # the request's token columns in the step
     start: int  # tokens already cached (positions start .. start + n - 1 are new)
     slots: np.ndarray  # flat KV slots of positions 0 .. start + n - 1
-    blocks: tuple[tuple[int, int, np.ndarray], ...]  # (i, j, mask) per query block
+    blocks: tuple[tuple[int, int, np.ndarray], ...]  # (i, j, diagonal mask) per query block
 
     @staticmethod
     def build(columns: slice, start: int, slots: np.ndarray, group: int) -> PrefillSpan:
@@ -57,7 +59,7 @@ class PrefillSpan:
         blocks = []
         for i in range(0, n, QUERY_BLOCK):
             j = min(i + QUERY_BLOCK, n)
-            future = np.arange(start + j)[:, None] > (start + np.arange(i, j))[None, :]
+            future = np.arange(j - i)[:, None] > np.arange(j - i)[None, :]
             mask = np.where(future, np.float32(-np.inf), np.float32(0.0))
             blocks.append((i, j, np.tile(mask, (1, group))))
         return PrefillSpan(columns, start, slots, tuple(blocks))
@@ -90,7 +92,7 @@ def _attention_block(q: np.ndarray, k: np.ndarray, v: np.ndarray, mask: np.ndarr
     np.multiply(q.reshape(hkv, g, d, n).transpose(0, 2, 1, 3), np.float32(1.0 / np.sqrt(d)),
                 out=qg)
     scores = k @ qg.reshape(hkv, d, g * n)  # [Hkv, ctx, g*n]
-    scores += mask
+    scores[:, -n:] += mask  # the block's own keys are the last n
     scores -= scores.max(axis=1, keepdims=True)
     np.maximum(scores, EXP_FLOOR, out=scores)
     np.exp(scores, out=scores)
