@@ -21,7 +21,6 @@ vLLM's ``vllm`` entry point needs the ``vllm`` distribution name, which the
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import subprocess
 import sys
@@ -34,7 +33,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 from bench_client_error import free_port, truth_rows  # noqa: E402
 
 from infercast.bench.datasets import _WORDS  # noqa: E402
-from infercast.bench.run import BenchConfig, run_bench_async  # noqa: E402
+from infercast.bench.run import BenchConfig, run_bench  # noqa: E402
 
 
 def write_tokenizer(folder: Path) -> None:
@@ -61,7 +60,7 @@ def run_infercast(port: int, c: int, n: int) -> dict:
     cfg = BenchConfig(base_url=f"http://127.0.0.1:{port}/v1", model="mock", endpoint="chat", concurrency=c,
                       num_requests=n, input_tokens=32, output_tokens=16, warmup_requests=0)
     before = last_index(port)
-    s = asyncio.run(run_bench_async(cfg)).summary
+    s = run_bench(cfg).summary
     mt, mp = truth_since(port, before)
     return {"client": "infercast", "C": c, "ttft_ms": s.ttft.mean * 1e3, "tpot_ms": s.tpot.mean * 1e3,
             "mock_ttft_ms": mt, "mock_tpot_ms": mp, "completed": s.completed}
