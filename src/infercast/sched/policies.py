@@ -46,7 +46,7 @@ def _run_running(
             break
         n = min(req.num_remaining_tokens, budget)
         while not s.allocate_for(req, n):
-            victim = s.running[-1]
+            victim = next(reversed(s.running.values()))  # the newest
             if victim.dbase >= 0:  # newest is in the decode group: go per request
                 s.dissolve_group()
                 raise _Restart
@@ -171,8 +171,15 @@ class ChunkedPolicy:
     name = "chunked"
 
     def schedule(self, s: Scheduler) -> tuple[list[tuple[Request, int]], list[str]]:
+        budget = s.config.max_num_batched_tokens
+        if not s.explicit:  # the common case: the group (if KV allows) and admissions, as below
+            left = budget - s.start_group_step()
+            if not s.explicit:  # the group did not dissolve: nothing can be preempted
+                entries: Entries = {}
+                _admit_waiting(s, entries, left, chunked=True)
+                return list(entries.values()), []
         preempted: list[str] = []
-        entries, budget = _with_group(s, _decodes_first, s.config.max_num_batched_tokens, preempted)
+        entries, budget = _with_group(s, _decodes_first, budget, preempted)
         if not preempted:  # as vLLM v1: no new admissions in a step that had to preempt
             _admit_waiting(s, entries, budget, chunked=True)
         return list(entries.values()), preempted

@@ -105,7 +105,8 @@ class Scheduler(DecodeGroupMixin):
         self.kv = BlockManager(config.num_blocks, config.block_size, config.enable_prefix_caching)
         self.policy = make_policy(config.policy)
         self.waiting: deque[Request] = deque()
-        self.running: list[Request] = []  # admission order; the last is preempted first
+        # Admission order (the last is preempted first); a dict: a finish removes in O(1).
+        self.running: dict[str, Request] = {}
         self.explicit: dict[str, Request] = {}  # running requests outside the decode group
         self.group: dict[str, Request] = {}  # the decode group (see module doc)
         self.requests: dict[str, Request] = {}
@@ -244,7 +245,7 @@ class Scheduler(DecodeGroupMixin):
         for b in self._reserve:
             refs[b] += 1
         bs = self.config.block_size
-        for req in self.running:
+        for req in self.running.values():
             assert len(req.block_table) * bs >= req.num_computed_tokens
             for b in req.block_table:
                 refs[b] += 1
@@ -306,7 +307,7 @@ class Scheduler(DecodeGroupMixin):
         req.num_registered_blocks = len(hits)
         self.waiting.popleft()
         req.status = RequestStatus.RUNNING
-        self.running.append(req)
+        self.running[req.request_id] = req
         self.explicit[req.request_id] = req
         return True
 
@@ -314,7 +315,7 @@ class Scheduler(DecodeGroupMixin):
         """Preemption by recompute: drop ``req``'s KV and put it first in line."""
         if req.dbase >= 0:
             self._leave_group(req)
-        self.running.remove(req)
+        del self.running[req.request_id]
         del self.explicit[req.request_id]
         self.kv.free(req.block_table)
         req.block_table = []
@@ -340,7 +341,7 @@ class Scheduler(DecodeGroupMixin):
         return False
 
     def _finish(self, req: Request, reason: str, explicit: bool = True) -> Request:
-        self.running.remove(req)
+        del self.running[req.request_id]
         if explicit:
             del self.explicit[req.request_id]
         self.kv.free(req.block_table)
