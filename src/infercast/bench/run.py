@@ -148,7 +148,7 @@ def build_specs(cfg: BenchConfig, rng: np.random.Generator, tokenizer: Any | Non
 
 
 async def run_bench_async(cfg: BenchConfig, on_done: Callable[[RequestRecord], None] | None = None) -> BenchResult:
-    """Run one benchmark against a live server."""
+    """Run one benchmark against a live server (:func:`run_bench` runs it on the loop of :mod:`infercast.bench.loops`)."""
     rng = np.random.default_rng(cfg.seed)
     tokenizer = load_tokenizer(cfg.tokenizer)
     specs = build_specs(cfg, rng, tokenizer)
