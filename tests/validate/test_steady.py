@@ -46,3 +46,25 @@ def test_clients_beyond_the_running_limit_queue(sm):
     capped = closed_loop(32, 16, 512, 128, 8192).metrics([0.01, 0.05])
     assert capped["output_tokens_per_s"] == pytest.approx(free["output_tokens_per_s"])
     assert capped["ttft_s"] == pytest.approx(free["ttft_s"] + free["request_latency_s"])
+
+
+@pytest.mark.parametrize(("limit", "clients", "waves"), [(16, 64, 5), (32, 48, 5)])
+def test_queue_beyond_the_limit_matches_the_simulator(limit, clients, waves):
+    sm = StepModel(load_model("llama-3.1-8b"), load_hardware("h100-sxm"), Precision.parse("bf16"), max_seqs=limit)
+    cl = closed_loop(clients, limit, 512, 128, 8192, waves)
+    m = cl.metrics([sm.step_time_s(*expand(s)) for s in cl.shapes])
+    cfg = build_config({"mode": "exact", "scheduler": {"policy": "chunked", "max_num_seqs": limit},
+                        "workload": {"arrival": "closed", "concurrency": clients, "num_requests": waves * clients,
+                                     "input": {"dist": "fixed", "mean": 512}, "output": {"dist": "fixed", "mean": 128}}})
+    s = simulate(cfg, sm).summary
+    assert m["ttft_s"] == pytest.approx(s.ttft.mean, rel=0.1)
+
+
+def test_arrival_lag_adds_one_mean_step_to_later_waves():
+    times = [0.01, 0.05]
+    plain = closed_loop(64, 256, 1024, 128, 8192, 5)
+    lagged = closed_loop(64, 256, 1024, 128, 8192, 5, arrival_lag=True)
+    a, b = plain.metrics(times), lagged.metrics(times)
+    mean_step = a["request_latency_s"] / plain.steps
+    assert b["ttft_s"] - a["ttft_s"] == pytest.approx(4 / 5 * mean_step)
+    assert b["tpot_s"] == a["tpot_s"]

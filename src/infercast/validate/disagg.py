@@ -87,11 +87,11 @@ class DisaggLoop:
         n = max(lo, 1e-9)
         used, x_rate, _ = state(n)
         tpot = float(np.interp(n / d, grid, td))
-        wait = max(c - used, 0.0) / x_rate  # clients beyond the decode seats or the prefill pool's rate
-        ttft = t_wave + self.transfer_s + tpot + wait
-        if self.waves is not None:
+        excess = max(c - used, 0.0)  # clients beyond the decode seats or the prefill pool's rate
+        ttft = t_wave + self.transfer_s + tpot + excess / x_rate
+        if self.waves is not None:  # wave one: the prompts queue; the excess waits one request's stay
             groups = math.ceil(c / (p * g1))
-            first = t_wave * (groups + 1) / 2 + self.transfer_s + tpot
+            first = t_wave * (groups + 1) / 2 + self.transfer_s + tpot + excess / c * o * tpot
             ttft = (first + (self.waves - 1) * ttft) / self.waves
         return {"ttft_s": ttft, "tpot_s": tpot, "requests_per_s": x_rate}
 

@@ -209,7 +209,8 @@ def _closed_loop_plan(case: Case, models: StepModels, clients: float | None, wav
     # (StepModel times one pass), so a replica is pp closed loops of 1/pp of its requests.
     pp = lay.setup.pp
     per_replica = limit if clients is None else max(1.0, clients / lay.replicas)
-    cl = closed_loop(max(1.0, per_replica / pp), max(1, limit // pp), i, o, lay.setup.max_batched_tokens, waves)
+    cl = closed_loop(max(1.0, per_replica / pp), max(1, limit // pp), i, o, lay.setup.max_batched_tokens, waves,
+                     arrival_lag=waves is not None)
     reps, n = lay.replicas, lay.num_gpus
     key = {"ttft_mean_s": "ttft_s", "tpot_mean_s": "tpot_s", "itl_mean_s": "tpot_s"}.get(case.metric)
     if key is not None:

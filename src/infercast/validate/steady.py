@@ -19,11 +19,21 @@ g)`` groups. Each step also decodes ``d = M (O - 1) / S`` sequences at mean cont
 of a group beside ``min(d, M - g)`` decoding sequences, ``own = sum_j t_j`` and ``delta = sum_j (t_j - t0)``:
 
     cycle R     = S t0 + n delta                       (every step, plus every group's prompts)
-    TTFT wave 1 = own (n + 1) / 2                      (the groups queue behind each other)
-    TTFT later  = own                                  (groups arrive apart)
+    TTFT wave 1 = own1 (n + 1) / 2                     (the groups queue behind each other)
+    TTFT later  = own + lag                            (groups arrive apart)
     TTFT        = (wave 1 + (W - 1) later) / W        for W waves (W -> inf: steady state)
     TPOT        = (R - own) / (O - 1)
-    throughput  = M O / R output tokens/s;  clients beyond M wait R (C / M - 1) to enter.
+    throughput  = M O / R output tokens/s
+
+``own1`` is ``own`` with the decoders wave one has beside a group: half the groups
+before it on average (``g (n - 1) / 2``), at short contexts (``I + n k / 2``).
+``lag`` (``arrival_lag``, benchmark rows only) is one mean step ``R / S``: a real
+client's next request reaches the server (HTTP, tokenizer) after the engine has
+launched the step that follows its predecessor's last token, so it waits for that
+step; the simulator's clients arrive exactly at the step boundary (lag 0).
+Clients beyond ``M`` wait ``R (C / M - 1)`` in steady state (Little's law); in wave
+one only the ``C - M`` beyond the limit wait, for one cycle: ``R (1 - M / C)`` on
+average, mixed over the waves like TTFT.
 
 Check: C = 1 gives TTFT = prefill time and TPOT = one decode step at batch 1.
 """
@@ -50,6 +60,7 @@ class ClosedLoop:
     waves: float | None  # W; None = steady state
     shapes: tuple[Shape, ...]  # [decode, decode + group chunk 1, ..., chunk k, (wave one: the same chunks)]
     wave_steps: int = 0  # trailing shapes: a group's chunks as wave one runs them
+    arrival_lag: bool = False  # a later request waits for the step in progress (a real client; not the simulator's)
 
     def metrics(self, times) -> dict[str, float]:
         """ttft_s, tpot_s, output_tokens_per_s, request_latency_s from the shapes' step times."""
@@ -59,17 +70,21 @@ class ClosedLoop:
         own, delta = sum(mixed), sum(t - t0 for t in mixed)
         n, o = self.groups, self.output_tokens
         cycle = self.steps * t0 + n * delta
-        ttft = own
+        later = own + (cycle / self.steps if self.arrival_lag else 0.0)
+        ttft = later
         if self.waves is not None:
-            ttft = ((first or own) * (n + 1) / 2 + (self.waves - 1) * own) / self.waves
+            ttft = ((first or own) * (n + 1) / 2 + (self.waves - 1) * later) / self.waves
         tpot = (cycle - own) / (o - 1) if o > 1 else math.nan
-        wait = cycle * max(self.clients / self.running - 1.0, 0.0)
+        wait = cycle * max(self.clients / self.running - 1.0, 0.0)  # Little's law, steady state
+        if self.waves is not None:  # wave one: the clients beyond M wait one cycle, the rest none
+            first_wait = cycle * max(1.0 - self.running / self.clients, 0.0)
+            wait = (first_wait + (self.waves - 1) * wait) / self.waves
         return {"ttft_s": ttft + wait, "tpot_s": tpot, "output_tokens_per_s": self.running * o / cycle,
                 "request_latency_s": cycle + wait}
 
 
 def closed_loop(clients: float, running_limit: int, input_tokens: int, output_tokens: int,
-                budget_tokens: int, waves: float | None = None) -> ClosedLoop:
+                budget_tokens: int, waves: float | None = None, arrival_lag: bool = False) -> ClosedLoop:
     """The closed loop of ``clients`` clients (module docstring for the symbols)."""
     i, o, t = int(input_tokens), max(int(output_tokens), 1), int(budget_tokens)
     m = max(1, min(int(math.ceil(clients)), running_limit))
@@ -86,7 +101,7 @@ def closed_loop(clients: float, running_limit: int, input_tokens: int, output_to
     if waves is not None and n > 1:  # wave one: on average half the groups decode beside, at short contexts
         dw = min(m - g, g * (n - 1) // 2)
         wave = _group_steps(((dw, 1, i + n * k // 2),) if dw > 0 else (), g, k, i, t)
-    return ClosedLoop(clients, m, o, k, n, s, d, waves, tuple(shapes) + wave, len(wave))
+    return ClosedLoop(clients, m, o, k, n, s, d, waves, tuple(shapes) + wave, len(wave), arrival_lag)
 
 
 def _group_steps(beside: Shape, g: int, k: int, i: int, t: int) -> tuple[Shape, ...]:
