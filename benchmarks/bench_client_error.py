@@ -6,18 +6,18 @@ within 1 ms at C=1, within 3 ms at C=64), then sweeps concurrency and request
 rate to find the ceiling below which the client's own error stays under 2 ms.
 
 Truth is what the mock recorded it did (first/last chunk write times from the
-request's receipt, stamped before routing), not only its nominal 50/10 ms,
+request's receipt, stamped when its bytes are read, before parsing), not only its nominal 50/10 ms,
 since asyncio sleeps overshoot by up to 1 ms. Columns:
 
 - err_ttft_ms: client mean TTFT - mock mean TTFT over the same requests: an
   upper bound on the client's error (it includes loopback transit and the
-  server's own HTTP parsing before its receipt stamp);
+  time until the server reads the request's bytes);
 - read_delay: client stamp of the first chunk - the mock's write of it, per
   request on the host's one monotonic clock (the client's own stamping error);
-- client_out: scheduled (closed loop: issued) send -> request headers written
+- client_out: scheduled (closed loop: issued) send -> request headers serialized, written at once
   (the client's own delay on the way out; part of TTFT by design);
-- send_to_server: mock receipt - headers written (transit and the server's
-  HTTP parsing; under a burst of 64 simultaneous requests the server's queue).
+- send_to_server: mock receipt - headers serialized (the write, loopback transit, and
+  the mock's wake-up; under a burst of 64 simultaneous requests its queue).
 
 The client's own error is client_out + read_delay; err_ttft adds the server's
 side of the request's trip.
@@ -75,7 +75,7 @@ def one_run(port: int, label: str, **load) -> dict:
     ok = [r for r in res.records if r.ok and r.request_id in rows]
     s, d = res.summary, res.to_json()
     m = [rows[r.request_id] for r in ok]
-    # per request, on the host's one monotonic clock (client perf_counter == server loop.time)
+    # per request, on the host's one monotonic clock (client and mock both read perf_counter)
     read = np.array([r.chunk_times_s[0] - t["first_write_s"] for r, t in zip(ok, m, strict=True)]) * 1e3
     to_server = np.array([t["receipt_s"] - r.send_s for r, t in zip(ok, m, strict=True)]) * 1e3
     # scheduled (or issued) -> request headers written: the client's own delay on the way out
