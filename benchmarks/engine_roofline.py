@@ -10,7 +10,11 @@ engine's forward step directly (no HTTP, no scheduler) for:
   next to every measurement.
 
 Goals (issue 5): decode at batch 1 >= 80% of the bandwidth floor; prefill >= 60%
-of the matmul peak; tokens/s vs batch following the roofline's shape.
+of the matmul peak; tokens/s vs batch following the roofline's shape. Beside the
+best wall times it prints the best thread CPU times and the rates they give
+("tok/s cpu", "cpu frac of peak"): on a shared machine a run whose CPU time is
+well under its wall time waited for a core, and the CPU-time rates are the
+engine's own.
 
     python benchmarks/engine_roofline.py --model 100m --threads 1
     python benchmarks/engine_roofline.py --model 1b --batches 1,4,16 --runs 3
@@ -93,12 +97,14 @@ def finish_rows(dec, pre, cfg, w, model, sm, bw, peak, context) -> None:
         cost = sm.step_cost([1] * b, [context] * b)
         r.update(floor_s=floor, frac_of_floor_best=floor / r["best_s"],
                  frac_of_floor_median=floor / r["median_s"], tokens_per_s_best=b / r["best_s"],
+                 tokens_per_s_cpu=b / r["best_cpu_s"],
                  model_floor_s=cost.floor_time_s, model_expected_s=cost.time_s,
                  model_bound=cost.bound)
     for r in pre:
         flops = matmul_flops(cfg, r["tokens"], 0)
         cost = sm.step_cost([r["tokens"]], [0])
         r.update(flops=flops, frac_of_peak_best=flops / r["best_s"] / peak,
+                 frac_of_peak_cpu=flops / r["best_cpu_s"] / peak,
                  frac_of_peak_median=flops / r["median_s"] / peak,
                  model_floor_s=cost.floor_time_s, model_expected_s=cost.time_s)
 
@@ -162,13 +168,13 @@ def _print(out, bw, peak) -> None:
           f"matmul peak {peak / 1e9:.0f} GFLOP/s "
           "(best of runs; GB = 1e9 B)")
     print("decode  batch  best ms  median ms  floor ms  best/floor  med/floor  tok/s"
-          "  model floor ms  model expected ms  best cpu ms")
+          "  model floor ms  model expected ms  best cpu ms  tok/s cpu")
     for r in out["decode"]:
         print(f"        {r['batch']:5d} {r['best_s'] * 1e3:8.2f} {r['median_s'] * 1e3:10.2f} "
               f"{r['floor_s'] * 1e3:9.2f} {r['frac_of_floor_best']:11.2f} "
               f"{r['frac_of_floor_median']:10.2f} {r['tokens_per_s_best']:6.1f} "
               f"{r['model_floor_s'] * 1e3:15.2f} {r['model_expected_s'] * 1e3:18.2f} "
-              f"{r['best_cpu_s'] * 1e3:12.2f}")
+              f"{r['best_cpu_s'] * 1e3:12.2f} {r['tokens_per_s_cpu']:10.1f}")
     one = next((r for r in out["decode"] if r["batch"] == 1), None)
     if one is not None:
         stored = out["weights_stored_bytes"]
@@ -177,12 +183,13 @@ def _print(out, bw, peak) -> None:
               f"(floor {one['floor_s'] * 1e3:.2f} ms). llama.cpp reference for SmolLM2-135M "
               f"Q4_1 on this kind of machine: {LLAMA_CPP_SMOLLM2_STEP_S * 1e3:.1f} ms/step.")
     print("prefill tokens  best ms  median ms  GFLOP/s  frac of peak (best, median)"
-          "  model floor ms  model expected ms  best cpu ms")
+          "  model floor ms  model expected ms  best cpu ms  cpu frac of peak")
     for r in out["prefill"]:
         print(f"        {r['tokens']:6d} {r['best_s'] * 1e3:8.1f} {r['median_s'] * 1e3:10.1f} "
               f"{r['flops'] / r['best_s'] / 1e9:8.1f} {r['frac_of_peak_best']:10.2f} "
               f"{r['frac_of_peak_median']:7.2f} {r['model_floor_s'] * 1e3:20.1f} "
-              f"{r['model_expected_s'] * 1e3:18.1f} {r['best_cpu_s'] * 1e3:12.1f}")
+              f"{r['model_expected_s'] * 1e3:18.1f} {r['best_cpu_s'] * 1e3:12.1f} "
+              f"{r['frac_of_peak_cpu']:16.2f}")
 
 
 if __name__ == "__main__":
