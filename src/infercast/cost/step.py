@@ -131,7 +131,7 @@ class StepModel:
         self._all_full = all(kind == ATTN_FULL for kind, _ in self._spans)
         self._lin_tokens, self._lin_logits = _compile(self._per_token_ops, 1), _compile(self._per_logit_ops, 1)
         self._attn_lin = self._compile_attention() if self._all_full else ()
-        self._attn_terms = self._attention_terms()
+        self._attn_dots = tuple((_dot(f), _dot(b), fd, bd) for f, b, fd, bd in self._attention_terms())
         self._tok_time_cache: dict[int, float] = {}
         self._logit_time_cache: dict[int, float] = {}
         self._moe_time_cache: dict[int, tuple[float, ...]] = {}
@@ -199,13 +199,9 @@ class StepModel:
                 kv_pre += c
         x = (pc_dec, pc_pre, pn_dec, pn_pre, kv_dec, kv_pre, float(t))
         attn = 0.0
-        for f_terms, b_terms, f_den, b_den in self._attn_terms:  # attention ops are linear in the sums
-            flops = moved = 0.0
-            for i, coef in f_terms:
-                flops += coef * x[i]
-            for i, coef in b_terms:
-                moved += coef * x[i]
-            attn += max(flops / f_den, moved / b_den)
+        for flops_of, bytes_of, f_den, b_den in self._attn_dots:  # attention ops are linear in the sums
+            tf, tb = flops_of(x) / f_den, bytes_of(x) / b_den
+            attn += tf if tf >= tb else tb  # max(tf, tb)
         return self._token_time(t, num_decode + len(new_tokens)) + attn + self.profile.step_overhead_s
 
     def _compile_attention(self) -> tuple[tuple[tuple[float, ...], tuple[float, ...]], ...]:
@@ -340,6 +336,29 @@ class StepModel:
             for op in self.shards.attention_ops(stats, t):
                 ops.append(replace(op, name=op.name + label).scaled(count))
         return tuple(time_op(op, self.machine, self.profile) for op in ops)
+
+
+def _dot(terms: tuple[tuple[int, float], ...]):
+    """``x -> sum(coef * x[i] for i, coef in terms)``, as a closure (attention costs one per op and step).
+
+    Same float additions, left to right; ``0.0 + y`` is ``y``, so the first term starts the sum.
+    """
+    if not terms:
+        return lambda x: 0.0
+    if len(terms) == 1:
+        ((i, c),) = terms
+        return lambda x: c * x[i]
+    if len(terms) == 2:
+        (i, c), (j, d) = terms
+        return lambda x: c * x[i] + d * x[j]
+
+    def dot(x) -> float:
+        out = 0.0
+        for k, coef in terms:
+            out += coef * x[k]
+        return out
+
+    return dot
 
 
 _NONAFFINE_PREFIX = "moe.experts."  # bytes and GEMM rows follow the distinct experts touched

@@ -53,6 +53,7 @@ from infercast.sched.kv_cache import BlockManager, cdiv
 from infercast.sched.request import Request, RequestStatus
 
 POLICY_NAMES = ("static", "continuous", "chunked")
+_NO_HITS: list[int] = []  # no prefix-cache hits (never mutated)
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,11 +121,20 @@ class Scheduler(DecodeGroupMixin):
         self._reserve: list[int] = []  # blocks allocated for members, not yet in their tables
         self._pending_group = 0  # members in the scheduled, not yet updated, group step
         self._pending_blocks = 0
+        # ``_reject_reason`` is None when 1 <= prompt <= _max_prompt, 1 <= output and
+        # prompt + output <= _max_total (KV: cdiv(total - 1, block_size) <= num_blocks).
+        kv_total = config.num_blocks * config.block_size + 1
+        self._max_total = kv_total if config.max_model_len is None else min(kv_total, config.max_model_len)
+        self._max_prompt = config.max_num_batched_tokens if config.policy != "chunked" else kv_total
+        self._plain_chunked = (config.policy == "chunked" and config.compact_decodes
+                               and not config.emit_block_tables and not config.enable_prefix_caching)
 
     # ---- public API -------------------------------------------------------------
     def add_request(self, req: Request) -> bool:
         """Queue a request, or reject it (False) when it could never run."""
-        reason = self._reject_reason(req)
+        p, o = req.prompt_tokens, req.max_output_tokens
+        fits = 1 <= p <= self._max_prompt and o >= 1 and p + o <= self._max_total  # the usual case, cheaply
+        reason = None if fits else self._reject_reason(req)
         if reason is not None:
             req.status = RequestStatus.REJECTED
             req.finish_reason = "rejected"
@@ -139,6 +149,10 @@ class Scheduler(DecodeGroupMixin):
 
     def schedule(self) -> Batch:
         """The next step's batch (empty when nothing can run)."""
+        if self._plain_chunked and not self.explicit:
+            batch = self._schedule_plain_chunked()
+            if batch is not None:
+                return batch
         entries, preempted = self.policy.schedule(self)
         cfg = self.config
         n_group = self._pending_group
@@ -167,6 +181,31 @@ class Scheduler(DecodeGroupMixin):
             ])
         cached = self._dsum + len(self.group) * self.dstep if n_group else 0
         return Batch(seqs, tuple(preempted) if preempted else (), n_group, cached)
+
+    def _schedule_plain_chunked(self) -> Batch | None:
+        """``schedule()`` of the chunked policy when no request is outside the decode group, with
+        compact decodes, no block tables and no prefix caching (the simulator's usual step), without
+        the policy's general machinery: the group step, then FCFS prefill chunks of waiting requests
+        in what is left of the budget, exactly as ``ChunkedPolicy.schedule`` decides them. None when
+        the group could not get its KV blocks and dissolved: then the general path runs (preemption).
+        """
+        n_group = self.start_group_step()
+        if self.explicit:  # the group dissolved for lack of KV: per-request scheduling, preemption
+            return None
+        cfg = self.config
+        budget = cfg.max_num_batched_tokens - n_group
+        waiting, running, max_seqs = self.waiting, self.running, cfg.max_num_seqs
+        seqs = []
+        while waiting and budget > 0 and len(running) < max_seqs:  # as ``policies._admit_waiting``
+            req = waiting[0]
+            total = req.prompt_tokens + req.num_output_tokens
+            n = min(total, budget)
+            if not self.admit(req, _NO_HITS, n):
+                break
+            seqs.append(ScheduledSeq(req.request_id, n, 0, (), n == total))
+            budget -= n
+        cached = self._dsum + len(self.group) * self.dstep if n_group else 0
+        return Batch(tuple(seqs), (), n_group, cached)
 
     def update(
         self,

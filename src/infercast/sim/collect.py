@@ -25,6 +25,7 @@ from infercast.metrics.records import RequestRecord
 from infercast.metrics.summary import MetricsAccumulator
 
 FLUSH_EVERY = 4096
+ROW_WIDTH = 7  # arrival, prompt, output, first token, finish, first scheduled, last token
 
 
 class Completions(Protocol):
@@ -44,7 +45,7 @@ class CompletionBuffer:
     def __init__(self, acc: MetricsAccumulator, sink: Callable[[RequestRecord], None] | None = None,
                  flush_every: int = FLUSH_EVERY) -> None:
         self.acc, self.sink, self.flush_every = acc, sink, flush_every
-        self._rows: list[tuple[float, int, int, float, float, float, float]] = []
+        self._rows: list[float] = []  # ROW_WIDTH numbers per request, flat (one array at flush)
         self._reasons: list[str] = []
         self._plain = True  # every finish reason so far is "length"
 
@@ -62,19 +63,20 @@ class CompletionBuffer:
                 req.request_id, req.arrival_s, req.prompt_tokens, req.num_output_tokens, times,
                 finish_s=finish_s, first_scheduled_s=first_scheduled_s, finish_reason=reason,
                 num_preemptions=req.num_preemptions, cached_prompt_tokens=req.num_cached_prompt_tokens))
-        self._rows.append((req.arrival_s, req.prompt_tokens, req.num_output_tokens, first_token_s, finish_s,
-                           math.nan if first_scheduled_s is None else first_scheduled_s, finish_s))
+        rows = self._rows
+        rows += (req.arrival_s, req.prompt_tokens, req.num_output_tokens, first_token_s, finish_s,
+                 math.nan if first_scheduled_s is None else first_scheduled_s, finish_s)
         self._reasons.append(reason)
         if reason != "length":
             self._plain = False
-        if len(self._rows) >= self.flush_every:
+        if len(rows) >= self.flush_every * ROW_WIDTH:
             self.flush()
 
     def flush(self) -> None:
         """Hand everything buffered to the accumulator."""
         if not self._rows:
             return
-        c = np.array(self._rows, dtype=np.float64)
+        c = np.array(self._rows, dtype=np.float64).reshape(-1, ROW_WIDTH)
         self.acc.add_many(c[:, 0], c[:, 1].astype(np.int64), c[:, 2].astype(np.int64), c[:, 3], c[:, 4],
                           c[:, 6], c[:, 5], None if self._plain else self._reasons)
         self._rows, self._reasons, self._plain = [], [], True

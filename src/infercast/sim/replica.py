@@ -148,6 +148,8 @@ class Replica:
         # Completed requests go to ``complete`` (no record) and their ITL values, per step, to ``itl``
         # (both or neither; then every finished request is a record through ``emit``).
         self.complete = complete
+        self._complete_add = complete.add if complete is not None else None
+        self._wants_times = complete is not None and complete.wants_times  # fixed for the run
         self.gaps = GapTally(itl) if complete is not None else None
         self.fast = fast
         self.max_segment_steps = max_segment_steps
@@ -363,12 +365,13 @@ class Replica:
 
     def _finish(self, req: Request, now: float) -> None:
         tr = self.tracks.pop(req.request_id)
-        if self.complete is not None:  # token times only for a sink; ITLs went to the tally per step
+        add = self._complete_add
+        if add is not None:  # token times only for a sink; ITLs went to the tally per step
             if tr.tl_start >= 0:
                 self._num_decoding -= 1
-            times = self._token_times(tr, req) if self.complete.wants_times else None
+            times = self._token_times(tr, req) if self._wants_times else None
             self.outstanding_tokens -= req.prompt_tokens + req.max_output_tokens
-            self.complete.add(req, tr.first_scheduled_s, tr.times[0], now, times)
+            add(req, tr.first_scheduled_s, tr.times[0], now, times)
             return
         times = self._token_times(tr, req)
         if tr.tl_start >= 0:
