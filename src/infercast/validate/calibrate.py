@@ -11,7 +11,11 @@ Groups: a default profile is fitted on every row, then one profile per
 rows, starting from (and pulled towards) the default. Rows predicted only by
 the simulator are left out of the fit (each objective call would need a
 simulation); every closed-form row is in (concurrency rows through the
-closed-form closed loop).
+closed-form closed loop) but the disaggregated ones: they are scored, not
+fitted, since their closed form solves a fixed point per call (about a
+millisecond a row, so a fit would take minutes) and most of them run
+attention-DP, wide-EP decode workers that the cost model times only
+approximately (they would pull the shared fields towards that gap).
 
 ``leave_one_source_out`` refits without each source in turn and scores that
 source with the profile it did not see, so the reported error is not the fit
@@ -45,6 +49,7 @@ LOSS_SCALE = 0.1  # soft-L1 knee: residuals beyond ~10 % in log space count line
 # Prior weight per parameter (log units) = PRIOR * sqrt(rows): a one-log-unit move must cut
 # each row's log error by roughly PRIOR**2 / (4 * LOSS_SCALE) to pay for itself (soft-L1 costs ~2*LOSS_SCALE*|r|).
 DEFAULT_PRIOR, GROUP_PRIOR = 0.05, 0.2
+NOT_FITTED = ("disaggregated",)  # scenarios scored but left out of the fit (module docstring)
 
 
 @dataclass
@@ -77,7 +82,8 @@ class Calibrator:
 
     def rows(self, exclude_source: str | None = None) -> np.ndarray:
         """Indices of fit rows (optionally without one source)."""
-        idx = [i for i in self.ev.predictable if exclude_source is None or self.ev.cases[i].source != exclude_source]
+        idx = [i for i in self.ev.predictable if self.ev.cases[i].scenario not in NOT_FITTED
+               and (exclude_source is None or self.ev.cases[i].source != exclude_source)]
         return np.array(idx, dtype=np.int64)
 
     def _residuals(self, params: np.ndarray, rows: np.ndarray) -> np.ndarray:
@@ -136,9 +142,9 @@ class Calibrator:
         """Per source with >= ``min_rows`` fit rows: median |error| % in-sample vs held out."""
         full = self.fit(per_group=per_group).profiles
         out = {}
-        sources = sorted({self.ev.cases[i].source for i in self.ev.predictable})
+        sources = sorted({self.ev.cases[i].source for i in self.rows()})
         for src in sources:
-            held = np.array([i for i in self.ev.predictable if self.ev.cases[i].source == src], dtype=np.int64)
+            held = np.array([i for i in self.rows() if self.ev.cases[i].source == src], dtype=np.int64)
             if held.size < min_rows:
                 continue
             cv = self.fit(exclude_source=src, per_group=per_group).profiles
