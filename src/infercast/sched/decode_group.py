@@ -40,13 +40,27 @@ class DecodeGroupMixin:
         """
         if not self.group or self.explicit or max_steps < 1 or self._pending_group:
             return 0
-        if self.waiting and self.policy.would_admit(self):
+        if self.waiting and (self._head_fits_plain() if self._plain_chunked else self.policy.would_admit(self)):
             return 0
         heap = self._finish_heap
-        while heap and not self._live(heap[0]):
+        running = RequestStatus.RUNNING
+        while heap:  # drop stale entries (``_live``, inlined)
+            f, _, req = heap[0]
+            if req.dbase >= 0 and req.finish_dstep == f and req.status is running:
+                break
             heapq.heappop(heap)
         steps = min(max_steps, heap[0][0] - self.dstep)
         return self._kv_horizon(steps)
+
+    def _head_fits_plain(self) -> bool:
+        """``ChunkedPolicy.would_admit`` with no explicit requests and no prefix caching."""
+        cfg = self.config
+        budget = cfg.max_num_batched_tokens - len(self.group)
+        if budget <= 0 or len(self.running) >= cfg.max_num_seqs:
+            return False
+        req = self.waiting[0]
+        n = min(req.prompt_tokens + req.num_output_tokens, budget)
+        return -(-n // cfg.block_size) <= self.kv.num_free_blocks
 
     def advance_decode(self, num_steps: int) -> list[Request]:
         """Apply ``num_steps`` group-only steps (at most :meth:`decode_horizon`)."""

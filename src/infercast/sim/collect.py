@@ -16,6 +16,7 @@ sink (``--records``) wants one; then the replica passes the token times too.
 from __future__ import annotations
 
 import math
+import operator
 from collections.abc import Callable
 from typing import Protocol
 
@@ -127,11 +128,16 @@ class GapTally:
 
     def entries(self, ends: list[float] | np.ndarray, num_decoding: int) -> None:
         """Timeline entries of a segment: ``num_decoding`` requests in each of its steps."""
-        self.entry(ends[0], num_decoding)
         m = len(ends)
+        if self.off or num_decoding <= 0 or len(self._vals) >= 65_535:
+            self.entry(ends[0], num_decoding)  # the general case (and a flush) for the first end
+        else:  # ``entry(ends[0], num_decoding)``, inlined
+            self._vals.append(ends[0] - self._last)
+            self._counts.append(num_decoding)
+            self._last = ends[0]
         if m > 1:
             if isinstance(ends, list):
-                self._vals.extend([ends[j] - ends[j - 1] for j in range(1, m)])
+                self._vals.extend(map(operator.sub, ends[1:], ends))  # ends[j] - ends[j - 1], j >= 1
             else:
                 self._vals.extend(np.diff(ends).tolist())
             self._counts.extend([num_decoding] * (m - 1))

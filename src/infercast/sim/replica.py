@@ -75,10 +75,11 @@ class _Segment:
             j = math.ceil((-lin + math.sqrt(lin * lin + 4.0 * c2 * dt)) / (2.0 * c2))
         else:
             j = math.ceil(dt / c1)
-        j = min(max(j, 1), self.steps)
-        while j > 1 and self.end(j - 1) >= t:
+        steps, s0 = self.steps, self.start_s
+        j = min(max(j, 1), steps)
+        while j > 1 and s0 + (j - 1) * c1 + c2 * ((j - 1) * (j - 2)) >= t:  # end(j - 1) >= t
             j -= 1
-        while j < self.steps and self.end(j) < t:
+        while j < steps and s0 + j * c1 + c2 * (j * (j - 1)) < t:  # end(j) < t
             j += 1
         return j
 
