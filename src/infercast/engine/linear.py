@@ -57,9 +57,12 @@ tokens  ``linear`` (x)  ``w_blk @ x``, 2**19 / 2**18      ``linear`` on x.T, out
 32      64.3            66.4 / 63.7                      68.3
 ======  ==============  ===============================  ===========================
 
-so 2-4 tokens take row blocks of w (2**19 multiply-adds each), 5-16 go through
-the row-major blocking with two small transposes, 17-32 take row blocks of w of
-2**18 multiply-adds, and beyond 32 one BLAS call.
+A second look at 20 and 32 tokens, both models (best of 6, load ~3, ms):
+random-100m 20: 53.4 / 54.1 / 53.8 / 51.2 (``linear`` / transposes / 2**18 /
+2**19 blocks), 32: 70.6 / 74.1 / 58.5 / 56.9; SmolLM2 20: 79.1 / 81.2 / 90.6 /
+83.8, 32: 97.7 / 96.2 / 100.9 / 89.0. So 2-4 and 17-32 tokens take row blocks
+of w of 2**19 multiply-adds each (at least 16 rows), 5-16 go through the
+row-major blocking with two small transposes, and beyond 32 one BLAS call.
 """
 
 from __future__ import annotations
@@ -89,9 +92,7 @@ def linear(x: np.ndarray, w: np.ndarray) -> np.ndarray:
     return out
 
 
-FM_BLOCKED_MAX_ROWS = 4  # up to here w_blk @ x in blocks of 2**19 multiply-adds
-FM_VIA_ROWS_MAX = 16  # up to here the row-major blocking through transposes
-FM_MULADDS_PER_BLOCK_WIDE = 2**18  # 17-32 tokens (module doc's table)
+FM_VIA_ROWS = (5, 16)  # tokens that go through the row-major blocking (module doc)
 
 
 def linear_fm(w: np.ndarray, x: np.ndarray) -> np.ndarray:
@@ -99,10 +100,9 @@ def linear_fm(w: np.ndarray, x: np.ndarray) -> np.ndarray:
     t = x.shape[1]
     if t == 1 or t > SMALL_BATCH_MAX_ROWS:
         return w @ x
-    if FM_BLOCKED_MAX_ROWS < t <= FM_VIA_ROWS_MAX:
+    if FM_VIA_ROWS[0] <= t <= FM_VIA_ROWS[1]:
         return np.ascontiguousarray(linear(np.ascontiguousarray(x.T), w).T)
-    muladds = MULADDS_PER_PRODUCT if t <= FM_BLOCKED_MAX_ROWS else FM_MULADDS_PER_BLOCK_WIDE
-    rows = max(16, muladds // (t * w.shape[1]))
+    rows = max(16, MULADDS_PER_PRODUCT // (t * w.shape[1]))
     if rows >= w.shape[0]:
         return w @ x
     out = np.empty((w.shape[0], t), dtype=np.float32)
