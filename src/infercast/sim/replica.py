@@ -137,7 +137,7 @@ class Replica:
         emit: Callable[[RequestRecord, int], None],
         fast: bool = True,
         max_segment_steps: int = 4096,
-        observe: Callable[[float, Replica, int], None] | None = None,
+        observe: Callable[[float, Replica, int], tuple[float, float]] | None = None,
         complete: Completions | None = None,
         itl: Callable[[np.ndarray, np.ndarray], None] | None = None,
     ):
@@ -154,7 +154,8 @@ class Replica:
         self.gaps = GapTally(itl) if complete is not None else None
         self.fast = fast
         self.max_segment_steps = max_segment_steps
-        self.observe = observe
+        self.observe = observe  # returns (last sample, interval): see TimeSeries.observe
+        self._obs_last, self._obs_interval = -math.inf, 0.0
         self.tracks: dict[str, _Track] = {}
         self.timeline = Timeline()
         self._compact_at = TIMELINE_COMPACT_MIN
@@ -237,8 +238,8 @@ class Replica:
         st.kv_time_s += usage * dt
         if usage > st.peak_kv_usage:
             st.peak_kv_usage = usage
-        if self.observe is not None:
-            self.observe(now, self, num_seqs)
+        if self.observe is not None and not now - self._obs_last < self._obs_interval:  # it would ignore the call
+            self._obs_last, self._obs_interval = self.observe(now, self, num_seqs)
         self._busy = True
         self._batch = batch
         self.kernel.at(now + dt, PRIO_STEP_END, self._end_step)
@@ -297,8 +298,8 @@ class Replica:
         self._segment = seg
         self._busy = True
         self.stats.num_segments += 1
-        if self.observe is not None:
-            self.observe(now, self, n)
+        if self.observe is not None and not now - self._obs_last < self._obs_interval:  # it would ignore the call
+            self._obs_last, self._obs_interval = self.observe(now, self, n)
 
     def _cut_segment(self, arrival_s: float) -> None:
         """End the segment at the first step end at or after ``arrival_s``."""

@@ -26,10 +26,15 @@ class TimeSeries:
         self._rows: list[tuple[float, int, int, float, int, int]] = []
         self._last: dict[int, float] = {}
 
-    def observe(self, now: float, replica: Replica, batch_size: int) -> None:
+    def observe(self, now: float, replica: Replica, batch_size: int) -> tuple[float, float]:
+        """Sample at a step start unless this replica's last sample is under ``interval_s`` old.
+
+        Returns (that replica's last sample time, the interval now): a caller may skip calls
+        while ``now - last < interval`` (the interval only grows, so the skip stays valid).
+        """
         last = self._last.get(replica.index)
         if last is not None and now - last < self.interval_s:
-            return
+            return last, self.interval_s
         self._last[replica.index] = now
         s = replica.sched
         self._rows.append((now, replica.index, batch_size, s.kv.usage, len(s.waiting), s.num_preemptions))
@@ -37,6 +42,7 @@ class TimeSeries:
             self._rows = self._rows[::2]
             span = self._rows[-1][0] - self._rows[0][0]
             self.interval_s = max(2 * self.interval_s, span / self.max_points)
+        return now, self.interval_s
 
     def arrays(self) -> dict[str, np.ndarray]:
         """Column name -> array, in time order."""
