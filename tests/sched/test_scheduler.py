@@ -223,3 +223,29 @@ def test_update_takes_counts_or_token_ids_and_stops():
     b = s.schedule()
     assert [(q.num_new_tokens, q.num_cached_tokens) for q in b.seqs] == [(3, 5)]
     s.check_invariants()
+
+
+def _plain_chunked_trace(lengths, num_blocks, plain: bool):
+    """Every batch and decode horizon of a chunked run with requests arriving one per step."""
+    s = make_scheduler(num_blocks=num_blocks, max_num_batched_tokens=48, compact_decodes=True,
+                       emit_block_tables=False)
+    assert s._plain_chunked
+    s._plain_chunked = plain  # False: the policy's general path, the reference
+    out, pending = [], [req(i, p, o) for i, (p, o) in enumerate(lengths)]
+    while pending or s.has_unfinished:
+        if pending:
+            s.add_request(pending.pop(0))
+        out.append(("horizon", s.decode_horizon(5)))
+        b = s.schedule()
+        out.append((b.seqs, b.preempted, b.num_decode_seqs, b.decode_cached_tokens))
+        out.append([r.request_id for r in s.update(b)])
+    s.check_invariants()
+    assert s.kv.num_free_blocks == num_blocks
+    return out
+
+
+@settings(max_examples=40, deadline=None)
+@given(workloads, st.integers(8, 40))
+def test_plain_chunked_fast_path_equals_the_policy(lengths, num_blocks):
+    """The simulator's chunked shortcut (group only, no prefix caching) decides as ChunkedPolicy."""
+    assert _plain_chunked_trace(lengths, num_blocks, True) == _plain_chunked_trace(lengths, num_blocks, False)

@@ -39,3 +39,21 @@ def test_timeline_slices_survive_compaction():
     assert tl.held == 6 and tl.slice(5, 3).tolist() == [5.0, 6.0, 7.0]
     with pytest.raises(IndexError):
         tl.slice(2, 2)
+
+
+def test_time_series_says_when_a_replica_may_skip_observing():
+    """observe returns (last sample, interval); a call skipped while now - last < interval changes nothing."""
+    from types import SimpleNamespace
+
+    from infercast.sim.series import TimeSeries
+
+    rep = SimpleNamespace(index=0, sched=SimpleNamespace(kv=SimpleNamespace(usage=0.5), waiting=(),
+                                                         num_preemptions=0))
+    ts = TimeSeries(max_points=4, interval_s=1.0)
+    assert ts.observe(0.0, rep, 3) == (0.0, 1.0)
+    assert ts.observe(0.5, rep, 3) == (0.0, 1.0)  # too soon: not sampled
+    last, interval = ts.observe(1.0, rep, 3)
+    assert (last, interval) == (1.0, 1.0) and ts.arrays()["time_s"].tolist() == [0.0, 1.0]
+    for t in (2.0, 3.0):  # the 4th point decimates to every other one and doubles the interval
+        last, interval = ts.observe(t, rep, 3)
+    assert interval == 2.0 and ts.arrays()["time_s"].tolist() == [0.0, 2.0]

@@ -41,6 +41,21 @@ def test_bad_traces_fail_with_one_line(tmp_path):
     bad.write_text("arrival_s,prompt_tokens,output_tokens\n1,0,3\n")
     with pytest.raises(DataError, match="row 1"):
         load_trace(bad)
+    bad.write_text("arrival_s,prompt_tokens,output_tokens\n1,2,3\n2,5\n")
+    with pytest.raises(DataError, match="fewer fields"):
+        load_trace(bad)
+    bad.write_text("arrival_s,prompt_tokens,output_tokens\n1,2,x\n")
+    with pytest.raises(DataError, match="integers"):
+        load_trace(bad)
+
+
+def test_csv_columns_in_any_order_blank_lines_skipped(tmp_path):
+    f = tmp_path / "t.csv"
+    f.write_text("output_tokens,arrival_s,prompt_tokens,extra\n7,2.5,30,a\n\n5,1.25,20.0,b\n")
+    tr = load_trace(f)
+    assert tr.arrival_s.tolist() == [0.0, 1.25]
+    assert tr.prompt_tokens.tolist() == [20, 30] and tr.output_tokens.tolist() == [5, 7]
+    assert tr.prompt_tokens.dtype == np.int64
 
 
 def test_trace_replay_then_sampling_with_replacement(tmp_path):
