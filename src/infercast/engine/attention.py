@@ -14,15 +14,18 @@ padding masked, instead of a dozen small numpy calls per request per layer
 random-100m 17.7 -> 14.2 ms, SmolLM2 42.6 -> 35.5 ms; what remains is mostly
 the gather, a copy at this machine's ~7 GB/s copy rate).
 
-Prefills attend in query blocks of 64: block [i, j) reads keys up to start + j
-only, so less of the causal mask's upper half is computed (SmolLM2, attention
-per step at 128 / 512 tokens: blocks of 128 17.2 / 171.9 ms, 64 14.2 / 145.7,
-32 14.1 / 168.2). The softmax's sums come out of the PV product (a row of
-ones under V) instead of a pass over the scores, and the scores are not floored
-against float32 subnormals (exp below -87.3; arithmetic on them runs ~13x
-slower here): SmolLM2's attention on a real prompt had no score below -47
-after the max was subtracted. One layer's attention, one thread, best of 30:
-SmolLM2 at 512 tokens 5.0 -> 4.4-4.7 ms, at 128 0.44 -> 0.41 ms.
+Prefills attend in query blocks of 32: block [i, j) reads keys up to start + j
+only, so less of the causal mask's upper half is computed. One layer's
+attention, one thread, best of 40, us, blocks of 32 / 64 / 128: random-100m at
+128 tokens 457 / 547 / 689, at 512 6054 / 6018 / 6830; SmolLM2 at 128 348 /
+379 / 484, at 512 4308 / 4357 / 4873.
+
+The softmax's sums come out of the PV product (a row of ones under V) instead
+of a pass over the scores, and the scores are not floored against float32
+subnormals (exp below -87.3; arithmetic on them runs ~13x slower here):
+SmolLM2's attention on a real prompt had no score below -47 after the max was
+subtracted. One layer's attention, one thread, best of 30: SmolLM2 at 512
+tokens 5.0 -> 4.4-4.7 ms, at 128 0.44 -> 0.41 ms.
 """
 
 from __future__ import annotations
@@ -32,7 +35,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-QUERY_BLOCK = 64  # prefills attend in query blocks, each to the keys it can see (see below)
+QUERY_BLOCK = 32  # prefills attend in query blocks, each to the keys it can see (see below)
 PAD_WASTE = 1.25  # a decode group's padded keys may exceed its real keys by this factor
 
 
