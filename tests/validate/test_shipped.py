@@ -15,7 +15,7 @@ from infercast.validate.score import floor_report, report
 @pytest.mark.slow
 def test_whole_shipped_set_runs_and_scores():
     cases = load_cases()
-    preds = Evaluator(cases).predict(load_profile_set(None))
+    preds = Evaluator(cases, assume_weights="checkpoint").predict(load_profile_set(None))  # as the CLI
     rep = report(preds, "shipped", floor_report(cases))
     assert len(rep["rows"]) == len(cases) == 3660
     for r in rep["rows"]:  # never dropped: predicted, or skipped with a reason
@@ -23,7 +23,10 @@ def test_whole_shipped_set_runs_and_scores():
         if r["predicted"] is not None:
             assert math.isfinite(r["predicted"]) and r["predicted"] > 0
     s = rep["summary"]
-    assert s["overall"]["coverage"] > 0.55  # disaggregated (934) and speculative (207) rows are skipped for now
+    assert s["overall"]["coverage"] >= 0.90  # every row counted; the reasons of the rest are reported
+    assumed = [r for r in rep["rows"] if r["assumed_weights"]]
+    assert len(assumed) == s["assumed_weights"]["count"] == 302  # rows without a dtype: marked, never silent
+    assert not [r for r in rep["rows"] if "simulat" in (r["skipped_reason"] or "")]  # none waits for --simulate-all
     # regression bands on the shipped profile (see docs/validation.md for the current numbers)
     assert s["scenario_metric"]["offline/output_throughput_total"]["median_abs_error_pct"] < 20
     assert s["scenario_metric"]["concurrency/tpot_mean_s"]["median_abs_error_pct"] < 25
