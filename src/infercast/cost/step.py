@@ -181,28 +181,34 @@ class StepModel:
             share = decode_cached_sum / num_decode if num_decode else 0.0
             return self.step_time_s([1] * num_decode + list(new_tokens),
                                     [share] * num_decode + list(cached_tokens))
-        if len(new_tokens) != len(cached_tokens):
+        k = len(new_tokens)
+        if k != len(cached_tokens):
             raise ValueError("new_tokens and cached_tokens must have the same length")
-        pc_pre = pn_pre = kv_pre = 0.0
         pc_dec = kv_dec = float(decode_cached_sum)
-        pn_dec = float(num_decode)
-        t = num_decode
-        for n, c in zip(new_tokens, cached_tokens, strict=False):  # lengths checked above
-            t += n
-            if n == 1:
-                pc_dec += c
-                pn_dec += 1.0
-                kv_dec += c
-            else:
-                pc_pre += n * c
-                pn_pre += n * (n + 1) / 2
-                kv_pre += c
-        x = (pc_dec, pc_pre, pn_dec, pn_pre, kv_dec, kv_pre, float(t))
+        if k == 1 and new_tokens[0] != 1:  # one prefill chunk beside the decodes (the usual step)
+            n, c = new_tokens[0], cached_tokens[0]  # the loop below, unrolled: same additions
+            t = num_decode + n
+            x = (pc_dec, 0.0 + n * c, float(num_decode), 0.0 + n * (n + 1) / 2, kv_dec, 0.0 + c, float(t))
+        else:
+            pc_pre = pn_pre = kv_pre = 0.0
+            pn_dec = float(num_decode)
+            t = num_decode
+            for n, c in zip(new_tokens, cached_tokens, strict=False):  # lengths checked above
+                t += n
+                if n == 1:
+                    pc_dec += c
+                    pn_dec += 1.0
+                    kv_dec += c
+                else:
+                    pc_pre += n * c
+                    pn_pre += n * (n + 1) / 2
+                    kv_pre += c
+            x = (pc_dec, pc_pre, pn_dec, pn_pre, kv_dec, kv_pre, float(t))
         attn = 0.0
         for flops_of, bytes_of, f_den, b_den in self._attn_dots:  # attention ops are linear in the sums
             tf, tb = flops_of(x) / f_den, bytes_of(x) / b_den
             attn += tf if tf >= tb else tb  # max(tf, tb)
-        return self._token_time(t, num_decode + len(new_tokens)) + attn + self.profile.step_overhead_s
+        return self._token_time(t, num_decode + k) + attn + self.profile.step_overhead_s
 
     def _compile_attention(self) -> tuple[tuple[tuple[float, ...], tuple[float, ...]], ...]:
         """Coefficients of each attention op's FLOPs and bytes in the seven step sums."""

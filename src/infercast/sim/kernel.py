@@ -50,10 +50,14 @@ class Kernel:
         """Process events until none are left."""
         heap = self._heap
         pop = heapq.heappop
-        while heap:
-            time_s, _, _, fn, args = pop(heap)
-            if fn is None:
-                continue
-            self.now = time_s
-            self.num_events += 1
-            fn(*args)
+        count = 0  # events run, added to num_events at the end (one store per run, not per event)
+        try:
+            while heap:
+                time_s, _, _, fn, args = pop(heap)
+                if fn is None:
+                    continue
+                self.now = time_s
+                count += 1
+                fn(*args)
+        finally:
+            self.num_events += count
