@@ -57,12 +57,22 @@ tokens  ``linear`` (x)  ``w_blk @ x``, 2**19 / 2**18      ``linear`` on x.T, out
 32      64.3            66.4 / 63.7                      68.3
 ======  ==============  ===============================  ===========================
 
-A second look at 20 and 32 tokens, both models (best of 6, load ~3, ms):
-random-100m 20: 53.4 / 54.1 / 53.8 / 51.2 (``linear`` / transposes / 2**18 /
-2**19 blocks), 32: 70.6 / 74.1 / 58.5 / 56.9; SmolLM2 20: 79.1 / 81.2 / 90.6 /
-83.8, 32: 97.7 / 96.2 / 100.9 / 89.0. So 2-4 and 17-32 tokens take row blocks
-of w of 2**19 multiply-adds each (at least 16 rows), 5-16 go through the
-row-major blocking with two small transposes, and beyond 32 one BLAS call.
+In the engine's decode step (one process, thread CPU time, best of 6, ms,
+random-100m / SmolLM2 at 128 cached tokens; w row blocks of 2**19 / 2**18
+multiply-adds, or the row-major blocking through transposes):
+
+======  =========================  =========================  ===============
+tokens  2**19 blocks               2**18 blocks               transposes
+======  =========================  =========================  ===============
+20      80.9 / 138.4               85.1 / 146.7               82.2 / 131.0
+24      88.8 / 152.8               90.1 / 161.0               85.8 / 144.0
+28      102.0 / 174.4              112.0 / 183.0              101.9 / 160.7
+32      106.0 / 166.5              106.1 / 178.0              108.0 / 171.9
+======  =========================  =========================  ===============
+
+So 2-4 and 29-32 tokens take row blocks of w of 2**19 multiply-adds each (at
+least 16 rows), 5-28 go through the row-major blocking with two small
+transposes, and beyond 32 one BLAS call.
 """
 
 from __future__ import annotations
@@ -92,7 +102,7 @@ def linear(x: np.ndarray, w: np.ndarray) -> np.ndarray:
     return out
 
 
-FM_VIA_ROWS = (5, 16)  # tokens that go through the row-major blocking (module doc)
+FM_VIA_ROWS = (5, 28)  # tokens that go through the row-major blocking (module doc)
 
 
 def linear_fm(w: np.ndarray, x: np.ndarray) -> np.ndarray:
