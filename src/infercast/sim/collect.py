@@ -41,11 +41,14 @@ class Completions(Protocol):
 class CompletionBuffer:
     """Per-request scalars of completed requests, flushed in blocks."""
 
-    __slots__ = ("acc", "sink", "flush_every", "_rows", "_reasons", "_plain")
+    __slots__ = ("acc", "sink", "flush_every", "_rows", "_reasons", "_plain", "num_done", "progress")
 
     def __init__(self, acc: MetricsAccumulator, sink: Callable[[RequestRecord], None] | None = None,
-                 flush_every: int = FLUSH_EVERY) -> None:
+                 flush_every: int = FLUSH_EVERY, progress: Callable[[int], None] | None = None) -> None:
         self.acc, self.sink, self.flush_every = acc, sink, flush_every
+        # Requests done (the driver counts its rejections here too); ``progress(num_done)`` every 1,000.
+        self.num_done = 0
+        self.progress = progress
         self._rows: list[float] = []  # ROW_WIDTH numbers per request, flat (one array at flush)
         self._reasons: list[str] = []
         self._plain = True  # every finish reason so far is "length"
@@ -72,6 +75,9 @@ class CompletionBuffer:
             self._plain = False
         if len(rows) >= self.flush_every * ROW_WIDTH:
             self.flush()
+        self.num_done += 1
+        if self.progress is not None and self.num_done % 1000 == 0:
+            self.progress(self.num_done)
 
     def flush(self) -> None:
         """Hand everything buffered to the accumulator."""

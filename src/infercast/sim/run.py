@@ -122,8 +122,6 @@ class _Driver:
         self.on_record = on_record
         self.completions: CompletionBuffer | None = None  # set by simulate()
         self.itl: Callable[[np.ndarray, np.ndarray], None] | None = None  # likewise
-        self.progress: Callable[[int], None] | None = None
-        self.num_done = 0  # finished or rejected requests
         self.closed = cfg.workload.resolved_arrival == "closed"
         self.block_size = cfg.scheduler.block_size
         self.prefix_tokens = cfg.workload.prefix_tokens
@@ -166,18 +164,22 @@ class _Driver:
             self._next_at(self.kernel.now)
 
     @property
+    def num_done(self) -> int:
+        """Finished or rejected requests (counted by the completion buffer)."""
+        return self.completions.num_done
+
+    @property
     def wants_times(self) -> bool:
         return self.completions.wants_times
 
     def add(self, req: Request, first_scheduled_s: float | None, first_token_s: float, finish_s: float,
             times: np.ndarray | None = None) -> None:
-        """A completed request, batched for the metrics (no record object unless a sink wants one)."""
+        """A completed request of a closed loop: batched for the metrics, and a client sends the next.
+
+        Open loops hand completions to ``completions`` directly (one call less per request).
+        """
         self.completions.add(req, first_scheduled_s, first_token_s, finish_s, times)
-        self.num_done += 1
-        if self.progress is not None and self.num_done % 1000 == 0:
-            self.progress(self.num_done)
-        if self.closed:
-            self._next_at(self.kernel.now)
+        self._next_at(self.kernel.now)
 
 
 def simulate(
@@ -202,15 +204,15 @@ def simulate(
         acc.add(rec)
         if sink is not None:
             sink(rec)
-        driver.num_done += 1
-        if progress is not None and driver.num_done % 1000 == 0:
-            progress(driver.num_done)
+        done = driver.completions
+        done.num_done += 1
+        if progress is not None and done.num_done % 1000 == 0:
+            progress(done.num_done)
 
     replicas: list[Replica] = []
     driver = _Driver(cfg, stream, replicas, kernel, on_record)
-    driver.completions = CompletionBuffer(acc, sink)
+    driver.completions = CompletionBuffer(acc, sink, progress=progress)
     driver.itl = acc.add_itl
-    driver.progress = progress
     if cfg.disaggregation is not None:
         from infercast.sim.disagg import build_disagg
 
@@ -232,7 +234,8 @@ def simulate(
 
 def _build_replicas(cfg: SimConfig, timer, kernel: Kernel, driver: _Driver, series: TimeSeries):
     """``cfg.replicas`` aggregated replicas on the driver's list (speculative ones if asked)."""
-    cls, kwargs = Replica, {"fast": cfg.mode == "fast", "complete": driver, "itl": driver.itl}
+    complete = driver if driver.closed else driver.completions  # closed loops send on each completion
+    cls, kwargs = Replica, {"fast": cfg.mode == "fast", "complete": complete, "itl": driver.itl}
     if cfg.speculative is not None:
         from infercast.sim.build import spec_timer
         from infercast.sim.speculative import SpecReplica, SpecTimer
