@@ -14,6 +14,10 @@ import heapq
 from infercast.sched.kv_cache import cdiv
 from infercast.sched.request import Request, RequestStatus
 
+# Enum members read through the class cost ~60 ns each (EnumType lookup); module constants ~15.
+_RUNNING = RequestStatus.RUNNING
+_FINISHED = RequestStatus.FINISHED
+
 
 class DecodeGroupMixin:
     """Group bookkeeping on the scheduler's state (kv, group, explicit, dstep, ...)."""
@@ -43,7 +47,7 @@ class DecodeGroupMixin:
         if self.waiting and (self._head_fits_plain() if self._plain_chunked else self.policy.would_admit(self)):
             return 0
         heap = self._finish_heap
-        running = RequestStatus.RUNNING
+        running = _RUNNING
         while heap:  # drop stale entries (``_live``, inlined)
             f, _, req = heap[0]
             if req.dbase >= 0 and req.finish_dstep == f and req.status is running:
@@ -189,7 +193,7 @@ class DecodeGroupMixin:
 
     def _pop_finished(self, done: list[Request]) -> None:
         heap, dstep, pop = self._finish_heap, self.dstep, heapq.heappop
-        running = RequestStatus.RUNNING
+        running = _RUNNING
         while heap and heap[0][0] <= dstep:
             f, _, req = pop(heap)
             if req.dbase >= 0 and req.finish_dstep == f and req.status is running:  # ``_live``
@@ -219,7 +223,7 @@ class DecodeGroupMixin:
         del self.running[rid]
         self.kv.free(table)
         req.block_table = []
-        req.status = RequestStatus.FINISHED
+        req.status = _FINISHED
         req.finish_reason = "length"
         del self.requests[rid]
         return req

@@ -52,6 +52,10 @@ from infercast.sched.decode_group import DecodeGroupMixin
 from infercast.sched.kv_cache import BlockManager, cdiv
 from infercast.sched.request import Request, RequestStatus
 
+# Enum members read through the class cost ~60 ns each (EnumType lookup); module constants ~15.
+_RUNNING = RequestStatus.RUNNING
+_FINISHED = RequestStatus.FINISHED
+
 POLICY_NAMES = ("static", "continuous", "chunked")
 _NO_HITS: list[int] = []  # no prefix-cache hits (never mutated)
 
@@ -223,7 +227,7 @@ class Scheduler(DecodeGroupMixin):
                 self._pop_finished(done)
         requests = self.requests
         prefix_caching = self.config.enable_prefix_caching
-        running = RequestStatus.RUNNING
+        running = _RUNNING
         for seq in batch.seqs:
             req = requests.get(seq.request_id)
             if req is None or req.status is not running:
@@ -345,7 +349,7 @@ class Scheduler(DecodeGroupMixin):
             req.num_cached_prompt_tokens = req.num_computed_tokens
         req.num_registered_blocks = len(hits)
         self.waiting.popleft()
-        req.status = RequestStatus.RUNNING
+        req.status = _RUNNING
         self.running[req.request_id] = req
         self.explicit[req.request_id] = req
         return True
@@ -385,7 +389,7 @@ class Scheduler(DecodeGroupMixin):
             del self.explicit[req.request_id]
         self.kv.free(req.block_table)
         req.block_table = []
-        req.status = RequestStatus.FINISHED
+        req.status = _FINISHED
         req.finish_reason = reason
         del self.requests[req.request_id]
         return req

@@ -29,6 +29,10 @@ from infercast.sim.collect import Completions, GapTally
 from infercast.sim.kernel import PRIO_ARRIVAL, PRIO_KICK, PRIO_STEP_END, Kernel
 from infercast.sim.timeline import Timeline
 
+# Enum members read through the class cost ~60 ns each (EnumType lookup); module constants ~15.
+_RUNNING = RequestStatus.RUNNING
+
+
 # Timeline entries held before the first compaction (then the threshold doubles).
 TIMELINE_COMPACT_MIN = 1 << 16
 
@@ -273,7 +277,7 @@ class Replica:
         if started:
             size = self.timeline.size
             for tr in started:
-                if tr.req.status is RequestStatus.RUNNING:  # not finished by this step
+                if tr.req.status is _RUNNING:  # not finished by this step
                     tr.tl_start = size
                     self._num_decoding += 1
                     if not decoding_in_step and gaps is not None:  # its token is not on the timeline
