@@ -135,6 +135,7 @@ class StepModel:
         self._tok_time_cache: dict[int, float] = {}
         self._logit_time_cache: dict[int, float] = {}
         self._moe_time_cache: dict[int, tuple[float, ...]] = {}
+        self._moe = bool(self._lin_tokens.nonaffine_names)
 
     # ---- public -------------------------------------------------------------------
     @property
@@ -208,7 +209,10 @@ class StepModel:
         for flops_of, bytes_of, f_den, b_den in self._attn_dots:  # attention ops are linear in the sums
             tf, tb = flops_of(x) / f_den, bytes_of(x) / b_den
             attn += tf if tf >= tb else tb  # max(tf, tb)
-        return self._token_time(t, num_decode + k) + attn + self.profile.step_overhead_s
+        tok, head = self._tok_time_cache.get(t), self._logit_time_cache.get(num_decode + k)
+        if tok is None or head is None or self._moe:  # a miss (or MoE ops): the method fills the memos
+            return self._token_time(t, num_decode + k) + attn + self.profile.step_overhead_s
+        return tok + head + attn + self.profile.step_overhead_s  # ``_token_time``'s hit, inlined
 
     def _compile_attention(self) -> tuple[tuple[tuple[float, ...], tuple[float, ...]], ...]:
         """Coefficients of each attention op's FLOPs and bytes in the seven step sums."""
