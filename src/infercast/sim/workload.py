@@ -80,12 +80,22 @@ def load_trace(name_or_path: str | Path) -> Trace:
 
 def _parse_csv(name: str, lines) -> Trace:
     """A CSV trace, parsed by column (a dict per row costs ~25 ms on a 20k-row trace)."""
+    lines = list(lines)
+    header = next(csv.reader(lines[:1]), None)
+    cols = None if header is None else next((c for c in _COLUMNS if set(c) <= set(header)), None)
+    if cols is not None and len(lines) > 1:
+        idx = [header.index(c) for c in cols]
+        try:  # plain numbers (the shipped traces): numpy's C reader, ~4x faster than csv + float()
+            a = np.loadtxt(lines[1:], delimiter=",", usecols=idx, dtype=np.float64, ndmin=2, comments=None)
+        except ValueError:
+            a = None  # date-times, quotes or bad rows: the csv module below says which
+        if a is not None and len(a):
+            return _finish_trace(name, a[:, 0].copy(), a[:, 1].astype(np.int64), a[:, 2].astype(np.int64))
     reader = csv.reader(lines)
-    header = next(reader, None)
+    next(reader, None)
     rows = [r for r in reader if r]  # csv.DictReader skips blank lines too
     if header is None or not rows:
         raise DataError(f"trace {name}: no rows")
-    cols = next((c for c in _COLUMNS if set(c) <= set(header)), None)
     if cols is None:
         return _parse_rows(name, [dict(zip(header, r, strict=False)) for r in rows[:1]])  # its column error
     idx = [header.index(c) for c in cols]
