@@ -93,7 +93,7 @@ def test_rejects_what_can_never_fit_and_bad_config():
     s = make_scheduler(num_blocks=4, block_size=4)
     r = req(0, 20, 5)
     assert not s.add_request(r) and r.status is RequestStatus.REJECTED
-    assert "KV blocks" in r.reject_reason
+    assert "KV blocks" in r.reject_reason and "(" in r.reject_reason
     with pytest.raises(ConfigError, match="policy"):
         SchedulerConfig(policy="fifo")
     with pytest.raises(ConfigError, match="max_num_batched_tokens"):

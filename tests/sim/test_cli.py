@@ -95,3 +95,14 @@ def test_config_example_in_the_docs_is_valid():
     lines = [ln[4:] for ln in layout.splitlines() if ln.startswith("    ")]
     full = build_config(tomllib.loads("\n".join(lines)))
     assert full.workload.resolved_arrival == "poisson"
+
+
+def test_rejections_are_counted_per_rule_not_per_prompt_length(capsys):
+    # Without chunking, every prompt over the token budget is rejected; prompts of many
+    # lengths must land on one line of failure_reasons (the rule), not one line per length.
+    d = _json(capsys, ["--scheduler", "continuous", "--max-num-batched-tokens", "1024", "--rate", "2",
+                       "--num-requests", "200", "--input-tokens", "1024", "--input-dist", "normal", "--input-std", "300",
+                       "--output-tokens", "8", "--seed", "3"])
+    reasons = d["failure_reasons"]
+    assert d["num_rejected"] > 50
+    assert reasons == {"prompt exceeds max_num_batched_tokens=1024 without chunked prefill": d["num_rejected"]}

@@ -89,6 +89,16 @@ class Distribution:
         return cls(s.count, s.mean, s.std, lo, hi, {q: s.percentile(q) for q in percentiles}, exact)
 
 
+def reason_key(reason: str) -> str:
+    """The rule a rejection broke, without the request's own numbers.
+
+    The scheduler writes ``"<rule> (<this request's numbers>)"``; counting on the
+    whole text would give every prompt length its own line.
+    """
+    rule, sep, rest = reason.rpartition(" (")
+    return rule if sep and rule and rest.endswith(")") else reason
+
+
 @dataclass(frozen=True)
 class Summary:
     """Everything one run measured; times in seconds, rates per second of ``duration_s``."""
@@ -279,7 +289,7 @@ class MetricsAccumulator:
             self._cols["send_lag"].append(rec.send_s - rec.arrival_s)
         if rec.finish_reason == "rejected":
             self.rejected += 1
-            self._reason(rec.error or "rejected")
+            self._reason(reason_key(rec.error or "rejected"))
         elif not rec.ok:
             self.failed += 1
             self._reason(rec.error or rec.finish_reason or "error")

@@ -401,22 +401,24 @@ class Scheduler(DecodeGroupMixin):
         req.num_registered_blocks = max(req.num_registered_blocks, full)
 
     def _reject_reason(self, req: Request) -> str | None:
+        # The rule comes first and this request's numbers last, in parentheses: summaries
+        # count rejections per rule (see metrics.summary.reason_key), the engine shows it all.
         cfg = self.config
         if req.prompt_tokens < 1 or req.max_output_tokens < 1:
             return (
-                f"prompt_tokens={req.prompt_tokens}, max_output_tokens={req.max_output_tokens}: "
-                "both must be >= 1"
+                "prompt_tokens and max_output_tokens must both be >= 1 "
+                f"(prompt_tokens={req.prompt_tokens}, max_output_tokens={req.max_output_tokens})"
             )
         total = req.prompt_tokens + req.max_output_tokens
         if cfg.max_model_len is not None and total > cfg.max_model_len:
-            return f"prompt + output = {total} tokens exceeds max_model_len={cfg.max_model_len}"
+            return f"prompt + output exceeds max_model_len={cfg.max_model_len} ({total} tokens)"
         blocks = cdiv(total - 1, cfg.block_size)  # the last token's KV is never written
         if blocks > cfg.num_blocks:
-            return f"needs {blocks} KV blocks but the replica has {cfg.num_blocks}"
+            return f"needs more KV blocks than the replica has ({blocks} > {cfg.num_blocks})"
         if cfg.policy != "chunked" and req.prompt_tokens > cfg.max_num_batched_tokens:
             return (
-                f"prompt of {req.prompt_tokens} tokens exceeds max_num_batched_tokens="
-                f"{cfg.max_num_batched_tokens} without chunked prefill"
+                f"prompt exceeds max_num_batched_tokens={cfg.max_num_batched_tokens} without chunked "
+                f"prefill ({req.prompt_tokens} tokens)"
             )
         return None
 
