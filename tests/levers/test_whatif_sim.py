@@ -18,3 +18,12 @@ def test_simulate_what_if_levers(capsys):
     assert rows["W4A16 int4 weights"]["tpot_p99_s"] < 0.6 * base["tpot_p99_s"]
     assert rows["W8A8 fp8"]["ttft_p99_s"] < rows["W4A16 int4 weights"]["ttft_p99_s"]  # 8-bit peak in prefill
     assert rows["TP 2"]["num_gpus"] == 2 and rows["TP 2"]["tpot_p99_s"] < base["tpot_p99_s"]
+
+
+def test_what_if_levers_use_the_runs_profile(capsys):
+    # The baseline lever re-runs the run itself, so with --profile it must equal the run's own numbers.
+    main(["simulate", "--model", "llama-3.1-8b", "--rate", "4", "--num-requests", "80", "--input-tokens", "512",
+          "--output-tokens", "64", "--what-if", "--profile", "shipped", "--json"])
+    d = json.loads(capsys.readouterr().out)
+    base = next(r for r in d["what_if"] if r["lever"] == "baseline")
+    assert base["tpot_p99_s"] == d["tpot_s"]["p99"] and base["ttft_p99_s"] == d["ttft_s"]["p99"]

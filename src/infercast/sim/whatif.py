@@ -41,8 +41,12 @@ def _row(name: str, cfg: SimConfig, result) -> dict:
     }
 
 
-def run_what_if(cfg: SimConfig) -> list[dict]:
-    """Simulate ``cfg`` and each lever; a lever the part cannot do carries its error instead."""
+def run_what_if(cfg: SimConfig, profile=None) -> list[dict]:
+    """Simulate ``cfg`` and each lever; a lever the part cannot do carries its error instead.
+
+    ``profile``: the efficiency profile the baseline run used (``--profile``), so every lever is
+    timed the same way (default: the code's built-in profile).
+    """
     from infercast.sim.build import step_model
     from infercast.sim.run import simulate
 
@@ -50,7 +54,7 @@ def run_what_if(cfg: SimConfig) -> list[dict]:
     for name, change in sim_levers(cfg):
         moved = cfg.model_copy(update=change)
         try:
-            rows.append(_row(name, moved, simulate(moved, step_model(moved))))
+            rows.append(_row(name, moved, simulate(moved, step_model(moved, profile=profile))))
         except InfercastError as exc:
             rows.append({"lever": name, "error": str(exc)})
     return rows
