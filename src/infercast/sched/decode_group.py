@@ -44,8 +44,18 @@ class DecodeGroupMixin:
         """
         if not self.group or self.explicit or max_steps < 1 or self._pending_group:
             return 0
-        if self.waiting and (self._head_fits_plain() if self._plain_chunked else self.policy.would_admit(self)):
-            return 0
+        waiting, kv = self.waiting, self.kv
+        if waiting:
+            if self._plain_chunked:  # ``ChunkedPolicy.would_admit`` without explicit requests or prefix caching
+                cfg = self.config
+                budget = cfg.max_num_batched_tokens - len(self.group)
+                if budget > 0 and len(self.running) < cfg.max_num_seqs:
+                    req = waiting[0]
+                    n = min(req.prompt_tokens + req.num_output_tokens, budget)
+                    if -(-n // cfg.block_size) <= kv.num_free_blocks:
+                        return 0
+            elif self.policy.would_admit(self):
+                return 0
         heap = self._finish_heap
         running = _RUNNING
         while heap:  # drop stale entries (``_live``, inlined)
@@ -54,17 +64,9 @@ class DecodeGroupMixin:
                 break
             heapq.heappop(heap)
         steps = min(max_steps, heap[0][0] - self.dstep)
+        if (steps // self.config.block_size + 1) * self._phased <= kv.num_free_blocks:
+            return steps  # the first bound of ``_kv_horizon``, without the call
         return self._kv_horizon(steps)
-
-    def _head_fits_plain(self) -> bool:
-        """``ChunkedPolicy.would_admit`` with no explicit requests and no prefix caching."""
-        cfg = self.config
-        budget = cfg.max_num_batched_tokens - len(self.group)
-        if budget <= 0 or len(self.running) >= cfg.max_num_seqs:
-            return False
-        req = self.waiting[0]
-        n = min(req.prompt_tokens + req.num_output_tokens, budget)
-        return -(-n // cfg.block_size) <= self.kv.num_free_blocks
 
     def advance_decode(self, num_steps: int) -> list[Request]:
         """Apply ``num_steps`` group-only steps (at most :meth:`decode_horizon`)."""

@@ -78,6 +78,9 @@ class BlockManager:
         self._hash_to_block: dict[int, int] = {}
         self._block_to_hash: dict[int, int] = {}
         self.num_evictions = 0
+        # Blocks an allocation can take now (plain free + evictable cached): read-only for callers.
+        # A counter kept by allocate/free/share, not a property: the schedulers read it every step.
+        self.num_free_blocks = num_blocks
 
     @property
     def ref_counts(self) -> list[int]:
@@ -90,18 +93,13 @@ class BlockManager:
         return refs
 
     @property
-    def num_free_blocks(self) -> int:
-        """Blocks an allocation can take now (plain free + evictable cached)."""
-        return len(self._free) + len(self._cached_free)
-
-    @property
     def num_used_blocks(self) -> int:
         return self.num_blocks - self.num_free_blocks
 
     @property
     def usage(self) -> float:
         """Fraction of blocks referenced by some request (0..1)."""
-        return (self.num_blocks - len(self._free) - len(self._cached_free)) / self.num_blocks
+        return (self.num_blocks - self.num_free_blocks) / self.num_blocks
 
     def allocate(self, n: int) -> list[int] | None:
         """Take ``n`` blocks with ref count 1, or return None (and change nothing)."""
@@ -112,9 +110,11 @@ class BlockManager:
         if n <= k and not self.enable_prefix_caching:  # the common case, in one slice
             blocks = free[k - n :]
             del free[k - n :]
+            self.num_free_blocks -= n
             return blocks
         if n > k + len(self._cached_free):
             return None
+        self.num_free_blocks -= n
         take = min(n, k)
         blocks = free[k - take :]
         del free[k - take :]
@@ -136,12 +136,14 @@ class BlockManager:
         evicted before its head blocks, as vLLM does.
         """
         if not self.enable_prefix_caching:
-            self._free.extend(reversed(blocks))
+            self._free.extend(blocks[::-1])  # a reversed copy extends faster than ``reversed()``
+            self.num_free_blocks += len(blocks)
             return
         refs = self._refs
         for block in reversed(blocks):
             refs[block] -= 1
             if refs[block] == 0:
+                self.num_free_blocks += 1
                 if block in self._block_to_hash:
                     self._cached_free[block] = None
                 else:
@@ -167,6 +169,7 @@ class BlockManager:
         for block in blocks:
             if refs[block] == 0:
                 del self._cached_free[block]
+                self.num_free_blocks -= 1
             refs[block] += 1
 
     def register(self, block: int, block_hash: int) -> None:
@@ -182,6 +185,7 @@ class BlockManager:
         """Raise AssertionError when the pool and the ref counts disagree (for tests)."""
         free = set(self._free) | set(self._cached_free)
         assert len(free) == len(self._free) + len(self._cached_free), "block free twice"
+        assert self.num_free_blocks == len(free), "free-block counter out of step with the pool"
         for block, ref in enumerate(self.ref_counts):
             assert ref >= 0, f"block {block} has ref count {ref}"
             assert (ref == 0) == (block in free), f"block {block}: ref {ref} vs free pool"
