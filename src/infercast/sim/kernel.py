@@ -25,7 +25,8 @@ class Kernel:
 
     def __init__(self) -> None:
         self.now = 0.0
-        self._heap: list[list[Any]] = []
+        # Entries [time, priority, seq, fn, args]; read-only for callers (the replica peeks at the top).
+        self.heap: list[list[Any]] = []
         self._seq = 0
         self.num_events = 0
 
@@ -35,12 +36,12 @@ class Kernel:
             raise ValueError(f"event at {time_s} s scheduled in the past (now {self.now} s)")
         self._seq += 1
         entry = [time_s, priority, self._seq, fn, args]
-        _heappush(self._heap, entry)
+        _heappush(self.heap, entry)
         return entry
 
     def has_pending(self, time_s: float, max_priority: int) -> bool:
         """True if an event at ``time_s`` with priority <= ``max_priority`` is queued."""
-        heap = self._heap
+        heap = self.heap
         return bool(heap) and heap[0][0] == time_s and heap[0][1] <= max_priority
 
     @staticmethod
@@ -50,7 +51,7 @@ class Kernel:
 
     def run(self) -> None:
         """Process events until none are left."""
-        heap = self._heap
+        heap = self.heap
         pop = heapq.heappop
         count = 0  # events run, added to num_events at the end (one store per run, not per event)
         try:

@@ -196,7 +196,8 @@ class Replica:
         if self._kicked:
             return
         self._kicked = True
-        if self.kernel.has_pending(now, PRIO_ARRIVAL):
+        heap = self.kernel.heap  # ``kernel.has_pending(now, PRIO_ARRIVAL)``, inlined
+        if heap and heap[0][0] == now and heap[0][1] <= PRIO_ARRIVAL:
             self.kernel.at(now, PRIO_KICK, self._start_step)
         else:  # no same-instant arrival can still come: skip the extra event
             self._start_step()
@@ -235,7 +236,9 @@ class Replica:
         else:
             dt = self.timer.step_time_s(*_step_arrays(batch))
         num_seqs = len(seqs) + nd
-        st, usage = self.stats, sched.kv.usage  # ``ReplicaStats.add(1, dt, num_seqs, usage)``, inlined
+        kv = sched.kv
+        usage = (kv.num_blocks - kv.num_free_blocks) / kv.num_blocks  # ``kv.usage``, inlined
+        st = self.stats  # ``ReplicaStats.add(1, dt, num_seqs, usage)``, inlined
         st.num_steps += 1
         st.busy_s += dt
         st.seq_time_s += num_seqs * dt
@@ -269,10 +272,10 @@ class Replica:
                 raise RuntimeError("a step ran only some decoding requests; timeline would be wrong")
             if gaps is not None:
                 gaps.entry(now, decoding_in_step)
-            tl = self.timeline
-            if tl.held >= self._compact_at:
+            data = self.timeline.data  # ``timeline.append(now)``; compaction keeps the list object
+            if len(data) >= self._compact_at:
                 self._compact(1)
-            tl.append(now)
+            data.append(now)
         done = self.sched.update(batch)
         if started:
             size = self.timeline.size
@@ -318,22 +321,25 @@ class Replica:
         now = self.kernel.now
         seg, self._segment = self._segment, None
         m, n = seg.steps, seg.num_seqs
-        st, usage, dur = self.stats, self.sched.kv.usage, now - seg.start_s  # ``ReplicaStats.add``, inlined
+        kv = self.sched.kv
+        usage = (kv.num_blocks - kv.num_free_blocks) / kv.num_blocks  # ``kv.usage``, inlined
+        st, dur = self.stats, now - seg.start_s  # ``ReplicaStats.add``, inlined
         st.num_steps += m
         st.busy_s += dur
         st.seq_time_s += n * dur
         st.kv_time_s += usage * dur
         if usage > st.peak_kv_usage:
             st.peak_kv_usage = usage
-        if m <= 32:  # ``seg.ends(m)`` without the call
+        tl = self.timeline
+        if len(tl.data) + m > self._compact_at:
+            self._compact(m)
+        if m <= 32:  # ``seg.ends(m)`` and ``tl.extend(ends)`` without the calls
             s0, c1, c2 = seg.start_s, seg.c1, seg.c2
             ends = [s0 + j * c1 + c2 * (j * (j - 1)) for j in range(1, m + 1)]
+            tl.data.extend(ends)
         else:
             ends = seg.ends(m)
-        tl = self.timeline
-        if tl.held + m > self._compact_at:
-            self._compact(m)
-        tl.extend(ends)
+            tl.extend(ends)
         if self.gaps is not None:
             self.gaps.entries(ends, n)
         done = self.sched.advance_decode(m)
