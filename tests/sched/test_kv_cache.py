@@ -41,3 +41,33 @@ def test_block_hashes_are_chained_and_synthetic_ones_group():
     assert synthetic_block_hashes(3, 40, 16) == synthetic_block_hashes(3, 47, 16)
     assert synthetic_block_hashes(3, 40, 16) != synthetic_block_hashes(4, 40, 16)
     assert cdiv(17, 16) == 2 and cdiv(16, 16) == 1
+
+
+def test_free_block_counter_follows_the_pool_under_random_operations():
+    """``num_free_blocks`` is a counter kept by allocate/free/share: it must equal the pool's size
+    through evictions, shares and revivals (``check_invariants`` compares them)."""
+    import random
+
+    rng = random.Random(7)
+    for caching in (False, True):
+        kv = BlockManager(num_blocks=24, block_size=4, enable_prefix_caching=caching)
+        owned: list[list[int]] = []
+        for step in range(400):
+            op = rng.random()
+            if op < 0.45:
+                blocks = kv.allocate(rng.randint(1, 6))
+                if blocks is not None:
+                    for b in blocks[: rng.randint(0, len(blocks))]:
+                        kv.register(b, hash(("h", rng.randint(0, 30))))
+                    owned.append(blocks)
+            elif op < 0.75 and owned:
+                kv.free(owned.pop(rng.randrange(len(owned))))
+            elif caching:  # a prefix hit: share cached blocks (some may be free, some in use)
+                hashes = [hash(("h", rng.randint(0, 30))) for _ in range(3)]
+                hits = [b for b in (kv.match_prefix([h], 1) for h in hashes) for b in b]
+                if hits:
+                    kv.share(hits)
+                    owned.append(hits)
+            assert kv.num_free_blocks == kv.num_blocks - sum(1 for r in kv.ref_counts if r > 0), step
+            kv.check_invariants()
+        assert caching is False or kv.num_evictions > 0  # the eviction path ran
