@@ -236,20 +236,25 @@ class Replica:
         else:
             dt = self.timer.step_time_s(*_step_arrays(batch))
         num_seqs = len(seqs) + nd
-        kv = sched.kv
-        usage = (kv.num_blocks - kv.num_free_blocks) / kv.num_blocks  # ``kv.usage``, inlined
-        st = self.stats  # ``ReplicaStats.add(1, dt, num_seqs, usage)``, inlined
-        st.num_steps += 1
-        st.busy_s += dt
-        st.seq_time_s += num_seqs * dt
-        st.kv_time_s += usage * dt
-        if usage > st.peak_kv_usage:
-            st.peak_kv_usage = usage
+        self._account(1, dt, num_seqs)
         if self.observe is not None and not now - self._obs_last < self._obs_interval:  # it would ignore the call
             self._obs_last, self._obs_interval = self.observe(now, self, num_seqs)
         self._busy = True
         self._batch = batch
         self.kernel.at(now + dt, PRIO_STEP_END, self._end_step)
+
+    def _account(self, steps: int, duration_s: float, num_seqs: int) -> None:
+        """``steps`` model steps of ``num_seqs`` sequences took ``duration_s``: ``ReplicaStats.add``,
+        inlined, at the KV usage of now."""
+        kv = self.sched.kv
+        usage = (kv.num_blocks - kv.num_free_blocks) / kv.num_blocks  # ``kv.usage``, inlined
+        st = self.stats
+        st.num_steps += steps
+        st.busy_s += duration_s
+        st.seq_time_s += num_seqs * duration_s
+        st.kv_time_s += usage * duration_s
+        if usage > st.peak_kv_usage:
+            st.peak_kv_usage = usage
 
     def _end_step(self) -> None:
         now = self.kernel.now
@@ -321,15 +326,7 @@ class Replica:
         now = self.kernel.now
         seg, self._segment = self._segment, None
         m, n = seg.steps, seg.num_seqs
-        kv = self.sched.kv
-        usage = (kv.num_blocks - kv.num_free_blocks) / kv.num_blocks  # ``kv.usage``, inlined
-        st, dur = self.stats, now - seg.start_s  # ``ReplicaStats.add``, inlined
-        st.num_steps += m
-        st.busy_s += dur
-        st.seq_time_s += n * dur
-        st.kv_time_s += usage * dur
-        if usage > st.peak_kv_usage:
-            st.peak_kv_usage = usage
+        self._account(m, now - seg.start_s, n)
         tl = self.timeline
         if len(tl.data) + m > self._compact_at:
             self._compact(m)
