@@ -34,18 +34,21 @@ def test_azure_original_columns_csv_and_jsonl(tmp_path):
 def test_bad_traces_fail_with_one_line(tmp_path):
     with pytest.raises(ConfigError, match="not a shipped trace"):
         load_trace("nope")
+
+
+HEADER = "arrival_s,prompt_tokens,output_tokens\n"
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    ("time,in,out\n1,2,3\n", "columns"),
+    (HEADER + "1,0,3\n", "row 1"),
+    (HEADER + "1,2,3\n2,5\n", "fewer fields"),
+    (HEADER + "1,2,x\n", "integers"),
+])
+def test_bad_csv_traces_name_the_problem(tmp_path, text, message):
     bad = tmp_path / "b.csv"
-    bad.write_text("time,in,out\n1,2,3\n")
-    with pytest.raises(DataError, match="columns"):
-        load_trace(bad)
-    bad.write_text("arrival_s,prompt_tokens,output_tokens\n1,0,3\n")
-    with pytest.raises(DataError, match="row 1"):
-        load_trace(bad)
-    bad.write_text("arrival_s,prompt_tokens,output_tokens\n1,2,3\n2,5\n")
-    with pytest.raises(DataError, match="fewer fields"):
-        load_trace(bad)
-    bad.write_text("arrival_s,prompt_tokens,output_tokens\n1,2,x\n")
-    with pytest.raises(DataError, match="integers"):
+    bad.write_text(text)
+    with pytest.raises(DataError, match=message):
         load_trace(bad)
 
 

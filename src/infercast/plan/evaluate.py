@@ -60,7 +60,10 @@ class Capacity:
     residence_s: float  # mean E2E minus queueing, every slot busy
 
     def num_requests(self, rate: float, floor: int, ceiling: int = 50_000) -> int:
-        """Requests to simulate at ``rate``: ``floor``, or three residence times of arrivals."""
+        """Requests to simulate at ``rate``: ``floor``, or three residence times of arrivals
+        (just ``floor`` when the saturated run measured no residence time)."""
+        if not math.isfinite(self.residence_s):
+            return floor
         return int(min(ceiling, max(floor, math.ceil(3.0 * rate * self.residence_s))))
 
 
@@ -118,7 +121,7 @@ def _point(cand: Candidate, req: PlanRequest, units: int, timer, cap: Capacity) 
     from infercast.sim.run import simulate
 
     rate = req.rate / units
-    n = cap.num_requests(rate, req.num_requests) if cap.residence_s < math.inf else req.num_requests
+    n = cap.num_requests(rate, req.num_requests)
     s = simulate(build_config(sim_config(cand, req, units, num_requests=n)), timer).summary
     ttft, tpot = s.ttft.percentiles[99.0], s.tpot.percentiles[99.0]
     tpot = 0.0 if tpot != tpot else tpot  # one-token outputs: no TPOT
