@@ -6,8 +6,13 @@ engine's forward step directly (no HTTP, no scheduler) for:
 - decode at batch 1, 2, 4, ... (one new token per sequence on ``--context``
   cached tokens): achieved bytes/s against the read-bandwidth floor, tokens/s;
 - prefill of 128 and 512 tokens: achieved FLOP/s against the measured matmul peak;
-- the cost model's floor and expected time (StepModel, fp32, this machine's profile)
-  next to every measurement.
+- the cost model's floor (peak GEMM, full bandwidth) and expected time with the
+  default efficiency profile next to every measurement;
+- the cost model's prediction with the efficiency profile fitted to this machine's
+  engine rates (``infercast machine --model M``: GEMM rate vs rows, attention,
+  per-step overhead; measured in this process unless ``--hardware``/``--profile``
+  name files), measured / predicted per batch, and the spread of that ratio
+  across decode batches: the roofline's *shape* is followed when it is flat.
 
 Goals (issue 5): decode at batch 1 >= 80% of the bandwidth floor; prefill >= 60%
 of the matmul peak; tokens/s vs batch following the roofline's shape. Beside the
@@ -18,6 +23,8 @@ engine's own.
 
     python benchmarks/engine_roofline.py --model 100m --threads 1
     python benchmarks/engine_roofline.py --model 1b --batches 1,4,16 --runs 3
+    python benchmarks/engine_roofline.py --model 100m --hardware local-cpu.toml \
+        --profile local-cpu-profile.toml      # profiles from `infercast machine --model 100m`
 """
 
 from __future__ import annotations
@@ -88,8 +95,12 @@ def prefill_rows(model, cfg, lengths, runs, block_size) -> list[dict]:
     return rows
 
 
-def finish_rows(dec, pre, cfg, w, model, sm, bw, peak, context) -> None:
-    """Add floors, achieved fractions and the cost model's numbers to the timed rows."""
+def finish_rows(dec, pre, cfg, w, model, sm, bw, peak, context, fitted=None) -> None:
+    """Add floors, achieved fractions and the cost model's numbers to the timed rows.
+
+    ``fitted``: a StepModel with the machine's fitted efficiency profile; adds
+    its prediction and measured / predicted to every row.
+    """
     stored = getattr(model, "weight_bytes", None)  # torch: the bf16 matrices
     for r in dec:
         b = r["batch"]
@@ -100,6 +111,9 @@ def finish_rows(dec, pre, cfg, w, model, sm, bw, peak, context) -> None:
                  tokens_per_s_cpu=b / r["best_cpu_s"],
                  model_floor_s=cost.floor_time_s, model_expected_s=cost.time_s,
                  model_bound=cost.bound)
+        if fitted is not None:
+            pred = fitted.step_cost([1] * b, [context] * b).time_s
+            r.update(predicted_s=pred, measured_over_predicted=r["best_s"] / pred)
     for r in pre:
         flops = matmul_flops(cfg, r["tokens"], 0)
         cost = sm.step_cost([r["tokens"]], [0])
@@ -107,6 +121,9 @@ def finish_rows(dec, pre, cfg, w, model, sm, bw, peak, context) -> None:
                  frac_of_peak_cpu=flops / r["best_cpu_s"] / peak,
                  frac_of_peak_median=flops / r["median_s"] / peak,
                  model_floor_s=cost.floor_time_s, model_expected_s=cost.time_s)
+        if fitted is not None:
+            pred = fitted.step_cost([r["tokens"]], [0]).time_s
+            r.update(predicted_s=pred, measured_over_predicted=r["best_s"] / pred)
 
 
 def best_of(a: dict, b: dict) -> dict:
@@ -120,6 +137,20 @@ def best_of(a: dict, b: dict) -> dict:
     return out
 
 
+def fitted_profile(cfg, sm, args):
+    """The machine's efficiency profile: ``--profile``, or fitted to rates measured now."""
+    if args.profile:
+        from infercast.cost.efficiency import load_profile
+
+        return load_profile(args.profile)
+    from infercast.engine.machine_probe import stream_bytes
+    from infercast.engine.profile_fit import fit_profile
+    from infercast.engine.rate_probe import measure
+
+    points = measure(cfg, sm, runs=args.runs, threads=args.threads, stream_bytes=stream_bytes())
+    return fit_profile(points, sm.machine, name=f"fitted here ({cfg.name})").profile
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--model", default="100m")
@@ -129,6 +160,9 @@ def main() -> None:
     ap.add_argument("--prefill", default="128,512")
     ap.add_argument("--context", type=int, default=128)
     ap.add_argument("--backend", default="numpy", help="numpy (fp32) | torch (bf16 weights)")
+    ap.add_argument("--hardware", help="hardware profile (infercast machine); default: measured here")
+    ap.add_argument("--profile", help="efficiency profile (infercast machine --model M); "
+                    "default: fitted here to this process's measurements")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
 
@@ -149,12 +183,19 @@ def main() -> None:
     # so best-of-runs model times are compared with a best-of-runs machine.
     machine = best_of(machine, probe(threads=args.threads, runs=args.runs))
     hw = hardware_from_probe(machine)
+    if args.hardware:
+        from infercast.specs.catalog import load_hardware
+
+        hw = load_hardware(args.hardware)
     bw, peak = hw.memory_bandwidth_bytes_per_s, hw.peak_flops(dtype)
     sm = step_model(cfg, hw, backend=args.backend)
-    finish_rows(dec, pre, cfg, w, model, sm, bw, peak, args.context)
+    profile = fitted_profile(cfg, sm, args) if args.backend == "numpy" else None
+    fitted = step_model(cfg, hw, profile=profile) if profile is not None else None
+    finish_rows(dec, pre, cfg, w, model, sm, bw, peak, args.context, fitted)
     out = {"model": loaded.name, "params": cfg.num_params, "threads": args.threads,
            "backend": args.backend, "dtype": dtype,
            "weights_stored_bytes": loaded.stored_bytes, "machine": machine,
+           "profile": profile.to_dict() if profile is not None else None,
            "decode": dec, "prefill": pre}
     if args.json:
         print(json.dumps(out, indent=2))
@@ -175,6 +216,8 @@ def _print(out, bw, peak) -> None:
               f"{r['frac_of_floor_median']:10.2f} {r['tokens_per_s_best']:6.1f} "
               f"{r['model_floor_s'] * 1e3:15.2f} {r['model_expected_s'] * 1e3:18.2f} "
               f"{r['best_cpu_s'] * 1e3:12.2f} {r['tokens_per_s_cpu']:10.1f}")
+    if out["profile"] is not None:
+        _print_shape(out)
     one = next((r for r in out["decode"] if r["batch"] == 1), None)
     if one is not None:
         stored = out["weights_stored_bytes"]
@@ -190,6 +233,28 @@ def _print(out, bw, peak) -> None:
               f"{r['frac_of_peak_median']:7.2f} {r['model_floor_s'] * 1e3:20.1f} "
               f"{r['model_expected_s'] * 1e3:18.1f} {r['best_cpu_s'] * 1e3:12.1f} "
               f"{r['frac_of_peak_cpu']:16.2f}")
+
+
+def _print_shape(out) -> None:
+    """Tokens/s vs batch: measured, the pure floor, and the machine-profile prediction."""
+    p = out["profile"]
+    print(f"machine profile {p['name']!r}: gemm_compute_eff {p['gemm_compute_eff']:.3f}, "
+          f"gemm_m_half {p['gemm_m_half']:.1f}, mem_bw_eff {p['mem_bw_eff']:.3f}, attn_bw_eff "
+          f"{p['attn_bw_eff']:.3f}, step_overhead {p['step_overhead_s'] * 1e3:.2f} ms")
+    print("shape   batch  tok/s measured  tok/s floor (peak)  tok/s predicted  measured/predicted")
+    for r in out["decode"]:
+        b = r["batch"]
+        print(f"        {b:5d} {b / r['best_s']:15.1f} {b / r['model_floor_s']:19.1f} "
+              f"{b / r['predicted_s']:16.1f} {r['measured_over_predicted']:19.2f}")
+    for r in out["prefill"]:
+        n = r["tokens"]
+        print(f"   prefill {n:4d} {n / r['best_s']:13.1f} {n / r['model_floor_s']:19.1f} "
+              f"{n / r['predicted_s']:16.1f} {r['measured_over_predicted']:19.2f}")
+    ratios = [r["measured_over_predicted"] for r in out["decode"]]
+    every = ratios + [r["measured_over_predicted"] for r in out["prefill"]]
+    print(f"measured/predicted spread: decode {min(ratios):.2f}-{max(ratios):.2f} "
+          f"(max/min {max(ratios) / min(ratios):.2f}); with prefill {min(every):.2f}-{max(every):.2f} "
+          f"(max/min {max(every) / min(every):.2f})")
 
 
 if __name__ == "__main__":

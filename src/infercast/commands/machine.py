@@ -1,4 +1,10 @@
-"""``infercast machine``: measure this machine and write a hardware profile."""
+"""``infercast machine``: measure this machine and write a hardware profile.
+
+With ``--model`` it also measures the CPU engine's own rates on that model's
+shapes (GEMM rate vs rows, attention, per-step overhead) and writes an
+efficiency profile fitted to them next to the hardware profile, so that
+``infercast estimate --hardware H --profile P`` predicts the engine.
+"""
 
 from __future__ import annotations
 
@@ -11,12 +17,19 @@ def register(app: typer.Typer) -> None:
     @app.command("machine")
     def machine(
         output: Path = typer.Option(Path("local-cpu.toml"),
-                                    help="Profile to write (.toml or .json)"),
+                                    help="Hardware profile to write (.toml or .json)"),
         threads: int = typer.Option(1, help="BLAS threads to measure with (the engine's)"),
         runs: int = typer.Option(7, help="Timed runs per figure (median and best reported)"),
+        model: str = typer.Option(
+            "100m", help="engine model whose shapes the efficiency profile is fitted on "
+            "(tiny|100m|1b|smollm2-135m|PATH), or 'none' to skip it"),
+        profile_output: Path | None = typer.Option(
+            None, help="efficiency profile to write (default: OUTPUT's stem + '-profile.toml')"),
+        rows: str = typer.Option("1,4,8,16,32,64,128,512",
+                                 help="GEMM row counts (tokens per step) to measure"),
         as_json: bool = typer.Option(False, "--json", help="Print the measurements as JSON"),
     ) -> None:
-        """Measure memory bandwidth and matmul FLOP/s; write a profile estimate/simulate accept."""
+        """Measure bandwidth, matmul FLOP/s and the engine's rates; write profiles estimate/simulate accept."""
         import json
         import time
 
@@ -27,6 +40,15 @@ def register(app: typer.Typer) -> None:
             raise ConfigError(f"--output {output}: use a .toml or .json file name")
         if threads < 1 or runs < 1:
             raise ConfigError(f"--threads {threads} / --runs {runs}: both must be >= 1")
+        row_counts = _parse_rows(rows)
+        for path in (output, profile_output):
+            if path is not None and not path.resolve().parent.is_dir():
+                raise ConfigError(f"--output/--profile-output {path}: folder {path.parent} does not exist")
+        cfg = None
+        if model != "none":
+            from infercast.engine.loader import load_config
+
+            cfg = load_config(model)
         result = probe(threads=threads, runs=runs)
         profile = profile_mapping(result)
         stamp = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
@@ -36,10 +58,54 @@ def register(app: typer.Typer) -> None:
         output.write_text(json.dumps(profile, indent=2) + "\n" if output.suffix == ".json"
                           else to_toml(profile, comment))
         result["profile_path"] = str(output)
+        if cfg is not None:
+            path = profile_output or output.with_name(output.stem + "-profile.toml")
+            result["engine"] = _engine_profile(cfg, result, row_counts, runs, threads, path, stamp)
         if as_json:
             print(json.dumps(result, indent=2))
             return
         _print_table(result)
+
+
+def _parse_rows(rows: str) -> list[int]:
+    from infercast.errors import ConfigError
+
+    try:
+        out = [int(x) for x in rows.split(",")]
+    except ValueError:
+        out = []
+    if not out or min(out) < 1:
+        raise ConfigError(f"--rows {rows!r}: give positive integers separated by commas, e.g. 1,8,32")
+    return out
+
+
+def _engine_profile(cfg, result: dict, rows: list[int], runs: int, threads: int, path: Path,
+                    stamp: str) -> dict:
+    """Measure the engine's rates, fit and write the efficiency profile; a JSON-ready summary."""
+    import json
+
+    from infercast.engine.machine_probe import stream_bytes
+    from infercast.engine.predict import hardware_from_probe, step_model
+    from infercast.engine.profile_fit import fit_profile, profile_toml
+    from infercast.engine.rate_probe import measure
+
+    sm = step_model(cfg, hardware_from_probe(result))
+    points = measure(cfg, sm, rows, runs, threads, stream_bytes())
+    fit = fit_profile(points, sm.machine, name=f"local-cpu engine ({cfg.name})")
+    ratios = fit.ratios()
+    comment = (f"Fitted by `infercast machine --model {cfg.name}` on {stamp} ({threads} BLAS "
+               f"thread(s), best of {runs}) to the CPU engine's own products, attention and\n"
+               f"per-step cost on {cfg.name}'s shapes. GEMM points: measured/predicted "
+               f"{min(ratios):.2f}-{max(ratios):.2f}. Use with the hardware profile:\n"
+               f"infercast estimate --model {path.stem}-model.json --hardware H --profile {path.name} "
+               "--weights fp32 --kv-cache fp32 --compute fp32")
+    path.write_text(profile_toml(fit, comment))
+    model_json = path.with_name(path.stem + "-model.json")
+    model_json.write_text(json.dumps(cfg.to_hf_dict(), indent=2) + "\n")
+    return {"profile_path": str(path), "model_config_path": str(model_json),
+            "profile": fit.profile.to_dict(),
+            "points": [dict(p.as_dict(), predicted_s=t)
+                       for p, t in zip(fit.points, fit.predicted_s, strict=True)]}
 
 
 def _print_table(result: dict) -> None:
@@ -47,6 +113,7 @@ def _print_table(result: dict) -> None:
 
     from infercast.report.console import make_console
 
+    console = make_console()
     table = Table(title=f"{result['name']}  (GB = 1e9 bytes)")
     for col in ("figure", "median", "best", "runs"):
         table.add_column(col, justify="right" if col != "figure" else "left")
@@ -54,5 +121,21 @@ def _print_table(result: dict) -> None:
         scale, unit = (1e9, "GB/s") if "bandwidth" in key else (1e9, "GFLOP/s")
         table.add_row(key, f"{m['median'] / scale:,.1f} {unit}", f"{m['best'] / scale:,.1f} {unit}",
                       str(m["runs"]))
-    make_console().print(table)
+    console.print(table)
     print(f"profile written to {result['profile_path']} (memory {result['memory_bytes'] / 1e9:.1f} GB)")
+    engine = result.get("engine")
+    if engine is None:
+        return
+    table = Table(title="engine rates (best of runs) vs the fitted cost model")
+    for col in ("unit", "GFLOP/s", "best ms", "median ms", "predicted ms", "measured/predicted"):
+        table.add_column(col, justify="right" if col != "unit" else "left")
+    for p in engine["points"]:
+        table.add_row(p["label"], f"{p['flops'] / p['best_s'] / 1e9:,.1f}", f"{p['best_s'] * 1e3:,.2f}",
+                      f"{p['median_s'] * 1e3:,.2f}", f"{p['predicted_s'] * 1e3:,.2f}",
+                      f"{p['best_s'] / p['predicted_s']:.2f}")
+    console.print(table)
+    prof = engine["profile"]
+    print(f"efficiency profile written to {engine['profile_path']}: gemm_compute_eff "
+          f"{prof['gemm_compute_eff']:.3f}, gemm_m_half {prof['gemm_m_half']:.1f}, mem_bw_eff "
+          f"{prof['mem_bw_eff']:.3f}, attn_bw_eff {prof['attn_bw_eff']:.3f}, step_overhead_s "
+          f"{prof['step_overhead_s']:.2e}; model config for estimate: {engine['model_config_path']}")

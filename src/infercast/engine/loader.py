@@ -62,6 +62,11 @@ def load(model: str, seed: int = 0) -> LoadedModel:
     return _load_path(path, path.stem if path.is_file() else path.name)
 
 
+def load_config(model: str) -> EngineModelConfig:
+    """The config of ``--model`` (named sizes without building weights; others load the model)."""
+    return named_config(model) if model in NAMED_SIZES else load(model).cfg
+
+
 def _load_path(path: Path, name: str) -> LoadedModel:
     if path.is_file() and path.suffix == ".gguf":
         from infercast.engine.gguf_loader import load_gguf

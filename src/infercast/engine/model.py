@@ -88,7 +88,7 @@ class LlamaModel:
         ids = np.concatenate([np.asarray(s.token_ids, dtype=np.int64) for s in seqs])
         positions = np.concatenate(
             [np.arange(s.num_cached, s.num_cached + len(s.token_ids)) for s in seqs])
-        plan = _StepPlan.build(seqs, kv, self.cfg.num_heads // self.cfg.num_kv_heads)
+        plan = StepPlan.build(seqs, kv, self.cfg.num_heads // self.cfg.num_kv_heads)
         x = np.ascontiguousarray(self.w.embed[ids].T)  # [H, T]
         angles = self.rope.at(positions)  # the same for every layer
         for li, layer in enumerate(self.w.layers):
@@ -97,7 +97,7 @@ class LlamaModel:
         return self._logits(x, seqs, all_logits)
 
     def _attention(self, li: int, lw: LayerWeights, x: np.ndarray,
-                   angles: tuple[np.ndarray, np.ndarray], plan: _StepPlan,
+                   angles: tuple[np.ndarray, np.ndarray], plan: StepPlan,
                    kv: PagedKVStore) -> np.ndarray:
         cfg = self.cfg
         h = rms_norm(x, lw.attn_norm, cfg.rms_norm_eps)
@@ -107,19 +107,7 @@ class LlamaModel:
         rotated = self.rope.rotate(qkv[:qk].reshape(-1, d, t), *angles)  # [Hq + Hkv, d, T]
         q, k = rotated[:nq], rotated[nq:]
         v = qkv[qk:].reshape(cfg.num_kv_heads, d, t)
-        kv.write(li, plan.write, k.transpose(2, 0, 1), v.transpose(2, 0, 1))
-        out = np.empty((nq, d, t), dtype=np.float32)
-        k_flat, v_flat = kv.flat(li)
-        for group in plan.decode:
-            decode_attention(q, k_flat, v_flat, group, out)
-        for span in plan.prefill:
-            cols = span.columns
-            if span.start == 0:  # no cached context: the new K/V are the whole context
-                k_ctx, v_ctx = k[..., cols].transpose(0, 2, 1), v[..., cols]
-            else:
-                k_ctx = k_flat[span.slots].transpose(1, 0, 2)
-                v_ctx = v_flat[span.slots].transpose(1, 2, 0)
-            causal_attention(q[..., cols], k_ctx, v_ctx, span, out[..., cols])
+        out = attend(li, q, k, v, plan, kv)
         return linear_fm(lw.wo, out.reshape(cfg.q_size, t))
 
     def _mlp(self, lw: LayerWeights, x: np.ndarray) -> np.ndarray:
@@ -146,8 +134,31 @@ class LlamaModel:
         return out
 
 
+def attend(li: int, q: np.ndarray, k: np.ndarray, v: np.ndarray, plan: StepPlan,
+           kv: PagedKVStore) -> np.ndarray:
+    """One layer's attention core: store the new K/V, attend every request; out [Hq, d, T].
+
+    q, k [Hq or Hkv, d, T] (rotated) and v [Hkv, d, T] are the step's new tokens,
+    feature-major. Public so that ``infercast machine`` can time exactly this.
+    """
+    kv.write(li, plan.write, k.transpose(2, 0, 1), v.transpose(2, 0, 1))
+    out = np.empty(q.shape, dtype=np.float32)
+    k_flat, v_flat = kv.flat(li)
+    for group in plan.decode:
+        decode_attention(q, k_flat, v_flat, group, out)
+    for span in plan.prefill:
+        cols = span.columns
+        if span.start == 0:  # no cached context: the new K/V are the whole context
+            k_ctx, v_ctx = k[..., cols].transpose(0, 2, 1), v[..., cols]
+        else:
+            k_ctx = k_flat[span.slots].transpose(1, 0, 2)
+            v_ctx = v_flat[span.slots].transpose(1, 2, 0)
+        causal_attention(q[..., cols], k_ctx, v_ctx, span, out[..., cols])
+    return out
+
+
 @dataclass(frozen=True)
-class _StepPlan:
+class StepPlan:
     """Per-step KV addressing, shared by every layer."""
 
     write: np.ndarray  # flat KV slots of the step's new tokens, in column order
@@ -155,7 +166,8 @@ class _StepPlan:
     prefill: list[PrefillSpan]  # requests with several new tokens
 
     @staticmethod
-    def build(seqs: Sequence[SeqInput], kv: PagedKVStore, group: int) -> _StepPlan:
+    def build(seqs: Sequence[SeqInput], kv: PagedKVStore, group: int) -> StepPlan:
+        """The step's KV slots, decode groups and prefill spans; ``group`` = Hq / Hkv."""
         write, dec_cols, dec_slots, prefill = [], [], [], []
         col = 0
         for s in seqs:
@@ -168,4 +180,4 @@ class _StepPlan:
             else:
                 prefill.append(PrefillSpan.build(slice(col, col + n), s.num_cached, read, group))
             col += n
-        return _StepPlan(np.concatenate(write), decode_groups(dec_cols, dec_slots), prefill)
+        return StepPlan(np.concatenate(write), decode_groups(dec_cols, dec_slots), prefill)

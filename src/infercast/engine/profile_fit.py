@@ -1,0 +1,106 @@
+"""Fit the cost model's efficiency factors to the engine's measured rates (:mod:`.rate_probe`).
+
+The prediction for a timed unit is the cost model's own: the sum over its ops
+of :func:`infercast.cost.roofline.op_expected_s`, i.e. ``max(FLOPs / (peak *
+eff), bytes / (bandwidth * mem_eff))`` per op, with GEMM efficiency ``eff =
+gemm_compute_eff * M / (M + gemm_m_half)`` (:mod:`infercast.cost.efficiency`).
+The factors minimise the squared log-ratio of predicted to measured best time,
+so a 10% over- and under-prediction weigh the same at every M:
+
+1. ``gemm_compute_eff``, ``gemm_m_half``, ``mem_bw_eff`` on the layer products
+   and the LM head at every row count (one shared curve: the cost model has one);
+2. ``attn_bw_eff``, ``attn_compute_eff`` on the attention units;
+3. ``step_overhead_s`` = the best time of the tiny-width step (its own FLOPs
+   and bytes are under 0.1% of it).
+
+Other factors keep their defaults (elementwise ops are <2% of an engine step;
+communication does not occur on one CPU).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from infercast.cost.efficiency import EfficiencyProfile
+from infercast.cost.roofline import Machine, op_expected_s
+from infercast.engine.rate_probe import Point
+
+GEMM_KINDS = ("gemm", "head")
+
+
+@dataclass(frozen=True)
+class Fit:
+    """The fitted profile and, per point, measured best and predicted time."""
+
+    profile: EfficiencyProfile
+    points: tuple[Point, ...]
+    predicted_s: tuple[float, ...]
+
+    def ratios(self, kinds: Sequence[str] = GEMM_KINDS) -> list[float]:
+        """measured best / predicted for the points of ``kinds``."""
+        return [p.best_s / t for p, t in zip(self.points, self.predicted_s, strict=True)
+                if p.kind in kinds]
+
+
+def predict_s(point: Point, machine: Machine, profile: EfficiencyProfile) -> float:
+    """The cost model's expected time of a point's ops (no per-step overhead)."""
+    if point.kind == "overhead":
+        return profile.step_overhead_s
+    return sum(op_expected_s(op, machine, profile)[0] for op in point.ops)
+
+
+def _fit(points: list[Point], machine: Machine, base: EfficiencyProfile, names: Sequence[str],
+         starts: Sequence[Sequence[float]], upper: Sequence[float]) -> EfficiencyProfile:
+    """Least squares on log(predicted / measured) over ``names``, best of several starts."""
+    from scipy.optimize import least_squares
+
+    def residuals(x: np.ndarray) -> np.ndarray:
+        prof = base.with_updates(**dict(zip(names, map(float, x), strict=True)))
+        return np.array([math.log(predict_s(p, machine, prof) / p.best_s) for p in points])
+
+    lower = [1e-3] * len(names)
+    fits = [least_squares(residuals, x0, bounds=(lower, upper)) for x0 in starts]
+    best = min(fits, key=lambda r: r.cost)
+    return base.with_updates(**dict(zip(names, map(float, best.x), strict=True)))
+
+
+def fit_profile(points: Sequence[Point], machine: Machine, name: str = "local-cpu") -> Fit:
+    """Fit the GEMM, attention and overhead factors (see the module doc) to ``points``."""
+    prof = EfficiencyProfile(name=name)
+    gemms = [p for p in points if p.kind in GEMM_KINDS]
+    if gemms:
+        starts = [(0.7, mh, 0.9) for mh in (2.0, 16.0, 64.0)]
+        prof = _fit(gemms, machine, prof, ("gemm_compute_eff", "gemm_m_half", "mem_bw_eff"),
+                    starts, (1.0, 4096.0, 1.0))
+    attn = [p for p in points if p.kind == "attention"]
+    if attn:
+        prof = _fit(attn, machine, prof, ("attn_bw_eff", "attn_compute_eff"),
+                    [(0.5, 0.5), (0.1, 0.1)], (1.0, 1.0))
+    overhead = [p.best_s for p in points if p.kind == "overhead"]
+    if overhead:
+        prof = prof.with_updates(step_overhead_s=min(overhead))
+    predicted = tuple(predict_s(p, machine, prof) for p in points)
+    return Fit(prof, tuple(points), predicted)
+
+
+def profile_toml(fit: Fit, comment: str) -> str:
+    """The profile as TOML that ``--profile`` (``load_profile``) reads, with the fit's points.
+
+    ``[profile]`` holds the factors; ``[fit]`` (ignored by the loader) lists
+    every point's label, measured best and predicted seconds.
+    """
+    def num(v: float) -> str:
+        return f"{float(v):.6g}"
+
+    lines = [f"# {line}" for line in comment.splitlines()]
+    lines += ["[profile]", f'name = "{fit.profile.name}"']
+    lines += [f"{k} = {num(v)}" for k, v in fit.profile.to_dict().items() if k != "name"]
+    lines += ["", "[fit]", "labels = [" + ", ".join(f'"{p.label}"' for p in fit.points) + "]",
+              "measured_best_s = [" + ", ".join(num(p.best_s) for p in fit.points) + "]",
+              "measured_median_s = [" + ", ".join(num(p.median_s) for p in fit.points) + "]",
+              "predicted_s = [" + ", ".join(num(t) for t in fit.predicted_s) + "]"]
+    return "\n".join(lines) + "\n"

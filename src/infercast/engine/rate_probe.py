@@ -1,0 +1,197 @@
+"""The engine's own kernel rates on this machine, and an efficiency profile fitted to them.
+
+``infercast machine`` measures the hardware (bandwidth, big-GEMM peak); this
+module measures what the CPU engine achieves with it, on a model's shapes, so
+that the cost model can predict the engine rather than an ideal kernel:
+
+- **GEMM rate vs rows** (M = tokens in the step): the engine's own products
+  (:func:`~infercast.engine.linear.linear_fm` over each layer's four packed
+  matrices, :func:`~infercast.engine.linear.linear` for the LM head) with the
+  weights cold, as in a step: a pass walks a ring of layers at least as large as
+  the model's stream (or the last-level cache). OpenBLAS runs 2-32-row
+  products far below its big-GEMM peak (see :mod:`infercast.engine.linear`),
+  which is the shape the profile's ``eff * M / (M + m_half)`` has to follow.
+- **Attention**: :func:`infercast.engine.model.attend` (KV write + paged
+  attention of every layer) for decode batches and prefills.
+- **Per-step overhead**: a forward of a model with the same depth and heads but
+  tiny widths, whose FLOPs and bytes are negligible: what the engine's Python
+  and numpy calls cost per step.
+
+:func:`fit_profile` then chooses the cost model's factors (``gemm_compute_eff``,
+``gemm_m_half``, ``mem_bw_eff``; ``attn_bw_eff``, ``attn_compute_eff``;
+``step_overhead_s``) by least squares on log(predicted / measured), where
+"predicted" is the cost model's own op timing
+(:func:`infercast.cost.roofline.op_expected_s`) on the same ops, so the fitted
+profile means exactly what ``estimate`` and ``simulate`` do with it.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+import numpy as np
+from threadpoolctl import threadpool_limits
+
+from infercast.engine.config import EngineModelConfig
+
+DEFAULT_ROWS = (1, 4, 8, 16, 32, 64, 128, 512)
+HEAD_MAX_ROWS = 64  # the LM head runs one row per sampling request: decode batches only
+PASS_FLOPS = 30e9  # a timed pass does at most this much work (~0.2 s), at least one layer
+DECODE_BATCHES = (1, 8, 32)
+PREFILL_TOKENS = (128, 512)
+
+
+@dataclass(frozen=True)
+class Point:
+    """One timed unit of engine work and the cost model's ops for it."""
+
+    kind: str  # "gemm" (the layers' products), "head", "attention", "overhead"
+    label: str
+    ops: tuple  # infercast.cost.ops.OpCost of the unit
+    median_s: float
+    best_s: float
+    runs: int
+
+    @property
+    def flops(self) -> float:
+        return sum(o.flops for o in self.ops)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"kind": self.kind, "label": self.label, "flops": self.flops,
+                "bytes": sum(o.bytes for o in self.ops), "median_s": self.median_s,
+                "best_s": self.best_s, "runs": self.runs}
+
+
+def _times(fn: Callable[[], Any], runs: int) -> tuple[float, float]:
+    """Median and best wall time of ``runs`` calls after one warm-up."""
+    fn()
+    ts = []
+    for _ in range(runs):
+        t0 = time.perf_counter()
+        fn()
+        ts.append(time.perf_counter() - t0)
+    return statistics.median(ts), min(ts)
+
+
+def _ring_config(cfg: EngineModelConfig, stream_bytes: int) -> EngineModelConfig:
+    """``cfg`` with as many layers as the ring needs: the model's, or enough to pass the cache."""
+    layer_bytes = 4 * (cfg.hidden_size * (cfg.q_size + 2 * cfg.kv_size) + cfg.q_size * cfg.hidden_size
+                       + 3 * cfg.hidden_size * cfg.intermediate_size)
+    layers = min(cfg.num_layers, max(2, -(-stream_bytes // layer_bytes)))
+    return replace(cfg, num_layers=layers)
+
+
+def gemm_points(cfg: EngineModelConfig, rows: Sequence[int] = DEFAULT_ROWS, runs: int = 5,
+                stream_bytes: int = 2**30) -> list[Point]:
+    """Time the engine's layer products (and LM head, up to HEAD_MAX_ROWS) at each row count.
+
+    Each timed pass continues around the ring of layers where the previous one
+    stopped, so its weights come from memory as a step's do; a pass covers as
+    many layers as PASS_FLOPS allows (all of them at decode sizes).
+    """
+    from infercast.cost.ops import gemm
+    from infercast.engine.linear import linear, linear_fm
+    from infercast.engine.weights import pack_weights, random_weights
+
+    ring = _ring_config(cfg, stream_bytes)
+    w = pack_weights(random_weights(ring, seed=0))
+    rng = np.random.default_rng(1)
+    h, q, f = cfg.hidden_size, cfg.q_size, cfg.intermediate_size
+    layer_ops = lambda m: (gemm("qkv", m, h, q + 2 * cfg.kv_size, 4, 4),  # noqa: E731
+                           gemm("o", m, q, h, 4, 4), gemm("gate_up", m, h, 2 * f, 4, 4),
+                           gemm("down", m, f, h, 4, 4))
+    points, at = [], [0]  # at: the next layer of the ring, across passes and row counts
+    for m in rows:
+        xh, xq, xf = (rng.standard_normal((n, m), dtype=np.float32) for n in (h, q, f))
+        per_layer = sum(o.flops for o in layer_ops(m))
+        n = max(1, min(ring.num_layers, int(PASS_FLOPS // per_layer)))
+
+        def one_pass(n=n, xh=xh, xq=xq, xf=xf, at=at) -> None:
+            for _ in range(n):
+                lw = w.layers[at[0] % ring.num_layers]
+                at[0] += 1
+                linear_fm(lw.wqkv, xh), linear_fm(lw.wo, xq)
+                linear_fm(lw.w_gate_up, xh), linear_fm(lw.w_down, xf)
+
+        med, best = _times(one_pass, runs)
+        ops = tuple(o.scaled(n) for o in layer_ops(m))
+        points.append(Point("gemm", f"{n} layers' products, M={m}", ops, med, best, runs))
+        if m <= HEAD_MAX_ROWS:
+            xr = np.ascontiguousarray(xh.T)
+            med, best = _times(lambda xr=xr: linear(xr, w.lm_head), runs)
+            points.append(Point("head", f"LM head, M={m}",
+                                (gemm("lm_head", m, h, cfg.vocab_size, 4, 4),), med, best, runs))
+    return points
+
+
+def attention_points(cfg: EngineModelConfig, step_model, context: int = 128, runs: int = 5,
+                     batches: Sequence[int] = DECODE_BATCHES,
+                     prefills: Sequence[int] = PREFILL_TOKENS) -> list[Point]:
+    """Time :func:`~infercast.engine.model.attend` over every layer (one layer's store reused).
+
+    Decode: ``b`` requests with ``context`` cached tokens each; prefill: one
+    prompt from scratch. The ops are the step model's attention ops for the
+    same batch (summed over layers, as the timed unit is).
+    """
+    from infercast.engine.kv_store import PagedKVStore
+    from infercast.engine.model import SeqInput, StepPlan
+
+    one = replace(cfg, num_layers=1)
+    rng = np.random.default_rng(2)
+    g, d, block = cfg.num_heads // cfg.num_kv_heads, cfg.head_dim, 16
+    cases = [([1] * b, [context] * b, f"decode b={b} ctx={context}") for b in batches]
+    cases += [([n], [0], f"prefill {n}") for n in prefills]
+    points = []
+    for new, cached, label in cases:
+        per = -(-(max(new) + max(cached)) // block)
+        kv = PagedKVStore(one, per * len(new), block)
+        for a in (kv.k[0], kv.v[0]):
+            a[:] = rng.standard_normal(a.shape, dtype=np.float32)
+        seqs = [SeqInput([0] * n, c, list(range(i * per, (i + 1) * per)))
+                for i, (n, c) in enumerate(zip(new, cached, strict=True))]
+        plan = StepPlan.build(seqs, kv, g)
+        t = sum(new)
+        q = rng.standard_normal((cfg.num_heads, d, t), dtype=np.float32)
+        k, v = (rng.standard_normal((cfg.num_kv_heads, d, t), dtype=np.float32) for _ in "kv")
+        med, best = _times(lambda plan=plan, kv=kv, q=q, k=k, v=v: _all_layers(
+            cfg.num_layers, q, k, v, plan, kv), runs)
+        ops = tuple(o.op for o in step_model.step_cost(new, cached).ops
+                    if o.op.name.startswith("attention"))
+        points.append(Point("attention", label, ops, med, best, runs))
+    return points
+
+
+def _all_layers(layers: int, q, k, v, plan, kv) -> None:
+    from infercast.engine.model import attend
+
+    for _ in range(layers):
+        attend(0, q, k, v, plan, kv)
+
+
+def overhead_point(cfg: EngineModelConfig, runs: int = 5) -> Point:
+    """A batch-1 decode step of a model as deep as ``cfg`` but 64 wide: the engine's fixed cost."""
+    from infercast.engine.kv_store import PagedKVStore
+    from infercast.engine.model import LlamaModel, SeqInput
+    from infercast.engine.weights import random_weights
+
+    heads = min(cfg.num_heads, 4)
+    kv_heads = max(1, heads * cfg.num_kv_heads // cfg.num_heads)
+    small = replace(cfg, hidden_size=16 * heads, num_heads=heads, num_kv_heads=kv_heads,
+                    head_dim=16, intermediate_size=64, vocab_size=256, rope_scaling=None)
+    model = LlamaModel(small, random_weights(small, seed=0), 64)
+    kv = PagedKVStore(small, 2, 16)
+    seq = [SeqInput([1], 8, [0, 1])]
+    med, best = _times(lambda: model.forward(seq, kv), runs)
+    return Point("overhead", f"{cfg.num_layers}-layer step at tiny widths", (), med, best, runs)
+
+
+def measure(cfg: EngineModelConfig, step_model, rows: Sequence[int] = DEFAULT_ROWS,
+            runs: int = 5, threads: int = 1, stream_bytes: int = 2**30) -> list[Point]:
+    """Every point the fit uses, with ``threads`` BLAS threads."""
+    with threadpool_limits(threads):
+        return (gemm_points(cfg, rows, runs, stream_bytes) + attention_points(cfg, step_model, runs=runs)
+                + [overhead_point(cfg, runs)])
