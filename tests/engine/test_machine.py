@@ -43,3 +43,73 @@ def test_machine_command_rejects_a_bad_output_name(tmp_path, capsys):
         main(["machine", "--output", str(tmp_path / "profile.txt")])
     assert exc.value.code == 2
     assert ".toml or .json" in capsys.readouterr().err
+
+
+def _hardware(bw=17e9, peak=1.6e11):
+    from infercast.specs.hardware import hardware_from_mapping
+
+    return hardware_from_mapping({"name": "test-cpu", "memory_bytes": 2**34,
+                                  "memory_bandwidth_bytes_per_s": bw,
+                                  "link_bandwidth_bytes_per_s": 0.0, "price_per_hour": 0.0,
+                                  "flops_per_s": {"fp32": peak}}, "test")
+
+
+def test_fit_recovers_the_profile_that_made_the_times():
+    """Times made by the cost model with known factors: the fit must give those factors back."""
+    from infercast.cost.efficiency import EfficiencyProfile
+    from infercast.engine.config import named_config
+    from infercast.engine.predict import step_model
+    from infercast.engine.profile_fit import fit_profile, predict_s
+    from infercast.engine.rate_probe import Point, layer_ops
+
+    cfg = named_config("100m")
+    sm = step_model(cfg, _hardware())
+    truth = EfficiencyProfile(gemm_compute_eff=0.55, gemm_m_half=24.0, mem_bw_eff=0.9,
+                              attn_bw_eff=0.35, attn_compute_eff=0.3, step_overhead_s=7e-4)
+    points = [Point("gemm", f"M={m}", tuple(o.scaled(12) for o in layer_ops(cfg, m)), 0, 0, 1)
+              for m in (1, 4, 8, 16, 32, 64, 128, 512)]
+    for new, cached in (([1] * 8, [128] * 8), ([1] * 32, [512] * 32), ([512], [0])):
+        ops = tuple(o.op for o in sm.step_cost(new, cached).ops if o.op.name.startswith("attention"))
+        points.append(Point("attention", str(len(new)), ops, 0, 0, 1))
+    points.append(Point("overhead", "step", (), 0, 0, 1))
+    points = [Point(p.kind, p.label, p.ops, 0, predict_s(p, sm.machine, truth), 1) for p in points]
+    fit = fit_profile(points, sm.machine)
+    for name in ("gemm_compute_eff", "gemm_m_half", "mem_bw_eff", "attn_bw_eff",
+                 "attn_compute_eff", "step_overhead_s"):
+        assert getattr(fit.profile, name) == pytest.approx(getattr(truth, name), rel=1e-3), name
+    assert max(fit.ratios()) == pytest.approx(1.0, abs=1e-4)
+
+
+def test_engine_rates_give_a_profile_that_load_profile_reads(tmp_path):
+    """Measured on the tiny model (plumbing, not this machine's real rates)."""
+    from infercast.cost.efficiency import load_profile
+    from infercast.engine.config import named_config
+    from infercast.engine.predict import step_model
+    from infercast.engine.profile_fit import fit_profile, profile_toml
+    from infercast.engine.rate_probe import measure
+
+    cfg = named_config("tiny")
+    sm = step_model(cfg, _hardware())
+    points = measure(cfg, sm, rows=(1, 8, 64), runs=1, stream_bytes=2**20)
+    kinds = [p.kind for p in points]
+    assert kinds.count("gemm") == 3 and kinds.count("head") == 3 and "overhead" in kinds
+    assert all(0 < p.best_s <= p.median_s for p in points)
+    fit = fit_profile(points, sm.machine, name="tiny fit")
+    path = tmp_path / "p.toml"
+    path.write_text(profile_toml(fit, "test"))
+    loaded = load_profile(path)
+    assert loaded.name == "tiny fit"
+    assert loaded.gemm_m_half == pytest.approx(fit.profile.gemm_m_half, rel=1e-5)
+    assert loaded.step_overhead_s == pytest.approx(fit.profile.step_overhead_s, rel=1e-5)
+    assert step_model(cfg, _hardware(), profile=loaded).step_time_s([1], [8]) > 0
+
+
+@pytest.mark.parametrize("args", [["--rows", "1,x"], ["--rows", "0,4"],
+                                  ["--output", "/nonexistent-dir/x.toml"]])
+def test_machine_command_rejects_bad_rows_and_folders(args, capsys):
+    from infercast.cli import main
+
+    with pytest.raises(SystemExit) as exc:
+        main(["machine", *args])
+    assert exc.value.code == 2
+    assert "Traceback" not in capsys.readouterr().err

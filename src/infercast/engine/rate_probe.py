@@ -85,6 +85,15 @@ def _ring_config(cfg: EngineModelConfig, stream_bytes: int) -> EngineModelConfig
     return replace(cfg, num_layers=layers)
 
 
+def layer_ops(cfg: EngineModelConfig, m: int) -> tuple:
+    """The cost model's GEMM ops of one layer's four products at ``m`` rows, float32."""
+    from infercast.cost.ops import gemm
+
+    h, q, f = cfg.hidden_size, cfg.q_size, cfg.intermediate_size
+    return (gemm("qkv", m, h, q + 2 * cfg.kv_size, 4, 4), gemm("o", m, q, h, 4, 4),
+            gemm("gate_up", m, h, 2 * f, 4, 4), gemm("down", m, f, h, 4, 4))
+
+
 def gemm_points(cfg: EngineModelConfig, rows: Sequence[int] = DEFAULT_ROWS, runs: int = 5,
                 stream_bytes: int = 2**30) -> list[Point]:
     """Time the engine's layer products (and LM head, up to HEAD_MAX_ROWS) at each row count.
@@ -101,13 +110,10 @@ def gemm_points(cfg: EngineModelConfig, rows: Sequence[int] = DEFAULT_ROWS, runs
     w = pack_weights(random_weights(ring, seed=0))
     rng = np.random.default_rng(1)
     h, q, f = cfg.hidden_size, cfg.q_size, cfg.intermediate_size
-    layer_ops = lambda m: (gemm("qkv", m, h, q + 2 * cfg.kv_size, 4, 4),  # noqa: E731
-                           gemm("o", m, q, h, 4, 4), gemm("gate_up", m, h, 2 * f, 4, 4),
-                           gemm("down", m, f, h, 4, 4))
     points, at = [], [0]  # at: the next layer of the ring, across passes and row counts
     for m in rows:
         xh, xq, xf = (rng.standard_normal((n, m), dtype=np.float32) for n in (h, q, f))
-        per_layer = sum(o.flops for o in layer_ops(m))
+        per_layer = sum(o.flops for o in layer_ops(cfg, m))
         n = max(1, min(ring.num_layers, int(PASS_FLOPS // per_layer)))
 
         def one_pass(n=n, xh=xh, xq=xq, xf=xf, at=at) -> None:
@@ -118,7 +124,7 @@ def gemm_points(cfg: EngineModelConfig, rows: Sequence[int] = DEFAULT_ROWS, runs
                 linear_fm(lw.w_gate_up, xh), linear_fm(lw.w_down, xf)
 
         med, best = _times(one_pass, runs)
-        ops = tuple(o.scaled(n) for o in layer_ops(m))
+        ops = tuple(o.scaled(n) for o in layer_ops(cfg, m))
         points.append(Point("gemm", f"{n} layers' products, M={m}", ops, med, best, runs))
         if m <= HEAD_MAX_ROWS:
             xr = np.ascontiguousarray(xh.T)
