@@ -98,10 +98,17 @@ def activation_reserve_bytes(model: ModelSpec, precision: Precision, parallel: P
 def plan_memory(model: ModelSpec, hardware: HardwareSpec, precision: Precision, parallel: Parallelism,
                 memory_fraction: float = DEFAULT_MEMORY_FRACTION,
                 max_batched_tokens: int = DEFAULT_MAX_BATCHED_TOKENS,
-                max_seqs: int = DEFAULT_MAX_SEQS) -> MemoryPlan:
-    """Per-GPU memory plan: weights split over tp*pp, KV heads split over tp (MLA latent replicated)."""
+                max_seqs: int = DEFAULT_MAX_SEQS, expert_weight_bytes: float | None = None) -> MemoryPlan:
+    """Per-GPU memory plan: weights split over tp*pp, KV heads split over tp (MLA latent replicated).
+
+    ``expert_weight_bytes``: bytes per routed-expert weight when the experts have their own
+    format (gpt-oss's MXFP4 beside BF16 attention, ``cost/experts.py``)."""
     gpus = parallel.tp * parallel.pp
-    weights = model.total_params * precision.weight_bytes / gpus
+    total = model.total_params * precision.weight_bytes
+    if expert_weight_bytes is not None and model.moe is not None:
+        routed = model.num_moe_layers * model.moe.num_experts * model.expert_params
+        total += routed * (expert_weight_bytes - precision.weight_bytes)
+    weights = total / gpus
     if parallel.attn_dp and parallel.tp > 1:
         # Attention replicated on every GPU of a stage; each GPU keeps the full KV of its own
         # 1/tp of the sequences, so a token costs its full KV on one GPU: 1/(tp pp) on average.

@@ -20,6 +20,8 @@ ledger covers all layers). Conventions, with their derivations:
   cached token). The latent is replicated on every TP rank.
 - MoE: tokens x k expert-MLPs of FLOPs; weight bytes of the *distinct* experts
   the batch touches, E * (1 - (1 - k/E)^T) in expectation for uniform routing.
+  Routed experts may be stored in their own format (``expert_weight_bytes``,
+  e.g. gpt-oss's MXFP4 beside BF16 attention; ``cost/experts.py``).
 - LM head only for sequences that sample this step; logits written in fp32.
 - ``compulsory_bytes``: traffic no kernel fusion can avoid (weights, KV read and
   write, gathered embedding rows). The floor uses it; the expected time uses all
@@ -59,6 +61,7 @@ class OpCost:
     link_bytes: float = 0.0
     collectives: float = 0.0
     compulsory_bytes: float = 0.0  # traffic no fusion can avoid: weights, KV read/write, gathered rows
+    expert: bool = False  # a routed-expert GEMM: runs at the experts' own compute dtype (cost/experts.py)
 
     @property
     def bytes(self) -> float:
@@ -73,7 +76,7 @@ class OpCost:
         """This op repeated over ``count`` layers."""
         return OpCost(self.name, self.kind, self.flops * count, self.bytes_read * count,
                       self.bytes_written * count, self.m_tokens, self.count * count,
-                      self.link_bytes * count, self.collectives * count, self.compulsory_bytes * count)
+                      self.link_bytes * count, self.collectives * count, self.compulsory_bytes * count, self.expert)
 
 
 def gemm(name: str, m: float, k: float, n: float, w_bytes: float, a_bytes: float, weight_bytes: float | None = None) -> OpCost:
@@ -148,12 +151,14 @@ def span_stats(kind: str, window: float, new: np.ndarray, cached: np.ndarray) ->
 class Shards:
     """Per-GPU shapes of a model under a parallel layout and precision."""
 
-    def __init__(self, model: ModelSpec, precision: Precision, parallel: Parallelism):
+    def __init__(self, model: ModelSpec, precision: Precision, parallel: Parallelism,
+                 expert_weight_bytes: float | None = None):
         a = model.attention
         tp = parallel.tp
         self.model, self.prec, self.par = model, precision, parallel
         self.h = model.hidden_size
         self.w = precision.weight_bytes
+        self.we = self.w if expert_weight_bytes is None else expert_weight_bytes  # routed experts' own storage
         self.a = precision.activation_bytes
         self.kvb = precision.kv_bytes
         # Attention data parallel: whole attention per GPU over its 1/tp share of the sequences.
@@ -241,7 +246,7 @@ class Shards:
         ]
 
     def moe_ops(self, t: float) -> list[OpCost]:
-        moe, h, w, ab, tp = self.model.moe, self.h, self.w, self.a, self.par.tp
+        moe, h, w, ab, tp = self.model.moe, self.h, self.we, self.a, self.par.tp
         assert moe is not None
         e, k, f = moe.num_experts, moe.experts_per_token, moe.expert_ffn_size
         touched = e * (1.0 - (1.0 - k / e) ** t) if t > 0 else 0.0
@@ -249,11 +254,11 @@ class Shards:
         m_per_expert = rows / touched if touched else 0.0
         gate_up = OpCost("moe.experts.gate_up", GEMM, 2.0 * rows * h * 2 * f / tp,
                          touched * h * 2 * f * w / tp + rows * h * ab / tp, rows * 2 * f * ab / tp, m_per_expert,
-                         compulsory_bytes=touched * h * 2 * f * w / tp)
+                         compulsory_bytes=touched * h * 2 * f * w / tp, expert=True)
         down = OpCost("moe.experts.down", GEMM, 2.0 * rows * f * h / tp,
                       touched * f * h * w / tp + rows * f * ab / tp, rows * h * ab / tp, m_per_expert,
-                      compulsory_bytes=touched * f * h * w / tp)
-        ops = [gemm("moe.router", t, h, e, w, ab), gate_up,
+                      compulsory_bytes=touched * f * h * w / tp, expert=True)
+        ops = [gemm("moe.router", t, h, e, self.w, ab), gate_up,
                elementwise("moe.act", rows * 2 * f / tp, rows * f / tp, ab, 4.0), down]
         if moe.num_shared_experts:
             ops += self.dense_mlp_ops("moe.shared", moe.num_shared_experts * moe.shared_ffn_size, t)

@@ -25,6 +25,14 @@ class Machine:
     bandwidth: float
     link_bandwidth: float
     compute_dtype: str
+    expert_peak_flops: float = 0.0  # routed-expert GEMMs in their own dtype (0: same as peak_flops)
+    expert_dtype: str = ""
+
+    def gemm_peak_dtype(self, op: OpCost) -> tuple[float, str]:
+        """(peak FLOP/s, compute dtype) a GEMM runs at: the experts' own for a routed-expert op."""
+        if op.expert and self.expert_peak_flops > 0:
+            return self.expert_peak_flops, self.expert_dtype
+        return self.peak_flops, self.compute_dtype
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,7 +46,7 @@ class OpTime:
 
 
 def _peak(op: OpCost, m: Machine) -> float:
-    return m.attn_peak_flops if op.kind == ATTENTION else m.peak_flops
+    return m.attn_peak_flops if op.kind == ATTENTION else m.gemm_peak_dtype(op)[0]
 
 
 def op_floor_s(op: OpCost, m: Machine) -> tuple[float, str]:
@@ -55,7 +63,7 @@ def op_expected_s(op: OpCost, m: Machine, eff: EfficiencyProfile) -> tuple[float
     if op.kind == COMM:
         return transfer_time_s(op.link_bytes, m.link_bandwidth * eff.comm_bw_eff, eff.comm_latency_s, op.collectives), LINK
     if op.kind == GEMM:
-        c_eff, b_eff = eff.gemm_eff(m.compute_dtype, max(op.m_tokens, 1e-9)), eff.mem_bw_eff
+        c_eff, b_eff = eff.gemm_eff(m.gemm_peak_dtype(op)[1], max(op.m_tokens, 1e-9)), eff.mem_bw_eff
     elif op.kind == ATTENTION:
         c_eff, b_eff = eff.attn_compute_eff, eff.attn_bw_eff
     else:

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from infercast.cost.efficiency import EfficiencyProfile
+from infercast.cost.experts import ExpertPrecision
 from infercast.cost.memory import DEFAULT_MEMORY_FRACTION, MemoryPlan, plan_memory
 from infercast.cost.ops import OpCost, Shards, SpanStats, span_stats
 from infercast.cost.roofline import COMPUTE, LINK, MEMORY, Machine, OpTime, time_op
@@ -83,7 +84,20 @@ class StepCost:
         return max(by, key=by.__getitem__)
 
 
-def _machine(hw: HardwareSpec, prec: Precision) -> tuple[Machine, Precision, tuple[str, ...]]:
+def _expert_peak(hw: HardwareSpec, experts: ExpertPrecision | None, notes: list[str]) -> tuple[float, str]:
+    """Peak and dtype of the routed experts' GEMMs (0, "" when they share the step's precision)."""
+    if experts is None:
+        return 0.0, ""
+    dtype = next((d for d in (experts.compute, "bf16", "fp16", "fp32") if hw.peak_flops(d)), None)
+    if dtype is None:
+        raise ConfigError(f"hardware {hw.key!r} has no dense FLOP/s figure in its spec: add flops_per_s for {experts.compute}")
+    if dtype != experts.compute:
+        notes.append(f"{hw.key} has no {experts.compute} peak: expert matmuls computed at the {dtype} peak")
+    return float(hw.peak_flops(dtype) or 0.0), dtype
+
+
+def _machine(hw: HardwareSpec, prec: Precision,
+             experts: ExpertPrecision | None = None) -> tuple[Machine, Precision, tuple[str, ...]]:
     """Resolve peaks; a compute dtype the part lacks falls back to 16-bit, with a note."""
     notes: list[str] = []
     if hw.memory_bandwidth_bytes_per_s <= 0:
@@ -103,8 +117,9 @@ def _machine(hw: HardwareSpec, prec: Precision) -> tuple[Machine, Precision, tup
     if not attn_peak:
         notes.append(f"{hw.key} has no 16-bit peak in its spec: attention timed at the {compute} peak")
         attn_peak = hw.peak_flops(compute)
+    expert_peak, expert_dtype = _expert_peak(hw, experts, notes)
     m = Machine(hw.peak_flops(compute) or 0.0, attn_peak or 0.0, hw.memory_bandwidth_bytes_per_s,
-                hw.link_bandwidth_bytes_per_s, compute)
+                hw.link_bandwidth_bytes_per_s, compute, expert_peak, expert_dtype)
     return m, prec, tuple(notes)
 
 
@@ -114,16 +129,20 @@ class StepModel:
     def __init__(self, model: ModelSpec, hardware: HardwareSpec, precision: Precision | None = None,
                  parallel: Parallelism | None = None, profile: EfficiencyProfile | None = None,
                  memory_fraction: float = DEFAULT_MEMORY_FRACTION, max_batched_tokens: int = 8192,
-                 max_seqs: int = 256):
+                 max_seqs: int = 256, experts: ExpertPrecision | None = None):
+        """``experts``: the routed experts' own storage and compute (``cost/experts.py``) when a
+        checkpoint quantizes only them (gpt-oss: MXFP4 experts beside BF16 attention); None = ``precision``."""
         self.model, self.hardware = model, hardware
         self.parallel = parallel or Parallelism()
         self.profile = profile or EfficiencyProfile()
         if self.parallel.gpus_per_replica > 1 and hardware.link_bandwidth_bytes_per_s <= 0:
             raise ConfigError(f"hardware {hardware.key!r} has no scale-up link bandwidth: use --tp 1 --pp 1 or add link_bandwidth_bytes_per_s")
-        self.machine, self.precision, self.notes = _machine(hardware, precision or Precision())
-        self.shards = Shards(model, self.precision, self.parallel)
+        self.experts = experts if model.is_moe else None
+        self.machine, self.precision, self.notes = _machine(hardware, precision or Precision(), self.experts)
+        expert_bytes = self.experts.weight_bytes if self.experts else None
+        self.shards = Shards(model, self.precision, self.parallel, expert_bytes)
         self.memory: MemoryPlan = plan_memory(model, hardware, self.precision, self.parallel,
-                                              memory_fraction, max_batched_tokens, max_seqs)
+                                              memory_fraction, max_batched_tokens, max_seqs, expert_bytes)
         self._token_cache: dict[tuple[int, int], tuple[tuple[OpTime, ...], float]] = {}
         self._affine_cache: dict[int, tuple[float, float]] = {}
         self._spans = tuple({(layer.attention, layer.window): 0 for layer in model.layers})
@@ -264,7 +283,7 @@ class StepModel:
     # ---- internals ----------------------------------------------------------------
     def _overlap_floor(self, ops: tuple[OpTime, ...]) -> float:
         m = self.machine
-        compute = sum(o.op.flops / (m.attn_peak_flops if o.op.kind == "attention" else m.peak_flops)
+        compute = sum(o.op.flops / (m.attn_peak_flops if o.op.kind == "attention" else m.gemm_peak_dtype(o.op)[0])
                       for o in ops if o.op.kind != "comm")
         memory = sum(o.op.compulsory_bytes for o in ops) / m.bandwidth
         link = sum(o.floor_s for o in ops if o.op.kind == "comm")
@@ -440,7 +459,7 @@ def _merge(ops: list[OpCost]) -> list[OpCost]:
             merged[op.name] = OpCost(op.name, op.kind, prev.flops + op.flops, prev.bytes_read + op.bytes_read,
                                      prev.bytes_written + op.bytes_written, op.m_tokens, prev.count + op.count,
                                      prev.link_bytes + op.link_bytes, prev.collectives + op.collectives,
-                                     prev.compulsory_bytes + op.compulsory_bytes)
+                                     prev.compulsory_bytes + op.compulsory_bytes, op.expert)
         else:
             merged[f"{op.name}#{len(merged)}"] = op
     return list(merged.values())

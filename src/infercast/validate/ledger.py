@@ -17,6 +17,7 @@ from dataclasses import replace
 import numpy as np
 
 from infercast.cost.efficiency import FIELD_NAMES, EfficiencyProfile
+from infercast.cost.experts import ExpertPrecision
 from infercast.cost.ops import ATTENTION, COMM, GEMM
 from infercast.cost.step import StepModel
 from infercast.errors import InfercastError
@@ -63,7 +64,8 @@ class StepModels:
             try:
                 hit = StepModel(load_model(s.model), setup_hardware(s), Precision.parse(s.weights, s.kv_cache),
                                 Parallelism(tp=s.tp, pp=s.pp, ep=s.ep, attn_dp=s.attn_dp), memory_fraction=MEMORY_FRACTION,
-                                max_batched_tokens=s.max_batched_tokens, max_seqs=s.max_seqs)
+                                max_batched_tokens=s.max_batched_tokens, max_seqs=s.max_seqs,
+                                experts=ExpertPrecision.parse(s.experts) if s.experts else None)
             except InfercastError as exc:
                 hit = str(exc)
             self._cache[s] = hit
@@ -95,10 +97,13 @@ class Ledger:
         ops = sm.step_cost(new, cached).ops
         m = sm.machine
         idx = len(self._groups)
-        cols = np.array([[o.op.flops, o.op.bytes, o.op.m_tokens, o.op.link_bytes, o.op.collectives,
-                          _KIND.get(o.op.kind, 2), m.attn_peak_flops if o.op.kind == ATTENTION else m.peak_flops,
-                          m.bandwidth, m.link_bandwidth, m.compute_dtype in EIGHT_BIT, idx] for o in ops],
-                        dtype=np.float64).reshape(-1, 11)
+        rows = []
+        for o in ops:
+            peak, dtype = m.gemm_peak_dtype(o.op)  # a routed-expert GEMM may run in its own dtype
+            rows.append([o.op.flops, o.op.bytes, o.op.m_tokens, o.op.link_bytes, o.op.collectives,
+                         _KIND.get(o.op.kind, 2), m.attn_peak_flops if o.op.kind == ATTENTION else peak,
+                         m.bandwidth, m.link_bandwidth, dtype in EIGHT_BIT, idx])
+        cols = np.array(rows, dtype=np.float64).reshape(-1, 11)
         self._parts.append(cols)
         self._groups.append(group)
         self._index[key] = idx

@@ -290,7 +290,7 @@ def _speculative(case: Case, models: StepModels) -> Plan:
     def run(profile: EfficiencyProfile):
         from infercast.validate.ledger import setup_hardware
 
-        target = type(sm)(sm.model, setup_hardware(lay.setup), sm.precision, sm.parallel, profile)
+        target = type(sm)(sm.model, setup_hardware(lay.setup), sm.precision, sm.parallel, profile, experts=sm.experts)
         return SpeculativeModel(target, cfg).step(b, ctx)
     key = ("speculative", lay.setup, k, width, b, ctx)
     return Plan(case, group_key(case), lay, (), None, lay.notes + notes, run, key,

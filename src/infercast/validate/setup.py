@@ -17,6 +17,15 @@ silent; each one is named, and ``docs/validation.md`` lists them:
   (:func:`checkpoint_weights`: ``quantization_config.quant_method``, else
   ``torch_dtype``; FP32 checkpoints are served in FP16, as vLLM's ``dtype=auto``
   does), marked per row (``assumed_weights``) and counted in the summary.
+- A checkpoint that quantizes only its routed experts (gpt-oss: MXFP4 experts,
+  ``modules_to_not_convert`` attention / router / embeddings / LM head in BF16)
+  is served as shipped when the row states a narrow dtype: experts MXFP4, the rest
+  BF16, the KV cache BF16 (the checkpoint quantizes no KV; TensorRT-LLM's KV dtype
+  ``auto`` follows the checkpoint). The experts' GEMMs run W4A8 (MXFP8 activations,
+  the FP8 rate) under TensorRT-LLM on Blackwell and W4A16 (BF16 rate) elsewhere:
+  TensorRT-LLM's defaults ``W4A8_MXFP4_MXFP8`` on Blackwell and ``W4A16_MXFP4`` on
+  Hopper (``cost/experts.py`` cites them); Hopper and older parts have no FP4
+  tensor cores. Noted per row.
 - Expert parallel wider than the TP group (``ep > tp*pp``) means attention data
   parallel (SGLang ``--enable-dp-attention``, TensorRT-LLM attention DP): one
   replica of ``ep`` GPUs with ``Parallelism(tp=ep, ep=ep, attn_dp=True)``
@@ -97,6 +106,7 @@ class Setup:
     max_seqs: int
     max_batched_tokens: int
     attn_dp: bool = False  # attention data parallel over the tp GPUs (Parallelism.attn_dp)
+    experts: str = ""  # routed experts' own "<format>/<compute>" (cost.experts.ExpertPrecision), "" = ``weights``
 
     @property
     def gpus_per_replica(self) -> int:
@@ -125,8 +135,8 @@ def kv_dtype(case: Case) -> str:
 _CHECKPOINT_DTYPES = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp16", "fp8": "fp8", "mxfp4": "fp4"}
 
 
-def checkpoint_weights(model: str) -> str | None:
-    """The weight dtype a checkpoint ships in (module docstring), or None if its config does not say."""
+def _checkpoint_config(model: str) -> dict:
+    """The model's ``config.json`` (a preset or a path), or {} when it cannot be read."""
     import json
     from pathlib import Path
 
@@ -139,6 +149,25 @@ def checkpoint_weights(model: str) -> str | None:
     try:
         cfg = json.loads(path.read_text())
     except (OSError, ValueError):
+        return {}
+    return cfg if isinstance(cfg, dict) else {}
+
+
+def checkpoint_experts(case: Case) -> str:
+    """``"mxfp4/<compute>"`` when the row runs a checkpoint that quantizes only its routed experts
+    to MXFP4 (module docstring), else ""."""
+    quant = _checkpoint_config(case.model).get("quantization_config") or {}
+    if (str(quant.get("quant_method", "")).lower() != "mxfp4" or case.weights not in NARROW
+            or engine_family(case.engine) not in ("trtllm", "vllm", "sglang")):  # GPU engines' MoE kernels
+        return ""
+    w4a8 = hardware_family(case.hardware) == "blackwell" and engine_family(case.engine) == "trtllm"
+    return "mxfp4/fp8" if w4a8 else "mxfp4/bf16"
+
+
+def checkpoint_weights(model: str) -> str | None:
+    """The weight dtype a checkpoint ships in (module docstring), or None if its config does not say."""
+    cfg = _checkpoint_config(model)
+    if not cfg:
         return None
     quant = cfg.get("quantization_config") or {}
     for key in (quant.get("quant_method"), cfg.get("torch_dtype")):
@@ -158,7 +187,8 @@ def layout(case: Case) -> Layout:
         raise Unpredictable(f"the source does not state the parallel layout of its {n} GPUs (tp/pp/ep)")
     tp, pp, ep = case.tp or 1, case.pp or 1, case.ep or 1
     notes = []
-    if ep > tp * pp:
+    attn_dp = ep > tp * pp
+    if attn_dp:
         if ep % pp:
             raise Unpredictable(f"ep={ep} is not a multiple of pp={pp}")
         notes.append(f"ep={ep} > tp*pp={tp * pp}: attention data parallel over {ep // pp} GPUs (tp={ep // pp}, attn_dp)")
@@ -168,5 +198,10 @@ def layout(case: Case) -> Layout:
     if n % per:
         raise Unpredictable(f"n_gpus={n} is not a multiple of the {per} GPUs of one replica (tp*pp)")
     seqs, tokens = ENGINE_LIMITS.get(engine_family(case.engine), ENGINE_LIMITS["other"])
-    setup = Setup(case.model, case.hardware, case.weights, kv_dtype(case), tp, pp, ep, seqs, tokens, bool(notes))
+    weights, kv, experts = case.weights, kv_dtype(case), checkpoint_experts(case)
+    if experts:
+        weights, kv = "bf16", case.kv_cache or "bf16"
+        notes.append(f"{case.model} served from its MXFP4 checkpoint: experts {experts} (format/compute), "
+                     f"the rest bf16, KV {kv}")
+    setup = Setup(case.model, case.hardware, weights, kv, tp, pp, ep, seqs, tokens, attn_dp, experts)
     return Layout(setup, n // per, n, tuple(notes))
