@@ -18,6 +18,7 @@ import numpy as np
 
 from infercast.cost.efficiency import FIELD_NAMES, EfficiencyProfile
 from infercast.cost.experts import ExpertPrecision
+from infercast.cost.memory import plan_memory
 from infercast.cost.ops import ATTENTION, COMM, GEMM
 from infercast.cost.step import StepModel
 from infercast.errors import InfercastError
@@ -52,6 +53,22 @@ def setup_hardware(s: Setup) -> HardwareSpec:
     return hw
 
 
+def setup_step_model(s: Setup, profile: EfficiencyProfile | None = None) -> StepModel:
+    """The StepModel of a setup: its precision (and the experts' own), layout, engine limits and
+    the engine's memory rule (``Setup.kv_free_fraction``, ``validate/setup.py``)."""
+    model, hw = load_model(s.model), setup_hardware(s)
+    prec, par = Precision.parse(s.weights, s.kv_cache), Parallelism(tp=s.tp, pp=s.pp, ep=s.ep, attn_dp=s.attn_dp)
+    experts = ExpertPrecision.parse(s.experts) if s.experts else None
+    fraction = MEMORY_FRACTION
+    if s.kv_free_fraction:  # KV = that fraction of what weights and activations leave free
+        probe = plan_memory(model, hw, prec, par, 1.0, s.max_batched_tokens, s.max_seqs,
+                            experts.weight_bytes if experts else None)
+        used = probe.weight_bytes + probe.activation_bytes
+        fraction = (used + s.kv_free_fraction * (probe.device_bytes - used)) / probe.device_bytes
+    return StepModel(model, hw, prec, par, profile, memory_fraction=fraction, max_batched_tokens=s.max_batched_tokens,
+                     max_seqs=s.max_seqs, experts=experts)
+
+
 class StepModels:
     """StepModel per :class:`Setup` (default profile: only op ledgers and memory are used)."""
 
@@ -62,10 +79,7 @@ class StepModels:
         hit = self._cache.get(s)
         if hit is None:
             try:
-                hit = StepModel(load_model(s.model), setup_hardware(s), Precision.parse(s.weights, s.kv_cache),
-                                Parallelism(tp=s.tp, pp=s.pp, ep=s.ep, attn_dp=s.attn_dp), memory_fraction=MEMORY_FRACTION,
-                                max_batched_tokens=s.max_batched_tokens, max_seqs=s.max_seqs,
-                                experts=ExpertPrecision.parse(s.experts) if s.experts else None)
+                hit = setup_step_model(s)
             except InfercastError as exc:
                 hit = str(exc)
             self._cache[s] = hit

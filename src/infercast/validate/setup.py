@@ -9,8 +9,15 @@ silent; each one is named, and ``docs/validation.md`` lists them:
   ``max_num_batched_tokens`` 8192 (``vllm/engine/arg_utils.py``, server defaults
   on >= 70 GiB parts); SGLang ``chunked_prefill_size`` 8192 with the running
   batch bounded by memory; anything else 256 / 8192 (vLLM's older defaults).
-- Memory: the engine may use 0.9 of device memory (vLLM
-  ``gpu_memory_utilization`` 0.9; TRT-LLM and SGLang keep a similar headroom).
+- Memory: vLLM and SGLang hold weights, activations and KV in 0.9 of device
+  memory (vLLM ``gpu_memory_utilization`` 0.9 of the total; SGLang's
+  ``mem_fraction_static`` likewise a fraction of the total). TensorRT-LLM sizes its
+  KV cache as a fraction of the memory *left free* after the weights and the
+  activation profile (``KvCacheConfig.free_gpu_memory_fraction``, default 0.9;
+  the perf-overview runs pass ``--kv_cache_free_gpu_mem_fraction`` 0.95, falling
+  back to 0.90): 0.9 of the free memory here. The two differ most where the
+  weights nearly fill the part (Llama-3.1-70B FP8 on one 80 GB H100: 3.1 GB of
+  KV under the first rule, 10 GB under TensorRT-LLM's).
 - KV dtype when not stated: FP8 for TensorRT-LLM with 8-bit or narrower weights
   (its perf tables quantize the KV cache with the weights), else the 16-bit dtype.
 - Weights when the source does not say: the checkpoint's own dtype
@@ -40,6 +47,7 @@ from infercast.errors import InfercastError
 from infercast.validate.cases import Case
 
 MEMORY_FRACTION = 0.9
+TRTLLM_FREE_FRACTION = 0.9  # KvCacheConfig.free_gpu_memory_fraction default (module docstring)
 NARROW = ("fp8", "int8", "int4", "fp4")
 
 # engine family -> (max running sequences, max tokens per step)
@@ -107,6 +115,7 @@ class Setup:
     max_batched_tokens: int
     attn_dp: bool = False  # attention data parallel over the tp GPUs (Parallelism.attn_dp)
     experts: str = ""  # routed experts' own "<format>/<compute>" (cost.experts.ExpertPrecision), "" = ``weights``
+    kv_free_fraction: float = 0.0  # KV = this fraction of the memory weights/activations leave (TRT-LLM); 0: MEMORY_FRACTION of all
 
     @property
     def gpus_per_replica(self) -> int:
@@ -203,5 +212,6 @@ def layout(case: Case) -> Layout:
         weights, kv = "bf16", case.kv_cache or "bf16"
         notes.append(f"{case.model} served from its MXFP4 checkpoint: experts {experts} (format/compute), "
                      f"the rest bf16, KV {kv}")
-    setup = Setup(case.model, case.hardware, weights, kv, tp, pp, ep, seqs, tokens, attn_dp, experts)
+    free = TRTLLM_FREE_FRACTION if engine_family(case.engine) == "trtllm" else 0.0
+    setup = Setup(case.model, case.hardware, weights, kv, tp, pp, ep, seqs, tokens, attn_dp, experts, free)
     return Layout(setup, n // per, n, tuple(notes))
