@@ -111,7 +111,11 @@ def _machine(hw: HardwareSpec, prec: Precision,
         compute = fallback
         prec = Precision(prec.weights, compute, prec.kv_cache)
     sixteen = hw.peak_flops("bf16") or hw.peak_flops("fp16") or hw.peak_flops("fp32")
-    attn_peak = hw.peak_flops("fp8") if (prec.kv_cache == "fp8" and compute == "fp8" and hw.peak_flops("fp8")) else sixteen
+    # FP8 attention with an FP8 KV cache under FP8 or FP4 matmuls: TensorRT-LLM runs FP8 context FMHA when
+    # the attention output feeds an FP8 or NVFP4 GEMM or the KV cache is FP8 (``fp8_context_fmha = is_fp8_out
+    # or is_fp4_out or (has_fp8_kv_cache() and use_paged_context_fmha)``, tensorrt_llm/_torch/attention_backend/trtllm.py)
+    narrow = compute in ("fp8", "fp4")
+    attn_peak = hw.peak_flops("fp8") if (prec.kv_cache == "fp8" and narrow and hw.peak_flops("fp8")) else sixteen
     if compute == "fp32":
         attn_peak = hw.peak_flops("fp32")
     if not attn_peak:
