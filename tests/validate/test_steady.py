@@ -61,10 +61,11 @@ def test_queue_beyond_the_limit_matches_the_simulator(limit, clients, waves):
 
 
 def test_arrival_lag_adds_one_mean_step_to_later_waves():
-    times = [0.01, 0.05]
     plain = closed_loop(64, 256, 1024, 128, 8192, 5)
     lagged = closed_loop(64, 256, 1024, 128, 8192, 5, arrival_lag=True)
-    a, b = plain.metrics(times), lagged.metrics(times)
+    assert len(plain.shapes) == 3 and len(lagged.shapes) == 4  # + a spread prompt's own step
+    a = plain.metrics([0.01, 0.05, 0.05])
+    b = lagged.metrics([0.01, 0.05, 0.05, 0.05])  # the spread step timed like the group's: only the lag differs
     mean_step = a["request_latency_s"] / plain.steps
     assert b["ttft_s"] - a["ttft_s"] == pytest.approx(4 / 5 * mean_step)
     assert b["tpot_s"] == a["tpot_s"]

@@ -209,8 +209,10 @@ def _closed_loop_plan(case: Case, models: StepModels, clients: float | None, wav
     # (StepModel times one pass), so a replica is pp closed loops of 1/pp of its requests.
     pp = lay.setup.pp
     per_replica = limit if clients is None else max(1.0, clients / lay.replicas)
+    from infercast.validate.simrun import request_overhead_s
+
     cl = closed_loop(max(1.0, per_replica / pp), max(1, limit // pp), i, o, lay.setup.max_batched_tokens, waves,
-                     arrival_lag=waves is not None)
+                     arrival_lag=waves is not None, overhead_s=request_overhead_s(case.engine) if waves else 0.0)
     reps, n = lay.replicas, lay.num_gpus
     key = {"ttft_mean_s": "ttft_s", "tpot_mean_s": "tpot_s", "itl_mean_s": "tpot_s"}.get(case.metric)
     if key is not None:

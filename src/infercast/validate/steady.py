@@ -20,8 +20,8 @@ of a group beside ``min(d, M - g)`` decoding sequences, ``own = sum_j t_j`` and 
 
     cycle R     = S t0 + n delta                       (every step, plus every group's prompts)
     TTFT wave 1 = own1 (n + 1) / 2                     (the groups queue behind each other)
-    TTFT later  = own + lag                            (groups arrive apart)
-    TTFT        = (wave 1 + (W - 1) later) / W        for W waves (W -> inf: steady state)
+    TTFT later  = own + lag                            (groups arrive apart; real clients: spread, below)
+    TTFT        = (wave 1 + (W - 1) later) / W + overhead   for W waves (W -> inf: steady state)
     TPOT        = (R - own) / (O - 1)
     throughput  = M O / R output tokens/s
 
@@ -31,6 +31,23 @@ before it on average (``g (n - 1) / 2``), at short contexts (``I + n k / 2``).
 client's next request reaches the server (HTTP, tokenizer) after the engine has
 launched the step that follows its predecessor's last token, so it waits for that
 step; the simulator's clients arrive exactly at the step boundary (lag 0).
+
+Real clients (``arrival_lag``) also do not stay in lockstep: a group that finished
+together comes back over a few milliseconds of client and server jitter, and
+nothing pulls requests that drifted into different steps back together (each
+request's next arrival is its own prefill step plus ``O - 1`` steps later), so the
+phases spread over the cycle within a few waves. A later prompt then shares its
+prefill step only with the ``M / S`` others arriving in that step: ``own`` is timed
+for ``gs = min(g, 1 + floor(M / S + 1/2))`` prompts beside ``min(d, M - gs)`` decoders
+(``spread_steps``). The measurements require it: e.g. 16 clients of 1,024-token
+prompts on Llama-3.1-70B (vLLM) measure a mean TTFT of 0.09-0.13 s, wave one
+included, where one step of 8 such prompts (the lockstep ``own``) takes 0.2-0.27 s
+in a cost model that matches the same rows' 4-prompt TTFT at concurrency 4.
+``overhead_s`` (benchmark rows only) is the serving stack's per-request latency
+(HTTP, tokenization, hand-off to the engine, first-token detokenization and
+streaming), added to every TTFT; fitted per engine family
+(:data:`infercast.validate.simrun.REQUEST_OVERHEAD_S`). The cycle, TPOT and
+throughput keep the lockstep form (the same prefill work per cycle).
 Clients beyond ``M`` wait ``R (C / M - 1)`` in steady state (Little's law); in wave
 one only the ``C - M`` beyond the limit wait, for one cycle: ``R (1 - M / C)`` on
 average, mixed over the waves like TTFT.
@@ -61,16 +78,19 @@ class ClosedLoop:
     shapes: tuple[Shape, ...]  # [decode, decode + group chunk 1, ..., chunk k, (wave one: the same chunks)]
     wave_steps: int = 0  # trailing shapes: a group's chunks as wave one runs them
     arrival_lag: bool = False  # a later request waits for the step in progress (a real client; not the simulator's)
+    spread_steps: int = 0  # shapes before the wave-one ones: a later request's own prefill when arrivals spread
+    overhead_s: float = 0.0  # per-request serving-stack latency added to every TTFT (real clients only)
 
     def metrics(self, times) -> dict[str, float]:
         """ttft_s, tpot_s, output_tokens_per_s, request_latency_s from the shapes' step times."""
         t0 = times[0] if self.decoders else 0.0  # O = 1: no decoders
         cut = len(times) - self.wave_steps
-        mixed, first = list(times[1:cut]), sum(times[cut:])
+        mid = cut - self.spread_steps
+        mixed, first = list(times[1:mid]), sum(times[cut:])
         own, delta = sum(mixed), sum(t - t0 for t in mixed)
         n, o = self.groups, self.output_tokens
         cycle = self.steps * t0 + n * delta
-        later = own + (cycle / self.steps if self.arrival_lag else 0.0)
+        later = (sum(times[mid:cut]) if self.spread_steps else own) + (cycle / self.steps if self.arrival_lag else 0.0)
         ttft = later
         if self.waves is not None:
             ttft = ((first or own) * (n + 1) / 2 + (self.waves - 1) * later) / self.waves
@@ -79,12 +99,13 @@ class ClosedLoop:
         if self.waves is not None:  # wave one: the clients beyond M wait one cycle, the rest none
             first_wait = cycle * max(1.0 - self.running / self.clients, 0.0)
             wait = (first_wait + (self.waves - 1) * wait) / self.waves
-        return {"ttft_s": ttft + wait, "tpot_s": tpot, "output_tokens_per_s": self.running * o / cycle,
+        return {"ttft_s": ttft + wait + self.overhead_s, "tpot_s": tpot, "output_tokens_per_s": self.running * o / cycle,
                 "request_latency_s": cycle + wait}
 
 
 def closed_loop(clients: float, running_limit: int, input_tokens: int, output_tokens: int,
-                budget_tokens: int, waves: float | None = None, arrival_lag: bool = False) -> ClosedLoop:
+                budget_tokens: int, waves: float | None = None, arrival_lag: bool = False,
+                overhead_s: float = 0.0) -> ClosedLoop:
     """The closed loop of ``clients`` clients (module docstring for the symbols)."""
     i, o, t = int(input_tokens), max(int(output_tokens), 1), int(budget_tokens)
     m = max(1, min(int(math.ceil(clients)), running_limit))
@@ -97,11 +118,17 @@ def closed_loop(clients: float, running_limit: int, input_tokens: int, output_to
     shapes: list[Shape] = [((d, 1, ctx),) if d else ((1, 1, ctx),)]
     dm = min(d, m - g)  # while a group prefills, at most the other requests decode
     shapes += _group_steps(((dm, 1, ctx),) if dm > 0 else (), g, k, i, t)
+    spread = ()
+    if arrival_lag and g > 1:  # real clients: a later prompt shares its step with the ~m/s others arriving then
+        gs = min(g, 1 + int(m / s + 0.5))
+        ds = min(d, m - gs)
+        spread = _group_steps(((ds, 1, ctx),) if ds > 0 else (), gs, k, i, t)
     wave = ()
     if waves is not None and n > 1:  # wave one: on average half the groups decode beside, at short contexts
         dw = min(m - g, g * (n - 1) // 2)
         wave = _group_steps(((dw, 1, i + n * k // 2),) if dw > 0 else (), g, k, i, t)
-    return ClosedLoop(clients, m, o, k, n, s, d, waves, tuple(shapes) + wave, len(wave), arrival_lag)
+    return ClosedLoop(clients, m, o, k, n, s, d, waves, tuple(shapes) + spread + wave, len(wave), arrival_lag,
+                      len(spread), overhead_s)
 
 
 def _group_steps(beside: Shape, g: int, k: int, i: int, t: int) -> tuple[Shape, ...]:
