@@ -187,7 +187,33 @@ def test_decode_batch_of_uneven_contexts_matches_reference():
     step = [SeqInput([s[-1]], len(s) - 1, t) for s, t in zip(seqs, tables, strict=False)]
     got = model.forward(step[:3] + [SeqInput(chunk, 0, tables[-1])] + step[3:], kv)
     got = got[:3] + got[4:]
-    groups = decode_groups(list(range(len(seqs))), [np.arange(n + 1) for n in lengths])
-    assert len(groups) > 1 and any(g.pad_mask is not None for g in groups)
+    groups = decode_groups(list(range(len(seqs))), tables, [n + 1 for n in lengths], 4)
+    assert len(groups) > 1 and any(g.mask is not None for g in groups)
+    for s, lg in zip(seqs, got, strict=True):
+        assert np.abs(lg - reference_logits(cfg, w, s)[-1]).max() < 1e-4
+
+
+def test_decode_reads_runs_of_blocks_as_views_and_masks_the_rest():
+    """Block tables with ascending and descending runs, scattered blocks and the partly
+    filled last block inside a run: decode logits still equal the reference."""
+    from infercast.engine.attention import segments
+
+    # Runs of >= 3 consecutive ids become slices; the last block (id 5 here, 2 of 4 rows
+    # used) sits inside the run 3..6, so its unused rows are masked, not cut out.
+    segs, valid = segments([4, 3, 20, 11, 6, 5], 22, 4)
+    assert segs[0] == slice(12, 28) and np.array_equal(segs[1], [44, 45, 46, 47, 80, 81, 82, 83])
+    assert valid.sum() == 22 and not valid[10:12].any()
+
+    cfg = named_config("tiny")
+    w = random_weights(cfg, seed=11)
+    rng = np.random.default_rng(12)
+    tables = [[9, 8, 7, 6, 5, 4, 3, 2, 1, 0], [10, 11, 12, 40, 13, 14, 15, 16, 30, 17],
+              [50, 20, 51, 21, 52, 22, 53, 23, 54, 55], [34, 35, 36, 37, 38, 39, 33, 32]]
+    lengths = (37, 30, 38, 29)
+    seqs = [[int(t) for t in rng.integers(0, 256, n + 1)] for n in lengths]
+    model, kv = LlamaModel(cfg, w, 64), PagedKVStore(cfg, 64, 4)
+    for s, t in zip(seqs, tables, strict=True):
+        model.forward([SeqInput(s[:-1], 0, t)], kv)
+    got = model.forward([SeqInput([s[-1]], len(s) - 1, t) for s, t in zip(seqs, tables, strict=True)], kv)
     for s, lg in zip(seqs, got, strict=True):
         assert np.abs(lg - reference_logits(cfg, w, s)[-1]).max() < 1e-4

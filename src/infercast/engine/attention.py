@@ -37,6 +37,7 @@ import numpy as np
 
 QUERY_BLOCK = 32  # prefills attend in query blocks, each to the keys it can see (see below)
 PAD_WASTE = 1.25  # a decode group's padded keys may exceed its real keys by this factor
+MIN_RUN_BLOCKS = 3  # shorter runs of consecutive KV blocks are gathered (see DecodeGroup)
 
 
 @dataclass(frozen=True)
@@ -110,47 +111,84 @@ def _attention_block(q: np.ndarray, k: np.ndarray, v1: np.ndarray, mask: np.ndar
 
 @dataclass(frozen=True)
 class DecodeGroup:
-    """Decode requests attended together: their columns and padded KV slots."""
+    """Decode requests attended together: their columns and where each one's keys lie.
+
+    A request's keys are read as *segments* of the flat KV store, whole blocks
+    at a time: each run of at least MIN_RUN_BLOCKS consecutive block ids is a
+    slice (a view: no copy), the request's other blocks one index array of
+    their slots (gathered, a copy). A decode query sees every cached key, so
+    the order of keys does not matter and runs are found among the sorted block
+    ids (the KV manager hands out a prompt's blocks in descending order). The
+    rows past the context in its last block, and the padding up to the group's
+    widest request, are masked; the store is zero-initialised and only ever
+    holds finite K/V, so their zero weights multiply finite values.
+    """
 
     columns: np.ndarray  # [B] token columns of the step
-    slots: np.ndarray  # [B, L] flat KV slots; padding repeats a valid slot
-    pad_mask: np.ndarray | None  # [B, 1, 1, L] additive (-inf on padding), None if unpadded
+    segments: tuple[tuple[slice | np.ndarray, ...], ...]  # per request, in score-column order
+    mask: np.ndarray | None  # [B, 1, 1, W] additive: -inf on unused rows and padding
+    width: int  # W: score columns (the widest request's segments)
 
 
-def decode_groups(columns: Sequence[int], read_slots: Sequence[np.ndarray]) -> list[DecodeGroup]:
+def decode_groups(columns: Sequence[int], tables: Sequence[Sequence[int]],
+                  contexts: Sequence[int], block_size: int) -> list[DecodeGroup]:
     """Group decode requests so padding to a group's longest context stays small.
 
-    Requests sorted by context join a group while its padded size stays within
-    PAD_WASTE of its real keys; built once per step, used by every layer.
+    ``tables[i]``: request i's block table, ``contexts[i]``: its keys (cached +
+    the new token). Requests sorted by context join a group while its padded
+    size stays within PAD_WASTE of its real keys; built once per step, used by
+    every layer.
     """
-    order = sorted(range(len(columns)), key=lambda i: len(read_slots[i]))
+    order = sorted(range(len(columns)), key=lambda i: contexts[i])
     groups: list[list[int]] = []
     real = 0
     for i in order:
-        ctx = len(read_slots[i])
+        ctx = contexts[i]
         if groups and (len(groups[-1]) + 1) * ctx <= PAD_WASTE * (real + ctx):
             groups[-1].append(i)
             real += ctx
         else:
             groups.append([i])
             real = ctx
-    return [_group(columns, read_slots, members) for members in groups]
+    return [_group([columns[i] for i in g], [tables[i] for i in g], [contexts[i] for i in g],
+                   block_size) for g in groups]
 
 
-def _group(columns: Sequence[int], read_slots: Sequence[np.ndarray],
-           members: list[int]) -> DecodeGroup:
-    lens = np.array([len(read_slots[i]) for i in members])
-    width = int(lens.max())
-    slots = np.empty((len(members), width), dtype=np.int64)
-    for row, i in enumerate(members):
-        s = read_slots[i]
-        slots[row, : len(s)] = s
-        slots[row, len(s):] = s[-1]
+def _group(columns: list[int], tables: list[Sequence[int]], contexts: list[int],
+           block_size: int) -> DecodeGroup:
+    parts = [segments(t, c, block_size) for t, c in zip(tables, contexts, strict=True)]
+    width = max(len(valid) for _, valid in parts)
+    valid = np.zeros((len(parts), width), dtype=bool)
+    for row, (_, v) in enumerate(parts):
+        valid[row, : len(v)] = v
     mask = None
-    if (lens < width).any():
-        pad = np.arange(width)[None, :] >= lens[:, None]
-        mask = np.where(pad, np.float32(-np.inf), np.float32(0.0))[:, None, None, :]
-    return DecodeGroup(np.array([columns[i] for i in members]), slots, mask)
+    if not valid.all():
+        mask = np.where(valid, np.float32(0.0), np.float32(-np.inf))[:, None, None, :]
+    return DecodeGroup(np.array(columns), tuple(segs for segs, _ in parts), mask, width)
+
+
+def segments(table: Sequence[int], context: int,
+             block_size: int) -> tuple[tuple[slice | np.ndarray, ...], np.ndarray]:
+    """A request's KV as segments (see :class:`DecodeGroup`) and which of their rows are keys."""
+    nb = -(-context // block_size)
+    blocks = np.asarray(table[:nb], dtype=np.int64)
+    last = int(blocks[-1])  # holds positions (nb - 1) * block_size .. context - 1
+    order = np.sort(blocks)
+    cut = np.flatnonzero(np.diff(order) != 1) + 1
+    starts, stops = np.r_[0, cut], np.r_[cut, nb]
+    long = stops - starts >= MIN_RUN_BLOCKS
+    segs: list[slice | np.ndarray] = [
+        slice(int(order[a]) * block_size, (int(order[b - 1]) + 1) * block_size)
+        for a, b in zip(starts[long], stops[long], strict=True)]
+    seg_blocks = [order[a:b] for a, b in zip(starts[long], stops[long], strict=True)]
+    if not long.all():
+        rest = np.concatenate([order[a:b] for a, b in zip(starts[~long], stops[~long], strict=True)])
+        segs.append((rest[:, None] * block_size + np.arange(block_size)).ravel())
+        seg_blocks.append(rest)
+    ids = np.concatenate(seg_blocks)
+    valid = np.ones((nb, block_size), dtype=bool)
+    valid[ids == last, context - (nb - 1) * block_size:] = False
+    return tuple(segs), valid.ravel()
 
 
 def decode_attention(q: np.ndarray, k_flat: np.ndarray, v_flat: np.ndarray,
@@ -158,21 +196,40 @@ def decode_attention(q: np.ndarray, k_flat: np.ndarray, v_flat: np.ndarray,
     """Attention of one new token per request for a group of decode requests.
 
     q, out [Hq, d, T] (the step's feature-major queries and attention output);
-    k_flat, v_flat [slots, Hkv, d] (one layer of the paged store, flat).
+    k_flat, v_flat [slots, Hkv, d] (one layer of the paged store, flat). Scores
+    and P @ V run per request and segment on views of the store (K [l, Hkv, d]
+    read as [Hkv, d, l]: BLAS takes the strides as they are); the softmax runs
+    on the group's masked [B, Hkv, g, W] scores at once.
     """
     hq, d, _ = q.shape
     hkv = k_flat.shape[1]
     b, g = len(group.columns), hq // hkv
-    qd = np.empty((b, hq, d), dtype=np.float32)
+    qd = np.empty((b, hkv, g, d), dtype=np.float32)
     np.multiply(q[:, :, group.columns].transpose(2, 0, 1), np.float32(1.0 / np.sqrt(d)),
-                out=qd)
-    keys, values = k_flat[group.slots], v_flat[group.slots]  # [B, L, Hkv, d]
-    scores = qd.reshape(b, hkv, g, d) @ keys.transpose(0, 2, 3, 1)  # [B, Hkv, g, L]
-    if group.pad_mask is not None:
-        scores += group.pad_mask
+                out=qd.reshape(b, hq, d))
+    scores = np.empty((b, hkv, g, group.width), dtype=np.float32)
+    for i, segs in enumerate(group.segments):
+        at = 0
+        for seg in segs:
+            keys = k_flat[seg]  # [l, Hkv, d]: a view for a run, a copy for the rest
+            np.matmul(qd[i], keys.transpose(1, 2, 0), out=scores[i, ..., at: at + len(keys)])
+            at += len(keys)
+        scores[i, ..., at:] = 0.0  # padding: finite, then masked
+    if group.mask is not None:
+        scores += group.mask
     scores -= scores.max(axis=-1, keepdims=True)
     np.exp(scores, out=scores)
     denom = scores.sum(axis=-1, keepdims=True)
-    o = scores @ values.transpose(0, 2, 1, 3)  # [B, Hkv, g, d]
+    o = np.empty((b, hkv, g, d), dtype=np.float32)
+    for i, segs in enumerate(group.segments):
+        at = 0
+        for j, seg in enumerate(segs):
+            values = v_flat[seg].transpose(1, 0, 2)  # [Hkv, l, d]
+            p = scores[i, ..., at: at + values.shape[1]]
+            if j == 0:
+                np.matmul(p, values, out=o[i])
+            else:
+                o[i] += p @ values
+            at += values.shape[1]
     o /= denom
     out[:, :, group.columns] = o.reshape(b, hq, d).transpose(1, 2, 0)

@@ -168,16 +168,18 @@ class StepPlan:
     @staticmethod
     def build(seqs: Sequence[SeqInput], kv: PagedKVStore, group: int) -> StepPlan:
         """The step's KV slots, decode groups and prefill spans; ``group`` = Hq / Hkv."""
-        write, dec_cols, dec_slots, prefill = [], [], [], []
+        write, dec_cols, dec_tables, dec_ctx, prefill = [], [], [], [], []
         col = 0
         for s in seqs:
             n, end = len(s.token_ids), s.num_cached + len(s.token_ids)
             write.append(kv.slots(s.block_table, s.num_cached, end))
-            read = kv.slots(s.block_table, 0, end)
             if n == 1:
                 dec_cols.append(col)
-                dec_slots.append(read)
+                dec_tables.append(s.block_table)
+                dec_ctx.append(end)
             else:
+                read = kv.slots(s.block_table, 0, end)
                 prefill.append(PrefillSpan.build(slice(col, col + n), s.num_cached, read, group))
             col += n
-        return StepPlan(np.concatenate(write), decode_groups(dec_cols, dec_slots), prefill)
+        decode = decode_groups(dec_cols, dec_tables, dec_ctx, kv.block_size)
+        return StepPlan(np.concatenate(write), decode, prefill)
