@@ -18,13 +18,9 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from infercast.cost.efficiency import EfficiencyProfile
-from infercast.cost.step import StepModel
 from infercast.metrics.summary import Summary
-from infercast.specs.catalog import load_model
-from infercast.specs.parallel import Parallelism
-from infercast.specs.precision import Precision
-from infercast.validate.ledger import setup_hardware
-from infercast.validate.setup import MEMORY_FRACTION, Setup
+from infercast.validate.ledger import setup_step_model
+from infercast.validate.setup import Setup
 
 # Requests per client that a fixed-concurrency benchmark measures. Sources rarely say; the first
 # wave's collision is diluted over them. 6 scores best on the shipped concurrency rows with the
@@ -81,9 +77,7 @@ def sim_predictor(s: Setup, rate: float | None, input_tokens: int, output_tokens
     def run(profile: EfficiencyProfile) -> Summary:
         from infercast.sim.run import simulate
 
-        timer = StepModel(load_model(s.model), setup_hardware(s), Precision.parse(s.weights, s.kv_cache),
-                          Parallelism(tp=s.tp, pp=s.pp, ep=s.ep, attn_dp=s.attn_dp), profile, memory_fraction=MEMORY_FRACTION,
-                          max_batched_tokens=s.max_batched_tokens, max_seqs=s.max_seqs)
+        timer = setup_step_model(s, profile)  # the closed forms' StepModel: same memory and precision rules
         return simulate(cfg, timer).summary
 
     return (s, rate, concurrency, input_tokens, output_tokens, num_requests), run
@@ -114,10 +108,7 @@ def disagg_predictor(s: Setup, prefill: tuple[int, int, bool], workers: tuple[in
     def run(profile: EfficiencyProfile) -> Summary:
         from infercast.sim.run import simulate
 
-        timer = StepModel(load_model(s.model), setup_hardware(s), Precision.parse(s.weights, s.kv_cache),
-                          Parallelism(tp=s.tp, pp=s.pp, ep=s.ep, attn_dp=s.attn_dp), profile,
-                          memory_fraction=MEMORY_FRACTION, max_batched_tokens=s.max_batched_tokens,
-                          max_seqs=s.max_seqs)
+        timer = setup_step_model(s, profile)
         return simulate(cfg, timer).summary
 
     return ("disagg", s, prefill, workers, concurrency, input_tokens, output_tokens), run
