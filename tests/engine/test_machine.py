@@ -90,9 +90,10 @@ def test_engine_rates_give_a_profile_that_load_profile_reads(tmp_path):
 
     cfg = named_config("tiny")
     sm = step_model(cfg, _hardware())
-    points = measure(cfg, sm, rows=(1, 8, 64), runs=1, stream_bytes=2**20)
+    points = measure(cfg, sm, rows=(1, 8, 128), runs=1, stream_bytes=2**20)
     kinds = [p.kind for p in points]
-    assert kinds.count("gemm") == 3 and kinds.count("head") == 3 and "overhead" in kinds
+    assert kinds.count("gemm") == 3 and kinds.count("attention") == 5 and "overhead" in kinds
+    assert "LM head" in points[1].label and "LM head" not in points[2].label  # M=8 has it, 128 not
     assert all(0 < p.best_s <= p.median_s for p in points)
     fit = fit_profile(points, sm.machine, name="tiny fit")
     path = tmp_path / "p.toml"

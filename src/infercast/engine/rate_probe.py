@@ -96,11 +96,13 @@ def layer_ops(cfg: EngineModelConfig, m: int) -> tuple:
 
 def gemm_points(cfg: EngineModelConfig, rows: Sequence[int] = DEFAULT_ROWS, runs: int = 5,
                 stream_bytes: int = 2**30) -> list[Point]:
-    """Time the engine's layer products (and LM head, up to HEAD_MAX_ROWS) at each row count.
+    """Time the engine's layer products at each row count, with the LM head up to HEAD_MAX_ROWS.
 
-    Each timed pass continues around the ring of layers where the previous one
-    stopped, so its weights come from memory as a step's do; a pass covers as
-    many layers as PASS_FLOPS allows (all of them at decode sizes).
+    A timed pass is a step's chain of products: it continues around the ring of
+    layers where the previous one stopped, so the weights come from memory as a
+    step's do, and covers as many layers as PASS_FLOPS allows (all of them at
+    decode sizes), then the head (as a decode step, whose head reads
+    ``vocab x hidden`` after the layers evicted it from the cache).
     """
     from infercast.cost.ops import gemm
     from infercast.engine.linear import linear, linear_fm
@@ -113,24 +115,26 @@ def gemm_points(cfg: EngineModelConfig, rows: Sequence[int] = DEFAULT_ROWS, runs
     points, at = [], [0]  # at: the next layer of the ring, across passes and row counts
     for m in rows:
         xh, xq, xf = (rng.standard_normal((n, m), dtype=np.float32) for n in (h, q, f))
+        xr = np.ascontiguousarray(xh.T) if m <= HEAD_MAX_ROWS else None
         per_layer = sum(o.flops for o in layer_ops(cfg, m))
         n = max(1, min(ring.num_layers, int(PASS_FLOPS // per_layer)))
 
-        def one_pass(n=n, xh=xh, xq=xq, xf=xf, at=at) -> None:
+        def one_pass(n=n, xh=xh, xq=xq, xf=xf, xr=xr, at=at) -> None:
             for _ in range(n):
                 lw = w.layers[at[0] % ring.num_layers]
                 at[0] += 1
                 linear_fm(lw.wqkv, xh), linear_fm(lw.wo, xq)
                 linear_fm(lw.w_gate_up, xh), linear_fm(lw.w_down, xf)
+            if xr is not None:
+                linear(xr, w.lm_head)
 
         med, best = _times(one_pass, runs)
         ops = tuple(o.scaled(n) for o in layer_ops(cfg, m))
-        points.append(Point("gemm", f"{n} layers' products, M={m}", ops, med, best, runs))
-        if m <= HEAD_MAX_ROWS:
-            xr = np.ascontiguousarray(xh.T)
-            med, best = _times(lambda xr=xr: linear(xr, w.lm_head), runs)
-            points.append(Point("head", f"LM head, M={m}",
-                                (gemm("lm_head", m, h, cfg.vocab_size, 4, 4),), med, best, runs))
+        label = f"{n} layers' products, M={m}"
+        if xr is not None:
+            ops += (gemm("lm_head", m, h, cfg.vocab_size, 4, 4),)
+            label += " + LM head"
+        points.append(Point("gemm", label, ops, med, best, runs))
     return points
 
 
