@@ -154,7 +154,7 @@ class StepModel:
         self._all_full = all(kind == ATTN_FULL for kind, _ in self._spans)
         self._lin_tokens, self._lin_logits = _compile(self._per_token_ops, 1), _compile(self._per_logit_ops, 1)
         self._attn_lin = self._compile_attention() if self._all_full else ()
-        self._attn_dots = tuple((_dot(f), _dot(b), fd, bd) for f, b, fd, bd in self._attention_terms())
+        self._attention = _attention_fn(self._attention_terms())  # x0..x6 (the seven sums) -> seconds
         self._tok_time_cache: dict[int, float] = {}
         self._logit_time_cache: dict[int, float] = {}
         self._moe_time_cache: dict[int, tuple[float, ...]] = {}
@@ -228,14 +228,24 @@ class StepModel:
                     pn_pre += n * (n + 1) / 2
                     kv_pre += c
             x = (pc_dec, pc_pre, pn_dec, pn_pre, kv_dec, kv_pre, float(t))
-        attn = 0.0
-        for flops_of, bytes_of, f_den, b_den in self._attn_dots:  # attention ops are linear in the sums
-            tf, tb = flops_of(x) / f_den, bytes_of(x) / b_den
-            attn += tf if tf >= tb else tb  # max(tf, tb)
+        attn = self._attention(*x)  # attention ops are linear in the sums
         tok, head = self._tok_time_cache.get(t), self._logit_time_cache.get(num_decode + k)
         if tok is None or head is None or self._moe:  # a miss (or MoE ops): the method fills the memos
             return self._token_time(t, num_decode + k) + attn + self.profile.step_overhead_s
         return tok + head + attn + self.profile.step_overhead_s  # ``_token_time``'s hit, inlined
+
+    def chunk_step_time_s(self, num_decode: int, decode_cached_sum: float, n: int, c: int) -> float:
+        """``mixed_step_time_s(num_decode, decode_cached_sum, [n], [c])``: the decodes and one prefill
+        chunk of ``n`` new tokens on ``c`` cached (the simulator's usual step), the same floats, no lists."""
+        if n == 1 or not self._all_full or self._moe:  # those take other branches there
+            return self.mixed_step_time_s(num_decode, decode_cached_sum, [n], [c])
+        t = num_decode + n
+        pc = float(decode_cached_sum)  # ``mixed_step_time_s``'s unrolled one-chunk sums
+        attn = self._attention(pc, 0.0 + n * c, float(num_decode), 0.0 + n * (n + 1) / 2, pc, 0.0 + c, float(t))
+        tok, head = self._tok_time_cache.get(t), self._logit_time_cache.get(num_decode + 1)
+        if tok is None or head is None:
+            return self._token_time(t, num_decode + 1) + attn + self.profile.step_overhead_s
+        return tok + head + attn + self.profile.step_overhead_s
 
     def _compile_attention(self) -> tuple[tuple[tuple[float, ...], tuple[float, ...]], ...]:
         """Coefficients of each attention op's FLOPs and bytes in the seven step sums."""
@@ -371,27 +381,25 @@ class StepModel:
         return tuple(time_op(op, self.machine, self.profile) for op in ops)
 
 
-def _dot(terms: tuple[tuple[int, float], ...]):
-    """``x -> sum(coef * x[i] for i, coef in terms)``, as a closure (attention costs one per op and step).
-
-    Same float additions, left to right; ``0.0 + y`` is ``y``, so the first term starts the sum.
+def _attention_fn(ops):
+    """``(x0..x6) -> sum over ops of max(flops / f_den, bytes / b_den)``, the attention time of a step
+    from its seven sums, generated as one function from ``_attention_terms`` (a step pays one call,
+    not two closure calls per op). Each dot product is the left-to-right sum of ``coef * x[i]``
+    (``0.0 + y`` is ``y``); coefficients are written as ``repr`` literals, which read back exactly.
     """
-    if not terms:
-        return lambda x: 0.0
-    if len(terms) == 1:
-        ((i, c),) = terms
-        return lambda x: c * x[i]
-    if len(terms) == 2:
-        (i, c), (j, d) = terms
-        return lambda x: c * x[i] + d * x[j]
+    def dot(terms) -> str:
+        if not terms:
+            return "0.0"
+        return " + ".join(f"({coef!r}) * x{i}" for i, coef in terms)
 
-    def dot(x) -> float:
-        out = 0.0
-        for k, coef in terms:
-            out += coef * x[k]
-        return out
-
-    return dot
+    lines = ["def attention(x0, x1, x2, x3, x4, x5, x6):", "    a = 0.0"]
+    for f, b, f_den, b_den in ops:
+        lines += [f"    tf = ({dot(f)}) / ({f_den!r})", f"    tb = ({dot(b)}) / ({b_den!r})",
+                  "    a += tf if tf >= tb else tb"]  # max(tf, tb)
+    lines.append("    return a")
+    scope: dict = {"inf": float("inf"), "nan": float("nan")}  # what ``repr`` writes for those
+    exec("\n".join(lines), scope)  # noqa: S102 -- source built above from floats only
+    return scope["attention"]
 
 
 _NONAFFINE_PREFIX = "moe.experts."  # bytes and GEMM rows follow the distinct experts touched
