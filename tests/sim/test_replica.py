@@ -124,3 +124,16 @@ def test_per_step_itl_tally_equals_per_request_token_gaps(step_model, case, mode
     a, b = result.summary.itl, summarize(records).itl
     assert (a.count, a.min, a.max, a.percentiles) == (b.count, b.min, b.max, b.percentiles)
     assert a.mean == pytest.approx(b.mean, rel=1e-12) and a.std == pytest.approx(b.std, rel=1e-9)
+
+
+def test_one_chunk_step_cost_is_the_mixed_step_cost_bit_for_bit(step_model):
+    """The replica's list-free entry point (one prefill chunk beside the decodes) changes no float."""
+    rng = np.random.default_rng(5)
+    cases = [(0, 0, 1000, 0), (64, 80_000, 1, 700), (1, 5, 2, 0), (255, 1_000_000, 8000, 4096)]
+    cases += [tuple(int(v) for v in rng.integers(0, [256, 2_000_000, 8192, 20_000])) for _ in range(200)]
+    for nd, dsum, n, c in cases:
+        n = max(n, 1)
+        assert step_model.chunk_step_time_s(nd, dsum, n, c) == step_model.mixed_step_time_s(nd, dsum, [n], [c])
+    # and the mixed cost still follows the itemised one (the generated attention sum included)
+    assert step_model.mixed_step_time_s(3, 300, [500], [20]) == pytest.approx(
+        step_model.step_time_s([1, 1, 1, 500], [100, 100, 100, 20]), rel=1e-12)

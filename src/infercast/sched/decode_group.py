@@ -17,6 +17,7 @@ from infercast.sched.request import Request, RequestStatus
 # Enum members read through the class cost ~60 ns each (EnumType lookup); module constants ~15.
 _RUNNING = RequestStatus.RUNNING
 _FINISHED = RequestStatus.FINISHED
+_heappush = heapq.heappush
 
 
 class DecodeGroupMixin:
@@ -72,10 +73,18 @@ class DecodeGroupMixin:
         """Apply ``num_steps`` group-only steps (at most :meth:`decode_horizon`)."""
         need = self._blocks_needed(num_steps)
         if need:
-            blocks = self.kv.allocate(need)
-            if blocks is None:
-                raise RuntimeError("advance_decode beyond decode_horizon: KV ran out")
-            self._reserve.extend(blocks)
+            kv = self.kv
+            stack = kv.plain_stack
+            if stack is not None and need <= len(stack):  # ``kv.allocate(need)``, inlined
+                k = len(stack) - need
+                self._reserve += stack[k:]
+                del stack[k:]
+                kv.num_free_blocks -= need
+            else:
+                blocks = kv.allocate(need)
+                if blocks is None:
+                    raise RuntimeError("advance_decode beyond decode_horizon: KV ran out")
+                self._reserve.extend(blocks)
         self.dstep += num_steps
         done: list[Request] = []
         heap = self._finish_heap
@@ -116,11 +125,19 @@ class DecodeGroupMixin:
             return 0
         need = self._phase[self.dstep % self.config.block_size]
         if need:
-            blocks = self.kv.allocate(need)
-            if blocks is None:
-                self.dissolve_group()
-                return 0
-            self._reserve.extend(blocks)
+            kv = self.kv
+            stack = kv.plain_stack
+            if stack is not None and need <= len(stack):  # ``kv.allocate(need)``, inlined
+                k = len(stack) - need
+                self._reserve += stack[k:]
+                del stack[k:]
+                kv.num_free_blocks -= need
+            else:
+                blocks = kv.allocate(need)
+                if blocks is None:
+                    self.dissolve_group()
+                    return 0
+                self._reserve.extend(blocks)
         self._pending_group = len(self.group)
         self._pending_blocks = need
         return self._pending_group
@@ -172,7 +189,7 @@ class DecodeGroupMixin:
         self._dsum += c - d
         req.finish_dstep = f = d + req.max_output_tokens - req.num_output_tokens
         self._heap_seq += 1
-        heapq.heappush(self._finish_heap, (f, self._heap_seq, req))
+        _heappush(self._finish_heap, (f, self._heap_seq, req))
         self.group[rid] = req
 
     def _leave_group(self, req: Request, explicit: bool = True) -> None:
@@ -205,10 +222,9 @@ class DecodeGroupMixin:
         """``_leave_group(req, explicit=False)`` then ``_finish(req, "length", explicit=False)``, fused
         (the same changes in the same order: one per finished request, so calls count)."""
         dstep = self.dstep
-        c = req.num_computed_tokens + dstep - req.dbase  # ``_sync``
+        c = req.num_computed_tokens + dstep - req.dbase  # ``_sync`` (its ``dbase = dstep`` is overwritten below)
         req.num_computed_tokens = c
         req.num_output_tokens += dstep - req.dbase
-        req.dbase = dstep
         table = req.block_table
         need = -(-c // self.config.block_size) - len(table)
         if need > 0:
@@ -223,7 +239,13 @@ class DecodeGroupMixin:
         del self.group[rid]
         req.dbase = -1
         del self.running[rid]
-        self.kv.free(table)
+        kv = self.kv
+        stack = kv.plain_stack
+        if stack is not None:  # ``kv.free(table)``, inlined
+            stack += table[::-1]
+            kv.num_free_blocks += len(table)
+        else:
+            kv.free(table)
         req.block_table = []
         req.status = _FINISHED
         req.finish_reason = "length"

@@ -70,6 +70,9 @@ class BlockManager:
         self.enable_prefix_caching = enable_prefix_caching
         # Plain free blocks, used as a stack (last freed is reused first: cheap slicing).
         self._free: list[int] = list(range(num_blocks - 1, -1, -1))
+        # The same list for the scheduler's inlined allocation and freeing without prefix caching
+        # (exactly what ``allocate``/``free`` do then, keeping ``num_free_blocks``); None with it.
+        self.plain_stack: list[int] | None = None if enable_prefix_caching else self._free
         # Free blocks that still hold a registered prefix; insertion order = LRU order.
         self._cached_free: OrderedDict[int, None] = OrderedDict()
         # Ref counts are kept only with prefix caching: without it no block is ever shared,

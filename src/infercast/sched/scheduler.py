@@ -331,9 +331,18 @@ class Scheduler(DecodeGroupMixin):
     def admit(self, req: Request, hits: list[int], num_new: int) -> bool:
         """Move the head of ``waiting`` to running with its prefix hits and ``num_new`` tokens."""
         if not hits:  # the common case: fresh blocks only
-            blocks = self.kv.allocate(-(-num_new // self.config.block_size))
-            if blocks is None:
-                return False
+            n = -(-num_new // self.config.block_size)
+            kv = self.kv
+            stack = kv.plain_stack
+            if stack is not None and n <= len(stack):  # ``kv.allocate(n)``, inlined
+                k = len(stack) - n
+                blocks = stack[k:]
+                del stack[k:]
+                kv.num_free_blocks -= n
+            else:
+                blocks = kv.allocate(n)
+                if blocks is None:
+                    return False
             req.block_table = blocks
             req.num_computed_tokens = 0
         else:

@@ -174,6 +174,7 @@ class Replica:
         self._context_limit = float(getattr(timer, "affine_context_limit", float("inf")))
         self._windowed = self._context_limit != float("inf")
         self._mixed = getattr(timer, "mixed_step_time_s", None)
+        self._chunk = getattr(timer, "chunk_step_time_s", None)  # ``mixed`` of one listed sequence
 
     # ---- arrivals ---------------------------------------------------------------
     def submit(self, req: Request) -> None:
@@ -222,39 +223,41 @@ class Replica:
         tracks = self.tracks
         for rid in batch.preempted:
             self._flush(tracks[rid])
-        new: list[int] = []
-        cached: list[int] = []
-        for seq in seqs:
+        if len(seqs) == 1 and self._chunk is not None:  # one prefill chunk beside the group: no lists
+            seq = seqs[0]
             tr = tracks[seq.request_id]
             if tr.first_scheduled_s is None:
                 tr.first_scheduled_s = now
-            new.append(seq.num_new_tokens)
-            cached.append(seq.num_cached_tokens)
-        mixed = self._mixed
-        if mixed is not None:  # a StepModel: the batch as sums, no arrays
-            dt = mixed(nd, batch.decode_cached_tokens, new, cached)
+            dt = self._chunk(nd, batch.decode_cached_tokens, seq.num_new_tokens, seq.num_cached_tokens)
         else:
-            dt = self.timer.step_time_s(*_step_arrays(batch))
+            new: list[int] = []
+            cached: list[int] = []
+            for seq in seqs:
+                tr = tracks[seq.request_id]
+                if tr.first_scheduled_s is None:
+                    tr.first_scheduled_s = now
+                new.append(seq.num_new_tokens)
+                cached.append(seq.num_cached_tokens)
+            mixed = self._mixed
+            if mixed is not None:  # a StepModel: the batch as sums, no arrays
+                dt = mixed(nd, batch.decode_cached_tokens, new, cached)
+            else:
+                dt = self.timer.step_time_s(*_step_arrays(batch))
         num_seqs = len(seqs) + nd
-        self._account(1, dt, num_seqs)
+        kv = sched.kv  # ``self._account(1, dt, num_seqs)``, inlined
+        usage = (kv.num_blocks - kv.num_free_blocks) / kv.num_blocks
+        st = self.stats
+        st.num_steps += 1
+        st.busy_s += dt
+        st.seq_time_s += num_seqs * dt
+        st.kv_time_s += usage * dt
+        if usage > st.peak_kv_usage:
+            st.peak_kv_usage = usage
         if self.observe is not None and not now - self._obs_last < self._obs_interval:  # it would ignore the call
             self._obs_last, self._obs_interval = self.observe(now, self, num_seqs)
         self._busy = True
         self._batch = batch
         self.kernel.at(now + dt, PRIO_STEP_END, self._end_step)
-
-    def _account(self, steps: int, duration_s: float, num_seqs: int) -> None:
-        """``steps`` model steps of ``num_seqs`` sequences took ``duration_s``: ``ReplicaStats.add``,
-        inlined, at the KV usage of now."""
-        kv = self.sched.kv
-        usage = (kv.num_blocks - kv.num_free_blocks) / kv.num_blocks  # ``kv.usage``, inlined
-        st = self.stats
-        st.num_steps += steps
-        st.busy_s += duration_s
-        st.seq_time_s += num_seqs * duration_s
-        st.kv_time_s += usage * duration_s
-        if usage > st.peak_kv_usage:
-            st.peak_kv_usage = usage
 
     def _end_step(self) -> None:
         now = self.kernel.now
@@ -283,7 +286,8 @@ class Replica:
             data.append(now)
         done = self.sched.update(batch)
         if started:
-            size = self.timeline.size
+            tl = self.timeline
+            size = tl.base + len(tl.data)  # ``tl.size``
             for tr in started:
                 if tr.req.status is _RUNNING:  # not finished by this step
                     tr.tl_start = size
@@ -292,7 +296,13 @@ class Replica:
                         gaps.off[tr.req.request_id] = now
         for req in done:
             self._finish(req, now)
-        self._kick(now)
+        # ``_kick(now)``, inlined (no kick is pending at a step's end: one waits only while idle)
+        heap = self.kernel.heap
+        if heap and heap[0][0] == now and heap[0][1] <= PRIO_ARRIVAL:
+            self._kicked = True
+            self.kernel.at(now, PRIO_KICK, self._start_step)
+        else:
+            self._start_step()
 
     def _start_segment(self, now: float, k: int) -> None:
         sched = self.sched
@@ -326,7 +336,15 @@ class Replica:
         now = self.kernel.now
         seg, self._segment = self._segment, None
         m, n = seg.steps, seg.num_seqs
-        self._account(m, now - seg.start_s, n)
+        kv, dt = self.sched.kv, now - seg.start_s  # ``self._account(m, dt, n)``, inlined
+        usage = (kv.num_blocks - kv.num_free_blocks) / kv.num_blocks
+        st = self.stats
+        st.num_steps += m
+        st.busy_s += dt
+        st.seq_time_s += n * dt
+        st.kv_time_s += usage * dt
+        if usage > st.peak_kv_usage:
+            st.peak_kv_usage = usage
         tl = self.timeline
         if len(tl.data) + m > self._compact_at:
             self._compact(m)
@@ -342,7 +360,13 @@ class Replica:
         done = self.sched.advance_decode(m)
         for req in done:
             self._finish(req, now)
-        self._kick(now)
+        # ``_kick(now)``, inlined (no kick is pending at a step's end: one waits only while idle)
+        heap = self.kernel.heap
+        if heap and heap[0][0] == now and heap[0][1] <= PRIO_ARRIVAL:
+            self._kicked = True
+            self.kernel.at(now, PRIO_KICK, self._start_step)
+        else:
+            self._start_step()
 
     def _cap_by_context(self, k: int) -> int:
         s = self.sched

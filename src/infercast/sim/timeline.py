@@ -21,19 +21,19 @@ import numpy as np
 class Timeline:
     """Append-only float times with a moving base (absolute indices)."""
 
-    __slots__ = ("data", "_base")
+    __slots__ = ("data", "base")
 
     def __init__(self, capacity: int = 0) -> None:
         del capacity  # a list grows by itself; kept for callers that pass a size hint
         # The held entries, oldest first. Public so the replica's hot paths can append to (and
         # take the length of) the list without a method call; only ``drop_before`` removes entries.
         self.data: list[float] = []
-        self._base = 0  # absolute index of _data[0]
+        self.base = 0  # absolute index of data[0] (read-only for callers: ``size`` is base + len(data))
 
     @property
     def size(self) -> int:
         """Absolute index the next appended entry gets."""
-        return self._base + len(self.data)
+        return self.base + len(self.data)
 
     def append(self, t: float) -> None:
         self.data.append(t)
@@ -43,17 +43,17 @@ class Timeline:
 
     def slice(self, start: int, count: int) -> np.ndarray:
         """Entries ``start .. start+count-1`` (absolute indices), as a new array."""
-        lo = start - self._base
+        lo = start - self.base
         if lo < 0 or lo + count > len(self.data):
             raise IndexError(f"timeline slice [{start}, {start + count}) outside held range")
         return np.array(self.data[lo : lo + count], dtype=np.float64)
 
     def drop_before(self, start: int) -> None:
         """Forget entries before absolute index ``start`` (no active request needs them)."""
-        k = min(max(0, start - self._base), len(self.data))
+        k = min(max(0, start - self.base), len(self.data))
         if k:
             del self.data[:k]
-            self._base += k
+            self.base += k
 
     @property
     def held(self) -> int:
