@@ -37,6 +37,12 @@ class EfficiencyProfile:
     - ``comm_bw_eff`` 0.75 and ``comm_latency_s`` 10 us: NCCL ring all-reduce on NVLink
       reaches ~0.75 of the unidirectional link (p2pBandwidthLatencyTest 0.74-0.75 on H100).
     - ``step_overhead_s`` 1 ms: scheduling, sampling, launch gaps per engine step.
+    - ``layer_overhead_s`` 0 (off): a fixed cost per decoder layer and step, for what
+      scales with depth rather than with bytes or FLOPs: the ~10-15 kernel boundaries of a
+      layer (launch, grid drain and ramp-up between dependent kernels, even inside CUDA
+      graphs; TensorRT-LLM's programmatic dependent launch, ``TRTLLM_ENABLE_PDL``, exists to
+      overlap them). ``StepModel`` charges ``step_overhead_s + layer_overhead_s * layers``
+      once per step. Fitted by ``infercast calibrate`` when listed in its fields.
     """
 
     gemm_compute_eff: float = 0.75
@@ -49,6 +55,7 @@ class EfficiencyProfile:
     comm_bw_eff: float = 0.75
     comm_latency_s: float = 10e-6
     step_overhead_s: float = 1e-3
+    layer_overhead_s: float = 0.0
     name: str = "default"
 
     def __post_init__(self) -> None:

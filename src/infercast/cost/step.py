@@ -127,6 +127,15 @@ def _machine(hw: HardwareSpec, prec: Precision,
     return m, prec, tuple(notes)
 
 
+def _fold_layer_overhead(profile: EfficiencyProfile, layers: int) -> EfficiencyProfile:
+    """The profile with its per-layer overhead charged into the per-step one (a step runs every
+    layer once, pipeline stages included), so every step time adds one fixed overhead."""
+    if not profile.layer_overhead_s:
+        return profile
+    return profile.with_updates(step_overhead_s=profile.step_overhead_s + profile.layer_overhead_s * layers,
+                                layer_overhead_s=0.0)
+
+
 class StepModel:
     """Forward-step cost of one replica: ``model`` on ``hardware`` at ``precision`` and ``parallel``."""
 
@@ -138,7 +147,7 @@ class StepModel:
         checkpoint quantizes only them (gpt-oss: MXFP4 experts beside BF16 attention); None = ``precision``."""
         self.model, self.hardware = model, hardware
         self.parallel = parallel or Parallelism()
-        self.profile = profile or EfficiencyProfile()
+        self.profile = _fold_layer_overhead(profile or EfficiencyProfile(), model.num_layers)
         if self.parallel.gpus_per_replica > 1 and hardware.link_bandwidth_bytes_per_s <= 0:
             raise ConfigError(f"hardware {hardware.key!r} has no scale-up link bandwidth: use --tp 1 --pp 1 or add link_bandwidth_bytes_per_s")
         self.experts = experts if model.is_moe else None

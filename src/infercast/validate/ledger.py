@@ -96,6 +96,7 @@ class Ledger:
         self._index: dict[tuple[int, Setup, Shape], int] = {}
         self._parts: list[tuple[np.ndarray, ...]] = []
         self._groups: list[int] = []
+        self._layers: list[int] = []  # decoder layers of each shape's model (EfficiencyProfile.layer_overhead_s)
         self._frozen: tuple[np.ndarray, ...] | None = None
 
     def __len__(self) -> int:
@@ -120,6 +121,7 @@ class Ledger:
         cols = np.array(rows, dtype=np.float64).reshape(-1, 11)
         self._parts.append(cols)
         self._groups.append(group)
+        self._layers.append(sm.model.num_layers)
         self._index[key] = idx
         self._frozen = None
         return idx
@@ -147,4 +149,6 @@ class Ledger:
             wire = np.where(link > 0, link / (link_bw * f["comm_bw_eff"]) + f["comm_latency_s"] * coll, 0.0)
         t = np.where(comm, wire, np.maximum(compute, memory))
         per_shape = np.bincount(shape_idx, t, minlength=len(self._groups))
-        return per_shape + params[:, FIELD_NAMES.index("step_overhead_s")][group]
+        layers = np.asarray(self._layers, dtype=np.float64)
+        overhead = params[:, FIELD_NAMES.index("step_overhead_s")][group]
+        return per_shape + overhead + params[:, FIELD_NAMES.index("layer_overhead_s")][group] * layers
