@@ -10,8 +10,9 @@ so a 10% over- and under-prediction weigh the same at every M:
 1. ``gemm_compute_eff``, ``gemm_m_half``, ``mem_bw_eff`` on the layer products
    and the LM head at every row count (one shared curve: the cost model has one);
 2. ``attn_bw_eff``, ``attn_compute_eff`` on the attention units;
-3. ``step_overhead_s`` = the best time of the tiny-width step (its own FLOPs
-   and bytes are under 0.1% of it).
+3. ``step_overhead_s`` and ``layer_overhead_s``: the line through the best
+   times of tiny-width steps at two depths (their own FLOPs and bytes are under
+   0.1% of them).
 
 Other factors keep their defaults (elementwise ops are <2% of an engine step;
 communication does not occur on one CPU).
@@ -49,7 +50,7 @@ class Fit:
 def predict_s(point: Point, machine: Machine, profile: EfficiencyProfile) -> float:
     """The cost model's expected time of a point's ops (no per-step overhead)."""
     if point.kind == "overhead":
-        return profile.step_overhead_s
+        return profile.step_overhead_s + profile.layer_overhead_s * point.layers
     return sum(op_expected_s(op, machine, profile)[0] for op in point.ops)
 
 
@@ -80,11 +81,25 @@ def fit_profile(points: Sequence[Point], machine: Machine, name: str = "local-cp
     if attn:
         prof = _fit(attn, machine, prof, ("attn_bw_eff", "attn_compute_eff"),
                     [(0.5, 0.5), (0.1, 0.1)], (1.0, 1.0))
-    overhead = [p.best_s for p in points if p.kind == "overhead"]
-    if overhead:
-        prof = prof.with_updates(step_overhead_s=min(overhead))
+    prof = _fit_overhead([p for p in points if p.kind == "overhead"], prof)
     predicted = tuple(predict_s(p, machine, prof) for p in points)
     return Fit(prof, tuple(points), predicted)
+
+
+def _fit_overhead(points: list[Point], prof: EfficiencyProfile) -> EfficiencyProfile:
+    """step_overhead_s + layer_overhead_s * layers through the overhead points (both >= 0)."""
+    if not points:
+        return prof
+    layers = np.array([p.layers for p in points], dtype=float)
+    best = np.array([p.best_s for p in points])
+    if len(set(layers)) < 2:
+        return prof.with_updates(step_overhead_s=float(best.min()), layer_overhead_s=0.0)
+    slope, intercept = np.polyfit(layers, best, 1)
+    if slope < 0:  # noise: one constant
+        slope, intercept = 0.0, best.mean()
+    elif intercept < 0:  # through the origin instead
+        slope, intercept = best @ layers / (layers @ layers), 0.0
+    return prof.with_updates(step_overhead_s=float(intercept), layer_overhead_s=float(slope))
 
 
 def profile_toml(fit: Fit, comment: str) -> str:

@@ -13,9 +13,9 @@ that the cost model can predict the engine rather than an ideal kernel:
   which is the shape the profile's ``eff * M / (M + m_half)`` has to follow.
 - **Attention**: :func:`infercast.engine.model.attend` (KV write + paged
   attention of every layer) for decode batches and prefills.
-- **Per-step overhead**: a forward of a model with the same depth and heads but
-  tiny widths, whose FLOPs and bytes are negligible: what the engine's Python
-  and numpy calls cost per step.
+- **Per-step and per-layer overhead**: forwards of models with one layer and
+  with the model's depth, its heads but tiny widths, whose FLOPs and bytes are
+  negligible: what the engine's Python and numpy calls cost.
 
 :func:`fit_profile` then chooses the cost model's factors (``gemm_compute_eff``,
 ``gemm_m_half``, ``mem_bw_eff``; ``attn_bw_eff``, ``attn_compute_eff``;
@@ -56,6 +56,7 @@ class Point:
     median_s: float
     best_s: float
     runs: int
+    layers: int = 0  # "overhead" points: decoder layers of the timed step
 
     @property
     def flops(self) -> float:
@@ -190,21 +191,27 @@ def _all_layers(layers: int, q, k, v, plan, kv) -> None:
         attend(li, q, k, v, plan, kv)
 
 
-def overhead_point(cfg: EngineModelConfig, runs: int = 5) -> Point:
-    """A batch-1 decode step of a model as deep as ``cfg`` but 64 wide: the engine's fixed cost."""
+def overhead_point(cfg: EngineModelConfig, runs: int = 5, layers: int | None = None) -> Point:
+    """A batch-1 decode step of a model with ``layers`` (default cfg's) layers, 64 wide.
+
+    Its FLOPs and bytes are negligible, so its time is the engine's fixed cost
+    per step and per layer (Python and numpy calls).
+    """
     from infercast.engine.kv_store import PagedKVStore
     from infercast.engine.model import LlamaModel, SeqInput
     from infercast.engine.weights import random_weights
 
+    layers = cfg.num_layers if layers is None else layers
     heads = min(cfg.num_heads, 4)
     kv_heads = max(1, heads * cfg.num_kv_heads // cfg.num_heads)
     small = replace(cfg, hidden_size=16 * heads, num_heads=heads, num_kv_heads=kv_heads,
-                    head_dim=16, intermediate_size=64, vocab_size=256, rope_scaling=None)
+                    head_dim=16, intermediate_size=64, vocab_size=256, rope_scaling=None,
+                    num_layers=layers)
     model = LlamaModel(small, random_weights(small, seed=0), 64)
     kv = PagedKVStore(small, 2, 16)
     seq = [SeqInput([1], 8, [0, 1])]
     med, best = _times(lambda: model.forward(seq, kv), runs)
-    return Point("overhead", f"{cfg.num_layers}-layer step at tiny widths", (), med, best, runs)
+    return Point("overhead", f"{layers}-layer step at tiny widths", (), med, best, runs, layers)
 
 
 def measure(cfg: EngineModelConfig, step_model, rows: Sequence[int] = DEFAULT_ROWS,
@@ -213,4 +220,4 @@ def measure(cfg: EngineModelConfig, step_model, rows: Sequence[int] = DEFAULT_RO
     with threadpool_limits(threads):
         return (gemm_points(cfg, rows, runs, stream_bytes)
                 + attention_points(cfg, step_model, runs=runs, evict_bytes=min(stream_bytes, EVICT_BYTES))
-                + [overhead_point(cfg, runs)])
+                + [overhead_point(cfg, runs, n) for n in sorted({1, cfg.num_layers})])
