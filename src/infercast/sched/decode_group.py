@@ -64,7 +64,9 @@ class DecodeGroupMixin:
             if req.dbase >= 0 and req.finish_dstep == f and req.status is running:
                 break
             heapq.heappop(heap)
-        steps = min(max_steps, heap[0][0] - self.dstep)
+        steps = heap[0][0] - self.dstep  # ``min(max_steps, ...)`` without the call
+        if steps > max_steps:
+            steps = max_steps
         if (steps // self.config.block_size + 1) * self._phased <= kv.num_free_blocks:
             return steps  # the first bound of ``_kv_horizon``, without the call
         return self._kv_horizon(steps)
@@ -242,7 +244,7 @@ class DecodeGroupMixin:
         kv = self.kv
         stack = kv.plain_stack
         if stack is not None:  # ``kv.free(table)``, inlined
-            stack += table[::-1]
+            stack += table  # no prefix caching: the order on the stack does not matter (see ``free``)
             kv.num_free_blocks += len(table)
         else:
             kv.free(table)

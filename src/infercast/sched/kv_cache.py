@@ -135,11 +135,13 @@ class BlockManager:
     def free(self, blocks: Sequence[int]) -> None:
         """Drop one reference to each block; blocks reaching 0 return to the pool.
 
-        Freed in reverse so a request's tail blocks (least likely shared) are
-        evicted before its head blocks, as vLLM does.
+        With prefix caching, freed in reverse so a request's tail blocks (least likely
+        shared) are evicted before its head blocks, as vLLM does. Without it no block
+        is ever reused by content, so their order on the free stack does not matter:
+        they go back as they are (a reversed copy costs as much as the extend).
         """
         if not self.enable_prefix_caching:
-            self._free.extend(blocks[::-1])  # a reversed copy extends faster than ``reversed()``
+            self._free.extend(blocks)
             self.num_free_blocks += len(blocks)
             return
         refs = self._refs

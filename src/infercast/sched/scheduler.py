@@ -55,6 +55,7 @@ from infercast.sched.request import Request, RequestStatus
 # Enum members read through the class cost ~60 ns each (EnumType lookup); module constants ~15.
 _RUNNING = RequestStatus.RUNNING
 _FINISHED = RequestStatus.FINISHED
+_WAITING = RequestStatus.WAITING
 
 POLICY_NAMES = ("static", "continuous", "chunked")
 _NO_HITS: list[int] = []  # no prefix-cache hits (never mutated)
@@ -146,7 +147,7 @@ class Scheduler(DecodeGroupMixin):
             return False
         if req.request_id in self.requests:
             raise ValueError(f"duplicate request id {req.request_id!r}")
-        req.status = RequestStatus.WAITING
+        req.status = _WAITING
         self.requests[req.request_id] = req
         self.waiting.append(req)
         return True

@@ -134,7 +134,13 @@ class _Driver:
             for _ in range(self.concurrency):
                 self._next_at(0.0)
         else:
-            self._next_at(None)
+            self._next_open()
+
+    def _next_open(self) -> None:
+        """``_next_at(None)``: the next arrival at its own time, the stream's tuple as its arguments."""
+        item = next(self.stream, None)
+        if item is not None:
+            self.kernel.at(item[0], PRIO_ARRIVAL, self._arrive, *item)
 
     def _next_at(self, t: float | None) -> None:
         item = next(self.stream, None)
@@ -155,7 +161,7 @@ class _Driver:
         replicas = self.replicas
         target = replicas[0] if len(replicas) == 1 else replicas[self.router.route(group, replicas)]
         if not self.closed:
-            self._next_at(None)  # open loop: the next arrival is independent of this one
+            self._next_open()  # open loop: the next arrival is independent of this one
         target.submit(req)
 
     def emit(self, rec: RequestRecord, replica: int) -> None:
