@@ -73,7 +73,13 @@ class DecodeGroupMixin:
 
     def advance_decode(self, num_steps: int) -> list[Request]:
         """Apply ``num_steps`` group-only steps (at most :meth:`decode_horizon`)."""
-        need = self._blocks_needed(num_steps)
+        bs, phase = self.config.block_size, self._phase  # ``_blocks_needed(num_steps)``, inlined
+        need = (num_steps // bs) * self._phased
+        r = num_steps % bs
+        if r:
+            lo = self.dstep % bs
+            hi = lo + r
+            need += sum(phase[lo:hi]) if hi <= bs else sum(phase[lo:]) + sum(phase[: hi - bs])
         if need:
             kv = self.kv
             stack = kv.plain_stack

@@ -194,20 +194,47 @@ class Scheduler(DecodeGroupMixin):
         in what is left of the budget, exactly as ``ChunkedPolicy.schedule`` decides them. None when
         the group could not get its KV blocks and dissolved: then the general path runs (preemption).
         """
-        n_group = self.start_group_step()
-        if self.explicit:  # the group dissolved for lack of KV: per-request scheduling, preemption
-            return None
-        cfg = self.config
+        cfg, kv = self.config, self.kv
+        stack = kv.plain_stack  # not None: no prefix caching here
+        bs = cfg.block_size
+        n_group = len(self.group)
+        if n_group:  # ``start_group_step()``, inlined: the group step's new blocks
+            need = self._phase[self.dstep % bs]
+            if need:
+                if need > len(stack):  # ``kv.allocate`` fails: per-request scheduling, preemption
+                    self.dissolve_group()
+                    return None
+                k = len(stack) - need
+                self._reserve += stack[k:]
+                del stack[k:]
+                kv.num_free_blocks -= need
+            self._pending_group = n_group
+            self._pending_blocks = need
         budget = cfg.max_num_batched_tokens - n_group
         waiting, running, max_seqs = self.waiting, self.running, cfg.max_num_seqs
         seqs = []
         while waiting and budget > 0 and len(running) < max_seqs:  # as ``policies._admit_waiting``
             req = waiting[0]
             total = req.prompt_tokens + req.num_output_tokens
-            n = min(total, budget)
-            if not self.admit(req, _NO_HITS, n):
+            n = total if total < budget else budget
+            need = -(-n // bs)  # ``admit(req, [], n)``, inlined: fresh blocks only
+            if need > len(stack):
                 break
-            seqs.append(ScheduledSeq(req.request_id, n, 0, (), n == total))
+            k = len(stack) - need
+            req.block_table = stack[k:]
+            del stack[k:]
+            kv.num_free_blocks -= need
+            req.num_computed_tokens = 0
+            if not req.admitted:
+                req.admitted = True
+                req.num_cached_prompt_tokens = 0
+            req.num_registered_blocks = 0
+            waiting.popleft()
+            req.status = _RUNNING
+            rid = req.request_id
+            running[rid] = req
+            self.explicit[rid] = req
+            seqs.append(ScheduledSeq(rid, n, 0, (), n == total))
             budget -= n
         cached = self._dsum + len(self.group) * self.dstep if n_group else 0
         return Batch(tuple(seqs), (), n_group, cached)

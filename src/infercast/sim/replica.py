@@ -175,6 +175,8 @@ class Replica:
         self._windowed = self._context_limit != float("inf")
         self._mixed = getattr(timer, "mixed_step_time_s", None)
         self._chunk = getattr(timer, "chunk_step_time_s", None)  # ``mixed`` of one listed sequence
+        # Event callbacks bound once (reading ``self._end_step`` builds a bound method every time).
+        self._on_step_end, self._on_segment_end = self._end_step, self._end_segment
 
     # ---- arrivals ---------------------------------------------------------------
     def submit(self, req: Request) -> None:
@@ -257,7 +259,7 @@ class Replica:
             self._obs_last, self._obs_interval = self.observe(now, self, num_seqs)
         self._busy = True
         self._batch = batch
-        self.kernel.at(now + dt, PRIO_STEP_END, self._end_step)
+        self.kernel.at(now + dt, PRIO_STEP_END, self._on_step_end)
 
     def _end_step(self) -> None:
         now = self.kernel.now
@@ -316,7 +318,7 @@ class Replica:
         # Step j (1-based) ends at t0 + j*c1 + c2*j*(j-1): sum of a + b*(S0 + n*i), i < j.
         c1, c2 = a + b * s0, b * n * 0.5
         seg = _Segment(now, c1, c2, k, None, n)
-        seg.handle = self.kernel.at(now + k * c1 + c2 * (k * (k - 1)), PRIO_STEP_END, self._end_segment)  # end(k)
+        seg.handle = self.kernel.at(now + k * c1 + c2 * (k * (k - 1)), PRIO_STEP_END, self._on_segment_end)  # end(k)
         self._segment = seg
         self._busy = True
         self.stats.num_segments += 1
@@ -330,7 +332,7 @@ class Replica:
         if m < seg.steps:
             Kernel.cancel(seg.handle)
             seg.steps = m
-            seg.handle = self.kernel.at(seg.end(m), PRIO_STEP_END, self._end_segment)
+            seg.handle = self.kernel.at(seg.end(m), PRIO_STEP_END, self._on_segment_end)
 
     def _end_segment(self) -> None:
         now = self.kernel.now

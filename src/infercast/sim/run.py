@@ -127,6 +127,7 @@ class _Driver:
         self.prefix_tokens = cfg.workload.prefix_tokens
         self.concurrency = cfg.workload.concurrency or 0
         self._hashes: dict[int, tuple[int, ...]] = {}
+        self._on_arrival = self._arrive  # bound once: one bound method less per request
         self._count = 0
 
     def start(self) -> None:
@@ -140,7 +141,7 @@ class _Driver:
         """``_next_at(None)``: the next arrival at its own time, the stream's tuple as its arguments."""
         item = next(self.stream, None)
         if item is not None:
-            self.kernel.at(item[0], PRIO_ARRIVAL, self._arrive, *item)
+            self.kernel.at(item[0], PRIO_ARRIVAL, self._on_arrival, *item)
 
     def _next_at(self, t: float | None) -> None:
         item = next(self.stream, None)
