@@ -113,7 +113,8 @@ def finish_rows(dec, pre, cfg, w, model, sm, bw, peak, context, fitted=None) -> 
                  model_bound=cost.bound)
         if fitted is not None:
             pred = fitted.step_cost([1] * b, [context] * b).time_s
-            r.update(predicted_s=pred, measured_over_predicted=r["best_s"] / pred)
+            r.update(predicted_s=pred, measured_over_predicted=r["best_s"] / pred,
+                     cpu_over_predicted=r["best_cpu_s"] / pred)
     for r in pre:
         flops = matmul_flops(cfg, r["tokens"], 0)
         cost = sm.step_cost([r["tokens"]], [0])
@@ -123,7 +124,8 @@ def finish_rows(dec, pre, cfg, w, model, sm, bw, peak, context, fitted=None) -> 
                  model_floor_s=cost.floor_time_s, model_expected_s=cost.time_s)
         if fitted is not None:
             pred = fitted.step_cost([r["tokens"]], [0]).time_s
-            r.update(predicted_s=pred, measured_over_predicted=r["best_s"] / pred)
+            r.update(predicted_s=pred, measured_over_predicted=r["best_s"] / pred,
+                     cpu_over_predicted=r["best_cpu_s"] / pred)
 
 
 def best_of(a: dict, b: dict) -> dict:
@@ -241,21 +243,24 @@ def _print_shape(out) -> None:
     print(f"machine profile {p['name']!r}: gemm_compute_eff {p['gemm_compute_eff']:.3f}, "
           f"gemm_m_half {p['gemm_m_half']:.1f}, mem_bw_eff {p['mem_bw_eff']:.3f}, attn_bw_eff "
           f"{p['attn_bw_eff']:.3f}, step_overhead {p['step_overhead_s'] * 1e3:.2f} ms")
-    print("shape   batch  tok/s measured  tok/s floor (peak)  tok/s predicted  measured/predicted")
+    print("shape   batch  tok/s measured  tok/s floor (peak)  tok/s predicted  measured/predicted"
+          "  cpu/predicted")
     for r in out["decode"]:
         b = r["batch"]
         print(f"        {b:5d} {b / r['best_s']:15.1f} {b / r['model_floor_s']:19.1f} "
-              f"{b / r['predicted_s']:16.1f} {r['measured_over_predicted']:19.2f}")
+              f"{b / r['predicted_s']:16.1f} {r['measured_over_predicted']:19.2f} "
+              f"{r['cpu_over_predicted']:14.2f}")
     for r in out["prefill"]:
         n = r["tokens"]
         print(f"   prefill {n:4d} {n / r['best_s']:13.1f} {n / r['model_floor_s']:19.1f} "
-              f"{n / r['predicted_s']:16.1f} {r['measured_over_predicted']:19.2f}")
-    ratios = [r["measured_over_predicted"] for r in out["decode"]]
-    every = ratios + [r["measured_over_predicted"] for r in out["prefill"]]
-    print(f"measured/predicted spread: decode {min(ratios):.2f}-{max(ratios):.2f} "
-          f"(max/min {max(ratios) / min(ratios):.2f}); with prefill {min(every):.2f}-{max(every):.2f} "
-          f"(max/min {max(every) / min(every):.2f})")
-
+              f"{n / r['predicted_s']:16.1f} {r['measured_over_predicted']:19.2f} "
+              f"{r['cpu_over_predicted']:14.2f}")
+    for key, what in (("measured_over_predicted", "wall"), ("cpu_over_predicted", "cpu")):
+        ratios = [r[key] for r in out["decode"]]
+        every = ratios + [r[key] for r in out["prefill"]]
+        print(f"{what}/predicted spread: decode {min(ratios):.2f}-{max(ratios):.2f} "
+              f"(max/min {max(ratios) / min(ratios):.2f}); with prefill "
+              f"{min(every):.2f}-{max(every):.2f} (max/min {max(every) / min(every):.2f})")
 
 if __name__ == "__main__":
     main()
