@@ -45,6 +45,34 @@ from dataclasses import dataclass
 import numpy as np
 
 from infercast.validate.ledger import Shape
+from infercast.validate.setup import Unpredictable
+
+# Rows whose source gives no worker counts. aiconfigurator's silicon sample (v0.12.0) imports
+# SemiAnalysis InferenceX runs (silicon_data_source "source_file=2026-03-25.csv" / "2026-04-06.csv",
+# Dynamo 0.8.1 images) with the per-pool TP/EP but without num_workers, dp-attn or spec-decoding;
+# InferenceX's own configs (SemiAnalysisAI/InferenceX .github/configs/nvidia-master.yaml, e.g.
+# dsr1-fp4-b200-dynamo-trt 1k/1k at concurrency 4968: 3 prefill TP4 + 4 decode DEP8 workers, MTP 1;
+# at 10860: 3 + 5 DEP4, MTP 1) ran several workers a side, attention DP and MTP. One worker a
+# side is then a guess, marked on the row: 208 of those 466 TPOT rows measure below the physics
+# floor of a plain decode step at their concurrency on one decode worker (docs/validation.md).
+UNSTATED_WORKERS_NOTE = ("worker counts not stated: 1 prefill + 1 decode worker assumed (the InferenceX runs "
+                         "behind such rows had several, attention DP and MTP)")
+
+
+def pool_workers(prefill: dict, decode: dict, n_gpus: int, gpus: tuple[int, int]) -> tuple[tuple[int, int], str | None]:
+    """(prefill workers, decode workers) from ``extra``, and a note when they are assumed.
+
+    Stated counts are used as given; without them, one of each when the two workers' GPUs
+    add up to the row's ``n_gpus`` (marked: :data:`UNSTATED_WORKERS_NOTE`), else the row is
+    not predicted.
+    """
+    pw, dw = prefill.get("num_workers"), decode.get("num_workers")
+    if pw and dw:
+        return (int(pw), int(dw)), None
+    if n_gpus == sum(gpus):
+        return (1, 1), UNSTATED_WORKERS_NOTE
+    raise Unpredictable(f"the source does not say how many prefill and decode workers share its {n_gpus} GPUs")
+
 
 GRID_POINTS = 12  # decode batch sizes timed per row (log-spaced, interpolated linearly)
 BISECTIONS = 48

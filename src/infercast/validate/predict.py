@@ -320,7 +320,7 @@ def _disaggregated(case: Case, models: StepModels) -> Plan:
         kv_transfer_bytes,
         transfer_time_s,
     )
-    from infercast.validate.disagg import disagg_loop
+    from infercast.validate.disagg import disagg_loop, pool_workers
     from infercast.validate.simrun import CONCURRENCY_WAVES, SIM_METRICS, disagg_predictor
 
     if case.metric not in ("ttft_mean_s", "tpot_mean_s", "itl_mean_s"):
@@ -329,13 +329,7 @@ def _disaggregated(case: Case, models: StepModels) -> Plan:
         raise Unpredictable("a disaggregated row needs extra.prefill and extra.decode worker layouts")
     gp, ep_p, dp_p = _pool(case.extra["prefill"], "prefill")
     gd, ep_d, dp_d = _pool(case.extra["decode"], "decode")
-    pw, dw = case.extra["prefill"].get("num_workers"), case.extra["decode"].get("num_workers")
-    if pw and dw:
-        workers = (int(pw), int(dw))
-    elif case.n_gpus == gp + gd:
-        workers = (1, 1)
-    else:
-        raise Unpredictable(f"the source does not say how many prefill and decode workers share its {case.n_gpus} GPUs")
+    workers, assumed = pool_workers(case.extra["prefill"], case.extra["decode"], case.n_gpus, (gp, gd))
     decode = replace(case, tp=gd, pp=1, ep=ep_d, n_gpus=gd)
     lay, sm = _replica(decode, models)
     setup = replace(lay.setup, attn_dp=dp_d)
@@ -355,7 +349,8 @@ def _disaggregated(case: Case, models: StepModels) -> Plan:
     pick = SIM_METRICS[case.metric]
     return Plan(case, group_key(case), replace(lay, setup=setup), loop.prefill_shapes + loop.decode_shapes,
                 lambda t, p: loop.metrics(t[:npf], t[npf:])[key_m],
-                (f"{workers[0]} prefill x {gp} GPUs, {workers[1]} decode x {gd} GPUs",), run, key,
+                (f"{workers[0]} prefill x {gp} GPUs, {workers[1]} decode x {gd} GPUs",) + ((assumed,) if assumed else ()),
+                run, key,
                 lambda summary, p: float(pick(summary)),
                 setups=(pf_setup,) * npf + (setup,) * len(loop.decode_shapes))
 
