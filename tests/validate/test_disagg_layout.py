@@ -7,16 +7,18 @@ import json
 import pytest
 
 from infercast.validate.cases import read_cases
-from infercast.validate.disagg import UNSTATED_WORKERS_NOTE
+from infercast.validate.disagg import UNSTATED_WORKERS_NOTE, decode_running_limit
 from infercast.validate.evaluate import Evaluator
 from infercast.validate.profiles import ProfileSet
 
 COLS = "id,scenario,metric,value,model,hardware,n_gpus,weights,engine,input_tokens,output_tokens,concurrency,extra\n"
 
 
-def _row(rid: str, extra: dict, n_gpus: int = 2, concurrency: int = 16) -> str:
+def _row(rid: str, extra: dict, n_gpus: int = 2, concurrency: int = 16, metric: str = "tpot_mean_s",
+         lengths: tuple[int, int] = (1024, 256)) -> str:
     cell = '"' + json.dumps(extra).replace('"', '""') + '"'
-    return f"{rid},disaggregated,tpot_mean_s,0.01,llama-3.1-8b,h100-sxm,{n_gpus},bf16,vllm,1024,256,{concurrency},{cell}"
+    i, o = lengths
+    return f"{rid},disaggregated,{metric},0.01,llama-3.1-8b,h100-sxm,{n_gpus},bf16,vllm,{i},{o},{concurrency},{cell}"
 
 
 def _predict(*lines: str):
@@ -33,3 +35,24 @@ def test_unstated_worker_counts_are_assumed_and_marked():
     assert assumed.predicted == pytest.approx(given.predicted)
     assert UNSTATED_WORKERS_NOTE in assumed.notes and UNSTATED_WORKERS_NOTE not in given.notes
     assert odd.predicted is None and "how many prefill and decode workers" in odd.skipped_reason
+
+
+def test_stated_decode_batch_raises_the_running_limit_within_the_kv():
+    # 32 attention-DP ranks x 256 sequences: the engine default (2,048) would queue three quarters
+    dep32 = {"batch_size": "256", "attention_dp_size": "32", "num_workers": "1"}
+    assert decode_running_limit(2048, dep32, kv_fit=1_000_000) == 8192
+    assert decode_running_limit(2048, dep32, kv_fit=5000) == 5000  # never beyond the KV that fits
+    assert decode_running_limit(2048, {"batch_size": "64"}, kv_fit=10_000) == 2048  # never below the default
+    assert decode_running_limit(2048, {"batch_size": ""}, kv_fit=10_000) == 2048
+
+
+def test_deep_decode_pool_runs_its_stated_batch_without_a_queue():
+    # 1 decode worker of 8 ranks x 512 sequences, 4,096 clients of 128-token prompts (cheap prefill):
+    # with the engine default (1,024 for vLLM) three quarters of the clients wait for a decode seat
+    def rows(batch: str) -> list[str]:
+        layout = {"prefill": {"tp_size": "1", "num_workers": "4"},
+                  "decode": {"tp_size": "1", "attention_dp_size": "8", "batch_size": batch, "num_workers": "1"}}
+        return [_row(f"{batch or 'x'}-{m}", layout, 12, 4096, m, (128, 256)) for m in ("ttft_mean_s", "tpot_mean_s")]
+    stated_ttft, _, bare_ttft, bare_tpot = _predict(*rows("512"), *rows(""))
+    assert bare_ttft.predicted > 256 * bare_tpot.predicted  # queued: waits more than a request's stay
+    assert stated_ttft.predicted < 0.1 * bare_ttft.predicted

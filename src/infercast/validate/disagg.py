@@ -74,6 +74,24 @@ def pool_workers(prefill: dict, decode: dict, n_gpus: int, gpus: tuple[int, int]
     raise Unpredictable(f"the source does not say how many prefill and decode workers share its {n_gpus} GPUs")
 
 
+def decode_running_limit(limit: int, decode: dict, kv_fit: int) -> int:
+    """A decode worker's running limit: the engine's default ``limit``, raised to the batch the
+    deployment was sized for when ``extra.decode.batch_size`` states it (per attention-DP rank),
+    never beyond the ``kv_fit`` sequences whose KV fits.
+
+    Why: on every shipped row that states it, concurrency = num_workers x attention_dp_size x
+    batch_size, and aiconfigurator's generator sizes the engine to it (TensorRT-LLM decode
+    ``max_batch_size`` = max(512, 2 x batch_size) per rank, SGLang = batch_size:
+    ai-dynamo/aiconfigurator src/aiconfigurator/generator/rule_plugin/{trtllm,sglang}.rule), where
+    the engine defaults (2,048 / 4,096 per worker) would queue half of e.g. 32 ranks x 256.
+    """
+    try:
+        batch = int(decode.get("batch_size") or 0) * max(int(decode.get("attention_dp_size") or 1), 1)
+    except (TypeError, ValueError):
+        return limit
+    return max(limit, min(batch, kv_fit))
+
+
 GRID_POINTS = 12  # decode batch sizes timed per row (log-spaced, interpolated linearly)
 BISECTIONS = 48
 

@@ -320,7 +320,7 @@ def _disaggregated(case: Case, models: StepModels) -> Plan:
         kv_transfer_bytes,
         transfer_time_s,
     )
-    from infercast.validate.disagg import disagg_loop, pool_workers
+    from infercast.validate.disagg import decode_running_limit, disagg_loop, pool_workers
     from infercast.validate.simrun import CONCURRENCY_WAVES, SIM_METRICS, disagg_predictor
 
     if case.metric not in ("ttft_mean_s", "tpot_mean_s", "itl_mean_s"):
@@ -341,6 +341,7 @@ def _disaggregated(case: Case, models: StepModels) -> Plan:
     bw = DEFAULT_LINK_PER_GPU_BYTES_PER_S * min(pf_sm.parallel.tp, dec_sm.parallel.tp)
     xfer = transfer_time_s(kv_transfer_bytes(pf_sm, i), bw, 1e-3)
     limit = _running_limit(case, replace(lay, setup=setup), dec_sm, i, o)
+    limit = decode_running_limit(limit, case.extra["decode"], dec_sm.memory.max_batch(i + o))
     loop = disagg_loop(clients, workers, i, o, setup.max_batched_tokens, setup.max_seqs, limit, xfer,
                        CONCURRENCY_WAVES)
     npf = len(loop.prefill_shapes)
