@@ -67,13 +67,13 @@ def test_fit_recovers_the_profile_that_made_the_times():
     truth = EfficiencyProfile(gemm_compute_eff=0.55, gemm_m_half=24.0, mem_bw_eff=0.9,
                               attn_bw_eff=0.35, attn_compute_eff=0.3, step_overhead_s=2e-4,
                               layer_overhead_s=5e-5)
-    points = [Point("gemm", f"M={m}", tuple(o.scaled(12) for o in layer_ops(cfg, m)), 0, 0, 1)
+    points = [Point("gemm", f"M={m}", tuple(o.scaled(12) for o in layer_ops(cfg, m)), 0, 0, 0, 1)
               for m in (1, 4, 8, 16, 32, 64, 128, 512)]
     for new, cached in (([1] * 8, [128] * 8), ([1] * 32, [512] * 32), ([512], [0])):
         ops = tuple(o.op for o in sm.step_cost(new, cached).ops if o.op.name.startswith("attention"))
-        points.append(Point("attention", str(len(new)), ops, 0, 0, 1))
-    points += [Point("overhead", "step", (), 0, 0, 1, n) for n in (1, 12)]
-    points = [Point(p.kind, p.label, p.ops, 0, predict_s(p, sm.machine, truth), 1, p.layers)
+        points.append(Point("attention", str(len(new)), ops, 0, 0, 0, 1))
+    points += [Point("overhead", "step", (), 0, 0, 0, 1, n) for n in (1, 12)]
+    points = [Point(p.kind, p.label, p.ops, 0, 0, predict_s(p, sm.machine, truth), 1, p.layers)
               for p in points]
     fit = fit_profile(points, sm.machine)
     for name in ("gemm_compute_eff", "gemm_m_half", "mem_bw_eff", "attn_bw_eff",
@@ -96,7 +96,7 @@ def test_engine_rates_give_a_profile_that_load_profile_reads(tmp_path):
     kinds = [p.kind for p in points]
     assert kinds.count("gemm") == 3 and kinds.count("attention") == 5 and kinds.count("overhead") == 2
     assert "LM head" in points[1].label and "LM head" not in points[2].label  # M=8 has it, 128 not
-    assert all(0 < p.best_s <= p.median_s for p in points)
+    assert all(0 < p.best_s <= p.median_s and 0 < p.best_cpu_s for p in points)
     fit = fit_profile(points, sm.machine, name="tiny fit")
     path = tmp_path / "p.toml"
     path.write_text(profile_toml(fit, "test"))

@@ -95,7 +95,7 @@ def _engine_profile(cfg, result: dict, rows: list[int], runs: int, threads: int,
     ratios = fit.ratios()
     comment = (f"Fitted by `infercast machine --model {cfg.name}` on {stamp} ({threads} BLAS "
                f"thread(s), best of {runs}) to the CPU engine's own products, attention and\n"
-               f"per-step cost on {cfg.name}'s shapes. GEMM points: measured/predicted "
+               f"per-step cost on {cfg.name}'s shapes. GEMM points: measured (CPU)/predicted "
                f"{min(ratios):.2f}-{max(ratios):.2f}. Use with the hardware profile:\n"
                f"infercast estimate --model {path.stem}-model.json --hardware H --profile {path.name} "
                "--weights fp32 --kv-cache fp32 --compute fp32")
@@ -126,13 +126,15 @@ def _print_table(result: dict) -> None:
     engine = result.get("engine")
     if engine is None:
         return
-    table = Table(title="engine rates (best of runs) vs the fitted cost model")
-    for col in ("unit", "GFLOP/s", "best ms", "median ms", "predicted ms", "measured/predicted"):
+    table = Table(title="engine rates (best of runs; fitted to the thread CPU time) vs the fitted cost model")
+    for col in ("unit", "GFLOP/s", "best cpu ms", "best ms", "median ms", "predicted ms",
+                "cpu/predicted"):
         table.add_column(col, justify="right" if col != "unit" else "left")
     for p in engine["points"]:
-        table.add_row(p["label"], f"{p['flops'] / p['best_s'] / 1e9:,.1f}", f"{p['best_s'] * 1e3:,.2f}",
+        table.add_row(p["label"], f"{p['flops'] / p['best_cpu_s'] / 1e9:,.1f}",
+                      f"{p['best_cpu_s'] * 1e3:,.2f}", f"{p['best_s'] * 1e3:,.2f}",
                       f"{p['median_s'] * 1e3:,.2f}", f"{p['predicted_s'] * 1e3:,.2f}",
-                      f"{p['best_s'] / p['predicted_s']:.2f}")
+                      f"{p['best_cpu_s'] / p['predicted_s']:.2f}")
     console.print(table)
     prof = engine["profile"]
     print(f"efficiency profile written to {engine['profile_path']}: gemm_compute_eff "

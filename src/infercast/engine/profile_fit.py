@@ -4,8 +4,9 @@ The prediction for a timed unit is the cost model's own: the sum over its ops
 of :func:`infercast.cost.roofline.op_expected_s`, i.e. ``max(FLOPs / (peak *
 eff), bytes / (bandwidth * mem_eff))`` per op, with GEMM efficiency ``eff =
 gemm_compute_eff * M / (M + gemm_m_half)`` (:mod:`infercast.cost.efficiency`).
-The factors minimise the squared log-ratio of predicted to measured best time,
-so a 10% over- and under-prediction weigh the same at every M:
+The factors minimise the squared log-ratio of predicted to measured time (the
+best thread CPU time of the runs: on a shared machine a wall time also counts
+waits for a core), so a 10% over- and under-prediction weigh the same at every M:
 
 1. ``gemm_compute_eff``, ``gemm_m_half``, ``mem_bw_eff`` on the layer products
    and the LM head at every row count (one shared curve: the cost model has one);
@@ -35,15 +36,15 @@ GEMM_KINDS = ("gemm", "head")
 
 @dataclass(frozen=True)
 class Fit:
-    """The fitted profile and, per point, measured best and predicted time."""
+    """The fitted profile and, per point, the predicted time (compare with ``best_cpu_s``)."""
 
     profile: EfficiencyProfile
     points: tuple[Point, ...]
     predicted_s: tuple[float, ...]
 
     def ratios(self, kinds: Sequence[str] = GEMM_KINDS) -> list[float]:
-        """measured best / predicted for the points of ``kinds``."""
-        return [p.best_s / t for p, t in zip(self.points, self.predicted_s, strict=True)
+        """measured (best CPU) / predicted for the points of ``kinds``."""
+        return [p.best_cpu_s / t for p, t in zip(self.points, self.predicted_s, strict=True)
                 if p.kind in kinds]
 
 
@@ -61,7 +62,7 @@ def _fit(points: list[Point], machine: Machine, base: EfficiencyProfile, names: 
 
     def residuals(x: np.ndarray) -> np.ndarray:
         prof = base.with_updates(**dict(zip(names, map(float, x), strict=True)))
-        return np.array([math.log(predict_s(p, machine, prof) / p.best_s) for p in points])
+        return np.array([math.log(predict_s(p, machine, prof) / p.best_cpu_s) for p in points])
 
     lower = [1e-3] * len(names)
     fits = [least_squares(residuals, x0, bounds=(lower, upper)) for x0 in starts]
@@ -91,7 +92,7 @@ def _fit_overhead(points: list[Point], prof: EfficiencyProfile) -> EfficiencyPro
     if not points:
         return prof
     layers = np.array([p.layers for p in points], dtype=float)
-    best = np.array([p.best_s for p in points])
+    best = np.array([p.best_cpu_s for p in points])
     if len(set(layers)) < 2:
         return prof.with_updates(step_overhead_s=float(best.min()), layer_overhead_s=0.0)
     slope, intercept = np.polyfit(layers, best, 1)
@@ -106,7 +107,7 @@ def profile_toml(fit: Fit, comment: str) -> str:
     """The profile as TOML that ``--profile`` (``load_profile``) reads, with the fit's points.
 
     ``[profile]`` holds the factors; ``[fit]`` (ignored by the loader) lists
-    every point's label, measured best and predicted seconds.
+    every point's label, measured (best CPU, best and median wall) and predicted seconds.
     """
     def num(v: float) -> str:
         return f"{float(v):.6g}"
@@ -115,6 +116,7 @@ def profile_toml(fit: Fit, comment: str) -> str:
     lines += ["[profile]", f'name = "{fit.profile.name}"']
     lines += [f"{k} = {num(v)}" for k, v in fit.profile.to_dict().items() if k != "name"]
     lines += ["", "[fit]", "labels = [" + ", ".join(f'"{p.label}"' for p in fit.points) + "]",
+              "measured_best_cpu_s = [" + ", ".join(num(p.best_cpu_s) for p in fit.points) + "]",
               "measured_best_s = [" + ", ".join(num(p.best_s) for p in fit.points) + "]",
               "measured_median_s = [" + ", ".join(num(p.median_s) for p in fit.points) + "]",
               "predicted_s = [" + ", ".join(num(t) for t in fit.predicted_s) + "]"]

@@ -53,8 +53,9 @@ class Point:
     kind: str  # "gemm" (the layers' products), "head", "attention", "overhead"
     label: str
     ops: tuple  # infercast.cost.ops.OpCost of the unit
-    median_s: float
-    best_s: float
+    median_s: float  # wall time
+    best_s: float  # wall time
+    best_cpu_s: float  # thread CPU time: excludes waits for a core on a shared machine
     runs: int
     layers: int = 0  # "overhead" points: decoder layers of the timed step
 
@@ -65,21 +66,25 @@ class Point:
     def as_dict(self) -> dict[str, Any]:
         return {"kind": self.kind, "label": self.label, "flops": self.flops,
                 "bytes": sum(o.bytes for o in self.ops), "median_s": self.median_s,
-                "best_s": self.best_s, "runs": self.runs}
+                "best_s": self.best_s, "best_cpu_s": self.best_cpu_s, "runs": self.runs}
 
 
 def _times(fn: Callable[[], Any], runs: int,
-           before: Callable[[], Any] | None = None) -> tuple[float, float]:
-    """Median and best wall time of ``runs`` calls after one warm-up; ``before`` runs untimed."""
+           before: Callable[[], Any] | None = None) -> tuple[float, float, float]:
+    """Median and best wall time and best thread CPU time of ``runs`` calls after a warm-up.
+
+    ``before`` runs untimed before each call.
+    """
     fn()
-    ts = []
+    ts, cpu = [], []
     for _ in range(runs):
         if before is not None:
             before()
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.thread_time()
         fn()
         ts.append(time.perf_counter() - t0)
-    return statistics.median(ts), min(ts)
+        cpu.append(time.thread_time() - c0)
+    return statistics.median(ts), min(ts), min(cpu)
 
 
 def _ring_config(cfg: EngineModelConfig, stream_bytes: int) -> EngineModelConfig:
@@ -133,13 +138,13 @@ def gemm_points(cfg: EngineModelConfig, rows: Sequence[int] = DEFAULT_ROWS, runs
             if xr is not None:
                 linear(xr, w.lm_head)
 
-        med, best = _times(one_pass, runs)
+        med, best, cpu = _times(one_pass, runs)
         ops = tuple(o.scaled(n) for o in layer_ops(cfg, m))
         label = f"{n} layers' products, M={m}"
         if xr is not None:
             ops += (gemm("lm_head", m, h, cfg.vocab_size, 4, 4),)
             label += " + LM head"
-        points.append(Point("gemm", label, ops, med, best, runs))
+        points.append(Point("gemm", label, ops, med, best, cpu, runs))
     return points
 
 
@@ -176,11 +181,11 @@ def attention_points(cfg: EngineModelConfig, step_model, context: int = 128, run
         t = sum(new)
         q = rng.standard_normal((cfg.num_heads, d, t), dtype=np.float32)
         k, v = (rng.standard_normal((cfg.num_kv_heads, d, t), dtype=np.float32) for _ in "kv")
-        med, best = _times(lambda plan=plan, kv=kv, q=q, k=k, v=v: _all_layers(
+        med, best, cpu = _times(lambda plan=plan, kv=kv, q=q, k=k, v=v: _all_layers(
             cfg.num_layers, q, k, v, plan, kv), runs, evict.sum)
         ops = tuple(o.op for o in step_model.step_cost(new, cached).ops
                     if o.op.name.startswith("attention"))
-        points.append(Point("attention", label, ops, med, best, runs))
+        points.append(Point("attention", label, ops, med, best, cpu, runs))
     return points
 
 
@@ -210,8 +215,9 @@ def overhead_point(cfg: EngineModelConfig, runs: int = 5, layers: int | None = N
     model = LlamaModel(small, random_weights(small, seed=0), 64)
     kv = PagedKVStore(small, 2, 16)
     seq = [SeqInput([1], 8, [0, 1])]
-    med, best = _times(lambda: model.forward(seq, kv), runs)
-    return Point("overhead", f"{layers}-layer step at tiny widths", (), med, best, runs, layers)
+    med, best, cpu = _times(lambda: model.forward(seq, kv), runs)
+    return Point("overhead", f"{layers}-layer step at tiny widths", (), med, best, cpu, runs,
+                 layers)
 
 
 def measure(cfg: EngineModelConfig, step_model, rows: Sequence[int] = DEFAULT_ROWS,
