@@ -47,13 +47,13 @@ import numpy as np
 from infercast.validate.ledger import Shape
 from infercast.validate.setup import Unpredictable
 
-# Rows whose source gives no worker counts. aiconfigurator's silicon sample (v0.12.0) imports
-# SemiAnalysis InferenceX runs (silicon_data_source "source_file=2026-03-25.csv" / "2026-04-06.csv",
-# Dynamo 0.8.1 images) with the per-pool TP/EP but without num_workers, dp-attn or spec-decoding;
-# InferenceX's own configs (SemiAnalysisAI/InferenceX .github/configs/nvidia-master.yaml, e.g.
+# Rows whose source gives no worker counts: in aiconfigurator's silicon sample (v0.12.0) those with
+# silicon_data_source "source_file=2026-03-25.csv" / "2026-04-06.csv" are, by their Dynamo 0.8.1
+# images and their concurrencies (4968, 10860, 2192, 896 ...), SemiAnalysis InferenceX runs, kept
+# with the per-pool TP/EP but without num_workers, dp-attn or spec-decoding; InferenceX's configs (SemiAnalysisAI/InferenceX .github/configs/nvidia-master.yaml, e.g.
 # dsr1-fp4-b200-dynamo-trt 1k/1k at concurrency 4968: 3 prefill TP4 + 4 decode DEP8 workers, MTP 1;
 # at 10860: 3 + 5 DEP4, MTP 1) ran several workers a side, attention DP and MTP. One worker a
-# side is then a guess, marked on the row: 208 of those 466 TPOT rows measure below the physics
+# side is then a guess, marked on the row: 207 of those 398 TPOT rows measure below the physics
 # floor of a plain decode step at their concurrency on one decode worker (docs/validation.md).
 UNSTATED_WORKERS_NOTE = ("worker counts not stated: 1 prefill + 1 decode worker assumed (the InferenceX runs "
                          "behind such rows had several, attention DP and MTP)")
