@@ -10,9 +10,10 @@ engine's forward step directly (no HTTP, no scheduler) for:
   default efficiency profile next to every measurement;
 - the cost model's prediction with the efficiency profile fitted to this machine's
   engine rates (``infercast machine --model M``: GEMM rate vs rows, attention,
-  per-step overhead; measured in this process unless ``--hardware``/``--profile``
-  name files), measured / predicted per batch, and the spread of that ratio
-  across decode batches: the roofline's *shape* is followed when it is flat.
+  per-step overhead; measured in this process before and after the engine's
+  steps, best of both, unless ``--profile`` names a file), measured / predicted
+  per batch (wall and thread CPU time), and the spread of that ratio across
+  decode batches: the roofline's *shape* is followed when it is flat.
 
 Goals (issue 5): decode at batch 1 >= 80% of the bandwidth floor; prefill >= 60%
 of the matmul peak; tokens/s vs batch following the roofline's shape. Beside the
@@ -139,17 +140,27 @@ def best_of(a: dict, b: dict) -> dict:
     return out
 
 
-def fitted_profile(cfg, sm, args):
-    """The machine's efficiency profile: ``--profile``, or fitted to rates measured now."""
+def engine_rates(cfg, machine, args):
+    """The engine's rate points (rate_probe) for the fitted profile; None if not fitted here."""
+    if args.profile or args.backend != "numpy":
+        return None
+    from infercast.engine.machine_probe import stream_bytes
+    from infercast.engine.rate_probe import measure
+
+    sm = step_model(cfg, hardware_from_probe(machine))  # attention ops: FLOPs and bytes only
+    return measure(cfg, sm, runs=args.runs, threads=args.threads, stream_bytes=stream_bytes())
+
+
+def fitted_profile(cfg, sm, args, points):
+    """The machine's efficiency profile: ``--profile``, or fitted to the rate points."""
     if args.profile:
         from infercast.cost.efficiency import load_profile
 
         return load_profile(args.profile)
-    from infercast.engine.machine_probe import stream_bytes
+    if points is None:
+        return None
     from infercast.engine.profile_fit import fit_profile
-    from infercast.engine.rate_probe import measure
 
-    points = measure(cfg, sm, runs=args.runs, threads=args.threads, stream_bytes=stream_bytes())
     return fit_profile(points, sm.machine, name=f"fitted here ({cfg.name})").profile
 
 
@@ -178,12 +189,16 @@ def main() -> None:
                        args.threads)
     block = 16
     kv = PagedKVStore(cfg, max(batches) * (-(-(args.context + 1) // block)), block)
+    rates = engine_rates(cfg, machine, args)
     with threadpool_limits(args.threads):
         dec = decode_rows(model, kv, batches, args.context, args.runs)
         pre = prefill_rows(model, cfg, lengths, args.runs, block)
     # The machine is shared: probe again after the model runs and keep the best of both,
     # so best-of-runs model times are compared with a best-of-runs machine.
     machine = best_of(machine, probe(threads=args.threads, runs=args.runs))
+    if rates is not None:
+        rates = [min(a, b, key=lambda p: p.best_cpu_s)
+                 for a, b in zip(rates, engine_rates(cfg, machine, args), strict=True)]
     hw = hardware_from_probe(machine)
     if args.hardware:
         from infercast.specs.catalog import load_hardware
@@ -191,7 +206,7 @@ def main() -> None:
         hw = load_hardware(args.hardware)
     bw, peak = hw.memory_bandwidth_bytes_per_s, hw.peak_flops(dtype)
     sm = step_model(cfg, hw, backend=args.backend)
-    profile = fitted_profile(cfg, sm, args) if args.backend == "numpy" else None
+    profile = fitted_profile(cfg, sm, args, rates)
     fitted = step_model(cfg, hw, profile=profile) if profile is not None else None
     finish_rows(dec, pre, cfg, w, model, sm, bw, peak, args.context, fitted)
     out = {"model": loaded.name, "params": cfg.num_params, "threads": args.threads,
