@@ -234,11 +234,7 @@ class DecodeGroupMixin:
         req.num_computed_tokens = c
         req.num_output_tokens += dstep - req.dbase
         table = req.block_table
-        need = -(-c // self.config.block_size) - len(table)
-        if need > 0:
-            reserve = self._reserve
-            table.extend(reserve[-need:])
-            del reserve[-need:]
+        need = -(-c // self.config.block_size) - len(table)  # its blocks still in the reserve
         if req.group_phase >= 0:
             self._phase[req.group_phase] -= 1
             self._phased -= 1
@@ -249,10 +245,19 @@ class DecodeGroupMixin:
         del self.running[rid]
         kv = self.kv
         stack = kv.plain_stack
-        if stack is not None:  # ``kv.free(table)``, inlined
+        if stack is not None:  # the table synced and freed (``kv.free(table)``), inlined
             stack += table  # no prefix caching: the order on the stack does not matter (see ``free``)
             kv.num_free_blocks += len(table)
+            if need > 0:  # and its blocks from the reserve, as the table's tail would have been
+                reserve = self._reserve
+                stack += reserve[-need:]
+                del reserve[-need:]
+                kv.num_free_blocks += need
         else:
+            if need > 0:
+                reserve = self._reserve
+                table.extend(reserve[-need:])
+                del reserve[-need:]
             kv.free(table)
         req.block_table = []
         req.status = _FINISHED

@@ -103,22 +103,24 @@ class GapTally:
     once per request.
     """
 
-    __slots__ = ("sink", "_vals", "_counts", "off", "_last")
+    __slots__ = ("sink", "vals", "counts", "off", "last")
 
     def __init__(self, sink: Callable[[np.ndarray, np.ndarray], None]) -> None:
         self.sink = sink
-        self._vals: list[float] = []
-        self._counts: list[int] = []
+        # Gap values and their counts since the last flush (public: the replica appends a step's
+        # gap itself when ``off`` is empty and no flush is due, as ``entry`` would).
+        self.vals: list[float] = []
+        self.counts: list[int] = []
         self.off: dict[str, float] = {}  # request id -> its previous token time, not on the timeline
-        self._last = math.nan  # time of the last timeline entry
+        self.last = math.nan  # time of the last timeline entry
 
     def explicit(self, gap_s: float) -> None:
-        self._vals.append(gap_s)
-        self._counts.append(1)
+        self.vals.append(gap_s)
+        self.counts.append(1)
 
     def entry(self, t: float, num_decoding: int) -> None:
         """A timeline entry at ``t``: a decode step of ``num_decoding`` requests ended."""
-        vals, counts, off = self._vals, self._counts, self.off
+        vals, counts, off = self.vals, self.counts, self.off
         if off:
             for prev in off.values():
                 vals.append(t - prev)
@@ -126,30 +128,30 @@ class GapTally:
             num_decoding -= len(off)
             off.clear()
         if num_decoding > 0:
-            vals.append(t - self._last)
+            vals.append(t - self.last)
             counts.append(num_decoding)
-        self._last = t
+        self.last = t
         if len(vals) >= 65_536:
             self.flush()
 
     def entries(self, ends: list[float] | np.ndarray, num_decoding: int) -> None:
         """Timeline entries of a segment: ``num_decoding`` requests in each of its steps."""
         m = len(ends)
-        if self.off or num_decoding <= 0 or len(self._vals) >= 65_535:
+        if self.off or num_decoding <= 0 or len(self.vals) >= 65_535:
             self.entry(ends[0], num_decoding)  # the general case (and a flush) for the first end
         else:  # ``entry(ends[0], num_decoding)``, inlined
-            self._vals.append(ends[0] - self._last)
-            self._counts.append(num_decoding)
-            self._last = ends[0]
+            self.vals.append(ends[0] - self.last)
+            self.counts.append(num_decoding)
+            self.last = ends[0]
         if m > 1:
             if isinstance(ends, list):
-                self._vals.extend(map(operator.sub, ends[1:], ends))  # ends[j] - ends[j - 1], j >= 1
+                self.vals.extend(map(operator.sub, ends[1:], ends))  # ends[j] - ends[j - 1], j >= 1
             else:
-                self._vals.extend(np.diff(ends).tolist())
-            self._counts.extend([num_decoding] * (m - 1))
-            self._last = ends[-1]
+                self.vals.extend(np.diff(ends).tolist())
+            self.counts.extend([num_decoding] * (m - 1))
+            self.last = ends[-1]
 
     def flush(self) -> None:
-        if self._vals:
-            self.sink(np.array(self._vals, dtype=np.float64), np.array(self._counts, dtype=np.int64))
-            self._vals, self._counts = [], []
+        if self.vals:
+            self.sink(np.array(self.vals, dtype=np.float64), np.array(self.counts, dtype=np.int64))
+            self.vals, self.counts = [], []

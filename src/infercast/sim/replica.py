@@ -281,7 +281,13 @@ class Replica:
             if decoding_in_step != self._num_decoding:
                 raise RuntimeError("a step ran only some decoding requests; timeline would be wrong")
             if gaps is not None:
-                gaps.entry(now, decoding_in_step)
+                vals = gaps.vals
+                if gaps.off or len(vals) >= 65_535:
+                    gaps.entry(now, decoding_in_step)
+                else:  # ``gaps.entry(now, decoding_in_step)``, inlined: no flush is due after it
+                    vals.append(now - gaps.last)
+                    gaps.counts.append(decoding_in_step)
+                    gaps.last = now
             data = self.timeline.data  # ``timeline.append(now)``; compaction keeps the list object
             if len(data) >= self._compact_at:
                 self._compact(1)
