@@ -7,7 +7,12 @@ import json
 import pytest
 
 from infercast.validate.cases import read_cases
-from infercast.validate.disagg import UNSTATED_WORKERS_NOTE, decode_running_limit
+from infercast.validate.disagg import (
+    UNSTATED_WORKERS_NOTE,
+    decode_running_limit,
+    disagg_loop,
+    prefill_seats,
+)
 from infercast.validate.evaluate import Evaluator
 from infercast.validate.profiles import ProfileSet
 
@@ -87,3 +92,15 @@ def test_shipped_rows_without_workers_do_not_determine_their_run():
     apart = [k for k, v in groups.items() if max(v) > 1.5 * min(v)]
     assert len(apart) >= 20
     assert all(not json.loads(k[-1])["decode"].get("num_workers") for k in apart)
+
+
+def test_prefill_worker_takes_its_stated_batch_per_rank():
+    # aiconfigurator deploys prefill engines with max_batch_size = batch_size (1 on every shipped row),
+    # per attention-DP rank, each rank with its own token budget
+    assert prefill_seats({"batch_size": "1"}, ranks=4, default=2048) == 4
+    assert prefill_seats({"batch_size": ""}, ranks=4, default=2048) == 2048
+    tp = disagg_loop(64, (1, 1), 1024, 128, 8192, prefill_seats({"batch_size": "1"}, 1, 2048), 512, 0.0)
+    dp = disagg_loop(64, (1, 1), 8192, 128, 8192, prefill_seats({"batch_size": "1"}, 4, 2048), 512, 0.0,
+                     prefill_ranks=4)
+    assert tp.prefill_shapes == (((1, 1024, 0),),)  # one 1k prompt per step, not the 8 a budget would hold
+    assert dp.prefill_shapes == (((4, 8192, 0),),)  # one 8k prompt per rank, each within its own budget

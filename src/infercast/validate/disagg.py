@@ -15,7 +15,7 @@ batch sizes timed once): a request stays ``O t_d`` there, so the request rate is
 
 Prefill side. Requests travel in cohorts: the clients start together, so a
 prefill worker takes its ``C / P`` prompts in steps of ``g1 = min(g, C / P)``
-(``g = min(T // I, seats)``; one prompt's chunks when ``I > T``) of ``t_1`` seconds
+(``g = min(R T // I, seats)`` over its ``R`` attention-DP ranks; one prompt's chunks when ``I > T``) of ``t_1`` seconds
 each; a cohort then decodes in lockstep, finishes together and comes back as one,
 ``t_1`` after the cohort before it (the same pattern the simulator shows, and
 :mod:`infercast.validate.steady` uses for one replica). So a prompt's prefill
@@ -149,13 +149,25 @@ def _prefill(prompts: int, i: int, t: int) -> tuple[Shape, ...]:
     return tuple(((1, min(t, i - j * t), j * t),) for j in range(math.ceil(i / t)))
 
 
+def prefill_seats(prefill: dict, ranks: int, default: int) -> int:
+    """Prompts a prefill worker takes per step: ``extra.prefill.batch_size`` per attention-DP rank
+    when stated (aiconfigurator's generator sets the prefill engine's ``max_batch_size`` to it:
+    rule_plugin/trtllm.rule, sglang.rule; 1 on every shipped row), else the engine's ``default``."""
+    try:
+        batch = int(prefill.get("batch_size") or 0)
+    except (TypeError, ValueError):
+        batch = 0
+    return batch * max(ranks, 1) if batch > 0 else default
+
+
 def disagg_loop(clients: int, workers: tuple[int, int], input_tokens: int, output_tokens: int,
                 budget_tokens: int, prefill_seats: int, decode_limit: int, transfer_s: float,
-                waves: float | None = None) -> DisaggLoop:
-    """The disaggregated closed loop (module docstring for the symbols)."""
+                waves: float | None = None, prefill_ranks: int = 1) -> DisaggLoop:
+    """The disaggregated closed loop (module docstring for the symbols); ``prefill_ranks``:
+    attention-DP ranks of a prefill worker, each with its own token budget (its own scheduler)."""
     i, o, t = int(input_tokens), max(int(output_tokens), 1), int(budget_tokens)
     p, d = workers
-    g = max(1, min(t // i, prefill_seats))
+    g = max(1, min(t * max(prefill_ranks, 1) // i, prefill_seats))
     g1 = max(1, min(g, math.ceil(clients / p)))
     cap = max(1, min(decode_limit, math.ceil(clients / d)))
     batches = tuple(sorted({int(round(b)) for b in np.geomspace(1, cap, GRID_POINTS)} | {cap}))

@@ -320,7 +320,12 @@ def _disaggregated(case: Case, models: StepModels) -> Plan:
         kv_transfer_bytes,
         transfer_time_s,
     )
-    from infercast.validate.disagg import decode_running_limit, disagg_loop, pool_workers
+    from infercast.validate.disagg import (
+        decode_running_limit,
+        disagg_loop,
+        pool_workers,
+        prefill_seats,
+    )
     from infercast.validate.simrun import CONCURRENCY_WAVES, SIM_METRICS, disagg_predictor
 
     if case.metric not in ("ttft_mean_s", "tpot_mean_s", "itl_mean_s"):
@@ -342,8 +347,10 @@ def _disaggregated(case: Case, models: StepModels) -> Plan:
     xfer = transfer_time_s(kv_transfer_bytes(pf_sm, i), bw, 1e-3)
     limit = _running_limit(case, replace(lay, setup=setup), dec_sm, i, o)
     limit = decode_running_limit(limit, case.extra["decode"], dec_sm.memory.max_batch(i + o))
-    loop = disagg_loop(clients, workers, i, o, setup.max_batched_tokens, setup.max_seqs, limit, xfer,
-                       CONCURRENCY_WAVES)
+    ranks_p = gp if dp_p else 1
+    loop = disagg_loop(clients, workers, i, o, setup.max_batched_tokens,
+                       prefill_seats(case.extra["prefill"], ranks_p, setup.max_seqs), limit, xfer, CONCURRENCY_WAVES,
+                       prefill_ranks=ranks_p)
     npf = len(loop.prefill_shapes)
     key_m = "ttft_s" if case.metric == "ttft_mean_s" else "tpot_s"
     key, run = disagg_predictor(setup, (gp, ep_p, dp_p), workers, clients, i, o)
