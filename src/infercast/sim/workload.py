@@ -19,6 +19,7 @@ run never holds a million pending requests.
 from __future__ import annotations
 
 import csv
+import itertools
 import json
 import math
 from collections.abc import Iterator
@@ -211,7 +212,15 @@ def request_stream(spec: WorkloadSpec, rng: np.random.Generator,
     Trace rows are used in order; past the last row they are sampled with
     replacement (seeded), and a replayed trace continues with inter-arrival
     gaps sampled from its own gaps.
+
+    The items come from one ``zip`` per chunk of requests, chained in C: taking the next
+    request resumes no Python frame (the chunk generator runs once per chunk).
     """
+    return itertools.chain.from_iterable(_chunks(spec, rng, trace))
+
+
+def _chunks(spec: WorkloadSpec, rng: np.random.Generator, trace: Trace | None) -> Iterator[zip]:
+    """``request_stream``'s items, one zip of columns per chunk of ``CHUNK`` requests."""
     needs_trace = spec.arrival == "trace" or "trace" in (spec.input_dist, spec.output_dist)
     if needs_trace and (trace is None or len(trace) == 0):
         raise ConfigError("workload uses a trace but none was given: pass --trace NAME_OR_FILE")
@@ -231,7 +240,7 @@ def request_stream(spec: WorkloadSpec, rng: np.random.Generator,
             prompt = prompt + spec.prefix_tokens
         else:
             groups = np.full(n, -1)
-        yield from zip(arrivals.tolist(), prompt.tolist(), output.tolist(), groups.tolist(), strict=True)
+        yield zip(arrivals.tolist(), prompt.tolist(), output.tolist(), groups.tolist(), strict=True)
 
 
 def _trace_rows(start: int, n: int, num_rows: int, rng: np.random.Generator) -> np.ndarray:
