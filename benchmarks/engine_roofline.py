@@ -257,7 +257,8 @@ def _print_shape(out) -> None:
     p = out["profile"]
     print(f"machine profile {p['name']!r}: gemm_compute_eff {p['gemm_compute_eff']:.3f}, "
           f"gemm_m_half {p['gemm_m_half']:.1f}, mem_bw_eff {p['mem_bw_eff']:.3f}, attn_bw_eff "
-          f"{p['attn_bw_eff']:.3f}, step_overhead {p['step_overhead_s'] * 1e3:.2f} ms")
+          f"{p['attn_bw_eff']:.3f}, step overhead {p['step_overhead_s'] * 1e3:.2f} ms + "
+          f"{p.get('layer_overhead_s', 0.0) * 1e3:.3f} ms per layer")
     print("shape   batch  tok/s measured  tok/s floor (peak)  tok/s predicted  measured/predicted"
           "  cpu/predicted")
     for r in out["decode"]:
