@@ -8,22 +8,22 @@ from infercast.validate.cases import load_cases
 from infercast.validate.evaluate import Evaluator
 from infercast.validate.ledger import profile_matrix
 from infercast.validate.profiles import load_profile_set
-from infercast.validate.simrun import CONCURRENCY_WAVES, request_overhead_s
+from infercast.validate.simrun import CONCURRENCY_WAVES
 from infercast.validate.steady import closed_loop
 
 
 def test_spread_later_wave_by_hand():
     # 16 clients, 1,024 + 8,192 tokens, budget 8,192: g = 8 prompts a step, n = 2 groups,
     # S = 8,192 steps a cycle, m / S < 1/2 -> a later prompt prefills alone beside 15 decoders.
-    cl = closed_loop(16, 1024, 1024, 8192, 8192, 6, arrival_lag=True, overhead_s=0.03)
+    cl = closed_loop(16, 1024, 1024, 8192, 8192, 6, arrival_lag=True)
     assert cl.shapes == (((16, 1, 5120),), ((8, 1, 5120), (8, 1024, 0)), ((15, 1, 5120), (1, 1024, 0)),
                          ((4, 1, 1025), (8, 1024, 0)))
     t0, own, spread, first = 0.02, 0.25, 0.05, 0.24
     m = cl.metrics([t0, own, spread, first])
     cycle = 8192 * t0 + 2 * (own - t0)  # 164.30 s
     later = spread + cycle / 8192  # own prompt's step + one mean step of arrival lag
-    assert m["ttft_s"] == pytest.approx((first * 1.5 + 5 * later) / 6 + 0.03, rel=1e-12)  # 0.14838 s
-    assert m["ttft_s"] == pytest.approx(0.14838, abs=1e-5)
+    assert m["ttft_s"] == pytest.approx((first * 1.5 + 5 * later) / 6, rel=1e-12)  # 0.11838 s
+    assert m["ttft_s"] == pytest.approx(0.11838, abs=1e-5)
     assert m["tpot_s"] == pytest.approx((cycle - own) / 8191, rel=1e-12)  # TPOT keeps the lockstep cycle
 
 
@@ -35,16 +35,23 @@ def test_co_arrivals_join_a_spread_prompt():
 
 def test_simulator_path_and_long_prompts_are_unchanged():
     plain = closed_loop(16, 1024, 1024, 256, 8192, 6)  # the simulator's clients: lockstep, no overhead
-    assert plain.spread_steps == 0 and plain.overhead_s == 0.0
+    assert plain.spread_steps == 0
     long = closed_loop(16, 1024, 8192, 256, 8192, 6, arrival_lag=True)  # one prompt per step already
     assert long.spread_steps == 0
 
 
-def test_overhead_per_engine_family():
-    assert request_overhead_s("vllm-0.12.0") == 0.03
-    assert request_overhead_s("trtllm-1.0.0rc3") == request_overhead_s("tensorrt-llm-1.0") == 0.10
-    assert request_overhead_s("sglang-0.5.9") == 0.17
-    assert request_overhead_s("llama.cpp b4000") == 0.0
+def test_serving_overhead_is_added_to_benchmark_ttft_only():
+    """The profile's request_overhead_s lands on concurrency TTFT rows, never on TPOT or throughput."""
+    ids = {"AIC-3382-ttft", "AIC-3382-tpot"}
+    cases = [c for c in load_cases() if c.id in ids]
+    assert len(cases) == 2
+    ev = Evaluator(cases, simulate=False)
+    base = load_profile_set(None).default
+    off, on = (ev.values(profile_matrix([base.with_updates(request_overhead_s=x)] * len(ev.groups)))
+               for x in (0.0, 0.25))
+    by_id = {c.id: k for k, c in enumerate(ev.cases)}
+    assert on[by_id["AIC-3382-ttft"]] == pytest.approx(off[by_id["AIC-3382-ttft"]] + 0.25, rel=1e-12)
+    assert on[by_id["AIC-3382-tpot"]] == off[by_id["AIC-3382-tpot"]]
 
 
 @pytest.fixture(scope="module")
@@ -69,8 +76,9 @@ def test_shipped_rows_need_spread_arrivals(shipped_rows, row):
     t = [float(times[j]) for j in ev._shape_idx[i]]
     assert case.value < t[1]  # the measurement rules the lockstep later wave (a group's step) out
     cl = next(c.cell_contents for c in plan.combine.__closure__ if hasattr(c.cell_contents, "spread_steps"))
-    lockstep = cl.metrics(t[:2] + [t[1]] + t[3:])["ttft_s"]  # later prompts timed as a whole group
+    overhead = load_profile_set(None).for_group(plan.group).request_overhead_s  # the serving stack
+    lockstep = cl.metrics(t[:2] + [t[1]] + t[3:])["ttft_s"] + overhead  # later prompts timed as a whole group
     spread = preds[row].predicted
-    assert spread == pytest.approx(cl.metrics(t)["ttft_s"], rel=1e-9)
+    assert spread == pytest.approx(cl.metrics(t)["ttft_s"] + overhead, rel=1e-9)
     assert abs(spread / case.value - 1) < abs(lockstep / case.value - 1)
     assert spread == pytest.approx(case.value, rel=0.45)

@@ -43,6 +43,14 @@ class EfficiencyProfile:
       graphs; TensorRT-LLM's programmatic dependent launch, ``TRTLLM_ENABLE_PDL``, exists to
       overlap them). ``StepModel`` charges ``step_overhead_s + layer_overhead_s * layers``
       once per step. Fitted by ``infercast calibrate`` when listed in its fields.
+    - ``request_overhead_s`` 0 (off): serving-stack latency per request that a benchmark
+      client's TTFT includes and no engine step does (HTTP and SSE framing, chat template and
+      tokenization, hand-off to the engine process, first-token detokenization). Not a step
+      cost: ``StepModel`` ignores it; ``infercast validate`` adds it to the TTFT of benchmark
+      (fixed-concurrency) rows, and ``infercast calibrate`` fits it per engine group. Published
+      client-side overheads: 40-200 ms for vLLM's benchmark_serving.py
+      (tenstorrent/tt-inference-server#190, #259), 50 ms for Ray Serve's response batcher
+      (ray-project/ray#59681).
     """
 
     gemm_compute_eff: float = 0.75
@@ -56,6 +64,7 @@ class EfficiencyProfile:
     comm_latency_s: float = 10e-6
     step_overhead_s: float = 1e-3
     layer_overhead_s: float = 0.0
+    request_overhead_s: float = 0.0
     name: str = "default"
 
     def __post_init__(self) -> None:

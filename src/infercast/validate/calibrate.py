@@ -41,10 +41,16 @@ BOUNDS = {
     "gemm_compute_eff": (0.05, 1.0), "gemm_compute_eff_8bit": (0.05, 1.0), "gemm_m_half": (0.5, 1024.0),
     "mem_bw_eff": (0.05, 1.0), "attn_bw_eff": (0.05, 1.0), "attn_compute_eff": (0.02, 1.0),
     "elementwise_bw_eff": (0.05, 1.0), "comm_bw_eff": (0.05, 1.0), "comm_latency_s": (1e-7, 1e-3),
-    "step_overhead_s": (1e-5, 0.1),
+    "step_overhead_s": (1e-5, 0.1), "layer_overhead_s": (1e-7, 1e-3),
+    "request_overhead_s": (1e-4, 1.0),
 }
+# Where a field's start value is off (0, below its bound) the fit starts here instead: a per-layer
+# cost of 20 us is the order of a layer's ~10-15 kernel boundaries at ~1.5-2 us each.
+# A serving stack's per-request TTFT overhead starts at 50 ms, the order of the published client-side
+# overheads (EfficiencyProfile's docstring).
+FIT_START = {"layer_overhead_s": 20e-6, "request_overhead_s": 0.05}
 FIT_FIELDS = ("gemm_compute_eff", "gemm_compute_eff_8bit", "gemm_m_half", "mem_bw_eff", "attn_bw_eff",
-              "attn_compute_eff", "comm_bw_eff", "step_overhead_s")
+              "attn_compute_eff", "comm_bw_eff", "step_overhead_s", "layer_overhead_s", "request_overhead_s")
 LOSS_SCALE = 0.1  # soft-L1 knee: residuals beyond ~10 % in log space count linearly
 # Prior weight per parameter (log units) = PRIOR * sqrt(rows): a one-log-unit move must cut
 # each row's log error by roughly PRIOR**2 / (4 * LOSS_SCALE) to pay for itself (soft-L1 costs ~2*LOSS_SCALE*|r|).
@@ -96,7 +102,8 @@ class Calibrator:
              prior: float) -> EfficiencyProfile:
         """Fit ``self.fields`` of the profile used by ``groups`` (other groups keep ``base``)."""
         cols = [FIELD_NAMES.index(f) for f in self.fields]
-        x0 = np.log([getattr(start, f) for f in self.fields])
+        x0 = np.log([getattr(start, f) if getattr(start, f) >= BOUNDS[f][0] else FIT_START.get(f, BOUNDS[f][0])
+                     for f in self.fields])
         lo = np.log([BOUNDS[f][0] for f in self.fields])
         hi = np.log([BOUNDS[f][1] for f in self.fields])
         x0 = np.clip(x0, lo + 1e-9, hi - 1e-9)

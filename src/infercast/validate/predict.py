@@ -209,12 +209,13 @@ def _closed_loop_plan(case: Case, models: StepModels, clients: float | None, wav
     # (StepModel times one pass), so a replica is pp closed loops of 1/pp of its requests.
     pp = lay.setup.pp
     per_replica = limit if clients is None else max(1.0, clients / lay.replicas)
-    from infercast.validate.simrun import request_overhead_s
-
     cl = closed_loop(max(1.0, per_replica / pp), max(1, limit // pp), i, o, lay.setup.max_batched_tokens, waves,
-                     arrival_lag=waves is not None, overhead_s=request_overhead_s(case.engine) if waves else 0.0)
+                     arrival_lag=waves is not None)
     reps, n = lay.replicas, lay.num_gpus
     key = {"ttft_mean_s": "ttft_s", "tpot_mean_s": "tpot_s", "itl_mean_s": "tpot_s"}.get(case.metric)
+    if key == "ttft_s" and waves is not None:  # a benchmark client's TTFT includes the serving stack
+        return Plan(case, group_key(case), lay, cl.shapes, lambda t, p: cl.metrics(t)[key] + p.request_overhead_s,
+                    lay.notes)
     if key is not None:
         return Plan(case, group_key(case), lay, cl.shapes, lambda t, p: cl.metrics(t)[key], lay.notes)
     scale = {"output_throughput_total": reps * pp, "output_throughput_per_gpu": reps * pp / n,
@@ -239,7 +240,11 @@ def _concurrency(case: Case, models: StepModels) -> Plan:
     clients = _need(case.concurrency, "concurrency")
     closed = _closed_loop_plan(case, models, clients, CONCURRENCY_WAVES)
     sim = _server(case, models)
-    return replace(closed, simulate=sim.simulate, sim_key=sim.sim_key, sim_combine=sim.sim_combine)
+    combine = sim.sim_combine
+    if case.metric == "ttft_mean_s":  # the simulator times the engine; the client adds the serving stack
+        def combine(summary, p, inner=sim.sim_combine):
+            return inner(summary, p) + p.request_overhead_s
+    return replace(closed, simulate=sim.simulate, sim_key=sim.sim_key, sim_combine=combine)
 
 
 def _server(case: Case, models: StepModels) -> Plan:

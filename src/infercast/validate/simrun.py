@@ -24,24 +24,9 @@ from infercast.validate.setup import Setup
 
 # Requests per client that a fixed-concurrency benchmark measures. Sources rarely say; the first
 # wave's collision is diluted over them. 6 scores best on the shipped concurrency rows with the
-# spread later waves and the serving overheads below (TTFT median |error| 31.8 % at 5, 29.0 % at 6,
+# spread later waves and per-engine serving overheads (TTFT median |error| 31.8 % at 5, 29.0 % at 6,
 # 29.1 % at 7, 29.3 % at 8): a property of the benchmark, fitted, not derived.
 CONCURRENCY_WAVES = 6
-# Per-request latency of the serving stack that a benchmark client's TTFT includes and no engine step
-# does: HTTP and SSE framing, chat template and tokenization, the hand-off to the engine process,
-# first-token detokenization and streaming. Not derivable from the hardware; fitted per engine family
-# on the shipped concurrency TTFT rows (aiconfigurator's silicon sample), each family's median
-# |error| minimized at 6 waves (docs/validation.md, "Round 3: TTFT"); 0 for engines without rows.
-REQUEST_OVERHEAD_S = {"vllm": 0.03, "trtllm": 0.10, "sglang": 0.17}
-
-
-def request_overhead_s(engine: str) -> float:
-    """The fitted serving-stack TTFT overhead of ``engine``'s family (0 when unknown)."""
-    from infercast.validate.setup import engine_family
-
-    return REQUEST_OVERHEAD_S.get(engine_family(engine), 0.0)
-
-
 SIM_METRICS = {
     "ttft_mean_s": lambda s: s.ttft.mean,
     "ttft_p99_s": lambda s: s.ttft.percentiles[99.0],

@@ -43,11 +43,11 @@ for ``gs = min(g, 1 + floor(M / S + 1/2))`` prompts beside ``min(d, M - gs)`` de
 prompts on Llama-3.1-70B (vLLM) measure a mean TTFT of 0.09-0.13 s, wave one
 included, where one step of 8 such prompts (the lockstep ``own``) takes 0.2-0.27 s
 in a cost model that matches the same rows' 4-prompt TTFT at concurrency 4.
-``overhead_s`` (benchmark rows only) is the serving stack's per-request latency
-(HTTP, tokenization, hand-off to the engine, first-token detokenization and
-streaming), added to every TTFT; fitted per engine family
-(:data:`infercast.validate.simrun.REQUEST_OVERHEAD_S`). The cycle, TPOT and
-throughput keep the lockstep form (the same prefill work per cycle).
+The serving stack's per-request latency (HTTP, tokenization, hand-off to the
+engine, first-token detokenization and streaming) is not an engine step: the
+concurrency predictor adds the profile's ``request_overhead_s`` (fitted per engine
+group by ``infercast calibrate``) to this TTFT. The cycle, TPOT and throughput
+keep the lockstep form (the same prefill work per cycle).
 Clients beyond ``M`` wait ``R (C / M - 1)`` in steady state (Little's law); in wave
 one only the ``C - M`` beyond the limit wait, for one cycle: ``R (1 - M / C)`` on
 average, mixed over the waves like TTFT.
@@ -79,7 +79,6 @@ class ClosedLoop:
     wave_steps: int = 0  # trailing shapes: a group's chunks as wave one runs them
     arrival_lag: bool = False  # a later request waits for the step in progress (a real client; not the simulator's)
     spread_steps: int = 0  # shapes before the wave-one ones: a later request's own prefill when arrivals spread
-    overhead_s: float = 0.0  # per-request serving-stack latency added to every TTFT (real clients only)
 
     def metrics(self, times) -> dict[str, float]:
         """ttft_s, tpot_s, output_tokens_per_s, request_latency_s from the shapes' step times."""
@@ -99,13 +98,12 @@ class ClosedLoop:
         if self.waves is not None:  # wave one: the clients beyond M wait one cycle, the rest none
             first_wait = cycle * max(1.0 - self.running / self.clients, 0.0)
             wait = (first_wait + (self.waves - 1) * wait) / self.waves
-        return {"ttft_s": ttft + wait + self.overhead_s, "tpot_s": tpot, "output_tokens_per_s": self.running * o / cycle,
+        return {"ttft_s": ttft + wait, "tpot_s": tpot, "output_tokens_per_s": self.running * o / cycle,
                 "request_latency_s": cycle + wait}
 
 
 def closed_loop(clients: float, running_limit: int, input_tokens: int, output_tokens: int,
-                budget_tokens: int, waves: float | None = None, arrival_lag: bool = False,
-                overhead_s: float = 0.0) -> ClosedLoop:
+                budget_tokens: int, waves: float | None = None, arrival_lag: bool = False) -> ClosedLoop:
     """The closed loop of ``clients`` clients (module docstring for the symbols)."""
     i, o, t = int(input_tokens), max(int(output_tokens), 1), int(budget_tokens)
     m = max(1, min(int(math.ceil(clients)), running_limit))
@@ -128,7 +126,7 @@ def closed_loop(clients: float, running_limit: int, input_tokens: int, output_to
         dw = min(m - g, g * (n - 1) // 2)
         wave = _group_steps(((dw, 1, i + n * k // 2),) if dw > 0 else (), g, k, i, t)
     return ClosedLoop(clients, m, o, k, n, s, d, waves, tuple(shapes) + spread + wave, len(wave), arrival_lag,
-                      len(spread), overhead_s)
+                      len(spread))
 
 
 def _group_steps(beside: Shape, g: int, k: int, i: int, t: int) -> tuple[Shape, ...]:
