@@ -214,7 +214,8 @@ def decode_attention(q: np.ndarray, k_flat: np.ndarray, v_flat: np.ndarray,
             keys = k_flat[seg]  # [l, Hkv, d]: a view for a run, a copy for the rest
             np.matmul(qd[i], keys.transpose(1, 2, 0), out=scores[i, ..., at: at + len(keys)])
             at += len(keys)
-        scores[i, ..., at:] = 0.0  # padding: finite, then masked
+        if at < group.width:
+            scores[i, ..., at:] = 0.0  # padding: finite, then masked
     if group.mask is not None:
         scores += group.mask
     scores -= scores.max(axis=-1, keepdims=True)
