@@ -17,9 +17,10 @@ that the cost model can predict the engine rather than an ideal kernel:
   with the model's depth, its heads but tiny widths, whose FLOPs and bytes are
   negligible: what the engine's Python and numpy calls cost.
 
-:func:`fit_profile` then chooses the cost model's factors (``gemm_compute_eff``,
-``gemm_m_half``, ``mem_bw_eff``; ``attn_bw_eff``, ``attn_compute_eff``;
-``step_overhead_s``) by least squares on log(predicted / measured), where
+:func:`infercast.engine.profile_fit.fit_profile` then chooses the cost model's
+factors (``gemm_compute_eff``, ``gemm_m_half``, ``mem_bw_eff``; ``attn_bw_eff``,
+``attn_compute_eff``; ``step_overhead_s``, ``layer_overhead_s``) by least
+squares on log(predicted / measured), where
 "predicted" is the cost model's own op timing
 (:func:`infercast.cost.roofline.op_expected_s`) on the same ops, so the fitted
 profile means exactly what ``estimate`` and ``simulate`` do with it.
