@@ -80,7 +80,10 @@ class _Segment:
         else:
             j = math.ceil(dt / c1)
         steps, s0 = self.steps, self.start_s
-        j = min(max(j, 1), steps)
+        if j < 1:  # ``min(max(j, 1), steps)`` without the calls
+            j = 1
+        elif j > steps:
+            j = steps
         while j > 1 and s0 + (j - 1) * c1 + c2 * ((j - 1) * (j - 2)) >= t:  # end(j - 1) >= t
             j -= 1
         while j < steps and s0 + j * c1 + c2 * (j * (j - 1)) < t:  # end(j) < t
