@@ -107,9 +107,9 @@ def test_engine_rates_give_a_profile_that_load_profile_reads(tmp_path):
     assert step_model(cfg, _hardware(), profile=loaded).step_time_s([1], [8]) > 0
 
 
-@pytest.mark.parametrize("args", [["--rows", "1,x"], ["--rows", "0,4"],
+@pytest.mark.parametrize("args", [["--rows", "1,x"], ["--rows", "0,4"], ["--model", "nope"],
                                   ["--output", "/nonexistent-dir/x.toml"]])
-def test_machine_command_rejects_bad_rows_and_folders(args, capsys):
+def test_machine_command_rejects_bad_rows_models_and_folders(args, capsys):
     from infercast.cli import main
 
     with pytest.raises(SystemExit) as exc:
