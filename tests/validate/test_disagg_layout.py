@@ -104,3 +104,17 @@ def test_prefill_worker_takes_its_stated_batch_per_rank():
                      prefill_ranks=4)
     assert tp.prefill_shapes == (((1, 1024, 0),),)  # one 1k prompt per step, not the 8 a budget would hold
     assert dp.prefill_shapes == (((4, 8192, 0),),)  # one 8k prompt per rank, each within its own budget
+
+
+def test_ttft_includes_the_serving_stack_overhead_tpot_does_not():
+    # the same benchmark client (AIPerf through the Dynamo frontend) as the concurrency rows: the
+    # profile's fitted request_overhead_s, held out (disaggregated rows are not fitted)
+    from infercast.cost.efficiency import EfficiencyProfile
+
+    layout = {"prefill": {"tp_size": "1", "num_workers": "1"}, "decode": {"tp_size": "1", "num_workers": "1"}}
+    lines = [_row(f"r-{m}", layout, metric=m) for m in ("ttft_mean_s", "tpot_mean_s")]
+    cases = read_cases(COLS + "\n".join(lines) + "\n")
+    plain = Evaluator(cases).predict(ProfileSet())
+    stack = Evaluator(cases).predict(ProfileSet(EfficiencyProfile(request_overhead_s=0.25)))
+    assert stack[0].predicted == pytest.approx(plain[0].predicted + 0.25)
+    assert stack[1].predicted == pytest.approx(plain[1].predicted)
