@@ -15,6 +15,9 @@
    simulator adds: scheduling and queueing), and with the default (GPU-fitted)
    efficiency profile for contrast. The engine's CPU share during the measured
    run is printed: well below 1 means other work slowed it.
+   And with the profile ``infercast machine --model M`` fits to the engine's
+   kernel rates alone (GEMM rate vs rows, attention, overhead; measured here,
+   or ``--profile FILE``): a prediction made before the engine serves anything.
 5. Print TTFT and TPOT mean / p50 / p90, simulated vs measured. Goal: within 15%.
 
     python benchmarks/engine_loop.py                      # 100m random weights, ~1.5 min
@@ -227,8 +230,25 @@ def _args() -> argparse.Namespace:
     ap.add_argument("--backend", default="numpy", help="numpy (fp32) | torch (bf16 weights)")
     ap.add_argument("--http", action="store_true",
                     help="also measure through `infercast serve` + the bench client")
+    ap.add_argument("--profile", help="efficiency profile from `infercast machine --model M` "
+                    "(default: fitted here to the engine's kernel rates)")
     ap.add_argument("--json", action="store_true")
     return ap.parse_args()
+
+
+def machine_profile(cfg, hw, args):
+    """``--profile``, or the profile fitted to this engine's kernel rates (rate_probe)."""
+    if args.profile:
+        from infercast.cost.efficiency import load_profile
+
+        return load_profile(args.profile)
+    from infercast.engine.machine_probe import stream_bytes
+    from infercast.engine.profile_fit import fit_profile as fit_rates
+    from infercast.engine.rate_probe import measure as measure_rates
+
+    sm = step_model(cfg, hw)
+    points = measure_rates(cfg, sm, runs=5, threads=args.threads, stream_bytes=stream_bytes())
+    return fit_rates(points, sm.machine, name=f"kernel rates ({cfg.name})").profile
 
 
 def measure(loaded, ecfg, reqs, forward_s=None) -> tuple:
@@ -283,6 +303,8 @@ def main() -> None:
     in_run, in_rms = fit_profile(cfg, hw, steps, args.backend)
     sims = {"calibrated": predict(profile, reqs), "in_run": predict(in_run, reqs),
             "default_profile": predict(EfficiencyProfile(), reqs)}
+    if args.backend == "numpy":
+        sims["machine_profile"] = predict(machine_profile(cfg, hw, args), reqs)
     out = {
         "model": loaded.name, "threads": args.threads, "backend": args.backend,
         "machine": machine,
@@ -320,6 +342,7 @@ def _text(out) -> str:
                  f"{m['calibrated_step_time_error']:+.0%}")
     sections = [("held-out calibration", "calibrated"),
                 ("in-run step calibration", "in_run"), ("default profile", "default_profile"),
+                ("machine profile: kernel rates only", "machine_profile"),
                 ("calibrated profile) vs measured over HTTP (serve + bench client",
                  "calibrated_vs_http")]
     for title, key in sections:
