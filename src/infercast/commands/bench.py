@@ -77,11 +77,10 @@ def register(app: typer.Typer) -> None:
         sim_config: str = typer.Option(None, "--sim-config", help="Simulator config file (scheduler etc.)."),
     ) -> None:
         """Measure TTFT, TPOT, ITL, E2E, throughput and goodput of an OpenAI-compatible server."""
-        from rich.console import Console
-
         from infercast.bench import report
         from infercast.bench.run import run_bench
         from infercast.bench.run import search_goodput as search
+        from infercast.report.console import make_console
 
         if endpoint not in ("completions", "chat"):
             raise ConfigError(f"--endpoint {endpoint!r}: use completions or chat")
@@ -105,7 +104,7 @@ def register(app: typer.Typer) -> None:
                        api_key=api_key)
         points = ([{"request_rate": r} for r in rates] if len(rates) > 1
                   else [{"concurrency": int(c)} for c in concs] if len(concs) > 1 else [{}])
-        console = Console(stderr=json_out)
+        console = make_console(stderr=json_out)
         best_rate = None
         total = None if search_goodput is not None else num_requests * len(points)
         with _progress(console, total) as bar:

@@ -11,11 +11,11 @@ def run_calibrate(data: str | None, out: str, groups: bool, cv: bool, min_group_
                   as_json: bool) -> None:
     from pathlib import Path
 
-    from rich.console import Console
     from rich.table import Table
 
     from infercast.commands._common import print_json
     from infercast.errors import ConfigError
+    from infercast.report.console import make_console
     from infercast.validate.calibrate import Calibrator
     from infercast.validate.cases import load_cases
     from infercast.validate.profiles import ProfileSet
@@ -42,7 +42,7 @@ def run_calibrate(data: str | None, out: str, groups: bool, cv: bool, min_group_
                     "groups": {k: v.to_dict() for k, v in fitted.groups.items()}, "group_rows": res.group_rows,
                     "leave_one_source_out": loso})
         return
-    console = Console()
+    console = make_console()
     console.print(f"fitted on {res.rows} rows: median |error| {res.median_abs_error_before_pct:.1f}% -> "
                   f"{res.median_abs_error_after_pct:.1f}% (in sample); groups: {', '.join(sorted(fitted.groups)) or 'none'}")
     if loso:

@@ -130,8 +130,9 @@ def run_simulate(o: dict) -> None:
 
 
 def _print_what_if(rows: list[dict]) -> None:
-    from rich.console import Console
     from rich.table import Table
+
+    from infercast.report.console import make_console
 
     t = Table(title="what-if: the same workload with one lever moved (first run's load)")
     for col in ("lever", "GPUs", "KV blocks", "mean batch", "tok/s", "tok/s/GPU", "TTFT p99 (ms)", "TPOT p99 (ms)"):
@@ -143,7 +144,7 @@ def _print_what_if(rows: list[dict]) -> None:
         t.add_row(r["lever"], str(r["num_gpus"]), f"{r['num_kv_blocks']:,}", _num(r["mean_batch_size"], ",.1f"),
                   _num(r["output_throughput_tokens_per_s"], ",.0f"), _num(r["output_throughput_per_gpu"], ",.0f"),
                   _ms(r["ttft_p99_s"]), _ms(r["tpot_p99_s"]))
-    Console().print(t)
+    make_console().print(t)
 
 
 def _label(cfg) -> str:
@@ -243,10 +244,11 @@ class _progress:
     def __enter__(self):
         if not self.enabled:
             return None
-        from rich.console import Console
         from rich.progress import Progress
 
-        self.bar = Progress(console=Console(stderr=True), transient=True)
+        from infercast.report.console import make_console
+
+        self.bar = Progress(console=make_console(stderr=True), transient=True)
         self.bar.start()
         task = self.bar.add_task(f"simulating ({self.label})", total=self.total)
         return lambda done: self.bar.update(task, completed=done)
@@ -284,8 +286,9 @@ _ROWS = (
 
 
 def _print_table(runs, cfg) -> None:
-    from rich.console import Console
     from rich.table import Table
+
+    from infercast.report.console import make_console
 
     t = Table(title=f"simulate: {cfg.model} on {cfg.hardware} x{cfg.replicas} replica(s), "
                     f"{cfg.scheduler.policy} scheduler")
@@ -295,7 +298,7 @@ def _print_table(runs, cfg) -> None:
         t.add_column(label, justify="right")
     for name, get in _ROWS:
         t.add_row(name, *(get(d) for d in dicts))
-    console = Console()
+    console = make_console()
     console.print(t)
     total = sum(r.summary.total for _, r, _, _ in runs)
     cpu = sum(r.cpu_s for _, r, _, _ in runs)

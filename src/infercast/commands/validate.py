@@ -35,6 +35,10 @@ def print_report(rep: dict, by: str, console) -> None:
     sets = {"all rows": s["overall"]}
     if s["assumed_weights"]["count"]:
         sets["weights assumed (not stated)"] = s["assumed_weights"]
+    if s["assumed_layout"]["count"]:
+        sets["worker layout assumed (not stated)"] = s["assumed_layout"]
+    if s["assumed_weights"]["count"] or s["assumed_layout"]["count"]:
+        sets["nothing assumed"] = s["nothing_assumed"]
     console.print(_table("overall", sets, "set"))
     worst = Table(title="worst rows")
     for col in ("id", "scenario", "metric", "measured", "predicted", "error %"):
@@ -57,10 +61,9 @@ def print_report(rep: dict, by: str, console) -> None:
 
 def run_validate(data: str | None, profile: str | None, as_json: bool, plot: str | None, by: str,
                  simulate_all: bool, floor: bool, assume_weights: str | None = "checkpoint") -> None:
-    from rich.console import Console
-
     from infercast.commands._common import print_json
     from infercast.errors import ConfigError
+    from infercast.report.console import make_console
     from infercast.validate.cases import load_cases
     from infercast.validate.evaluate import Evaluator
     from infercast.validate.profiles import load_profile_set
@@ -86,7 +89,7 @@ def run_validate(data: str | None, profile: str | None, as_json: bool, plot: str
     if as_json:
         print_json(rep)
         return
-    console = Console()
+    console = make_console()
     print_report(rep, by, console)
     if plot:
         console.print(f"plot written to {plot}")

@@ -78,6 +78,14 @@ def floor_report(cases: Sequence[Case]) -> dict[str, Any]:
     return {"checked": checked, "violations": violations}
 
 
+def assumed_layout(p: Prediction) -> bool:
+    """True for a row predicted on an assumed worker layout (disaggregated rows whose source
+    dropped the worker counts: ``validate/disagg.py``, ``UNSTATED_WORKERS_NOTE``)."""
+    from infercast.validate.disagg import UNSTATED_WORKERS_NOTE
+
+    return UNSTATED_WORKERS_NOTE in p.notes
+
+
 def report(preds: Sequence[Prediction], profile_name: str, floor: dict[str, Any] | None = None) -> dict[str, Any]:
     """The ``--json`` object: rows, summary (per scenario, metric, hardware, source, group), worst rows."""
     predicted = [p for p in preds if p.predicted is not None]
@@ -94,6 +102,8 @@ def report(preds: Sequence[Prediction], profile_name: str, floor: dict[str, Any]
         "worst": [row_dict(p) for p in worst],
         "skipped_reasons": dict(skipped.most_common()),
         "assumed_weights": stats([p for p in preds if p.assumed_weights]),  # rows whose weight dtype was assumed
+        "assumed_layout": stats([p for p in preds if assumed_layout(p)]),  # disaggregated rows without worker counts
+        "nothing_assumed": stats([p for p in preds if not p.assumed_weights and not assumed_layout(p)]),
     }
     out = {"profile": profile_name, "rows": [row_dict(p) for p in preds], "summary": summary}
     if floor is not None:
