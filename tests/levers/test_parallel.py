@@ -52,9 +52,15 @@ def test_attention_dp_multiplies_mla_kv_capacity_and_drops_the_attention_allredu
     extra = m.attention_params * m.num_layers * 1.0 * 7 / 8  # attention weights replicated (fp8)
     assert dp.memory.weight_bytes == pytest.approx(tp.memory.weight_bytes + extra)
     link = [{o.op.name: o.op.link_bytes for o in x.decode_cost(64, 2048).ops if o.op.kind == "comm"} for x in (tp, dp)]
-    # Only the 3 dense layers still gather/scatter (58 MoE layers dispatch all-to-all, the rest is local)...
-    assert link[1]["tp all-reduce"] == pytest.approx(link[0]["tp all-reduce"] * 3 / (2 * 3 + 58))
-    assert link[1]["ep all-to-all"] == pytest.approx(link[0]["ep all-to-all"] / 8)  # ...of its own tokens
+    # TP attention: every rank holds every token, so the 58 MoE layers dispatch nothing and sum their
+    # experts' outputs in the MLP all-reduce (two reduces in each of the 61 layers)...
+    assert "ep all-to-all" not in link[0]
+    buf = 64 * m.hidden_size * 2.0  # tokens x hidden x bf16 activations
+    assert link[0]["tp all-reduce"] == pytest.approx(61 * 2 * 2 * 7 / 8 * buf)
+    # ...attention DP: only the 3 dense layers gather/scatter, the MoE layers dispatch their own tokens.
+    assert link[1]["tp all-reduce"] == pytest.approx(link[0]["tp all-reduce"] * 3 / (2 * 61))
+    a2a = 58 * 2 * 7 / 8 * (64 / 8) * m.moe.experts_per_token * buf / 64
+    assert link[1]["ep all-to-all"] == pytest.approx(a2a)
     # A large long-context decode batch: each GPU reads 1/8 of the latent cache instead of all of it.
     assert dp.step_time_s([1] * 256, [4000] * 256) < 0.7 * tp.step_time_s([1] * 256, [4000] * 256)
     # The fast paths agree with the itemised cost under attention DP.

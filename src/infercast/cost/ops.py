@@ -274,12 +274,18 @@ class Shards:
         MLP gathers every GPU's tokens and scatters its output back (all-gather +
         reduce-scatter move 2 (n-1)/n x buffer, what one ring all-reduce moves),
         or, with EP, dispatches only its own tokens all-to-all.
+
+        EP under TP attention (TensorRT-LLM's "TEP"): after the attention all-reduce every
+        rank already holds every token, so nothing is dispatched; each rank runs its local
+        experts on the tokens routed to them ("a GPU only sees tokens routed to its local
+        experts", TensorRT-LLM docs, "Parallelism in TensorRT-LLM") and the partial outputs
+        are summed by the MLP's all-reduce, as in dense TP.
         """
         tp, ep = self.par.tp, self.par.ep
         buf = t * self.h * self.a
         ops = []
         reduces = 1 if self.model.parallel_block or self.attn_dp else 2
-        if layer.moe and ep > 1:
+        if layer.moe and ep > 1 and self.attn_dp:
             reduces -= 1
             rows = t * self.attn_share * self.model.moe.experts_per_token  # type: ignore[union-attr]
             a2a = 2 * alltoall_link_bytes(rows * self.h * self.a, ep)  # dispatch + combine
