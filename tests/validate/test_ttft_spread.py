@@ -56,15 +56,15 @@ def test_serving_overhead_is_added_to_benchmark_ttft_only():
 
 @pytest.fixture(scope="module")
 def shipped_rows():
-    ids = {"AIC-3382-ttft", "AIC-3478-ttft", "AIC-1027-ttft"}
+    ids = {"AIC-3382-ttft", "AIC-3478-ttft", "AIC-1139-ttft"}
     cases = [c for c in load_cases() if c.id in ids]
     ev = Evaluator(cases, simulate=False)
     return {p.case.id: p for p in ev.predict(load_profile_set(None))}, ev
 
 
-@pytest.mark.parametrize("row", ["AIC-3382-ttft", "AIC-3478-ttft", "AIC-1027-ttft"])
+@pytest.mark.parametrize("row", ["AIC-3382-ttft", "AIC-3478-ttft", "AIC-1139-ttft"])
 def test_shipped_rows_need_spread_arrivals(shipped_rows, row):
-    """Llama-3.1-70B on vLLM (H100) and Qwen3-235B on TRT-LLM (H100), 16 clients of 1,024-token
+    """Llama-3.1-70B on vLLM (H100) and Qwen3-32B on TRT-LLM (H100), 16 clients of 1,024-token
     prompts: the mean TTFT measured (wave one included) is below one lockstep step of 8 such
     prompts, so later waves cannot arrive as groups; the spread form is closer, within 45 %."""
     preds, ev = shipped_rows
