@@ -8,6 +8,7 @@ lengths, Poisson arrivals at 80 % of capacity, chunked scheduler (vLLM v1 defaul
 Run:
     python benchmarks/sim_speed.py                       # 50k requests, fast vs exact mode
     python benchmarks/sim_speed.py --num-requests 1000000 --no-exact   # the 1M-request goal
+    python benchmarks/sim_speed.py --opcodes 20000      # bytecodes/calls per request (load-independent)
 
 Reports process CPU seconds (not wall time: the machine is shared), requests per
 CPU-second, the share of CPU spent inside the cost model (``StepModel.mixed_step_time_s``,
@@ -19,7 +20,9 @@ resident memory growth sampled during the run (memory must follow active request
 from __future__ import annotations
 
 import argparse
+import collections
 import resource
+import sys
 import time
 
 from infercast.commands.simulate import build_step_model
@@ -51,6 +54,13 @@ class TimedModel:
     def mixed_step_time_s(self, num_decode, decode_cached_sum, new, cached):
         t0 = time.process_time()
         out = self.inner.mixed_step_time_s(num_decode, decode_cached_sum, new, cached)
+        self.cpu_s += time.process_time() - t0
+        self.calls += 1
+        return out
+
+    def chunk_step_time_s(self, num_decode, decode_cached_sum, n, c):
+        t0 = time.process_time()
+        out = self.inner.chunk_step_time_s(num_decode, decode_cached_sum, n, c)
         self.cpu_s += time.process_time() - t0
         self.calls += 1
         return out
@@ -107,11 +117,40 @@ def run(label: str, cfg, model, n: int) -> float:
     return cpu
 
 
+def count_opcodes(cfg, model, n: int, top: int = 25) -> None:
+    """Python bytecodes and calls per request of one run, per function (``sys.settrace`` with
+    opcode events): a load-independent measure of the simulator's own work for A/B comparisons
+    on a shared machine (the run is ~30x slower under the tracer; builtins and C work not counted)."""
+    ops: collections.Counter = collections.Counter()
+    calls: collections.Counter = collections.Counter()
+
+    def tracer(frame, event, _arg):
+        key = (frame.f_code.co_name, frame.f_code.co_filename.rsplit("/", 1)[-1])
+        if event == "call":
+            calls[key] += 1
+            frame.f_trace_opcodes = True
+        elif event == "opcode":
+            ops[key] += 1
+        return tracer
+
+    sys.settrace(tracer)
+    try:
+        simulate(cfg, model)
+    finally:
+        sys.settrace(None)
+    print(f"opcode count, {n:,} requests: {sum(ops.values()) / n:,.0f} bytecodes and "
+          f"{sum(calls.values()) / n:.1f} Python calls per request")
+    for key, v in ops.most_common(top):
+        print(f"  {v / n:7.1f} bytecodes {calls[key] / n:5.2f} calls  {key[0]} ({key[1]})")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--num-requests", type=int, default=50_000)
     ap.add_argument("--no-exact", action="store_true", help="skip the exact-mode comparison")
     ap.add_argument("--no-alone", action="store_true", help="skip the constant-time cost stand-in run")
+    ap.add_argument("--opcodes", type=int, default=0, metavar="N",
+                    help="only count Python bytecodes per request over N requests (deterministic)")
     args = ap.parse_args()
     n = args.num_requests
     model = build_step_model(config(1, None))
@@ -119,6 +158,9 @@ def main() -> None:
     rate = 0.8 * cap
     print(f"capacity (offline, 10k azure-conv requests): {cap:.2f} req/s -> Poisson at {rate:.2f} req/s")
     simulate(config(2_000, rate), model)  # warm the cost model's caches, as a long run would
+    if args.opcodes:
+        count_opcodes(config(args.opcodes, rate), model, args.opcodes)
+        return
     cpu = run("fast mode", config(n, rate), model, n)
     # The cost model's share from a second, instrumented run (its clock reads would slow the first).
     m = min(n, 50_000)
