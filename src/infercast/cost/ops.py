@@ -246,20 +246,33 @@ class Shards:
         ]
 
     def moe_ops(self, t: float) -> list[OpCost]:
-        moe, h, w, ab, tp = self.model.moe, self.h, self.we, self.a, self.par.tp
+        """Router, routed experts, their output reduction, shared experts.
+
+        Sharding: ``ep`` ranks split the experts, the ``tp / ep`` ranks of one expert split its
+        FFN width (TensorRT-LLM's moe_tp_size = tp / ep); a rank runs ``rows / ep`` token-expert
+        rows. FLOPs and weights per rank are ``1 / tp`` of the total either way, but the rows'
+        hidden-size activations (the gate_up input, the down output) are not split by the FFN
+        shards: each rank reads and writes ``rows / ep`` full rows. The ``k`` expert outputs of
+        a token are then summed back to one row (``moe.finalize``: TensorRT-LLM's
+        ``finalizeMoeRoutingKernel``, vLLM's ``moe_sum`` after its fused-MoE Triton GEMMs; both
+        read every expert output row and write one row per token).
+        """
+        moe, h, w, ab, tp, ep = self.model.moe, self.h, self.we, self.a, self.par.tp, self.par.ep
         assert moe is not None
         e, k, f = moe.num_experts, moe.experts_per_token, moe.expert_ffn_size
         touched = e * (1.0 - (1.0 - k / e) ** t) if t > 0 else 0.0
         rows = t * k  # token-expert pairs
         m_per_expert = rows / touched if touched else 0.0
+        local = rows / ep  # rows this rank's experts run, each with the full hidden size
         gate_up = OpCost("moe.experts.gate_up", GEMM, 2.0 * rows * h * 2 * f / tp,
-                         touched * h * 2 * f * w / tp + rows * h * ab / tp, rows * 2 * f * ab / tp, m_per_expert,
+                         touched * h * 2 * f * w / tp + local * h * ab, rows * 2 * f * ab / tp, m_per_expert,
                          compulsory_bytes=touched * h * 2 * f * w / tp, expert=True)
         down = OpCost("moe.experts.down", GEMM, 2.0 * rows * f * h / tp,
-                      touched * f * h * w / tp + rows * f * ab / tp, rows * h * ab / tp, m_per_expert,
+                      touched * f * h * w / tp + rows * f * ab / tp, local * h * ab, m_per_expert,
                       compulsory_bytes=touched * f * h * w / tp, expert=True)
         ops = [gemm("moe.router", t, h, e, self.w, ab), gate_up,
-               elementwise("moe.act", rows * 2 * f / tp, rows * f / tp, ab, 4.0), down]
+               elementwise("moe.act", rows * 2 * f / tp, rows * f / tp, ab, 4.0), down,
+               elementwise("moe.finalize", local * h, t * self.attn_share * h, ab)]
         if moe.num_shared_experts:
             ops += self.dense_mlp_ops("moe.shared", moe.num_shared_experts * moe.shared_ffn_size, t)
         return ops
