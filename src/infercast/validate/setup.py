@@ -33,6 +33,11 @@ silent; each one is named, and ``docs/validation.md`` lists them:
   TensorRT-LLM's defaults ``W4A8_MXFP4_MXFP8`` on Blackwell and ``W4A16_MXFP4`` on
   Hopper (``cost/experts.py`` cites them); Hopper and older parts have no FP4
   tensor cores. Noted per row.
+- TensorRT-LLM's v1.0 performance overview runs its MoE models with ``trtllm-bench --tp
+  $tp_size --pp $pp_size --ep $ep_size`` ("For MoE models", its "Reproducing Benchmarked
+  Results") but its tables name only the TP size: such a row with ``tp > 1`` and no ``ep`` is
+  predicted with ``ep = tp`` (attention TP, experts split over the TP group: TensorRT-LLM's
+  moe_ep_size = tp, moe_tp_size = 1), noted on the row.
 - Expert parallel wider than the TP group (``ep > tp*pp``) means attention data
   parallel (SGLang ``--enable-dp-attention``, TensorRT-LLM attention DP): one
   replica of ``ep`` GPUs with ``Parallelism(tp=ep, ep=ep, attn_dp=True)``
@@ -185,6 +190,18 @@ def checkpoint_weights(model: str) -> str | None:
     return None
 
 
+EP_SOURCES = ("trtllm-perf-overview-v1.0",)  # sources whose MoE runs pass --ep without stating it (module docstring)
+
+
+def _is_moe(model: str) -> bool:
+    from infercast.specs.catalog import load_model
+
+    try:
+        return load_model(model).moe is not None
+    except InfercastError:
+        return False
+
+
 def layout(case: Case) -> Layout:
     """Resolve parallelism, replicas, precision and engine limits, or raise Unpredictable."""
     if not case.model:
@@ -196,6 +213,9 @@ def layout(case: Case) -> Layout:
         raise Unpredictable(f"the source does not state the parallel layout of its {n} GPUs (tp/pp/ep)")
     tp, pp, ep = case.tp or 1, case.pp or 1, case.ep or 1
     notes = []
+    if case.ep is None and tp > 1 and case.source in EP_SOURCES and _is_moe(case.model):
+        ep = tp
+        notes.append(f"ep not stated: ep={tp}, experts split over the TP group (the source runs MoE models with --ep)")
     attn_dp = ep > tp * pp
     if attn_dp:
         if ep % pp:
