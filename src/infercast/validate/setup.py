@@ -46,6 +46,7 @@ silent; each one is named, and ``docs/validation.md`` lists them:
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from infercast.errors import InfercastError
@@ -100,9 +101,34 @@ def hardware_family(hardware: str) -> str:
     return HARDWARE_FAMILIES[best] if best else "other"
 
 
+def trtllm_engine_flow(engine: str) -> bool:
+    """Whether a TensorRT-LLM row ran the TensorRT engine flow rather than the PyTorch backend.
+
+    TensorRT-LLM's performance overview: "Starting with v0.19, testing was performed using
+    the PyTorch backend - this workflow does not require an engine to be built"; before, a
+    TensorRT engine was built per model (its own kernels, runtime and batch manager). So
+    ``tensorrt-llm-X.Y`` below 0.19 and NVIDIA's MLPerf harness (TensorRT engines) are the
+    engine flow; rows that say ``pytorch``, later releases, and aiconfigurator's
+    ``trtllm-*`` runs (its TensorRT-LLM support starts with the PyTorch backend; some of its
+    version strings are Dynamo's) are the PyTorch backend.
+    """
+    e = engine.lower()
+    if "pytorch" in e:
+        return False
+    if "mlperf" in e:
+        return True
+    version = re.match(r"tensorrt-llm-(\d+)\.(\d+)", e)
+    return bool(version) and (int(version.group(1)), int(version.group(2))) < (0, 19)
+
+
 def group_key(case: Case) -> str:
-    """Profile group of a row: ``<hardware family>/<engine family>``."""
-    return f"{hardware_family(case.hardware)}/{engine_family(case.engine)}"
+    """Profile group of a row: ``<hardware family>/<engine family>``; TensorRT-LLM's engine
+    flow is its own family, ``trtllm-engine`` (:func:`trtllm_engine_flow`), while ``trtllm``
+    is the PyTorch backend that ``--engine trtllm`` means today."""
+    family = engine_family(case.engine)
+    if family == "trtllm" and trtllm_engine_flow(case.engine):
+        family = "trtllm-engine"
+    return f"{hardware_family(case.hardware)}/{family}"
 
 
 @dataclass(frozen=True)
