@@ -29,21 +29,32 @@ def check_step(s: Scheduler, batch) -> None:
         assert len(r.block_table) * cfg.block_size >= q.num_cached_tokens + q.num_new_tokens
 
 
-def drive(s: Scheduler, max_steps: int = 100_000, use_fast_path: bool = False) -> tuple[list, int]:
-    """Run to completion; return (finished requests in finish order, steps)."""
+def drive(s: Scheduler, max_steps: int = 100_000, use_fast_path: bool = False,
+          finish_step: dict | None = None) -> tuple[list, int]:
+    """Run to completion; return (finished requests in finish order, steps).
+
+    ``finish_step``, when given, is filled with the step count at which each request finished
+    (the order of requests finishing in the same step is not part of the scheduler's contract)."""
     finished = []
     steps = 0
     while s.has_unfinished and steps < max_steps:
         if use_fast_path:
             k = s.decode_horizon(7)
             if k:
-                finished += s.advance_decode(k)
+                done = s.advance_decode(k)
                 steps += k
                 s.check_invariants()
+                finished += _record(done, steps, finish_step)
                 continue
         batch = s.schedule()
         check_step(s, batch)
         assert not batch.is_empty, "scheduler stalled with unfinished requests"
-        finished += s.update(batch)
         steps += 1
+        finished += _record(s.update(batch), steps, finish_step)
     return finished, steps
+
+
+def _record(done: list, steps: int, finish_step: dict | None) -> list:
+    if finish_step is not None:
+        finish_step.update((r.request_id, steps) for r in done)
+    return done

@@ -1,7 +1,7 @@
 """Scheduler policies, preemption, prefix caching, abort and the decode fast path."""
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from infercast.errors import ConfigError
@@ -114,6 +114,8 @@ workloads = st.lists(st.tuples(st.integers(1, 40), st.integers(1, 30)), min_size
 
 
 @settings(max_examples=40, deadline=None)
+# Found by hypothesis: r3 and r4 finish in the same step after preemptions, reported in different orders.
+@example([(1, 15), (1, 16), (1, 17), (1, 18), (1, 16), (1, 10)], "continuous", 16, False, True)
 @given(
     workloads,
     st.sampled_from(["static", "continuous", "chunked"]),
@@ -136,7 +138,8 @@ def test_invariants_on_random_workloads(lengths, policy, num_blocks, prefix, fas
             accepted.add(r.request_id)
         else:
             assert r.reject_reason
-    done, steps = drive(s, use_fast_path=fast)
+    when: dict[str, int] = {}
+    done, steps = drive(s, use_fast_path=fast, finish_step=when)
     assert {r.request_id for r in done} == accepted
     assert all(r.num_output_tokens == r.max_output_tokens for r in done)
     assert s.kv.num_free_blocks == num_blocks
@@ -150,9 +153,12 @@ def test_invariants_on_random_workloads(lengths, policy, num_blocks, prefix, fas
         )
         for i, (p, o) in enumerate(lengths):
             s2.add_request(req(i, p, o, synthetic_block_hashes(i % 2, 12, 4) if prefix else ()))
-        done2, steps2 = drive(s2)
+        when2: dict[str, int] = {}
+        done2, steps2 = drive(s2, finish_step=when2)
         assert steps2 == steps
-        assert [r.request_id for r in done2] == [r.request_id for r in done]
+        # Every request finishes at the same step (the order within one step is not part of the contract:
+        # a multi-step advance reports in running order, a single update in its own removal order).
+        assert when2 == when
 
 
 def test_check_step_helper_catches_a_leak():
