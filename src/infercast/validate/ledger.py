@@ -26,7 +26,7 @@ from infercast.specs.catalog import load_hardware, load_model
 from infercast.specs.hardware import HardwareSpec
 from infercast.specs.parallel import Parallelism
 from infercast.specs.precision import Precision
-from infercast.validate.setup import MEMORY_FRACTION, Setup, Unpredictable
+from infercast.validate.setup import MEMORY_FRACTION, Setup, Unpredictable, engine_model
 
 Shape = tuple[tuple[int, int, int], ...]  # runs of (count, new tokens, cached tokens)
 EIGHT_BIT = ("fp8", "int8", "fp4")
@@ -56,7 +56,7 @@ def setup_hardware(s: Setup) -> HardwareSpec:
 def setup_step_model(s: Setup, profile: EfficiencyProfile | None = None) -> StepModel:
     """The StepModel of a setup: its precision (and the experts' own), layout, engine limits and
     the engine's memory rule (``Setup.kv_free_fraction``, ``validate/setup.py``)."""
-    model, hw = load_model(s.model), setup_hardware(s)
+    model, hw = engine_model(load_model(s.model), s), setup_hardware(s)
     prec, par = Precision.parse(s.weights, s.kv_cache), Parallelism(tp=s.tp, pp=s.pp, ep=s.ep, attn_dp=s.attn_dp)
     experts = ExpertPrecision.parse(s.experts) if s.experts else None
     fraction = MEMORY_FRACTION

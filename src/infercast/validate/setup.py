@@ -38,6 +38,15 @@ silent; each one is named, and ``docs/validation.md`` lists them:
   Results") but its tables name only the TP size: such a row with ``tp > 1`` and no ``ep`` is
   predicted with ``ep = tp`` (attention TP, experts split over the TP group: TensorRT-LLM's
   moe_ep_size = tp, moe_tp_size = 1), noted on the row.
+- TensorRT-LLM applies Llama 4's chunked attention to context requests only ("chunked
+  attention can only be applied to context requests", its ``docs/source/features/long-sequence.md``,
+  "Chunked attention") and keeps every layer's full KV, so a decode step attends to the whole
+  context on every layer; except on Blackwell, whose TRTLLM-Gen attention kernels also take the
+  chunk size in generation (``fmhaKernels.h``: tiles outside a chunked-causal mask are skipped).
+  Those setups (TensorRT-LLM, not Blackwell) are predicted with the chunked layers run as full
+  attention (:func:`engine_model`); that also charges full-span attention to prefill, which
+  overstates it only past one chunk (a 20,000-token prompt of Llama-4-Maverick: about 2x the
+  attention FLOPs of its prefill, a few % of a 20000/2000 offline run).
 - Expert parallel wider than the TP group (``ep > tp*pp``) means attention data
   parallel (SGLang ``--enable-dp-attention``, TensorRT-LLM attention DP): one
   replica of ``ep`` GPUs with ``Parallelism(tp=ep, ep=ep, attn_dp=True)``
@@ -47,9 +56,10 @@ silent; each one is named, and ``docs/validation.md`` lists them:
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from infercast.errors import InfercastError
+from infercast.specs.model import ATTN_CHUNKED, ATTN_FULL, ModelSpec
 from infercast.validate.cases import Case
 
 MEMORY_FRACTION = 0.9
@@ -147,6 +157,7 @@ class Setup:
     attn_dp: bool = False  # attention data parallel over the tp GPUs (Parallelism.attn_dp)
     experts: str = ""  # routed experts' own "<format>/<compute>" (cost.experts.ExpertPrecision), "" = ``weights``
     kv_free_fraction: float = 0.0  # KV = this fraction of the memory weights/activations leave (TRT-LLM); 0: MEMORY_FRACTION of all
+    chunked_as_full: bool = False  # chunked-attention layers attend to the whole context (TRT-LLM on Hopper; engine_model)
 
     @property
     def gpus_per_replica(self) -> int:
@@ -258,6 +269,19 @@ def layout(case: Case) -> Layout:
         weights, kv = "bf16", case.kv_cache or "bf16"
         notes.append(f"{case.model} served from its MXFP4 checkpoint: experts {experts} (format/compute), "
                      f"the rest bf16, KV {kv}")
-    free = TRTLLM_FREE_FRACTION if engine_family(case.engine) == "trtllm" else 0.0
-    setup = Setup(case.model, case.hardware, weights, kv, tp, pp, ep, seqs, tokens, attn_dp, experts, free)
+    trtllm = engine_family(case.engine) == "trtllm"
+    free = TRTLLM_FREE_FRACTION if trtllm else 0.0
+    chunked_as_full = trtllm and hardware_family(case.hardware) != "blackwell"
+    setup = Setup(case.model, case.hardware, weights, kv, tp, pp, ep, seqs, tokens, attn_dp, experts, free,
+                  chunked_as_full)
     return Layout(setup, n // per, n, tuple(notes))
+
+
+def engine_model(model: ModelSpec, setup: Setup) -> ModelSpec:
+    """``model`` as the setup's engine runs it: under ``chunked_as_full`` (TensorRT-LLM, module
+    docstring) its chunked-attention layers attend to the whole context, as its decode does."""
+    if not setup.chunked_as_full or all(layer.attention != ATTN_CHUNKED for layer in model.layers):
+        return model
+    layers = tuple(replace(layer, attention=ATTN_FULL, window=0) if layer.attention == ATTN_CHUNKED else layer
+                   for layer in model.layers)
+    return replace(model, layers=layers)
