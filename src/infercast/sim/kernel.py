@@ -3,6 +3,11 @@
 SimPy's ordering without SimPy: ``seq`` is a per-kernel counter, so events at
 the same time and priority run in the order they were scheduled and two
 kernels never share state. No global clock: ``now`` lives on the kernel.
+
+:meth:`Kernel.run_one` is the same ordering without the heap for the usual run
+(one replica, an open-loop arrival stream): then at most two events are ever
+pending, the next arrival and the replica's one step end (or kick), and a
+comparison orders them.
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ PRIO_STEP_END = 1
 PRIO_KICK = 2
 
 _heappush = heapq.heappush  # a module global: one lookup per event instead of two
+_INF = float("inf")
 
 
 class Kernel:
@@ -29,6 +35,8 @@ class Kernel:
         self.heap: list[list[Any]] = []
         self._seq = 0
         self.num_events = 0
+        # Time of the next arrival waiting outside the heap (only under ``run_one``; inf otherwise).
+        self.arrival_s = _INF
 
     def at(self, time_s: float, priority: int, fn: Callable[..., None], *args: Any) -> list[Any]:
         """Run ``fn(*args)`` at ``time_s``; returns a handle for :meth:`cancel`."""
@@ -67,3 +75,45 @@ class Kernel:
                     fn()
         finally:
             self.num_events += count
+
+    def run_one(self, owner, stream, on_arrival: Callable[..., None]) -> None:
+        """Run ``owner``'s events and an arrival stream in the order :meth:`run` would, without the heap.
+
+        ``owner`` (a replica) keeps its one pending event itself: ``next_s`` (inf when none) and
+        ``next_fn``, a step end (``PRIO_STEP_END``) or a kick (``PRIO_KICK``): it posts there instead
+        of calling :meth:`at`, and moves ``next_s`` to reschedule. ``stream`` yields tuples whose
+        first item is the arrival time, in time order; ``on_arrival(*item)`` runs at that time. An
+        arrival at the same instant as the owner's event runs first (``PRIO_ARRIVAL`` is lowest), and
+        :attr:`arrival_s` holds the next arrival's time while an event runs (the owner's check for a
+        same-instant arrival, as :meth:`has_pending` would answer). Nothing may use :meth:`at` meanwhile.
+        """
+        inf = _INF
+        item = next(stream, None)
+        ta = inf if item is None else item[0]
+        self.arrival_s = ta
+        count = 0
+        try:
+            while True:
+                te = owner.next_s
+                if ta <= te:  # the arrival (ties too: it sorts first)
+                    if ta == inf:
+                        break  # nothing pending
+                    cur = item
+                    item = next(stream, None)
+                    self.arrival_s = nxt = inf if item is None else item[0]
+                    if nxt < ta:
+                        raise ValueError(f"arrival at {nxt} s after one at {ta} s: the stream must be in time order")
+                    self.now = ta
+                    count += 1
+                    on_arrival(*cur)
+                    ta = nxt
+                else:
+                    self.now = te
+                    owner.next_s = inf
+                    count += 1
+                    owner.next_fn()
+        finally:
+            self.num_events += count
+            self.arrival_s = inf
+        if self.heap:
+            raise RuntimeError("an event was scheduled with at() during run_one(); use run()")

@@ -180,6 +180,11 @@ class Replica:
         self._chunk = getattr(timer, "chunk_step_time_s", None)  # ``mixed`` of one listed sequence
         # Event callbacks bound once (reading ``self._end_step`` builds a bound method every time).
         self._on_step_end, self._on_segment_end = self._end_step, self._end_segment
+        # Under ``Kernel.run_one`` (``solo``: the only replica, open loop) the replica's one pending
+        # event is these two fields instead of a heap entry (see there).
+        self.solo = False
+        self.next_s = math.inf
+        self.next_fn: Callable[[], None] | None = None
 
     # ---- arrivals ---------------------------------------------------------------
     def submit(self, req: Request) -> None:
@@ -202,11 +207,19 @@ class Replica:
         if self._kicked:
             return
         self._kicked = True
-        heap = self.kernel.heap  # ``kernel.has_pending(now, PRIO_ARRIVAL)``, inlined
-        if heap and heap[0][0] == now and heap[0][1] <= PRIO_ARRIVAL:
-            self.kernel.at(now, PRIO_KICK, self._start_step)
+        kernel = self.kernel  # ``kernel.has_pending(now, PRIO_ARRIVAL)``, inlined
+        heap = kernel.heap
+        if kernel.arrival_s == now or (heap and heap[0][0] == now and heap[0][1] <= PRIO_ARRIVAL):
+            self._post_kick(now)
         else:  # no same-instant arrival can still come: skip the extra event
             self._start_step()
+
+    def _post_kick(self, now: float) -> None:
+        """Start the next step after this instant's arrivals (a kick event)."""
+        if self.solo:
+            self.next_s, self.next_fn = now, self._start_step
+        else:
+            self.kernel.at(now, PRIO_KICK, self._start_step)
 
     # ---- stepping ---------------------------------------------------------------
     def _start_step(self) -> None:
@@ -262,7 +275,10 @@ class Replica:
             self._obs_last, self._obs_interval = self.observe(now, self, num_seqs)
         self._busy = True
         self._batch = batch
-        self.kernel.at(now + dt, PRIO_STEP_END, self._on_step_end)
+        if self.solo:
+            self.next_s, self.next_fn = now + dt, self._on_step_end
+        else:
+            self.kernel.at(now + dt, PRIO_STEP_END, self._on_step_end)
 
     def _end_step(self) -> None:
         now = self.kernel.now
@@ -308,10 +324,11 @@ class Replica:
         for req in done:
             self._finish(req, now)
         # ``_kick(now)``, inlined (no kick is pending at a step's end: one waits only while idle)
-        heap = self.kernel.heap
-        if heap and heap[0][0] == now and heap[0][1] <= PRIO_ARRIVAL:
+        kernel = self.kernel
+        heap = kernel.heap
+        if kernel.arrival_s == now or (heap and heap[0][0] == now and heap[0][1] <= PRIO_ARRIVAL):
             self._kicked = True
-            self.kernel.at(now, PRIO_KICK, self._start_step)
+            self._post_kick(now)
         else:
             self._start_step()
 
@@ -327,7 +344,10 @@ class Replica:
         # Step j (1-based) ends at t0 + j*c1 + c2*j*(j-1): sum of a + b*(S0 + n*i), i < j.
         c1, c2 = a + b * s0, b * n * 0.5
         seg = _Segment(now, c1, c2, k, None, n)
-        seg.handle = self.kernel.at(now + k * c1 + c2 * (k * (k - 1)), PRIO_STEP_END, self._on_segment_end)  # end(k)
+        if self.solo:
+            self.next_s, self.next_fn = now + k * c1 + c2 * (k * (k - 1)), self._on_segment_end  # end(k)
+        else:
+            seg.handle = self.kernel.at(now + k * c1 + c2 * (k * (k - 1)), PRIO_STEP_END, self._on_segment_end)
         self._segment = seg
         self._busy = True
         self.stats.num_segments += 1
@@ -339,10 +359,13 @@ class Replica:
         seg = self._segment
         m = seg.first_end_after(arrival_s)
         if m < seg.steps:
-            seg.handle[3] = None  # ``Kernel.cancel(seg.handle)``, inlined
             seg.steps = m
             end = seg.start_s + m * seg.c1 + seg.c2 * (m * (m - 1))  # ``seg.end(m)``, inlined
-            seg.handle = self.kernel.at(end, PRIO_STEP_END, self._on_segment_end)
+            if self.solo:  # its pending end moves
+                self.next_s = end
+            else:
+                seg.handle[3] = None  # ``Kernel.cancel(seg.handle)``, inlined
+                seg.handle = self.kernel.at(end, PRIO_STEP_END, self._on_segment_end)
 
     def _end_segment(self) -> None:
         now = self.kernel.now
@@ -373,10 +396,11 @@ class Replica:
         for req in done:
             self._finish(req, now)
         # ``_kick(now)``, inlined (no kick is pending at a step's end: one waits only while idle)
-        heap = self.kernel.heap
-        if heap and heap[0][0] == now and heap[0][1] <= PRIO_ARRIVAL:
+        kernel = self.kernel
+        heap = kernel.heap
+        if kernel.arrival_s == now or (heap and heap[0][0] == now and heap[0][1] <= PRIO_ARRIVAL):
             self._kicked = True
-            self.kernel.at(now, PRIO_KICK, self._start_step)
+            self._post_kick(now)
         else:
             self._start_step()
 

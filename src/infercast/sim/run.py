@@ -151,13 +151,30 @@ class _Driver:
         at = t if t is not None else arrival
         self.kernel.at(at, PRIO_ARRIVAL, self._arrive, at, prompt, output, group)
 
+    def _prefix_hashes(self, group: int) -> tuple[int, ...]:
+        hashes = self._hashes.get(group)
+        if hashes is None:
+            hashes = self._hashes[group] = synthetic_block_hashes(group, self.prefix_tokens, self.block_size)
+        return hashes
+
+    def run(self) -> None:
+        """Feed the stream and run the kernel until every request is done."""
+        rep = self.replicas[0] if len(self.replicas) == 1 else None
+        if not self.closed and type(rep) is Replica:
+            rep.solo = True  # the usual run: no heap (``Kernel.run_one``), the same order of events
+            self.kernel.run_one(rep, self.stream, self._arrive_one)
+            return
+        self.start()
+        self.kernel.run()
+
+    def _arrive_one(self, at: float, prompt: int, output: int, group: int) -> None:
+        """``_arrive`` under ``Kernel.run_one``: one replica, and the kernel reads the stream."""
+        req = Request(str(self._count), prompt, output, at, self._prefix_hashes(group) if group >= 0 else ())
+        self._count += 1
+        self.replicas[0].submit(req)
+
     def _arrive(self, at: float, prompt: int, output: int, group: int) -> None:
-        hashes = ()
-        if group >= 0:
-            hashes = self._hashes.get(group)
-            if hashes is None:
-                hashes = self._hashes[group] = synthetic_block_hashes(group, self.prefix_tokens, self.block_size)
-        req = Request(str(self._count), prompt, output, at, hashes)
+        req = Request(str(self._count), prompt, output, at, self._prefix_hashes(group) if group >= 0 else ())
         self._count += 1
         replicas = self.replicas
         target = replicas[0] if len(replicas) == 1 else replicas[self.router.route(group, replicas)]
@@ -226,8 +243,7 @@ def simulate(
         sched_cfg, extra = build_disagg(cfg, timer, kernel, driver, series)
     else:
         sched_cfg, extra = _build_replicas(cfg, timer, kernel, driver, series)
-    driver.start()
-    kernel.run()
+    driver.run()
     driver.completions.flush()
     for rep in replicas:
         if rep.gaps is not None:
