@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from infercast.sched.request import Request
 
 
 # Not ``frozen``: a frozen dataclass's __init__ sets each field through object.__setattr__
@@ -17,6 +21,7 @@ class ScheduledSeq:
     ``block_table`` lists the physical KV blocks that hold positions
     ``0 .. num_cached_tokens + num_new_tokens - 1``. ``samples`` is True when the
     step ends with a sampled output token (a decode, or the last prefill chunk).
+    ``req`` is the request itself (the scheduler's object: runners reach it without an id lookup).
     """
 
     request_id: str
@@ -24,6 +29,7 @@ class ScheduledSeq:
     num_cached_tokens: int
     block_table: tuple[int, ...] = ()
     samples: bool = True
+    req: Request | None = field(default=None, compare=False, repr=False)  # state, not data: not compared
 
 
 @dataclass(slots=True)

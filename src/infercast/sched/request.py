@@ -65,6 +65,13 @@ class Request:
     dbase: int = -1
     finish_dstep: int = 0
     group_phase: int = -1  # dstep % block_size at which it needs a new block; -1: KV reserved
+    # The runner's bookkeeping (the scheduler never reads these): when it was first scheduled, its
+    # output token times kept one by one, and (simulator) the index of its next decode token in its
+    # replica's step timeline, -1 while its times are not there. Here rather than in a second
+    # per-request object: the simulator builds one object less and looks up no id per step.
+    first_scheduled_s: float | None = None
+    token_times: list[float] = field(default_factory=list)
+    timeline_start: int = -1
 
     @property
     def num_tokens(self) -> int:

@@ -171,17 +171,17 @@ class Scheduler(DecodeGroupMixin):
         if cfg.emit_block_tables:
             seqs = tuple([
                 ScheduledSeq(req.request_id, n, req.num_computed_tokens, tuple(req.block_table),
-                             req.num_computed_tokens + n == req.num_tokens)
+                             req.num_computed_tokens + n == req.num_tokens, req)
                 for req, n in entries
             ])
         elif len(entries) == 1:  # the common simulator step: one prefill chunk beside the group
             req, n = entries[0]
             c = req.num_computed_tokens
-            seqs = (ScheduledSeq(req.request_id, n, c, (), c + n == req.prompt_tokens + req.num_output_tokens),)
+            seqs = (ScheduledSeq(req.request_id, n, c, (), c + n == req.prompt_tokens + req.num_output_tokens, req),)
         else:
             seqs = tuple([
                 ScheduledSeq(req.request_id, n, req.num_computed_tokens, (),
-                             req.num_computed_tokens + n == req.prompt_tokens + req.num_output_tokens)
+                             req.num_computed_tokens + n == req.prompt_tokens + req.num_output_tokens, req)
                 for req, n in entries
             ])
         cached = self._dsum + len(self.group) * self.dstep if n_group else 0
@@ -234,7 +234,7 @@ class Scheduler(DecodeGroupMixin):
             rid = req.request_id
             running[rid] = req
             self.explicit[rid] = req
-            seqs.append(ScheduledSeq(rid, n, 0, (), n == total))
+            seqs.append(ScheduledSeq(rid, n, 0, (), n == total, req))
             budget -= n
         cached = self._dsum + len(self.group) * self.dstep if n_group else 0
         return Batch(tuple(seqs), (), n_group, cached)
@@ -257,8 +257,12 @@ class Scheduler(DecodeGroupMixin):
         prefix_caching = self.config.enable_prefix_caching
         running = _RUNNING
         for seq in batch.seqs:
-            req = requests.get(seq.request_id)
-            if req is None or req.status is not running:
+            req = seq.req
+            if req is None:  # a batch built by hand
+                req = requests.get(seq.request_id)
+                if req is None:
+                    continue
+            if req.status is not running:
                 continue  # finished above, or aborted while the step ran
             if req.dbase >= 0:  # a listed group member: its token is already counted
                 extra = _count(num_sampled.get(req.request_id, 1)) - 1 if num_sampled else 0

@@ -37,18 +37,6 @@ _RUNNING = RequestStatus.RUNNING
 TIMELINE_COMPACT_MIN = 1 << 16
 
 
-class _Track:
-    """Simulator-side bookkeeping of one active request (a plain class: built once per request)."""
-
-    __slots__ = ("req", "times", "tl_start", "first_scheduled_s")
-
-    def __init__(self, req: Request) -> None:
-        self.req = req
-        self.times: list[float] = []  # explicit token times
-        self.tl_start = -1  # timeline index of its next decode token; -1 when not decoding
-        self.first_scheduled_s: float | None = None
-
-
 @dataclass(slots=True)
 class _Segment:
     """k all-decode steps in closed form; step j (1-based) ends at ``end(j)``."""
@@ -163,7 +151,6 @@ class Replica:
         self.max_segment_steps = max_segment_steps
         self.observe = observe  # returns (last sample, interval): see TimeSeries.observe
         self._obs_last, self._obs_interval = -math.inf, 0.0
-        self.tracks: dict[str, _Track] = {}
         self.timeline = Timeline()
         self._compact_at = TIMELINE_COMPACT_MIN
         self.stats = ReplicaStats()
@@ -195,7 +182,6 @@ class Replica:
                                 finish_reason="rejected", error=req.reject_reason)
             self.emit(rec, self.index)
             return
-        self.tracks[req.request_id] = _Track(req)
         self.outstanding_tokens += req.prompt_tokens + req.max_output_tokens
         if self._segment is not None:
             self._cut_segment(now)
@@ -238,22 +224,21 @@ class Replica:
         if not seqs and not nd:
             self._busy = False
             return
-        tracks = self.tracks
         for rid in batch.preempted:
-            self._flush(tracks[rid])
+            self._flush(sched.requests[rid])
         if len(seqs) == 1 and self._chunk is not None:  # one prefill chunk beside the group: no lists
             seq = seqs[0]
-            tr = tracks[seq.request_id]
-            if tr.first_scheduled_s is None:
-                tr.first_scheduled_s = now
+            req = seq.req
+            if req.first_scheduled_s is None:
+                req.first_scheduled_s = now
             dt = self._chunk(nd, batch.decode_cached_tokens, seq.num_new_tokens, seq.num_cached_tokens)
         else:
             new: list[int] = []
             cached: list[int] = []
             for seq in seqs:
-                tr = tracks[seq.request_id]
-                if tr.first_scheduled_s is None:
-                    tr.first_scheduled_s = now
+                req = seq.req
+                if req.first_scheduled_s is None:
+                    req.first_scheduled_s = now
                 new.append(seq.num_new_tokens)
                 cached.append(seq.num_cached_tokens)
             mixed = self._mixed
@@ -283,19 +268,19 @@ class Replica:
     def _end_step(self) -> None:
         now = self.kernel.now
         batch, self._batch = self._batch, None
-        tracks = self.tracks
         gaps = self.gaps
         decoding_in_step = batch.num_decode_seqs
-        started: list[_Track] = []
+        started: list[Request] = []
         for seq in batch.seqs:
-            tr = tracks[seq.request_id]
-            if tr.tl_start >= 0:
+            req = seq.req
+            if req.timeline_start >= 0:
                 decoding_in_step += 1
             elif seq.samples:
-                if tr.times and gaps is not None:  # first token after a recompute
-                    gaps.explicit(now - tr.times[-1])
-                tr.times.append(now)  # first token (or first after a recompute)
-                started.append(tr)
+                times = req.token_times
+                if times and gaps is not None:  # first token after a recompute
+                    gaps.explicit(now - times[-1])
+                times.append(now)  # first token (or first after a recompute)
+                started.append(req)
         if decoding_in_step:
             if decoding_in_step != self._num_decoding:
                 raise RuntimeError("a step ran only some decoding requests; timeline would be wrong")
@@ -315,12 +300,12 @@ class Replica:
         if started:
             tl = self.timeline
             size = tl.base + len(tl.data)  # ``tl.size``
-            for tr in started:
-                if tr.req.status is _RUNNING:  # not finished by this step
-                    tr.tl_start = size
+            for req in started:
+                if req.status is _RUNNING:  # not finished by this step
+                    req.timeline_start = size
                     self._num_decoding += 1
                     if not decoding_in_step and gaps is not None:  # its token is not on the timeline
-                        gaps.off[tr.req.request_id] = now
+                        gaps.off[req.request_id] = now
         for req in done:
             self._finish(req, now)
         # ``_kick(now)``, inlined (no kick is pending at a step's end: one waits only while idle)
@@ -418,48 +403,48 @@ class Replica:
     def _compact(self, extra: int) -> None:
         """Drop timeline entries no active request needs (amortized: the threshold doubles)."""
         tl = self.timeline
-        starts = [tr.tl_start for tr in self.tracks.values() if tr.tl_start >= 0]
+        starts = [r.timeline_start for r in self.sched.running.values() if r.timeline_start >= 0]
         tl.drop_before(min(starts) if starts else tl.size)
         self._compact_at = max(TIMELINE_COMPACT_MIN, 2 * (tl.held + extra))
 
-    def _flush(self, tr: _Track) -> None:
+    def _flush(self, req: Request) -> None:
         """Preempted: copy its decode times out of the timeline; it stops decoding."""
-        if tr.tl_start >= 0:
-            count = tr.req.num_output_tokens - len(tr.times)
-            tr.times.extend(self.timeline.slice(tr.tl_start, count).tolist())
-            tr.tl_start = -1
+        if req.timeline_start >= 0:
+            count = req.num_output_tokens - len(req.token_times)
+            req.token_times.extend(self.timeline.slice(req.timeline_start, count).tolist())
+            req.timeline_start = -1
             self._num_decoding -= 1
             if self.gaps is not None:
-                self.gaps.off.pop(tr.req.request_id, None)
+                self.gaps.off.pop(req.request_id, None)
 
     def _finish(self, req: Request, now: float) -> None:
-        tr = self.tracks.pop(req.request_id)
         add = self._complete_add
         if add is not None:  # token times only for a sink; ITLs went to the tally per step
-            if tr.tl_start >= 0:
+            if req.timeline_start >= 0:
                 self._num_decoding -= 1
-            times = self._token_times(tr, req) if self._wants_times else None
+            times = self._token_times(req) if self._wants_times else None
             self.outstanding_tokens -= req.prompt_tokens + req.max_output_tokens
-            add(req, tr.first_scheduled_s, tr.times[0], now, times)
+            add(req, req.first_scheduled_s, req.token_times[0], now, times)
             return
-        times = self._token_times(tr, req)
-        if tr.tl_start >= 0:
+        times = self._token_times(req)
+        if req.timeline_start >= 0:
             self._num_decoding -= 1
         self.outstanding_tokens -= req.prompt_tokens + req.max_output_tokens
         rec = RequestRecord(
             req.request_id, req.arrival_s, req.prompt_tokens, req.num_output_tokens, times,
-            finish_s=now, first_scheduled_s=tr.first_scheduled_s, finish_reason=req.finish_reason,
+            finish_s=now, first_scheduled_s=req.first_scheduled_s, finish_reason=req.finish_reason,
             num_preemptions=req.num_preemptions, cached_prompt_tokens=req.num_cached_prompt_tokens,
         )
         self.emit(rec, self.index)
 
-    def _token_times(self, tr: _Track, req: Request) -> np.ndarray:
+    def _token_times(self, req: Request) -> np.ndarray:
         """Every token time of a finishing request: explicit ones, then its timeline slice."""
-        if tr.tl_start >= 0:
-            count = req.num_output_tokens - len(tr.times)
-            k = len(tr.times)
+        explicit = req.token_times
+        if req.timeline_start >= 0:
+            k = len(explicit)
+            count = req.num_output_tokens - k
             times = np.empty(k + count)
-            times[:k] = tr.times
-            times[k:] = self.timeline.slice(tr.tl_start, count)
+            times[:k] = explicit
+            times[k:] = self.timeline.slice(req.timeline_start, count)
             return times
-        return np.asarray(tr.times, dtype=np.float64)
+        return np.asarray(explicit, dtype=np.float64)

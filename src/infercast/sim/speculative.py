@@ -32,7 +32,7 @@ import numpy as np
 from infercast.cost.speculative import SpeculativeConfig, SpeculativeModel, beta_params
 from infercast.metrics.records import RequestRecord
 from infercast.sim.kernel import PRIO_STEP_END
-from infercast.sim.replica import Replica, _Track
+from infercast.sim.replica import Replica
 
 
 class SpecTimer:
@@ -99,7 +99,7 @@ class SpecReplica(Replica):
         self._chunks: dict[str, list[int]] = {}  # tokens per chunk (one chunk per step), by request
 
     def _verifies(self, seq) -> bool:
-        req = self.tracks[seq.request_id].req
+        req = seq.req
         return seq.samples and req.num_output_tokens > 0 and seq.num_cached_tokens >= req.prompt_tokens
 
     def _start_step(self) -> None:
@@ -112,11 +112,11 @@ class SpecReplica(Replica):
         if batch.num_decode_seqs:
             raise RuntimeError("speculative replicas need a scheduler with compact_decodes=False")
         for rid in batch.preempted:
-            self._flush(self.tracks[rid])
+            self._flush(self.sched.requests[rid])
         for seq in batch.seqs:
-            tr = self.tracks[seq.request_id]
-            if tr.first_scheduled_s is None:
-                tr.first_scheduled_s = now
+            req = seq.req
+            if req.first_scheduled_s is None:
+                req.first_scheduled_s = now
         seqs = batch.seqs
         verify = [self._verifies(s) for s in seqs]
         dt = self.timer.step_time_s([s.num_new_tokens for s in seqs], [s.num_cached_tokens for s in seqs], verify)
@@ -134,17 +134,17 @@ class SpecReplica(Replica):
         for seq, v in zip(batch.seqs, verify, strict=True):
             if not seq.samples:
                 continue
-            tr = self.tracks[seq.request_id]
-            m = self._draw(tr) if v else 1
+            req = seq.req
+            m = self._draw(req) if v else 1
             sampled[seq.request_id] = m
-            tr.times.append(now)
+            req.token_times.append(now)
             self._chunks.setdefault(seq.request_id, []).append(m)
         for req in self.sched.update(batch, sampled):
             self._finish(req, now)
         self._kick(now)
 
-    def _draw(self, tr: _Track) -> int:
-        req, c = tr.req, self.timer.config
+    def _draw(self, req) -> int:
+        c = self.timer.config
         a = self._accept.get(req.request_id)
         if a is None:
             a = self._accept[req.request_id] = draw_acceptance(self.rng, c.acceptance, c.acceptance_std)
@@ -153,13 +153,12 @@ class SpecReplica(Replica):
 
     def _finish(self, req, now: float) -> None:
         rid = req.request_id
-        tr = self.tracks.pop(rid)
         self._accept.pop(rid, None)
         chunks = self._chunks.pop(rid, [])
         self.outstanding_tokens -= req.prompt_tokens + req.max_output_tokens
         rec = RequestRecord(
-            rid, req.arrival_s, req.prompt_tokens, req.num_output_tokens, np.asarray(tr.times, dtype=np.float64),
-            chunk_tokens=chunks, finish_s=now, first_scheduled_s=tr.first_scheduled_s,
+            rid, req.arrival_s, req.prompt_tokens, req.num_output_tokens, np.asarray(req.token_times, dtype=np.float64),
+            chunk_tokens=chunks, finish_s=now, first_scheduled_s=req.first_scheduled_s,
             finish_reason=req.finish_reason, num_preemptions=req.num_preemptions,
             cached_prompt_tokens=req.num_cached_prompt_tokens,
         )
