@@ -118,3 +118,16 @@ def test_ttft_includes_the_serving_stack_overhead_tpot_does_not():
     stack = Evaluator(cases).predict(ProfileSet(EfficiencyProfile(request_overhead_s=0.25)))
     assert stack[0].predicted == pytest.approx(plain[0].predicted + 0.25)
     assert stack[1].predicted == pytest.approx(plain[1].predicted)
+
+
+def test_simulator_runs_the_stated_layout_too():
+    # --simulate-all: the simulator's pools get the same stated decode batch and prefill seats as the
+    # closed form (before, its decode pool kept the engine default and queued three quarters)
+    layout = {"prefill": {"tp_size": "1", "num_workers": "4", "batch_size": "1"},
+              "decode": {"tp_size": "1", "attention_dp_size": "8", "batch_size": "512", "num_workers": "1"}}
+    lines = [_row(f"s-{m}", layout, 12, 4096, m, (128, 64)) for m in ("ttft_mean_s", "tpot_mean_s")]
+    cases = read_cases(COLS + "\n".join(lines) + "\n")
+    closed = Evaluator(cases).predict(ProfileSet())
+    sim = Evaluator(cases, prefer_simulator=True).predict(ProfileSet())
+    for a, b in zip(closed, sim, strict=True):
+        assert b.predicted == pytest.approx(a.predicted, rel=0.15), a.case.id

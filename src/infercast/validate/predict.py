@@ -353,12 +353,13 @@ def _disaggregated(case: Case, models: StepModels) -> Plan:
     limit = _running_limit(case, replace(lay, setup=setup), dec_sm, i, o)
     limit = decode_running_limit(limit, case.extra["decode"], dec_sm.memory.max_batch(i + o))
     ranks_p = gp if dp_p else 1
-    loop = disagg_loop(clients, workers, i, o, setup.max_batched_tokens,
-                       prefill_seats(case.extra["prefill"], ranks_p, setup.max_seqs), limit, xfer, CONCURRENCY_WAVES,
+    seats = prefill_seats(case.extra["prefill"], ranks_p, setup.max_seqs)
+    loop = disagg_loop(clients, workers, i, o, setup.max_batched_tokens, seats, limit, xfer, CONCURRENCY_WAVES,
                        prefill_ranks=ranks_p)
     npf = len(loop.prefill_shapes)
     key_m = "ttft_s" if case.metric == "ttft_mean_s" else "tpot_s"
-    key, run = disagg_predictor(setup, (gp, ep_p, dp_p), workers, clients, i, o)
+    key, run = disagg_predictor(setup, (gp, ep_p, dp_p), workers, clients, i, o, limit,
+                                seats if seats != setup.max_seqs else None)
     pick = SIM_METRICS[case.metric]
     stack = 1.0 if key_m == "ttft_s" else 0.0  # the benchmark client's TTFT includes the serving stack
     return Plan(case, group_key(case), replace(lay, setup=setup), loop.prefill_shapes + loop.decode_shapes,

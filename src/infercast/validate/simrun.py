@@ -69,13 +69,17 @@ def sim_predictor(s: Setup, rate: float | None, input_tokens: int, output_tokens
 
 
 def disagg_predictor(s: Setup, prefill: tuple[int, int, bool], workers: tuple[int, int], concurrency: int,
-                     input_tokens: int, output_tokens: int) -> tuple[tuple, Callable[[EfficiencyProfile], Summary]]:
+                     input_tokens: int, output_tokens: int, decode_limit: int | None = None,
+                     prefill_seats: int | None = None) -> tuple[tuple, Callable[[EfficiencyProfile], Summary]]:
     """Disaggregated prefill/decode pools (``infercast.sim.disagg``), closed loop at ``concurrency``.
 
     ``s`` is one decode worker (timed with the profile being scored); ``prefill`` is a
     prefill worker's (GPUs, EP, attention DP). The simulator builds the prefill pool's
     cost model itself from the decode worker's (``sim.build.pool_step_model``): same
-    profile, part and memory fraction.
+    profile, part and memory fraction. ``decode_limit`` (running sequences per decode
+    worker) and ``prefill_seats`` (prompts a prefill worker takes at once) are the
+    stated-layout rules of :mod:`infercast.validate.disagg` (``decode_running_limit``,
+    ``prefill_seats``), so the simulator and the closed form run the same engines.
     """
     from infercast.sim.config import build_config
 
@@ -86,8 +90,12 @@ def disagg_predictor(s: Setup, prefill: tuple[int, int, bool], workers: tuple[in
         "scheduler": {"policy": "chunked", "max_num_seqs": s.max_seqs, "max_num_batched_tokens": s.max_batched_tokens},
         "workload": {"arrival": "closed", "concurrency": concurrency, "num_requests": CONCURRENCY_WAVES * concurrency,
                      "input": {"dist": "fixed", "mean": input_tokens}, "output": {"dist": "fixed", "mean": output_tokens}},
-        "disaggregation": {"prefill": {"replicas": workers[0], "tp": gp, "ep": ep_p, "attn_dp": dp_p},
-                           "decode": {"replicas": workers[1]}},
+        "disaggregation": {"prefill": {"replicas": workers[0], "tp": gp, "ep": ep_p, "attn_dp": dp_p,
+                                       **({"max_num_seqs": prefill_seats} if prefill_seats else {})},
+                           "decode": {"replicas": workers[1],
+                                      **({"max_num_seqs": decode_limit,  # a decode step: one token per sequence
+                                          "max_num_batched_tokens": max(s.max_batched_tokens, decode_limit)}
+                                         if decode_limit else {})}},
     })
 
     def run(profile: EfficiencyProfile) -> Summary:
@@ -96,4 +104,4 @@ def disagg_predictor(s: Setup, prefill: tuple[int, int, bool], workers: tuple[in
         timer = setup_step_model(s, profile)
         return simulate(cfg, timer).summary
 
-    return ("disagg", s, prefill, workers, concurrency, input_tokens, output_tokens), run
+    return ("disagg", s, prefill, workers, concurrency, input_tokens, output_tokens, decode_limit, prefill_seats), run
