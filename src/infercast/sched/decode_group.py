@@ -219,48 +219,47 @@ class DecodeGroupMixin:
         )
 
     def _pop_finished(self, done: list[Request]) -> None:
+        """Finish every live member whose ``finish_dstep`` has come, in (finish step, join) order.
+
+        Each is ``_leave_group(req, explicit=False)`` then ``_finish(req, "length", explicit=False)``,
+        fused (the same changes in the same order; one per finished request, so calls count).
+        """
         heap, dstep, pop = self._finish_heap, self.dstep, heapq.heappop
         running = _RUNNING
+        bs, phases = self.config.block_size, self._phase
+        group, runs, requests, kv, reserve = self.group, self.running, self.requests, self.kv, self._reserve
+        stack = kv.plain_stack
         while heap and heap[0][0] <= dstep:
             f, _, req = pop(heap)
-            if req.dbase >= 0 and req.finish_dstep == f and req.status is running:  # ``_live``
-                done.append(self._finish_member(req))
-
-    def _finish_member(self, req: Request) -> Request:
-        """``_leave_group(req, explicit=False)`` then ``_finish(req, "length", explicit=False)``, fused
-        (the same changes in the same order: one per finished request, so calls count)."""
-        dstep = self.dstep
-        c = req.num_computed_tokens + dstep - req.dbase  # ``_sync`` (its ``dbase = dstep`` is overwritten below)
-        req.num_computed_tokens = c
-        req.num_output_tokens += dstep - req.dbase
-        table = req.block_table
-        need = -(-c // self.config.block_size) - len(table)  # its blocks still in the reserve
-        if req.group_phase >= 0:
-            self._phase[req.group_phase] -= 1
-            self._phased -= 1
-        self._dsum -= c - dstep
-        rid = req.request_id
-        del self.group[rid]
-        req.dbase = -1
-        del self.running[rid]
-        kv = self.kv
-        stack = kv.plain_stack
-        if stack is not None:  # the table synced and freed (``kv.free(table)``), inlined
-            stack += table  # no prefix caching: the order on the stack does not matter (see ``free``)
-            kv.num_free_blocks += len(table)
-            if need > 0:  # and its blocks from the reserve, as the table's tail would have been
-                reserve = self._reserve
-                stack += reserve[-need:]
-                del reserve[-need:]
-                kv.num_free_blocks += need
-        else:
-            if need > 0:
-                reserve = self._reserve
-                table.extend(reserve[-need:])
-                del reserve[-need:]
-            kv.free(table)
-        req.block_table = []
-        req.status = _FINISHED
-        req.finish_reason = "length"
-        del self.requests[rid]
-        return req
+            if not (req.dbase >= 0 and req.finish_dstep == f and req.status is running):  # ``_live``
+                continue
+            c = req.num_computed_tokens + dstep - req.dbase  # ``_sync`` (its ``dbase = dstep`` is overwritten below)
+            req.num_computed_tokens = c
+            req.num_output_tokens += dstep - req.dbase
+            table = req.block_table
+            need = -(-c // bs) - len(table)  # its blocks still in the reserve
+            if req.group_phase >= 0:
+                phases[req.group_phase] -= 1
+                self._phased -= 1
+            self._dsum -= c - dstep
+            rid = req.request_id
+            del group[rid]
+            req.dbase = -1
+            del runs[rid]
+            if stack is not None:  # the table synced and freed (``kv.free(table)``), inlined
+                stack += table  # no prefix caching: the order on the stack does not matter (see ``free``)
+                kv.num_free_blocks += len(table)
+                if need > 0:  # and its blocks from the reserve, as the table's tail would have been
+                    stack += reserve[-need:]
+                    del reserve[-need:]
+                    kv.num_free_blocks += need
+            else:
+                if need > 0:
+                    table.extend(reserve[-need:])
+                    del reserve[-need:]
+                kv.free(table)
+            req.block_table = []
+            req.status = _FINISHED
+            req.finish_reason = "length"
+            del requests[rid]
+            done.append(req)

@@ -183,8 +183,17 @@ class Replica:
             self.emit(rec, self.index)
             return
         self.outstanding_tokens += req.prompt_tokens + req.max_output_tokens
-        if self._segment is not None:
-            self._cut_segment(now)
+        seg = self._segment
+        if seg is not None:  # a segment under way: cut it at its first step end >= now
+            m = seg.first_end_after(now)
+            if m < seg.steps:
+                seg.steps = m
+                end = seg.start_s + m * seg.c1 + seg.c2 * (m * (m - 1))  # ``seg.end(m)``, inlined
+                if self.solo:  # its pending end moves
+                    self.next_s = end
+                else:
+                    seg.handle[3] = None  # ``Kernel.cancel(seg.handle)``, inlined
+                    seg.handle = self.kernel.at(end, PRIO_STEP_END, self._on_segment_end)
         elif not self._busy:
             self._kick(now)
 
@@ -338,19 +347,6 @@ class Replica:
         self.stats.num_segments += 1
         if self.observe is not None and not now - self._obs_last < self._obs_interval:  # it would ignore the call
             self._obs_last, self._obs_interval = self.observe(now, self, n)
-
-    def _cut_segment(self, arrival_s: float) -> None:
-        """End the segment at the first step end at or after ``arrival_s``."""
-        seg = self._segment
-        m = seg.first_end_after(arrival_s)
-        if m < seg.steps:
-            seg.steps = m
-            end = seg.start_s + m * seg.c1 + seg.c2 * (m * (m - 1))  # ``seg.end(m)``, inlined
-            if self.solo:  # its pending end moves
-                self.next_s = end
-            else:
-                seg.handle[3] = None  # ``Kernel.cancel(seg.handle)``, inlined
-                seg.handle = self.kernel.at(end, PRIO_STEP_END, self._on_segment_end)
 
     def _end_segment(self) -> None:
         now = self.kernel.now
