@@ -72,19 +72,20 @@ def test_run_one_orders_an_owner_and_a_stream_as_the_heap_does():
         if k.now < 2.0:
             owner.next_s, owner.next_fn = 3.5, owner_event  # cut below by the arrival at 2.0
 
-    def arrive(t, name):
-        out.append((name, k.now, k.arrival_s))
-        if name == "c":
+    def arrive(item):
+        out.append((item.name, k.now, k.arrival_s))
+        if item.name == "c":
             owner.next_s = 2.5  # moved: the 3.5 event never runs
 
     owner.next_fn = owner_event
-    k.run_one(owner, iter([(1.0, "a"), (1.0, "b"), (2.0, "c"), (4.0, "d")]), arrive)
+    items = [SimpleNamespace(arrival_s=t, name=name) for t, name in [(1.0, "a"), (1.0, "b"), (2.0, "c"), (4.0, "d")]]
+    k.run_one(owner, iter(items), arrive)
     inf = float("inf")
     assert out == [("a", 1.0, 1.0), ("b", 1.0, 2.0), ("owner", 1.0, 2.0), ("c", 2.0, 4.0),
                    ("owner", 2.5, 4.0), ("d", 4.0, inf)]
     assert k.num_events == 6 and k.now == 4.0 and k.arrival_s == inf
     with pytest.raises(ValueError, match="time order"):
-        Kernel().run_one(SimpleNamespace(next_s=inf), iter([(2.0,), (1.0,)]), lambda t: None)
+        Kernel().run_one(SimpleNamespace(next_s=inf), iter(items[2::-2]), lambda item: None)
     with pytest.raises(RuntimeError, match="run_one"):
         k2 = Kernel()
-        k2.run_one(SimpleNamespace(next_s=inf), iter([(1.0,)]), lambda t: k2.at(5.0, 0, print))
+        k2.run_one(SimpleNamespace(next_s=inf), iter(items[:1]), lambda item: k2.at(5.0, 0, print))

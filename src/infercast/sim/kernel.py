@@ -76,20 +76,20 @@ class Kernel:
         finally:
             self.num_events += count
 
-    def run_one(self, owner, stream, on_arrival: Callable[..., None]) -> None:
+    def run_one(self, owner, stream, on_arrival: Callable[[Any], None]) -> None:
         """Run ``owner``'s events and an arrival stream in the order :meth:`run` would, without the heap.
 
         ``owner`` (a replica) keeps its one pending event itself: ``next_s`` (inf when none) and
         ``next_fn``, a step end (``PRIO_STEP_END``) or a kick (``PRIO_KICK``): it posts there instead
-        of calling :meth:`at`, and moves ``next_s`` to reschedule. ``stream`` yields tuples whose
-        first item is the arrival time, in time order; ``on_arrival(*item)`` runs at that time. An
+        of calling :meth:`at`, and moves ``next_s`` to reschedule. ``stream`` yields arrivals (objects
+        with an ``arrival_s``, e.g. requests) in time order; ``on_arrival(item)`` runs at that time. An
         arrival at the same instant as the owner's event runs first (``PRIO_ARRIVAL`` is lowest), and
         :attr:`arrival_s` holds the next arrival's time while an event runs (the owner's check for a
         same-instant arrival, as :meth:`has_pending` would answer). Nothing may use :meth:`at` meanwhile.
         """
         inf = _INF
         item = next(stream, None)
-        ta = inf if item is None else item[0]
+        ta = inf if item is None else item.arrival_s
         self.arrival_s = ta
         count = 0
         try:
@@ -100,12 +100,12 @@ class Kernel:
                         break  # nothing pending
                     cur = item
                     item = next(stream, None)
-                    self.arrival_s = nxt = inf if item is None else item[0]
+                    self.arrival_s = nxt = inf if item is None else item.arrival_s
                     if nxt < ta:
                         raise ValueError(f"arrival at {nxt} s after one at {ta} s: the stream must be in time order")
                     self.now = ta
                     count += 1
-                    on_arrival(*cur)
+                    on_arrival(cur)
                     ta = nxt
                 else:
                     self.now = te

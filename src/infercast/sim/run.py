@@ -9,6 +9,7 @@ writer) and is then dropped, so memory follows the active requests.
 
 from __future__ import annotations
 
+import itertools
 import math
 import time
 from collections.abc import Callable, Iterator
@@ -25,7 +26,7 @@ from infercast.sim.kernel import PRIO_ARRIVAL, Kernel
 from infercast.sim.replica import Replica
 from infercast.sim.router import make_router
 from infercast.sim.series import TimeSeries
-from infercast.sim.workload import Trace, WorkloadSpec, load_trace, request_stream
+from infercast.sim.workload import Trace, WorkloadSpec, load_trace, request_columns
 
 
 @dataclass
@@ -115,9 +116,12 @@ def scheduler_config(cfg: SimConfig, kv_capacity_tokens: int, compact: bool = Tr
 class _Driver:
     """Feeds arrivals (open or closed loop) to the router and collects records."""
 
-    def __init__(self, cfg: SimConfig, stream: Iterator, replicas: list[Replica], kernel: Kernel,
+    def __init__(self, cfg: SimConfig, columns: Iterator, replicas: list[Replica], kernel: Kernel,
                  on_record: Callable[[RequestRecord], None]):
-        self.stream, self.replicas, self.kernel = stream, replicas, kernel
+        # ``request_columns`` chunks; ``stream`` yields them as ``request_stream``'s tuples (lazily: the
+        # one-replica open loop reads the columns as Requests instead, see ``run``).
+        self.columns, self.replicas, self.kernel = columns, replicas, kernel
+        self.stream = itertools.chain.from_iterable(zip(*c, strict=True) for c in columns)
         self.router = make_router(cfg.router)
         self.on_record = on_record
         self.completions: CompletionBuffer | None = None  # set by simulate()
@@ -162,16 +166,22 @@ class _Driver:
         rep = self.replicas[0] if len(self.replicas) == 1 else None
         if not self.closed and type(rep) is Replica:
             rep.solo = True  # the usual run: no heap (``Kernel.run_one``), the same order of events
-            self.kernel.run_one(rep, self.stream, self._arrive_one)
+            self.kernel.run_one(rep, itertools.chain.from_iterable(self._request_chunks()), rep.submit)
             return
         self.start()
         self.kernel.run()
 
-    def _arrive_one(self, at: float, prompt: int, output: int, group: int) -> None:
-        """``_arrive`` under ``Kernel.run_one``: one replica, and the kernel reads the stream."""
-        req = Request(str(self._count), prompt, output, at, self._prefix_hashes(group) if group >= 0 else ())
-        self._count += 1
-        self.replicas[0].submit(req)
+    def _request_chunks(self) -> Iterator[Iterator[Request]]:
+        """The open loop's requests, as ``_arrive`` would build them, a ``map`` per chunk of columns:
+        built in C, no Python frame per request (the kernel hands each to ``Replica.submit``)."""
+        start = 0
+        for arrivals, prompts, outputs, groups in self.columns:
+            ids = map(str, range(start, start + len(arrivals)))
+            if groups and groups[0] >= 0:  # shared prefixes: every request has a group
+                yield map(Request, ids, prompts, outputs, arrivals, map(self._prefix_hashes, groups))
+            else:  # none has one (-1)
+                yield map(Request, ids, prompts, outputs, arrivals)
+            start += len(arrivals)
 
     def _arrive(self, at: float, prompt: int, output: int, group: int) -> None:
         req = Request(str(self._count), prompt, output, at, self._prefix_hashes(group) if group >= 0 else ())
@@ -220,7 +230,7 @@ def simulate(
         trace = load_trace(cfg.workload.trace)
     acc = accumulator or MetricsAccumulator(slo_ttft_s=cfg.slo_ttft_s, slo_tpot_s=cfg.slo_tpot_s)
     rng = np.random.default_rng(cfg.seed)
-    stream = request_stream(workload_spec(cfg, trace), rng, trace)
+    columns = request_columns(workload_spec(cfg, trace), rng, trace)
     kernel = Kernel()
     series = TimeSeries()
 
@@ -234,7 +244,7 @@ def simulate(
             progress(done.num_done)
 
     replicas: list[Replica] = []
-    driver = _Driver(cfg, stream, replicas, kernel, on_record)
+    driver = _Driver(cfg, columns, replicas, kernel, on_record)
     driver.completions = CompletionBuffer(acc, sink, progress=progress)
     driver.itl = acc.add_itl
     if cfg.disaggregation is not None:

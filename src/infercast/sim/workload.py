@@ -216,11 +216,13 @@ def request_stream(spec: WorkloadSpec, rng: np.random.Generator,
     The items come from one ``zip`` per chunk of requests, chained in C: taking the next
     request resumes no Python frame (the chunk generator runs once per chunk).
     """
-    return itertools.chain.from_iterable(_chunks(spec, rng, trace))
+    return itertools.chain.from_iterable(zip(*cols, strict=True) for cols in request_columns(spec, rng, trace))
 
 
-def _chunks(spec: WorkloadSpec, rng: np.random.Generator, trace: Trace | None) -> Iterator[zip]:
-    """``request_stream``'s items, one zip of columns per chunk of ``CHUNK`` requests."""
+def request_columns(spec: WorkloadSpec, rng: np.random.Generator,
+                    trace: Trace | None = None) -> Iterator[tuple[list[float], list[int], list[int], list[int]]]:
+    """:func:`request_stream`'s items as columns (arrivals, prompts, outputs, groups), a chunk of
+    ``CHUNK`` requests at a time (the same numbers from the same draws)."""
     needs_trace = spec.arrival == "trace" or "trace" in (spec.input_dist, spec.output_dist)
     if needs_trace and (trace is None or len(trace) == 0):
         raise ConfigError("workload uses a trace but none was given: pass --trace NAME_OR_FILE")
@@ -240,7 +242,7 @@ def _chunks(spec: WorkloadSpec, rng: np.random.Generator, trace: Trace | None) -
             prompt = prompt + spec.prefix_tokens
         else:
             groups = np.full(n, -1)
-        yield zip(arrivals.tolist(), prompt.tolist(), output.tolist(), groups.tolist(), strict=True)
+        yield arrivals.tolist(), prompt.tolist(), output.tolist(), groups.tolist()
 
 
 def _trace_rows(start: int, n: int, num_rows: int, rng: np.random.Generator) -> np.ndarray:
