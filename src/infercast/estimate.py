@@ -13,10 +13,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from infercast.cost.efficiency import EfficiencyProfile
+from infercast.cost.experts import ExpertPrecision
 from infercast.cost.memory import fit_suggestions
 from infercast.cost.step import StepCost, StepModel
 from infercast.errors import ConfigError
 from infercast.specs.catalog import load_hardware, load_model
+from infercast.specs.checkpoint import checkpoint_weights, served_precision
 from infercast.specs.hardware import HardwareSpec
 from infercast.specs.model import ModelSpec
 from infercast.specs.parallel import Parallelism
@@ -126,7 +128,8 @@ class Estimate:
                          "peak_flops_per_s": dict(h.flops_per_s),
                          "link_bandwidth_bytes_per_s": h.link_bandwidth_bytes_per_s},
             "precision": {"weights": self.precision.weights, "compute": self.step_model.precision.compute,
-                          "kv_cache": self.precision.kv_cache},
+                          "kv_cache": self.precision.kv_cache,
+                          "experts": self.step_model.experts.label if self.step_model.experts else None},
             "parallel": {"tp": self.parallel.tp, "pp": self.parallel.pp, "ep": self.parallel.ep,
                          "num_gpus": self.num_gpus},
             "profile": self.profile.to_dict(),
@@ -151,11 +154,33 @@ class Estimate:
         }
 
 
-def _seed_formula_s(model: ModelSpec, prec: Precision, hw: HardwareSpec, par: Parallelism, batch: int, context: int) -> float:
-    """The seed's estimator: (params * bytes/param + kv/token * context * batch) / bandwidth, per GPU."""
-    weights = model.total_params * prec.weight_bytes / par.gpus_per_replica
+def _seed_formula_s(model: ModelSpec, prec: Precision, hw: HardwareSpec, par: Parallelism, batch: int, context: int,
+                    expert_weight_bytes: float | None = None) -> float:
+    """The seed's estimator: (params * bytes/param + kv/token * context * batch) / bandwidth, per GPU
+    (routed experts at their own bytes/param when the checkpoint stores them apart)."""
+    weights = model.total_params * prec.weight_bytes
+    if expert_weight_bytes is not None and model.moe is not None:
+        weights += model.num_moe_layers * model.moe.num_experts * model.expert_params * (expert_weight_bytes - prec.weight_bytes)
+    weights /= par.gpus_per_replica
     kv = model.kv_bytes_per_token(prec.kv_bytes) * context * batch / par.gpus_per_replica
     return (weights + kv) / hw.memory_bandwidth_bytes_per_s
+
+
+def _served_weights(model: str, hw: HardwareSpec, weights: str, experts: str | None) -> tuple[str, str | None, str]:
+    """(weights dtype, experts spec or None, a note on where they come from) for ``estimate``."""
+    origin = ""
+    expert_spec = None
+    if weights.strip().lower() == "checkpoint":
+        weights, expert_spec = served_precision(model, hw)
+        origin = f"weights as the checkpoint ships them: {weights}" + (
+            f", routed experts {expert_spec.replace('/', ' with ')} compute" if expert_spec else "")
+        if checkpoint_weights(model) is None and not expert_spec:
+            origin = "weights: the checkpoint's config names no dtype, bf16 assumed (pass --weights)"
+    if experts is not None:
+        expert_spec = None if experts.strip().lower() == "none" else experts
+        if expert_spec:
+            ExpertPrecision.parse(expert_spec)  # a bad spec fails here, naming the value
+    return weights, expert_spec, origin
 
 
 def _check_positive(name: str, values: Sequence[int]) -> None:
@@ -165,15 +190,19 @@ def _check_positive(name: str, values: Sequence[int]) -> None:
 
 
 def estimate(model: str | ModelSpec = SEED["model"], hardware: str | HardwareSpec = SEED["hardware"],
-             weights: str = "bf16", kv_cache: str | None = None, compute: str | None = None,
+             weights: str = "checkpoint", kv_cache: str | None = None, compute: str | None = None,
              batches: Sequence[int] = (1, 8, 32, 64), context: int | Sequence[int] = 2048, prompt: int = 1024,
              parallel: Parallelism | None = None, profile: EfficiencyProfile | None = None,
              price_per_hour: float | None = None, memory_fraction: float = 0.95,
-             use_floor: bool = False, add_max_batch: bool = False) -> Estimate:
+             use_floor: bool = False, add_max_batch: bool = False, experts: str | None = None) -> Estimate:
     """Roofline estimate of prefill and decode; see module docstring.
 
     ``context`` may be a list: decode rows cover every (context, batch) pair and
-    the memory verdict uses the longest context.
+    the memory verdict uses the longest context. ``weights="checkpoint"`` serves the
+    model as its checkpoint ships (:mod:`infercast.specs.checkpoint`: FP8 for
+    DeepSeek-V3, MXFP4 experts beside BF16 for gpt-oss). ``experts`` sets the routed
+    experts' own precision (``"mxfp4/bf16"``, ``"mxfp4/fp8"``, or ``"none"`` for the
+    weights' dtype); None keeps what ``weights`` implies.
     """
     contexts = sorted(set([context] if isinstance(context, int) else list(context)))
     _check_positive("batch", list(batches))
@@ -187,9 +216,11 @@ def estimate(model: str | ModelSpec = SEED["model"], hardware: str | HardwareSpe
         if price_per_hour < 0:
             raise ConfigError(f"--price must be >= 0 $/GPU-hour, got {price_per_hour}")
         h = h.with_price(price_per_hour, "--price")
+    weights, expert_spec, origin = _served_weights(model if isinstance(model, str) else m.name, h, weights, experts)
     prec = Precision.parse(weights, kv_cache, compute)
     par = parallel or Parallelism()
-    sm = StepModel(m, h, prec, par, profile, memory_fraction=memory_fraction)
+    sm = StepModel(m, h, prec, par, profile, memory_fraction=memory_fraction,
+                   experts=ExpertPrecision.parse(expert_spec) if expert_spec else None)
     mem = sm.memory
     context = contexts[-1]
     decode = []
@@ -199,9 +230,10 @@ def estimate(model: str | ModelSpec = SEED["model"], hardware: str | HardwareSpe
         if add_max_batch and mb > 0 and mb not in batch_list:
             batch_list = sorted(set(batch_list + [mb]))
         decode += [DecodePoint(b, ctx, sm.decode_cost(b, ctx), mem.fits(b, ctx), mem.required_bytes(b, ctx),
-                               _seed_formula_s(m, prec, h, par, b, ctx), h.price_per_hour, par.gpus_per_replica,
+                               _seed_formula_s(m, prec, h, par, b, ctx, sm.experts.weight_bytes if sm.experts else None),
+                               h.price_per_hour, par.gpus_per_replica,
                                use_floor) for b in batch_list]
-    notes = list(sm.notes)
+    notes = list(sm.notes) + ([origin] if origin else [])
     if context > m.max_context > 0:
         notes.append(f"context {context} exceeds the model's max_position_embeddings {m.max_context}")
     if not mem.weights_fit:

@@ -36,6 +36,7 @@ class WhatIf:
         return {
             "lever": self.lever,
             "weights": sm.precision.weights, "compute": sm.precision.compute, "kv_cache": sm.precision.kv_cache,
+            "experts": sm.experts.spec if sm.experts else None,
             "tp": e.parallel.tp, "ttft_s": e.ttft_s,
             "tpot_batch1_s": one.time_s, "bound_batch1": one.bound,
             "max_batch": mb,
@@ -49,10 +50,11 @@ def levers(base: Estimate) -> list[tuple[str, dict[str, Any]]]:
     """The alternative settings tried against ``base`` (name, changes to estimate's kwargs)."""
     p, tp = base.step_model.precision, base.parallel.tp
     out: list[tuple[str, dict[str, Any]]] = [("baseline", {})]
+    # a weight lever quantizes the whole model, experts stored apart (gpt-oss MXFP4) included
     if p.weights != "int4":
-        out.append(("W4A16 int4 weights", {"weights": "int4", "compute": None}))
+        out.append(("W4A16 int4 weights", {"weights": "int4", "compute": None, "experts": "none"}))
     if p.weights != "fp8":
-        out.append(("W8A8 fp8", {"weights": "fp8", "compute": None}))
+        out.append(("W8A8 fp8", {"weights": "fp8", "compute": None, "experts": "none"}))
     if p.kv_cache != "fp8":
         out.append(("fp8 KV cache", {"kv_cache": "fp8"}))
     out.append((f"TP {tp * 2}", {"parallel": Parallelism(tp=tp * 2, pp=base.parallel.pp, ep=base.parallel.ep)}))
@@ -66,6 +68,7 @@ def what_if(base: Estimate) -> list[WhatIf]:
         model=base.model, hardware=base.hardware, weights=sm.precision.weights, kv_cache=sm.precision.kv_cache,
         compute=sm.precision.compute, batches=[1], context=base.context, prompt=base.prompt_tokens,
         parallel=base.parallel, profile=base.profile, memory_fraction=sm.memory.available_bytes / sm.memory.device_bytes,
+        experts=sm.experts.spec if sm.experts else "none",
     )
     results = []
     for name, change in levers(base):

@@ -11,7 +11,7 @@ def run_estimate(model: str, hardware: str, weights: str, kv_cache: str | None, 
                  batch: str | None, context: str | int, prompt: int, tp: int, pp: int, ep: int,
                  price: float | None, profile: str | None, memory_fraction: float, floor: bool,
                  as_json: bool, plot: str | None, ops: bool, what_if: bool = False,
-                 engine: str | None = None) -> None:
+                 engine: str | None = None, experts: str | None = None) -> None:
     from infercast.commands._common import parse_int_list, print_json
     from infercast.estimate import estimate
     from infercast.report.console import make_console
@@ -24,7 +24,7 @@ def run_estimate(model: str, hardware: str, weights: str, kv_cache: str | None, 
     contexts = parse_int_list(str(context), "--context")
     est = estimate(model, hardware, weights, kv_cache, compute, batches, contexts, prompt,
                    Parallelism(tp=tp, pp=pp, ep=ep), resolve_profile(profile, load_hardware(hardware).key if engine else hardware, engine), price, memory_fraction,
-                   use_floor=floor, add_max_batch=batch is None)
+                   use_floor=floor, add_max_batch=batch is None, experts=experts)
     if plot:
         from infercast.report.plots import plot_estimate
 
@@ -66,7 +66,8 @@ def register(app: typer.Typer) -> None:
     def estimate_cmd(
         model: str = typer.Option("llama-3.1-70b", "--model", "-m", help="preset name (infercast models) or path to config.json / model dir"),
         hardware: str = typer.Option("h100-sxm", "--hardware", "-H", help="preset key (infercast hardware) or a .toml/.json spec"),
-        weights: str = typer.Option("bf16", help="weight storage dtype: fp32 bf16 fp16 fp8 int8 int4 fp4"),
+        weights: str = typer.Option("checkpoint", help="weight storage dtype: fp32 bf16 fp16 fp8 int8 int4 fp4, or checkpoint (as the model's config.json ships it)"),
+        experts: str | None = typer.Option(None, "--experts", help="routed experts' own precision <format>/<compute>, e.g. mxfp4/bf16 or mxfp4/fp8; none = the weights' dtype (default: what --weights implies)"),
         kv_cache: str | None = typer.Option(None, "--kv-cache", help="KV-cache dtype (default: 16-bit)"),
         compute: str | None = typer.Option(None, help="matmul compute dtype (default from weights: int4 -> bf16)"),
         batch: str | None = typer.Option(None, help="decode batch sizes, e.g. 1,8,32,64 (default adds the max batch)"),
@@ -86,4 +87,4 @@ def register(app: typer.Typer) -> None:
         what_if: bool = typer.Option(False, "--what-if", help="compare levers: int4 / fp8 weights, fp8 KV, 2x TP"),
     ) -> None:
         run_estimate(model, hardware, weights, kv_cache, compute, batch, context, prompt, tp, pp, ep, price,
-                     profile, memory_fraction, floor, as_json, plot, ops, what_if, engine)
+                     profile, memory_fraction, floor, as_json, plot, ops, what_if, engine, experts)

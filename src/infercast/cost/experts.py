@@ -35,6 +35,7 @@ class ExpertPrecision:
     weight_bytes: float
     compute: str  # the tensor-core rate of the experts' GEMMs: "bf16" (W4A16), "fp8" (W4A8)
     label: str = ""
+    spec: str = ""  # the "<format>/<compute>" it was parsed from
 
     def __post_init__(self) -> None:
         if not self.weight_bytes > 0:
@@ -48,4 +49,4 @@ class ExpertPrecision:
         if fmt not in FORMAT_BYTES or not compute:
             raise ConfigError(f"expert precision {spec!r}: use <format>/<compute dtype> with format one of "
                               f"{', '.join(FORMAT_BYTES)}, e.g. mxfp4/bf16")
-        return cls(FORMAT_BYTES[fmt], compute, f"{fmt} experts, {compute} compute")
+        return cls(FORMAT_BYTES[fmt], compute, f"{fmt} experts, {compute} compute", f"{fmt}/{compute}")

@@ -25,7 +25,8 @@ def estimate_tables(est: Estimate) -> Group:
         (f"{h.name}", "bold"), f" x{est.num_gpus} (TP {est.parallel.tp}, PP {est.parallel.pp}): "
         f"{fmt_si(h.memory_bandwidth_bytes_per_s, 'B/s')}, {fmt_si(est.step_model.machine.peak_flops, 'FLOP/s')} "
         f"{prec.compute}, {h.memory_bytes / GB:,.0f} GB ({h.memory_bytes / GiB:,.1f} GiB)\n",
-        f"precision {prec.label}; mode: {'floor (physics only)' if est.use_floor else 'expected (floor / efficiency + overhead)'}",
+        f"precision {prec.label}"
+        f"{'; ' + est.step_model.experts.label if est.step_model.experts else ''}; mode: {'floor (physics only)' if est.use_floor else 'expected (floor / efficiency + overhead)'}",
     )
     memt = Table(title="Memory per GPU", show_header=False, title_justify="left")
     memt.add_row("weights", fmt_bytes(mem.weight_bytes))
@@ -92,7 +93,7 @@ def what_if_table(rows: list[dict], context: int) -> Table:
         if "error" in r:
             t.add_row(r["lever"], Text(r["error"], style="red"))
             continue
-        t.add_row(r["lever"], f"{r['weights']}/{r['compute']}/{r['kv_cache']}", str(r["tp"]),
+        t.add_row(r["lever"], f"{r['weights']}/{r['compute']}/{r['kv_cache']}" + (f" + {r['experts']} experts" if r.get("experts") else ""), str(r["tp"]),
                   f"{r['ttft_s'] * 1e3:,.1f}", f"{r['tpot_batch1_s'] * 1e3:,.2f}", r["bound_batch1"],
                   f"{r['max_batch']:,}", f"{r['tokens_per_s_max_batch']:,.0f}", r["bound_max_batch"] or "-",
                   f"{r['tokens_per_s_per_gpu_max_batch']:,.0f}")

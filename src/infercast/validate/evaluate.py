@@ -15,11 +15,12 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from infercast.errors import InfercastError
+from infercast.specs.checkpoint import checkpoint_weights
 from infercast.validate.cases import Case
 from infercast.validate.ledger import Ledger, StepModels, profile_matrix
 from infercast.validate.predict import Plan, plan_case
 from infercast.validate.profiles import ProfileSet
-from infercast.validate.setup import Unpredictable, checkpoint_weights, group_key
+from infercast.validate.setup import Unpredictable, group_key
 from infercast.validate.speculative import with_acceptance
 
 
@@ -50,7 +51,7 @@ class Evaluator:
         """``simulate=False`` skips rows only the simulator predicts; ``prefer_simulator`` uses
         the simulator also where a closed form exists (concurrency rows); ``assume_weights``
         fills a missing weight dtype instead of skipping the row: ``"checkpoint"`` = the
-        checkpoint's own (``setup.checkpoint_weights``), else that dtype. Each such row
+        checkpoint's own (``specs.checkpoint.checkpoint_weights``), else that dtype. Each such row
         carries ``assumed_weights``; its original case is kept for reporting."""
         self.cases = with_acceptance(cases)
         self.assumed: dict[int, str] = {}

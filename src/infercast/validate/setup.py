@@ -21,7 +21,7 @@ silent; each one is named, and ``docs/validation.md`` lists them:
 - KV dtype when not stated: FP8 for TensorRT-LLM with 8-bit or narrower weights
   (its perf tables quantize the KV cache with the weights), else the 16-bit dtype.
 - Weights when the source does not say: the checkpoint's own dtype
-  (:func:`checkpoint_weights`: ``quantization_config.quant_method``, else
+  (:func:`infercast.specs.checkpoint.checkpoint_weights`: ``quantization_config.quant_method``, else
   ``torch_dtype``; FP32 checkpoints are served in FP16, as vLLM's ``dtype=auto``
   does), marked per row (``assumed_weights``) and counted in the summary.
 - A checkpoint that quantizes only its routed experts (gpt-oss: MXFP4 experts,
@@ -59,6 +59,7 @@ import re
 from dataclasses import dataclass, replace
 
 from infercast.errors import InfercastError
+from infercast.specs.checkpoint import checkpoint_expert_format
 from infercast.specs.model import ATTN_CHUNKED, ATTN_FULL, ModelSpec
 from infercast.validate.cases import Case
 
@@ -183,48 +184,14 @@ def kv_dtype(case: Case) -> str:
     return "fp16" if case.weights in ("fp16", "int8", "int4") else "bf16"
 
 
-_CHECKPOINT_DTYPES = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp16", "fp8": "fp8", "mxfp4": "fp4"}
-
-
-def _checkpoint_config(model: str) -> dict:
-    """The model's ``config.json`` (a preset or a path), or {} when it cannot be read."""
-    import json
-    from pathlib import Path
-
-    from infercast.specs.catalog import data_path
-
-    path = data_path("models", f"{model.strip().lower()}.json")
-    if not path.is_file():
-        path = Path(model).expanduser()
-        path = path / "config.json" if path.is_dir() else path
-    try:
-        cfg = json.loads(path.read_text())
-    except (OSError, ValueError):
-        return {}
-    return cfg if isinstance(cfg, dict) else {}
-
-
 def checkpoint_experts(case: Case) -> str:
     """``"mxfp4/<compute>"`` when the row runs a checkpoint that quantizes only its routed experts
     to MXFP4 (module docstring), else ""."""
-    quant = _checkpoint_config(case.model).get("quantization_config") or {}
-    if (str(quant.get("quant_method", "")).lower() != "mxfp4" or case.weights not in NARROW
+    if (checkpoint_expert_format(case.model) != "mxfp4" or case.weights not in NARROW
             or engine_family(case.engine) not in ("trtllm", "vllm", "sglang")):  # GPU engines' MoE kernels
         return ""
     w4a8 = hardware_family(case.hardware) == "blackwell" and engine_family(case.engine) == "trtllm"
     return "mxfp4/fp8" if w4a8 else "mxfp4/bf16"
-
-
-def checkpoint_weights(model: str) -> str | None:
-    """The weight dtype a checkpoint ships in (module docstring), or None if its config does not say."""
-    cfg = _checkpoint_config(model)
-    if not cfg:
-        return None
-    quant = cfg.get("quantization_config") or {}
-    for key in (quant.get("quant_method"), cfg.get("torch_dtype")):
-        if isinstance(key, str) and key.lower() in _CHECKPOINT_DTYPES:
-            return _CHECKPOINT_DTYPES[key.lower()]
-    return None
 
 
 EP_SOURCES = ("trtllm-perf-overview-v1.0",)  # sources whose MoE runs pass --ep without stating it (module docstring)
