@@ -18,7 +18,7 @@ from infercast.cost.memory import fit_suggestions
 from infercast.cost.step import StepCost, StepModel
 from infercast.errors import ConfigError
 from infercast.specs.catalog import load_hardware, load_model
-from infercast.specs.checkpoint import checkpoint_weights, served_precision
+from infercast.specs.checkpoint import resolve_precision
 from infercast.specs.hardware import HardwareSpec
 from infercast.specs.model import ModelSpec
 from infercast.specs.parallel import Parallelism
@@ -166,23 +166,6 @@ def _seed_formula_s(model: ModelSpec, prec: Precision, hw: HardwareSpec, par: Pa
     return (weights + kv) / hw.memory_bandwidth_bytes_per_s
 
 
-def _served_weights(model: str, hw: HardwareSpec, weights: str, experts: str | None) -> tuple[str, str | None, str]:
-    """(weights dtype, experts spec or None, a note on where they come from) for ``estimate``."""
-    origin = ""
-    expert_spec = None
-    if weights.strip().lower() == "checkpoint":
-        weights, expert_spec = served_precision(model, hw)
-        origin = f"weights as the checkpoint ships them: {weights}" + (
-            f", routed experts {expert_spec.replace('/', ' with ')} compute" if expert_spec else "")
-        if checkpoint_weights(model) is None and not expert_spec:
-            origin = "weights: the checkpoint's config names no dtype, bf16 assumed (pass --weights)"
-    if experts is not None:
-        expert_spec = None if experts.strip().lower() == "none" else experts
-        if expert_spec:
-            ExpertPrecision.parse(expert_spec)  # a bad spec fails here, naming the value
-    return weights, expert_spec, origin
-
-
 def _check_positive(name: str, values: Sequence[int]) -> None:
     for v in values:
         if not isinstance(v, int) or isinstance(v, bool) or v <= 0:
@@ -216,7 +199,7 @@ def estimate(model: str | ModelSpec = SEED["model"], hardware: str | HardwareSpe
         if price_per_hour < 0:
             raise ConfigError(f"--price must be >= 0 $/GPU-hour, got {price_per_hour}")
         h = h.with_price(price_per_hour, "--price")
-    weights, expert_spec, origin = _served_weights(model if isinstance(model, str) else m.name, h, weights, experts)
+    weights, expert_spec, origin = resolve_precision(model if isinstance(model, str) else m.name, h, weights, experts)
     prec = Precision.parse(weights, kv_cache, compute)
     par = parallel or Parallelism()
     sm = StepModel(m, h, prec, par, profile, memory_fraction=memory_fraction,

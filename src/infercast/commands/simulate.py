@@ -17,7 +17,7 @@ def _overrides(o: dict) -> dict:
         "output": {"dist": o["output_dist"], "mean": o["output_tokens"], "std": o["output_std"]},
     }
     out = {
-        "model": o["model"], "hardware": o["hardware"], "weights": o["weights"],
+        "model": o["model"], "hardware": o["hardware"], "weights": o["weights"], "experts": o["experts"],
         "kv_cache": o["kv_cache"], "tp": o["tp"], "ep": o["ep"], "attn_dp": o["attn_dp"], "replicas": o["replicas"], "router": o["router"],
         "seed": o["seed"], "mode": o["mode"], "slo_ttft_s": o["slo_ttft_s"], "slo_tpot_s": o["slo_tpot_s"],
         "scheduler": {
@@ -290,8 +290,9 @@ def _print_table(runs, cfg) -> None:
 
     from infercast.report.console import make_console
 
-    t = Table(title=f"simulate: {cfg.model} on {cfg.hardware} x{cfg.replicas} replica(s), "
-                    f"{cfg.scheduler.policy} scheduler")
+    experts = f" + {cfg.experts} experts" if cfg.experts else ""
+    t = Table(title=f"simulate: {cfg.model} ({cfg.weights}{experts}, KV {cfg.kv_cache or '16-bit'}) on "
+                    f"{cfg.hardware} x{cfg.replicas} replica(s), {cfg.scheduler.policy} scheduler")
     t.add_column("metric")
     dicts = [_run_dict(r, c) for _, r, _, c in runs]
     for label, *_ in runs:
@@ -313,7 +314,8 @@ def register(app: typer.Typer) -> None:
         config: str | None = typer.Option(None, "--config", help="TOML/YAML run config (flags override it)"),
         model: str | None = typer.Option(None, "--model", "-m", help="preset name or config.json path (default: llama-3.1-8b)"),
         hardware: str | None = typer.Option(None, "--hardware", "-H", help="preset key or spec file (default: h100-sxm)"),
-        weights: str | None = typer.Option(None, help="weight dtype (default: bf16)"),
+        weights: str | None = typer.Option(None, help="weight dtype, or checkpoint: as the model's config.json ships it (default)"),
+        experts: str | None = typer.Option(None, "--experts", help="routed experts' own precision, e.g. mxfp4/bf16; none = the weights' dtype (default: the checkpoint's)"),
         kv_cache: str | None = typer.Option(None, "--kv-cache", help="KV-cache dtype (default: 16-bit)"),
         tp: int | None = typer.Option(None, help="tensor-parallel GPUs per replica (default: 1)"),
         ep: int | None = typer.Option(None, help="expert-parallel GPUs (MoE, at most --tp; default: 1)"),

@@ -20,6 +20,7 @@ def step_model(cfg, hardware=None, tp: int | None = None,
     ``profile``: the :class:`~infercast.cost.efficiency.EfficiencyProfile` that times the steps
     (default: the code's built-in one); ``memory_fraction``: of device memory the engine may use.
     """
+    from infercast.cost.experts import ExpertPrecision
     from infercast.cost.step import DEFAULT_MEMORY_FRACTION, StepModel
     from infercast.specs.catalog import load_hardware, load_model
     from infercast.specs.precision import Precision
@@ -30,7 +31,8 @@ def step_model(cfg, hardware=None, tp: int | None = None,
                    Precision.parse(cfg.weights, cfg.kv_cache), _parallel(cfg, tp or cfg.tp, ep, attn_dp), profile,
                    memory_fraction=memory_fraction or DEFAULT_MEMORY_FRACTION,
                    max_batched_tokens=max_num_batched_tokens or cfg.scheduler.max_num_batched_tokens,
-                   max_seqs=max_num_seqs or cfg.scheduler.max_num_seqs)
+                   max_seqs=max_num_seqs or cfg.scheduler.max_num_seqs,
+                   experts=ExpertPrecision.parse(cfg.experts) if cfg.experts else None)
     if cfg.scheduler.num_blocks is None and sm.kv_capacity_tokens < cfg.scheduler.block_size:
         raise DoesNotFitError(
             f"{cfg.model} on {spec.key} (TP {tp or cfg.tp}) leaves no memory for the KV cache "

@@ -4,7 +4,8 @@ File layout (every key optional; flags override the file)::
 
     model = "llama-3.1-8b"        # preset name or config.json path
     hardware = "h100-sxm"         # preset name or hardware TOML/JSON
-    weights = "bf16"              # kv_cache = "fp8" ...
+    weights = "checkpoint"        # as the model ships (default), or bf16, fp8 ...; kv_cache = "fp8"
+    # experts = "mxfp4/bf16"      # routed experts' own precision (default: the checkpoint's)
     tp = 1
     # ep = 8 ; attn_dp = true     # expert parallel / attention data parallel inside a replica
     replicas = 1
@@ -62,7 +63,7 @@ import tomllib
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from infercast.errors import ConfigError
 
@@ -182,7 +183,8 @@ class SimConfig(_Frozen):
 
     model: str = "llama-3.1-8b"
     hardware: str = "h100-sxm"
-    weights: str = "bf16"
+    weights: str = "checkpoint"  # resolved on validation: the checkpoint's own (specs/checkpoint.py)
+    experts: str | None = None  # routed experts' own "<format>/<compute>" (gpt-oss: mxfp4/...), None = weights
     kv_cache: str | None = None
     tp: int = Field(default=1, ge=1)
     ep: int = Field(default=1, ge=1)
@@ -197,6 +199,35 @@ class SimConfig(_Frozen):
     workload: WorkloadSection = WorkloadSection()
     speculative: SpeculativeSection | None = None
     disaggregation: DisaggSection | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _checkpoint_precision(cls, data: Any) -> Any:
+        """``weights = "checkpoint"`` (the default) becomes the checkpoint's dtype and experts."""
+        if not isinstance(data, dict):
+            return data
+        weights = data.get("weights")
+        if weights is None or str(weights).strip().lower() == "checkpoint":
+            from infercast.specs.catalog import load_hardware
+            from infercast.specs.checkpoint import resolve_precision
+
+            model = str(data.get("model") or cls.model_fields["model"].default)
+            hardware = load_hardware(str(data.get("hardware") or cls.model_fields["hardware"].default))
+            w, e, _ = resolve_precision(model, hardware, "checkpoint", None)
+            data = {**data, "weights": w, "experts": data.get("experts", e)}
+        return data
+
+    @field_validator("experts")
+    @classmethod
+    def _experts(cls, v: str | None) -> str | None:
+        if v is None or v.strip().lower() == "none":
+            return None
+        from infercast.cost.experts import ExpertPrecision
+
+        try:
+            return ExpertPrecision.parse(v).spec
+        except ConfigError as exc:
+            raise ValueError(str(exc)) from None
 
     @model_validator(mode="after")
     def _levers(self) -> SimConfig:
