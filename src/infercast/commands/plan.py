@@ -20,6 +20,16 @@ def _pairs(text: str, flag: str, sep: str) -> tuple[tuple[str, str], ...]:
     return tuple(out)
 
 
+def _precisions(model: str, pairs: tuple[tuple[str, str], ...]) -> tuple[tuple[str, str], ...]:
+    """``checkpoint/KV`` (the model as it ships, specs/checkpoint.py) is dropped where it repeats another
+    pair: a BF16 or FP8 checkpoint without experts of their own is that pair already."""
+    from infercast.specs.checkpoint import checkpoint_expert_format, checkpoint_weights
+
+    same = None if checkpoint_expert_format(model) else (checkpoint_weights(model) or "bf16")
+    out = [(w, kv) for w, kv in pairs if not (w.lower() == "checkpoint" and (same, kv) in pairs)]
+    return tuple(dict.fromkeys(out))
+
+
 def build_request(o: dict):
     """Flags -> a validated :class:`~infercast.plan.PlanRequest`."""
     from infercast.commands._common import parse_int_list
@@ -42,7 +52,7 @@ def build_request(o: dict):
         input_tokens=o["input_tokens"], output_tokens=o["output_tokens"], num_requests=o["num_requests"],
         seed=o["seed"], max_gpus=o["max_gpus"], prices=prices,
         tps=tuple(parse_int_list(o["tp"], "--tp")),
-        precisions=_pairs(o["precision"], "--precision", "/"),
+        precisions=_precisions(o["model"], _pairs(o["precision"], "--precision", "/")),
         batch_caps=tuple(parse_int_list(o["batch_caps"], "--batch-caps")),
         chunks=tuple(parse_int_list(o["chunks"], "--chunks")),
         speculative=(False, True) if o["speculative"] else (False,),
@@ -102,7 +112,7 @@ def register(app: typer.Typer) -> None:
         input_tokens: int | None = typer.Option(None, help="prompt length (instead of --trace)"),
         output_tokens: int | None = typer.Option(None, help="output length (instead of --trace)"),
         tp: str = typer.Option("1,2,4,8", help="TP sizes to try"),
-        precision: str = typer.Option("bf16/bf16,fp8/bf16,fp8/fp8", help="weights/KV dtype pairs to try"),
+        precision: str = typer.Option("checkpoint/bf16,bf16/bf16,fp8/bf16,fp8/fp8", help="weights/KV dtype pairs to try; checkpoint = as the model ships (gpt-oss: MXFP4 experts)"),
         batch_caps: str = typer.Option("64,256", help="max_num_seqs values to try"),
         chunks: str = typer.Option("2048,8192", help="max_num_batched_tokens (chunk) values to try"),
         speculative: bool = typer.Option(True, "--speculative/--no-speculative", help="try EAGLE speculative decoding"),
