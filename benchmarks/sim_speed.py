@@ -9,6 +9,7 @@ Run:
     python benchmarks/sim_speed.py                       # 50k requests, fast vs exact mode
     python benchmarks/sim_speed.py --num-requests 1000000 --no-exact   # the 1M-request goal
     python benchmarks/sim_speed.py --opcodes 20000      # bytecodes/calls per request (load-independent)
+    PYTHONPATH=/tmp/base/src python benchmarks/sim_speed.py --fast-only   # one A/B sample of a tree
 
 Reports process CPU seconds (not wall time: the machine is shared), requests per
 CPU-second, the share of CPU spent inside the cost model (``StepModel.mixed_step_time_s``,
@@ -149,6 +150,8 @@ def main() -> None:
     ap.add_argument("--num-requests", type=int, default=50_000)
     ap.add_argument("--no-exact", action="store_true", help="skip the exact-mode comparison")
     ap.add_argument("--no-alone", action="store_true", help="skip the constant-time cost stand-in run")
+    ap.add_argument("--fast-only", action="store_true",
+                    help="only the fast-mode run (A/B samples: alternate two trees via PYTHONPATH)")
     ap.add_argument("--opcodes", type=int, default=0, metavar="N",
                     help="only count Python bytecodes per request over N requests (deterministic)")
     args = ap.parse_args()
@@ -162,6 +165,8 @@ def main() -> None:
         count_opcodes(config(args.opcodes, rate), model, args.opcodes)
         return
     cpu = run("fast mode", config(n, rate), model, n)
+    if args.fast_only:
+        return
     # The cost model's share from a second, instrumented run (its clock reads would slow the first).
     m = min(n, 50_000)
     timed = TimedModel(model)
