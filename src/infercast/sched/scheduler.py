@@ -133,6 +133,7 @@ class Scheduler(DecodeGroupMixin):
         self._max_prompt = config.max_num_batched_tokens if config.policy != "chunked" else kv_total
         self._plain_chunked = (config.policy == "chunked" and config.compact_decodes
                                and not config.emit_block_tables and not config.enable_prefix_caching)
+        self._plain_batch = Batch()  # refilled by every ``_schedule_plain_chunked`` (see there)
 
     # ---- public API -------------------------------------------------------------
     def add_request(self, req: Request) -> bool:
@@ -153,7 +154,11 @@ class Scheduler(DecodeGroupMixin):
         return True
 
     def schedule(self) -> Batch:
-        """The next step's batch (empty when nothing can run)."""
+        """The next step's batch (empty when nothing can run).
+
+        With the simulator's settings (chunked, compact decodes, no block tables, no prefix
+        caching) the usual step's batch is one object refilled by each call: use it before the next.
+        """
         if self._plain_chunked and not self.explicit:
             batch = self._schedule_plain_chunked()
             if batch is not None:
@@ -193,6 +198,8 @@ class Scheduler(DecodeGroupMixin):
         the policy's general machinery: the group step, then FCFS prefill chunks of waiting requests
         in what is left of the budget, exactly as ``ChunkedPolicy.schedule`` decides them. None when
         the group could not get its KV blocks and dissolved: then the general path runs (preemption).
+        The Batch is the same object every time, refilled: valid until the next ``schedule()``
+        (the simulator's replica runs each batch before it schedules the next).
         """
         cfg, kv = self.config, self.kv
         stack = kv.plain_stack  # not None: no prefix caching here
@@ -236,8 +243,11 @@ class Scheduler(DecodeGroupMixin):
             self.explicit[rid] = req
             seqs.append(ScheduledSeq(rid, n, 0, (), n == total, req))
             budget -= n
-        cached = self._dsum + len(self.group) * self.dstep if n_group else 0
-        return Batch(tuple(seqs), (), n_group, cached)
+        batch = self._plain_batch  # refilled, not built: a construction costs ~5x these stores
+        batch.seqs = tuple(seqs)
+        batch.num_decode_seqs = n_group
+        batch.decode_cached_tokens = self._dsum + len(self.group) * self.dstep if n_group else 0
+        return batch
 
     def update(
         self,

@@ -158,7 +158,8 @@ class Replica:
         self._busy = False
         self._kicked = False
         self._batch = None
-        self._segment: _Segment | None = None
+        self._segment: _Segment | None = None  # the segment under way (``_seg``), else None
+        self._seg = _Segment(0.0, 0.0, 0.0, 0, None, 0)  # refilled per segment: one object per replica
         self._num_decoding = 0
         self._affine: dict[int, tuple[float, float]] = {}
         self._context_limit = float(getattr(timer, "affine_context_limit", float("inf")))
@@ -337,7 +338,8 @@ class Replica:
         a, b = ab
         # Step j (1-based) ends at t0 + j*c1 + c2*j*(j-1): sum of a + b*(S0 + n*i), i < j.
         c1, c2 = a + b * s0, b * n * 0.5
-        seg = _Segment(now, c1, c2, k, None, n)
+        seg = self._seg  # no segment is under way: refill it (a construction costs ~5x these stores)
+        seg.start_s, seg.c1, seg.c2, seg.steps, seg.num_seqs = now, c1, c2, k, n
         if self.solo:
             self.next_s, self.next_fn = now + k * c1 + c2 * (k * (k - 1)), self._on_segment_end  # end(k)
         else:
