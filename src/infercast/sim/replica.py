@@ -368,7 +368,9 @@ class Replica:
             self._compact(m)
         if m <= 32:  # ``seg.ends(m)`` and ``tl.extend(ends)`` without the calls
             s0, c1, c2 = seg.start_s, seg.c1, seg.c2
-            ends = [s0 + j * c1 + c2 * (j * (j - 1)) for j in range(1, m + 1)]
+            ends = []  # a loop, not a list comprehension: in 3.11 that builds and calls a function
+            for j in range(1, m + 1):
+                ends.append(s0 + j * c1 + c2 * (j * (j - 1)))
             tl.data.extend(ends)
         else:
             ends = seg.ends(m)
