@@ -366,17 +366,31 @@ class Replica:
         tl = self.timeline
         if len(tl.data) + m > self._compact_at:
             self._compact(m)
+        gaps = self.gaps
         if m <= 32:  # ``seg.ends(m)`` and ``tl.extend(ends)`` without the calls
             s0, c1, c2 = seg.start_s, seg.c1, seg.c2
             ends = []  # a loop, not a list comprehension: in 3.11 that builds and calls a function
-            for j in range(1, m + 1):
-                ends.append(s0 + j * c1 + c2 * (j * (j - 1)))
+            if gaps is not None and not gaps.off and len(gaps.vals) < 65_535:
+                # ``gaps.entries(ends, n)`` in the same loop: each step's gap to the one before,
+                # n times (the same values, counts and flush points; ``off`` empty: none alone)
+                vals, counts, last = gaps.vals, gaps.counts, gaps.last
+                for j in range(1, m + 1):
+                    t = s0 + j * c1 + c2 * (j * (j - 1))
+                    ends.append(t)
+                    vals.append(t - last)
+                    counts.append(n)
+                    last = t
+                gaps.last = last
+                gaps = None  # done
+            else:
+                for j in range(1, m + 1):
+                    ends.append(s0 + j * c1 + c2 * (j * (j - 1)))
             tl.data.extend(ends)
         else:
             ends = seg.ends(m)
             tl.extend(ends)
-        if self.gaps is not None:
-            self.gaps.entries(ends, n)
+        if gaps is not None:
+            gaps.entries(ends, n)
         done = self.sched.advance_decode(m)
         for req in done:
             self._finish(req, now)
