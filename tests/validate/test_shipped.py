@@ -54,3 +54,17 @@ def test_floor_violation_is_listed():
     rep = floor_report(read_cases(cols + rows))
     assert rep["checked"] == 4 and [v["id"] for v in rep["violations"]] == ["fast", "tpot", "many"]
     assert rep["violations"][0]["ratio"] < 0.01
+
+
+@pytest.mark.slow
+def test_shipped_profile_has_a_group_for_every_family_with_enough_rows():
+    # the shipped profile is refitted whenever the data or the grouping changes: a stale file would
+    # leave a family (Ada: 33 fit rows) on the default profile
+    from infercast.validate.calibrate import MIN_GROUP_ROWS, Calibrator
+
+    cal = Calibrator(load_cases())
+    rows = cal.rows()
+    counts = {g: int((cal.group_of[rows] == i).sum()) for i, g in enumerate(cal.ev.groups)}
+    due = {g for g, n in counts.items() if n >= MIN_GROUP_ROWS}
+    assert "ada/trtllm-engine" in due and MIN_GROUP_ROWS == 30
+    assert due == set(load_profile_set(None).groups)

@@ -63,7 +63,7 @@ def register(app: typer.Typer) -> None:
         out: str = typer.Option("profile.toml", "--out", "-o", help="profile TOML to write"),
         groups: bool = typer.Option(True, "--groups/--no-groups", help="also fit one profile per hardware family / engine"),
         cv: bool = typer.Option(True, "--cv/--no-cv", help="leave-one-source-out cross-validation"),
-        min_group_rows: int = typer.Option(40, "--min-group-rows", help="rows a group needs for its own profile"),
+        min_group_rows: int = typer.Option(30, "--min-group-rows", help="rows a group needs for its own profile"),
         name: str = typer.Option("calibrated", "--name", help="profile name written into the file"),
         as_json: bool = typer.Option(False, "--json", help="print one JSON object"),
     ) -> None:
