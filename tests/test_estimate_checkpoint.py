@@ -62,3 +62,43 @@ def test_cli_reports_the_experts_and_rejects_a_bad_spec(capsys):
     assert exc.value.code == 2
     err = capsys.readouterr().err
     assert "mxfp9/bf16" in err and len(err.strip().splitlines()) == 1
+
+
+def _config(tmp_path, quant: dict | None, torch_dtype: str = "float16"):
+    import pathlib
+
+    base = json.loads(pathlib.Path(__file__).parent.parent.joinpath(
+        "src/infercast/data/models/llama-3.1-8b.json").read_text())
+    base["torch_dtype"] = torch_dtype
+    if quant is not None:
+        base["quantization_config"] = quant
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(base))
+    return str(path)
+
+
+@pytest.mark.parametrize(("quant", "expected"), [
+    ({"quant_method": "awq", "bits": 4, "group_size": 128}, "int4"),
+    ({"quant_method": "gptq", "bits": 8}, "int8"),
+    ({"quant_method": "bitsandbytes", "load_in_4bit": True}, "int4"),
+    ({"quant_method": "fbgemm_fp8"}, "fp8"),
+    ({"quant_method": "compressed-tensors", "format": "float-quantized",
+      "config_groups": {"group_0": {"weights": {"num_bits": 8, "type": "float"}}}}, "fp8"),
+    ({"quant_method": "compressed-tensors", "format": "pack-quantized",
+      "config_groups": {"group_0": {"weights": {"num_bits": 4, "type": "int"}}}}, "int4"),
+    ({"quant_method": "compressed-tensors", "format": "nvfp4-pack-quantized",
+      "config_groups": {"group_0": {"weights": {"num_bits": 4, "type": "float"}}}}, "fp4"),
+    ({"quant_method": "modelopt", "quant_algo": "NVFP4"}, "fp4"),
+    (None, "fp16"),
+])
+def test_quantized_checkpoints_are_read(tmp_path, quant, expected):
+    path = _config(tmp_path, quant)
+    assert checkpoint_weights(path) == expected
+    assert estimate(path, "h100-sxm", batches=[1]).precision.weights == expected
+
+
+def test_unknown_quantization_is_an_error_naming_it(tmp_path):
+    path = _config(tmp_path, {"quant_method": "hqq", "nbits": 3})
+    with pytest.raises(ConfigError, match="quant_method 'hqq'.*pass --weights"):
+        estimate(path, "h100-sxm", batches=[1])
+    assert estimate(path, "h100-sxm", weights="int4", batches=[1]).precision.weights == "int4"

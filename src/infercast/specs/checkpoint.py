@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from infercast.errors import ConfigError
 from infercast.specs.catalog import data_path
 from infercast.specs.hardware import HardwareSpec
 
@@ -38,13 +39,61 @@ def checkpoint_config(model: str) -> dict:
     return cfg if isinstance(cfg, dict) else {}
 
 
+def _quantized_dtype(quant: dict) -> str | None:
+    """The weight dtype a ``quantization_config`` stores, for the common public formats; None if unknown.
+
+    - ``fp8`` / ``fbgemm_fp8``: FP8; ``mxfp4``: FP4 (routed experts only, see above).
+    - ``gptq`` / ``awq`` / ``bitsandbytes``: INT4 or INT8 from ``bits`` (``w_bit``,
+      ``load_in_4bit`` / ``load_in_8bit``): weight-only, W4A16.
+    - ``compressed-tensors`` (llm-compressor): the first config group's ``weights``:
+      ``num_bits`` 8 and ``type`` float -> FP8, int -> INT8; 4 bits -> INT4, or FP4 for
+      the ``nvfp4-pack-quantized`` format.
+    - ``modelopt`` (NVIDIA Model Optimizer): ``quant_algo`` FP8 / NVFP4 / W4A16_AWQ.
+    """
+    method = str(quant.get("quant_method", "")).lower()
+    if method in _DTYPES:
+        return _DTYPES[method]
+    if method == "fbgemm_fp8":
+        return "fp8"
+    if method in ("gptq", "awq", "bitsandbytes"):
+        if quant.get("load_in_4bit"):
+            return "int4"
+        if quant.get("load_in_8bit"):
+            return "int8"
+        bits = quant.get("bits", quant.get("w_bit"))
+        return {4: "int4", 8: "int8"}.get(int(bits)) if isinstance(bits, int | float) else None
+    if method == "compressed-tensors":
+        groups = quant.get("config_groups") or {}
+        first = next(iter(groups.values()), {}) if isinstance(groups, dict) else {}
+        w = first.get("weights") or {} if isinstance(first, dict) else {}
+        bits, kind = w.get("num_bits"), str(w.get("type", "")).lower()
+        if bits == 8:
+            return "fp8" if kind == "float" else "int8"
+        if bits == 4:
+            return "fp4" if "fp4" in str(quant.get("format", "")).lower() or kind == "float" else "int4"
+        return None
+    if method == "modelopt":
+        algo = str(quant.get("quant_algo", "")).upper()
+        return {"FP8": "fp8", "NVFP4": "fp4", "W4A16_AWQ": "int4", "W4A8_AWQ": "int4"}.get(algo)
+    return None
+
+
 def checkpoint_weights(model: str) -> str | None:
-    """The weight dtype the checkpoint ships in (module docstring), or None if its config does not say."""
+    """The weight dtype the checkpoint ships in (module docstring), or None if its config does not say
+    (or names a quantization method this does not know: :func:`unknown_quantization`)."""
     cfg = checkpoint_config(model)
     quant = cfg.get("quantization_config") or {}
-    for key in (quant.get("quant_method"), cfg.get("torch_dtype")):
-        if isinstance(key, str) and key.lower() in _DTYPES:
-            return _DTYPES[key.lower()]
+    if quant:
+        return _quantized_dtype(quant)
+    key = cfg.get("torch_dtype")
+    return _DTYPES.get(key.lower()) if isinstance(key, str) else None
+
+
+def unknown_quantization(model: str) -> str | None:
+    """The ``quant_method`` of a checkpoint whose quantization this module cannot read, else None."""
+    quant = checkpoint_config(model).get("quantization_config") or {}
+    if quant and _quantized_dtype(quant) is None:
+        return str(quant.get("quant_method") or "unnamed")
     return None
 
 
@@ -86,6 +135,10 @@ def resolve_precision(model: str, hardware: HardwareSpec, weights: str, experts:
         weights, expert_spec = served_precision(model, hardware)
         note = f"weights as the checkpoint ships them: {weights}" + (
             f", routed experts {expert_spec.replace('/', ' with ')} compute" if expert_spec else "")
+        unknown = unknown_quantization(model)
+        if unknown:
+            raise ConfigError(f"{model}: its quantization_config (quant_method {unknown!r}) is not one infercast "
+                              "reads: pass --weights (e.g. int4, fp8)")
         if checkpoint_weights(model) is None and not expert_spec:
             note = "weights: the checkpoint's config names no dtype, bf16 assumed (pass --weights)"
     if experts is not None:
