@@ -291,8 +291,9 @@ def _print_table(runs, cfg) -> None:
     from infercast.report.console import make_console
 
     experts = f" + {cfg.experts} experts" if cfg.experts else ""
-    t = Table(title=f"simulate: {cfg.model} ({cfg.weights}{experts}, KV {cfg.kv_cache or '16-bit'}) on "
-                    f"{cfg.hardware} x{cfg.replicas} replica(s), {cfg.scheduler.policy} scheduler")
+    title = (f"simulate: {cfg.model} ({cfg.weights}{experts}, KV {cfg.kv_cache or '16-bit'}) on "
+             f"{cfg.hardware} x{cfg.replicas} replica(s), {cfg.scheduler.policy} scheduler")
+    t = Table()  # the title goes on its own line: a table of one or two runs is narrower than it
     t.add_column("metric")
     dicts = [_run_dict(r, c) for _, r, _, c in runs]
     for label, *_ in runs:
@@ -300,6 +301,7 @@ def _print_table(runs, cfg) -> None:
     for name, get in _ROWS:
         t.add_row(name, *(get(d) for d in dicts))
     console = make_console()
+    console.print(title)
     console.print(t)
     total = sum(r.summary.total for _, r, _, _ in runs)
     cpu = sum(r.cpu_s for _, r, _, _ in runs)
