@@ -13,12 +13,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from infercast.cost.efficiency import EfficiencyProfile
-from infercast.cost.experts import ExpertPrecision
+from infercast.cost.experts import ExpertPrecision, resolve_precision
 from infercast.cost.memory import fit_suggestions
 from infercast.cost.step import StepCost, StepModel
 from infercast.errors import ConfigError
 from infercast.specs.catalog import load_hardware, load_model
-from infercast.specs.checkpoint import resolve_precision
 from infercast.specs.hardware import HardwareSpec
 from infercast.specs.model import ModelSpec
 from infercast.specs.parallel import Parallelism

@@ -22,6 +22,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from infercast.errors import ConfigError
+from infercast.specs.checkpoint import checkpoint_weights, served_precision, unknown_quantization
+from infercast.specs.hardware import HardwareSpec
 from infercast.specs.precision import normalize_dtype
 
 MXFP4_BYTES_PER_WEIGHT = 0.5 + 1.0 / 32  # E2M1 nibble + one E8M0 byte per 32-element block
@@ -50,3 +52,28 @@ class ExpertPrecision:
             raise ConfigError(f"expert precision {spec!r}: use <format>/<compute dtype> with format one of "
                               f"{', '.join(FORMAT_BYTES)}, e.g. mxfp4/bf16")
         return cls(FORMAT_BYTES[fmt], compute, f"{fmt} experts, {compute} compute", f"{fmt}/{compute}")
+
+
+def resolve_precision(model: str, hardware: HardwareSpec, weights: str, experts: str | None) -> tuple[str, str | None, str]:
+    """(weights dtype, experts spec or None, a note on where they come from) for a run.
+
+    ``weights="checkpoint"`` serves the model as published (:func:`served_precision`); a
+    stated dtype quantizes the whole model uniformly. ``experts`` (``"<format>/<compute>"``,
+    or ``"none"``) overrides the experts either way; None keeps what ``weights`` implies.
+    """
+    note, expert_spec = "", None
+    if weights.strip().lower() == "checkpoint":
+        weights, expert_spec = served_precision(model, hardware)
+        note = f"weights as the checkpoint ships them: {weights}" + (
+            f", routed experts {expert_spec.replace('/', ' with ')} compute" if expert_spec else "")
+        unknown = unknown_quantization(model)
+        if unknown:
+            raise ConfigError(f"{model}: its quantization_config (quant_method {unknown!r}) is not one infercast "
+                              "reads: pass --weights (e.g. int4, fp8)")
+        if checkpoint_weights(model) is None and not expert_spec:
+            note = "weights: the checkpoint's config names no dtype, bf16 assumed (pass --weights)"
+    if experts is not None:
+        expert_spec = None if experts.strip().lower() == "none" else experts
+        if expert_spec:
+            ExpertPrecision.parse(expert_spec)  # a bad spec fails here, naming the value
+    return weights, expert_spec, note

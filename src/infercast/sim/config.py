@@ -208,8 +208,8 @@ class SimConfig(_Frozen):
             return data
         weights = data.get("weights")
         if weights is None or str(weights).strip().lower() == "checkpoint":
+            from infercast.cost.experts import resolve_precision
             from infercast.specs.catalog import load_hardware
-            from infercast.specs.checkpoint import resolve_precision
 
             model = str(data.get("model") or cls.model_fields["model"].default)
             hardware = load_hardware(str(data.get("hardware") or cls.model_fields["hardware"].default))

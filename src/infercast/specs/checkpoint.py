@@ -18,7 +18,6 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from infercast.errors import ConfigError
 from infercast.specs.catalog import data_path
 from infercast.specs.hardware import HardwareSpec
 
@@ -120,29 +119,3 @@ def served_precision(model: str, hardware: HardwareSpec) -> tuple[str, str | Non
         return "bf16", f"{fmt}/{expert_compute_dtype(hardware)}"
     return checkpoint_weights(model) or "bf16", None
 
-
-def resolve_precision(model: str, hardware: HardwareSpec, weights: str, experts: str | None) -> tuple[str, str | None, str]:
-    """(weights dtype, experts spec or None, a note on where they come from) for a run.
-
-    ``weights="checkpoint"`` serves the model as published (:func:`served_precision`); a
-    stated dtype quantizes the whole model uniformly. ``experts`` (``"<format>/<compute>"``,
-    or ``"none"``) overrides the experts either way; None keeps what ``weights`` implies.
-    """
-    from infercast.cost.experts import ExpertPrecision
-
-    note, expert_spec = "", None
-    if weights.strip().lower() == "checkpoint":
-        weights, expert_spec = served_precision(model, hardware)
-        note = f"weights as the checkpoint ships them: {weights}" + (
-            f", routed experts {expert_spec.replace('/', ' with ')} compute" if expert_spec else "")
-        unknown = unknown_quantization(model)
-        if unknown:
-            raise ConfigError(f"{model}: its quantization_config (quant_method {unknown!r}) is not one infercast "
-                              "reads: pass --weights (e.g. int4, fp8)")
-        if checkpoint_weights(model) is None and not expert_spec:
-            note = "weights: the checkpoint's config names no dtype, bf16 assumed (pass --weights)"
-    if experts is not None:
-        expert_spec = None if experts.strip().lower() == "none" else experts
-        if expert_spec:
-            ExpertPrecision.parse(expert_spec)  # a bad spec fails here, naming the value
-    return weights, expert_spec, note
