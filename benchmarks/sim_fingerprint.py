@@ -1,7 +1,9 @@
 """Bit-exact fingerprint of 21 simulations, to prove a speed change altered no result.
 
-Each case's summary (wall/CPU time removed), time series, segment count and a
-SHA-256 over the repr of every RequestRecord go into one JSON file. Run it on
+Each case's summary (wall/CPU time removed), time series, segment count, a
+SHA-256 over the repr of every RequestRecord and each record's numbers (finish,
+first scheduled, first token, exact sum of its token times, counts, reason) go
+into one JSON file. Run it on
 the old code and the new, and compare the files byte for byte:
 
     git archive HEAD src | tar -x -C /tmp/base
@@ -13,12 +15,22 @@ closed loop; KV-scarce runs with preemptions; prefix caching with and without
 scarcity; the code trace; 3 replicas; a small scheduler; rejections by
 max_model_len and by KV; gamma arrivals; and the 50k-request speed benchmark.
 About a minute of CPU. ``python benchmarks/sim_fingerprint.py OUT.json NAME...`` runs only those cases.
+
+Since speed round 6 results need not be bit-identical, only equal within floating-point noise:
+
+    python benchmarks/sim_fingerprint.py --compare /tmp/base.json /tmp/new.json --rtol 1e-9
+
+checks every float within ``rtol`` relative (or ``atol``, 1e-12, absolute: times near 0), every
+integer, string and count exactly (the records' hash is skipped: it hashes float reprs; their count
+must match), prints the largest relative difference seen and exits 1 at the first path that differs.
 """
 
 from __future__ import annotations
 
+import argparse
 import hashlib
 import json
+import math
 import sys
 
 from infercast.commands.simulate import build_step_model
@@ -69,9 +81,16 @@ def cases() -> dict:
 def fingerprint(c, model) -> dict:
     h, count = hashlib.sha256(), [0]
 
+    nums: dict[str, list] = {}
+
     def sink(rec) -> None:
         count[0] += 1
         h.update(repr(rec).encode())
+        times = rec.chunk_times_s
+        nums[rec.request_id] = [  # what the hash covers, as numbers a tolerance can compare
+            rec.finish_s, rec.first_scheduled_s, float(times[0]) if len(times) else None,
+            math.fsum(times), len(times), rec.output_tokens, rec.num_preemptions, rec.finish_reason,
+        ]
 
     r = simulate(c, model, sink=sink)
     d = r.to_dict()
@@ -80,10 +99,67 @@ def fingerprint(c, model) -> dict:
     d["_series"] = {k: v.tolist() for k, v in r.series.arrays().items()}
     d["_seg"] = getattr(r, "num_segments", None)
     d["_records"] = (count[0], h.hexdigest())
+    d["_recnums"] = nums
     return d
 
 
+def compare(a, b, rtol: float, atol: float, path: str = "", worst: list | None = None) -> str | None:
+    """First path where ``a`` and ``b`` differ beyond the tolerance (None: equal); ``worst[0]`` is
+    raised to the largest relative difference of two floats seen."""
+    worst = worst if worst is not None else [0.0]
+    if isinstance(a, dict) and isinstance(b, dict):
+        if a.keys() != b.keys():
+            return f"{path or '/'}: keys {sorted(a.keys() ^ b.keys())}"
+        for k in sorted(a):
+            if k == "_records":  # (count, hash of reprs): the count must match, the hash cannot
+                if a[k][0] != b[k][0]:
+                    return f"{path}/{k}: {a[k][0]} != {b[k][0]} records"
+                continue
+            bad = compare(a[k], b[k], rtol, atol, f"{path}/{k}", worst)
+            if bad:
+                return bad
+        return None
+    if isinstance(a, list) and isinstance(b, list):
+        if len(a) != len(b):
+            return f"{path}: length {len(a)} != {len(b)}"
+        for i, (x, y) in enumerate(zip(a, b, strict=True)):
+            bad = compare(x, y, rtol, atol, f"{path}[{i}]", worst)
+            if bad:
+                return bad
+        return None
+    if isinstance(a, float) or isinstance(b, float):
+        if not (isinstance(a, int | float) and isinstance(b, int | float)) or isinstance(a, bool) or isinstance(b, bool):
+            return f"{path}: {a!r} != {b!r}"
+        if a == b or (math.isnan(a) and math.isnan(b)):
+            return None
+        diff = abs(a - b)
+        scale = max(abs(a), abs(b))
+        worst[0] = max(worst[0], diff / scale if scale else math.inf)
+        return None if diff <= atol or diff <= rtol * scale else f"{path}: {a!r} != {b!r} (rel {diff / scale:.3g})"
+    return None if type(a) is type(b) and a == b else f"{path}: {a!r} != {b!r}"
+
+
+def main_compare(argv: list[str]) -> None:
+    ap = argparse.ArgumentParser(description="compare two fingerprints within a tolerance")
+    ap.add_argument("--compare", nargs=2, metavar=("BASE.json", "NEW.json"), required=True)
+    ap.add_argument("--rtol", type=float, default=1e-9)
+    ap.add_argument("--atol", type=float, default=1e-12)
+    args = ap.parse_args(argv)
+    with open(args.compare[0]) as fa, open(args.compare[1]) as fb:
+        a, b = json.load(fa), json.load(fb)
+    worst = [0.0]
+    bad = compare(a, b, args.rtol, args.atol, "", worst)
+    print(f"largest relative difference of two floats: {worst[0]:.3g}")
+    if bad:
+        print(f"DIFFERENT at {bad}")
+        sys.exit(1)
+    print(f"EQUAL within rtol {args.rtol:g} / atol {args.atol:g}")
+
+
 def main() -> None:
+    if "--compare" in sys.argv[1:]:
+        main_compare(sys.argv[1:])
+        return
     all_cases = cases()
     only = sys.argv[2:] or list(all_cases)
     model = build_step_model(cfg())

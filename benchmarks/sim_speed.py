@@ -110,7 +110,7 @@ def run(label: str, cfg, model, n: int) -> float:
     cpu = time.process_time() - t0
     rate = n / cpu
     s = result.summary
-    print(f"{label}: {n:,} requests in {cpu:,.2f} CPU-s = {rate:,.0f} requests/CPU-s; "
+    print(f"{label}: {n:,} requests in {cpu:,.3f} CPU-s = {rate:,.0f} requests/CPU-s; "
           f"{result.num_steps:,} model steps, {result.num_segments:,} closed-form segments, "
           f"{result.num_events:,} events; RSS growth {peak[0] - base:,.0f} MB; "
           f"TTFT p50 {s.ttft.median * 1e3:.1f} ms, TPOT p50 {s.tpot.median * 1e3:.2f} ms, "

@@ -150,6 +150,17 @@ class DecodeGroupMixin:
         self._pending_blocks = need
         return self._pending_group
 
+    def end_group_step(self) -> list[Request]:
+        """``update()`` of a batch that is the scheduled group step alone: the requests it finished."""
+        done: list[Request] = []
+        if self._pending_group:
+            self._pending_group = 0
+            self.dstep += 1
+            heap = self._finish_heap
+            if heap and heap[0][0] <= self.dstep:
+                self._pop_finished(done)
+        return done
+
     def undo_group_step(self) -> None:
         """Take back a scheduled group step (its blocks return to the pool)."""
         if self._pending_group:

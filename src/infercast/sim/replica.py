@@ -168,6 +168,7 @@ class Replica:
         self._chunk = getattr(timer, "chunk_step_time_s", None)  # ``mixed`` of one listed sequence
         # Event callbacks bound once (reading ``self._end_step`` builds a bound method every time).
         self._on_step_end, self._on_segment_end = self._end_step, self._end_segment
+        self._on_single_end = self._end_single
         # Under ``Kernel.run_one`` (``solo``: the only replica, open loop) the replica's one pending
         # event is these two fields instead of a heap entry (see there).
         self.solo = False
@@ -228,6 +229,9 @@ class Replica:
                 k = self._cap_by_context(k)
             if k >= 2:
                 self._start_segment(now, k)
+                return
+            if k:  # one group-only step (a member finishes after it): no batch, no cost-model call
+                self._start_single(now)
                 return
         batch = sched.schedule()
         seqs, nd = batch.seqs, batch.num_decode_seqs
@@ -317,6 +321,63 @@ class Replica:
                     if not decoding_in_step and gaps is not None:  # its token is not on the timeline
                         gaps.off[req.request_id] = now
         for req in done:
+            self._finish(req, now)
+        # ``_kick(now)``, inlined (no kick is pending at a step's end: one waits only while idle)
+        kernel = self.kernel
+        heap = kernel.heap
+        if kernel.arrival_s == now or (heap and heap[0][0] == now and heap[0][1] <= PRIO_ARRIVAL):
+            self._kicked = True
+            self._post_kick(now)
+        else:
+            self._start_step()
+
+    def _start_single(self, now: float) -> None:
+        """The group's next step alone (``decode_horizon`` said 1), as ``schedule()`` and the step
+        path would run it (the group step's KV blocks first, then the statistics and the time series,
+        the same event), but timed by the affine form, ``a + b*S0`` (equal to the cost model's
+        mixed step within ~1e-12 relative), and ended by :meth:`_end_single` without a ``Batch``."""
+        sched = self.sched
+        sched.start_group_step()  # its new blocks: the horizon says they fit, and nothing is admitted
+        n = len(sched.group)
+        ab = self._affine.get(n)
+        if ab is None:
+            ab = self._affine[n] = self.timer.decode_affine(n)
+        dt = ab[0] + ab[1] * (sched._dsum + n * sched.dstep)  # ``group_context_tokens``
+        kv = sched.kv  # ``self._account(1, dt, n)``, inlined
+        usage = (kv.num_blocks - kv.num_free_blocks) / kv.num_blocks
+        st = self.stats
+        st.num_steps += 1
+        st.busy_s += dt
+        st.seq_time_s += n * dt
+        st.kv_time_s += usage * dt
+        if usage > st.peak_kv_usage:
+            st.peak_kv_usage = usage
+        if self.observe is not None and not now - self._obs_last < self._obs_interval:  # it would ignore the call
+            self._obs_last, self._obs_interval = self.observe(now, self, n)
+        self._busy = True
+        if self.solo:
+            self.next_s, self.next_fn = now + dt, self._on_single_end
+        else:
+            self.kernel.at(now + dt, PRIO_STEP_END, self._on_single_end)
+
+    def _end_single(self) -> None:
+        """End of :meth:`_start_single`'s step: ``_end_step`` of a batch that is the group alone."""
+        now = self.kernel.now
+        n = self._num_decoding  # every decoding request is in the group and ran
+        gaps = self.gaps
+        if gaps is not None:
+            vals = gaps.vals
+            if gaps.off or len(vals) >= 65_535:
+                gaps.entry(now, n)
+            else:  # ``gaps.entry(now, n)``, inlined: no flush is due after it
+                vals.append(now - gaps.last)
+                gaps.counts.append(n)
+                gaps.last = now
+        data = self.timeline.data  # ``timeline.append(now)``; compaction keeps the list object
+        if len(data) >= self._compact_at:
+            self._compact(1)
+        data.append(now)
+        for req in self.sched.end_group_step():
             self._finish(req, now)
         # ``_kick(now)``, inlined (no kick is pending at a step's end: one waits only while idle)
         kernel = self.kernel
