@@ -433,15 +433,25 @@ class Replica:
             ends = []  # a loop, not a list comprehension: in 3.11 that builds and calls a function
             if gaps is not None and not gaps.off and len(gaps.vals) < 65_535:
                 # ``gaps.entries(ends, n)`` in the same loop: each step's gap to the one before,
-                # n times (the same values, counts and flush points; ``off`` empty: none alone)
-                vals, counts, last = gaps.vals, gaps.counts, gaps.last
-                for j in range(1, m + 1):
-                    t = s0 + j * c1 + c2 * (j * (j - 1))
+                # n times (the same counts and flush points; ``off`` empty: none alone). After the
+                # first, step j's gap is ``c1 + 2*c2*(j - 1)`` in closed form and its end the previous
+                # end plus that gap: ~10 bytecodes less per step than the closed form of each end, equal
+                # to it within a few ulps of the time (m <= 32 additions; within 1e-9 relative,
+                # ``benchmarks/sim_fingerprint.py --compare``).
+                vals, counts = gaps.vals, gaps.counts
+                t = s0 + c1
+                ends.append(t)
+                vals.append(t - gaps.last)
+                counts.append(n)
+                c22 = c2 + c2
+                d = c1 + c22
+                for _ in range(m - 1):
+                    t += d
                     ends.append(t)
-                    vals.append(t - last)
+                    vals.append(d)
                     counts.append(n)
-                    last = t
-                gaps.last = last
+                    d += c22
+                gaps.last = t
                 gaps = None  # done
             else:
                 for j in range(1, m + 1):
