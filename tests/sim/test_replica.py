@@ -117,13 +117,18 @@ ITL_CASES = [
 @pytest.mark.parametrize("mode", ["fast", "exact"])
 @pytest.mark.parametrize("case", ITL_CASES, ids=["preempt", "continuous", "closed-chunks"])
 def test_per_step_itl_tally_equals_per_request_token_gaps(step_model, case, mode):
-    """The simulator counts ITLs per step (value x requests); records' own token gaps give the same."""
+    """The simulator counts ITLs per step (value x requests); records' own token gaps give the same.
+
+    Within floating-point noise, not bit for bit: a segment's gaps are taken in closed form, the
+    records' as differences of its step ends (speed round 6: results agree within 1e-9 relative)."""
     from infercast.metrics.summary import summarize
 
     result, records = run(step_model, mode=mode, **case)
     a, b = result.summary.itl, summarize(records).itl
-    assert (a.count, a.min, a.max, a.percentiles) == (b.count, b.min, b.max, b.percentiles)
-    assert a.mean == pytest.approx(b.mean, rel=1e-12) and a.std == pytest.approx(b.std, rel=1e-9)
+    assert a.count == b.count and a.percentiles.keys() == b.percentiles.keys()
+    for x, y in [(a.min, b.min), (a.max, b.max), *zip(a.percentiles.values(), b.percentiles.values(), strict=True)]:
+        assert x == pytest.approx(y, rel=1e-9)
+    assert a.mean == pytest.approx(b.mean, rel=1e-9) and a.std == pytest.approx(b.std, rel=1e-9)
 
 
 def test_one_chunk_step_cost_is_the_mixed_step_cost_bit_for_bit(step_model):
