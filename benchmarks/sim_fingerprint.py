@@ -110,9 +110,9 @@ def fingerprint(c, model) -> dict:
 
 
 def compare(a, b, rtol: float, atol: float, path: str = "", worst: list | None = None) -> str | None:
-    """First path where ``a`` and ``b`` differ beyond the tolerance (None: equal); ``worst[0]`` is
-    raised to the largest relative difference of two floats seen."""
-    worst = worst if worst is not None else [0.0]
+    """First path where ``a`` and ``b`` differ beyond the tolerance (None: equal); ``worst`` becomes
+    [the largest relative difference of two floats seen, its path]."""
+    worst = worst if worst is not None else [0.0, ""]
     if isinstance(a, dict) and isinstance(b, dict):
         if a.keys() != b.keys():
             return f"{path or '/'}: keys {sorted(a.keys() ^ b.keys())}"
@@ -140,7 +140,9 @@ def compare(a, b, rtol: float, atol: float, path: str = "", worst: list | None =
             return None
         diff = abs(a - b)
         scale = max(abs(a), abs(b))
-        worst[0] = max(worst[0], diff / scale if scale else math.inf)
+        rel = diff / scale if scale else math.inf
+        if rel > worst[0]:
+            worst[0], worst[1:] = rel, [path]
         return None if diff <= atol or diff <= rtol * scale else f"{path}: {a!r} != {b!r} (rel {diff / scale:.3g})"
     return None if type(a) is type(b) and a == b else f"{path}: {a!r} != {b!r}"
 
@@ -153,9 +155,9 @@ def main_compare(argv: list[str]) -> None:
     args = ap.parse_args(argv)
     with open(args.compare[0]) as fa, open(args.compare[1]) as fb:
         a, b = json.load(fa), json.load(fb)
-    worst = [0.0]
+    worst = [0.0, ""]
     bad = compare(a, b, args.rtol, args.atol, "", worst)
-    print(f"largest relative difference of two floats: {worst[0]:.3g}")
+    print(f"largest relative difference of two floats: {worst[0]:.3g} ({worst[1] or 'none'})")
     if bad:
         print(f"DIFFERENT at {bad}")
         sys.exit(1)
