@@ -150,7 +150,11 @@ class Replica:
         self.fast = fast
         self.max_segment_steps = max_segment_steps
         self.observe = observe  # returns (last sample, interval): see TimeSeries.observe
-        self._obs_last, self._obs_interval = -math.inf, 0.0
+        # A lower bound of when the time series' next sample can be due: ``observe`` samples when
+        # ``now - last >= interval`` and returns (last, interval), the interval only growing, so every
+        # such ``now`` is >= (last + interval) * (1 - 1e-12) (times are >= 0; the margin dwarfs the
+        # subtraction's rounding). A step before it skips the call; after it, ``observe`` decides.
+        self._obs_due = -math.inf if observe is not None else math.inf
         self.timeline = Timeline()
         self._compact_at = TIMELINE_COMPACT_MIN
         self.stats = ReplicaStats()
@@ -270,8 +274,9 @@ class Replica:
         st.kv_time_s += usage * dt
         if usage > st.peak_kv_usage:
             st.peak_kv_usage = usage
-        if self.observe is not None and not now - self._obs_last < self._obs_interval:  # it would ignore the call
-            self._obs_last, self._obs_interval = self.observe(now, self, num_seqs)
+        if now >= self._obs_due:  # else ``observe`` would ignore the call (see ``_obs_due``)
+            last, interval = self.observe(now, self, num_seqs)
+            self._obs_due = (last + interval) * (1.0 - 1e-12)
         self._busy = True
         self._batch = batch
         if self.solo:
@@ -352,8 +357,9 @@ class Replica:
         st.kv_time_s += usage * dt
         if usage > st.peak_kv_usage:
             st.peak_kv_usage = usage
-        if self.observe is not None and not now - self._obs_last < self._obs_interval:  # it would ignore the call
-            self._obs_last, self._obs_interval = self.observe(now, self, n)
+        if now >= self._obs_due:  # else ``observe`` would ignore the call (see ``_obs_due``)
+            last, interval = self.observe(now, self, n)
+            self._obs_due = (last + interval) * (1.0 - 1e-12)
         self._busy = True
         if self.solo:
             self.next_s, self.next_fn = now + dt, self._on_single_end
@@ -408,8 +414,9 @@ class Replica:
         self._segment = seg
         self._busy = True
         self.stats.num_segments += 1
-        if self.observe is not None and not now - self._obs_last < self._obs_interval:  # it would ignore the call
-            self._obs_last, self._obs_interval = self.observe(now, self, n)
+        if now >= self._obs_due:  # else ``observe`` would ignore the call (see ``_obs_due``)
+            last, interval = self.observe(now, self, n)
+            self._obs_due = (last + interval) * (1.0 - 1e-12)
 
     def _end_segment(self) -> None:
         now = self.kernel.now
