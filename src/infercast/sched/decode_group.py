@@ -15,7 +15,6 @@ from infercast.sched.kv_cache import cdiv
 from infercast.sched.request import Request, RequestStatus
 
 # Enum members read through the class cost ~60 ns each (EnumType lookup); module constants ~15.
-_RUNNING = RequestStatus.RUNNING
 _FINISHED = RequestStatus.FINISHED
 _heappush = heapq.heappush
 
@@ -58,10 +57,9 @@ class DecodeGroupMixin:
             elif self.policy.would_admit(self):
                 return 0
         heap = self._finish_heap
-        running = _RUNNING
-        while heap:  # drop stale entries (``_live``, inlined)
+        while heap:  # drop stale entries (``_live``, inlined; ``dbase >= 0`` implies running, see there)
             f, _, req = heap[0]
-            if req.dbase >= 0 and req.finish_dstep == f and req.status is running:
+            if req.dbase >= 0 and req.finish_dstep == f:
                 break
             heapq.heappop(heap)
         steps = heap[0][0] - self.dstep  # ``min(max_steps, ...)`` without the call
@@ -224,6 +222,9 @@ class DecodeGroupMixin:
             self.explicit[req.request_id] = req
 
     def _live(self, entry: tuple[int, int, Request]) -> bool:
+        """The entry is its request's current one. ``dbase >= 0`` (a group member) implies running:
+        every way out of the group (``_leave_group``, ``_pop_finished``) sets ``dbase = -1`` first,
+        and preemption, abort and finish leave the group; the hot copies of this test rely on it."""
         req = entry[2]
         return (
             req.dbase >= 0 and req.finish_dstep == entry[0] and req.status is RequestStatus.RUNNING
@@ -236,13 +237,12 @@ class DecodeGroupMixin:
         fused (the same changes in the same order; one per finished request, so calls count).
         """
         heap, dstep, pop = self._finish_heap, self.dstep, heapq.heappop
-        running = _RUNNING
         bs, phases = self.config.block_size, self._phase
         group, runs, requests, kv, reserve = self.group, self.running, self.requests, self.kv, self._reserve
         stack = kv.plain_stack
         while heap and heap[0][0] <= dstep:
             f, _, req = pop(heap)
-            if not (req.dbase >= 0 and req.finish_dstep == f and req.status is running):  # ``_live``
+            if req.dbase < 0 or req.finish_dstep != f:  # not ``_live`` (a member is running: see there)
                 continue
             c = req.num_computed_tokens + dstep - req.dbase  # ``_sync`` (its ``dbase = dstep`` is overwritten below)
             req.num_computed_tokens = c
