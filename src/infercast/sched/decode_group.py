@@ -149,7 +149,8 @@ class DecodeGroupMixin:
         return self._pending_group
 
     def end_group_step(self) -> list[Request]:
-        """``update()`` of a batch that is the scheduled group step alone: the requests it finished."""
+        """``update()`` of a batch that is the scheduled group step alone: the requests it finished
+        (``Scheduler.update`` inlines this body on its hot path)."""
         done: list[Request] = []
         if self._pending_group:
             self._pending_group = 0

@@ -257,7 +257,7 @@ class Scheduler(DecodeGroupMixin):
     ) -> list[Request]:
         """Apply a step's result; return the requests it finished (blocks freed)."""
         done: list[Request] = []
-        if self._pending_group:
+        if self._pending_group:  # ``self.end_group_step()``, inlined (every step): change both together
             self._pending_group = 0
             self.dstep += 1
             heap = self._finish_heap
