@@ -304,12 +304,18 @@ class StepModel:
         return self.step_cost([1] * batch, [max(context - 1, 0)] * batch)
 
     # ---- internals ----------------------------------------------------------------
-    def _overlap_floor(self, ops: tuple[OpTime, ...]) -> float:
+    def resource_floors(self, ops: Sequence[OpTime]) -> tuple[float, float, float]:
+        """(compute_s, memory_s, link_s) of ``ops`` at peak: FLOPs / peak (attention at its own
+        peak, routed experts at theirs), compulsory bytes / bandwidth, and the links' floors."""
         m = self.machine
         compute = sum(o.op.flops / (m.attn_peak_flops if o.op.kind == "attention" else m.gemm_peak_dtype(o.op)[0])
                       for o in ops if o.op.kind != "comm")
         memory = sum(o.op.compulsory_bytes for o in ops) / m.bandwidth
         link = sum(o.floor_s for o in ops if o.op.kind == "comm")
+        return compute, memory, link
+
+    def _overlap_floor(self, ops: tuple[OpTime, ...]) -> float:
+        compute, memory, link = self.resource_floors(ops)
         return max(compute, memory) + link
 
     @staticmethod

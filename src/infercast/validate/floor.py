@@ -5,6 +5,16 @@ and static-batch rows), TPOT/ITL >= one batch-1 decode step, static-batch throug
 batch x output / (prefill + (O - 1) decode floors), single-stream and hardware rates <=
 their ceilings.
 
+A closed loop at a fixed concurrency (a TTFT row and a TPOT row of one run) is also
+checked as a whole (:func:`check_closed_loop`): ``C`` clients each send their next
+request when the last one ends, so a client's mean cycle ``TTFT + (O - 1) TPOT``
+must hold the engine's work for ``C`` requests (the replica serves one request per
+client per cycle, in steady state): every request's prompt FLOPs and ``O - 1``
+decode tokens at peak FLOP/s, or at least ``O`` weight reads (a request's own
+prefill step and ``O - 1`` decode steps are ``O`` separate steps, each reading the
+weights) plus every decode token's KV read at peak bandwidth, whichever is longer.
+Per-row floors cannot see this: each metric alone is physical, the pair is not.
+
 For a time metric the floor is a lower bound (measured >= floor); for a rate
 metric it is an upper bound (measured <= ceiling). Assumptions are chosen so the
 bound stays a bound: the smallest context the row allows, no overheads, and, when
@@ -25,6 +35,7 @@ from infercast.specs.precision import Precision
 
 TIME_METRICS = ("ttft_mean_s", "prefill_time_s", "decode_step_s", "e2e_latency_s",
                 "ttft_p99_s", "tpot_mean_s", "tpot_p99_s", "itl_mean_s")
+CYCLE_METRIC = "closed_loop_cycle_s"  # TTFT + (O - 1) TPOT of one closed-loop run
 RATE_METRICS = ("tokens_per_s_single_stream", "achieved_bandwidth_bytes_per_s", "matmul_flops_per_s",
                 "link_bandwidth_bytes_per_s", "output_throughput_per_gpu", "output_throughput_total")
 
@@ -123,3 +134,41 @@ def check_row(row: Mapping[str, str]) -> FloorCheck:
     except (InfercastError, KeyError, ValueError) as exc:
         return FloorCheck(rid, metric, measured, None, kind, str(exc) or type(exc).__name__)
     return FloorCheck(rid, metric, measured, bound, kind)
+
+
+def check_closed_loop(ttft_row: Mapping[str, str], tpot_row: Mapping[str, str]) -> FloorCheck:
+    """The cycle ``TTFT + (O - 1) TPOT`` of a fixed-concurrency run against the work of its
+    ``C`` requests (module docstring). Reported under the TPOT row's id."""
+    rid = tpot_row["id"]
+    out = _int(tpot_row, "output_tokens", 0)
+    measured = float(ttft_row["value"]) + max(out - 1, 0) * float(tpot_row["value"])
+    try:
+        tp, pp, ep, dp = (_int(tpot_row, k, 1) for k in ("tp", "pp", "ep", "dp"))
+        if pp > 1 or dp > 1 or ep > tp:
+            raise InfercastError("pipeline, attention-DP and wide-EP layouts are not bounded here")
+        prompt, clients = _int(tpot_row, "input_tokens", 0), _int(tpot_row, "concurrency", 0)
+        if out < 1 or prompt < 1 or clients < 1:
+            raise InfercastError("a closed loop needs input_tokens, output_tokens and concurrency")
+        sm = _step_model(tpot_row)
+        per_replica = clients / max(_int(tpot_row, "n_gpus", tp) // tp, 1)
+        bound = _cycle_floor(sm, prompt, out, per_replica)
+    except (InfercastError, KeyError, ValueError) as exc:
+        return FloorCheck(rid, CYCLE_METRIC, measured, None, "floor", str(exc) or type(exc).__name__)
+    return FloorCheck(rid, CYCLE_METRIC, measured, bound, "floor")
+
+
+def _cycle_floor(sm: StepModel, prompt: int, out: int, clients: float) -> float:
+    """max(compute, memory) of one cycle's work on one GPU of the replica. A decode token's
+    compute and KV read grow with its context, linearly or (sliding and chunked attention)
+    concavely, so the mean of the first and last decode step is a lower bound of the mean."""
+    def floors(cost):
+        return sm.resource_floors(cost.ops)
+
+    pre_c, _, _ = floors(sm.prefill_cost(prompt, 1))
+    first_c, first_m, _ = floors(sm.decode_cost(1, prompt + 1))
+    last_c, last_m, _ = floors(sm.decode_cost(1, prompt + out))
+    _, weights_m, _ = floors(sm.decode_cost(1, 1))  # the weights (and a one-token KV)
+    decode_c, kv_m = (first_c + last_c) / 2, (first_m + last_m) / 2 - weights_m
+    compute = clients * (pre_c + (out - 1) * decode_c)
+    memory = out * weights_m + clients * (out - 1) * kv_m
+    return max(compute, memory)

@@ -7,6 +7,7 @@ the absolute value. ``coverage`` = predicted rows / rows; ``within_10_pct`` and
 
 from __future__ import annotations
 
+import json
 from collections import Counter, defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import asdict
@@ -62,20 +63,39 @@ def case_row(c: Case) -> dict[str, str]:
 
 def floor_report(cases: Sequence[Case]) -> dict[str, Any]:
     """Every row that beats its physics floor (or ceiling), and how many rows were checked."""
-    from infercast.validate.floor import check_row
+    from infercast.validate.floor import check_closed_loop, check_row
 
     checked, violations = 0, []
-    for c in cases:
-        if c.problem:
-            continue
-        chk = check_row(case_row(c))
+    sources = {c.id: c.source for c in cases}
+    checks = [check_row(case_row(c)) for c in cases if not c.problem]
+    checks += [check_closed_loop(case_row(t), case_row(d)) for t, d in closed_loop_pairs(cases)]
+    for chk in checks:
         if chk.bound is None:
             continue
         checked += 1
         if chk.violates:
-            violations.append({"id": c.id, "metric": c.metric, "measured": c.value, "bound": chk.bound,
-                               "kind": chk.kind, "ratio": chk.ratio, "source": c.source})
+            violations.append({"id": chk.id, "metric": chk.metric, "measured": chk.measured, "bound": chk.bound,
+                               "kind": chk.kind, "ratio": chk.ratio, "source": sources.get(chk.id, "")})
     return {"checked": checked, "violations": violations}
+
+
+def closed_loop_pairs(cases: Sequence[Case]) -> list[tuple[Case, Case]]:
+    """(TTFT row, TPOT row) of each fixed-concurrency run: rows alike in everything but the
+    id, metric and value. Repeated runs of one setup pair in file order (a run's two rows
+    are written together); a setup with unequal counts of the two metrics is left unpaired."""
+    runs: dict[str, dict[str, list[Case]]] = {}
+    for c in cases:
+        if c.problem or c.scenario != "concurrency" or c.metric not in ("ttft_mean_s", "tpot_mean_s"):
+            continue
+        setup = {k: v for k, v in asdict(c).items() if k not in ("id", "metric", "value", "line", "problem")}
+        key = json.dumps(setup, sort_keys=True, default=str)
+        runs.setdefault(key, {}).setdefault(c.metric, []).append(c)
+    pairs: list[tuple[Case, Case]] = []
+    for r in runs.values():
+        ttft, tpot = r.get("ttft_mean_s", []), r.get("tpot_mean_s", [])
+        if len(ttft) == len(tpot):
+            pairs += zip(sorted(ttft, key=lambda c: c.line), sorted(tpot, key=lambda c: c.line), strict=True)
+    return pairs
 
 
 def assumed_layout(p: Prediction) -> bool:
