@@ -47,6 +47,8 @@ def test_whole_shipped_set_runs_and_scores():
     assert {v["id"] for v in rep["floor"]["violations"]} <= explained
     cycles = [v for v in rep["floor"]["violations"] if v["metric"] == "closed_loop_cycle_s"]
     assert {v["id"] for v in cycles} == {"AIC-0912-tpot", "AIC-0913-tpot"}
+    flagged = {r["id"] for r in rep["rows"] if any("beats physics" in n for n in r["notes"])}
+    assert flagged == explained | {"AIC-0912-ttft", "AIC-0913-ttft"}  # both rows of a run, noted where they are read
     assert rep["floor"]["checked"] > 3000  # rows, and ~600 closed-loop runs
 
 

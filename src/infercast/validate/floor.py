@@ -50,6 +50,7 @@ class FloorCheck:
     bound: float | None
     kind: str  # "floor" | "ceiling"
     skipped_reason: str | None = None
+    rows: tuple[str, ...] = ()  # the rows the check covers (a closed-loop run: its TTFT and TPOT rows)
 
     @property
     def violates(self) -> bool:
@@ -139,7 +140,7 @@ def check_row(row: Mapping[str, str]) -> FloorCheck:
 def check_closed_loop(ttft_row: Mapping[str, str], tpot_row: Mapping[str, str]) -> FloorCheck:
     """The cycle ``TTFT + (O - 1) TPOT`` of a fixed-concurrency run against the work of its
     ``C`` requests (module docstring). Reported under the TPOT row's id."""
-    rid = tpot_row["id"]
+    rid, pair = tpot_row["id"], (ttft_row["id"], tpot_row["id"])
     out = _int(tpot_row, "output_tokens", 0)
     measured = float(ttft_row["value"]) + max(out - 1, 0) * float(tpot_row["value"])
     try:
@@ -153,8 +154,8 @@ def check_closed_loop(ttft_row: Mapping[str, str], tpot_row: Mapping[str, str]) 
         per_replica = clients / max(_int(tpot_row, "n_gpus", tp) // tp, 1)
         bound = _cycle_floor(sm, prompt, out, per_replica)
     except (InfercastError, KeyError, ValueError) as exc:
-        return FloorCheck(rid, CYCLE_METRIC, measured, None, "floor", str(exc) or type(exc).__name__)
-    return FloorCheck(rid, CYCLE_METRIC, measured, bound, "floor")
+        return FloorCheck(rid, CYCLE_METRIC, measured, None, "floor", str(exc) or type(exc).__name__, pair)
+    return FloorCheck(rid, CYCLE_METRIC, measured, bound, "floor", rows=pair)
 
 
 def _cycle_floor(sm: StepModel, prompt: int, out: int, clients: float) -> float:

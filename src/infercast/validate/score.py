@@ -75,7 +75,8 @@ def floor_report(cases: Sequence[Case]) -> dict[str, Any]:
         checked += 1
         if chk.violates:
             violations.append({"id": chk.id, "metric": chk.metric, "measured": chk.measured, "bound": chk.bound,
-                               "kind": chk.kind, "ratio": chk.ratio, "source": sources.get(chk.id, "")})
+                               "kind": chk.kind, "ratio": chk.ratio, "source": sources.get(chk.id, ""),
+                               "rows": list(chk.rows or (chk.id,))})
     return {"checked": checked, "violations": violations}
 
 
@@ -128,4 +129,17 @@ def report(preds: Sequence[Prediction], profile_name: str, floor: dict[str, Any]
     out = {"profile": profile_name, "rows": [row_dict(p) for p in preds], "summary": summary}
     if floor is not None:
         out["floor"] = floor
+        _mark_floor_violations(out["rows"] + summary["worst"], floor["violations"])
     return out
+
+
+def _mark_floor_violations(rows: list[dict[str, Any]], violations: list[dict[str, Any]]) -> None:
+    """A note on every row a floor violation covers: its error then measures the data, not the model."""
+    notes: dict[str, list[str]] = {}
+    for v in violations:
+        side = "below the floor" if v["kind"] == "floor" else "above the ceiling"
+        for rid in v.get("rows", [v["id"]]):
+            notes.setdefault(rid, []).append(f"measurement beats physics: {v['metric']} is {v['ratio']:.2f}x "
+                                             f"its bound ({side}; docs/validation.md)")
+    for r in rows:
+        r["notes"] = r["notes"] + notes.get(r["id"], [])
