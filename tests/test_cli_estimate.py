@@ -60,6 +60,7 @@ def test_tp2_and_floor_flag(capsys):
     (["estimate", "--context", "0"], "--context values must be positive"),
     (["estimate", "--context", "1k"], "--context expects comma-separated integers"),
     (["estimate", "--tp", "0"], "--tp must be a positive integer"),
+    (["estimate", "--model", "llama-3.1-8b", "--tp", "3"], "--tp 3 does not divide llama-3.1-8b's 32 attention heads"),
 ])
 def test_bad_input_one_line_exit_2(args, needle, capsys):
     code, _, err = run(args, capsys)

@@ -75,3 +75,37 @@ def test_attention_dp_on_a_dense_gqa_model_keeps_one_reduce_per_layer():
     ar = {s: next(o for o in x.decode_cost(16, 512).ops if o.op.name == "tp all-reduce") for s, x in (("tp", tp), ("dp", dp))}
     assert ar["dp"].op.link_bytes == pytest.approx(ar["tp"].op.link_bytes / 2)  # all-gather + reduce-scatter only
     assert dp.kv_capacity_tokens < tp.kv_capacity_tokens  # 8 KV heads / TP 8 shard perfectly: DP only adds weights
+
+
+def test_tp_must_shard_attention_heads_as_engines_do():
+    from infercast.errors import ConfigError
+    from infercast.specs.parallel import check_attention_split
+
+    llama8, dsr1 = load_model("llama-3.1-8b"), load_model("deepseek-r1")  # 32 q / 8 kv heads; MLA, 128 heads
+    for tp in (1, 2, 4, 8, 16, 32):  # 16, 32: each rank holds a replica of its KV head (vLLM's rule)
+        check_attention_split(llama8, Parallelism(tp=tp))
+    with pytest.raises(ConfigError, match="use --tp 1, 2, 4, 8, 16, 32"):
+        check_attention_split(llama8, Parallelism(tp=3))
+    check_attention_split(dsr1, Parallelism(tp=64))  # MLA: one latent KV, replicated
+    with pytest.raises(ConfigError, match="128 attention heads"):
+        check_attention_split(dsr1, Parallelism(tp=72))
+    check_attention_split(dsr1, Parallelism(tp=72, ep=72, attn_dp=True))  # attention DP: whole heads per rank
+    with pytest.raises(ConfigError):
+        StepModel(llama8, load_hardware("h100-sxm"), Precision.parse("bf16"), Parallelism(tp=3))
+    # a physics floor keeps the ideal even split
+    floor = StepModel(llama8, load_hardware("h100-sxm"), Precision.parse("bf16"), Parallelism(tp=3), whole_heads=False)
+    assert floor.decode_cost(1, 128).floor_time_s > 0
+
+
+def test_kv_heads_must_divide_or_be_divided_by_tp():
+    from dataclasses import replace
+
+    from infercast.errors import ConfigError
+    from infercast.specs.parallel import check_attention_split
+
+    base = load_model("llama-3.1-8b")
+    odd = replace(base, attention=replace(base.attention, num_heads=48, num_kv_heads=12))  # 48 q, 12 kv heads
+    check_attention_split(odd, Parallelism(tp=4))  # 12 kv / 4
+    check_attention_split(odd, Parallelism(tp=24))  # 24 = 2 x 12: kv replicated
+    with pytest.raises(ConfigError, match="12 KV heads"):
+        check_attention_split(odd, Parallelism(tp=8))  # 48 q / 8 is fine; 12 kv vs 8 is neither

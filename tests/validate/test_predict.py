@@ -148,3 +148,20 @@ def test_pipeline_parallel_runs_pp_micro_batches(models):
 def test_part_without_a_tensor_peak_is_not_predicted(models):
     with pytest.raises(Unpredictable, match="no 16-bit or narrower tensor peak"):
         plan_case(case("r,offline,output_throughput_total,1,llama-3.3-70b,rtx-pro-6000,1,1,1,,fp4,,trtllm,128,128,,,,"), models)
+
+
+def test_a_tp_that_cannot_shard_the_heads_is_predicted_as_attention_dp_and_marked(models):
+    from infercast.validate.score import assumed_layout
+    from infercast.validate.setup import ASSUMED_DP_NOTE
+
+    # DeepSeek-R1 (128 heads) "tp 72" on GB200: no engine shards 128 heads 72 ways, so the run
+    # was attention DP with the experts over the 72 GPUs (wide EP); predicted so, and marked
+    c = case("w,concurrency,tpot_mean_s,0.03,deepseek-r1,gb200,72,72,1,1,fp8,,sglang-,1024,1024,,4096,,")
+    lay = layout(c)
+    assert (lay.setup.tp, lay.setup.ep, lay.setup.attn_dp, lay.replicas) == (72, 72, True, 1)
+    assert any(n.startswith(ASSUMED_DP_NOTE) and "128 attention heads" in n for n in lay.notes)
+    (p,) = Evaluator([c], simulate=False).predict(ProfileSet())
+    assert p.predicted is not None and assumed_layout(p)
+    # a TP that shards the heads keeps its TP layout
+    ok = layout(case("t,concurrency,tpot_mean_s,0.03,deepseek-r1,b200,8,8,1,1,fp8,,sglang-,1024,1024,,64,,"))
+    assert not ok.setup.attn_dp and not ok.notes

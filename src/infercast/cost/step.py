@@ -22,7 +22,7 @@ from infercast.cost.roofline import COMPUTE, LINK, MEMORY, Machine, OpTime, time
 from infercast.errors import ConfigError
 from infercast.specs.hardware import HardwareSpec
 from infercast.specs.model import ATTN_FULL, ModelSpec
-from infercast.specs.parallel import Parallelism
+from infercast.specs.parallel import Parallelism, check_attention_split
 from infercast.specs.precision import Precision
 
 
@@ -142,12 +142,16 @@ class StepModel:
     def __init__(self, model: ModelSpec, hardware: HardwareSpec, precision: Precision | None = None,
                  parallel: Parallelism | None = None, profile: EfficiencyProfile | None = None,
                  memory_fraction: float = DEFAULT_MEMORY_FRACTION, max_batched_tokens: int = 8192,
-                 max_seqs: int = 256, experts: ExpertPrecision | None = None):
+                 max_seqs: int = 256, experts: ExpertPrecision | None = None, whole_heads: bool = True):
         """``experts``: the routed experts' own storage and compute (``cost/experts.py``) when a
-        checkpoint quantizes only them (gpt-oss: MXFP4 experts beside BF16 attention); None = ``precision``."""
+        checkpoint quantizes only them (gpt-oss: MXFP4 experts beside BF16 attention); None = ``precision``.
+        ``whole_heads``: refuse a TP size that splits attention heads unevenly, as engines do
+        (``specs.parallel.check_attention_split``); False keeps the ideal even split (physics floors)."""
         self.model, self.hardware = model, hardware
         self.parallel = parallel or Parallelism()
         self.profile = _fold_layer_overhead(profile or EfficiencyProfile(), model.num_layers)
+        if whole_heads:
+            check_attention_split(model, self.parallel)
         if self.parallel.gpus_per_replica > 1 and hardware.link_bandwidth_bytes_per_s <= 0:
             raise ConfigError(f"hardware {hardware.key!r} has no scale-up link bandwidth: use --tp 1 --pp 1 or add link_bandwidth_bytes_per_s")
         self.experts = experts if model.is_moe else None

@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from infercast.errors import ConfigError
+
+if TYPE_CHECKING:
+    from infercast.specs.model import ModelSpec
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,3 +48,25 @@ class Parallelism:
     @property
     def num_gpus(self) -> int:
         return self.tp * self.pp * self.dp
+
+
+def check_attention_split(model: ModelSpec, par: Parallelism) -> None:
+    """Raise :class:`ConfigError` for a tensor-parallel size that splits attention heads unevenly.
+
+    Serving engines shard attention by whole heads and refuse anything else (vLLM's
+    ``ModelConfig.verify_with_parallel_config``: the heads must be divisible by the TP
+    size; its ``QKVParallelLinear``: KV heads divisible by TP, or TP a multiple of them,
+    each rank then holding a replica). Attention data parallel runs whole attention
+    per rank, so no split is checked there."""
+    atp = 1 if (par.attn_dp and par.tp > 1) else par.tp
+    if atp == 1:
+        return
+    a = model.attention
+    ok = [t for t in range(1, a.num_heads + 1) if a.num_heads % t == 0 and (
+        a.kind == "mla" or a.num_kv_heads % t == 0 or t % a.num_kv_heads == 0)]
+    if a.num_heads % atp:
+        raise ConfigError(f"--tp {par.tp} does not divide {model.name}'s {a.num_heads} attention heads (engines shard "
+                          f"whole heads): use --tp {', '.join(map(str, ok))}, or attention data parallel")
+    if a.kind != "mla" and a.num_kv_heads % atp and atp % a.num_kv_heads:
+        raise ConfigError(f"--tp {par.tp} neither divides nor is a multiple of {model.name}'s {a.num_kv_heads} KV heads "
+                          f"(engines shard or replicate whole KV heads): use --tp {', '.join(map(str, ok))}")

@@ -15,7 +15,9 @@ closed-form closed loop) but the disaggregated ones: they are scored, not
 fitted, since their closed form solves a fixed point per call (about a
 millisecond a row, so a fit would take minutes) and most of them run
 attention-DP, wide-EP decode workers that the cost model times only
-approximately (they would pull the shared fields towards that gap).
+approximately (they would pull the shared fields towards that gap). Rows whose
+stated TP cannot shard the model's heads (predicted on an assumed attention-DP
+layout, ``validate/setup.py``) are scored, not fitted, like other assumed rows.
 
 ``leave_one_source_out`` refits without each source in turn and scores that
 source with the profile it did not see, so the reported error is not the fit
@@ -36,6 +38,7 @@ from infercast.validate.cases import Case
 from infercast.validate.evaluate import Evaluator
 from infercast.validate.ledger import profile_matrix
 from infercast.validate.profiles import ProfileSet
+from infercast.validate.setup import ASSUMED_DP_NOTE
 
 BOUNDS = {
     "gemm_compute_eff": (0.05, 1.0), "gemm_compute_eff_8bit": (0.05, 1.0), "gemm_m_half": (0.5, 1024.0),
@@ -93,6 +96,7 @@ class Calibrator:
     def rows(self, exclude_source: str | None = None) -> np.ndarray:
         """Indices of fit rows (optionally without one source)."""
         idx = [i for i in self.ev.predictable if self.ev.cases[i].scenario not in NOT_FITTED
+               and not any(ASSUMED_DP_NOTE in n for n in self.ev.plans[i].notes)  # layout assumed: scored only
                and (exclude_source is None or self.ev.cases[i].source != exclude_source)]
         return np.array(idx, dtype=np.int64)
 

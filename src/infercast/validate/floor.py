@@ -77,7 +77,9 @@ def _step_model(row: Mapping[str, str]) -> StepModel:
     kv = row.get("kv_cache") or ("fp8" if narrow else weights)
     tp = _int(row, "tp", _int(row, "n_gpus", 1))
     par = Parallelism(tp=tp, pp=_int(row, "pp", 1))
-    return StepModel(load_model(row["model"]), load_hardware(row["hardware"]), Precision.parse(weights, kv), par)
+    # the ideal even split over the stated GPUs (whole_heads=False): a lower bound for any layout
+    return StepModel(load_model(row["model"]), load_hardware(row["hardware"]), Precision.parse(weights, kv), par,
+                     whole_heads=False)
 
 
 def _hardware_bound(row: Mapping[str, str]) -> float:

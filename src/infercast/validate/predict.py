@@ -34,7 +34,15 @@ from infercast.specs.catalog import load_hardware
 from infercast.validate.cases import Case
 from infercast.validate.datasets import dataset_lengths, dataset_requests
 from infercast.validate.ledger import Shape, StepModels
-from infercast.validate.setup import Layout, Unpredictable, engine_family, group_key, layout
+from infercast.validate.setup import (
+    Layout,
+    Unpredictable,
+    engine_family,
+    group_key,
+    is_moe,
+    layout,
+    unshardable_tp,
+)
 from infercast.validate.steady import closed_loop
 
 Combine = Callable[[Sequence[float], EfficiencyProfile], float]
@@ -304,8 +312,9 @@ def _speculative(case: Case, models: StepModels) -> Plan:
                 lambda st, p: st.plain_s * float(tau) / st.step_s)
 
 
-def _pool(p: dict, where: str) -> tuple[int, int, bool]:
-    """A disaggregated pool's worker: (GPUs, EP, attention DP) from the row's ``extra``."""
+def _pool(p: dict, where: str, model: str) -> tuple[int, int, bool, str | None]:
+    """A disaggregated pool's worker: (GPUs, EP, attention DP, the note of an assumed layout)
+    from the row's ``extra``; a TP that cannot shard the heads means attention DP (``setup.py``)."""
     try:
         tp, adp, pp = (int(p.get(k) or 1) for k in ("tp_size", "attention_dp_size", "pp_size"))
         ep = int(p.get("moe_ep_size") or 1)
@@ -314,7 +323,10 @@ def _pool(p: dict, where: str) -> tuple[int, int, bool]:
     if pp != 1 or (tp > 1 and adp > 1):
         raise Unpredictable(f"the {where} workers mix pipeline or attention TP with attention DP (not modelled)")
     g = tp * adp
-    return g, min(ep, g), adp > 1
+    note = unshardable_tp(model, g) if adp == 1 and g > 1 else None
+    if note:
+        return g, (g if is_moe(model) else min(ep, g)), True, note
+    return g, min(ep, g), adp > 1, None
 
 
 def _disaggregated(case: Case, models: StepModels) -> Plan:
@@ -337,8 +349,9 @@ def _disaggregated(case: Case, models: StepModels) -> Plan:
         raise _metric_error(case)
     if not isinstance(case.extra.get("prefill"), dict) or not isinstance(case.extra.get("decode"), dict):
         raise Unpredictable("a disaggregated row needs extra.prefill and extra.decode worker layouts")
-    gp, ep_p, dp_p = _pool(case.extra["prefill"], "prefill")
-    gd, ep_d, dp_d = _pool(case.extra["decode"], "decode")
+    gp, ep_p, dp_p, note_p = _pool(case.extra["prefill"], "prefill", case.model)
+    gd, ep_d, dp_d, note_d = _pool(case.extra["decode"], "decode", case.model)
+    pool_notes = tuple(f"{side} workers: {n}" for side, n in (("prefill", note_p), ("decode", note_d)) if n)
     workers, assumed = pool_workers(case.extra["prefill"], case.extra["decode"], case.n_gpus, (gp, gd))
     decode = replace(case, tp=gd, pp=1, ep=ep_d, n_gpus=gd)
     lay, sm = _replica(decode, models)
@@ -364,7 +377,8 @@ def _disaggregated(case: Case, models: StepModels) -> Plan:
     stack = 1.0 if key_m == "ttft_s" else 0.0  # the benchmark client's TTFT includes the serving stack
     return Plan(case, group_key(case), replace(lay, setup=setup), loop.prefill_shapes + loop.decode_shapes,
                 lambda t, p: loop.metrics(t[:npf], t[npf:])[key_m] + stack * p.request_overhead_s,
-                (f"{workers[0]} prefill x {gp} GPUs, {workers[1]} decode x {gd} GPUs",) + ((assumed,) if assumed else ()),
+                (f"{workers[0]} prefill x {gp} GPUs, {workers[1]} decode x {gd} GPUs",) + ((assumed,) if assumed else ())
+                + pool_notes,
                 run, key,
                 lambda summary, p: float(pick(summary)) + stack * p.request_overhead_s,
                 setups=(pf_setup,) * npf + (setup,) * len(loop.decode_shapes))

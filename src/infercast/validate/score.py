@@ -100,11 +100,14 @@ def closed_loop_pairs(cases: Sequence[Case]) -> list[tuple[Case, Case]]:
 
 
 def assumed_layout(p: Prediction) -> bool:
-    """True for a row predicted on an assumed worker layout (disaggregated rows whose source
-    dropped the worker counts: ``validate/disagg.py``, ``UNSTATED_WORKERS_NOTE``)."""
+    """True for a row predicted on an assumed layout: disaggregated rows whose source dropped
+    the worker counts (``validate/disagg.py``, ``UNSTATED_WORKERS_NOTE``), and rows whose stated
+    TP cannot shard the model's heads, predicted as attention DP (``validate/setup.py``,
+    ``ASSUMED_DP_NOTE``)."""
     from infercast.validate.disagg import UNSTATED_WORKERS_NOTE
+    from infercast.validate.setup import ASSUMED_DP_NOTE
 
-    return UNSTATED_WORKERS_NOTE in p.notes
+    return UNSTATED_WORKERS_NOTE in p.notes or any(ASSUMED_DP_NOTE in n for n in p.notes)
 
 
 def report(preds: Sequence[Prediction], profile_name: str, floor: dict[str, Any] | None = None) -> dict[str, Any]:

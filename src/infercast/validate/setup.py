@@ -51,6 +51,11 @@ silent; each one is named, and ``docs/validation.md`` lists them:
   parallel (SGLang ``--enable-dp-attention``, TensorRT-LLM attention DP): one
   replica of ``ep`` GPUs with ``Parallelism(tp=ep, ep=ep, attn_dp=True)``
   (noted on the row).
+- A stated TP that cannot shard the model's attention heads (DeepSeek-R1's 128 heads
+  over "tp 72" GB200 GPUs; engines refuse it, ``specs.parallel.check_attention_split``)
+  means the run was attention data parallel over those GPUs, the experts spread over all
+  of them (the wide-EP layout of such deployments): predicted that way, marked with
+  :data:`ASSUMED_DP_NOTE` and summarized with the other assumed layouts, not fitted.
 """
 
 from __future__ import annotations
@@ -58,9 +63,10 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, replace
 
-from infercast.errors import InfercastError
+from infercast.errors import ConfigError, InfercastError
 from infercast.specs.checkpoint import checkpoint_expert_format
 from infercast.specs.model import ATTN_CHUNKED, ATTN_FULL, ModelSpec
+from infercast.specs.parallel import Parallelism, check_attention_split
 from infercast.validate.cases import Case
 
 MEMORY_FRACTION = 0.9
@@ -197,7 +203,31 @@ def checkpoint_experts(case: Case) -> str:
 EP_SOURCES = ("trtllm-perf-overview-v1.0",)  # sources whose MoE runs pass --ep without stating it (module docstring)
 
 
-def _is_moe(model: str) -> bool:
+ASSUMED_DP_NOTE = "attention data parallel assumed"  # marks a row predicted on an assumed layout
+
+
+def unshardable_tp(model: str, tp: int) -> str | None:
+    """The note for a TP size that cannot shard the model's attention heads (engines refuse it,
+    :func:`~infercast.specs.parallel.check_attention_split`): such a row ran attention data
+    parallel over its GPUs (with the experts spread over all of them: the wide-EP layout), so
+    it is predicted that way and marked. None when the split is fine or the model is unknown."""
+    from infercast.specs.catalog import load_model
+
+    try:
+        spec = load_model(model)
+    except InfercastError:
+        return None  # an unknown model is reported where the row is planned
+    try:
+        check_attention_split(spec, Parallelism(tp=tp))
+    except ConfigError as exc:
+        experts = ", experts over all of them" if spec.moe is not None else ""
+        return f"{ASSUMED_DP_NOTE}: {exc.args[0].split(' (')[0].removeprefix('--')}, so the run did not shard them; " \
+               f"predicted as one aggregated attention-data-parallel replica over the {tp} GPUs{experts} " \
+               f"(the wide-EP layout; the run may have been disaggregated, which the row does not say)"
+    return None
+
+
+def is_moe(model: str) -> bool:
     from infercast.specs.catalog import load_model
 
     try:
@@ -217,11 +247,15 @@ def layout(case: Case) -> Layout:
         raise Unpredictable(f"the source does not state the parallel layout of its {n} GPUs (tp/pp/ep)")
     tp, pp, ep = case.tp or 1, case.pp or 1, case.ep or 1
     notes = []
-    if case.ep is None and tp > 1 and case.source in EP_SOURCES and _is_moe(case.model):
+    if case.ep is None and tp > 1 and case.source in EP_SOURCES and is_moe(case.model):
         ep = tp
         notes.append(f"ep not stated: ep={tp}, experts split over the TP group (the source runs MoE models with --ep)")
     attn_dp = ep > tp * pp
-    if attn_dp:
+    unshardable = None if attn_dp or pp > 1 or tp == 1 else unshardable_tp(case.model, tp)
+    if unshardable:
+        attn_dp, ep = True, (tp if is_moe(case.model) else ep)
+        notes.append(unshardable)
+    elif attn_dp:
         if ep % pp:
             raise Unpredictable(f"ep={ep} is not a multiple of pp={pp}")
         notes.append(f"ep={ep} > tp*pp={tp * pp}: attention data parallel over {ep // pp} GPUs (tp={ep // pp}, attn_dp)")
