@@ -165,3 +165,26 @@ def test_a_tp_that_cannot_shard_the_heads_is_predicted_as_attention_dp_and_marke
     # a TP that shards the heads keeps its TP layout
     ok = layout(case("t,concurrency,tpot_mean_s,0.03,deepseek-r1,b200,8,8,1,1,fp8,,sglang-,1024,1024,,64,,"))
     assert not ok.setup.attn_dp and not ok.notes
+
+
+def test_length_range_ratio_predicts_the_mean_lengths(models):
+    # InferenceX's harness draws each request's lengths uniformly from [0.8 L, L]
+    # (benchmark_serving --random-range-ratio 0.8): a closed loop serves the mean, 0.9 L
+    import json
+
+    from infercast.validate.setup import length_range_ratio
+
+    row = "r,concurrency,tpot_mean_s,0.03,llama-3.1-70b,h200-sxm,8,8,1,1,fp8,,vllm-,1000,2000,,16,,"
+
+    def with_extra(extra: dict):
+        cell = '"' + json.dumps(extra).replace('"', '""') + '"'  # a CSV cell holding JSON
+        (c,) = read_cases(COLS.rstrip("\n") + ",extra\n" + row + "," + cell + "\n")
+        assert c.problem is None, c.problem
+        return c
+    ranged = with_extra({"length_range_ratio": 0.8})
+    fixed = case(row.replace("1000,2000", "900,1800"))
+    assert length_range_ratio(ranged) == 0.8 and length_range_ratio(fixed) is None
+    p_ranged, p_fixed = plan_case(ranged, models), plan_case(fixed, models)
+    assert p_ranged.shapes == p_fixed.shapes  # the same closed loop as fixed 900/1800-token requests
+    assert any("[0.8 L, L]" in n for n in p_ranged.notes)
+    assert length_range_ratio(with_extra({"length_range_ratio": 1.5})) is None  # outside [0, 1): the stated lengths are used

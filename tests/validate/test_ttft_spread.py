@@ -71,7 +71,9 @@ def test_shipped_rows_need_spread_arrivals(shipped_rows, row):
     i = next(j for j, c in enumerate(ev.cases) if c.id == row)
     plan, case = ev.plans[i], ev.cases[i]
     assert case.concurrency == 16 and case.input_tokens == 1024 and CONCURRENCY_WAVES == 6
-    assert plan.shapes[2][-1] == (1, 1024, 0) and plan.shapes[1][-1] == (8, 1024, 0)
+    # the prompt the closed loop serves: 1,024 tokens, or InferenceX's mean of [0.8 L, L] (922)
+    prompt = 922 if case.extra.get("length_range_ratio") == 0.8 else 1024
+    assert plan.shapes[2][-1] == (1, prompt, 0) and plan.shapes[1][-1] == (8, prompt, 0)
     times = ev.ledger.times(profile_matrix([load_profile_set(None).for_group(g) for g in ev.groups]))
     t = [float(times[j]) for j in ev._shape_idx[i]]
     assert case.value < t[1]  # the measurement rules the lockstep later wave (a group's step) out

@@ -41,6 +41,7 @@ from infercast.validate.setup import (
     group_key,
     is_moe,
     layout,
+    length_range_ratio,
     unshardable_tp,
 )
 from infercast.validate.steady import closed_loop
@@ -83,6 +84,9 @@ def _lengths(case: Case) -> tuple[int, int]:
         raise Unpredictable(f"no {what} in the row, and dataset {case.dataset or '(none)'!r} has no mean length for it")
     if i < 1 or o < 1:
         raise Unpredictable(f"input_tokens={i} and output_tokens={o} must both be >= 1")
+    r = length_range_ratio(case)
+    if r is not None:  # lengths drawn from [r L, L]: their mean (setup.length_range_ratio)
+        i, o = max(1, round(i * (1 + r) / 2)), max(1, round(o * (1 + r) / 2))
     return int(i), int(o)
 
 

@@ -206,6 +206,18 @@ EP_SOURCES = ("trtllm-perf-overview-v1.0",)  # sources whose MoE runs pass --ep 
 ASSUMED_DP_NOTE = "attention data parallel assumed"  # marks a row predicted on an assumed layout
 
 
+def length_range_ratio(case: Case) -> float | None:
+    """``extra.length_range_ratio`` r when the harness drew each request's lengths uniformly from
+    [r L, L] of the stated ones (vLLM-style ``benchmark_serving --random-range-ratio r``, which
+    InferenceX runs with 0.8: ``.github/workflows/benchmark-tmpl.yml`` ``RANDOM_RANGE_RATIO``,
+    ``kimbochen/bench_serving`` ``sample_random_requests``); their mean (1 + r) / 2 L is what a
+    closed loop of many requests serves. None when the row states fixed lengths."""
+    r = case.extra.get("length_range_ratio")
+    if isinstance(r, bool) or not isinstance(r, int | float) or not 0 <= r < 1:
+        return None
+    return float(r)
+
+
 def unshardable_tp(model: str, tp: int) -> str | None:
     """The note for a TP size that cannot shard the model's attention heads (engines refuse it,
     :func:`~infercast.specs.parallel.check_attention_split`): such a row ran attention data
@@ -275,6 +287,10 @@ def layout(case: Case) -> Layout:
     chunked_as_full = trtllm and hardware_family(case.hardware) != "blackwell"
     setup = Setup(case.model, case.hardware, weights, kv, tp, pp, ep, seqs, tokens, attn_dp, experts, free,
                   chunked_as_full)
+    r = length_range_ratio(case)
+    if r is not None:
+        notes.append(f"lengths drawn uniformly from [{r:g} L, L] of the stated ones (the harness's random dataset): "
+                     f"their mean, {(1 + r) / 2:g} L, predicted")
     return Layout(setup, n // per, n, tuple(notes))
 
 
