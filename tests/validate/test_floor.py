@@ -75,3 +75,19 @@ def test_closed_loop_skips_carry_reasons():
     ttft, tpot = _closed_loop_rows("2.0", "0.05")
     assert check_closed_loop(dict(ttft, dp="4"), dict(tpot, dp="4")).skipped_reason
     assert "precision" in check_closed_loop(dict(ttft, weights=""), dict(tpot, weights="")).skipped_reason
+
+
+def test_any_throughput_is_bounded_by_the_flops_of_its_requests():
+    # 4,096-token prompts, 16 output tokens, Llama-3.1-70B FP8 on one H100: each request costs
+    # 2 N (4096 + 15) FLOPs (N = 70.55e9 - 1.05e9 embedding lookup) plus attention, so at
+    # 1,979 TFLOP/s no batch gives more than 16 x 1979e12 / (2 N x 4111) = 55.4 tok/s.
+    row = {"id": "O", "scenario": "offline", "metric": "output_throughput_total", "value": "80",
+           "model": "llama-3.1-70b", "hardware": "h100-sxm", "weights": "fp8", "kv_cache": "fp8",
+           "tp": "1", "n_gpus": "1", "input_tokens": "4096", "output_tokens": "16"}
+    check = check_row(row)
+    two_n = 16 * 1979e12 / (2 * (70.55e9 - 128256 * 8192) * (4096 + 15))
+    assert check.kind == "ceiling" and 0.9 * two_n <= check.bound <= two_n and check.violates
+    assert not check_row(dict(row, value="40")).violates
+    per_gpu = check_row(dict(row, metric="output_throughput_per_gpu", tp="2", n_gpus="8"))
+    assert per_gpu.bound == pytest.approx(check_row(dict(row, tp="2", n_gpus="8")).bound / 8)
+    assert check_row(dict(row, output_tokens="")).skipped_reason  # lengths needed

@@ -2,8 +2,9 @@
 
 Every scenario: TTFT >= one prompt's prefill (the row's batch for kernel, single-stream
 and static-batch rows), TPOT/ITL >= one batch-1 decode step, static-batch throughput <=
-batch x output / (prefill + (O - 1) decode floors), single-stream and hardware rates <=
-their ceilings.
+batch x output / (prefill + (O - 1) decode floors), any other output throughput <= the
+compute ceiling of its requests (prompt and decode FLOPs at peak, whatever the batch),
+single-stream and hardware rates <= their ceilings.
 
 A closed loop at a fixed concurrency (a TTFT row and a TPOT row of one run) is also
 checked as a whole (:func:`check_closed_loop`): ``C`` clients each send their next
@@ -106,9 +107,9 @@ def check_row(row: Mapping[str, str]) -> FloorCheck:
     try:
         if metric in ("achieved_bandwidth_bytes_per_s", "matmul_flops_per_s", "link_bandwidth_bytes_per_s"):
             return FloorCheck(rid, metric, measured, _hardware_bound(row), kind)
-        if metric.startswith("output_throughput") and (row.get("scenario") != "static_batch" or not (
-                row.get("batch") and row.get("output_tokens"))):
-            raise InfercastError("a throughput ceiling needs a static batch with its batch size and output length")
+        static = row.get("scenario") == "static_batch" and row.get("batch") and row.get("output_tokens")
+        if metric.startswith("output_throughput") and not static:
+            return FloorCheck(rid, metric, measured, _compute_ceiling(row), kind)
         sm = _step_model(row)
         batch = _int(row, "batch", 1)
         prompt = _int(row, "input_tokens", 1)
@@ -137,6 +138,29 @@ def check_row(row: Mapping[str, str]) -> FloorCheck:
     except (InfercastError, KeyError, ValueError) as exc:
         return FloorCheck(rid, metric, measured, None, kind, str(exc) or type(exc).__name__)
     return FloorCheck(rid, metric, measured, bound, kind)
+
+
+def _compute_ceiling(row: Mapping[str, str]) -> float:
+    """Output tokens/s no engine can beat at the row's lengths, whatever its batch: every request
+    costs its prompt's FLOPs and O - 1 decode tokens' FLOPs at peak (module docstring). Weight and
+    KV reads are left out on purpose: large batches amortize the weights, and speculative
+    decoding reads the KV once for several tokens, but no method skips a token's FLOPs."""
+    prompt, out = _int(row, "input_tokens", 0), _int(row, "output_tokens", 0)
+    if prompt < 1 or out < 1:
+        raise InfercastError("a throughput ceiling needs input_tokens and output_tokens")
+    if _int(row, "pp", 1) > 1:
+        raise InfercastError("pipeline-parallel throughput is not bounded here")
+    sm = _step_model(row)
+    if sm.machine.compute_dtype == "fp32" and sm.precision.weights != "fp32":
+        raise InfercastError(f"{sm.hardware.key} has no 16-bit or narrower tensor peak in the table")
+    pre, _, _ = sm.resource_floors(sm.prefill_cost(prompt, 1).ops)
+    first, _, _ = sm.resource_floors(sm.decode_cost(1, prompt + 1).ops)
+    last, _, _ = sm.resource_floors(sm.decode_cost(1, prompt + out).ops)
+    per_request_s = pre + (out - 1) * (first + last) / 2  # on every GPU of the replica, in parallel
+    gpus = sm.parallel.gpus_per_replica
+    replicas = max(_int(row, "n_gpus", gpus) // gpus, 1)
+    per = _int(row, "n_gpus", gpus) if row["metric"].endswith("per_gpu") else 1
+    return out / per_request_s * replicas / per
 
 
 def check_closed_loop(ttft_row: Mapping[str, str], tpot_row: Mapping[str, str]) -> FloorCheck:
