@@ -26,13 +26,14 @@ or narrower weights). A violation means a data error or a model error.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from infercast.cost.step import StepModel
 from infercast.errors import InfercastError
 from infercast.specs.catalog import load_hardware, load_model
 from infercast.specs.parallel import Parallelism
 from infercast.specs.precision import Precision
+from infercast.validate.ledger import tp_link
 
 TIME_METRICS = ("ttft_mean_s", "prefill_time_s", "decode_step_s", "e2e_latency_s",
                 "ttft_p99_s", "tpot_mean_s", "tpot_p99_s", "itl_mean_s")
@@ -78,9 +79,7 @@ def _step_model(row: Mapping[str, str]) -> StepModel:
     kv = row.get("kv_cache") or ("fp8" if narrow else weights)
     tp = _int(row, "tp", _int(row, "n_gpus", 1))
     par = Parallelism(tp=tp, pp=_int(row, "pp", 1))
-    hw = load_hardware(row["hardware"])
-    if par.gpus_per_replica > 1 and hw.link_bandwidth_bytes_per_s <= 0 < hw.pcie_bandwidth_bytes_per_s:
-        hw = replace(hw, link_bandwidth_bytes_per_s=hw.pcie_bandwidth_bytes_per_s)  # PCIe-only parts: NCCL over PCIe
+    hw = tp_link(load_hardware(row["hardware"]), par.gpus_per_replica)  # PCIe-only parts: NCCL over PCIe
     # the ideal even split over the stated GPUs (whole_heads=False): a lower bound for any layout
     return StepModel(load_model(row["model"]), hw, Precision.parse(weights, kv), par, whole_heads=False)
 

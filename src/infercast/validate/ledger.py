@@ -47,9 +47,13 @@ def profile_matrix(profiles: Sequence[EfficiencyProfile]) -> np.ndarray:
 def setup_hardware(s: Setup) -> HardwareSpec:
     """The setup's part; a PCIe-only part (no scale-up link) uses PCIe for TP/PP traffic,
     as engines do on L40S / RTX cards (NCCL over PCIe)."""
-    hw = load_hardware(s.hardware)
-    if s.gpus_per_replica > 1 and hw.link_bandwidth_bytes_per_s <= 0 < hw.pcie_bandwidth_bytes_per_s:
-        hw = replace(hw, link_bandwidth_bytes_per_s=hw.pcie_bandwidth_bytes_per_s)
+    return tp_link(load_hardware(s.hardware), s.gpus_per_replica)
+
+
+def tp_link(hw: HardwareSpec, gpus_per_replica: int) -> HardwareSpec:
+    """``hw``, with PCIe as its TP/PP link when a multi-GPU replica has no scale-up link."""
+    if gpus_per_replica > 1 and hw.link_bandwidth_bytes_per_s <= 0 < hw.pcie_bandwidth_bytes_per_s:
+        return replace(hw, link_bandwidth_bytes_per_s=hw.pcie_bandwidth_bytes_per_s)
     return hw
 
 
