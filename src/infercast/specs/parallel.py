@@ -50,23 +50,29 @@ class Parallelism:
         return self.tp * self.pp * self.dp
 
 
-def check_attention_split(model: ModelSpec, par: Parallelism) -> None:
-    """Raise :class:`ConfigError` for a tensor-parallel size that splits attention heads unevenly.
+def attention_split_problem(model: ModelSpec, tp: int) -> str | None:
+    """Why ``tp`` ranks cannot shard the model's attention by whole heads, else None.
 
     Serving engines shard attention by whole heads and refuse anything else (vLLM's
     ``ModelConfig.verify_with_parallel_config``: the heads must be divisible by the TP
     size; its ``QKVParallelLinear``: KV heads divisible by TP, or TP a multiple of them,
-    each rank then holding a replica). Attention data parallel runs whole attention
-    per rank, so no split is checked there."""
-    atp = 1 if (par.attn_dp and par.tp > 1) else par.tp
-    if atp == 1:
-        return
+    each rank then holding a replica). MLA's latent KV is replicated, so only its heads count."""
     a = model.attention
-    ok = [t for t in range(1, a.num_heads + 1) if a.num_heads % t == 0 and (
-        a.kind == "mla" or a.num_kv_heads % t == 0 or t % a.num_kv_heads == 0)]
-    if a.num_heads % atp:
-        raise ConfigError(f"--tp {par.tp} does not divide {model.name}'s {a.num_heads} attention heads (engines shard "
-                          f"whole heads): use --tp {', '.join(map(str, ok))}, or attention data parallel")
-    if a.kind != "mla" and a.num_kv_heads % atp and atp % a.num_kv_heads:
-        raise ConfigError(f"--tp {par.tp} neither divides nor is a multiple of {model.name}'s {a.num_kv_heads} KV heads "
-                          f"(engines shard or replicate whole KV heads): use --tp {', '.join(map(str, ok))}")
+    if tp > 1 and a.num_heads % tp:
+        return f"tp {tp} does not divide {model.name}'s {a.num_heads} attention heads"
+    if tp > 1 and a.kind != "mla" and a.num_kv_heads % tp and tp % a.num_kv_heads:
+        return f"tp {tp} neither divides nor is a multiple of {model.name}'s {a.num_kv_heads} KV heads"
+    return None
+
+
+def check_attention_split(model: ModelSpec, par: Parallelism) -> None:
+    """Raise :class:`ConfigError` for a tensor-parallel size that splits attention heads unevenly
+    (:func:`attention_split_problem`). Attention data parallel runs whole attention per rank,
+    so no split is checked there."""
+    atp = 1 if (par.attn_dp and par.tp > 1) else par.tp
+    problem = attention_split_problem(model, atp)
+    if problem is None:
+        return
+    ok = [t for t in range(1, model.attention.num_heads + 1) if attention_split_problem(model, t) is None]
+    raise ConfigError(f"--{problem} (engines shard whole heads): use --tp {', '.join(map(str, ok))}, "
+                      "or attention data parallel")

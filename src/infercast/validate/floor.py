@@ -154,10 +154,8 @@ def _compute_ceiling(row: Mapping[str, str]) -> float:
     sm = _step_model(row)
     if sm.machine.compute_dtype == "fp32" and sm.precision.weights != "fp32":
         raise InfercastError(f"{sm.hardware.key} has no 16-bit or narrower tensor peak in the table")
-    pre, _, _ = sm.resource_floors(sm.prefill_cost(prompt, 1).ops)
-    first, _, _ = sm.resource_floors(sm.decode_cost(1, prompt + 1).ops)
-    last, _, _ = sm.resource_floors(sm.decode_cost(1, prompt + out).ops)
-    per_request_s = pre + (out - 1) * (first + last) / 2  # on every GPU of the replica, in parallel
+    work = _request_work(sm, prompt, out)
+    per_request_s = work.prefill_compute_s + (out - 1) * work.decode_compute_s  # every GPU of the replica at once
     gpus = sm.parallel.gpus_per_replica
     replicas = max(_int(row, "n_gpus", gpus) // gpus, 1)
     per = _int(row, "n_gpus", gpus) if row["metric"].endswith("per_gpu") else 1
@@ -186,17 +184,28 @@ def check_closed_loop(ttft_row: Mapping[str, str], tpot_row: Mapping[str, str]) 
 
 
 def _cycle_floor(sm: StepModel, prompt: int, out: int, clients: float) -> float:
-    """max(compute, memory) of one cycle's work on one GPU of the replica. A decode token's
-    compute and KV read grow with its context, linearly or (sliding and chunked attention)
-    concavely, so the mean of the first and last decode step is a lower bound of the mean."""
-    def floors(cost):
-        return sm.resource_floors(cost.ops)
-
-    pre_c, _, _ = floors(sm.prefill_cost(prompt, 1))
-    first_c, first_m, _ = floors(sm.decode_cost(1, prompt + 1))
-    last_c, last_m, _ = floors(sm.decode_cost(1, prompt + out))
-    _, weights_m, _ = floors(sm.decode_cost(1, 1))  # the weights (and a one-token KV)
-    decode_c, kv_m = (first_c + last_c) / 2, (first_m + last_m) / 2 - weights_m
-    compute = clients * (pre_c + (out - 1) * decode_c)
-    memory = out * weights_m + clients * (out - 1) * kv_m
+    """max(compute, memory) of one cycle's work on one GPU of the replica (module docstring)."""
+    work = _request_work(sm, prompt, out)
+    compute = clients * (work.prefill_compute_s + (out - 1) * work.decode_compute_s)
+    memory = out * work.weights_read_s + clients * (out - 1) * work.decode_kv_read_s
     return max(compute, memory)
+
+
+@dataclass(frozen=True)
+class _RequestWork:
+    """One request's work on one GPU of the replica, at peak (seconds)."""
+
+    prefill_compute_s: float  # the prompt's FLOPs
+    decode_compute_s: float  # a decode token's FLOPs, mean over the request
+    decode_kv_read_s: float  # a decode token's KV read, mean over the request
+    weights_read_s: float  # one read of the weights (a batch-1 step at one token of context)
+
+
+def _request_work(sm: StepModel, prompt: int, out: int) -> _RequestWork:
+    """A decode token's FLOPs and KV read grow with its context, linearly or (sliding and chunked
+    attention) concavely, so the mean of the first and last decode step bounds their mean from below."""
+    pre_c, _, _ = sm.resource_floors(sm.prefill_cost(prompt, 1).ops)
+    first_c, first_m, _ = sm.resource_floors(sm.decode_cost(1, prompt + 1).ops)
+    last_c, last_m, _ = sm.resource_floors(sm.decode_cost(1, prompt + out).ops)
+    _, weights_m, _ = sm.resource_floors(sm.decode_cost(1, 1).ops)
+    return _RequestWork(pre_c, (first_c + last_c) / 2, (first_m + last_m) / 2 - weights_m, weights_m)

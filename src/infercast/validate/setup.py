@@ -63,10 +63,10 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, replace
 
-from infercast.errors import ConfigError, InfercastError
+from infercast.errors import InfercastError
 from infercast.specs.checkpoint import checkpoint_expert_format
 from infercast.specs.model import ATTN_CHUNKED, ATTN_FULL, ModelSpec
-from infercast.specs.parallel import Parallelism, check_attention_split
+from infercast.specs.parallel import attention_split_problem
 from infercast.validate.cases import Case
 
 MEMORY_FRACTION = 0.9
@@ -229,14 +229,13 @@ def unshardable_tp(model: str, tp: int) -> str | None:
         spec = load_model(model)
     except InfercastError:
         return None  # an unknown model is reported where the row is planned
-    try:
-        check_attention_split(spec, Parallelism(tp=tp))
-    except ConfigError as exc:
-        experts = ", experts over all of them" if spec.moe is not None else ""
-        return f"{ASSUMED_DP_NOTE}: {exc.args[0].split(' (')[0].removeprefix('--')}, so the run did not shard them; " \
-               f"predicted as one aggregated attention-data-parallel replica over the {tp} GPUs{experts} " \
-               f"(the wide-EP layout; the run may have been disaggregated, which the row does not say)"
-    return None
+    problem = attention_split_problem(spec, tp)
+    if problem is None:
+        return None
+    experts = ", experts over all of them" if spec.moe is not None else ""
+    return (f"{ASSUMED_DP_NOTE}: {problem}, so the run did not shard them; predicted as one aggregated "
+            f"attention-data-parallel replica over the {tp} GPUs{experts} (the wide-EP layout; the run may "
+            "have been disaggregated, which the row does not say)")
 
 
 def is_moe(model: str) -> bool:
