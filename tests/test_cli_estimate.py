@@ -100,7 +100,7 @@ def test_hardware_and_models_lists(capsys):
     keys = {h["key"] for h in json.loads(out)}
     assert {"h100-sxm", "h200-sxm", "b200", "mi300x"} <= keys
     code, out, _ = run(["models", "--json"], capsys)
-    assert len(json.loads(out)) == 27
+    assert len(json.loads(out)) == 40
 
 
 def test_plot(tmp_path, capsys):

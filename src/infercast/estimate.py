@@ -215,7 +215,7 @@ def estimate(model: str | ModelSpec = SEED["model"], hardware: str | HardwareSpe
                                _seed_formula_s(m, prec, h, par, b, ctx, sm.experts.weight_bytes if sm.experts else None),
                                h.price_per_hour, par.gpus_per_replica,
                                use_floor) for b in batch_list]
-    notes = list(sm.notes) + ([origin] if origin else [])
+    notes = list(m.notes) + list(sm.notes) + ([origin] if origin else [])
     if context > m.max_context > 0:
         notes.append(f"context {context} exceeds the model's max_position_embeddings {m.max_context}")
     if not mem.weights_fit:

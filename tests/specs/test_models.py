@@ -19,9 +19,9 @@ NOMINAL_TOLERANCE = {"llama-2-7b": 0.05, "llama-7b": 0.05, "llama-2-70b": 0.02, 
                      "llama-4-scout": 0.02, "mistral-7b": 0.01}
 
 
-def test_all_27_presets_load():
+def test_all_40_presets_load():
     names = model_names()
-    assert len(names) == 27
+    assert len(names) == 40
     for name in names:
         m = load_model(name)
         assert m.total_params > 0 and 0 < m.active_params <= m.total_params

@@ -106,7 +106,7 @@ def _llama(cfg: Cfg, arch: str, name: str) -> ModelSpec:
     """llama, mistral, qwen2, qwen3 and other dense SwiGLU GQA models."""
     n = _num_layers(cfg, arch)
     ffn = _int(cfg, arch, "intermediate_size")
-    bias = bool(cfg.get("attention_bias", arch == "qwen2"))
+    bias = bool(cfg.get("attention_bias", arch == "qwen2"))  # phi3, granite: as llama
     attn = _mha(cfg, arch, qkv_bias=bias, o_bias=bias and arch != "qwen2", qk_norm=arch.startswith("qwen3"))
     return ModelSpec(
         attention=attn,
@@ -299,9 +299,12 @@ def _bloom(cfg: Cfg, arch: str, name: str) -> ModelSpec:
 READERS: dict[str, Callable[[Cfg, str, str], ModelSpec]] = {
     "llama": _llama,
     "mistral": _llama,
+    "phi3": _llama,
+    "granite": _llama,
     "qwen2": _llama,
     "qwen3": _llama,
     "mixtral": _mixtral,
+    "granitemoe": _mixtral,
     "qwen2_moe": _qwen_moe,
     "qwen3_moe": _qwen_moe,
     "deepseek_v2": _deepseek,
@@ -322,8 +325,18 @@ def model_from_hf_config(cfg: Cfg, name: str = "custom") -> ModelSpec:
     arch = cfg.get("model_type")
     if not arch:
         raise ModelConfigError(f"config.json for {name!r} misses field 'model_type': add it (e.g. \"llama\")")
-    reader = READERS.get(str(arch))
-    if reader is None:
-        known = ", ".join(sorted(READERS))
-        raise ModelConfigError(f"unsupported model_type {arch!r} in {name!r}: supported are {known}")
-    return reader(cfg, str(arch), name)
+    # The newer families build on this module's helpers, so they are imported here.
+    from infercast.specs import hf_families  # noqa: PLC0415
+
+    readers = {**READERS, **hf_families.FAMILY_READERS}
+    reader = readers.get(str(arch))
+    if reader is not None:
+        return reader(cfg, str(arch), name)
+    problem = hf_families.llama_like_problem(cfg)
+    if not problem:
+        return hf_families.llama_like(cfg, str(arch), name)
+    known = ", ".join(sorted(readers))
+    raise ModelConfigError(
+        f"unsupported model_type {arch!r} in {name!r}: no reader for it and not Llama-like "
+        f"({problem}); supported are {known}"
+    )

@@ -43,6 +43,7 @@ class AttentionSpec:
     qkv_bias: bool = False
     o_bias: bool = False
     qk_norm: bool = False  # per-head RMSNorm on q and k (Qwen3, Llama-4 Scout)
+    qk_norm_full: bool = False  # the q/k norms span all heads (OLMo-2): q_dim + kv_dim scales
     sinks: bool = False  # learned per-head attention sink logits (gpt-oss)
     q_lora_rank: int = 0  # MLA: 0 means a plain q projection
     kv_lora_rank: int = 0
@@ -52,6 +53,13 @@ class AttentionSpec:
     @property
     def q_dim(self) -> int:
         return self.num_heads * self.head_dim
+
+    @property
+    def qk_norm_params(self) -> int:
+        """Scales of the q and k norms: per head (2 x head_dim) or over all heads (OLMo-2)."""
+        if self.qk_norm_full:
+            return self.q_dim + self.num_kv_heads * self.head_dim
+        return 2 * self.head_dim if self.qk_norm else 0
 
     @property
     def kv_elements_per_token(self) -> int:
@@ -150,8 +158,7 @@ class ModelSpec:
             params += a.q_dim + 2 * kv_dim
         if a.o_bias:
             params += h
-        if a.qk_norm:
-            params += 2 * a.head_dim
+        params += a.qk_norm_params
         if a.sinks:
             params += a.num_heads
         return params
@@ -228,8 +235,7 @@ class ModelSpec:
         """Norm scales/biases, q/k norms and attention sinks: read once per step, tiny."""
         a = self.attention
         per_layer = self.norms_per_layer * self._norm_params(self.hidden_size)
-        if a.qk_norm:
-            per_layer += 2 * a.head_dim
+        per_layer += a.qk_norm_params
         if a.sinks:
             per_layer += a.num_heads
         if a.kind == "mla":
