@@ -43,8 +43,16 @@ def build_app() -> typer.Typer:
     )
 
     @app.callback()
-    def _root(ctx: typer.Context) -> None:
+    def _root(
+        ctx: typer.Context,
+        version: bool = typer.Option(False, "--version", is_eager=True, help="Print the version and exit."),
+    ) -> None:
         """With no command, analyze the seed case (Llama-3.1-70B FP8 on one H100)."""
+        if version:
+            from infercast import __version__
+
+            print(f"infercast {__version__}")
+            raise typer.Exit()
         if ctx.invoked_subcommand is None:
             from infercast.commands.estimate import run_default
 

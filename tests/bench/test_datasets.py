@@ -34,7 +34,8 @@ def test_sharegpt(tmp_path):
     path = tmp_path / "sg.json"
     path.write_text(json.dumps(data))
     specs = sharegpt_specs(str(path), 3, np.random.default_rng(0))
-    assert [(s.prompt, s.prompt_tokens, s.output_tokens) for s in specs] == [("hello there friend", 3, 5)] * 3
+    # without a tokenizer: characters / 4, rounded up (18 and 23 characters)
+    assert [(s.prompt, s.prompt_tokens, s.output_tokens) for s in specs] == [("hello there friend", 5, 6)] * 3
     path.write_text("[]")
     with pytest.raises(DataError):
         sharegpt_specs(str(path), 1, np.random.default_rng(0))

@@ -56,7 +56,8 @@ def test_config_file_sweep_records_and_plots(tmp_path, capsys):
 
 
 @pytest.mark.parametrize("args, field", [
-    (["--rate", "-1"], "--rate"),
+    (["--request-rate", "-1"], "--request-rate"),
+    (["--rate", "-1"], "--request-rate"),  # the old name still works, and the error names the new one
     (["--scheduler", "fifo"], "scheduler.policy"),
     (["--workload", "gamma"], "rate"),
     (["--trace", "missing.csv", "--rate", "1"], "missing.csv"),

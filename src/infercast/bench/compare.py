@@ -36,7 +36,7 @@ def sim_config_dict(cfg: BenchConfig, model: str, hardware: str, weights: str,
     elif cfg.concurrency is not None and cfg.request_rate is None:
         workload = {"arrival": "closed", "concurrency": cfg.concurrency}
     else:
-        raise ConfigError("--compare-sim supports --request-rate or --concurrency, not both together")
+        raise ConfigError("--compare-sim supports --request-rate or --max-concurrency, not both together")
     workload["num_requests"] = cfg.num_requests
     if not (cfg.is_trace and cfg.request_rate is None) and cfg.dataset is None:
         # uniform on [m(1-r), m(1+r)] has std m r / sqrt(3)

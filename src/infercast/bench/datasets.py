@@ -103,19 +103,17 @@ def sharegpt_specs(path: str, num: int, rng: np.random.Generator, tokenizer: Any
         data = json.loads(Path(path).read_text())
     except (OSError, ValueError) as exc:
         raise DataError(f"cannot read ShareGPT file {path!r}: {exc}") from None
-    pairs = []
-    for item in data if isinstance(data, list) else []:
-        conv = item.get("conversations") or item.get("conversation") or []
-        if len(conv) >= 2 and conv[0].get("value") and conv[1].get("value"):
-            pairs.append((conv[0]["value"], conv[1]["value"]))
+    from infercast.sim.trace_formats import approx_tokens, sharegpt_pairs
+
+    pairs = sharegpt_pairs(data)
     if not pairs:
         raise DataError(f"{path!r} has no conversations with a prompt and a reply (ShareGPT format)")
     order = rng.permutation(len(pairs))
     specs = []
     for i in range(num):
         prompt, reply = pairs[order[i % len(pairs)]]
-        n_in = count_tokens(tokenizer, prompt) if tokenizer else len(prompt.split())
-        n_out = output_tokens or (count_tokens(tokenizer, reply) if tokenizer else len(reply.split()))
+        n_in = count_tokens(tokenizer, prompt) if tokenizer else approx_tokens(prompt)
+        n_out = output_tokens or (count_tokens(tokenizer, reply) if tokenizer else approx_tokens(reply))
         specs.append(RequestSpec(f"req-{i}", prompt, max(n_in, 1), max(n_out, 1)))
     return specs
 

@@ -98,7 +98,7 @@ async def run_load(client: BenchClient, specs: list[RequestSpec], plan: LoadPlan
                    on_done: Callable[[RequestRecord], None] | None = None) -> LoadResult:
     """Warm up, then run the plan and return the measured records and client diagnostics."""
     if plan.request_rate is None and not plan.replay_arrivals and not plan.concurrency:
-        raise ConfigError("give --request-rate R or --concurrency C")
+        raise ConfigError("give --request-rate R or --max-concurrency C")
     warm, specs = specs[: plan.warmup_requests], specs[plan.warmup_requests :]
     warm_recs = await asyncio.gather(*(client.send(s, client.clock()) for s in warm)) if warm else []
     # open the connections the run will need now, so TCP set-up is not inside the first round's TTFT
@@ -226,7 +226,7 @@ def client_warnings(plan: LoadPlan, result: LoadResult, send_lag_p90_s: float) -
     out = []
     budget_ms = CLIENT_ERROR_BUDGET_S * 1e3
     if plan.request_rate is not None and send_lag_p90_s > CLIENT_ERROR_BUDGET_S:
-        why = "waiting for a --concurrency slot or " if plan.concurrency else ""
+        why = "waiting for a --max-concurrency slot or " if plan.concurrency else ""
         out.append(f"requests left the client late ({why}client busy): p90 send lag "
                    f"{send_lag_p90_s * 1e3:.1f} ms > {budget_ms:.0f} ms; TTFT includes it")
     if len(result.loop_lag_s):

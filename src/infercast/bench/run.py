@@ -65,7 +65,7 @@ class BenchConfig(BaseModel):
     @model_validator(mode="after")
     def _load_given(self) -> BenchConfig:
         if self.request_rate is None and self.concurrency is None and not self.is_trace:
-            raise ValueError("give --request-rate R or --concurrency C")
+            raise ValueError("give --request-rate R or --max-concurrency C")
         return self
 
     @property
@@ -90,11 +90,27 @@ class BenchResult:
     def to_json(self) -> dict[str, Any]:
         """vLLM's keys (ms, ``duration`` in s) plus infercast's; plain JSON."""
         s, ld = self.summary, self.load
-        out: dict[str, Any] = {"request_rate": self.config.request_rate or math.inf,
-                               "max_concurrency": self.config.concurrency,
-                               "burstiness": self.config.burstiness,
-                               "num_prompts": self.config.num_requests}
+        cfg = self.config
+        out: dict[str, Any] = {
+            "backend": "openai-chat" if cfg.endpoint == "chat" else "openai",
+            "endpoint_type": "openai-chat" if cfg.endpoint == "chat" else "openai",
+            "label": None,
+            "model_id": cfg.model,
+            "tokenizer_id": cfg.tokenizer or cfg.model,
+            "base_url": cfg.base_url,
+            "dataset_name": cfg.dataset or "random",
+            "random_input_len": cfg.input_tokens if cfg.dataset is None else None,
+            "random_output_len": cfg.output_tokens,
+            "random_range_ratio": cfg.range_ratio,
+            "random_prefix_len": cfg.shared_prefix_tokens,
+            "seed": cfg.seed,
+            "request_rate": cfg.request_rate or math.inf,
+            "max_concurrency": cfg.concurrency,
+            "burstiness": cfg.burstiness,
+            "num_prompts": cfg.num_requests,
+        }
         out.update(s.to_vllm_dict())
+        out.update(per_request_arrays(ld.records))
         lag = ld.loop_lag_s
         out.update({
             "token_count_source": s.token_count_source,
@@ -121,6 +137,20 @@ class BenchResult:
         elif out["request_rate"] == math.inf:
             out["request_rate"] = "inf"
         return out
+
+
+def per_request_arrays(records: list[RequestRecord]) -> dict[str, list]:
+    """vLLM ``bench serve``'s per-request arrays: lengths, TTFT and ITLs in seconds, errors.
+
+    As vLLM writes them, a failed request has TTFT 0, no ITLs and its error text.
+    """
+    return {
+        "input_lens": [r.prompt_tokens for r in records],
+        "output_lens": [r.output_tokens if r.ok else 0 for r in records],
+        "ttfts": [_plain(r.ttft_s) or 0.0 if r.ok else 0.0 for r in records],
+        "itls": [np.diff(np.asarray(r.chunk_times_s, dtype=float)).tolist() if r.ok else [] for r in records],
+        "errors": ["" if r.ok else (r.error or r.finish_reason or "failed") for r in records],
+    }
 
 
 def _plain(x: float) -> float | None:

@@ -51,5 +51,22 @@ def _clean(obj: Any) -> Any:
 
 
 def print_json(data: Any) -> None:
-    """One JSON object on stdout."""
-    sys.stdout.write(json.dumps(_clean(data), indent=2) + "\n")
+    """One JSON object on stdout; a result object carries ``"meta"`` (command, inputs, version, date)."""
+    from infercast.commands._meta import with_meta
+
+    sys.stdout.write(json.dumps(_clean(with_meta(data)), indent=2, default=str) + "\n")
+
+
+def renamed(new: Any, old: Any, new_flag: str, old_flag: str, scale: float = 1.0) -> Any:
+    """The value of a renamed flag: the new name's, or the old (hidden) name's times ``scale``.
+
+    Old names stay accepted for one release (``infercast --help`` shows only the new
+    ones); giving both with different values is an error naming the two.
+    """
+    if old is None:
+        return new
+    value = old * scale if scale != 1.0 else old
+    if new is not None and new != value:
+        raise ConfigError(f"{old_flag} is the old name of {new_flag} ({new_flag} {new} vs {old_flag} {old}): "
+                          f"give only {new_flag}")
+    return value

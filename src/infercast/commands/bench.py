@@ -44,11 +44,13 @@ def register(app: typer.Typer) -> None:
         base_url: str = typer.Option("http://127.0.0.1:8000/v1", "--base-url", help="Server URL ending in /v1."),
         endpoint: str = typer.Option("completions", "--endpoint", help="completions | chat"),
         request_rate: str = typer.Option(None, "--request-rate", help="Open loop req/s (list = sweep; inf)."),
-        concurrency: str = typer.Option(None, "--concurrency", help="Closed loop streams (list = sweep); "
+        concurrency: str = typer.Option(None, "--max-concurrency", help="Closed loop streams (list = sweep); "
                                         "with --request-rate: a cap on requests in flight."),
+        concurrency_old: str = typer.Option(None, "--concurrency", hidden=True),
         burstiness: float = typer.Option(1.0, "--burstiness", help="Gamma shape of gaps: 1 Poisson, <1 burstier."),
         ramp_to_rate: float = typer.Option(None, "--ramp-to-rate", help="Ramp linearly up to this rate."),
-        num_requests: int = typer.Option(200, "--num-requests", "-n", help="Measured requests."),
+        num_requests: int = typer.Option(None, "--num-prompts", "-n", help="Measured requests (default: 200)."),
+        num_requests_old: int = typer.Option(None, "--num-requests", hidden=True),
         input_tokens: int = typer.Option(128, "--input-tokens", help="Prompt tokens (random dataset)."),
         output_tokens: int = typer.Option(128, "--output-tokens", help="max_tokens asked per request."),
         range_ratio: float = typer.Option(0.0, "--range-ratio", help="Lengths uniform in [1-r, 1+r] x given."),
@@ -80,17 +82,20 @@ def register(app: typer.Typer) -> None:
         from infercast.bench import report
         from infercast.bench.run import run_bench
         from infercast.bench.run import search_goodput as search
+        from infercast.commands._common import renamed
         from infercast.report.console import make_console
 
+        concurrency = renamed(concurrency, concurrency_old, "--max-concurrency", "--concurrency")
+        num_requests = renamed(num_requests, num_requests_old, "--num-prompts", "--num-requests") or 200
         if endpoint not in ("completions", "chat"):
             raise ConfigError(f"--endpoint {endpoint!r}: use completions or chat")
         if compare_sim and not sim_hardware:
             raise ConfigError("--compare-sim needs --sim-hardware NAME (see 'infercast hardware')")
-        rates, concs = _floats(request_rate, "--request-rate"), _floats(concurrency, "--concurrency")
+        rates, concs = _floats(request_rate, "--request-rate"), _floats(concurrency, "--max-concurrency")
         if len(rates) > 1 and len(concs) > 1:
-            raise ConfigError("sweep either --request-rate or --concurrency, not both")
+            raise ConfigError("sweep either --request-rate or --max-concurrency, not both")
         if any(not c.is_integer() for c in concs if math.isfinite(c)) or math.inf in concs:
-            raise ConfigError(f"--concurrency {concurrency!r}: give whole numbers")
+            raise ConfigError(f"--max-concurrency {concurrency!r}: give whole numbers")
         base = _config(base_url=base_url, model=model, endpoint=endpoint, burstiness=burstiness,
                        request_rate=rates[0] if rates else (search_goodput or None),
                        concurrency=int(concs[0]) if concs else None, ramp_to_rate=ramp_to_rate,
@@ -138,13 +143,18 @@ def _emit_json(results: list, compared: dict, best_rate: float | None, attainmen
     """One JSON object on stdout (a sweep: ``{"sweep": [...]}``); warnings on stderr."""
     import json
 
-    docs = [r.to_json() for r in results]
+    from infercast.commands._meta import run_meta
+
+    meta = run_meta()
+    # vLLM writes the run's local date as "%Y%m%d-%H%M%S"; ISO 8601 (UTC) stays in meta.
+    date = meta["date"].replace("-", "").replace(":", "").replace("T", "-")[:15]
+    docs = [{"date": date, **r.to_json()} for r in results]
     for i, comp in compared.items():
         docs[i]["compare_sim"] = comp
     out: dict = docs[0] if len(docs) == 1 else {"sweep": docs}
     if best_rate is not None:
         out = {"goodput_search": {"max_rate_meeting_slo": best_rate, "slo_attainment": attainment}, "sweep": docs}
-    print(json.dumps(out, indent=1))
+    print(json.dumps({"meta": meta, **out}, indent=1, default=str))
     for r in results:
         for w in r.warnings:
             console.print(f"[bold red]WARNING:[/] {w}")

@@ -30,6 +30,25 @@ def _precisions(model: str, pairs: tuple[tuple[str, str], ...]) -> tuple[tuple[s
     return tuple(dict.fromkeys(out))
 
 
+def _vocabulary(o: dict) -> dict:
+    """Old flag names (hidden) folded into the new ones: ``--rate``, ``--num-requests``, SLOs in seconds."""
+    from infercast.commands._common import renamed
+    from infercast.errors import ConfigError
+
+    o["rate"] = renamed(o["rate"], o.pop("rate_old"), "--request-rate", "--rate")
+    o["num_requests"] = renamed(o["num_requests"], o.pop("num_requests_old"), "--num-prompts", "--num-requests") or 300
+    for name in ("ttft", "tpot"):
+        ms = o.pop(f"slo_{name}_ms")
+        o[f"slo_{name}_p99"] = renamed(None if ms is None else ms / 1e3, o[f"slo_{name}_p99"],
+                                       f"--slo-{name}-ms", f"--slo-{name}-p99")
+    missing = [f for f, k in (("--request-rate", "rate"), ("--slo-ttft-ms", "slo_ttft_p99"),
+                              ("--slo-tpot-ms", "slo_tpot_p99")) if o[k] is None]
+    if missing:
+        raise ConfigError(f"plan needs {', '.join(missing)}, e.g. --request-rate 10 --slo-ttft-ms 2000 "
+                          "--slo-tpot-ms 50")
+    return o
+
+
 def build_request(o: dict):
     """Flags -> a validated :class:`~infercast.plan.PlanRequest`."""
     from infercast.commands._common import parse_int_list
@@ -86,14 +105,14 @@ def _print(d: dict) -> None:
     best = d["best"]
     rows = ([best] if best else [d["closest_miss"]] if d.get("closest_miss") else []) + d["alternatives"]
     title = "plan: cheapest configuration meeting the SLO" if best else "plan: NOTHING meets the SLO (closest misses)"
-    t = Table(title=f"{title} ({d['model']}, {d['rate_per_s']:g} req/s, TTFT p99 <= {d['slo']['ttft_p99_s']} s, "
-                    f"TPOT p99 <= {d['slo']['tpot_p99_s'] * 1e3:g} ms)")
-    for col in ("configuration", "GPUs", "$/h", "$/M out tok", "TTFT p99 (s)", "TPOT p99 (ms)", "why not"):
+    t = Table(title=f"{title} ({d['model']}, {d['rate_per_s']:g} req/s, "
+                    f"TTFT p99 <= {d['slo']['ttft_p99_s'] * 1e3:g} ms, TPOT p99 <= {d['slo']['tpot_p99_s'] * 1e3:g} ms)")
+    for col in ("configuration", "GPUs", "$/h", "$/M out tok", "TTFT p99 (ms)", "TPOT p99 (ms)", "why not"):
         t.add_column(col, justify="left" if col in ("configuration", "why not") else "right")
     for i, r in enumerate(rows):
         t.add_row(r["label"], str(r["num_gpus"]), f"{r['cost_per_hour']:.2f}",
                   f"{r['cost_per_million_output_tokens']:.3f}" if r["cost_per_million_output_tokens"] else "-",
-                  f"{r['ttft_p99_s']:.3f}", f"{r['tpot_p99_s'] * 1e3:.1f}",
+                  f"{r['ttft_p99_s'] * 1e3:,.0f}", f"{r['tpot_p99_s'] * 1e3:.1f}",
                   "best" if (best and i == 0) else r.get("why_not", ""))
     console.print(t)
     console.print(f"{d['num_candidates']} candidates ({d['num_feasible']} meet the SLO), {d['num_simulations']} "
@@ -105,9 +124,12 @@ def register(app: typer.Typer) -> None:
     def plan_cmd(
         model: str = typer.Option(..., "--model", "-m", help="preset name or config.json path"),
         hardware: str = typer.Option("h100-sxm", "--hardware", "-H", help="candidate parts, comma-separated"),
-        rate: float = typer.Option(..., help="requests/s to serve"),
-        slo_ttft_p99: float = typer.Option(..., "--slo-ttft-p99", help="p99 TTFT limit (s)"),
-        slo_tpot_p99: float = typer.Option(..., "--slo-tpot-p99", help="p99 TPOT limit (s)"),
+        rate: float | None = typer.Option(None, "--request-rate", help="requests/s to serve (required)"),
+        slo_ttft_ms: float | None = typer.Option(None, "--slo-ttft-ms", help="p99 TTFT limit (ms, required)"),
+        slo_tpot_ms: float | None = typer.Option(None, "--slo-tpot-ms", help="p99 TPOT limit (ms, required)"),
+        rate_old: float | None = typer.Option(None, "--rate", hidden=True),
+        slo_ttft_p99: float | None = typer.Option(None, "--slo-ttft-p99", hidden=True),
+        slo_tpot_p99: float | None = typer.Option(None, "--slo-tpot-p99", hidden=True),
         trace: str | None = typer.Option(None, help="request lengths: azure-conv | azure-code | CSV/JSONL"),
         input_tokens: int | None = typer.Option(None, help="prompt length (instead of --trace)"),
         output_tokens: int | None = typer.Option(None, help="output length (instead of --trace)"),
@@ -118,7 +140,8 @@ def register(app: typer.Typer) -> None:
         speculative: bool = typer.Option(True, "--speculative/--no-speculative", help="try EAGLE speculative decoding"),
         acceptance: float = typer.Option(0.7, help="assumed mean draft acceptance rate"),
         disagg_ratios: str = typer.Option("1:1,1:2,2:1", help="P:D replica ratios to try, or 'none'"),
-        num_requests: int = typer.Option(300, help="requests per simulation"),
+        num_requests: int | None = typer.Option(None, "--num-prompts", help="requests per simulation (default: 300)"),
+        num_requests_old: int | None = typer.Option(None, "--num-requests", hidden=True),
         seed: int = typer.Option(0, help="random seed"),
         max_gpus: int = typer.Option(64, help="largest fleet considered"),
         price: str | None = typer.Option(None, help="$/GPU-hour overrides: h100-sxm=2.5,b200=5"),
@@ -131,4 +154,4 @@ def register(app: typer.Typer) -> None:
         as_json: bool = typer.Option(False, "--json", help="print one JSON object"),
         plot: str | None = typer.Option(None, "--plot", help="Pareto frontier PNG (throughput/GPU vs tokens/s/user)"),
     ) -> None:
-        run_plan(dict(locals()))
+        run_plan(_vocabulary(dict(locals())))

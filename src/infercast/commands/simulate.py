@@ -45,6 +45,31 @@ def _overrides(o: dict) -> dict:
     return out
 
 
+def _vocabulary(o: dict) -> dict:
+    """Old flag names (hidden) folded into the new ones; SLOs in seconds inside."""
+    from infercast.commands._common import renamed
+
+    o["rate"] = renamed(o["rate"], o.pop("rate_old"), "--request-rate", "--rate")
+    o["concurrency"] = renamed(o["concurrency"], o.pop("concurrency_old"), "--max-concurrency", "--concurrency")
+    o["num_requests"] = renamed(o["num_requests"], o.pop("num_requests_old"), "--num-prompts", "--num-requests")
+    for name in ("ttft", "tpot"):
+        ms = o.pop(f"slo_{name}_ms")
+        o[f"slo_{name}_s"] = renamed(None if ms is None else ms / 1e3, o[f"slo_{name}_s"],
+                                     f"--slo-{name}-ms", f"--slo-{name}-s")
+    return o
+
+
+def _trace_size(base: dict, o: dict) -> int | None:
+    """Rows of the run's trace when the request count is left to default (a trace is replayed once)."""
+    wl = base.get("workload") or {}
+    trace = o["trace"] or wl.get("trace")
+    if trace is None or o["num_requests"] is not None or wl.get("num_requests") is not None:
+        return None
+    from infercast.sim.workload import load_trace
+
+    return len(load_trace(trace))
+
+
 def build_step_model(cfg, profile: str | None = None, engine: str | None = None):
     """The cost model of one replica for a validated config (speculative/disaggregated runs wrap it).
 
@@ -65,10 +90,10 @@ def _sweep(o: dict) -> tuple[str | None, list]:
     from infercast.commands._common import parse_float_list, parse_int_list
     from infercast.errors import ConfigError
 
-    rates = parse_float_list(o["rate"], "--rate") if o["rate"] else [None]
-    conc = parse_int_list(o["concurrency"], "--concurrency") if o["concurrency"] else [None]
+    rates = parse_float_list(o["rate"], "--request-rate") if o["rate"] else [None]
+    conc = parse_int_list(o["concurrency"], "--max-concurrency") if o["concurrency"] else [None]
     if len(rates) > 1 and len(conc) > 1:
-        raise ConfigError("sweep one of --rate or --concurrency, not both")
+        raise ConfigError("sweep one of --request-rate or --max-concurrency, not both")
     if len(conc) > 1:
         return "concurrency", conc
     return ("rate" if len(rates) > 1 else None), rates if len(rates) > 1 else [(rates[0], conc[0])]
@@ -82,6 +107,7 @@ def run_simulate(o: dict) -> None:
     from infercast.sim.run import simulate
 
     base = read_config_file(o["config"]) if o["config"] else {}
+    o["num_requests"] = o["num_requests"] or _trace_size(base, o)
     flags = _overrides(o)
     key, values = _sweep(o)
     rate = float(o["rate"]) if o["rate"] and key != "rate" else None
@@ -332,10 +358,13 @@ def register(app: typer.Typer) -> None:
         replicas: int | None = typer.Option(None, help="replicas behind the router (default: 1)"),
         router: str | None = typer.Option(None, help="round-robin | least-tokens | prefix-affinity"),
         workload: str | None = typer.Option(None, help="arrivals: poisson | gamma | closed | offline | trace"),
-        rate: str | None = typer.Option(None, help="requests/s; a list (1,2,4) runs a sweep"),
+        rate: str | None = typer.Option(None, "--request-rate", help="requests/s; a list (1,2,4) runs a sweep"),
+        rate_old: str | None = typer.Option(None, "--rate", hidden=True),
         cv: float | None = typer.Option(None, help="gamma arrivals: CV of inter-arrival gaps (default: 1)"),
-        concurrency: str | None = typer.Option(None, help="closed loop: requests kept in flight; a list (8,32) sweeps"),
-        num_requests: int | None = typer.Option(None, help="requests to simulate (default: 1000)"),
+        concurrency: str | None = typer.Option(None, "--max-concurrency", help="closed loop: requests kept in flight; a list (8,32) sweeps"),
+        concurrency_old: str | None = typer.Option(None, "--concurrency", hidden=True),
+        num_requests: int | None = typer.Option(None, "--num-prompts", help="requests to simulate (default: a trace's rows, else 1000)"),
+        num_requests_old: int | None = typer.Option(None, "--num-requests", hidden=True),
         trace: str | None = typer.Option(None, help="azure-conv | azure-code | CSV/JSONL file"),
         input_tokens: float | None = typer.Option(None, help="prompt length mean (default: 1024; trace lengths with --trace)"),
         input_dist: str | None = typer.Option(None, help="fixed | uniform | normal | lognormal | trace"),
@@ -347,8 +376,10 @@ def register(app: typer.Typer) -> None:
         prefix_tokens: int | None = typer.Option(None, help="tokens of each group's shared prefix"),
         seed: int | None = typer.Option(None, help="random seed (default: 0)"),
         mode: str | None = typer.Option(None, help="fast | exact (one event per step) (default: fast)"),
-        slo_ttft_s: float | None = typer.Option(None, "--slo-ttft-s", help="goodput TTFT limit (s)"),
-        slo_tpot_s: float | None = typer.Option(None, "--slo-tpot-s", help="goodput TPOT limit (s)"),
+        slo_ttft_ms: float | None = typer.Option(None, "--slo-ttft-ms", help="goodput TTFT limit (ms)"),
+        slo_tpot_ms: float | None = typer.Option(None, "--slo-tpot-ms", help="goodput TPOT limit (ms)"),
+        slo_ttft_s: float | None = typer.Option(None, "--slo-ttft-s", hidden=True),
+        slo_tpot_s: float | None = typer.Option(None, "--slo-tpot-s", hidden=True),
         speculative: str | None = typer.Option(None, "--speculative", help="speculative decoding: eagle | mtp | draft (runs exact)"),
         num_speculative_tokens: int | None = typer.Option(None, help="drafted tokens per step k (default: 3)"),
         acceptance: float | None = typer.Option(None, help="mean per-token draft acceptance rate (default: 0.8)"),
@@ -373,4 +404,4 @@ def register(app: typer.Typer) -> None:
         timeline: str | None = typer.Option(None, "--timeline", help="CSV of batch size, KV usage, queue, preemptions over time"),
         progress: bool = typer.Option(True, "--progress/--no-progress", help="progress bar on stderr (TTY only)"),
     ) -> None:
-        run_simulate(dict(locals()))
+        run_simulate(_vocabulary(dict(locals())))

@@ -46,15 +46,15 @@ class PlanRequest:
 
     def __post_init__(self) -> None:
         if self.rate <= 0:
-            raise ConfigError(f"--rate must be positive, got {self.rate}")
+            raise ConfigError(f"--request-rate must be positive, got {self.rate}")
         if self.slo_ttft_p99_s <= 0 or self.slo_tpot_p99_s <= 0:
-            raise ConfigError("--slo-ttft-p99 and --slo-tpot-p99 must be positive seconds")
+            raise ConfigError("--slo-ttft-ms and --slo-tpot-ms must be positive")
         if not self.hardware:
             raise ConfigError("--hardware needs at least one part")
         if self.trace is None and (self.input_tokens is None or self.output_tokens is None):
             raise ConfigError("give --trace, or both --input-tokens and --output-tokens")
         if self.num_requests < 10 or self.max_gpus < 1:
-            raise ConfigError("--num-requests must be >= 10 and --max-gpus >= 1")
+            raise ConfigError("--num-prompts must be >= 10 and --max-gpus >= 1")
 
     def workload_key(self) -> dict:
         """Everything an evaluation depends on besides the candidate (for cache keys)."""

@@ -109,15 +109,15 @@ class WorkloadSection(_Frozen):
     def _consistent(self) -> WorkloadSection:
         arrival = self.resolved_arrival
         if arrival in ("poisson", "gamma") and self.rate is None:
-            raise ValueError(f"arrival {arrival!r} needs a rate (requests/s): set workload.rate / --rate")
+            raise ValueError(f"arrival {arrival!r} needs a rate (requests/s): set workload.rate / --request-rate")
         if arrival == "closed" and self.concurrency is None:
-            raise ValueError("arrival 'closed' needs workload.concurrency / --concurrency")
+            raise ValueError("arrival 'closed' needs workload.concurrency / --max-concurrency")
         if arrival == "trace" and self.trace is None:
             raise ValueError("arrival 'trace' needs workload.trace / --trace")
         if self.concurrency is not None and arrival != "closed":
             raise ValueError(f"concurrency is for closed-loop arrivals, not {arrival!r}: drop one of them")
         if self.rate is not None and arrival in ("closed", "offline", "trace"):
-            raise ValueError(f"a rate does not apply to {arrival!r} arrivals: drop --rate or the arrival choice")
+            raise ValueError(f"a rate does not apply to {arrival!r} arrivals: drop --request-rate or the arrival choice")
         if (self.prefix_groups > 0) != (self.prefix_tokens > 0):
             raise ValueError("prefix_groups and prefix_tokens go together: set both or neither")
         for name in ("input", "output"):

@@ -8,7 +8,8 @@ Public for reuse (the bench client replays the same traces)::
 
 Trace files have columns ``arrival_s, prompt_tokens, output_tokens`` or Azure's
 original ``TIMESTAMP, ContextTokens, GeneratedTokens`` (TIMESTAMP as seconds or
-a date-time string; converted to seconds from the first request). Shipped
+a date-time string; converted to seconds from the first request); ShareGPT JSON
+and Mooncake JSONL are read too (:mod:`infercast.sim.trace_formats`). Shipped
 traces: ``azure-conv`` and ``azure-code`` (Azure LLM inference trace 2023,
 CC-BY 4.0; attribution in ``infercast/data/traces/README.md``).
 
@@ -20,7 +21,6 @@ from __future__ import annotations
 
 import csv
 import itertools
-import json
 import math
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -66,16 +66,11 @@ def load_trace(name_or_path: str | Path) -> Trace:
     path = Path(key)
     if not path.is_file():
         raise ConfigError(f"trace {key!r}: not a shipped trace ({', '.join(TRACE_FILES)}) nor a file")
+    if path.suffix.lower() in (".jsonl", ".json", ".ndjson"):  # ShareGPT, Mooncake, row objects
+        from infercast.sim.trace_formats import json_trace_rows
+
+        return _parse_rows(key, json_trace_rows(key, path.read_text()))
     with path.open(newline="") as fh:
-        if path.suffix.lower() in (".jsonl", ".json", ".ndjson"):
-            rows = []
-            for i, line in enumerate(fh, 1):
-                if line.strip():
-                    try:
-                        rows.append(json.loads(line))
-                    except json.JSONDecodeError as exc:
-                        raise DataError(f"trace {path}: line {i} is not JSON ({exc.msg})") from None
-            return _parse_rows(key, rows)
         return _parse_csv(key, fh)
 
 
