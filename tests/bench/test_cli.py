@@ -33,6 +33,12 @@ def test_json_contract_jsonl_and_plot(tmp_path):
     assert set(CONTRACT) <= out.keys()
     assert out["completed"] == 6 and out["total_output_tokens"] == 30 and out["token_count_source"] == "usage"
     assert 9.0 < out["mean_ttft_ms"] < 200.0  # milliseconds (mock TTFT 10 ms; slack for a busy machine)
+    # vLLM bench serve's identity keys and per-request arrays (TTFT and ITLs in seconds there)
+    assert {"date", "backend", "model_id", "tokenizer_id", "input_lens", "output_lens", "ttfts", "itls",
+            "errors", "meta"} <= out.keys()
+    assert out["model_id"] == "mock" and out["backend"] == "openai" and len(out["date"]) == 15
+    assert out["output_lens"] == [5] * 6 and all(0.009 < t < 0.2 for t in out["ttfts"])
+    assert [len(x) for x in out["itls"]] == [4] * 6 and out["errors"] == [""] * 6
     rows = [json.loads(x) for x in (tmp_path / "r.jsonl").read_text().splitlines()]
     assert len(rows) == 6 and rows[0]["token_count_source"] == "usage"
     assert (tmp_path / "p.png").stat().st_size > 1000
@@ -61,3 +67,18 @@ def test_bad_flags_are_config_errors(args):
 def test_bad_mock_server_flags_are_config_errors(args):
     with pytest.raises(ConfigError):
         app()(["mock-server", *args], standalone_mode=False)
+
+
+@pytest.mark.parametrize("extra, why", [
+    (["--sim-hardware", "h100-sxm"], "unknown model 'smollm2-135m'"),  # the engine's model is no simulator preset
+    (["--sim-hardware", "h100-sxm", "--sim-model", "llama-3.1-8b", "--sim-config", "missing.toml"], "missing.toml"),
+    (["--sim-hardware", "h999", "--sim-model", "llama-3.1-8b"], "h999"),
+])
+def test_compare_sim_inputs_are_checked_before_the_benchmark(extra, why):
+    # Nothing listens at this URL: an error about the simulator's input (not about the connection)
+    # shows the check ran before any request was sent.
+    args = ["bench", "--base-url", "http://127.0.0.1:9/v1", "--model", "smollm2-135m", "--max-concurrency", "1",
+            "-n", "2", "--compare-sim", *extra]
+    with pytest.raises(Exception, match=why) as err:
+        app()(args, standalone_mode=False)
+    assert "connect" not in str(err.value).lower()

@@ -111,3 +111,18 @@ def test_short_runs_cannot_hide_an_unsustainable_rate():
     assert not one.stable and not one.meets and one.utilization > 2.0
     d = best.to_dict(req)
     assert d["utilization"] == best.point.utilization and d["num_requests_simulated"] == best.point.num_requests
+
+
+def test_plan_checks_prices_and_parts_before_any_work(monkeypatch):
+    # A part without a price (or an unknown part) fails before the executor runs a single evaluation.
+    import infercast.plan.search as search
+    from infercast.errors import ConfigError, UnknownHardwareError
+    from infercast.plan import PlanRequest
+
+    monkeypatch.setattr(search, "run_map", lambda *a, **k: pytest.fail("work started before the inputs were checked"))
+    base = dict(model="llama-3.1-8b", rate=1.0, slo_ttft_p99_s=1.0, slo_tpot_p99_s=0.05, input_tokens=64,
+                output_tokens=16)
+    with pytest.raises(UnknownHardwareError):
+        search.plan(PlanRequest(hardware=("h999",), **base), "serial")
+    with pytest.raises(ConfigError, match="--executor 'dask'"):
+        search.plan(PlanRequest(hardware=("h100-sxm",), **base), "dask")

@@ -51,16 +51,34 @@ def sim_config_dict(cfg: BenchConfig, model: str, hardware: str, weights: str,
     return merge(base or {}, flags)
 
 
-def run_sim(cfg: BenchConfig, model: str, hardware: str, weights: str = "bf16",
-            config_file: str | None = None) -> Summary:
-    """Simulate the bench run's workload; the simulator's :class:`Summary`."""
+def _sim_inputs(cfg: BenchConfig, model: str, hardware: str, weights: str, config_file: str | None):
+    """The simulator's validated config and cost model for the bench run's workload."""
     from infercast.commands.simulate import build_step_model
     from infercast.sim.config import build_config, read_config_file
-    from infercast.sim.run import simulate
 
     base = read_config_file(config_file) if config_file else None
     sim_cfg = build_config(sim_config_dict(cfg, model, hardware, weights, base))
-    return simulate(sim_cfg, build_step_model(sim_cfg)).summary
+    return sim_cfg, build_step_model(sim_cfg)
+
+
+def check_sim_inputs(cfg: BenchConfig, model: str, hardware: str, weights: str = "bf16",
+                     config_file: str | None = None) -> None:
+    """Everything ``--compare-sim`` needs, built without simulating: a bad simulator input
+    (model, part, precision, config file, trace) fails before the benchmark runs."""
+    sim_cfg, _ = _sim_inputs(cfg, model, hardware, weights, config_file)
+    if sim_cfg.workload.trace is not None:
+        from infercast.sim.workload import load_trace
+
+        load_trace(sim_cfg.workload.trace)
+
+
+def run_sim(cfg: BenchConfig, model: str, hardware: str, weights: str = "bf16",
+            config_file: str | None = None) -> Summary:
+    """Simulate the bench run's workload; the simulator's :class:`Summary`."""
+    from infercast.sim.run import simulate
+
+    sim_cfg, step_model = _sim_inputs(cfg, model, hardware, weights, config_file)
+    return simulate(sim_cfg, step_model).summary
 
 
 ROWS = (("TTFT mean (ms)", "ttft", "mean"), ("TTFT p50 (ms)", "ttft", "median"), ("TTFT p99 (ms)", "ttft", 99.0),

@@ -109,6 +109,12 @@ def register(app: typer.Typer) -> None:
                        api_key=api_key)
         points = ([{"request_rate": r} for r in rates] if len(rates) > 1
                   else [{"concurrency": int(c)} for c in concs] if len(concs) > 1 else [{}])
+        if compare_sim:  # the simulator's inputs are checked before the benchmark, not after it
+            from infercast.bench.compare import check_sim_inputs
+
+            for p in points:
+                check_sim_inputs(base.model_copy(update=p), sim_model or model, sim_hardware, sim_weights,
+                                 sim_config)
         console = make_console(stderr=json_out)
         best_rate = None
         total = None if search_goodput is not None else num_requests * len(points)

@@ -25,6 +25,17 @@ def default_executor() -> str:
     return "ray" if os.environ.get("RAY_ADDRESS") else "local"
 
 
+def check_executor(executor: str) -> None:
+    """Fail in well under a second on an unknown executor or a missing Ray, before any work."""
+    if executor not in EXECUTORS:
+        raise ConfigError(f"--executor {executor!r}: use one of {', '.join(EXECUTORS)}")
+    if executor == "ray":
+        import importlib.util
+
+        if importlib.util.find_spec("ray") is None:
+            raise ConfigError("--executor ray needs Ray: pip install 'infercast[ray]'")
+
+
 def run_map(fn: Callable[[T], R], items: Sequence[T], executor: str = "local", workers: int | None = None) -> list[R]:
     """``[fn(x) for x in items]`` on the chosen executor, in order."""
     if executor not in EXECUTORS:

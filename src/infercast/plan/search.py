@@ -141,6 +141,23 @@ def _price(req: PlanRequest, hardware: str, cache: dict[str, float]) -> float:
     return cache[hardware]
 
 
+def preflight(req: PlanRequest, executor: str, prices: dict[str, float]) -> None:
+    """Check every input before the search starts (and before Ray does): the executor, the model,
+    each part and its price, the trace. Each failure is the one-line error the search would raise later."""
+    from infercast.plan.executors import check_executor
+    from infercast.specs.catalog import load_hardware, load_model
+
+    check_executor(executor)
+    load_model(req.model)
+    for part in req.hardware:
+        load_hardware(part)
+        _price(req, part, prices)
+    if req.trace is not None:
+        from infercast.sim.workload import load_trace
+
+        load_trace(req.trace)
+
+
 class _Evaluator:
     """Runs candidates not yet known on the executor; memory + optional disk cache."""
 
@@ -185,8 +202,9 @@ def plan(req: PlanRequest, executor: str = "local", workers: int | None = None,
          cache_dir: str | None = None, num_alternatives: int = 5) -> Plan:
     """Search ``req``'s configuration space (see module doc) and rank the outcome."""
     t0 = time.perf_counter()
-    ev = _Evaluator(req, executor, workers, cache_dir)
     prices: dict[str, float] = {}
+    preflight(req, executor, prices)
+    ev = _Evaluator(req, executor, workers, cache_dir)
     if req.exhaustive:
         ev.run(exhaustive(req))
     else:
