@@ -8,12 +8,14 @@ import typer
 def register(app: typer.Typer) -> None:
     @app.command("hardware", help="List hardware presets (memory, bandwidth, peak FLOP/s, link, price).")
     def hardware_cmd(as_json: bool = typer.Option(False, "--json", help="print JSON"),
-                     show: str = typer.Option("", "--show", help="one part in full, with citations")) -> None:
+                     show: str = typer.Option("", "--show", help="one part in full, with citations"),
+                     show_all: bool = typer.Option(False, "--all", help="also the parts kept only for measured "
+                                                   "rows (no bandwidth or no dense peak)")) -> None:
         from rich.table import Table
 
         from infercast.commands._common import print_json
         from infercast.report.console import make_console
-        from infercast.specs.catalog import hardware_names, load_hardware
+        from infercast.specs.catalog import hardware_names, listed_hardware_names, load_hardware
         from infercast.units import GB, GiB
 
         if show:
@@ -26,7 +28,8 @@ def register(app: typer.Typer) -> None:
                     "citations": dict(h.citations)}
             print_json(data)
             return
-        parts = [load_hardware(k) for k in hardware_names()]
+        listed = listed_hardware_names()
+        parts = [load_hardware(k) for k in (hardware_names() if show_all else listed)]
         if as_json:
             print_json([{"key": h.key, "name": h.name, "memory_bytes": h.memory_bytes,
                          "memory_bandwidth_bytes_per_s": h.memory_bandwidth_bytes_per_s,
@@ -47,4 +50,9 @@ def register(app: typer.Typer) -> None:
                       f"{h.link_bandwidth_bytes_per_s / 1e9:,.0f}" if h.link_bandwidth_bytes_per_s else "-",
                       f"{h.price_per_hour:,.2f}" if h.price_per_hour else "-")
         make_console().print(t)
-        make_console().print("Citations: infercast hardware --show KEY. Add a part: a TOML file (see docs/estimate.md).")
+        console = make_console()
+        console.print("Citations: infercast hardware --show KEY. Add a part: a TOML file (see docs/estimate.md).")
+        hidden = [k for k in hardware_names() if k not in listed]
+        if hidden and not show_all:
+            console.print(f"Not listed ({len(hidden)}; no bandwidth or no dense peak, kept for validate's measured "
+                          f"rows): {', '.join(hidden)}. --all shows them.")

@@ -84,6 +84,22 @@ class StepCost:
         return max(by, key=by.__getitem__)
 
 
+def _tp_link(hw: HardwareSpec, gpus_per_replica: int) -> tuple[HardwareSpec, tuple[str, ...]]:
+    """``hw`` with the link a multi-GPU replica's TP/PP traffic crosses, and a note when it is PCIe.
+
+    A part without NVLink/xGMI (L40S, L4, RTX cards) still runs TP: its all-reduces go over
+    PCIe, as vLLM/TRT-LLM do on such boxes and as ``validate`` scores those rows.
+    """
+    if gpus_per_replica <= 1 or hw.link_bandwidth_bytes_per_s > 0:
+        return hw, ()
+    if hw.pcie_bandwidth_bytes_per_s <= 0:
+        raise ConfigError(f"hardware {hw.key!r} has no scale-up link and no PCIe bandwidth: use --tp 1 --pp 1 "
+                          "or add link_bandwidth_bytes_per_s (or pcie_bandwidth_bytes_per_s) to its spec")
+    pcie = hw.pcie_bandwidth_bytes_per_s
+    note = f"{hw.key} has no NVLink-class link: TP/PP traffic crosses PCIe at {pcie / 1e9:,.0f} GB/s per GPU"
+    return replace(hw, link_bandwidth_bytes_per_s=pcie), (note,)
+
+
 def _expert_peak(hw: HardwareSpec, experts: ExpertPrecision | None, notes: list[str]) -> tuple[float, str]:
     """Peak and dtype of the routed experts' GEMMs (0, "" when they share the step's precision)."""
     if experts is None:
@@ -147,15 +163,15 @@ class StepModel:
         checkpoint quantizes only them (gpt-oss: MXFP4 experts beside BF16 attention); None = ``precision``.
         ``whole_heads``: refuse a TP size that splits attention heads unevenly, as engines do
         (``specs.parallel.check_attention_split``); False keeps the ideal even split (physics floors)."""
-        self.model, self.hardware = model, hardware
         self.parallel = parallel or Parallelism()
+        hardware, link_notes = _tp_link(hardware, self.parallel.gpus_per_replica)
+        self.model, self.hardware = model, hardware
         self.profile = _fold_layer_overhead(profile or EfficiencyProfile(), model.num_layers)
         if whole_heads:
             check_attention_split(model, self.parallel)
-        if self.parallel.gpus_per_replica > 1 and hardware.link_bandwidth_bytes_per_s <= 0:
-            raise ConfigError(f"hardware {hardware.key!r} has no scale-up link bandwidth: use --tp 1 --pp 1 or add link_bandwidth_bytes_per_s")
         self.experts = experts if model.is_moe else None
         self.machine, self.precision, self.notes = _machine(hardware, precision or Precision(), self.experts)
+        self.notes += link_notes
         expert_bytes = self.experts.weight_bytes if self.experts else None
         self.shards = Shards(model, self.precision, self.parallel, expert_bytes)
         self.memory: MemoryPlan = plan_memory(model, hardware, self.precision, self.parallel,

@@ -145,6 +145,20 @@ def hardware_names() -> list[str]:
     return list(_hardware_rows())
 
 
+def is_estimable(hw: HardwareSpec) -> bool:
+    """A memory bandwidth and at least one dense peak: enough for ``estimate`` at that peak's dtype.
+
+    The table also keeps parts measured rows name without a full spec (``h100``: form factor not
+    stated; ``apple-m1-max``: no published tensor peak); ``infercast hardware`` lists them apart.
+    """
+    return hw.memory_bandwidth_bytes_per_s > 0 and any(v > 0 for v in hw.flops_per_s.values())
+
+
+def listed_hardware_names() -> list[str]:
+    """Keys ``infercast hardware`` lists: the parts :func:`is_estimable` accepts."""
+    return [k for k in hardware_names() if is_estimable(load_hardware(k))]
+
+
 def _hardware_from_row(row: dict[str, str]) -> HardwareSpec:
     flops = {d: _float(row.get(f"{d}_flops")) for d in COMPUTE_DTYPES if d != "int8"}
     flops["int8"] = _float(row.get("int8_ops"))
