@@ -76,6 +76,21 @@ def _click_classes(name: str) -> tuple[type, ...]:
     return tuple(found)
 
 
+# Which extra installs a module the base install leaves out (pyproject.toml).
+EXTRA_OF = {
+    **dict.fromkeys(("fastapi", "uvicorn", "gguf", "threadpoolctl", "safetensors", "prometheus_client", "jinja2"),
+                    "serve"),
+    **dict.fromkeys(("aiohttp", "httptools", "uvloop", "tokenizers"), "bench"),
+    "ray": "ray",
+    "torch": "torch",
+}
+
+
+def missing_extra(exc: ModuleNotFoundError) -> str | None:
+    """The extra to install for a module the base install lacks (None: a real bug)."""
+    return EXTRA_OF.get((exc.name or "").split(".")[0])
+
+
 def main(argv: list[str] | None = None) -> None:
     """Entry point of the ``infercast`` script."""
     app = build_app()
@@ -83,6 +98,13 @@ def main(argv: list[str] | None = None) -> None:
         app(args=argv, prog_name="infercast", standalone_mode=False)
     except InfercastError as exc:
         print(f"infercast: error: {exc}", file=sys.stderr)
+        sys.exit(2)
+    except ModuleNotFoundError as exc:
+        extra = missing_extra(exc)
+        if extra is None:
+            raise
+        print(f"infercast: error: this command needs the {extra!r} extra (no module {exc.name!r}): "
+              f"pip install 'infercast[{extra}]'", file=sys.stderr)
         sys.exit(2)
     except Exception as exc:
         # Usage errors (unknown option, bad value) carry their own message and exit code 2;
