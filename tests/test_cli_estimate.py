@@ -107,3 +107,22 @@ def test_plot(tmp_path, capsys):
     png = tmp_path / "roof.png"
     code, _, _ = run(["estimate", "--plot", str(png), "--batch", "1,16"], capsys)
     assert png.stat().st_size > 10_000
+
+
+def test_quickstart_tables_read_at_80_columns():
+    # Nothing elided ("…") and no line wider than the terminal, for the seed case and a context sweep.
+    from rich.console import Console
+
+    from infercast.estimate import estimate
+    from infercast.report.tables import estimate_tables
+
+    for est in (estimate("llama-3.1-70b", "h100-sxm", weights="fp8", kv_cache="fp8"),
+                estimate("llama-3.1-8b", "h100-sxm", context=[1024, 8192]),
+                estimate("mixtral-8x7b", "h200-sxm")):
+        console = Console(width=80, record=True)
+        console.print(estimate_tables(est))
+        text = console.export_text()
+        assert "…" not in text and max(len(line) for line in text.splitlines()) <= 80
+        # the seed's back-of-envelope is a footnote for dense models, never a column
+        assert " seed " not in text
+        assert ("back-of-envelope" in text) == (not est.model.is_moe)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from rich import box
 from rich.console import Console, Group
 from rich.table import Table
 from rich.text import Text
@@ -41,23 +42,28 @@ def estimate_tables(est: Estimate) -> Group:
     pret.add_row(fmt_time(pre.floor_time_s), fmt_time(pre.time_s), pre.bound, f"{pre.intensity:,.0f}",
                  f"{est.prompt_tokens / est.ttft_s:,.0f}")
     multi = len({d.context for d in est.decode}) > 1
+    # Two-line headers and no vertical rules: the table reads at 80 columns (the Quickstart's).
     dec = Table(title="Decode (step times in ms)" if multi else f"Decode at context {est.context} (step times in ms)",
-                title_justify="left")
+                title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True)
     if multi:
-        dec.add_column("context", justify="right")
-    for col in ("batch", "floor", "expected", "seed", "tok/s", "tok/s/user", "bound", "FLOP/B",
-                "fits", "$/M out"):
+        dec.add_column("ctx", justify="right")
+    for col in ("batch", "floor", "expected", "tok/s", "tok/s\nper user", "bound", "FLOP\n/byte", "fits",
+                "$/M out\ntokens"):
         dec.add_column(col, justify="right", no_wrap=True)
     for d in est.decode:
         fit = "yes" if d.fits else Text(f"NO {d.required_bytes / GB:,.0f}GB", style="bold red")
-        dec.add_row(*([str(d.context)] if multi else []), str(d.batch), f"{d.floor_step_time_s * 1e3:,.2f}", f"{d.step_time_s * 1e3:,.2f}",
-                    f"{d.seed_formula_time_s * 1e3:,.2f}", f"{d.tokens_per_s:,.0f}", f"{d.tokens_per_s_per_user:,.1f}",
+        dec.add_row(*([str(d.context)] if multi else []), str(d.batch), f"{d.floor_step_time_s * 1e3:,.2f}",
+                    f"{d.step_time_s * 1e3:,.2f}", f"{d.tokens_per_s:,.0f}", f"{d.tokens_per_s_per_user:,.1f}",
                     d.cost.bound, f"{d.cost.intensity:,.1f}", fit, _money(d.cost_per_million_output_tokens))
     parts = [head, memt, pret, dec]
     price = f"${est.price_per_hour:,.2f}/GPU-hour ({h.price_source})" if est.price_per_hour is not None else "no price: pass --price"
-    foot = ["floor: physics (compulsory bytes / bandwidth, FLOPs / peak, per op); seed: the seed's "
-            "(params*bytes + KV)/bandwidth, which also counts the embedding table as read",
-            f"price: {price}; $/M input tokens {_money(est.cost_per_million_input_tokens)}"]
+    foot = ["floor: physics (compulsory bytes / bandwidth, FLOPs / peak, per op); expected: the floor at "
+            "measured efficiency plus step overhead"]
+    first = est.decode[0]
+    if not m.is_moe:  # (params x bytes + KV) / bandwidth reads every expert of an MoE model: no useful check there
+        foot.append(f"back-of-envelope (weights + KV) / bandwidth at batch {first.batch}: "
+                    f"{first.seed_formula_time_s * 1e3:,.2f} ms (it also counts the embedding table as read)")
+    foot.append(f"price: {price}; $/M input tokens {_money(est.cost_per_million_input_tokens)}")
     foot += [f"note: {n}" for n in est.notes]
     bad = [d for d in est.decode if not d.fits]
     if bad:
