@@ -151,3 +151,21 @@ def read_text(path: str | os.PathLike, what: str) -> str:
         raise ConfigError(f"{what} {os.fspath(path)!r} is a folder; give a file") from None
     except OSError as exc:
         raise ConfigError(f"{what} {os.fspath(path)!r} cannot be read ({exc.strerror})") from None
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a number JSON allows")
+
+
+def parse_json(text: str, what: str) -> Any:
+    """JSON text, refusing NaN and Infinity (Python's json takes them; JSON does not)."""
+    import json
+
+    try:
+        return json.loads(text, parse_constant=_no_constant)
+    except json.JSONDecodeError as exc:
+        raise ConfigError(f"{what} is not valid JSON: {exc.msg} at line {exc.lineno}") from None
+    except ValueError as exc:
+        raise ConfigError(f"{what}: {exc}; write a finite number") from None
+    except RecursionError:
+        raise ConfigError(f"{what} is nested too deeply to be a config") from None
