@@ -114,11 +114,36 @@ def check_mapping(value: Any, field: str) -> dict:
     return value
 
 
-def check_writable(path: str | os.PathLike | None, flag: str) -> Path | None:
+def _nearest_existing(path: Path) -> Path:
+    for parent in path.parents:
+        if parent.exists():
+            return parent
+    return Path(".")
+
+
+def check_writable_dir(path: str | os.PathLike | None, flag: str) -> Path | None:
+    """An output folder (made later if missing): it, or its nearest existing parent, is writable."""
+    if path is None:
+        return None
+    text = os.fspath(path)
+    if not text.strip():
+        raise _fail(flag, text, "empty path", "give a folder name")
+    out = Path(text).expanduser()
+    if out.exists() and not out.is_dir():
+        raise _fail(flag, text, "is a file, not a folder", "give a folder name")
+    base = out if out.exists() else _nearest_existing(out)
+    if not base.is_dir() or not os.access(base, os.W_OK | os.X_OK):
+        raise _fail(flag, text, f"{str(base)!r} is not a writable folder", "choose another path")
+    return out
+
+
+def check_writable(path: str | os.PathLike | None, flag: str,
+                   make_parents: bool = False) -> Path | None:
     """The output ``path`` of ``flag`` if it can be written, checked before any work starts.
 
-    The folder must exist and be writable, and the path must not be a folder;
-    nothing is created here (a failed run leaves no empty file behind).
+    The folder must exist (``make_parents``: its nearest existing ancestor) and be
+    writable, and the path must not be a folder; nothing is created here (a failed
+    run leaves no empty file behind).
     """
     if path is None:
         return None
@@ -131,12 +156,20 @@ def check_writable(path: str | os.PathLike | None, flag: str) -> Path | None:
     if out.is_dir():
         raise _fail(flag, text, "is a folder", "give a file name inside it")
     parent = out.parent if str(out.parent) else Path(".")
+    if make_parents and not parent.exists():
+        parent = _nearest_existing(out)
     if not parent.is_dir():
         raise _fail(flag, text, f"folder {str(parent)!r} does not exist", "create it first")
-    if out.exists() and not os.access(out, os.W_OK):
-        raise _fail(flag, text, "the file is not writable", "choose another path")
-    if not out.exists() and not os.access(parent, os.W_OK | os.X_OK):
-        raise _fail(flag, text, f"folder {str(parent)!r} is not writable", "choose another path")
+    # Try it (os.access says yes to root everywhere, /proc included); a new file is removed.
+    existed = out.exists()
+    try:
+        with open(out, "a"):
+            pass
+    except OSError as exc:
+        raise _fail(flag, text, f"cannot be written ({exc.strerror})",
+                    "choose another path") from None
+    if not existed:
+        out.unlink(missing_ok=True)
     return out
 
 
