@@ -91,6 +91,15 @@ def missing_extra(exc: ModuleNotFoundError) -> str | None:
     return EXTRA_OF.get((exc.name or "").split(".")[0])
 
 
+def _usage_line(exc: Exception) -> str:
+    """A click usage error as one line, pointing at the command's --help."""
+    message = " ".join(exc.format_message().split())  # type: ignore[attr-defined]
+    ctx = getattr(exc, "ctx", None)
+    if ctx is not None and isinstance(exc, _click_classes("UsageError")):
+        message += f" (see: {ctx.command_path} --help)"
+    return message
+
+
 def main(argv: list[str] | None = None) -> None:
     """Entry point of the ``infercast`` script."""
     app = build_app()
@@ -110,8 +119,8 @@ def main(argv: list[str] | None = None) -> None:
         # Usage errors (unknown option, bad value) carry their own message and exit code 2;
         # typer >= 0.29 raises them from its vendored click, older typer from click itself.
         if isinstance(exc, _click_classes("ClickException")):
-            exc.show()
-            sys.exit(exc.exit_code)
+            print(f"infercast: error: {_usage_line(exc)}", file=sys.stderr)
+            sys.exit(2 if isinstance(exc, _click_classes("UsageError")) else exc.exit_code)
         if isinstance(exc, _click_classes("Exit")):
             sys.exit(exc.exit_code)
         if isinstance(exc, _click_classes("Abort")):

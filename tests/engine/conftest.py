@@ -20,11 +20,12 @@ def _free_port() -> int:
 
 @contextmanager
 def running_server(model: str = "tiny", api_key: str | None = None, max_waiting: int = 64,
-                   **engine_kw) -> Iterator[tuple[str, object]]:
+                   limits=None, **engine_kw) -> Iterator[tuple[str, object]]:
     """Start uvicorn in a thread; yields (base_url, engine); stops it afterwards."""
     import uvicorn
 
     from infercast.engine.engine import Engine, EngineConfig
+    from infercast.engine.http_limits import ServerLimits, uvicorn_config
     from infercast.engine.loader import load
     from infercast.engine.server import create_app
 
@@ -32,9 +33,10 @@ def running_server(model: str = "tiny", api_key: str | None = None, max_waiting:
     cfg = EngineConfig(**{"max_num_batched_tokens": 64, "block_size": 4, "kv_cache_bytes": 8e6,
                           "max_model_len": 256, **engine_kw})
     engine = Engine(loaded, cfg, time.monotonic, np.random.default_rng(0))
-    app = create_app(engine, loaded.name, api_key=api_key, max_waiting=max_waiting)
+    limits = limits or ServerLimits()
+    app = create_app(engine, loaded.name, api_key=api_key, max_waiting=max_waiting, limits=limits)
     port = _free_port()
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="error",
+    server = uvicorn.Server(uvicorn_config(app, "127.0.0.1", port, limits, log_level="error",
                                            timeout_graceful_shutdown=2))
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()

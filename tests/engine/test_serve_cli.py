@@ -50,3 +50,32 @@ def test_serve_rejects_bad_flags_with_one_line():
                          capture_output=True, text=True, timeout=60)
     assert out.returncode == 2
     assert "unknown engine model 'nope'" in out.stderr and "Traceback" not in out.stderr
+
+
+def test_serve_on_a_busy_port_is_one_line_and_exit_2(capsys):
+    import pytest
+
+    from infercast.cli import main
+
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen(1)
+        port = busy.getsockname()[1]
+        with pytest.raises(SystemExit) as exc:
+            main(["serve", "--model", "tiny", "--port", str(port)])
+    assert exc.value.code == 2
+    err = capsys.readouterr().err.strip()
+    assert "already in use" in err and "--port" in err and len(err.splitlines()) == 1
+
+
+def test_serve_refuses_bad_limits_and_seed_before_binding(capsys):
+    import pytest
+
+    from infercast.cli import main
+
+    for args in (["--seed", "-1"], ["--max-body-bytes", "0"], ["--header-timeout", "inf"],
+                 ["--port", "70000"]):
+        with pytest.raises(SystemExit) as exc:
+            main(["serve", "--model", "tiny", *args])
+        assert exc.value.code == 2, args
+        assert len(capsys.readouterr().err.strip().splitlines()) == 1

@@ -27,7 +27,7 @@ from typing import Any
 import aiohttp
 
 from infercast.bench.datasets import RequestSpec, count_tokens
-from infercast.bench.sse import SSEDecoder
+from infercast.bench.sse import SSEDecoder, SSEError
 from infercast.metrics.records import RequestRecord
 
 
@@ -190,6 +190,8 @@ class BenchClient:
                 return _Stream(events, t)
         except (TimeoutError, aiohttp.ServerTimeoutError):
             raise _Failed("timeout") from None
+        except SSEError as exc:
+            raise _Failed(f"malformed stream: {exc}") from None
         except aiohttp.ClientPayloadError:
             raise _Failed("connection closed mid-stream") from None
         except (aiohttp.ClientConnectionError, OSError) as exc:
@@ -207,7 +209,7 @@ class _RetryBeforeResponse(Exception):
 def _fill(rec: RequestRecord, stream: _Stream, chat: bool, tokenizer: Any | None) -> None:
     """Parse the stamped events into the record (times, texts, usage, finish)."""
     times, texts, usage, finish, done = [], [], None, None, False
-    reasoning_seen = False
+    reasoning_seen = choices_seen = False
     for t, data in stream.events:
         if data == b"[DONE]":
             done = True
@@ -216,10 +218,16 @@ def _fill(rec: RequestRecord, stream: _Stream, chat: bool, tokenizer: Any | None
             obj = json.loads(data)
         except ValueError:
             raise _Failed("malformed chunk JSON") from None
+        if not isinstance(obj, dict):
+            raise _Failed("malformed chunk: not a JSON object")
         if obj.get("error"):
             raise _Failed("server error event")
         usage = obj.get("usage") or usage
-        for choice in obj.get("choices") or []:
+        choices = obj.get("choices") or []
+        if not isinstance(choices, list) or not all(isinstance(c, dict) for c in choices):
+            raise _Failed("malformed chunk: choices is not a list of objects")
+        choices_seen = choices_seen or bool(choices)
+        for choice in choices:
             content, reasoning = _texts(choice, chat)
             if content or reasoning:  # an empty role chunk is not a token
                 times.append(t)
@@ -230,9 +238,14 @@ def _fill(rec: RequestRecord, stream: _Stream, chat: bool, tokenizer: Any | None
             finish = choice.get("finish_reason") or finish
     if not done and finish is None:
         raise _Failed("incomplete stream")
+    if not choices_seen:  # [DONE] (or usage) alone is not a completion
+        raise _Failed("no choices in the stream")
+    if usage is not None and not isinstance(usage, dict):
+        usage = None
     rec.chunk_times_s, rec.finish_s, rec.finish_reason = times, stream.finish_s, finish or "stop"
-    if usage and usage.get("prompt_tokens"):
-        rec.prompt_tokens = int(usage["prompt_tokens"])
+    prompt = usage.get("prompt_tokens") if usage else None
+    if isinstance(prompt, int) and not isinstance(prompt, bool) and prompt > 0:
+        rec.prompt_tokens = prompt
     _count_tokens(rec, texts, usage, tokenizer)
 
 
@@ -247,16 +260,22 @@ def _texts(choice: dict[str, Any], chat: bool) -> tuple[str, str]:
 def _count_tokens(rec: RequestRecord, texts: list[str], usage: dict | None, tokenizer: Any | None) -> None:
     """usage > tokenizer > chunks; spread the count over chunks; flag disagreements."""
     n_chunks = len(texts)
-    n_usage = int(usage["completion_tokens"]) if usage and usage.get("completion_tokens") is not None else None
+    n_usage = _usage_tokens(usage)
+    # usage is the server's claim; what was streamed bounds it: every token decodes to at
+    # least one byte of text except a final stop token (byte-fallback tokens carry 1 byte).
+    streamed_bytes = sum(len(x.encode("utf-8", "replace")) for x in texts)
+    implausible = n_usage is not None and n_usage > streamed_bytes + 1
     per_chunk = [count_tokens(tokenizer, x) for x in texts] if tokenizer is not None else None
     n_tok = count_tokens(tokenizer, "".join(texts)) if tokenizer is not None else None
-    if n_usage is not None:
+    if n_usage is not None and not implausible:
         n, rec.token_count_source = n_usage, "usage"
     elif n_tok is not None:
         n, rec.token_count_source = n_tok, "tokenizer"
     else:
         n, rec.token_count_source = n_chunks, "chunks"
     notes = []
+    if implausible:
+        notes.append(f"usage={n_usage} > {streamed_bytes} bytes streamed (not used)")
     if n_usage is not None and n_tok is not None and abs(n_usage - n_tok) > max(1, 0.02 * n_usage):
         notes.append(f"usage={n_usage} tokenizer={n_tok}")
     if n < n_chunks:
@@ -264,6 +283,14 @@ def _count_tokens(rec: RequestRecord, texts: list[str], usage: dict | None, toke
     rec.token_count_mismatch = "; ".join(notes) or None
     rec.output_tokens = max(n, n_chunks) if n < n_chunks else n
     rec.chunk_tokens = _spread(rec.output_tokens, n_chunks, per_chunk)
+
+
+def _usage_tokens(usage: Any) -> int | None:
+    """``usage.completion_tokens`` if it is a non-negative integer, else None (not trusted)."""
+    value = usage.get("completion_tokens") if isinstance(usage, dict) else None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        return None
+    return value
 
 
 def _spread(n: int, chunks: int, weights: list[int] | None) -> list[int]:

@@ -12,6 +12,7 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
+from urllib.parse import urlsplit
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -30,6 +31,7 @@ from infercast.bench.load import LoadPlan, LoadResult, client_warnings, run_load
 from infercast.errors import ConfigError
 from infercast.metrics.records import RequestRecord
 from infercast.metrics.summary import MetricsAccumulator, Summary
+from infercast.validation import SEED_MAX
 
 
 class BenchConfig(BaseModel):
@@ -54,8 +56,8 @@ class BenchConfig(BaseModel):
     tokenizer: str | None = None
     max_duration_s: float | None = Field(None, gt=0)
     warmup_requests: int = Field(1, ge=0)
-    timeout_s: float = Field(600.0, gt=0)
-    seed: int = 0
+    timeout_s: float = Field(600.0, gt=0, allow_inf_nan=False)
+    seed: int = Field(0, ge=0, le=SEED_MAX)
     slo_ttft_s: float | None = Field(None, gt=0)
     slo_tpot_s: float | None = Field(None, gt=0)
     percentiles: tuple[float, ...] = (50.0, 90.0, 99.0)
@@ -66,6 +68,28 @@ class BenchConfig(BaseModel):
     def _load_given(self) -> BenchConfig:
         if self.request_rate is None and self.concurrency is None and not self.is_trace:
             raise ValueError("give --request-rate R or --max-concurrency C")
+        if any(not 0 < q <= 100 for q in self.percentiles):
+            raise ValueError(f"--percentiles {','.join(f'{q:g}' for q in self.percentiles)}: "
+                             "each must be above 0 and at most 100")
+        for name in ("burstiness", "ramp_to_rate", "max_duration_s", "slo_ttft_s", "slo_tpot_s",
+                     "range_ratio"):
+            value = getattr(self, name)
+            if value is not None and not math.isfinite(value):
+                raise ValueError(f"--{name.removesuffix('_s').replace('_', '-')} must be finite")
+        # a client per stream costs memory and connections: one that can never get a request
+        # (1e5 streams for 4 requests took 55 s and 676 MB) is refused before any is opened
+        if self.concurrency is not None and self.concurrency > self.num_requests + self.warmup_requests:
+            raise ValueError(f"--max-concurrency {self.concurrency} for {self.num_requests} requests: "
+                             f"at most {self.num_requests + self.warmup_requests} can be in flight; "
+                             "lower it or raise --num-prompts")
+        url = urlsplit(self.base_url)
+        try:
+            url.port  # noqa: B018 - raises ValueError on a port out of range
+        except ValueError:
+            url = urlsplit("")
+        if url.scheme not in ("http", "https") or not url.hostname:
+            raise ValueError(f"--base-url {self.base_url!r} is not an http(s) URL; use e.g. "
+                             "http://127.0.0.1:8000/v1")
         return self
 
     @property

@@ -6,7 +6,7 @@ import math
 
 import typer
 
-from infercast.errors import ConfigError
+from infercast.errors import ConfigError, InfercastError
 
 
 def _floats(text: str | None, flag: str) -> list[float]:
@@ -84,6 +84,10 @@ def register(app: typer.Typer) -> None:
         from infercast.bench.run import search_goodput as search
         from infercast.commands._common import renamed
         from infercast.report.console import make_console
+        from infercast.validation import check_writable
+
+        check_writable(jsonl, "--jsonl")
+        check_writable(plot, "--plot")
 
         concurrency = renamed(concurrency, concurrency_old, "--max-concurrency", "--concurrency")
         num_requests = renamed(num_requests, num_requests_old, "--num-prompts", "--num-requests") or 200
@@ -123,6 +127,7 @@ def register(app: typer.Typer) -> None:
                 best_rate, results = search(base, search_goodput, slo_attainment, on_done=bar)
             else:
                 results = [run_bench(base.model_copy(update=p), on_done=bar) for p in points]
+        _measured_something(results, base_url)
         compared = _compare(results, compare_sim, sim_model or model, sim_hardware, sim_weights, sim_config)
         if jsonl:
             report.write_jsonl(results, jsonl)
@@ -130,6 +135,19 @@ def register(app: typer.Typer) -> None:
             report.plot(results, plot)
         emit = _emit_json if json_out else _emit_console
         emit(results, compared, best_rate, slo_attainment, console)
+
+
+def _measured_something(results: list, base_url: str) -> None:
+    """Exit 2 with the failure reasons when no request of any run succeeded."""
+    from collections import Counter
+
+    records = [rec for r in results for rec in r.records]
+    if any(rec.ok for rec in records):
+        return
+    reasons = Counter(rec.error or rec.finish_reason or "no output" for rec in records)
+    top = ", ".join(f"{why} x{n}" for why, n in reasons.most_common(3)) or "no request was sent"
+    raise InfercastError(f"nothing was measured: {len(records)} requests, none succeeded "
+                         f"({top}); is an OpenAI-compatible server answering at {base_url}?")
 
 
 def _compare(results: list, enabled: bool, model: str, hardware: str | None, weights: str,

@@ -19,6 +19,9 @@ def run_calibrate(data: str | None, out: str, groups: bool, cv: bool, min_group_
     from infercast.validate.calibrate import Calibrator
     from infercast.validate.cases import load_cases
     from infercast.validate.profiles import ProfileSet
+    from infercast.validation import check_writable
+
+    check_writable(out, "--out")
 
     if min_group_rows < 1:
         raise ConfigError(f"--min-group-rows must be >= 1, got {min_group_rows}")

@@ -19,6 +19,9 @@ def run_estimate(model: str, hardware: str, weights: str, kv_cache: str | None, 
     from infercast.specs.catalog import load_hardware
     from infercast.specs.parallel import Parallelism
     from infercast.validate.profiles import resolve_profile
+    from infercast.validation import check_writable
+
+    check_writable(plot, "--plot")
 
     batches = parse_int_list(batch, "--batch") if batch else [1, 8, 32, 64]
     contexts = parse_int_list(str(context), "--context")

@@ -34,7 +34,9 @@ def register(app: typer.Typer) -> None:
         from pydantic import ValidationError
 
         from infercast.bench.mock import MockConfig, serve
+        from infercast.validation import check_port
 
+        check_port(port)
         try:
             cfg = MockConfig(ttft_s=ttft_ms / 1e3, itl_s=itl_ms / 1e3, tokens_per_chunk=tokens_per_chunk,
                              default_max_tokens=default_max_tokens, stop_after_tokens=stop_after,

@@ -83,6 +83,9 @@ def run_plan(o: dict) -> None:
     from infercast.commands._common import print_json
     from infercast.plan import pareto_frontier, pareto_points, plan, plot_pareto
     from infercast.plan.executors import default_executor
+    from infercast.validation import check_writable
+
+    check_writable(o["plot"], "--plot")
 
     req = build_request(o)
     result = plan(req, o["executor"] or default_executor(), o["workers"], o["cache_dir"], o["alternatives"])

@@ -25,6 +25,14 @@ def register(app: typer.Typer) -> None:
         enable_prefix_caching: bool = typer.Option(False, help="Reuse KV of shared prefixes"),
         backend: str = typer.Option("numpy", help="numpy (float32) | torch (bf16 weights; "
                                     "pip install 'infercast[torch]')"),
+        max_body_bytes: int = typer.Option(4 * 2**20, help="Largest request body; beyond it "
+                                           "answer 413"),
+        max_prompt_chars: int = typer.Option(2**20, help="Longest prompt text (all chat "
+                                             "messages together); beyond it answer 400"),
+        header_timeout: float = typer.Option(10.0, help="Seconds a client has to send its "
+                                             "request headers before the connection closes"),
+        body_timeout: float = typer.Option(30.0, help="Seconds a client has to send its "
+                                           "request body before a 408"),
     ) -> None:
         """Serve a model on this CPU until interrupted (Ctrl-C drains, then cancels)."""
         import time
@@ -32,12 +40,18 @@ def register(app: typer.Typer) -> None:
         import numpy as np
 
         from infercast.engine.engine import Engine, EngineConfig
+        from infercast.engine.http_limits import ServerLimits, bind_socket
         from infercast.engine.loader import load
         from infercast.engine.server import create_app
         from infercast.errors import ConfigError
+        from infercast.validation import check_seed
 
         if not 0 < port < 65536:
             raise ConfigError(f"--port {port} is not a TCP port; use 1-65535")
+        check_seed(seed, "--seed")
+        limits = ServerLimits(max_body_bytes=max_body_bytes, max_prompt_chars=max_prompt_chars,
+                              header_timeout_s=header_timeout, body_timeout_s=body_timeout)
+        sock = bind_socket(host, port)  # before loading: a busy port fails fast
         loaded = load(model, seed=seed)
         cfg = EngineConfig(policy=scheduler, max_num_seqs=max_num_seqs,
                            max_num_batched_tokens=max_num_batched_tokens,
@@ -45,13 +59,17 @@ def register(app: typer.Typer) -> None:
                            num_threads=threads, enable_prefix_caching=enable_prefix_caching,
                            backend=backend)
         engine = Engine(loaded, cfg, time.monotonic, np.random.default_rng(seed))
-        app = create_app(engine, loaded.name, api_key=api_key, max_waiting=max_waiting)
-        run_server(app, host, port, f"{loaded.name}: {loaded.cfg.num_params / 1e6:.0f}M params")
+        app = create_app(engine, loaded.name, api_key=api_key, max_waiting=max_waiting,
+                         limits=limits)
+        run_server(app, host, port, f"{loaded.name}: {loaded.cfg.num_params / 1e6:.0f}M params",
+                   limits, sock)
 
 
-def run_server(app, host: str, port: int, banner: str) -> None:
-    """Run uvicorn; print the URL once the socket is listening."""
+def run_server(app, host: str, port: int, banner: str, limits=None, sock=None) -> None:
+    """Run uvicorn (on ``sock`` if given); print the URL once the socket is listening."""
     import uvicorn
+
+    from infercast.engine.http_limits import ServerLimits, uvicorn_config
 
     class _Server(uvicorn.Server):
         async def startup(self, sockets=None) -> None:
@@ -59,6 +77,6 @@ def run_server(app, host: str, port: int, banner: str) -> None:
             if self.started:
                 print(f"infercast serve: {banner} at http://{host}:{port}/v1", flush=True)
 
-    config = uvicorn.Config(app, host=host, port=port, log_level="warning",
+    config = uvicorn_config(app, host, port, limits or ServerLimits(), log_level="warning",
                             timeout_graceful_shutdown=5)
-    _Server(config).run()
+    _Server(config).run(sockets=[sock] if sock is not None else None)

@@ -105,6 +105,10 @@ def run_simulate(o: dict) -> None:
     from infercast.commands._common import print_json
     from infercast.sim.config import build_config, merge, read_config_file
     from infercast.sim.run import simulate
+    from infercast.validation import check_writable, check_writable_dir
+
+    check_writable(o["records"], "--records", make_parents=True)
+    check_writable_dir(o["plot"], "--plot")
 
     base = read_config_file(o["config"]) if o["config"] else {}
     o["num_requests"] = o["num_requests"] or _trace_size(base, o)

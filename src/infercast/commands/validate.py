@@ -69,6 +69,9 @@ def run_validate(data: str | None, profile: str | None, as_json: bool, plot: str
     from infercast.validate.evaluate import Evaluator
     from infercast.validate.profiles import load_profile_set
     from infercast.validate.score import floor_report, report
+    from infercast.validation import check_writable
+
+    check_writable(plot, "--plot")
 
     choices = ("scenario", "metric", "scenario_metric", "hardware", "source", "group")
     if by not in choices:

@@ -9,6 +9,7 @@ request's :class:`~infercast.engine.sequence.TokenEvent` s come back to its own
 from __future__ import annotations
 
 import asyncio
+import logging
 import queue
 import threading
 from collections.abc import Callable
@@ -17,6 +18,12 @@ from dataclasses import dataclass
 from infercast.engine.sampling import SamplingParams
 from infercast.engine.sequence import TokenEvent
 from infercast.errors import InfercastError
+
+log = logging.getLogger(__name__)
+
+# A step that raises fails the requests in flight and the engine goes on; this many
+# failures in a row mean the engine itself is broken: the thread stops and /health says so.
+MAX_CONSECUTIVE_STEP_FAILURES = 3
 
 
 class QueueFullError(Exception):
@@ -54,6 +61,7 @@ class AsyncEngine:
         self._thread = threading.Thread(target=self._run, name="infercast-engine", daemon=True)
         self.error: BaseException | None = None
         self.rejected: list[str] = []  # requests the engine refused after the server accepted
+        self.step_failures = 0  # steps that raised (their requests failed; the engine went on)
 
     def start(self) -> None:
         self._thread.start()
@@ -65,6 +73,11 @@ class AsyncEngine:
         self._thread.join(timeout_s)
 
     @property
+    def alive(self) -> bool:
+        """True while the engine thread runs and has not given up."""
+        return self._thread.is_alive() and self.error is None and not self._stop.is_set()
+
+    @property
     def num_queued(self) -> int:
         """Requests submitted and not yet running (inbox + scheduler's waiting queue)."""
         return self._inbox.qsize() + self.engine.num_waiting
@@ -73,7 +86,7 @@ class AsyncEngine:
                arrival_s: float) -> asyncio.Queue:
         """Queue a request; returns the asyncio.Queue its TokenEvents arrive on."""
         with self._lock:
-            if not self._thread.is_alive() or self._stop.is_set():
+            if not self.alive:
                 raise EngineStoppedError("the engine is not running (shutting down or failed)")
             if self.num_queued >= self.max_waiting:
                 raise QueueFullError(f"waiting queue is full ({self.max_waiting} requests)")
@@ -89,21 +102,43 @@ class AsyncEngine:
         self._wake.set()
 
     def _run(self) -> None:
+        failures = 0
         try:
             while not self._stop.is_set():
                 self._drain_inbox()
                 if self.engine.has_unfinished:
-                    self._deliver(self.engine.step())
+                    try:
+                        events = self.engine.step()
+                        failures = 0
+                    except Exception as exc:  # noqa: BLE001 - supervised: fail its requests
+                        failures += 1
+                        events = self._step_failed(exc, failures)
+                    self._deliver(events)
                 else:
                     self._wake.wait(0.5)
                     self._wake.clear()
-                if self.on_step:
-                    self.on_step()
-        except BaseException as exc:  # a bug: end every open stream instead of hanging it
+                self._observe()
+        except BaseException as exc:  # the engine is broken: end every open stream, say so
             self.error = exc
-            raise
+            log.exception("infercast engine thread stopped")
         finally:
             self._shutdown()
+
+    def _step_failed(self, exc: Exception, failures: int) -> list[TokenEvent]:
+        """A step raised: fail the requests in flight (their KV freed), or give up."""
+        self.step_failures += 1
+        log.exception("engine step failed (%d in a row)", failures)
+        if failures >= MAX_CONSECUTIVE_STEP_FAILURES:
+            raise RuntimeError(f"{failures} engine steps failed in a row") from exc
+        return self.engine.abort_all(error=f"engine step failed ({type(exc).__name__})")
+
+    def _observe(self) -> None:
+        if self.on_step is None:
+            return
+        try:
+            self.on_step()
+        except Exception:  # noqa: BLE001 - metrics must never stop the engine
+            log.exception("server metrics update failed")
 
     def _shutdown(self) -> None:
         try:
@@ -112,9 +147,9 @@ class AsyncEngine:
         finally:
             with self._lock:
                 left = list(self._streams)
-            self._deliver([TokenEvent(rid, None, "", "error") for rid in left])
-            if self.on_step:
-                self.on_step()
+            why = "the engine stopped" if self.error is None else "the engine failed"
+            self._deliver([TokenEvent(rid, None, "", "error", why) for rid in left])
+            self._observe()
 
     def _drain_inbox(self) -> None:
         while True:
@@ -126,9 +161,10 @@ class AsyncEngine:
                 try:
                     self.engine.add(item.request_id, item.prompt_ids, item.params,
                                     item.arrival_s)
-                except InfercastError as exc:  # validated by the server; a race is still possible
-                    self._deliver([TokenEvent(item.request_id, None, "", "error")])
-                    self.rejected.append(f"{item.request_id}: {exc}")
+                except Exception as exc:  # noqa: BLE001 - validated by the server; fail it alone
+                    why = str(exc) if isinstance(exc, InfercastError) else type(exc).__name__
+                    self._deliver([TokenEvent(item.request_id, None, "", "error", why)])
+                    self.rejected.append(f"{item.request_id}: {why}")
             else:
                 ev = self.engine.abort(item)
                 if ev is not None:

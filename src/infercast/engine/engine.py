@@ -20,7 +20,7 @@ from threadpoolctl import ThreadpoolController
 from infercast.engine.kv_store import PagedKVStore
 from infercast.engine.loader import LoadedModel
 from infercast.engine.model import LlamaModel, SeqInput
-from infercast.engine.sampling import SamplingParams, sample
+from infercast.engine.sampling import SamplingError, SamplingParams, sample
 from infercast.engine.sequence import Generation, TokenEvent
 from infercast.errors import ConfigError
 from infercast.metrics.records import RequestRecord
@@ -109,7 +109,7 @@ class Engine:
         room = self.max_model_len - len(prompt_ids)
         if params.max_tokens > room:
             params = _with_max_tokens(params, room)
-        seed_rng = (np.random.default_rng(params.seed) if params.seed is not None
+        seed_rng = (np.random.default_rng(params.numpy_seed) if params.seed is not None
                     else np.random.default_rng(self.rng.integers(2**63)))
         arrival = self.clock() if arrival_s is None else arrival_s
         gen = Generation(request_id, prompt_ids, params, self.loaded.tokenizer, seed_rng,
@@ -144,13 +144,17 @@ class Engine:
                 f"prompt has {num_prompt_tokens} tokens, more than max_num_batched_tokens="
                 f"{sc.max_num_batched_tokens} without chunked prefill; shorten it")
 
-    def abort(self, request_id: str) -> TokenEvent | None:
-        """Stop a request and free its KV blocks; None if it already finished."""
+    def abort(self, request_id: str, error: str | None = None) -> TokenEvent | None:
+        """Stop a request and free its KV blocks; None if it already finished.
+
+        With ``error`` the request ends as failed (finish reason ``error``, the
+        message on its event) instead of aborted by its client.
+        """
         gen = self.gens.pop(request_id, None)
         if gen is None:
             return None
         self.scheduler.abort(request_id)
-        ev = gen.finish("abort", self.clock())
+        ev = gen.finish("abort" if error is None else "error", self.clock(), error=error)
         self.finished.append(gen.record)
         return ev
 
@@ -159,8 +163,9 @@ class Engine:
         out, self.finished = self.finished, []
         return out
 
-    def abort_all(self) -> list[TokenEvent]:
-        return [ev for rid in list(self.gens) if (ev := self.abort(rid)) is not None]
+    def abort_all(self, error: str | None = None) -> list[TokenEvent]:
+        """Abort every request (``error``: fail them with that message)."""
+        return [ev for rid in list(self.gens) if (ev := self.abort(rid, error)) is not None]
 
     @property
     def has_unfinished(self) -> bool:
@@ -207,7 +212,10 @@ class Engine:
             if row is None:
                 continue
             gen = self.gens[s.request_id]
-            ev = gen.append(sample(row, gen.params, gen.rng), now)
+            try:
+                ev = gen.append(sample(row, gen.params, gen.rng), now)
+            except SamplingError as exc:  # this request fails alone; the batch goes on
+                ev = gen.finish("error", now, error=str(exc))
             events.append(ev)
             if ev.finished:
                 stopped.add(s.request_id)

@@ -5,23 +5,54 @@ Shapes follow the OpenAI API reference for ``/v1/completions`` and
 ``chat.completion.chunk`` objects, ``usage``, ``stream_options.include_usage``).
 Parameters the engine does not implement are accepted only at their neutral
 value (``n=1``, zero penalties), so a client never silently gets something else.
+
+Validation is strict: a value of the wrong JSON type is refused, never coerced
+(``"max_tokens": "4"`` or ``true`` is a 400, not 4 or 1); numbers must be
+finite; every string must be encodable as UTF-8 (a lone surrogate such as
+``"\ud800"`` is a 400 here, not a crash in the tokenizer).
 """
 
 from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from infercast.engine.sampling import SamplingParams
+from infercast.engine.sampling import SEED_MAX, SEED_MIN, SamplingParams
+
+# Strict types, finite numbers, unknown fields ignored (clients send many).
+_STRICT = ConfigDict(extra="ignore", strict=True, allow_inf_nan=False)
+
+
+def _first_unencodable(value: Any, path: str) -> str | None:
+    """The path of the first string in ``value`` that is not valid Unicode text, else None."""
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            return path
+        return None
+    if isinstance(value, dict):
+        items = value.items()
+    elif isinstance(value, list):
+        items = enumerate(value)
+    else:
+        return None
+    for key, item in items:
+        bad = _first_unencodable(item, f"{path}.{key}" if path else str(key))
+        if bad is not None:
+            return bad
+    return None
 
 
 class StreamOptions(BaseModel):
+    model_config = _STRICT
+
     include_usage: bool = False
 
 
 class _Common(BaseModel):
-    model_config = ConfigDict(extra="ignore")
+    model_config = _STRICT
 
     model: str
     max_tokens: int | None = Field(default=None, ge=1)
@@ -29,19 +60,35 @@ class _Common(BaseModel):
     top_p: float = Field(default=1.0, gt=0.0, le=1.0)
     top_k: int = Field(default=0, ge=0)
     n: Literal[1] = 1
-    seed: int | None = None
+    seed: int | None = Field(default=None, ge=SEED_MIN, le=SEED_MAX)
     stop: str | list[str] | None = None
     stream: bool = False
     stream_options: StreamOptions | None = None
     ignore_eos: bool = False
-    presence_penalty: Literal[0, 0.0] = 0.0
-    frequency_penalty: Literal[0, 0.0] = 0.0
+    presence_penalty: float = 0.0
+    frequency_penalty: float = 0.0
     user: str | None = None
     # Not implemented: accepted only at their neutral values, so nobody gets silently less.
     logprobs: Literal[False] | None = None
     best_of: Literal[1] | None = None
     echo: Literal[False] = False
     logit_bias: dict[str, float] | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _valid_text(cls, data: Any) -> Any:
+        bad = _first_unencodable(data, "")
+        if bad is not None:
+            raise ValueError(f"{bad} is not valid Unicode text (a lone surrogate such as "
+                             "\\ud800); send UTF-8 text")
+        return data
+
+    @field_validator("presence_penalty", "frequency_penalty")
+    @classmethod
+    def _no_penalty(cls, v: float) -> float:
+        if v != 0:
+            raise ValueError("penalties are not supported by this server; send 0")
+        return v
 
     @field_validator("logit_bias")
     @classmethod
@@ -88,7 +135,7 @@ class CompletionRequest(_Common):
 
 
 class ChatMessage(BaseModel):
-    model_config = ConfigDict(extra="ignore")
+    model_config = _STRICT
 
     role: Literal["system", "user", "assistant", "developer", "tool"]
     content: str | list[dict[str, Any]] | None = None

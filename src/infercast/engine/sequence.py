@@ -25,6 +25,7 @@ class TokenEvent:
     token_id: int | None
     text: str
     finish_reason: str | None = None  # stop | length | abort | error
+    error: str | None = None  # why, when finish_reason is "error"
 
     @property
     def finished(self) -> bool:
@@ -87,10 +88,12 @@ class Generation:
         hits = [i for s in self.params.stop if (i := self.text.find(s, start)) >= 0]
         return min(hits) if hits else None
 
-    def finish(self, reason: str, now_s: float, token_id: int | None = None) -> TokenEvent:
-        """End the request; releases any held-back text."""
+    def finish(self, reason: str, now_s: float, token_id: int | None = None,
+               error: str | None = None) -> TokenEvent:
+        """End the request; releases any held-back text (``error``: why it failed)."""
         self.finish_reason = reason
         self.record.finish_reason = reason
         self.record.finish_s = now_s
+        self.record.error = error
         delta, self.sent = self.text[self.sent:], len(self.text)
-        return TokenEvent(self.request_id, token_id, delta, reason)
+        return TokenEvent(self.request_id, token_id, delta, reason, error)

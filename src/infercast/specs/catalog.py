@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import csv
 import difflib
-import json
 import statistics
 import tomllib
 from functools import lru_cache
@@ -22,6 +21,7 @@ from infercast.errors import ConfigError, ModelConfigError, UnknownHardwareError
 from infercast.specs.hardware import COMPUTE_DTYPES, HardwareSpec, hardware_from_mapping
 from infercast.specs.hf_config import model_from_hf_config
 from infercast.specs.model import ModelSpec
+from infercast.validation import parse_json, read_text
 
 DATA = resources.files("infercast") / "data"
 
@@ -43,12 +43,13 @@ def _suggest(name: str, choices: list[str]) -> str:
 
 
 def _read_json(path: Path, what: str) -> Any:
+    """A JSON file as UTF-8 text, finite numbers only (ModelConfigError otherwise)."""
     try:
-        return json.loads(path.read_text())
-    except json.JSONDecodeError as exc:
-        raise ModelConfigError(f"{what} {path} is not valid JSON: {exc.msg} at line {exc.lineno}") from None
-    except OSError as exc:
-        raise ModelConfigError(f"cannot read {what} {path}: {exc.strerror}") from None
+        return parse_json(read_text(path, what), f"{what} {path}")
+    except ModelConfigError:
+        raise
+    except ConfigError as exc:
+        raise ModelConfigError(str(exc)) from None
 
 
 @lru_cache(maxsize=64)
@@ -189,14 +190,14 @@ def _hardware_from_row(row: dict[str, str]) -> HardwareSpec:
 
 
 def _load_hardware_file(path: Path) -> HardwareSpec:
-    try:
-        text = path.read_text()
-    except OSError as exc:
-        raise ConfigError(f"cannot read hardware file {path}: {exc.strerror}") from None
-    try:
-        data = tomllib.loads(text) if path.suffix == ".toml" else json.loads(text)
-    except (tomllib.TOMLDecodeError, json.JSONDecodeError) as exc:
-        raise ConfigError(f"hardware file {path} is not valid {path.suffix[1:].upper()}: {exc}") from None
+    text = read_text(path, "hardware file")
+    if path.suffix == ".toml":
+        try:
+            data = tomllib.loads(text)
+        except tomllib.TOMLDecodeError as exc:
+            raise ConfigError(f"hardware file {path} is not valid TOML: {exc}") from None
+    else:
+        data = parse_json(text, f"hardware file {path}")
     return hardware_from_mapping(data, where=str(path))
 
 

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from infercast.errors import ConfigError
+from infercast.validation import check_mapping, check_number, check_str
 
 COMPUTE_DTYPES = ("fp32", "tf32", "bf16", "fp16", "fp8", "int8", "fp4")
 
@@ -61,17 +62,13 @@ class HardwareSpec:
 
 def _positive(data: Mapping[str, Any], key: str, where: str, required: bool = True) -> float:
     value = data.get(key)
-    if value in (None, ""):
+    if value is None:
         if required:
             raise ConfigError(f"hardware spec {where} misses {key!r}: add it (SI units)")
         return 0.0
-    try:
-        number = float(value)
-    except (TypeError, ValueError):
-        raise ConfigError(f"hardware spec {where}: {key}={value!r} is not a number") from None
-    if number < 0 or (required and number == 0):
-        raise ConfigError(f"hardware spec {where}: {key}={value!r} must be positive")
-    return number
+    # a typed file: a number must be a number ("1e15" and true are refused), finite, >= 0
+    return check_number(value, f"hardware spec {where}: {key}", 0.0, lo_open=required,
+                        fix="give a positive, finite number in SI units")
 
 
 def hardware_from_mapping(data: Mapping[str, Any], where: str = "file") -> HardwareSpec:
@@ -81,6 +78,7 @@ def hardware_from_mapping(data: Mapping[str, Any], where: str = "file") -> Hardw
     ``[flops_per_s]`` table with at least one dtype. Optional:
     ``link_bandwidth_bytes_per_s``, ``price_per_hour``, ``tdp_w``.
     """
+    check_mapping(data, f"hardware spec {where}")
     memory = _positive(data, "memory_bytes", where)
     bandwidth = _positive(data, "memory_bandwidth_bytes_per_s", where)
     flops = data.get("flops_per_s")
@@ -91,8 +89,14 @@ def hardware_from_mapping(data: Mapping[str, Any], where: str = "file") -> Hardw
         if dtype not in COMPUTE_DTYPES:
             raise ConfigError(f"hardware spec {where}: unknown dtype {dtype!r} in flops_per_s; use {', '.join(COMPUTE_DTYPES)}")
         peaks[dtype] = _positive(flops, dtype, where)
+    for text_field in ("name", "key"):
+        if data.get(text_field) is not None:
+            check_str(data[text_field], f"hardware spec {where}: {text_field}")
     name = str(data.get("name") or data.get("key") or "custom")
     price = data.get("price_per_hour")
+    if price is not None:
+        price = check_number(price, f"hardware spec {where}: price_per_hour", 0.0,
+                             fix="give $/device-hour as a finite number >= 0")
     return HardwareSpec(
         key=str(data.get("key") or name),
         name=name,
@@ -101,7 +105,7 @@ def hardware_from_mapping(data: Mapping[str, Any], where: str = "file") -> Hardw
         flops_per_s=peaks,
         link_bandwidth_bytes_per_s=_positive(data, "link_bandwidth_bytes_per_s", where, required=False),
         tdp_w=_positive(data, "tdp_w", where, required=False),
-        price_per_hour=float(price) if price not in (None, "") else None,
-        price_source=where if price not in (None, "") else "",
+        price_per_hour=price,
+        price_source=where if price is not None else "",
         citations={"file": where},
     )

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from infercast.errors import ModelConfigError
+from infercast.errors import ConfigError, ModelConfigError
 from infercast.specs.model import (
     ATTN_CHUNKED,
     ATTN_FULL,
@@ -20,6 +20,7 @@ from infercast.specs.model import (
     ModelSpec,
     MoESpec,
 )
+from infercast.validation import check_int
 
 Cfg = Mapping[str, Any]
 
@@ -33,26 +34,62 @@ def _req(cfg: Cfg, arch: str, *names: str) -> Any:
     raise ModelConfigError(f"config.json ({arch}) misses field {alt}: add it to the config")
 
 
+# Bounds that keep a typo from becoming hours of work or gigabytes (a config with
+# 1e30 layers builds one spec per layer): far above any published model.
+_MAX_LAYERS = 10_000
+_MAX_SIZE = 2**40
+
+
+def _checked_int(value: Any, arch: str, name: str, lo: int) -> int:
+    """An integer field of config.json (4096.0 accepted; "8", true, NaN and 4.5 refused)."""
+    hi = _MAX_LAYERS if name in ("num_hidden_layers", "n_layer", "num_layers") else _MAX_SIZE
+    try:
+        return check_int(value, f"config.json ({arch}) field {name!r}", lo, hi, whole_floats=True,
+                         fix=f"write an integer from {lo} to {hi}")
+    except ConfigError as exc:
+        raise ModelConfigError(str(exc)) from None
+
+
 def _int(cfg: Cfg, arch: str, *names: str) -> int:
     value = _req(cfg, arch, *names)
-    if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
-        raise ModelConfigError(
-            f"config.json ({arch}) field {names[0]!r} must be a positive integer, got {value!r}"
-        )
-    return int(value)
+    name = next(n for n in names if cfg.get(n) is not None)
+    return _checked_int(value, arch, name, 1)
 
 
-def _opt_int(cfg: Cfg, name: str, default: int = 0) -> int:
+def _opt_int(cfg: Cfg, name: str, default: int = 0, arch: str = "config") -> int:
+    """An optional integer field: absent or null gives ``default``; present, it must be valid."""
     value = cfg.get(name)
-    return int(value) if isinstance(value, int | float) and not isinstance(value, bool) else default
+    return default if value is None else _checked_int(value, arch, name, 0)
+
+
+def _opt_bool(cfg: Cfg, name: str, default: bool) -> bool:
+    """An optional true/false field: "false" (a string) or 0 is refused, never read as a bool."""
+    value = cfg.get(name)
+    if value is None:
+        return default
+    if not isinstance(value, bool):
+        raise ModelConfigError(f"config.json field {name!r} = {value!r}: expected true or false")
+    return value
 
 
 def _heads(cfg: Cfg, arch: str) -> tuple[int, int, int]:
-    """(num_heads, num_kv_heads, head_dim); kv heads default to heads (MHA)."""
+    """(num_heads, num_kv_heads, head_dim); kv heads default to heads (MHA).
+
+    Grouped-query attention shares each KV head among a whole number of query
+    heads, so the query heads must be a multiple of the KV heads.
+    """
     h = _int(cfg, arch, "hidden_size", "n_embd", "d_model")
     nh = _int(cfg, arch, "num_attention_heads", "n_head")
-    nkv = _opt_int(cfg, "num_key_value_heads") or _opt_int(cfg, "num_kv_heads") or nh
-    hd = _opt_int(cfg, "head_dim") or h // nh
+    nkv = _opt_int(cfg, "num_key_value_heads", arch=arch) or _opt_int(
+        cfg, "num_kv_heads", arch=arch) or nh
+    hd = _opt_int(cfg, "head_dim", arch=arch) or h // nh
+    if nh % nkv:
+        raise ModelConfigError(
+            f"config.json ({arch}): {nkv} KV heads for {nh} query heads; num_attention_heads "
+            "must be a multiple of num_key_value_heads")
+    if hd < 1:
+        raise ModelConfigError(f"config.json ({arch}): head_dim is 0 (hidden_size {h} < "
+                               f"{nh} heads); give head_dim or fix the sizes")
     return nh, nkv, hd
 
 
@@ -62,7 +99,7 @@ def _common(cfg: Cfg, arch: str, name: str) -> dict[str, Any]:
         "arch": arch,
         "hidden_size": _int(cfg, arch, "hidden_size", "n_embd", "d_model"),
         "vocab_size": _int(cfg, arch, "vocab_size"),
-        "tie_embeddings": bool(cfg.get("tie_word_embeddings", False)),
+        "tie_embeddings": _opt_bool(cfg, "tie_word_embeddings", False),
         "max_context": _opt_int(cfg, "max_position_embeddings")
         or _opt_int(cfg, "n_positions")
         or _opt_int(cfg, "seq_length"),
@@ -81,7 +118,7 @@ def _mha(cfg: Cfg, arch: str, **kw: Any) -> AttentionSpec:
 def _sliding_layers(cfg: Cfg, arch: str, n: int, ffn: int) -> tuple[LayerSpec, ...]:
     """Layers of a llama-like model, honouring ``sliding_window`` / ``layer_types``."""
     window = _opt_int(cfg, "sliding_window")
-    use_sw = cfg.get("use_sliding_window", True) and window > 0
+    use_sw = _opt_bool(cfg, "use_sliding_window", True) and window > 0
     types = cfg.get("layer_types")
     if isinstance(types, list) and len(types) == n:
         return tuple(
@@ -106,12 +143,12 @@ def _llama(cfg: Cfg, arch: str, name: str) -> ModelSpec:
     """llama, mistral, qwen2, qwen3 and other dense SwiGLU GQA models."""
     n = _num_layers(cfg, arch)
     ffn = _int(cfg, arch, "intermediate_size")
-    bias = bool(cfg.get("attention_bias", arch == "qwen2"))  # phi3, granite: as llama
+    bias = _opt_bool(cfg, "attention_bias", arch == "qwen2")
     attn = _mha(cfg, arch, qkv_bias=bias, o_bias=bias and arch != "qwen2", qk_norm=arch.startswith("qwen3"))
     return ModelSpec(
         attention=attn,
         layers=_sliding_layers(cfg, arch, n, ffn),
-        mlp_bias=bool(cfg.get("mlp_bias", False)),
+        mlp_bias=_opt_bool(cfg, "mlp_bias", False),
         **_common(cfg, arch, name),
     )
 
@@ -149,7 +186,7 @@ def _qwen_moe(cfg: Cfg, arch: str, name: str) -> ModelSpec:
         for i in range(n)
     )
     notes = ("qwen2_moe shared-expert gate (hidden_size params per layer) not counted",) if shared_ffn else ()
-    attn = _mha(cfg, arch, qkv_bias=bool(cfg.get("attention_bias", arch == "qwen2_moe")), qk_norm=arch == "qwen3_moe")
+    attn = _mha(cfg, arch, qkv_bias=_opt_bool(cfg, "attention_bias", arch == "qwen2_moe"), qk_norm=arch == "qwen3_moe")
     return ModelSpec(attention=attn, layers=layers, moe=moe, notes=notes, **_common(cfg, arch, name))
 
 
@@ -260,8 +297,8 @@ def _falcon(cfg: Cfg, arch: str, name: str) -> ModelSpec:
     n = _num_layers(cfg, arch)
     h = _int(cfg, arch, "hidden_size")
     ffn = _opt_int(cfg, "ffn_hidden_size") or _opt_int(cfg, "intermediate_size") or 4 * h
-    bias = bool(cfg.get("bias", False))
-    new_arch = bool(cfg.get("new_decoder_architecture", False))
+    bias = _opt_bool(cfg, "bias", False)
+    new_arch = _opt_bool(cfg, "new_decoder_architecture", False)
     attn = _mha(cfg, arch, qkv_bias=bias, o_bias=bias)
     if not new_arch and cfg.get("multi_query", True) and "num_kv_heads" not in cfg:
         # Falcon-7B style: multi-query attention (one KV head).
@@ -273,7 +310,7 @@ def _falcon(cfg: Cfg, arch: str, name: str) -> ModelSpec:
         mlp_bias=bias,
         norm="layer",
         norms_per_layer=2 if new_arch else 1,
-        parallel_block=bool(cfg.get("parallel_attn", True)),
+        parallel_block=_opt_bool(cfg, "parallel_attn", True),
         **_common(cfg, arch, name),
     )
 
@@ -284,7 +321,7 @@ def _bloom(cfg: Cfg, arch: str, name: str) -> ModelSpec:
     h = _int(cfg, arch, "hidden_size", "n_embed")
     ffn = _opt_int(cfg, "intermediate_size") or 4 * h
     common = _common(cfg, arch, name)
-    common["tie_embeddings"] = bool(cfg.get("tie_word_embeddings", True))
+    common["tie_embeddings"] = _opt_bool(cfg, "tie_word_embeddings", True)
     return ModelSpec(
         attention=_mha(cfg, arch, qkv_bias=True, o_bias=True),
         layers=tuple(LayerSpec(ffn_size=ffn) for _ in range(n)),
