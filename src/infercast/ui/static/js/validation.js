@@ -1,0 +1,1 @@
+export async function mount(main) { main.textContent = "validation: coming"; }
