@@ -59,7 +59,7 @@ def _plain(err: dict[str, Any]) -> str:
              "float_type": "must be a number", "bool_parsing": "must be true or false",
              "missing": "is required", "literal_error": "must be one of {expected}"}
     if kind in words:
-        return words[kind].format(**ctx)
+        return words[kind].format(**{k: f"{v:g}" if isinstance(v, float) else v for k, v in ctx.items()})
     return err["msg"].removeprefix("Value error, ")
 
 

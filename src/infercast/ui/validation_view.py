@@ -11,6 +11,7 @@ predicted on, its step shapes with their expected times, the profile group, note
 from __future__ import annotations
 
 import csv
+import shlex
 import threading
 import time
 from collections.abc import Callable
@@ -55,7 +56,9 @@ class ValidationStore:
     def status(self) -> dict[str, Any]:
         """State, and the report (rows and summary) once done."""
         with self._lock:
-            return {"state": self.state, "error": self.error, "wall_s": self.wall_s, "report": self.report}
+            return {"state": self.state, "error": self.error, "wall_s": self.wall_s, "report": self.report,
+                    "command": shlex.join(["infercast", "validate", *(["--data", self.data] if self.data else []),
+                                           "--json"])}
 
     def row(self, row_id: str) -> dict[str, Any]:
         """One row's CSV fields (with citation) and its prediction's breakdown."""
@@ -93,6 +96,7 @@ def compute(data: str | None = None) -> tuple[dict[str, Any], dict[str, dict[str
     from infercast.validate.ledger import profile_matrix
     from infercast.validate.profiles import load_profile_set
     from infercast.validate.score import floor_report, report
+    from infercast.validate.setup import engine_family
 
     profiles = load_profile_set(None)
     cases = load_cases(data)
@@ -101,6 +105,8 @@ def compute(data: str | None = None) -> tuple[dict[str, Any], dict[str, dict[str
     rep = report(preds, profiles.name, floor_report(cases))
     profs = [profiles.for_group(g) for g in ev.groups]
     times = ev.ledger.times(profile_matrix(profs or [profiles.default]))
+    for r in rep["rows"]:  # the engine filter groups versions: trtllm-1.0 and trtllm-1.3 are one engine
+        r["engine_family"] = engine_family(r["engine"]) if r["engine"] else ""
     raw = _csv_rows(data)
     details = {}
     for i, p in enumerate(preds):

@@ -183,6 +183,8 @@ export const fmt = {
   num: (x, d = 0) => (x === null || x === undefined ? "-" : x.toLocaleString("en-US", { maximumFractionDigits: d, minimumFractionDigits: d })),
   usd: (x) => (x === null || x === undefined ? "-" : `$${x.toLocaleString("en-US", { maximumFractionDigits: 3, minimumFractionDigits: 3 })}`),
   gb: (b) => (b === null || b === undefined ? "-" : `${(b / 1e9).toLocaleString("en-US", { maximumFractionDigits: 1 })} GB`),
+  // two times in one unit: "27.8 / 36.7 ms"
+  ms2: (a, b) => (a === null || b === null || a === undefined || b === undefined ? "-" : `${+(a * 1e3).toPrecision(3)} / ${+(b * 1e3).toPrecision(3)} ms`),
   pct: (x) => (x === null || x === undefined ? "-" : `${(100 * x).toFixed(0)}%`),
 };
 

@@ -8,9 +8,9 @@ const SI = [[1e15, "P"], [1e12, "T"], [1e9, "G"], [1e6, "M"], [1e3, "k"]];
 export function si(v) {
   if (v === null || v === undefined || !Number.isFinite(v)) return "";
   const a = Math.abs(v);
-  for (const [f, p] of SI) if (a >= f) return `${+(v / f).toPrecision(3)}${p}`;
+  for (const [f, p] of SI) if (a >= f) return `${+(v / f).toPrecision(4)}${p}`;
   if (a > 0 && a < 0.01) return v.toExponential(0);
-  return `${+v.toPrecision(3)}`;
+  return `${+v.toPrecision(4)}`;
 }
 
 // A chart card: title, legend line, a fixed-height box (no layout jump while data changes).
@@ -51,13 +51,12 @@ export function draw(card, opts, data) {
     dash: s.dash ? [6, 4] : undefined, spanGaps: !!s.spanGaps, scale: s.scale || "y",
     points: s.points ? { show: true, size: s.size || 7, stroke: s.color, fill: s.fill || s.color, width: 1 } : { show: false },
   }))];
-  const scale = (a) => (a.log ? { distr: 3, log: a.log } : { auto: true, range: a.range });
+  const scale = (a) => (a.log ? { distr: 3, log: a.log, ...(a.range ? { range: a.range } : {}) } : { auto: true, range: a.range });
   const axis = (a, side) => ({
     label: a.label, scale: side === 1 ? "y2" : side === 2 ? "x" : "y", side,
     values: (u, vals) => vals.map((v) => (a.fmt ? a.fmt(v) : si(v))), size: side === 1 || side === 3 ? 64 : 46,
-    grid: { show: side !== 1 }, labelSize: 20,
-    // log10 axes: ticks and grid at 1, 2, 5 x 10^k only (all nine per decade crowd the chart)
-    filter: a.log === 10 ? logTicks : undefined,
+    grid: { show: side !== 1, ...(a.log === 10 ? { filter: logTicks } : {}) }, labelSize: 20,
+    ...(a.log === 10 ? { filter: logTicks, ticks: { filter: logTicks } } : {}),
   });
   const uopts = {
     width: width(card), height: card.height, legend: { show: false }, cursor: { drag: { x: false, y: false } },
@@ -74,6 +73,7 @@ export function draw(card, opts, data) {
   card.box.replaceChildren();
   uopts.hooks = { draw: [(u) => (card.hooks.draw || []).forEach((f) => f(u))] };
   card.plot = new window.uPlot(uopts, data, card.box);
+  card.box.uplot = card.plot;  // reachable from tests and the console
   card.sig = sig;
   return card.plot;
 }
