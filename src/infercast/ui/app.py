@@ -65,8 +65,11 @@ def create_app(validate_on_start: bool = True, validation_data: str | None = Non
     """The page's app; ``validate_on_start`` begins the validation run (over ``validation_data``,
     a measurement CSV, default the shipped set) at startup."""
     app = FastAPI(title="infercast ui", docs_url=None, redoc_url=None, openapi_url=None)
+    from infercast.ui.estimate_view import CurveCache
+
     jobs = Jobs()
     store = ValidationStore(validation_data)
+    curves = CurveCache()
     app.state.jobs, app.state.validation = jobs, store
 
     @app.exception_handler(InfercastError)
@@ -92,13 +95,13 @@ def create_app(validate_on_start: bool = True, validation_data: str | None = Non
     async def post_estimate(request: Request) -> JSONResponse:
         from infercast.ui.estimate_view import estimate_payload
 
-        return _json(estimate_payload(EstimateForm.parse(await _body(request))))
+        return _json(estimate_payload(EstimateForm.parse(await _body(request)), curves))
 
     @app.post("/api/compare")
     async def post_compare(request: Request) -> JSONResponse:
         from infercast.ui.compare_view import compare_payload
 
-        return _json(compare_payload(await _body(request)))
+        return _json(compare_payload(await _body(request), curves))
 
     @app.post("/api/simulate")
     async def post_simulate(request: Request) -> JSONResponse:

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from infercast.errors import InfercastError
-from infercast.ui.estimate_view import estimate_payload
+from infercast.ui.estimate_view import CurveCache, estimate_payload
 from infercast.ui.inputs import EstimateForm, FieldError
 
 MAX_CONFIGS = 6
@@ -59,7 +59,7 @@ def differences(forms: list[EstimateForm], payloads: list[dict[str, Any]]) -> li
     return out
 
 
-def compare_payload(body: Any) -> dict[str, Any]:
+def compare_payload(body: Any, cache: CurveCache | None = None) -> dict[str, Any]:
     """``{"configs": [form, ...]}`` -> each configuration's payload and the differences."""
     configs = body.get("configs") if isinstance(body, dict) else None
     if not isinstance(configs, list) or not 2 <= len(configs) <= MAX_CONFIGS:
@@ -68,7 +68,7 @@ def compare_payload(body: Any) -> dict[str, Any]:
     for i, raw in enumerate(configs):
         try:
             form = EstimateForm.parse(raw)
-            payloads.append(estimate_payload(form))
+            payloads.append(estimate_payload(form, cache))
         except InfercastError as exc:
             field = getattr(exc, "field", None)
             raise FieldError(f"{LETTERS[i]}: {exc}", f"{i}.{field}" if field else str(i)) from None

@@ -10,6 +10,8 @@ is a field of those two results; nothing here computes a time, a rate or a cost.
 from __future__ import annotations
 
 import shlex
+import threading
+from collections import OrderedDict
 from typing import Any
 
 from infercast.errors import ConfigError
@@ -107,18 +109,43 @@ def command_line(form: EstimateForm) -> str:
     return shlex.join(args + ["--json"])
 
 
-def estimate_payload(form: EstimateForm) -> dict[str, Any]:
-    """Everything the Estimate view draws, from two ``estimate()`` calls."""
+class CurveCache:
+    """The last few batch curves, keyed by the form without its batch and by the grid.
+
+    Moving only the batch slider then costs one ``estimate()`` call instead of two (the
+    curve does not depend on the chosen batch, except through the grid's extent)."""
+
+    def __init__(self, size: int = 64):
+        self.size, self._items = size, OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, form: EstimateForm, grid: list[int]) -> list[dict[str, Any]]:
+        key = (form.model_copy(update={"batch": 1}), tuple(grid))
+        with self._lock:
+            if key in self._items:
+                self._items.move_to_end(key)
+                return self._items[key]
+        curve = [_curve_point(d) for d in build_estimate(form, grid).decode]
+        with self._lock:
+            self._items[key] = curve
+            while len(self._items) > self.size:
+                self._items.popitem(last=False)
+        return curve
+
+
+def estimate_payload(form: EstimateForm, cache: CurveCache | None = None) -> dict[str, Any]:
+    """Everything the Estimate view draws, from two ``estimate()`` calls (one when ``cache`` has the curve)."""
     est = build_estimate(form)
     result = est.to_dict()
     point = est.decode[-1]
-    curve_est = build_estimate(form, batch_grid(result["memory"]["max_batch"], form.batch))
+    grid = batch_grid(result["memory"]["max_batch"], form.batch)
+    curve = (cache or CurveCache()).get(form, grid)
     mach = est.step_model.machine
     return {
         "result": result,
         "command": command_line(form),
         "regime": regime(point.cost),
-        "curve": [_curve_point(d) for d in curve_est.decode],
+        "curve": curve,
         "roofline": {
             "peak_flops_per_s": mach.peak_flops, "attn_peak_flops_per_s": mach.attn_peak_flops,
             "bandwidth_bytes_per_s": mach.bandwidth, "compute_dtype": mach.compute_dtype,

@@ -98,8 +98,10 @@ export async function mount(main, params) {
     inflight = new AbortController();
     status.textContent = "computing…";
     try {
+      const t0 = performance.now();
       const data = await api("/api/estimate", body(state), inflight.signal);
       if (my !== seq) return;
+      (window.__perf.fetch = window.__perf.fetch || []).push(performance.now() - t0);  // API round trip
       f.setError(null, null);
       render(data);
       status.textContent = "";
@@ -110,7 +112,7 @@ export async function mount(main, params) {
       status.textContent = "";
       main.querySelector(".results").classList.add("stale");
     }
-  }, 15);
+  }, 0);  // no wait: a newer change aborts the request in flight, and one call is ~10-40 ms
 
   function render(data) {
     const r = data.result, d = r.decode[r.decode.length - 1], p = r.prefill;
