@@ -46,6 +46,8 @@ class SimulateForm(Form):
     max_num_seqs: int = Field(256, ge=1, le=100_000)
     max_num_batched_tokens: int = Field(8192, ge=1, le=10_000_000)
     prefix_caching: bool = False
+    prefix_groups: int = Field(0, ge=0, le=100_000)  # requests share one of this many prompt prefixes
+    prefix_tokens: int = Field(0, ge=0, le=1_000_000)
     speculative: bool = False
     acceptance: float = Field(0.8, ge=0, le=1)
     num_speculative_tokens: int = Field(3, ge=1, le=16)
@@ -72,7 +74,8 @@ def config_dict(f: SimulateForm) -> dict[str, Any]:
     if f.load == "trace" and f.lengths != "trace":
         raise FieldError("trace arrivals replay the trace's lengths too: set lengths to trace", "lengths")
     trace = f.trace if f.lengths == "trace" else None
-    workload: dict[str, Any] = {"num_requests": f.num_requests, "trace": trace}
+    workload: dict[str, Any] = {"num_requests": f.num_requests, "trace": trace,
+                                "prefix_groups": f.prefix_groups, "prefix_tokens": f.prefix_tokens}
     if f.load == "rate":
         workload["rate"] = f.rate
     elif f.load == "concurrency":
@@ -121,6 +124,8 @@ def command_line(f: SimulateForm) -> str:
           "--max-num-seqs", str(f.max_num_seqs), "--max-num-batched-tokens", str(f.max_num_batched_tokens)]
     if f.prefix_caching:
         a += ["--prefix-caching"]
+    if f.prefix_groups or f.prefix_tokens:
+        a += ["--prefix-groups", str(f.prefix_groups), "--prefix-tokens", str(f.prefix_tokens)]
     if f.speculative:
         a += ["--speculative", "eagle", "--acceptance", f"{f.acceptance:g}",
               "--num-speculative-tokens", str(f.num_speculative_tokens)]

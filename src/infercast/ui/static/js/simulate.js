@@ -7,7 +7,7 @@ export const DEFAULTS = {
   model: "llama-3.1-8b", hardware: "h100-sxm", weights: "checkpoint", kv_cache: "", tp: 1, replicas: 1,
   load: "rate", rate: 10, concurrency: 32, lengths: "fixed", trace: "azure-conv", input_tokens: 1024,
   output_tokens: 256, num_requests: 500, seed: 0, scheduler: "chunked", max_num_seqs: 256,
-  max_num_batched_tokens: 8192, prefix_caching: false, speculative: false, acceptance: 0.8,
+  max_num_batched_tokens: 8192, prefix_caching: false, prefix_groups: 0, prefix_tokens: 0, speculative: false, acceptance: 0.8,
   num_speculative_tokens: 3, disaggregated: false, prefill_replicas: 1, decode_replicas: 1,
   slo_ttft_s: 2, slo_tpot_s: 0.05, profile: "builtin", engine: "",
 };
@@ -38,6 +38,8 @@ function fields(opts) {
     { name: "max_num_batched_tokens", label: "chunk", type: "number", min: 1, step: 1, unit: "tokens/step" },
     { name: "prefix_caching", label: "prefix caching", type: "checkbox", half: true },
     { name: "speculative", label: "speculative (EAGLE)", type: "checkbox", half: true },
+    { name: "prefix_groups", label: "shared prefixes", type: "number", min: 0, step: 1, unit: "groups", when: (s) => s.prefix_caching },
+    { name: "prefix_tokens", label: "prefix length", type: "number", min: 0, step: 64, unit: "tokens", when: (s) => s.prefix_caching },
     { name: "acceptance", label: "acceptance", type: "number", min: 0, max: 1, step: 0.05, when: (s) => s.speculative },
     { name: "num_speculative_tokens", label: "draft tokens", type: "number", min: 1, max: 16, step: 1, when: (s) => s.speculative },
     { name: "disaggregated", label: "disaggregated prefill/decode", type: "checkbox" },
