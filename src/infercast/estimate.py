@@ -15,6 +15,7 @@ from typing import Any
 from infercast.cost.efficiency import EfficiencyProfile
 from infercast.cost.experts import ExpertPrecision, resolve_precision
 from infercast.cost.memory import fit_suggestions
+from infercast.cost.price import dollars_per_million_tokens
 from infercast.cost.step import StepCost, StepModel
 from infercast.errors import ConfigError
 from infercast.specs.catalog import load_hardware, load_model
@@ -63,7 +64,7 @@ class DecodePoint:
     def cost_per_million_output_tokens(self) -> float | None:
         if self.price_per_hour is None:
             return None
-        return self.price_per_hour * self.num_gpus / 3600.0 / self.tokens_per_s * 1e6
+        return dollars_per_million_tokens(self.price_per_hour, self.num_gpus, self.tokens_per_s)
 
     def to_dict(self) -> dict[str, Any]:
         c = self.cost

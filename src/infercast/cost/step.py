@@ -77,6 +77,13 @@ class StepCost:
             out[o.bound] += o.time_s
         return out
 
+    def time_by_kind(self) -> dict[str, float]:
+        """Expected time per op kind (gemm: weights, attention: KV cache, comm, elementwise...)."""
+        out: dict[str, float] = {}
+        for o in self.ops:
+            out[o.op.kind] = out.get(o.op.kind, 0.0) + o.time_s
+        return out
+
     @property
     def bound(self) -> str:
         """The resource that binds most of the step's expected time."""

@@ -19,6 +19,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from infercast.cost.price import dollars_per_million_tokens
 from infercast.errors import ConfigError
 from infercast.plan.evaluate import CandidateResult, Point, evaluate_args
 from infercast.plan.executors import run_map
@@ -39,8 +40,8 @@ class Option:
 
     @property
     def cost_per_million_output_tokens(self) -> float:
-        tps = self.point.output_tokens_per_s
-        return self.cost_per_hour / (tps * 3600) * 1e6 if tps > 0 else float("inf")
+        return dollars_per_million_tokens(self.price_per_gpu_hour, self.point.num_gpus,
+                                          self.point.output_tokens_per_s)
 
     def to_dict(self, req: PlanRequest) -> dict:
         c, p = self.candidate, self.point
