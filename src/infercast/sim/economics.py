@@ -14,51 +14,16 @@ token at the run's mean batch size and mean decode context).
 
 from __future__ import annotations
 
-import math
-from dataclasses import dataclass
+from infercast.cost.dollars import RunUsage, check_price, dollars
+from infercast.cost.energy import (
+    PowerModel,
+    energy_summary,
+    run_energy_j,
+    token_energy,
+    try_power_model,
+)
 
-from infercast.cost.energy import PowerModel, energy_summary, run_energy_j, token_energy, try_power_model
-from infercast.errors import ConfigError
-
-
-@dataclass(frozen=True)
-class RunUsage:
-    """What a run consumed, in the units the economics need (from a ``SimResult``)."""
-
-    duration_s: float
-    gpus: int
-    input_tokens: float
-    output_tokens: float
-    requests: int
-    busy_replica_s: float  # summed over replicas
-    mean_batch: float
-    replicas: int
-
-
-def check_price(price_per_hour: float | None, where: str = "--price") -> None:
-    """A price must be a finite number >= 0 ($/GPU-hour)."""
-    if price_per_hour is not None and (not math.isfinite(price_per_hour) or price_per_hour < 0):
-        raise ConfigError(f"{where} must be a finite number >= 0 $/GPU-hour, got {price_per_hour}")
-
-
-def dollars(usage: RunUsage, price_per_hour: float | None, prefill_share: float) -> dict[str, float | None]:
-    """$/hour, GPU-hours, $ and $/M input and output tokens of a run (None without a price)."""
-    gpu_hours = usage.gpus * usage.duration_s / 3600.0
-    out: dict[str, float | None] = {"gpu_hours": gpu_hours, "price_per_gpu_hour": price_per_hour}
-    if price_per_hour is None:
-        out.update(usd_per_hour=None, usd=None, usd_per_million_input_tokens=None,
-                   usd_per_million_output_tokens=None, usd_per_million_tokens=None)
-        return out
-    usd = gpu_hours * price_per_hour
-    share = min(max(prefill_share, 0.0), 1.0)
-
-    def per_m(x: float, tokens: float) -> float | None:
-        return x / tokens * 1e6 if tokens > 0 else None
-    out.update(usd_per_hour=usage.gpus * price_per_hour, usd=usd,
-               usd_per_million_input_tokens=per_m(usd * share, usage.input_tokens),
-               usd_per_million_output_tokens=per_m(usd * (1 - share), usage.output_tokens),
-               usd_per_million_tokens=per_m(usd, usage.input_tokens + usage.output_tokens))
-    return out
+__all__ = ["RunUsage", "check_price", "dollars", "economics", "energy", "prefill_share", "price_for", "run_usage"]
 
 
 def prefill_share(sm, usage: RunUsage) -> float:
