@@ -81,11 +81,10 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Measure TTFT, TPOT, ITL, E2E, throughput and goodput of an OpenAI-compatible server."""
         from infercast.bench import report
+        from infercast.bench.dollars import bench_price
         from infercast.bench.run import run_bench
         from infercast.bench.run import search_goodput as search
         from infercast.report.console import make_console
-
-        from infercast.bench.dollars import bench_price
 
         price_per_hour, price_source = bench_price(hardware, price)
         if gpus < 1:
