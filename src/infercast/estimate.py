@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from infercast.cost.efficiency import EfficiencyProfile
+from infercast.cost.energy import PowerModel, power_dict, step_energy_dict, try_power_model
 from infercast.cost.experts import ExpertPrecision, resolve_precision
 from infercast.cost.memory import fit_suggestions
 from infercast.cost.price import dollars_per_million_tokens
@@ -41,6 +42,7 @@ class DecodePoint:
     price_per_hour: float | None
     num_gpus: int
     use_floor: bool = False
+    energy: dict[str, float] | None = None  # step_energy_dict: J per output token, watts, kWh/M
 
     @property
     def step_time_s(self) -> float:
@@ -77,6 +79,9 @@ class DecodePoint:
             "bound": c.bound, "fits": self.fits, "required_bytes": self.required_bytes,
             "flops": c.flops, "bytes": c.bytes, "arithmetic_intensity": c.intensity,
             "cost_per_million_output_tokens": self.cost_per_million_output_tokens,
+            "joules_per_output_token": self.energy["joules_per_token"] if self.energy else None,
+            "average_power_w": self.energy["average_power_w"] if self.energy else None,
+            "kwh_per_million_output_tokens": self.energy["kwh_per_million_tokens"] if self.energy else None,
         }
 
 
@@ -97,6 +102,7 @@ class Estimate:
     price_per_hour: float | None
     use_floor: bool = False
     notes: tuple[str, ...] = field(default=())
+    power: PowerModel | None = None  # None: the part has no TDP nor power.csv row
 
     @property
     def num_gpus(self) -> int:
@@ -147,11 +153,25 @@ class Estimate:
                         "arithmetic_intensity": p.intensity,
                         "tokens_per_s": self.prompt_tokens / (p.floor_time_s if self.use_floor else p.time_s)},
             "decode": [d.to_dict() for d in self.decode],
+            "energy": self._energy_dict(),
             "cost": {"price_per_hour": self.price_per_hour, "price_source": h.price_source,
                      "num_gpus": self.num_gpus,
                      "per_million_input_tokens": self.cost_per_million_input_tokens},
             "notes": list(self.notes),
         }
+
+
+    def _energy_dict(self) -> dict[str, Any] | None:
+        """The power model and the prefill's joules per prompt token (decode rows carry their own)."""
+        if self.power is None:
+            return None
+        p = self.prefill
+        pre = step_energy_dict(self.step_model, p, self.power, self.prompt_tokens,
+                               p.floor_time_s if self.use_floor else p.time_s)
+        return {"power": power_dict(self.power, self.num_gpus),
+                "prefill_joules_per_input_token": pre["joules_per_token"],
+                "prefill_average_power_w": pre["average_power_w"],
+                "model": "cost/energy.py (energy roofline: busy power + per-FLOP energy, TDP cap)"}
 
 
 def _seed_formula_s(model: ModelSpec, prec: Precision, hw: HardwareSpec, par: Parallelism, batch: int, context: int,
@@ -206,6 +226,7 @@ def estimate(model: str | ModelSpec = SEED["model"], hardware: str | HardwareSpe
                    experts=ExpertPrecision.parse(expert_spec) if expert_spec else None)
     mem = sm.memory
     context = contexts[-1]
+    power = try_power_model(h)
     decode = []
     for ctx in contexts:
         batch_list = sorted(set(batches))
@@ -214,12 +235,20 @@ def estimate(model: str | ModelSpec = SEED["model"], hardware: str | HardwareSpe
             batch_list = sorted(set(batch_list + [mb]))
         decode += [DecodePoint(b, ctx, sm.decode_cost(b, ctx), mem.fits(b, ctx), mem.required_bytes(b, ctx),
                                _seed_formula_s(m, prec, h, par, b, ctx, sm.experts.weight_bytes if sm.experts else None),
-                               h.price_per_hour, par.gpus_per_replica,
-                               use_floor) for b in batch_list]
+                               h.price_per_hour, par.gpus_per_replica, use_floor,
+                               _decode_energy(sm, power, b, ctx, use_floor)) for b in batch_list]
     notes = list(m.notes) + list(sm.notes) + ([origin] if origin else [])
     if context > m.max_context > 0:
         notes.append(f"context {context} exceeds the model's max_position_embeddings {m.max_context}")
     if not mem.weights_fit:
         notes.append(f"weights do not fit: {mem.shortfall_message(1, context)}")
     return Estimate(m, h, prec, par, sm.profile, sm, prompt, context, sm.prefill_cost(prompt), tuple(decode),
-                    h.price_per_hour, use_floor, tuple(notes))
+                    h.price_per_hour, use_floor, tuple(notes), power)
+
+
+def _decode_energy(sm: StepModel, power: PowerModel | None, batch: int, context: int,
+                   use_floor: bool) -> dict[str, float] | None:
+    if power is None:
+        return None
+    cost = sm.decode_cost(batch, context)
+    return step_energy_dict(sm, cost, power, batch, cost.floor_time_s if use_floor else cost.time_s)

@@ -47,4 +47,4 @@ def test_missing_required_column_is_a_file_error(tmp_path):
 
 def test_shipped_set_parses_cleanly():
     cases = load_cases()
-    assert len(cases) == 3660 and not [c for c in cases if c.problem]
+    assert len(cases) == 3664 and not [c for c in cases if c.problem]

@@ -61,6 +61,15 @@ def print_result(result: BenchResult, console: Console) -> None:
                             border_style="bold red"))
 
 
+def dollars_line(d: dict) -> str:
+    """GPU-hours, $/hour and $/M input and output tokens of a run (``bench/dollars.py``)."""
+    def usd(x: float | None) -> str:
+        return "-" if x is None else f"${x:,.3f}"
+    return (f"cost: {d['gpus']} GPU x ${d['price_per_gpu_hour']:,.2f}/GPU-hour ({d['price_source']}): "
+            f"{d['gpu_hours']:,.4f} GPU-hours, {usd(d['usd_per_hour'])}/hour, {usd(d['usd'])} for the run; "
+            f"$/M tokens in {usd(d['usd_per_million_input_tokens'])}, out {usd(d['usd_per_million_output_tokens'])}")
+
+
 def sweep_table(results: Sequence[BenchResult]) -> Table:
     """One row per sweep point: load, throughput, TTFT and TPOT median/p99."""
     t = Table(title="infercast bench sweep", title_justify="left")

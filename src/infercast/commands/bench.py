@@ -77,9 +77,13 @@ def register(app: typer.Typer) -> None:
         sim_hardware: str = typer.Option(None, "--sim-hardware", help="Simulated hardware (needed by --compare-sim)."),
         sim_weights: str = typer.Option("bf16", "--sim-weights", help="Simulated weight precision."),
         sim_config: str = typer.Option(None, "--sim-config", help="Simulator config file (scheduler etc.)."),
+        hardware: str = typer.Option(None, "--hardware", help="Part the server runs on: its shipped price for $ figures."),
+        gpus: int = typer.Option(1, "--gpus", help="GPUs the server uses (dollars = GPUs x wall time x price)."),
+        price: float = typer.Option(None, "--price", help="$/GPU-hour (default: the shipped price of --hardware)."),
     ) -> None:
         """Measure TTFT, TPOT, ITL, E2E, throughput and goodput of an OpenAI-compatible server."""
         from infercast.bench import report
+        from infercast.bench.dollars import bench_price
         from infercast.bench.run import run_bench
         from infercast.bench.run import search_goodput as search
         from infercast.commands._common import renamed
@@ -91,6 +95,9 @@ def register(app: typer.Typer) -> None:
 
         concurrency = renamed(concurrency, concurrency_old, "--max-concurrency", "--concurrency")
         num_requests = renamed(num_requests, num_requests_old, "--num-prompts", "--num-requests") or 200
+        price_per_hour, price_source = bench_price(hardware, price)
+        if gpus < 1:
+            raise ConfigError(f"--gpus must be >= 1, got {gpus}")
         if endpoint not in ("completions", "chat"):
             raise ConfigError(f"--endpoint {endpoint!r}: use completions or chat")
         if compare_sim and not sim_hardware:
@@ -133,6 +140,12 @@ def register(app: typer.Typer) -> None:
             report.write_jsonl(results, jsonl)
         if plot:
             report.plot(results, plot)
+        if price_per_hour is not None:
+            from infercast.bench.dollars import run_dollars
+
+            for i, r in enumerate(results):
+                compared.setdefault(i, {})["dollars"] = {**run_dollars(r.summary, r.records, gpus, price_per_hour),
+                                                        "gpus": gpus, "price_source": price_source}
         emit = _emit_json if json_out else _emit_console
         emit(results, compared, best_rate, slo_attainment, console)
 
@@ -174,7 +187,11 @@ def _emit_json(results: list, compared: dict, best_rate: float | None, attainmen
     date = meta["date"].replace("-", "").replace(":", "").replace("T", "-")[:15]
     docs = [{"date": date, **r.to_json()} for r in results]
     for i, comp in compared.items():
-        docs[i]["compare_sim"] = comp
+        comp = dict(comp)
+        if "dollars" in comp:
+            docs[i]["dollars"] = comp.pop("dollars")
+        if comp:
+            docs[i]["compare_sim"] = comp
     out: dict = docs[0] if len(docs) == 1 else {"sweep": docs}
     if best_rate is not None:
         out = {"goodput_search": {"max_rate_meeting_slo": best_rate, "slo_attainment": attainment}, "sweep": docs}
@@ -191,8 +208,10 @@ def _emit_console(results: list, compared: dict, best_rate: float | None, attain
 
     for i, r in enumerate(results):
         report.print_result(r, console)
-        if i in compared:
+        if "rows" in compared.get(i, {}):
             console.print(comparison_table(r, compared[i]["rows"], compared[i]["simulated"]))
+        if "dollars" in compared.get(i, {}):
+            console.print(report.dollars_line(compared[i]["dollars"]))
     if len(results) > 1:
         console.print(report.sweep_table(results))
     if best_rate is not None:

@@ -76,6 +76,7 @@ def build_request(o: dict):
         chunks=tuple(parse_int_list(o["chunks"], "--chunks")),
         speculative=(False, True) if o["speculative"] else (False,),
         acceptance=o["acceptance"], disagg_ratios=ratios, top_k=o["top_k"], exhaustive=o["exhaustive"],
+        objective=o["objective"],
     )
 
 
@@ -107,14 +108,17 @@ def _print(d: dict) -> None:
     console = make_console()
     best = d["best"]
     rows = ([best] if best else [d["closest_miss"]] if d.get("closest_miss") else []) + d["alternatives"]
-    title = "plan: cheapest configuration meeting the SLO" if best else "plan: NOTHING meets the SLO (closest misses)"
+    goal = "least energy per token" if d.get("objective") == "energy" else "cheapest"
+    title = f"plan: {goal} configuration meeting the SLO" if best else "plan: NOTHING meets the SLO (closest misses)"
     t = Table(title=f"{title} ({d['model']}, {d['rate_per_s']:g} req/s, "
                     f"TTFT p99 <= {d['slo']['ttft_p99_s'] * 1e3:g} ms, TPOT p99 <= {d['slo']['tpot_p99_s'] * 1e3:g} ms)")
-    for col in ("configuration", "GPUs", "$/h", "$/M out tok", "TTFT p99 (ms)", "TPOT p99 (ms)", "why not"):
+    for col in ("configuration", "GPUs", "$/h", "$/M out tok", "J/out tok", "TTFT p99 (ms)", "TPOT p99 (ms)",
+                "why not"):
         t.add_column(col, justify="left" if col in ("configuration", "why not") else "right")
     for i, r in enumerate(rows):
         t.add_row(r["label"], str(r["num_gpus"]), f"{r['cost_per_hour']:.2f}",
                   f"{r['cost_per_million_output_tokens']:.3f}" if r["cost_per_million_output_tokens"] else "-",
+                  f"{r['joules_per_output_token']:.3f}" if r.get("joules_per_output_token") else "-",
                   f"{r['ttft_p99_s'] * 1e3:,.0f}", f"{r['tpot_p99_s'] * 1e3:.1f}",
                   "best" if (best and i == 0) else r.get("why_not", ""))
     console.print(t)
@@ -156,5 +160,6 @@ def register(app: typer.Typer) -> None:
         alternatives: int = typer.Option(5, help="runner-up configurations to list"),
         as_json: bool = typer.Option(False, "--json", help="print one JSON object"),
         plot: str | None = typer.Option(None, "--plot", help="Pareto frontier PNG (throughput/GPU vs tokens/s/user)"),
+        objective: str = typer.Option("cost", "--objective", help="rank configurations meeting the SLO by cost ($/hour) or energy (J per output token)"),
     ) -> None:
         run_plan(_vocabulary(dict(locals())))

@@ -123,6 +123,9 @@ def run_simulate(o: dict) -> None:
         wl = {"rate": v if key == "rate" else rate, "concurrency": v if key == "concurrency" else conc}
         configs.append(build_config(merge(base, merge(flags, {"workload": wl}))))
     step_model = build_step_model(configs[0], o["profile"], o["engine"])
+    from infercast.sim.economics import economics, price_for
+
+    price, price_source = price_for(configs[0].hardware, o["price"])
     show_progress = o["progress"] and sys.stderr.isatty()
     if o["records"]:  # one file for the whole command: truncate once, each run appends
         from pathlib import Path
@@ -136,6 +139,7 @@ def run_simulate(o: dict) -> None:
         with _RecordWriter(o["records"], tag) as sink, \
                 _progress(show_progress, cfg.workload.num_requests, _label(cfg)) as progress:
             result = simulate(cfg, step_model, accumulator=acc, sink=sink, progress=progress)
+        result.extra.update(economics(result, cfg, step_model, price), price_source=price_source)
         runs.append((_label(cfg), result, acc, cfg))
     if o["timeline"]:
         _write_timeline(o["timeline"], runs, key)
@@ -312,7 +316,17 @@ _ROWS = (
     ("KV used: mean / peak", lambda d: f"{_num(100 * d['mean_kv_usage'], '.0f')}% / "
                                        f"{_num(100 * d['peak_kv_usage'], '.0f')}%"),
     ("preemptions", lambda d: f"{d['num_preemptions']:,}"),
+    ("GPU-hours / $ per hour", lambda d: f"{_num(d.get('gpu_hours'), ',.3f')} / {_usd(d.get('usd_per_hour'))}"),
+    ("$/M tokens in / out", lambda d: f"{_usd(d.get('usd_per_million_input_tokens'))} / "
+                                      f"{_usd(d.get('usd_per_million_output_tokens'))}"),
+    ("energy (kWh) / avg W", lambda d: f"{_num(d.get('energy_kwh'), ',.4f')} / {_num(d.get('average_power_w'), ',.0f')}"),
+    ("J per output token / request", lambda d: f"{_num(d.get('joules_per_output_token'), ',.3f')} / "
+                                               f"{_num(d.get('joules_per_request'), ',.1f')}"),
 )
+
+
+def _usd(v) -> str:
+    return "-" if v is None or v != v else f"${v:,.3f}"
 
 
 def _print_table(runs, cfg) -> None:
@@ -401,6 +415,7 @@ def register(app: typer.Typer) -> None:
         layer_overlap: bool | None = typer.Option(None, "--layer-overlap/--no-layer-overlap", help="send KV layer by layer during prefill"),
         profile: str | None = typer.Option(None, "--profile", help="efficiency profile: TOML from infercast calibrate, 'shipped' or 'builtin' (default)"),
         engine: str | None = typer.Option(None, "--engine", help="the profile group of this engine (trtllm, vllm, sglang...), if the profile has groups"),
+        price: float | None = typer.Option(None, "--price", help="$/GPU-hour for the dollar figures (default: the shipped price table's median)"),
         what_if: bool = typer.Option(False, "--what-if", help="re-run with int4 / fp8 weights, fp8 KV, 2x TP and compare"),
         as_json: bool = typer.Option(False, "--json", help="print one JSON object"),
         records: str | None = typer.Option(None, "--records", help="write one JSON line per request"),

@@ -41,6 +41,8 @@ class Point:
     num_requests: int
     miss: float  # max(ttft/slo, tpot/slo); <= 1 meets (when every request completed)
     utilization: float = 0.0  # offered request rate / the unit's saturated capacity
+    joules_per_output_token: float = math.nan  # sim/economics.py; nan: not modelled (disaggregated)
+    power_w: float = math.nan  # the whole fleet's average power
 
     @property
     def stable(self) -> bool:
@@ -122,13 +124,26 @@ def _point(cand: Candidate, req: PlanRequest, units: int, timer, cap: Capacity) 
 
     rate = req.rate / units
     n = cap.num_requests(rate, req.num_requests)
-    s = simulate(build_config(sim_config(cand, req, units, num_requests=n)), timer).summary
+    cfg = build_config(sim_config(cand, req, units, num_requests=n))
+    res = simulate(cfg, timer)
+    s = res.summary
+    jpt, watts = _energy(res, cfg, timer, units)
     ttft, tpot = s.ttft.percentiles[99.0], s.tpot.percentiles[99.0]
     tpot = 0.0 if tpot != tpot else tpot  # one-token outputs: no TPOT
     miss = max(ttft / req.slo_ttft_p99_s, tpot / req.slo_tpot_p99_s)
     util = rate / cap.requests_per_s if cap.requests_per_s > 0 else math.inf
     return Point(units, units * cand.gpus_per_unit, ttft, tpot, s.tpot.mean, s.output_throughput_tps * units,
-                 s.completed, n, miss if ttft == ttft else float("inf"), util)
+                 s.completed, n, miss if ttft == ttft else float("inf"), util, jpt, watts)
+
+
+def _energy(res, cfg, timer, units: int) -> tuple[float, float]:
+    """(J per output token, fleet watts) of one unit's run (``sim.economics``); nan when not modelled."""
+    from infercast.sim.economics import economics
+
+    e = economics(res, cfg, timer, None)
+    if e.get("energy_j") is None:
+        return math.nan, math.nan
+    return float(e["joules_per_output_token"] or math.nan), float(e["average_power_w"] or math.nan) * units
 
 
 def evaluate(cand: Candidate, req: PlanRequest) -> CandidateResult:

@@ -62,6 +62,9 @@ class Option:
             "ttft_p99_s": p.ttft_p99_s, "tpot_p99_s": p.tpot_p99_s, "meets_slo": p.meets,
             "utilization": p.utilization, "num_requests_simulated": p.num_requests,
             "output_tokens_per_s": p.output_tokens_per_s,
+            "joules_per_output_token": _finite(p.joules_per_output_token),
+            "average_power_w": _finite(p.power_w),
+            "kwh_per_day": _finite(p.power_w * 86400 / 3.6e6),
             "throughput_per_gpu": p.output_tokens_per_s / p.num_gpus,
             "tokens_per_s_per_user": 1.0 / p.tpot_mean_s if p.tpot_mean_s > 0 else None,
             "label": c.label(),
@@ -88,12 +91,12 @@ class Plan:
     def to_dict(self) -> dict:
         req = self.request
         best = self.best
-        out: dict = {"model": req.model, "rate_per_s": req.rate,
+        out: dict = {"model": req.model, "rate_per_s": req.rate, "objective": req.objective,
                      "slo": {"ttft_p99_s": req.slo_ttft_p99_s, "tpot_p99_s": req.slo_tpot_p99_s},
                      "best": best.to_dict(req) if best else None}
         if best is not None:
             alts = self.ranked[1:1 + self.num_alternatives]
-            out["alternatives"] = [{**o.to_dict(req), "why_not": why_not(o, best)} for o in alts]
+            out["alternatives"] = [{**o.to_dict(req), "why_not": why_not(o, best, req.objective)} for o in alts]
         else:
             out["closest_miss"] = ({**self.misses[0].to_dict(req), "why_not": miss_reason(self.misses[0], req)}
                                    if self.misses else None)
@@ -105,8 +108,22 @@ class Plan:
         return out
 
 
-def why_not(o: Option, best: Option) -> str:
+def _finite(x: float) -> float | None:
+    return x if x == x and x not in (float("inf"), float("-inf")) else None
+
+
+def _energy_key(o: Option) -> float:
+    """J per output token, unknown (nan) last."""
+    j = o.point.joules_per_output_token
+    return j if j == j else float("inf")
+
+
+def why_not(o: Option, best: Option, objective: str = "cost") -> str:
     """Why an option meeting the SLO lost to the best one."""
+    d_j = _energy_key(o) - _energy_key(best)
+    if objective == "energy" and d_j > 1e-9:
+        return (f"{d_j:.3f} J per output token more ({_energy_key(o):.3f} vs {_energy_key(best):.3f}) "
+                f"on {o.point.num_gpus} x {o.candidate.hardware}")
     d_hour = o.cost_per_hour - best.cost_per_hour
     if d_hour > 1e-9:
         return (f"${d_hour:.2f}/h more: {o.point.num_gpus} x {o.candidate.hardware} vs "
@@ -193,6 +210,8 @@ def _rank(req: PlanRequest, results, prices) -> tuple[list[Option], list[Option]
     # Equal $/h serves the same tokens at the same rate: prefer SLO headroom, then the simpler setup.
     ranked.sort(key=lambda o: (round(o.cost_per_hour, 9), round(o.point.miss, 6), o.candidate.speculative,
                                o.candidate.disagg is not None, o.candidate))
+    if req.objective == "energy":  # stable: equal energy keeps the cost order
+        ranked.sort(key=lambda o: round(_energy_key(o), 9))
     misses = [Option(r.candidate, r.closest, _price(req, r.candidate.hardware, prices))
               for r in results if r.best is None and r.closest is not None]
     misses.sort(key=lambda o: (not o.point.stable, o.point.completed < o.point.num_requests, o.point.miss, o.cost_per_hour, o.candidate))

@@ -44,8 +44,11 @@ class PlanRequest:
     disagg_ratios: tuple[tuple[int, int], ...] = ((1, 1), (1, 2), (2, 1))
     top_k: int = 3  # stage 2 explores the levers around this many stage-1 leaders
     exhaustive: bool = False
+    objective: str = "cost"  # rank configurations meeting the SLO by "cost" ($/hour) or "energy" (J/token)
 
     def __post_init__(self) -> None:
+        if self.objective not in ("cost", "energy"):
+            raise ConfigError(f"--objective {self.objective!r}: choose cost or energy")
         check_number(self.rate, "--request-rate", 0, lo_open=True, fix="give requests/s, e.g. --request-rate 4")
         for flag, value in (("--slo-ttft-ms", self.slo_ttft_p99_s),
                             ("--slo-tpot-ms", self.slo_tpot_p99_s)):

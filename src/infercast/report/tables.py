@@ -55,7 +55,7 @@ def estimate_tables(est: Estimate) -> Group:
         dec.add_row(*([str(d.context)] if multi else []), str(d.batch), f"{d.floor_step_time_s * 1e3:,.2f}",
                     f"{d.step_time_s * 1e3:,.2f}", f"{d.tokens_per_s:,.0f}", f"{d.tokens_per_s_per_user:,.1f}",
                     d.cost.bound, f"{d.cost.intensity:,.1f}", fit, _money(d.cost_per_million_output_tokens))
-    parts = [head, memt, pret, dec]
+    parts = [head, memt, pret, dec] + _energy_table(est)
     price = f"${est.price_per_hour:,.2f}/GPU-hour ({h.price_source})" if est.price_per_hour is not None else "no price: pass --price"
     foot = ["floor: physics (compulsory bytes / bandwidth, FLOPs / peak, per op); expected: the floor at "
             "measured efficiency plus step overhead"]
@@ -71,6 +71,26 @@ def estimate_tables(est: Estimate) -> Group:
                     f"{mem.shortfall_message(bad[0].batch, bad[0].context)}")
     parts.append(Text("\n".join(foot)))
     return Group(*parts)
+
+
+def _energy_table(est: Estimate) -> list[Table]:
+    """Joules per token and watts per decode batch (cost/energy.py); none without power figures."""
+    if est.power is None:
+        return []
+    pw = est.power
+    t = Table(title=f"Energy per replica ({est.num_gpus} GPU; idle {pw.idle_w:,.0f} W, memory-bound "
+                    f"{pw.memory_bound_w:,.0f} W, max {pw.max_w:,.0f} W per GPU)", title_justify="left")
+    for col in ("batch", "J/out tok", "watts", "kWh/M out"):
+        t.add_column(col, justify="right", no_wrap=True)
+    for d in est.decode:
+        if d.energy:
+            e = d.energy
+            t.add_row(str(d.batch), f"{e['joules_per_token']:,.3f}", f"{e['average_power_w']:,.0f}",
+                      f"{e['kwh_per_million_tokens']:,.3f}")
+    pre = est.to_dict()["energy"]
+    t.caption = (f"prefill: {pre['prefill_joules_per_input_token']:,.4f} J/input token at "
+                 f"{pre['prefill_average_power_w']:,.0f} W; powers: {pw.source}")
+    return [t]
 
 
 def print_estimate(est: Estimate, console: Console | None = None) -> None:

@@ -46,6 +46,7 @@ class SimResult:
     cpu_s: float
     series: TimeSeries
     blocks_in_use_at_end: int = 0  # KV blocks still referenced after the run (a leak if > 0)
+    busy_replica_s: float = 0.0  # replicas' busy time, summed (economics: prefill's share of it)
     extra: dict[str, object] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, object]:
@@ -305,4 +306,5 @@ def _result(acc, replicas, kernel, series, sched_cfg, wall0, cpu0) -> SimResult:
         cpu_s=time.process_time() - cpu0,
         series=series,
         blocks_in_use_at_end=sum(r.sched.kv.num_used_blocks for r in replicas),
+        busy_replica_s=busy,
     )

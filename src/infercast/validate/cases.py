@@ -25,7 +25,7 @@ OPTIONAL_COLUMNS = ("source", "citation", "model", "hardware", "n_gpus", "tp", "
                     "request_rate", "unit_si", "quality", "extra")
 INT_COLUMNS = ("n_gpus", "tp", "pp", "ep", "dp", "input_tokens", "output_tokens", "batch", "concurrency")
 SCENARIOS = ("offline", "static_batch", "concurrency", "server", "single_stream", "kernel", "speculative",
-             "disaggregated")
+             "disaggregated", "energy")
 
 
 @dataclass(frozen=True)

@@ -388,7 +388,13 @@ def _disaggregated(case: Case, models: StepModels) -> Plan:
                 setups=(pf_setup,) * npf + (setup,) * len(loop.decode_shapes))
 
 
+def _energy(case: Case, models: StepModels) -> Plan:
+    from infercast.validate.energy import energy_plan
+    return energy_plan(case, models, Plan)
+
+
 BUILDERS = {
+    "energy": _energy,
     "disaggregated": _disaggregated,
     "speculative": _speculative,
     "kernel": _kernel,
