@@ -163,13 +163,17 @@ def _print_what_if(rows: list[dict]) -> None:
     t = Table(title="what-if: the same workload with one lever moved (first run's load)")
     for col in ("lever", "GPUs", "KV blocks", "mean batch", "tok/s", "tok/s/GPU", "TTFT p99 (ms)", "TPOT p99 (ms)"):
         t.add_column(col, justify="left" if col == "lever" else "right")
+    failed = []
     for r in rows:
-        if "error" in r:
-            t.add_row(r["lever"], "-", "-", "-", "-", "-", "-", r["error"][:60])
+        if "error" in r:  # the row keeps its place; the reason goes under the table, whole
+            failed.append(f"not evaluated: {r['lever']}: {r['error']}")
+            t.add_row(r["lever"], *["-"] * 7)
             continue
         t.add_row(r["lever"], str(r["num_gpus"]), f"{r['num_kv_blocks']:,}", _num(r["mean_batch_size"], ",.1f"),
                   _num(r["output_throughput_tokens_per_s"], ",.0f"), _num(r["output_throughput_per_gpu"], ",.0f"),
                   _ms(r["ttft_p99_s"]), _ms(r["tpot_p99_s"]))
+    if failed:
+        t.caption, t.caption_justify = "\n".join(failed), "left"
     make_console().print(t)
 
 
