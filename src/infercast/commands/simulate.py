@@ -315,6 +315,30 @@ _ROWS = (
 )
 
 
+def _system(cfg) -> str:
+    """What served the requests: replicas of one part, or the prefill and decode pools."""
+    if cfg.disaggregation is None:
+        return f"{cfg.hardware} x{cfg.replicas} replica(s) (TP {cfg.tp})"
+    pools = []
+    for name in ("prefill", "decode"):
+        p = getattr(cfg.disaggregation, name)
+        pools.append(f"{p.replicas} x {p.hardware or cfg.hardware} TP {p.tp or cfg.tp} {name}")
+    return "disaggregated: " + " + ".join(pools)
+
+
+# A disaggregated run: the batch and KV rows show both pools, and the KV transfer has its own row.
+_DISAGG_ROWS = (
+    *(row for row in _ROWS if row[0] not in ("mean batch (seqs)", "KV used: mean / peak", "preemptions")),
+    ("GPUs (prefill + decode)", lambda d: f"{d['num_gpus']:,}"),
+    ("mean batch: prefill / decode", lambda d: f"{_num(d['mean_batch_size'], ',.1f')} / "
+                                               f"{_num(d['decode_mean_batch_size'], ',.1f')}"),
+    ("KV peak: prefill / decode", lambda d: f"{_num(100 * d['peak_kv_usage'], '.0f')}% / "
+                                            f"{_num(100 * d['decode_peak_kv_usage'], '.0f')}%"),
+    ("preemptions: prefill / decode", lambda d: f"{d['num_preemptions']:,} / {d['decode_num_preemptions']:,}"),
+    ("KV transfer mean (ms)", lambda d: _ms(d["kv_transfer_s_mean"])),
+)
+
+
 def _print_table(runs, cfg) -> None:
     from rich.table import Table
 
@@ -322,13 +346,13 @@ def _print_table(runs, cfg) -> None:
 
     experts = f" + {cfg.experts} experts" if cfg.experts else ""
     title = (f"simulate: {cfg.model} ({cfg.weights}{experts}, KV {cfg.kv_cache or '16-bit'}) on "
-             f"{cfg.hardware} x{cfg.replicas} replica(s), {cfg.scheduler.policy} scheduler")
+             f"{_system(cfg)}, {cfg.scheduler.policy} scheduler")
     t = Table()  # the title goes on its own line: a table of one or two runs is narrower than it
     t.add_column("metric")
     dicts = [_run_dict(r, c) for _, r, _, c in runs]
     for label, *_ in runs:
         t.add_column(label, justify="right")
-    for name, get in _ROWS:
+    for name, get in _DISAGG_ROWS if cfg.disaggregation is not None else _ROWS:
         t.add_row(name, *(get(d) for d in dicts))
     console = make_console()
     console.print(title)
