@@ -38,7 +38,10 @@ def register(app: typer.Typer) -> None:
 
         if not 0 < port < 65536:
             raise ConfigError(f"--port {port} is not a TCP port; use 1-65535")
-        loaded = load(model, seed=seed)
+        from infercast.commands._progress import working
+
+        with working(f"loading {model}"):
+            loaded = load(model, seed=seed)
         cfg = EngineConfig(policy=scheduler, max_num_seqs=max_num_seqs,
                            max_num_batched_tokens=max_num_batched_tokens,
                            max_model_len=max_model_len, kv_cache_bytes=kv_cache_gib * 2**30,

@@ -81,8 +81,11 @@ def run_validate(data: str | None, profile: str | None, as_json: bool, plot: str
         assume_weights = Precision.parse(assume_weights).weights  # an unknown dtype fails here, with the fix
     profiles = load_profile_set(profile)
     cases = load_cases(data)
-    preds = Evaluator(cases, prefer_simulator=simulate_all, assume_weights=assume_weights).predict(profiles)
-    rep = report(preds, profiles.name, floor_report(cases) if floor else None)
+    from infercast.commands._progress import working
+
+    with working(f"predicting {len(cases):,} measurements"):
+        preds = Evaluator(cases, prefer_simulator=simulate_all, assume_weights=assume_weights).predict(profiles)
+        rep = report(preds, profiles.name, floor_report(cases) if floor else None)
     if plot:
         from infercast.validate.plot import plot_predictions
 
