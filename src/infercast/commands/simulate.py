@@ -227,6 +227,9 @@ def _run_dict(result, cfg) -> dict:
         concurrency=cfg.workload.concurrency, trace=cfg.workload.trace, replicas=cfg.replicas,
         router=cfg.router, seed=cfg.seed, mode=cfg.mode,
     )
+    # The whole resolved run (TP, dtypes, scheduler limits, workload, defaults filled in): a result
+    # file says exactly what was simulated.
+    out["config"] = cfg.model_dump(mode="json")
     return out
 
 
