@@ -126,3 +126,5 @@ def test_quickstart_tables_read_at_80_columns():
         # the seed's back-of-envelope is a footnote for dense models, never a column
         assert " seed " not in text
         assert ("back-of-envelope" in text) == (not est.model.is_moe)
+        # what would make the largest batch fit is in the table output, not only in --json
+        assert ("to fit batch" in text) == (not all(d.fits for d in est.decode))

@@ -59,3 +59,6 @@ def test_json_results_say_what_produced_them(capsys):
     assert meta["infercast_version"] == __version__ and meta["date"][:2] == "20"
     assert meta["inputs"]["rate"] == "4" and meta["inputs"]["num_requests"] == 10
     assert meta["command"].startswith("infercast ")
+    # the resolved run: TP, dtypes and scheduler limits, defaults filled in
+    cfg = d["config"]
+    assert cfg["tp"] == 1 and cfg["weights"] == "bf16" and cfg["scheduler"]["max_num_seqs"] == 256

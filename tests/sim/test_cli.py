@@ -107,3 +107,13 @@ def test_rejections_are_counted_per_rule_not_per_prompt_length(capsys):
     reasons = d["failure_reasons"]
     assert d["num_rejected"] > 50
     assert reasons == {"prompt exceeds max_num_batched_tokens=1024 without chunked prefill": d["num_rejected"]}
+
+
+def test_disaggregated_table_shows_the_system_not_the_prefill_pool(capsys):
+    main(["simulate", "--disaggregated", "--prefill-replicas", "1", "--decode-replicas", "2", "--request-rate", "4",
+          "--num-prompts", "40", "--no-progress"])
+    out = capsys.readouterr().out
+    assert "disaggregated: 1 x h100-sxm TP 1 prefill + 2 x h100-sxm TP 1 decode" in out
+    assert "x1 replica(s)" not in out
+    for row in ("GPUs (prefill + decode)", "mean batch: prefill / decode", "KV transfer mean (ms)"):
+        assert row in out

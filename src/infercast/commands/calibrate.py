@@ -28,8 +28,12 @@ def run_calibrate(data: str | None, out: str, groups: bool, cv: bool, min_group_
     cal = Calibrator(load_cases(data), min_group_rows=min_group_rows)
     if not len(cal.rows()):
         raise ConfigError("no row of the data can be predicted in closed form: nothing to fit (see infercast validate)")
-    res = cal.fit(per_group=groups, name=name)
-    loso = cal.leave_one_source_out(per_group=groups) if cv else {}
+    from infercast.commands._progress import working
+
+    with working(f"fitting the efficiency profile to {len(cal.rows()):,} rows"):
+        res = cal.fit(per_group=groups, name=name)
+    with working("leave-one-source-out cross-validation (one refit per source)"):
+        loso = cal.leave_one_source_out(per_group=groups) if cv else {}
     held = [v["held_out_median_abs_error_pct"] for v in loso.values()]
     fit = {"data": data or "shipped measurements.csv", "rows": res.rows,
            "median_abs_error_before_pct": res.median_abs_error_before_pct,

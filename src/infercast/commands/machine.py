@@ -49,7 +49,10 @@ def register(app: typer.Typer) -> None:
             from infercast.engine.loader import load_config
 
             cfg = load_config(model)
-        result = probe(threads=threads, runs=runs)
+        from infercast.commands._progress import working
+
+        with working(f"measuring memory bandwidth and matmul FLOP/s ({runs} runs each)"):
+            result = probe(threads=threads, runs=runs)
         profile = profile_mapping(result)
         stamp = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
         comment = (f"Measured by `infercast machine` on {stamp} with {threads} BLAS thread(s): "
@@ -90,7 +93,10 @@ def _engine_profile(cfg, result: dict, rows: list[int], runs: int, threads: int,
     from infercast.engine.rate_probe import measure
 
     sm = step_model(cfg, hardware_from_probe(result))
-    points = measure(cfg, sm, rows, runs, threads, stream_bytes())
+    from infercast.commands._progress import working
+
+    with working(f"measuring the engine's rates on {cfg.name}'s shapes ({len(rows)} row counts)"):
+        points = measure(cfg, sm, rows, runs, threads, stream_bytes())
     fit = fit_profile(points, sm.machine, name=f"local-cpu engine ({cfg.name})")
     ratios = fit.ratios()
     comment = (f"Fitted by `infercast machine --model {cfg.name}` on {stamp} ({threads} BLAS "

@@ -82,6 +82,7 @@ def build_request(o: dict):
 
 def run_plan(o: dict) -> None:
     from infercast.commands._common import print_json
+    from infercast.commands._progress import working
     from infercast.plan import pareto_frontier, pareto_points, plan, plot_pareto
     from infercast.plan.executors import default_executor
     from infercast.validation import check_writable
@@ -89,7 +90,8 @@ def run_plan(o: dict) -> None:
     check_writable(o["plot"], "--plot")
 
     req = build_request(o)
-    result = plan(req, o["executor"] or default_executor(), o["workers"], o["cache_dir"], o["alternatives"])
+    with working(f"searching configurations on {', '.join(req.hardware)}"):
+        result = plan(req, o["executor"] or default_executor(), o["workers"], o["cache_dir"], o["alternatives"])
     if o["plot"]:
         plot_pareto(result, o["plot"])
     d = result.to_dict()

@@ -52,7 +52,10 @@ def register(app: typer.Typer) -> None:
         limits = ServerLimits(max_body_bytes=max_body_bytes, max_prompt_chars=max_prompt_chars,
                               header_timeout_s=header_timeout, body_timeout_s=body_timeout)
         sock = bind_socket(host, port)  # before loading: a busy port fails fast
-        loaded = load(model, seed=seed)
+        from infercast.commands._progress import working
+
+        with working(f"loading {model}"):
+            loaded = load(model, seed=seed)
         cfg = EngineConfig(policy=scheduler, max_num_seqs=max_num_seqs,
                            max_num_batched_tokens=max_num_batched_tokens,
                            max_model_len=max_model_len, kv_cache_bytes=kv_cache_gib * 2**30,

@@ -171,13 +171,17 @@ def _print_what_if(rows: list[dict]) -> None:
     t = Table(title="what-if: the same workload with one lever moved (first run's load)")
     for col in ("lever", "GPUs", "KV blocks", "mean batch", "tok/s", "tok/s/GPU", "TTFT p99 (ms)", "TPOT p99 (ms)"):
         t.add_column(col, justify="left" if col == "lever" else "right")
+    failed = []
     for r in rows:
-        if "error" in r:
-            t.add_row(r["lever"], "-", "-", "-", "-", "-", "-", r["error"][:60])
+        if "error" in r:  # the row keeps its place; the reason goes under the table, whole
+            failed.append(f"not evaluated: {r['lever']}: {r['error']}")
+            t.add_row(r["lever"], *["-"] * 7)
             continue
         t.add_row(r["lever"], str(r["num_gpus"]), f"{r['num_kv_blocks']:,}", _num(r["mean_batch_size"], ",.1f"),
                   _num(r["output_throughput_tokens_per_s"], ",.0f"), _num(r["output_throughput_per_gpu"], ",.0f"),
                   _ms(r["ttft_p99_s"]), _ms(r["tpot_p99_s"]))
+    if failed:
+        t.caption, t.caption_justify = "\n".join(failed), "left"
     make_console().print(t)
 
 
@@ -231,6 +235,9 @@ def _run_dict(result, cfg) -> dict:
         concurrency=cfg.workload.concurrency, trace=cfg.workload.trace, replicas=cfg.replicas,
         router=cfg.router, seed=cfg.seed, mode=cfg.mode,
     )
+    # The whole resolved run (TP, dtypes, scheduler limits, workload, defaults filled in): a result
+    # file says exactly what was simulated.
+    out["config"] = cfg.model_dump(mode="json")
     return out
 
 
@@ -329,6 +336,30 @@ def _usd(v) -> str:
     return "-" if v is None or v != v else f"${v:,.3f}"
 
 
+def _system(cfg) -> str:
+    """What served the requests: replicas of one part, or the prefill and decode pools."""
+    if cfg.disaggregation is None:
+        return f"{cfg.hardware} x{cfg.replicas} replica(s) (TP {cfg.tp})"
+    pools = []
+    for name in ("prefill", "decode"):
+        p = getattr(cfg.disaggregation, name)
+        pools.append(f"{p.replicas} x {p.hardware or cfg.hardware} TP {p.tp or cfg.tp} {name}")
+    return "disaggregated: " + " + ".join(pools)
+
+
+# A disaggregated run: the batch and KV rows show both pools, and the KV transfer has its own row.
+_DISAGG_ROWS = (
+    *(row for row in _ROWS if row[0] not in ("mean batch (seqs)", "KV used: mean / peak", "preemptions")),
+    ("GPUs (prefill + decode)", lambda d: f"{d['num_gpus']:,}"),
+    ("mean batch: prefill / decode", lambda d: f"{_num(d['mean_batch_size'], ',.1f')} / "
+                                               f"{_num(d['decode_mean_batch_size'], ',.1f')}"),
+    ("KV peak: prefill / decode", lambda d: f"{_num(100 * d['peak_kv_usage'], '.0f')}% / "
+                                            f"{_num(100 * d['decode_peak_kv_usage'], '.0f')}%"),
+    ("preemptions: prefill / decode", lambda d: f"{d['num_preemptions']:,} / {d['decode_num_preemptions']:,}"),
+    ("KV transfer mean (ms)", lambda d: _ms(d["kv_transfer_s_mean"])),
+)
+
+
 def _print_table(runs, cfg) -> None:
     from rich.table import Table
 
@@ -336,13 +367,13 @@ def _print_table(runs, cfg) -> None:
 
     experts = f" + {cfg.experts} experts" if cfg.experts else ""
     title = (f"simulate: {cfg.model} ({cfg.weights}{experts}, KV {cfg.kv_cache or '16-bit'}) on "
-             f"{cfg.hardware} x{cfg.replicas} replica(s), {cfg.scheduler.policy} scheduler")
+             f"{_system(cfg)}, {cfg.scheduler.policy} scheduler")
     t = Table()  # the title goes on its own line: a table of one or two runs is narrower than it
     t.add_column("metric")
     dicts = [_run_dict(r, c) for _, r, _, c in runs]
     for label, *_ in runs:
         t.add_column(label, justify="right")
-    for name, get in _ROWS:
+    for name, get in _DISAGG_ROWS if cfg.disaggregation is not None else _ROWS:
         t.add_row(name, *(get(d) for d in dicts))
     console = make_console()
     console.print(title)

@@ -7,6 +7,7 @@ from rich.console import Console, Group
 from rich.table import Table
 from rich.text import Text
 
+from infercast.cost.memory import fit_suggestions
 from infercast.estimate import Estimate
 from infercast.report.console import make_console
 from infercast.units import GB, GiB, fmt_bytes, fmt_si, fmt_time
@@ -69,6 +70,9 @@ def estimate_tables(est: Estimate) -> Group:
     if bad:
         foot.append(f"batch {bad[0].batch} at context {bad[0].context} does not fit: "
                     f"{mem.shortfall_message(bad[0].batch, bad[0].context)}")
+        worst = max(bad, key=lambda d: (d.batch, d.context))
+        tips = fit_suggestions(mem, worst.batch, worst.context, est.parallel, prec)
+        foot.append(f"to fit batch {worst.batch} at context {worst.context}: " + "; or ".join(tips))
     parts.append(Text("\n".join(foot)))
     return Group(*parts)
 
@@ -115,12 +119,17 @@ def what_if_table(rows: list[dict], context: int) -> Table:
     for col in ("lever", "W/A/KV", "TP", "TTFT ms", "TPOT b=1 ms", "bound b=1", "max batch", "tok/s @max",
                 "bound @max", "tok/s/GPU @max"):
         t.add_column(col, justify="left" if col in ("lever", "W/A/KV") else "right", no_wrap=True)
+    failed = []
     for r in rows:
-        if "error" in r:
-            t.add_row(r["lever"], Text(r["error"], style="red"))
+        if "error" in r:  # the row keeps its place; the reason goes under the table, whole
+            failed.append(f"{r['lever']}: {r['error']}")
+            t.add_row(r["lever"], Text("see below", style="red"), *["-"] * 8)
             continue
         t.add_row(r["lever"], f"{r['weights']}/{r['compute']}/{r['kv_cache']}" + (f" + {r['experts']} experts" if r.get("experts") else ""), str(r["tp"]),
                   f"{r['ttft_s'] * 1e3:,.1f}", f"{r['tpot_batch1_s'] * 1e3:,.2f}", r["bound_batch1"],
                   f"{r['max_batch']:,}", f"{r['tokens_per_s_max_batch']:,.0f}", r["bound_max_batch"] or "-",
                   f"{r['tokens_per_s_per_gpu_max_batch']:,.0f}")
+    if failed:
+        t.caption = "\n".join(f"not evaluated: {f}" for f in failed)
+        t.caption_justify = "left"
     return t

@@ -8,6 +8,7 @@ from pathlib import Path
 import numpy as np
 
 from infercast.metrics.summary import MetricsAccumulator
+from infercast.report.axes import latency_axis, slo_line
 from infercast.sim.run import SimResult
 
 
@@ -32,20 +33,32 @@ def plot_runs(runs: Sequence[tuple[str, SimResult, MetricsAccumulator]], xs: Seq
     return written
 
 
+def _slos_ms(runs) -> dict[str, float | None]:
+    """The SLO limits of the runs (ms), by metric."""
+    acc = runs[0][2]
+    return {"ttft": acc.slo_ttft_s * 1e3 if acc.slo_ttft_s else None,
+            "tpot": acc.slo_tpot_s * 1e3 if acc.slo_tpot_s else None, "e2e": None}
+
+
 def _cdfs(plt, runs, path: Path) -> Path:
     fig, axes = plt.subplots(1, 3, figsize=(15, 4.2))
+    seen: dict[str, list[np.ndarray]] = {"ttft": [], "tpot": [], "e2e": []}
     for label, _, acc in runs:
         for ax, col in zip(axes, ("ttft", "tpot", "e2e"), strict=True):
             v = np.sort(acc.column(col))
             v = v[~np.isnan(v)]
             if v.size:
                 ax.plot(v * 1e3, np.arange(1, v.size + 1) / v.size, label=label)
-    for ax, name in zip(axes, ("TTFT", "TPOT", "E2E"), strict=True):
+                seen[col].append(v * 1e3)
+    slos = _slos_ms(runs)
+    for ax, (col, name) in zip(axes, (("ttft", "TTFT"), ("tpot", "TPOT"), ("e2e", "E2E")), strict=True):
         ax.set_xlabel(f"{name} (ms)")
         ax.set_ylabel("fraction of requests")
-        ax.set_xscale("log")
+        latency_axis(ax, np.concatenate(seen[col] + [np.array([slos[col] or np.nan])]))
+        slo_line(ax, slos[col])
         ax.grid(alpha=0.3)
-    axes[0].legend(fontsize=8)
+        if slos[col] is not None or ax is axes[0]:
+            ax.legend(fontsize=8)
     fig.suptitle("latency CDFs (vLLM bench serve definitions)")
     fig.tight_layout()
     fig.savefig(path, dpi=110)
@@ -80,9 +93,11 @@ def _vs_x(plt, runs, xs, x_name: str, path: Path) -> Path:
         for q, style in ((50, "o-"), (99, "s--")):
             ys = [getattr(r.summary, key).percentiles[float(q)] * 1e3 for _, r, _ in runs]
             axis.plot(xs, ys, style, label=f"p{q}")
+        slo_line(axis, _slos_ms(runs)[key], which="y")
         axis.set_xlabel("request rate (req/s)" if x_name == "rate" else "concurrency (requests in flight)")
         axis.set_ylabel(f"{name} (ms)")
-        axis.set_yscale("log")
+        latency_axis(axis, np.array([getattr(r.summary, key).percentiles[float(q)] * 1e3
+                                     for _, r, _ in runs for q in (50, 99)]), which="y")
         axis.grid(alpha=0.3)
         axis.legend()
     fig.tight_layout()

@@ -1,4 +1,4 @@
-"""Predicted vs measured, log-log, one colour per scenario, one panel per kind of unit."""
+"""Predicted vs measured, log-log, one colour per scenario, one panel per unit."""
 
 from __future__ import annotations
 
@@ -13,7 +13,22 @@ def _is_time(metric: str) -> bool:
     return metric.endswith("_s") and not metric.endswith("per_s")
 
 
-PANELS = (("times (s)", _is_time), ("rates (tokens/s, bytes/s, FLOP/s) and ratios", lambda m: not _is_time(m)))
+def _unit(metric: str) -> str:
+    """The unit a metric is measured in (one panel each: a shared axis spanned 16 decades)."""
+    if _is_time(metric):
+        return "s"
+    if "bytes_per_s" in metric:
+        return "bytes/s"
+    if "flops" in metric:
+        return "FLOP/s"
+    if metric == "speedup":
+        return "ratio"
+    return "tokens/s"
+
+
+PANELS = (("times (s)", lambda m: _unit(m) == "s"), ("token rates (tokens/s)", lambda m: _unit(m) == "tokens/s"),
+          ("bandwidth (bytes/s)", lambda m: _unit(m) == "bytes/s"), ("compute (FLOP/s)", lambda m: _unit(m) == "FLOP/s"),
+          ("speedups (ratio)", lambda m: _unit(m) == "ratio"))
 
 
 def plot_predictions(preds: Sequence[Prediction], path: str | Path) -> Path:
@@ -26,12 +41,19 @@ def plot_predictions(preds: Sequence[Prediction], path: str | Path) -> Path:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     import numpy as np
+    from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
     done = [p for p in preds if p.predicted is not None]
     scenarios = sorted({p.case.scenario for p in done})
     colours = dict(zip(scenarios, plt.cm.tab10.colors, strict=False))
-    fig, axes = plt.subplots(1, 2, figsize=(13, 6))
-    for ax, (title, keep) in zip(axes, PANELS, strict=True):
+    panels = [(t, k) for t, k in PANELS if any(k(p.case.metric) for p in done)] or list(PANELS[:1])
+    cols = min(3, len(panels))
+    rows = -(-len(panels) // cols)
+    fig, grid = plt.subplots(rows, cols, figsize=(5.2 * cols, 4.6 * rows), squeeze=False)
+    axes = grid.ravel()
+    for ax in axes[len(panels):]:
+        ax.set_visible(False)
+    for ax, (title, keep) in zip(axes, panels, strict=False):
         pts = [p for p in done if keep(p.case.metric)]
         for sc in scenarios:
             xs = [p.case.value for p in pts if p.case.scenario == sc]
@@ -46,8 +68,14 @@ def plot_predictions(preds: Sequence[Prediction], path: str | Path) -> Path:
                 ax.plot(line, line * f, "k:", lw=0.6)
         ax.set_xscale("log")
         ax.set_yscale("log")
-        ax.set_xlabel("measured (SI units)")
-        ax.set_ylabel("predicted (SI units)")
+        narrow = bool(pts) and max(vals) / min(vals) < 30
+        for axis in (ax.xaxis, ax.yaxis):  # a panel under a decade labels its minor ticks: they overlap
+            axis.set_minor_formatter(NullFormatter())
+            if narrow:  # 1-2-5 ticks in plain numbers where powers of ten alone leave one label
+                axis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+                axis.set_major_formatter(FuncFormatter(lambda x, _: f"{x:g}"))
+        ax.set_xlabel("measured")
+        ax.set_ylabel("predicted")
         ax.set_title(title)
         if pts:
             ax.legend(fontsize=8)

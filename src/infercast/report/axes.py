@@ -1,0 +1,32 @@
+"""Axis helpers shared by the plots: readable latency ticks and SLO lines."""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+def latency_axis(ax, values_ms: np.ndarray, which: str = "x") -> None:
+    """Log scale only when the values span more than a decade; otherwise linear with a few ticks.
+
+    A log axis over, say, 6.7-7.1 ms labels its minor ticks and the labels overlap; a narrow
+    range reads better linear. Wide ranges keep log with plain numbers and unlabeled minors.
+    """
+    from matplotlib.ticker import FuncFormatter, MaxNLocator, NullFormatter
+
+    axis = ax.xaxis if which == "x" else ax.yaxis
+    v = np.asarray(values_ms, dtype=float)
+    v = v[np.isfinite(v) & (v > 0)]
+    if v.size and v.max() / v.min() > 10:
+        (ax.set_xscale if which == "x" else ax.set_yscale)("log")
+        axis.set_major_formatter(FuncFormatter(lambda x, _: f"{x:g}"))
+        axis.set_minor_formatter(NullFormatter())
+    else:
+        axis.set_major_locator(MaxNLocator(nbins=5))
+
+
+def slo_line(ax, limit_ms: float | None, which: str = "x") -> None:
+    """A dashed red line at an SLO limit (milliseconds), labelled, when one is given."""
+    if limit_ms is None:
+        return
+    line = ax.axvline if which == "x" else ax.axhline
+    line(limit_ms, color="tab:red", ls="--", lw=1, label=f"SLO {limit_ms:g} ms")
