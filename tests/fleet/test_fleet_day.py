@@ -135,3 +135,9 @@ def test_load_curves():
     assert trace_rates(tr, hours=0.1).sum() * 60 == pytest.approx(5.0)  # stretched: same requests
     with pytest.raises(ConfigError, match="peak-rate"):
         day_load(-1.0, 24.0)
+
+
+def test_reactive_waits_a_stabilization_window_before_scaling_down():
+    r = Reactive("queue", 4, 0.5, 1, 5, stabilization_s=300)
+    low = [Observation(t, 3, 0, 0.0, 0.1, 0.2) for t in (60.0, 120.0, 300.0, 360.0, 420.0)]
+    assert [r.desired(o) for o in low] == [3, 3, 3, 2, 3]  # 300 s after 60 s; then a new window

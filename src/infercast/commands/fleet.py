@@ -34,7 +34,8 @@ def run_fleet(o: dict) -> None:
     schedule = parse_schedule(o["schedule"]) if o["schedule"] else None
     rep = build_replica(cfg, load, o["price"], o["storage_bandwidth"], o["warmup_s"])
     policies = [make_policy(n, rep, load, o["tick_s"], o["replicas"], o["min_replicas"], o["max_replicas"],
-                            o["metric"], o["scale_up"], o["scale_down"], schedule, o["headroom"]) for n in names]
+                            o["metric"], o["scale_up"], o["scale_down"], schedule, o["headroom"], o["stabilization_s"])
+                for n in names]
     runs = {}
     for pol in policies:
         first = pol.replicas if pol.name == "fixed" else max(o["min_replicas"], 1)
@@ -137,6 +138,7 @@ def register(app: typer.Typer) -> None:
         metric: str = typer.Option("queue", "--metric", help="reactive: queue (waiting per replica) | kv (KV use) | util (busy fraction)"),
         scale_up: float | None = typer.Option(None, "--scale-up", help="reactive: add a replica above this (default per metric)"),
         scale_down: float | None = typer.Option(None, "--scale-down", help="reactive: remove one below this"),
+        stabilization_s: float = typer.Option(300.0, "--stabilization-s", help="reactive: the metric must stay below --scale-down this long before a replica is removed"),
         schedule: str | None = typer.Option(None, "--schedule", help="scheduled: hour:replicas pairs, e.g. 0:2,8:6,20:3 (default: sized from the curve)"),
         headroom: float = typer.Option(1.25, "--headroom", help="scheduled/predictive/fixed sizing: capacity over the rate"),
         storage_bandwidth: float = typer.Option(2e9, "--storage-bandwidth", help="bytes/s a replica reads its weights at when it starts"),

@@ -86,7 +86,7 @@ def _capacity(cfg, timer, load: DayLoad) -> float:
 def make_policy(name: str, rep: Replica, load: DayLoad, tick_s: float, replicas: int | None = None,
                 min_replicas: int = 1, max_replicas: int | None = None, metric: str = "queue",
                 up: float | None = None, down: float | None = None, schedule: tuple[int, ...] | None = None,
-                headroom: float = 1.25):
+                headroom: float = 1.25, stabilization_s: float = 300.0):
     """A policy by name, its unstated bounds sized from the day's peak and the replica's capacity."""
     peak_need = max(1, math.ceil(float(load.rates_per_s.max()) * headroom / rep.capacity_rps))
     hi = max_replicas if max_replicas is not None else max(min_replicas, 2 * peak_need)
@@ -95,7 +95,7 @@ def make_policy(name: str, rep: Replica, load: DayLoad, tick_s: float, replicas:
     if name == "reactive":
         defaults = {"queue": (4.0, 0.5), "kv": (0.8, 0.3), "util": (0.85, 0.4)}.get(metric, (1.0, 0.0))
         return Reactive(metric, defaults[0] if up is None else up, defaults[1] if down is None else down,
-                        min_replicas, hi)
+                        min_replicas, hi, stabilization_s=stabilization_s)
     if name == "scheduled":
         if schedule is not None:
             return Scheduled(schedule)
@@ -143,7 +143,7 @@ def report(result: FleetResult, rep: Replica, load: DayLoad, spec: FleetSpec, po
             + te.decode_dynamic_j_per_token * cols["output_tokens"]
     tot = led.totals()
     rows = []
-    for k, r in enumerate(led.rows):
+    for r in led.rows:
         i = min(int(round(r.t_s / tick)) - 1, n - 1)
         done = cols["completed"][i] + cols["rejected"][i]
         rows.append({

@@ -8,7 +8,10 @@ after their start time) or drains them (no new requests; billed until empty).
 - ``fixed``: always ``replicas``.
 - ``reactive``: one metric against two thresholds (``queue``: requests waiting per ready
   replica; ``kv``: mean KV-cache use of ready replicas; ``util``: busy fraction of ready
-  replicas over the last tick): above ``up`` add ``step`` replicas, below ``down`` remove one.
+  replicas over the last tick): above ``up`` add ``step`` replicas; below ``down`` for a whole
+  ``stabilization_s`` window remove one (Kubernetes' HorizontalPodAutoscaler waits 300 s by
+  default before scaling down, ``--horizontal-pod-autoscaler-downscale-stabilization``: without
+  it a queue that empties for a minute drains a replica the next peak must start again).
 - ``scheduled``: a replica count per hour of the day (an operator's calendar).
 - ``predictive``: Holt's linear exponential smoothing (Holt 1957; level alpha, trend beta)
   of the per-minute arrival rate, forecast ``lead_s`` ahead (the start time plus one tick),
@@ -67,7 +70,7 @@ class Fixed:
         return f"fixed {self.replicas} replicas"
 
 
-@dataclass(frozen=True)
+@dataclass
 class Reactive:
     metric: str
     up: float
@@ -75,7 +78,9 @@ class Reactive:
     min_replicas: int
     max_replicas: int
     step: int = 1
+    stabilization_s: float = 300.0
     name: str = "reactive"
+    _low_since: float | None = None  # when the metric last went below ``down`` (state of one run)
 
     def __post_init__(self) -> None:
         if self.metric not in METRICS:
@@ -87,21 +92,29 @@ class Reactive:
             raise ConfigError(f"--scale-up {self.up} for {self.metric}: a fraction in (0, 1]")
         if self.step < 1:
             raise ConfigError(f"--scale-step must be >= 1, got {self.step}")
+        if self.stabilization_s < 0:
+            raise ConfigError(f"--stabilization-s must be >= 0, got {self.stabilization_s}")
 
     def value(self, obs: Observation) -> float:
         return {"queue": obs.queue_per_replica, "kv": obs.kv_usage, "util": obs.utilization}[self.metric]
 
     def desired(self, obs: Observation) -> int:
         v, now = self.value(obs), obs.current
+        if v >= self.down:
+            self._low_since = None
+        elif self._low_since is None:
+            self._low_since = obs.t_s
         if v > self.up:
             now += self.step
-        elif v < self.down and obs.starting == 0:  # never shrink while a scale-up is still starting
+        elif (self._low_since is not None and obs.t_s - self._low_since >= self.stabilization_s
+              and obs.starting == 0):  # low for the whole window, and no scale-up still starting
             now -= 1
+            self._low_since = obs.t_s  # one replica per window
         return min(max(now, self.min_replicas), self.max_replicas)
 
     def describe(self) -> str:
-        return (f"reactive on {self.metric}: +{self.step} above {self.up:g}, -1 below {self.down:g}, "
-                f"{self.min_replicas}-{self.max_replicas} replicas")
+        return (f"reactive on {self.metric}: +{self.step} above {self.up:g}, -1 after "
+                f"{self.stabilization_s:g} s below {self.down:g}, {self.min_replicas}-{self.max_replicas} replicas")
 
 
 @dataclass(frozen=True)
