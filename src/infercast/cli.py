@@ -29,6 +29,7 @@ COMMAND_MODULES = (
     "infercast.commands.validate",
     "infercast.commands.calibrate",
     "infercast.commands.ui",
+    "infercast.commands.fleet",
 )
 
 

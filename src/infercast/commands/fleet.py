@@ -1,0 +1,156 @@
+"""``infercast fleet``: a day of traffic on a fleet of replicas behind a router, autoscaled."""
+
+from __future__ import annotations
+
+import typer
+
+HELP = ("Simulate a day of traffic on a fleet of replicas behind a router under an autoscaling "
+        "policy (or all of them): SLO attainment, goodput, replicas, utilization, queue, $/day, "
+        "kWh/day, $/M tokens and the bottleneck, per minute and per day.")
+
+POLICY_NAMES = ("fixed", "reactive", "scheduled", "predictive")
+
+
+def run_fleet(o: dict) -> None:
+    from infercast.commands._common import print_json
+    from infercast.errors import ConfigError
+    from infercast.fleet.day import build_replica, make_policy, run_day
+    from infercast.fleet.load import day_load
+    from infercast.fleet.policies import parse_schedule
+    from infercast.fleet.run import FleetSpec
+    from infercast.sim.config import build_config
+
+    names = POLICY_NAMES if o["policy"] == "all" else tuple(p.strip() for p in o["policy"].split(","))
+    for n in names:
+        if n not in POLICY_NAMES:
+            raise ConfigError(f"--policy {n!r}: choose {', '.join(POLICY_NAMES)} or all")
+    cfg = build_config({k: v for k, v in {
+        "model": o["model"], "hardware": o["hardware"], "weights": o["weights"], "kv_cache": o["kv_cache"],
+        "tp": o["tp"], "slo_ttft_s": o["slo_ttft_s"], "slo_tpot_s": o["slo_tpot_s"], "seed": o["seed"],
+        "scheduler": {"max_num_seqs": o["max_num_seqs"]} if o["max_num_seqs"] else None,
+    }.items() if v is not None})
+    load = day_load(o["peak_rate"], o["hours"], o["trace"], o["lengths"], o["input_tokens"], o["output_tokens"],
+                    o["trough_fraction"], o["peak_hour"])
+    schedule = parse_schedule(o["schedule"]) if o["schedule"] else None
+    rep = build_replica(cfg, load, o["price"], o["storage_bandwidth"], o["warmup_s"])
+    policies = [make_policy(n, rep, load, o["tick_s"], o["replicas"], o["min_replicas"], o["max_replicas"],
+                            o["metric"], o["scale_up"], o["scale_down"], schedule, o["headroom"], o["stabilization_s"])
+                for n in names]
+    runs = {}
+    for pol in policies:
+        first = pol.replicas if pol.name == "fixed" else max(o["min_replicas"], 1)
+        spec = FleetSpec(rep.start_s, first, o["tick_s"], o["max_queue_s"], o["seed"])
+        runs[pol.name] = run_day(rep, load, pol, spec)
+    header = {"model": cfg.model, "hardware": cfg.hardware, "weights": cfg.weights, "tp": cfg.tp,
+              "load": load.source, "hours": load.duration_s / 3600, "expected_requests": load.expected_requests,
+              "replica_start_s": rep.start_s, "replica_capacity_rps": rep.capacity_rps,
+              "gpus_per_replica": rep.gpus, "price_per_gpu_hour": rep.price_per_gpu_hour,
+              "price_source": rep.price_source, "slo": {"ttft_s": cfg.slo_ttft_s, "tpot_s": cfg.slo_tpot_s}}
+    if o["per_minute"]:
+        _write_ticks(o["per_minute"], runs)
+    if o["plot"]:
+        from infercast.fleet.plots import plot_policies
+
+        plot_policies(runs, o["plot"], f"{cfg.model} on {cfg.hardware} (TP{cfg.tp}): {load.source}")
+    if o["as_json"]:
+        print_json({**header, "policies": {k: {"day": v["day"], "ticks": v["ticks"]} for k, v in runs.items()}})
+        return
+    _print(header, runs, o)
+
+
+def _write_ticks(path: str, runs: dict) -> None:
+    import csv
+    from pathlib import Path
+
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    with Path(path).open("w", newline="") as fh:
+        w = None
+        for name, out in runs.items():
+            for r in out["ticks"]:
+                if w is None:
+                    w = csv.DictWriter(fh, fieldnames=["policy", *r])
+                    w.writeheader()
+                w.writerow({"policy": name, **r})
+
+
+def _fmt(v, spec: str, none: str = "-") -> str:
+    return none if v is None or v != v else format(v, spec)
+
+
+def _print(header: dict, runs: dict, o: dict) -> None:
+    from rich.table import Table
+
+    from infercast.report.console import make_console
+
+    c = make_console()
+    h = header
+    c.print(f"fleet: {h['model']} ({h['weights']}) on {h['hardware']} TP{h['tp']}; {h['load']}; "
+            f"~{h['expected_requests']:,.0f} requests over {h['hours']:g} h")
+    c.print(f"one replica: {h['replica_capacity_rps']:.2f} req/s saturated, starts in {h['replica_start_s']:.0f} s "
+            f"(weights / {o['storage_bandwidth'] / 1e9:g} GB/s + {o['warmup_s']:g} s warm-up); "
+            f"price {_fmt(h['price_per_gpu_hour'], ',.2f')} $/GPU-hour ({h['price_source']}); "
+            f"SLO TTFT <= {h['slo']['ttft_s']} s, TPOT <= {h['slo']['tpot_s']} s")
+    t = Table(title="the day per policy")
+    cols = ("policy", "SLO met", "goodput/s", "rejected", "replica-h", "peak", "util", "$/day", "$/M tok",
+            "kWh/day", "J/out tok", "TTFT p99 s")
+    for col in cols:
+        t.add_column(col, justify="left" if col == "policy" else "right", no_wrap=col != "policy")
+    for name, out in runs.items():
+        d = out["day"]
+        t.add_row(name, _fmt(100 * d["slo_attainment"] if d["slo_attainment"] is not None else None, ".1f") + "%",
+                  _fmt(d["goodput_per_s"], ",.2f"), f"{d['requests_rejected']:,}", _fmt(d["replica_hours"], ",.1f"),
+                  str(d["peak_replicas"]), _fmt(d["mean_utilization"], ".2f"), _fmt(d["usd_per_day"], ",.2f"),
+                  _fmt(d["usd_per_million_tokens"], ",.3f"), _fmt(d["kwh_per_day"], ",.1f"),
+                  _fmt(d["joules_per_output_token"], ",.3f"), _fmt(d["ttft_p99_s"], ",.2f"))
+    c.print(t)
+    for name, out in runs.items():
+        d = out["day"]
+        moves = ", ".join(f"{ch['t_s'] / 3600:.1f} h -> {ch['to']}" for ch in d["bottleneck_changes"][:8])
+        more = " ..." if len(d["bottleneck_changes"]) > 8 else ""
+        c.print(f"{name}: {d['policy_detail']}; bottleneck ticks {d['bottleneck_minutes']}; moves: {moves}{more}")
+        if d["reject_reasons"]:
+            c.print(f"  rejected: {d['reject_reasons']}")
+    if o["plot"]:
+        c.print(f"plot written to {o['plot']}")
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("fleet", help=HELP)
+    def fleet_cmd(
+        model: str = typer.Option("llama-3.1-8b", "--model", "-m", help="preset name or config.json path"),
+        hardware: str = typer.Option("h100-sxm", "--hardware", "-H", help="part of every replica"),
+        weights: str | None = typer.Option(None, help="weight dtype (default: as the checkpoint ships)"),
+        kv_cache: str | None = typer.Option(None, "--kv-cache", help="KV-cache dtype (default: 16-bit)"),
+        tp: int | None = typer.Option(None, help="GPUs per replica (tensor parallel; default 1)"),
+        max_num_seqs: int | None = typer.Option(None, help="max requests per step per replica (default 256)"),
+        policy: str = typer.Option("all", "--policy", help="fixed | reactive | scheduled | predictive | all (compare)"),
+        peak_rate: float | None = typer.Option(None, "--peak-rate", help="requests/s at the busiest minute (diurnal curve, or rescales --trace)"),
+        hours: float = typer.Option(24.0, "--hours", help="length of the day simulated (a trace is stretched to it)"),
+        trace: str | None = typer.Option(None, "--trace", help="arrival trace (azure-conv | azure-code | CSV/JSONL): its per-minute rate"),
+        lengths: str | None = typer.Option(None, "--lengths", help="trace whose (prompt, output) pairs requests draw (default: --trace, else azure-conv)"),
+        input_tokens: int | None = typer.Option(None, help="fixed prompt length (with --output-tokens: instead of trace lengths)"),
+        output_tokens: int | None = typer.Option(None, help="fixed output length"),
+        trough_fraction: float = typer.Option(0.2, "--trough-fraction", help="diurnal: night rate as a fraction of the peak"),
+        peak_hour: float = typer.Option(14.0, "--peak-hour", help="diurnal: hour of the peak"),
+        replicas: int | None = typer.Option(None, "--replicas", help="fixed policy: replicas (default: sized for the peak)"),
+        min_replicas: int = typer.Option(1, "--min-replicas", help="autoscaling lower bound"),
+        max_replicas: int | None = typer.Option(None, "--max-replicas", help="autoscaling upper bound (default: 2x the peak's need)"),
+        metric: str = typer.Option("queue", "--metric", help="reactive: queue (waiting per replica) | kv (KV use) | util (busy fraction)"),
+        scale_up: float | None = typer.Option(None, "--scale-up", help="reactive: add a replica above this (default per metric)"),
+        scale_down: float | None = typer.Option(None, "--scale-down", help="reactive: remove one below this"),
+        stabilization_s: float = typer.Option(300.0, "--stabilization-s", help="reactive: the metric must stay below --scale-down this long before a replica is removed"),
+        schedule: str | None = typer.Option(None, "--schedule", help="scheduled: hour:replicas pairs, e.g. 0:2,8:6,20:3 (default: sized from the curve)"),
+        headroom: float = typer.Option(1.25, "--headroom", help="scheduled/predictive/fixed sizing: capacity over the rate"),
+        storage_bandwidth: float = typer.Option(2e9, "--storage-bandwidth", help="bytes/s a replica reads its weights at when it starts"),
+        warmup_s: float = typer.Option(60.0, "--warmup-s", help="engine warm-up after the weights are loaded (s)"),
+        tick_s: float = typer.Option(60.0, "--tick-s", help="seconds between autoscaler decisions (and report rows)"),
+        max_queue_s: float = typer.Option(300.0, "--max-queue-s", help="a request waiting this long at the router is rejected"),
+        slo_ttft_s: float = typer.Option(2.0, "--slo-ttft-s", help="SLO: time to first token (s)"),
+        slo_tpot_s: float = typer.Option(0.1, "--slo-tpot-s", help="SLO: time per output token (s)"),
+        price: float | None = typer.Option(None, "--price", help="$/GPU-hour (default: the shipped price table's median)"),
+        seed: int = typer.Option(0, "--seed", help="random seed of the arrivals and lengths"),
+        per_minute: str | None = typer.Option(None, "--per-minute", help="write every tick's row to this CSV"),
+        plot: str | None = typer.Option(None, "--plot", help="PNG: cost vs SLO attainment and replicas over the day"),
+        as_json: bool = typer.Option(False, "--json", help="print one JSON object"),
+    ) -> None:
+        run_fleet(dict(locals()))

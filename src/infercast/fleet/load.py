@@ -1,0 +1,135 @@
+"""A day of traffic: a request rate per minute, and the requests it draws.
+
+Two sources of the rate:
+
+- ``diurnal_rates``: a smooth day, ``trough + (peak - trough) * (1 - cos(2 pi (h - peak_hour + 12) / 24)) / 2``
+  per minute (one peak at ``peak_hour``, the trough 12 hours away), scaled to a peak rate.
+  A stated shape, not data: use a trace for a measured day.
+- ``trace_rates``: arrivals of a trace counted per minute (``load_trace``), optionally
+  time-stretched (``stretch``: a one-hour trace replayed over a day keeps its shape
+  and its total request count divided over the longer span, unless rescaled to a peak).
+
+Requests are a non-homogeneous Poisson process at the per-minute rate (each minute's
+count Poisson, arrival times uniform within the minute; Lewis & Shedler 1979 for
+piecewise-constant rates), lengths drawn from a trace's (prompt, output) pairs or
+fixed. Everything is generated in chunks from a seeded generator.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import numpy as np
+
+from infercast.errors import ConfigError
+from infercast.sim.workload import Trace, load_trace
+
+MINUTE_S = 60.0
+
+
+@dataclass(frozen=True)
+class DayLoad:
+    """Requests/s for each minute of the day, and where the lengths come from."""
+
+    rates_per_s: np.ndarray  # one per minute
+    source: str  # how the rates were made (for reports)
+    lengths: Trace | None  # (prompt, output) pairs drawn per request; None = fixed lengths
+    input_tokens: int = 1024
+    output_tokens: int = 256
+
+    @property
+    def minutes(self) -> int:
+        return int(self.rates_per_s.size)
+
+    @property
+    def duration_s(self) -> float:
+        return self.minutes * MINUTE_S
+
+    @property
+    def expected_requests(self) -> float:
+        return float(self.rates_per_s.sum() * MINUTE_S)
+
+
+def diurnal_rates(peak_rate: float, hours: float = 24.0, trough_fraction: float = 0.2,
+                  peak_hour: float = 14.0) -> np.ndarray:
+    """Per-minute rates of a one-peak day (module docstring)."""
+    if not (peak_rate > 0 and math.isfinite(peak_rate)):
+        raise ConfigError(f"--peak-rate must be a positive number of requests/s, got {peak_rate}")
+    if not 0 <= trough_fraction <= 1:
+        raise ConfigError(f"--trough-fraction must be in [0, 1], got {trough_fraction}")
+    if not 0 < hours <= 24 * 14:
+        raise ConfigError(f"--hours must be in (0, 336], got {hours}")
+    h = (np.arange(max(1, round(hours * 60))) + 0.5) / 60.0
+    shape = (1 - np.cos(2 * np.pi * (h - peak_hour + 12.0) / 24.0)) / 2.0
+    return peak_rate * (trough_fraction + (1 - trough_fraction) * shape)
+
+
+def trace_rates(trace: Trace, hours: float | None = None, peak_rate: float | None = None) -> np.ndarray:
+    """Per-minute arrival rates of a trace, stretched to ``hours`` and scaled to ``peak_rate``."""
+    if len(trace) == 0:
+        raise ConfigError(f"trace {trace.name!r} has no requests")
+    span = float(trace.arrival_s[-1] - trace.arrival_s[0]) or MINUTE_S
+    minutes = max(1, math.ceil(span / MINUTE_S))
+    counts = np.bincount(np.minimum(((trace.arrival_s - trace.arrival_s[0]) // MINUTE_S).astype(np.int64),
+                                    minutes - 1), minlength=minutes).astype(np.float64)
+    rates = counts / MINUTE_S
+    if hours is not None:
+        target = max(1, round(hours * 60))
+        if target != minutes:  # stretch (or squeeze) the shape onto the target minutes
+            x = (np.arange(target) + 0.5) / target * minutes
+            rates = np.interp(x, np.arange(minutes) + 0.5, rates) * minutes / target
+    if peak_rate is not None:
+        if not (peak_rate > 0 and math.isfinite(peak_rate)):
+            raise ConfigError(f"--peak-rate must be a positive number of requests/s, got {peak_rate}")
+        top = rates.max()
+        rates = rates * (peak_rate / top) if top > 0 else rates
+    return rates
+
+
+def day_load(peak_rate: float | None, hours: float, trace: str | None = None, lengths: str | None = None,
+             input_tokens: int | None = None, output_tokens: int | None = None,
+             trough_fraction: float = 0.2, peak_hour: float = 14.0) -> DayLoad:
+    """The day a command asks for: a trace's own rates (stretched to ``hours``) or a diurnal
+    curve; request lengths from ``lengths`` (a trace), the rate trace, or fixed values."""
+    tr = load_trace(trace) if trace else None
+    if tr is not None:
+        rates = trace_rates(tr, hours, peak_rate)
+        src = f"trace {trace} ({len(tr):,} requests over {float(tr.arrival_s[-1]) / 3600:.2f} h) stretched to {hours:g} h"
+    else:
+        if peak_rate is None:
+            raise ConfigError("give --peak-rate (requests/s at the busiest minute) or --trace")
+        rates = diurnal_rates(peak_rate, hours, trough_fraction, peak_hour)
+        src = f"diurnal curve: peak {peak_rate:g} req/s at hour {peak_hour:g}, trough {trough_fraction:.0%} of peak"
+    for name, v in (("--input-tokens", input_tokens), ("--output-tokens", output_tokens)):
+        if v is not None and v < 1:
+            raise ConfigError(f"{name} must be >= 1, got {v}")
+    fixed = input_tokens is not None and output_tokens is not None
+    len_trace = None if fixed else (load_trace(lengths) if lengths else tr or load_trace("azure-conv"))
+    return DayLoad(rates, src, len_trace, input_tokens or 1024, output_tokens or 256)
+
+
+def request_chunks(load: DayLoad, rng: np.random.Generator, max_prompt: int | None = None,
+                   chunk_minutes: int = 30) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+    """(arrival_s, prompt_tokens, output_tokens) arrays, in time order, a few minutes at a time."""
+    for m0 in range(0, load.minutes, chunk_minutes):
+        rates = load.rates_per_s[m0:m0 + chunk_minutes]
+        counts = rng.poisson(rates * MINUTE_S)
+        n = int(counts.sum())
+        if n == 0:
+            continue
+        starts = np.repeat((m0 + np.arange(rates.size)) * MINUTE_S, counts)
+        arrivals = np.sort(starts + rng.random(n) * MINUTE_S) if n else starts
+        # sort within each minute only: minutes are already in order, so a global sort is the same
+        if load.lengths is not None:
+            idx = rng.integers(0, len(load.lengths), n)
+            prompts = load.lengths.prompt_tokens[idx].astype(np.int64)
+            outputs = np.maximum(load.lengths.output_tokens[idx].astype(np.int64), 1)
+        else:
+            prompts = np.full(n, load.input_tokens, dtype=np.int64)
+            outputs = np.full(n, load.output_tokens, dtype=np.int64)
+        prompts = np.maximum(prompts, 1)
+        if max_prompt is not None:
+            prompts = np.minimum(prompts, max_prompt)
+        yield arrivals, prompts, outputs

@@ -1,0 +1,276 @@
+"""A fleet day: the simulator's replicas behind one router, scaled by a policy over a day of load.
+
+Nothing here times a step: each replica is a :class:`~infercast.sim.replica.Replica` (the
+scheduler and the cost model's step times, fast mode) on one shared event kernel. The fleet
+adds what a single-replica run lacks:
+
+- **lifecycle**: a replica asked for at t serves from ``t + start_s`` (weights read from
+  storage, then the engine's warm-up) and is billed and powered from t; a replica scaled
+  down is *drained* (no new requests) and stops, unbilled, when its last request finishes.
+- **router**: least outstanding tokens among serving replicas; with none serving, requests
+  wait at the router, and one waiting longer than ``max_queue_s`` is rejected with that reason.
+- **ticks**: every ``tick_s`` the fleet is observed (one row of the per-minute report) and
+  the policy sets the replica count (``fleet/policies.py``).
+
+Every arrival ends as exactly one record, completed or rejected with a reason (tested).
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import time
+from collections import deque
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from infercast.errors import ConfigError
+from infercast.fleet.ledger import Ledger, MinuteRow
+from infercast.fleet.load import DayLoad, request_chunks
+from infercast.metrics.records import RequestRecord
+from infercast.metrics.summary import MetricsAccumulator
+from infercast.sched import Request, Scheduler
+from infercast.sim.kernel import PRIO_ARRIVAL, Kernel
+from infercast.sim.replica import Replica
+
+PRIO_TICK = 3  # after arrivals, step ends and kicks at the same instant
+STARTING, READY, DRAINING, STOPPED = "starting", "ready", "draining", "stopped"
+
+
+@dataclass(frozen=True)
+class FleetSpec:
+    """How the fleet runs (the replica's own settings live in its SimConfig and timer)."""
+
+    start_s: float  # request -> serving
+    initial_replicas: int
+    tick_s: float = 60.0
+    max_queue_s: float = 300.0  # router wait before a request is rejected
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if not (self.start_s >= 0 and math.isfinite(self.start_s)):
+            raise ConfigError(f"replica start time must be >= 0 s, got {self.start_s}")
+        if self.initial_replicas < 1:
+            raise ConfigError(f"the fleet must start with >= 1 replica, got {self.initial_replicas}")
+        if not self.tick_s > 0:
+            raise ConfigError(f"--tick-s must be > 0, got {self.tick_s}")
+        if not self.max_queue_s > 0:
+            raise ConfigError(f"--max-queue-s must be > 0, got {self.max_queue_s}")
+
+
+@dataclass
+class Member:
+    """One replica's life in the fleet."""
+
+    replica: Replica
+    state: str
+    asked_s: float  # billed from here
+    ready_s: float
+    stopped_s: float | None = None
+    busy_mark: float = 0.0  # replica busy seconds at the last tick
+    ready_event: list | None = None
+
+
+@dataclass
+class FleetResult:
+    """What a fleet day produced: per-minute rows, the day's summary, the members' lifetimes."""
+
+    policy: str
+    ledger: Ledger
+    summary: dict
+    intervals: list[tuple[float, float]]  # (billed from, billed to) per replica
+    extra: dict = field(default_factory=dict)
+
+
+class FleetSim:
+    """One fleet, one day, one policy (see module doc)."""
+
+    def __init__(self, load: DayLoad, spec: FleetSpec, policy, timer, sched_cfg, slo_ttft_s: float | None,
+                 slo_tpot_s: float | None, decode_context: int):
+        self.load, self.spec, self.policy, self.timer, self.sched_cfg = load, spec, policy, timer, sched_cfg
+        self.kernel = Kernel()
+        self.members: list[Member] = []
+        self.queue: deque[Request] = deque()  # waiting at the router
+        self.acc = MetricsAccumulator(slo_ttft_s=slo_ttft_s, slo_tpot_s=slo_tpot_s)
+        self.ledger = Ledger(spec.tick_s, slo_ttft_s, slo_tpot_s)
+        self.decode_context = decode_context
+        self.day_end_s = load.duration_s
+        self._count = 0
+        self._arrived = 0
+        self._arrivals_in_tick = 0
+        self._rates: list[float] = []  # observed arrival rate per past tick (req/s)
+        self._stream = None
+        self._preempt_mark = 0
+        self._bound_cache: dict[tuple[int, int], str] = {}
+
+    # ---- replicas ------------------------------------------------------------------
+    def _start(self, now: float) -> None:
+        for m in self.members:  # a draining replica is still up: take it back first
+            if m.state == DRAINING:
+                m.state = READY
+                return
+        rep = Replica(len(self.members), Scheduler(self.sched_cfg), self.timer, self.kernel, self._emit)
+        m = Member(rep, STARTING, now, now + self.spec.start_s)
+        self.members.append(m)
+        m.ready_event = self.kernel.at(m.ready_s, PRIO_ARRIVAL, self._ready, m)
+
+    def _ready(self, m: Member) -> None:
+        m.state, m.ready_event = READY, None
+        m.busy_mark = m.replica.stats.busy_s
+        while self.queue and m.state == READY:
+            self._route(self.queue.popleft())
+
+    def _stop_one(self, now: float) -> None:
+        """Cancel the newest starting replica, else drain the least loaded serving one."""
+        starting = [m for m in self.members if m.state == STARTING]
+        if starting:
+            m = starting[-1]
+            self.kernel.cancel(m.ready_event)
+            m.state, m.stopped_s = STOPPED, now
+            return
+        ready = [m for m in self.members if m.state == READY]
+        if len(ready) <= 1 and not starting:
+            return  # keep one serving replica
+        m = min(ready, key=lambda x: x.replica.outstanding_tokens)
+        m.state = DRAINING
+        self._maybe_stop(m, now)
+
+    def _maybe_stop(self, m: Member, now: float) -> None:
+        if m.state == DRAINING and m.replica.outstanding_tokens == 0 and not m.replica.sched.has_unfinished:
+            m.state, m.stopped_s = STOPPED, now
+
+    def _serving(self) -> list[Member]:
+        return [m for m in self.members if m.state == READY]
+
+    # ---- requests ------------------------------------------------------------------
+    def _next_arrival(self) -> None:
+        item = next(self._stream, None)
+        if item is not None:
+            self.kernel.at(item[0], PRIO_ARRIVAL, self._arrive, *item)
+
+    def _arrive(self, at: float, prompt: int, output: int) -> None:
+        req = Request(str(self._count), int(prompt), int(output), at)
+        self._count += 1
+        self._arrivals_in_tick += 1
+        self.ledger.arrival(at)
+        self._next_arrival()
+        self._route(req)
+
+    def _route(self, req: Request) -> None:
+        serving = self._serving()
+        if not serving:
+            self.queue.append(req)
+            return
+        target = min(serving, key=lambda m: m.replica.outstanding_tokens)
+        target.replica.submit(req)
+
+    def _emit(self, rec: RequestRecord, index: int) -> None:
+        self.acc.add(rec)
+        self.ledger.record(rec)
+        m = self.members[index]
+        if m.state == DRAINING:
+            self._maybe_stop(m, self.kernel.now)
+
+    def _reject_stale(self, now: float) -> None:
+        limit = self.spec.max_queue_s
+        while self.queue and now - self.queue[0].arrival_s > limit:
+            req = self.queue.popleft()
+            rec = RequestRecord(req.request_id, req.arrival_s, req.prompt_tokens, 0, [], finish_s=now,
+                                finish_reason="rejected",
+                                error=f"no replica serving within {limit:g} s (router queue)")
+            self.acc.add(rec)
+            self.ledger.record(rec)
+
+    # ---- ticks ---------------------------------------------------------------------
+    def _tick(self) -> None:
+        now = self.kernel.now
+        self._reject_stale(now)
+        for m in self.members:
+            self._maybe_stop(m, now)
+        obs, row = self._observe(now)
+        self.ledger.add_row(row)
+        if now < self.day_end_s:
+            want = self.policy.desired(obs)
+            cur = obs.current
+            for _ in range(max(0, want - cur)):
+                self._start(now)
+            for _ in range(max(0, cur - want)):
+                self._stop_one(now)
+        else:  # the day is over: drain everything still up
+            for m in self.members:
+                if m.state == STARTING:
+                    self.kernel.cancel(m.ready_event)
+                    m.state, m.stopped_s = STOPPED, now
+                elif m.state == READY:
+                    m.state = DRAINING
+                    self._maybe_stop(m, now)
+        busy = any(m.state != STOPPED for m in self.members) or self.queue
+        if now < self.day_end_s or busy:
+            self.kernel.at(now + self.spec.tick_s, PRIO_TICK, self._tick)
+
+    def _observe(self, now: float):
+        from infercast.fleet.policies import Observation
+
+        tick = self.spec.tick_s
+        ready = self._serving()
+        up = [m for m in self.members if m.state in (READY, DRAINING)]
+        starting = sum(1 for m in self.members if m.state == STARTING)
+        waiting = len(self.queue) + sum(m.replica.sched.num_waiting for m in up)
+        running = sum(m.replica.sched.num_running for m in up)
+        kv = float(np.mean([m.replica.sched.kv.usage for m in up])) if up else 0.0
+        busy = 0.0
+        for m in up:
+            b = m.replica.stats.busy_s
+            busy += min(b - m.busy_mark, tick)
+            m.busy_mark = b
+        util = busy / (tick * len(up)) if up else 0.0
+        preempt = sum(m.replica.sched.num_preemptions for m in self.members)
+        preempted, self._preempt_mark = preempt - self._preempt_mark, preempt
+        rate = self._arrivals_in_tick / tick
+        self._arrivals_in_tick = 0
+        self._rates.append(rate)
+        qpr = waiting / len(ready) if ready else (math.inf if waiting else 0.0)
+        obs = Observation(now, len(ready), starting, qpr, kv, util, tuple(self._rates[-180:]))
+        loads = [m.replica.sched.num_waiting + m.replica.sched.num_running for m in ready]
+        bottleneck = self._bottleneck(obs, waiting, running, len(up), preempted, loads)
+        row = MinuteRow(now, len(ready), starting, sum(1 for m in self.members if m.state == DRAINING),
+                        waiting, len(self.queue), running, kv, util, rate, bottleneck)
+        return obs, row
+
+    def _bottleneck(self, obs, waiting: int, running: int, up: int, preempted: int, loads: list[int]) -> str:
+        """What limits the fleet this tick: start-up, KV capacity, the router, idle, or the step's bound."""
+        if (obs.ready == 0 and waiting) or (obs.starting and obs.queue_per_replica > 1):
+            return "start-up"
+        if obs.kv_usage > 0.9 or preempted:
+            return "KV capacity"
+        if len(loads) > 1 and waiting and min(loads) == 0:
+            return "router"
+        if obs.utilization < 0.5:
+            return "idle capacity"
+        batch = max(1, round(running / max(up, 1)))
+        key = (batch, self.decode_context)
+        if key not in self._bound_cache:
+            bound = self.timer.decode_cost(batch, self.decode_context).bound
+            self._bound_cache[key] = {"memory": "bandwidth"}.get(bound, bound)
+        return self._bound_cache[key]
+
+    # ---- the day -------------------------------------------------------------------
+    def run(self, max_prompt: int | None = None) -> FleetResult:
+        wall0, cpu0 = time.perf_counter(), time.process_time()
+        rng = np.random.default_rng(self.spec.seed)
+        chunks = request_chunks(self.load, rng, max_prompt)
+        self._stream = itertools.chain.from_iterable(zip(*(c.tolist() for c in ch), strict=True) for ch in chunks)
+        for _ in range(self.spec.initial_replicas):
+            m = Member(Replica(len(self.members), Scheduler(self.sched_cfg), self.timer, self.kernel, self._emit),
+                       READY, 0.0, 0.0)
+            self.members.append(m)  # warm at the start of the day (the night before paid their start)
+        self._next_arrival()
+        self.kernel.at(self.spec.tick_s, PRIO_TICK, self._tick)
+        self.kernel.run()
+        end = self.kernel.now
+        intervals = [(m.asked_s, m.stopped_s if m.stopped_s is not None else end) for m in self.members]
+        summary = self.acc.summary().to_dict()
+        summary.update(sim_wall_s=time.perf_counter() - wall0, sim_cpu_s=time.process_time() - cpu0,
+                       sim_events=self.kernel.num_events, num_arrived=self._count, end_s=end)
+        return FleetResult(self.policy.name, self.ledger, summary, intervals)

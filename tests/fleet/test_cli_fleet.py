@@ -1,0 +1,49 @@
+"""infercast fleet on the command line: bad input is one line and exit code 2; a tiny day runs."""
+
+import json
+
+import pytest
+
+from infercast.cli import main
+
+
+def _run(args, capsys):
+    with pytest.raises(SystemExit) as exc:
+        main(["fleet", *args])
+    return exc.value.code, capsys.readouterr()
+
+
+@pytest.mark.parametrize("args, words", [
+    (["--peak-rate", "2", "--price", "-1"], "--price"),
+    (["--peak-rate", "2", "--policy", "reactive", "--min-replicas", "4", "--max-replicas", "2"], "max-replicas"),
+    (["--peak-rate", "2", "--policy", "reactive", "--scale-up", "1", "--scale-down", "3"], "scale-down"),
+    (["--peak-rate", "2", "--policy", "scheduled", "--schedule", "5:2"], "hour 0"),
+    (["--peak-rate", "-3"], "peak-rate"),
+    (["--policy", "magic", "--peak-rate", "2"], "--policy"),
+])
+def test_bad_input_is_one_line_and_exit_2(args, words, capsys):
+    code, out = _run([*args, "--hours", "0.1"], capsys)
+    lines = [x for x in out.err.strip().splitlines() if x]
+    assert code == 2 and len(lines) == 1 and words in lines[0] and "Traceback" not in out.err
+
+
+def test_trace_missing_columns_is_one_line(tmp_path, capsys):
+    bad = tmp_path / "t.csv"
+    bad.write_text("time,tokens\n0,10\n1,20\n")
+    code, out = _run(["--trace", str(bad), "--hours", "0.1"], capsys)
+    assert code == 2 and len(out.err.strip().splitlines()) == 1 and "column" in out.err
+
+
+def test_tiny_day_runs_as_json(tmp_path, capsys):
+    code = 0
+    try:
+        main(["fleet", "--peak-rate", "1", "--hours", "0.1", "--input-tokens", "64", "--output-tokens", "16",
+              "--policy", "fixed,predictive", "--json", "--per-minute", str(tmp_path / "m.csv")])
+    except SystemExit as exc:
+        code = exc.code
+    out = json.loads(capsys.readouterr().out)
+    assert code in (0, None)
+    assert set(out["policies"]) == {"fixed", "predictive"}
+    day = out["policies"]["fixed"]["day"]
+    assert day["requests_completed"] + day["requests_rejected"] == day["requests_arrived"] > 0
+    assert (tmp_path / "m.csv").read_text().startswith("policy,t_s")
