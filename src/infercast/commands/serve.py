@@ -25,6 +25,9 @@ def register(app: typer.Typer) -> None:
         enable_prefix_caching: bool = typer.Option(False, help="Reuse KV of shared prefixes"),
         backend: str = typer.Option("numpy", help="numpy (float32) | torch (bf16 weights; "
                                     "pip install 'infercast[torch]')"),
+        weights: str = typer.Option("auto", help="auto (as stored: Q4_0/Q4_1 -> q4, Q8_0 -> "
+                                    "int8) | fp32 | bf16 | int8 | q4 (not fp32: "
+                                    "pip install 'infercast[torch]')"),
     ) -> None:
         """Serve a model on this CPU until interrupted (Ctrl-C drains, then cancels)."""
         import time
@@ -38,7 +41,7 @@ def register(app: typer.Typer) -> None:
 
         if not 0 < port < 65536:
             raise ConfigError(f"--port {port} is not a TCP port; use 1-65535")
-        loaded = load(model, seed=seed)
+        loaded = load(model, seed=seed, weights=weights)
         cfg = EngineConfig(policy=scheduler, max_num_seqs=max_num_seqs,
                            max_num_batched_tokens=max_num_batched_tokens,
                            max_model_len=max_model_len, kv_cache_bytes=kv_cache_gib * 2**30,
@@ -46,7 +49,8 @@ def register(app: typer.Typer) -> None:
                            backend=backend)
         engine = Engine(loaded, cfg, time.monotonic, np.random.default_rng(seed))
         app = create_app(engine, loaded.name, api_key=api_key, max_waiting=max_waiting)
-        run_server(app, host, port, f"{loaded.name}: {loaded.cfg.num_params / 1e6:.0f}M params")
+        run_server(app, host, port, f"{loaded.name}: {loaded.cfg.num_params / 1e6:.0f}M params, "
+                   f"{loaded.weights_format} weights ({loaded.weights.nbytes / 1e6:.0f} MB)")
 
 
 def run_server(app, host: str, port: int, banner: str) -> None:
