@@ -33,6 +33,9 @@ def register(app: typer.Typer) -> None:
                                              "request headers before the connection closes"),
         body_timeout: float = typer.Option(30.0, help="Seconds a client has to send its "
                                            "request body before a 408"),
+        weights: str = typer.Option("auto", help="auto (as stored: Q4_0/Q4_1 -> q4, Q8_0 -> "
+                                    "int8) | fp32 | bf16 | int8 | q4 (not fp32: "
+                                    "pip install 'infercast[torch]')"),
     ) -> None:
         """Serve a model on this CPU until interrupted (Ctrl-C drains, then cancels)."""
         import time
@@ -55,7 +58,7 @@ def register(app: typer.Typer) -> None:
         from infercast.commands._progress import working
 
         with working(f"loading {model}"):
-            loaded = load(model, seed=seed)
+            loaded = load(model, seed=seed, weights=weights)
         cfg = EngineConfig(policy=scheduler, max_num_seqs=max_num_seqs,
                            max_num_batched_tokens=max_num_batched_tokens,
                            max_model_len=max_model_len, kv_cache_bytes=kv_cache_gib * 2**30,
@@ -64,7 +67,8 @@ def register(app: typer.Typer) -> None:
         engine = Engine(loaded, cfg, time.monotonic, np.random.default_rng(seed))
         app = create_app(engine, loaded.name, api_key=api_key, max_waiting=max_waiting,
                          limits=limits)
-        run_server(app, host, port, f"{loaded.name}: {loaded.cfg.num_params / 1e6:.0f}M params",
+        run_server(app, host, port, f"{loaded.name}: {loaded.cfg.num_params / 1e6:.0f}M params, "
+                   f"{loaded.weights_format} weights ({loaded.weights.nbytes / 1e6:.0f} MB)",
                    limits, sock)
 
 

@@ -34,11 +34,18 @@ BACKENDS = ("numpy", "torch")
 
 def make_model(loaded: LoadedModel, max_positions: int, backend: str, num_threads: int):
     """The forward-pass object of a backend (both have ``forward(seqs, kv, all_logits)``)."""
+    from infercast.engine.weights import dense_weights
+
     if backend == "torch":
         from infercast.engine.torch_model import TorchLlamaModel
 
-        return TorchLlamaModel(loaded.cfg, loaded.weights, max_positions, num_threads)
-    return LlamaModel(loaded.cfg, loaded.weights, max_positions)
+        return TorchLlamaModel(loaded.cfg, dense_weights(loaded.weights), max_positions,
+                               num_threads)
+    if loaded.weights_format != "fp32":  # compact matrices run PyTorch's kernels
+        from infercast.engine.qlinear import import_torch
+
+        import_torch().set_num_threads(num_threads)
+    return LlamaModel(loaded.cfg, loaded.weights, max_positions, num_threads)
 
 
 class PromptTooLongError(ConfigError):

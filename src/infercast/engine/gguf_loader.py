@@ -1,7 +1,9 @@
-"""Load a Llama-architecture GGUF file: config, float32 weights and tokenizer.
+"""Load a Llama-architecture GGUF file: config, weights and tokenizer.
 
-Weights are dequantized with ``gguf.quants.dequantize`` (Q4_0, Q4_1, Q8_0, F16,
-F32 and the other types it knows) into the engine's float32 layout. llama.cpp's
+Q4_0, Q4_1 and Q8_0 matrices are read block by block into quantized rows
+(:mod:`infercast.engine.qformats`) and kept compact in memory (``--weights``
+``auto``: Q4 as ``q4``, Q8_0 as ``int8``, F16/BF16 as ``bf16``); the other types
+``gguf.quants.dequantize`` knows are widened to float32. llama.cpp's
 converter permutes the rows of Q and K so its RoPE can rotate adjacent pairs
 (``convert_hf_to_gguf.py``, ``LlamaModel.permute``); the engine uses Hugging
 Face's rotate-half layout, so those rows are permuted back here.
@@ -15,9 +17,14 @@ from typing import Any
 import numpy as np
 
 from infercast.engine.config import EngineModelConfig
+from infercast.engine.qformats import Rows, map_rows, q4_0_rows, q4_1_rows, q8_0_rows
+from infercast.engine.qlinear import to_format
 from infercast.engine.tokenizer import HFTokenizer, tokenizer_from_gguf_fields
 from infercast.engine.weights import ModelWeights, layer_from_parts
 from infercast.errors import ModelConfigError
+
+BLOCK_READERS = {"Q4_0": q4_0_rows, "Q4_1": q4_1_rows, "Q8_0": q8_0_rows}
+NATIVE_FORMAT = {"Q4_0": "q4", "Q4_1": "q4", "Q8_0": "int8", "F16": "bf16", "BF16": "bf16"}
 
 
 def _fields(reader: Any) -> dict[str, Any]:
@@ -73,8 +80,13 @@ def unpermute_rows(w: np.ndarray, n_heads: int) -> np.ndarray:
             .swapaxes(1, 2).reshape(w.shape))
 
 
-def load_gguf(path: Path) -> tuple[EngineModelConfig, ModelWeights, HFTokenizer]:
-    """Read a GGUF file; returns (config, float32 weights, tokenizer)."""
+def load_gguf(path: Path, weights: str = "auto"
+              ) -> tuple[EngineModelConfig, ModelWeights, HFTokenizer]:
+    """Read a GGUF file; returns (config, weights in ``weights`` format, tokenizer).
+
+    ``weights`` is ``auto`` (each matrix as stored, see the module doc) or one of
+    :data:`infercast.engine.qlinear.WEIGHT_FORMATS` for every matrix.
+    """
     from gguf import GGUFReader
     from gguf.quants import dequantize
 
@@ -84,11 +96,28 @@ def load_gguf(path: Path) -> tuple[EngineModelConfig, ModelWeights, HFTokenizer]
         raise ModelConfigError(f"cannot read GGUF file {path}: {exc}") from None
     tensors = {t.name: t for t in reader.tensors}
 
+    def fmt(name: str) -> str:
+        """The format a matrix is kept in: as stored (``auto``) or the one asked for."""
+        kind = tensors[name].tensor_type.name if name in tensors else ""
+        return NATIVE_FORMAT.get(kind, "fp32") if weights == "auto" else weights
+
     def get(name: str) -> np.ndarray:
         if name not in tensors:
             raise ModelConfigError(f"GGUF file {path} has no tensor {name!r}")
         t = tensors[name]
-        return np.asarray(dequantize(t.data, t.tensor_type), dtype=np.float32)
+        try:
+            return np.asarray(dequantize(t.data, t.tensor_type), dtype=np.float32)
+        except (NotImplementedError, ValueError, KeyError):
+            raise ModelConfigError(
+                f"GGUF tensor {name} is {t.tensor_type.name}, a type this engine cannot run; "
+                f"use a file with Q4_0, Q4_1, Q8_0, F16 or F32 weights") from None
+
+    def matrix(name: str) -> Rows:
+        """Q4/Q8 blocks read as they are when kept in their own format, else float32."""
+        kind = tensors[name].tensor_type.name if name in tensors else ""
+        if kind in BLOCK_READERS and NATIVE_FORMAT[kind] == fmt(name):
+            return BLOCK_READERS[kind](tensors[name].data, int(tensors[name].shape[-1]))
+        return get(name)
 
     fields = _fields(reader)
     factors = get("rope_freqs.weight") if "rope_freqs.weight" in tensors else None
@@ -96,17 +125,23 @@ def load_gguf(path: Path) -> tuple[EngineModelConfig, ModelWeights, HFTokenizer]
     layers = []
     for i in range(cfg.num_layers):
         p = f"blk.{i}."
-        layers.append(layer_from_parts(
-            q=unpermute_rows(get(p + "attn_q.weight"), cfg.num_heads),
-            k=unpermute_rows(get(p + "attn_k.weight"), cfg.num_kv_heads),
-            v=get(p + "attn_v.weight"), o=get(p + "attn_output.weight"),
-            gate=get(p + "ffn_gate.weight"), up=get(p + "ffn_up.weight"),
-            down=get(p + "ffn_down.weight"), attn_norm=get(p + "attn_norm.weight"),
-            mlp_norm=get(p + "ffn_norm.weight")))
-    embed = get("token_embd.weight")
+        lw = layer_from_parts(
+            q=map_rows(matrix(p + "attn_q.weight"), lambda a: unpermute_rows(a, cfg.num_heads)),
+            k=map_rows(matrix(p + "attn_k.weight"), lambda a: unpermute_rows(a, cfg.num_kv_heads)),
+            v=matrix(p + "attn_v.weight"), o=matrix(p + "attn_output.weight"),
+            gate=matrix(p + "ffn_gate.weight"), up=matrix(p + "ffn_up.weight"),
+            down=matrix(p + "ffn_down.weight"), attn_norm=get(p + "attn_norm.weight"),
+            mlp_norm=get(p + "ffn_norm.weight"))
+        # A fused matrix is kept in the format of its first part (Q, gate).
+        lw.wqkv = to_format(lw.wqkv, fmt(p + "attn_q.weight"))
+        lw.wo = to_format(lw.wo, fmt(p + "attn_output.weight"))
+        lw.w_gate_up = to_format(lw.w_gate_up, fmt(p + "ffn_gate.weight"))
+        lw.w_down = to_format(lw.w_down, fmt(p + "ffn_down.weight"))
+        layers.append(lw)
+    embed = to_format(matrix("token_embd.weight"), fmt("token_embd.weight"))
     tied = "output.weight" not in tensors
     cfg = cfg.replace(tie_word_embeddings=tied)
-    head = embed if tied else get("output.weight")
-    weights = ModelWeights(embed=embed, layers=layers, final_norm=get("output_norm.weight"),
-                           lm_head=head)
-    return cfg, weights, tokenizer_from_gguf_fields(fields)
+    head = embed if tied else to_format(matrix("output.weight"), fmt("output.weight"))
+    w = ModelWeights(embed=embed, layers=layers, final_norm=get("output_norm.weight"),
+                     lm_head=head)
+    return cfg, w, tokenizer_from_gguf_fields(fields)

@@ -16,7 +16,7 @@ import numpy as np
 
 from infercast.engine.config import EngineModelConfig
 from infercast.engine.tokenizer import HFTokenizer, tokenizer_from_hf_dir
-from infercast.engine.weights import ModelWeights, layer_from_parts
+from infercast.engine.weights import ModelWeights, convert_weights, layer_from_parts
 from infercast.errors import ModelConfigError
 
 
@@ -53,8 +53,13 @@ def read_safetensors(path: Path) -> dict[str, np.ndarray]:
     return tensors
 
 
-def load_hf_dir(path: Path) -> tuple[EngineModelConfig, ModelWeights, HFTokenizer | None]:
-    """Config, float32 weights and (if present) tokenizer of a HF Llama directory."""
+def load_hf_dir(path: Path, weights: str = "fp32"
+                ) -> tuple[EngineModelConfig, ModelWeights, HFTokenizer | None]:
+    """Config, weights and (if present) tokenizer of a HF Llama directory.
+
+    ``weights``: ``auto`` keeps a BF16 checkpoint's matrices bf16 (float32 ones
+    float32), or one of :data:`infercast.engine.qlinear.WEIGHT_FORMATS`.
+    """
     try:
         config = json.loads((path / "config.json").read_text())
     except (OSError, json.JSONDecodeError) as exc:
@@ -78,10 +83,23 @@ def load_hf_dir(path: Path) -> tuple[EngineModelConfig, ModelWeights, HFTokenize
             mlp_norm=get(p + "post_attention_layernorm.weight")))
     embed = np.ascontiguousarray(get("model.embed_tokens.weight"))
     head = embed if cfg.tie_word_embeddings or "lm_head.weight" not in t else get("lm_head.weight")
-    weights = ModelWeights(embed=embed, layers=layers, final_norm=get("model.norm.weight"),
-                           lm_head=np.ascontiguousarray(head))
+    w = ModelWeights(embed=embed, layers=layers, final_norm=get("model.norm.weight"),
+                     lm_head=np.ascontiguousarray(head))
+    if weights == "auto":
+        weights = "bf16" if any(_is_bf16(f) for f in path.glob("*.safetensors")) else "fp32"
+    if weights != "fp32":
+        from infercast.engine.qlinear import to_format
+
+        w = convert_weights(w, lambda m: to_format(m, weights))
     tok = tokenizer_from_hf_dir(path, config) if (path / "tokenizer.json").exists() else None
-    return cfg, weights, tok
+    return cfg, w, tok
+
+
+def _is_bf16(file: Path) -> bool:
+    """Whether a safetensors file stores any tensor as BF16 (read from its JSON header)."""
+    with file.open("rb") as fh:
+        header = json.loads(fh.read(int.from_bytes(fh.read(8), "little")))
+    return any(v.get("dtype") == "BF16" for k, v in header.items() if k != "__metadata__")
 
 
 def save_hf_dir(path: Path, cfg: EngineModelConfig, w: ModelWeights) -> None:

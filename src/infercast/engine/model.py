@@ -27,7 +27,8 @@ from infercast.engine.attention import (
 )
 from infercast.engine.config import EngineModelConfig
 from infercast.engine.kv_store import PagedKVStore
-from infercast.engine.linear import linear, linear_fm
+from infercast.engine.linear import linear
+from infercast.engine.qlinear import Scratch, embed_rows, matmul_fm
 from infercast.engine.rope import RotaryTable
 from infercast.engine.weights import LayerWeights, ModelWeights
 
@@ -71,11 +72,16 @@ def silu_mul(gate: np.ndarray, up: np.ndarray) -> np.ndarray:
 class LlamaModel:
     """A Llama-architecture decoder executing ragged batches against a paged KV store."""
 
-    def __init__(self, cfg: EngineModelConfig, weights: ModelWeights, max_positions: int):
+    def __init__(self, cfg: EngineModelConfig, weights: ModelWeights, max_positions: int,
+                 num_threads: int = 1):
         self.cfg = cfg
         self.w = weights
         self.max_positions = max_positions
         self.rope = RotaryTable(cfg, max_positions)
+        self.scratch = Scratch(num_threads)  # compact matrices widen here for prefill products
+
+    def _mm(self, w, x: np.ndarray) -> np.ndarray:
+        return matmul_fm(w, x, self.scratch)
 
     def forward(self, seqs: Sequence[SeqInput], kv: PagedKVStore,
                 all_logits: bool = False) -> list[np.ndarray]:
@@ -89,7 +95,7 @@ class LlamaModel:
         positions = np.concatenate(
             [np.arange(s.num_cached, s.num_cached + len(s.token_ids)) for s in seqs])
         plan = StepPlan.build(seqs, kv, self.cfg.num_heads // self.cfg.num_kv_heads)
-        x = np.ascontiguousarray(self.w.embed[ids].T)  # [H, T]
+        x = np.ascontiguousarray(embed_rows(self.w.embed, ids).T)  # [H, T]
         angles = self.rope.at(positions)  # the same for every layer
         for li, layer in enumerate(self.w.layers):
             x += self._attention(li, layer, x, angles, plan, kv)
@@ -101,34 +107,38 @@ class LlamaModel:
                    kv: PagedKVStore) -> np.ndarray:
         cfg = self.cfg
         h = rms_norm(x, lw.attn_norm, cfg.rms_norm_eps)
-        qkv = linear_fm(lw.wqkv, h)  # [q + 2kv, T]
+        qkv = self._mm(lw.wqkv, h)  # [q + 2kv, T]
         t, nq, d, qk = x.shape[1], cfg.num_heads, cfg.head_dim, cfg.q_size + cfg.kv_size
         # Q and K heads are adjacent in qkv: rotate them in one pass.
         rotated = self.rope.rotate(qkv[:qk].reshape(-1, d, t), *angles)  # [Hq + Hkv, d, T]
         q, k = rotated[:nq], rotated[nq:]
         v = qkv[qk:].reshape(cfg.num_kv_heads, d, t)
         out = attend(li, q, k, v, plan, kv)
-        return linear_fm(lw.wo, out.reshape(cfg.q_size, t))
+        return self._mm(lw.wo, out.reshape(cfg.q_size, t))
 
     def _mlp(self, lw: LayerWeights, x: np.ndarray) -> np.ndarray:
         h = rms_norm(x, lw.mlp_norm, self.cfg.rms_norm_eps)
-        gu = linear_fm(lw.w_gate_up, h)  # [2F, T]
+        gu = self._mm(lw.w_gate_up, h)  # [2F, T]
         f = self.cfg.intermediate_size
-        return linear_fm(lw.w_down, silu_mul(gu[:f], gu[f:]))
+        return self._mm(lw.w_down, silu_mul(gu[:f], gu[f:]))
 
     def _logits(self, x: np.ndarray, seqs: Sequence[SeqInput],
                 all_logits: bool) -> list[np.ndarray]:
         ends = np.cumsum([len(s.token_ids) for s in seqs])
         if all_logits:
             h = rms_norm(x, self.w.final_norm, self.cfg.rms_norm_eps)
-            logits = h.T @ self.w.lm_head.T
+            logits = np.ascontiguousarray(self._mm(self.w.lm_head, h).T)
             return list(np.split(logits, ends[:-1]))
         rows = [int(e) - 1 for e, s in zip(ends, seqs, strict=True) if s.want_logits]
         out: list[np.ndarray | None] = [None] * len(seqs)
         if rows:
             h = rms_norm(x[:, rows], self.w.final_norm, self.cfg.rms_norm_eps)
             # Row-major head: [R, V] rows are the samplers' contiguous logits.
-            logits = linear(np.ascontiguousarray(h.T), self.w.lm_head)
+            head = self.w.lm_head
+            if isinstance(head, np.ndarray):
+                logits = linear(np.ascontiguousarray(h.T), head)
+            else:
+                logits = np.ascontiguousarray(self._mm(head, h).T)
             it = iter(logits)
             out = [next(it) if s.want_logits else None for s in seqs]
         return out

@@ -17,16 +17,21 @@ of matrices, best of 9): the chain of batch-1 matrix-vector products ran at
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, fields
 
 import numpy as np
 
 from infercast.engine.config import EngineModelConfig
+from infercast.engine.qformats import Rows, concat_rows
+
+MATRICES = ("wqkv", "wo", "w_gate_up", "w_down")  # a layer's streamed matrices, in read order
 
 
 @dataclass
 class LayerWeights:
-    """One decoder layer, float32."""
+    """One decoder layer: float32 norms; matrices float32 arrays or compact matrices
+    (:mod:`infercast.engine.qlinear`) after :func:`convert_weights`."""
 
     attn_norm: np.ndarray  # [hidden]
     wqkv: np.ndarray  # [q_size + 2 * kv_size, hidden]; Q/K rows in HF (rotate-half) order
@@ -75,12 +80,16 @@ def pack_weights(w: ModelWeights) -> ModelWeights:
     ``w``: its layer list is emptied as the copy proceeds, so the peak memory is
     one model plus one layer, not two models.
     """
-    fields = ("wqkv", "wo", "w_gate_up", "w_down")
-    total = sum(getattr(lw, f).size for lw in w.layers for f in fields) + w.lm_head.size
+    fields = MATRICES
+    total = sum(a.size for lw in w.layers for f in fields
+                if isinstance(a := getattr(lw, f), np.ndarray))
+    total += w.lm_head.size if isinstance(w.lm_head, np.ndarray) else 0
     buf, at = _arena(total), 0
 
-    def put(a: np.ndarray) -> np.ndarray:
+    def put(a):
         nonlocal at
+        if not isinstance(a, np.ndarray):  # a compact matrix already owns its own buffer
+            return a
         view = buf[at: at + a.size].reshape(a.shape)
         np.copyto(view, a)
         at += a.size
@@ -98,16 +107,41 @@ def pack_weights(w: ModelWeights) -> ModelWeights:
 
 
 def layer_from_parts(q, k, v, o, gate, up, down, attn_norm, mlp_norm) -> LayerWeights:
-    """Fuse separate projections (each [out, in]) into the engine's layout, float32."""
+    """Fuse separate projections (each [out, in]) into the engine's layout.
+
+    float32 arrays stay float32 arrays; quantized rows (:mod:`infercast.engine.qformats`)
+    are fused as they are, for :func:`convert_weights` to pack.
+    """
     f32 = np.float32
+
+    def one(a: Rows) -> Rows:
+        return np.ascontiguousarray(a, dtype=f32) if isinstance(a, np.ndarray) else a
+
     return LayerWeights(
         attn_norm=np.asarray(attn_norm, dtype=f32),
-        wqkv=np.ascontiguousarray(np.concatenate([q, k, v], axis=0), dtype=f32),
-        wo=np.ascontiguousarray(o, dtype=f32),
+        wqkv=concat_rows([q, k, v]),
+        wo=one(o),
         mlp_norm=np.asarray(mlp_norm, dtype=f32),
-        w_gate_up=np.ascontiguousarray(np.concatenate([gate, up], axis=0), dtype=f32),
-        w_down=np.ascontiguousarray(down, dtype=f32),
+        w_gate_up=concat_rows([gate, up]),
+        w_down=one(down),
     )
+
+
+def convert_weights(w: ModelWeights, convert: Callable[[Rows], object]) -> ModelWeights:
+    """Every matrix (and the embedding) through ``convert``; a tied head stays tied.
+
+    Takes ownership of ``w`` like :func:`pack_weights`: each layer's source rows are
+    released as its converted matrices are made.
+    """
+    layers = []
+    while w.layers:
+        lw = w.layers.pop(0)
+        parts = {f.name: getattr(lw, f.name) for f in fields(LayerWeights)}
+        layers.append(LayerWeights(**{k: convert(v) if k in MATRICES else v
+                                      for k, v in parts.items()}))
+    embed = convert(w.embed)
+    head = embed if w.lm_head is w.embed else convert(w.lm_head)
+    return ModelWeights(embed=embed, layers=layers, final_norm=w.final_norm, lm_head=head)
 
 
 def random_weights(cfg: EngineModelConfig, seed: int) -> ModelWeights:
@@ -141,3 +175,11 @@ def random_weights(cfg: EngineModelConfig, seed: int) -> ModelWeights:
     embed = (rng.standard_normal((cfg.vocab_size, h), dtype=np.float32)).astype(np.float32)
     head = embed if cfg.tie_word_embeddings else mat(cfg.vocab_size, h)
     return ModelWeights(embed=embed, layers=layers, final_norm=gain(), lm_head=head)
+
+
+def dense_weights(w: ModelWeights) -> ModelWeights:
+    """float32 arrays of every matrix (compact ones dequantized); ``w`` is left as it is."""
+    def widen(a):
+        return a if isinstance(a, np.ndarray) else a.dequantize()
+
+    return convert_weights(ModelWeights(w.embed, list(w.layers), w.final_norm, w.lm_head), widen)

@@ -1,0 +1,289 @@
+"""Weight matrices kept in a compact format in memory, multiplied by kernels that read it.
+
+Formats (``serve --weights``): ``fp32`` (numpy arrays, :mod:`infercast.engine.linear`),
+``bf16`` (2 bytes a weight), ``int8`` (1 byte a weight plus one scale per row) and
+``q4`` (4-bit groups of 32 with a bf16 scale and zero per group: 4.5 bits a weight).
+The quantized kernels are PyTorch's CPU weight-only kernels
+(``_weight_int4pack_mm_for_cpu``, ``_weight_int8pack_mm``; bf16 activations,
+fp32 accumulation), so these formats need the ``torch`` extra. Why these and not
+a numba kernel over GGUF's blocks: docs/design.md ("Quantized weights in the CPU
+engine"), with the measurements.
+
+Up to :data:`KERNEL_MAX_TOKENS` tokens a product reads the compressed weights
+directly (decode: the step is a stream of weight bytes, so fewer bytes is a
+faster step). Beyond it (prefill chunks) the product is compute-bound and
+numpy's float32 GEMM runs 2.2x faster than the int4 kernel at 512 tokens
+(81 vs 37 GFLOP/s, one thread, 3072 x 576), so the matrix is widened into a
+reused float32 buffer (one pass over its bytes, cached at these sizes) and
+multiplied there. No float32 copy of the model is kept.
+"""
+
+from __future__ import annotations
+
+from functools import cache
+from typing import Protocol
+
+import numpy as np
+
+from infercast.engine.linear import linear_fm
+from infercast.engine.qformats import GROUP, Q4Rows, Q8Rows, Rows, dense, quantize_int8_rows
+from infercast.errors import ConfigError
+
+WEIGHT_FORMATS = ("fp32", "bf16", "int8", "q4")
+KERNEL_MAX_TOKENS = 48  # int4 kernel vs widen+GEMM crossover: 4.9 vs 5.1 ms at 32, 13.5 vs 9.2 at 128
+ROW_BLOCK = 32  # rows per block of PyTorch's CPU int4 packing (checked in tests)
+
+
+def import_torch():
+    """torch, or a ConfigError that says how to install it."""
+    try:
+        import torch
+    except ImportError:
+        raise ConfigError("bf16/int8/q4 weights need torch: pip install 'infercast[torch]' "
+                          "(or serve with --weights fp32)") from None
+    return torch
+
+
+class Scratch:
+    """One reusable float32 buffer (grows to the largest matrix widened in a step), and the
+    threads the widening kernel may use."""
+
+    def __init__(self, threads: int = 1) -> None:
+        self._buf = np.empty(0, dtype=np.float32)
+        self.threads = threads
+
+    def get(self, shape: tuple[int, int]) -> np.ndarray:
+        n = shape[0] * shape[1]
+        if self._buf.size < n:
+            self._buf = np.empty(n, dtype=np.float32)
+        return self._buf[:n].reshape(shape)
+
+
+class QuantMatrix(Protocol):
+    """What the forward pass needs from a non-float32 weight matrix [out, in]."""
+
+    fmt: str
+    shape: tuple[int, int]
+    nbytes: int
+
+    def matmul_fm(self, x: np.ndarray, scratch: Scratch) -> np.ndarray: ...
+
+    def rows(self, ids: np.ndarray) -> np.ndarray: ...
+
+    def dequantize(self) -> np.ndarray: ...
+
+
+def _to_torch_rows(x: np.ndarray, torch, dtype):
+    """Feature-major float32 [K, T] -> token-major [T, K] torch tensor of ``dtype``."""
+    return torch.from_numpy(np.ascontiguousarray(x.T)).to(dtype)
+
+
+def _from_torch_fm(y, n: int) -> np.ndarray:
+    """Token-major torch [T, N'] -> feature-major float32 [n, T] (C-contiguous)."""
+    return np.ascontiguousarray(y.float().numpy()[:, :n].T)
+
+
+class Int4Matrix:
+    """``q4``: PyTorch's CPU int4 packing, groups of 32, bf16 scale and zero per group."""
+
+    fmt = "q4"
+
+    def __init__(self, rows: Q4Rows) -> None:
+        torch = self._torch = import_torch()
+        n, k = rows.shape
+        if k % GROUP:
+            raise ConfigError(f"q4 needs columns in groups of {GROUP}; a {n}x{k} matrix has not")
+        pad = -n % ROW_BLOCK  # the packing works in blocks of 32 rows: pad with zero rows
+        q = np.pad(rows.q, ((0, pad), (0, 0))).astype(np.int32)
+        sz = np.stack([np.pad(rows.scale, ((0, pad), (0, 0))).T,
+                       np.pad(rows.zero, ((0, pad), (0, 0))).T], axis=-1)  # [G, N', 2]
+        self.packed = torch.ops.aten._convert_weight_to_int4pack_for_cpu(torch.from_numpy(q), 1)
+        self.sz = torch.from_numpy(np.ascontiguousarray(sz, dtype=np.float32)).to(torch.bfloat16)
+        sz32 = self.sz.float().numpy()  # the rounded values the kernel uses
+        self.scale_t, self.zero_t = np.ascontiguousarray(sz32[..., 0]), np.ascontiguousarray(
+            sz32[..., 1])
+        self.shape = (n, k)
+        self.nbytes = int(self.packed.nbytes + self.sz.nbytes)
+
+    def matmul_fm(self, x: np.ndarray, scratch: Scratch) -> np.ndarray:
+        """w @ x for feature-major x [K, T] -> [N, T] float32."""
+        if x.shape[1] > KERNEL_MAX_TOKENS:
+            wt = scratch.get((self.shape[1], self.packed.shape[0]))
+            widen_int4(self.packed.numpy(), self.scale_t, self.zero_t, wt, scratch.threads)
+            return np.ascontiguousarray((wt.T @ x)[: self.shape[0]])
+        torch = self._torch
+        y = torch.ops.aten._weight_int4pack_mm_for_cpu(
+            _to_torch_rows(x, torch, torch.bfloat16), self.packed, GROUP, self.sz)
+        return _from_torch_fm(y, self.shape[0])
+
+    def rows(self, ids: np.ndarray) -> np.ndarray:
+        """Dequantized rows ``ids`` [T] -> [T, K] float32 (an embedding lookup)."""
+        k = self.shape[1]
+        blocks = self.packed.numpy().reshape(-1, k, 16)  # [N'/32, K, 16]
+        within = ids % ROW_BLOCK
+        byte = blocks[ids // ROW_BLOCK, :, within % 16]  # [T, K]
+        q = np.where((within < 16)[:, None], byte & 15, byte >> 4).astype(np.float32) - 8.0
+        g = np.arange(k) // GROUP
+        return q * self.scale_t[g][:, ids].T + self.zero_t[g][:, ids].T
+
+    def dequantize(self) -> np.ndarray:
+        n, k = self.shape
+        wt = np.empty((k, self.packed.shape[0]), dtype=np.float32)
+        widen_int4(self.packed.numpy(), self.scale_t, self.zero_t, wt)
+        return np.ascontiguousarray(wt.T[:n])
+
+
+class Int8Matrix:
+    """``int8``: symmetric int8 per output row with a bf16 scale (``_weight_int8pack_mm``)."""
+
+    fmt = "int8"
+
+    def __init__(self, w: Rows) -> None:
+        torch = self._torch = import_torch()
+        q, s = quantize_int8_rows(dense(w))
+        self.q = torch.from_numpy(q)
+        self.s = torch.from_numpy(s).to(torch.bfloat16)
+        self.s32 = self.s.float().numpy()
+        self.shape = q.shape
+        self.nbytes = int(self.q.nbytes + self.s.nbytes)
+
+    def matmul_fm(self, x: np.ndarray, scratch: Scratch) -> np.ndarray:
+        if x.shape[1] > KERNEL_MAX_TOKENS:
+            w = scratch.get(self.shape)
+            np.multiply(self.q.numpy(), self.s32[:, None], out=w)
+            return w @ x
+        torch = self._torch
+        y = torch.ops.aten._weight_int8pack_mm(_to_torch_rows(x, torch, torch.bfloat16),
+                                               self.q, self.s)
+        return _from_torch_fm(y, self.shape[0])
+
+    def rows(self, ids: np.ndarray) -> np.ndarray:
+        return self.q.numpy()[ids].astype(np.float32) * self.s32[ids, None]
+
+    def dequantize(self) -> np.ndarray:
+        return self.q.numpy().astype(np.float32) * self.s32[:, None]
+
+
+class Bf16Matrix:
+    """``bf16``: bfloat16 weights (float32 rounded to nearest even), torch matmul."""
+
+    fmt = "bf16"
+
+    def __init__(self, w: Rows) -> None:
+        torch = self._torch = import_torch()
+        self.w = torch.from_numpy(np.ascontiguousarray(dense(w), dtype=np.float32)).to(
+            torch.bfloat16)
+        self.shape = tuple(self.w.shape)
+        self.nbytes = int(self.w.nbytes)
+
+    def matmul_fm(self, x: np.ndarray, scratch: Scratch) -> np.ndarray:
+        if x.shape[1] > KERNEL_MAX_TOKENS:
+            w = scratch.get(self.shape)
+            self._torch.from_numpy(w).copy_(self.w)
+            return w @ x
+        y = _to_torch_rows(x, self._torch, self._torch.bfloat16) @ self.w.T
+        return _from_torch_fm(y, self.shape[0])
+
+    def rows(self, ids: np.ndarray) -> np.ndarray:
+        return self.w[self._torch.from_numpy(ids)].float().numpy()
+
+    def dequantize(self) -> np.ndarray:
+        return self.w.float().numpy()
+
+
+def to_format(w: Rows, fmt: str) -> np.ndarray | QuantMatrix:
+    """A matrix in ``fmt`` (``fp32`` is a float32 array; Q4 from float32 is quantized here)."""
+    if fmt == "fp32":
+        return np.ascontiguousarray(dense(w), dtype=np.float32)
+    if fmt == "bf16":
+        return Bf16Matrix(w)
+    if fmt == "int8":
+        return Int8Matrix(w)
+    if fmt == "q4":
+        from infercast.engine.qformats import quantize_q4
+
+        return Int4Matrix(w if isinstance(w, Q4Rows) else quantize_q4(dense(w)))
+    raise ConfigError(f"--weights {fmt!r}: use one of {', '.join(WEIGHT_FORMATS)}")
+
+
+def native_format(w: Rows) -> str:
+    """The format that keeps a loaded matrix as stored: Q4 blocks -> q4, Q8 blocks -> int8."""
+    if isinstance(w, Q4Rows):
+        return "q4"
+    if isinstance(w, Q8Rows):
+        return "int8"
+    return "fp32"
+
+
+def matmul_fm(w: np.ndarray | QuantMatrix, x: np.ndarray, scratch: Scratch) -> np.ndarray:
+    """w [out, in] @ feature-major x [in, T] -> [out, T] float32, in any format."""
+    if isinstance(w, np.ndarray):
+        return linear_fm(w, x)
+    return w.matmul_fm(x, scratch)
+
+
+def embed_rows(w: np.ndarray | QuantMatrix, ids: np.ndarray) -> np.ndarray:
+    """Rows ``ids`` of an embedding matrix as float32 [T, H]."""
+    return w[ids] if isinstance(w, np.ndarray) else w.rows(ids)
+
+
+def matrix_nbytes(w: np.ndarray | QuantMatrix) -> int:
+    return int(w.nbytes)
+
+
+def _widen_int4_numpy(packed: np.ndarray, scale_t: np.ndarray, zero_t: np.ndarray,
+                      out_t: np.ndarray) -> None:
+    k, n = out_t.shape
+    b = packed.reshape(n // ROW_BLOCK, k, 16)
+    o = out_t.reshape(k, n // ROW_BLOCK, 2, 16)
+    o[:, :, 0, :] = (b & 15).transpose(1, 0, 2)
+    o[:, :, 1, :] = (b >> 4).transpose(1, 0, 2)
+    g = out_t.reshape(k // GROUP, GROUP, n)
+    g -= 8.0
+    g *= scale_t[:, None, :]
+    g += zero_t[:, None, :]
+
+
+@cache
+def _widen_kernel():
+    """The numba widening kernel (1 Gw/s a thread, 4x numpy), or numpy's when numba is absent."""
+    try:
+        import numba
+        from numba import njit, prange
+    except ImportError:
+        return _widen_int4_numpy
+    # numba's default OpenMP layer, once its pool starts, slowed PyTorch's own OpenMP
+    # kernels 25x here (0.35 -> 8.4 ms CPU for one int4 product): use its own workqueue.
+    numba.config.THREADING_LAYER = "workqueue"
+
+    @njit(parallel=True, fastmath=True, cache=True)
+    def widen(packed, scale_t, zero_t, out_t):  # pragma: no cover - compiled
+        k, n = out_t.shape
+        b = packed.reshape(n // 32, k, 16)
+        for kk in prange(k):
+            g = kk // 32
+            for nb in range(n // 32):
+                n0 = nb * 32
+                for i in range(16):
+                    v = b[nb, kk, i]
+                    lo, hi = n0 + i, n0 + 16 + i
+                    out_t[kk, lo] = np.float32(np.int32(v & 15) - 8) * scale_t[g, lo] + zero_t[g, lo]
+                    out_t[kk, hi] = np.float32(np.int32(v >> 4) - 8) * scale_t[g, hi] + zero_t[g, hi]
+
+    return widen
+
+
+def widen_int4(packed: np.ndarray, scale_t: np.ndarray, zero_t: np.ndarray,
+               out_t: np.ndarray, threads: int = 1) -> None:
+    """Dequantize PyTorch-packed int4 [N', K/2] into float32 ``out_t`` [K, N'] (w transposed).
+
+    The packing stores each block of 32 rows k-major: for column k, 16 bytes whose
+    low nibbles are rows 0-15 of the block and high nibbles rows 16-31 (found by
+    packing known values; checked in tests), so w.T comes out in contiguous runs.
+    """
+    kernel = _widen_kernel()
+    if kernel is not _widen_int4_numpy:
+        import numba  # its thread count is per calling thread: set it on this one
+
+        numba.set_num_threads(max(1, min(threads, numba.config.NUMBA_NUM_THREADS)))
+    kernel(packed, scale_t, zero_t, out_t)

@@ -1,0 +1,92 @@
+"""Compact-weight kernels against dequantize-then-matmul, at decode and prefill sizes."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from infercast.engine.qformats import quantize_q4  # noqa: E402
+from infercast.engine.qlinear import (  # noqa: E402
+    KERNEL_MAX_TOKENS,
+    Bf16Matrix,
+    Int4Matrix,
+    Int8Matrix,
+    Scratch,
+    _widen_int4_numpy,
+    matmul_fm,
+    to_format,
+    widen_int4,
+)
+
+TOKENS = (1, 3, 8, KERNEL_MAX_TOKENS, KERNEL_MAX_TOKENS + 1, 130)  # kernel and widening paths
+
+
+def _w(n: int, k: int, seed: int = 0) -> np.ndarray:
+    return (np.random.default_rng(seed).standard_normal((n, k)) * 0.05).astype(np.float32)
+
+
+def _x(k: int, t: int) -> np.ndarray:
+    return np.random.default_rng(t).standard_normal((k, t)).astype(np.float32)
+
+
+def _check(m, ref_w: np.ndarray, t: int) -> None:
+    """matmul_fm equals ref_w @ x within bf16 rounding of activations and outputs."""
+    x = _x(ref_w.shape[1], t)
+    got = matmul_fm(m, x, Scratch())
+    ref = ref_w.astype(np.float64) @ x
+    assert got.shape == ref.shape and got.dtype == np.float32 and got.flags.c_contiguous
+    assert np.abs(got - ref).max() <= 2e-2 * np.abs(ref).max()
+
+
+@pytest.mark.parametrize("t", TOKENS)
+@pytest.mark.parametrize("n", [96, 260])  # 260: not a multiple of the 32-row packing
+def test_int4_matches_its_dequantized_matrix(t, n):
+    rows = quantize_q4(_w(n, 128))
+    m = Int4Matrix(rows)
+    deq = m.dequantize()
+    # Only the bf16 rounding of scale and zero separates the packed matrix from the rows.
+    assert np.abs(deq - rows.dequantize()).max() <= 1e-2 * np.abs(rows.dequantize()).max()
+    _check(m, deq, t)
+
+
+def test_int4_bytes_are_half_a_byte_a_weight_plus_group_scales():
+    m = Int4Matrix(quantize_q4(_w(64, 128)))
+    assert m.nbytes == 64 * 128 // 2 + (128 // 32) * 64 * 2 * 2  # nibbles + bf16 scale, zero
+
+
+def test_int4_rows_are_the_dequantized_rows():
+    m = Int4Matrix(quantize_q4(_w(260, 64)))
+    ids = np.array([0, 15, 16, 31, 32, 259, 17])
+    np.testing.assert_allclose(m.rows(ids), m.dequantize()[ids], rtol=1e-6, atol=1e-7)
+
+
+@pytest.mark.parametrize("cls", [Int8Matrix, Bf16Matrix])
+@pytest.mark.parametrize("t", TOKENS)
+def test_int8_and_bf16_match_their_dequantized_matrix(cls, t):
+    m = cls(_w(100, 64))
+    _check(m, m.dequantize(), t)
+    ids = np.array([0, 99, 5])
+    np.testing.assert_allclose(m.rows(ids), m.dequantize()[ids])
+
+
+def test_format_bytes_per_weight():
+    w = _w(64, 128)
+    assert to_format(w, "bf16").nbytes == w.size * 2
+    assert to_format(w, "int8").nbytes == w.size + 64 * 2
+    assert to_format(w, "fp32").nbytes == w.size * 4
+
+
+def test_widening_kernel_agrees_with_numpy_and_the_packing_layout():
+    rows = quantize_q4(_w(64, 96, seed=5))
+    m = Int4Matrix(rows)
+    a = np.empty((96, 64), dtype=np.float32)
+    b = np.empty_like(a)
+    widen_int4(m.packed.numpy(), m.scale_t, m.zero_t, a)
+    _widen_int4_numpy(m.packed.numpy(), m.scale_t, m.zero_t, b)
+    np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-7)
+    # The layout assumed: per block of 32 rows, column-major bytes, low nibble = rows 0-15.
+    expect = (rows.q.astype(np.float32) - 8) * m.scale_t.T.repeat(32, axis=1) \
+        + m.zero_t.T.repeat(32, axis=1)
+    np.testing.assert_allclose(a.T, expect, rtol=1e-6, atol=1e-6)
