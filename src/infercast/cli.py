@@ -28,6 +28,7 @@ COMMAND_MODULES = (
     "infercast.commands.mock_server",
     "infercast.commands.validate",
     "infercast.commands.calibrate",
+    "infercast.commands.engines",
 )
 
 

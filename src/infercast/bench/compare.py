@@ -52,15 +52,19 @@ def sim_config_dict(cfg: BenchConfig, model: str, hardware: str, weights: str,
 
 
 def run_sim(cfg: BenchConfig, model: str, hardware: str, weights: str = "bf16",
-            config_file: str | None = None) -> Summary:
-    """Simulate the bench run's workload; the simulator's :class:`Summary`."""
-    from infercast.commands.simulate import build_step_model
+            config_file: str | None = None, profile: str | None = None, engine: str | None = None) -> Summary:
+    """Simulate the bench run's workload; the simulator's :class:`Summary`.
+
+    ``profile``: the efficiency profile (``cost.profiles.resolve_profile``; None = the shipped one);
+    ``engine``: an engine preset name or file (``specs.engines``), under the config file's settings."""
+    from infercast.commands.simulate import build_step_model, with_engine
     from infercast.sim.config import build_config, read_config_file
     from infercast.sim.run import simulate
 
     base = read_config_file(config_file) if config_file else None
-    sim_cfg = build_config(sim_config_dict(cfg, model, hardware, weights, base))
-    return simulate(sim_cfg, build_step_model(sim_cfg)).summary
+    data, preset = with_engine(sim_config_dict(cfg, model, hardware, weights, base), engine)
+    sim_cfg = build_config(data)
+    return simulate(sim_cfg, build_step_model(sim_cfg, profile, preset)).summary
 
 
 ROWS = (("TTFT mean (ms)", "ttft", "mean"), ("TTFT p50 (ms)", "ttft", "median"), ("TTFT p99 (ms)", "ttft", 99.0),

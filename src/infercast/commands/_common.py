@@ -53,3 +53,10 @@ def _clean(obj: Any) -> Any:
 def print_json(data: Any) -> None:
     """One JSON object on stdout."""
     sys.stdout.write(json.dumps(_clean(data), indent=2) + "\n")
+
+
+PROFILE_HELP = ("efficiency profile: 'shipped' (default: the calibrated set that infercast validate scores), "
+                "'builtin' (the code's values) or a TOML from infercast calibrate")
+ENGINE_HELP = ("serving-engine preset (infercast engines): vllm-0.12, sglang-0.5, trtllm-1.0 ..., a family "
+               "(vllm, sglang, trtllm, trtllm-engine) or a preset .toml; sets the scheduler, memory rule and "
+               "profile group (explicit flags still win)")

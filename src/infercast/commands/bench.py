@@ -6,6 +6,7 @@ import math
 
 import typer
 
+from infercast.commands._common import ENGINE_HELP, PROFILE_HELP
 from infercast.errors import ConfigError
 
 
@@ -75,6 +76,8 @@ def register(app: typer.Typer) -> None:
         sim_hardware: str = typer.Option(None, "--sim-hardware", help="Simulated hardware (needed by --compare-sim)."),
         sim_weights: str = typer.Option("bf16", "--sim-weights", help="Simulated weight precision."),
         sim_config: str = typer.Option(None, "--sim-config", help="Simulator config file (scheduler etc.)."),
+        profile: str = typer.Option(None, "--profile", help=f"--compare-sim: {PROFILE_HELP}"),
+        engine: str = typer.Option(None, "--engine", help=f"--compare-sim: {ENGINE_HELP}"),
     ) -> None:
         """Measure TTFT, TPOT, ITL, E2E, throughput and goodput of an OpenAI-compatible server."""
         from infercast.bench import report
@@ -86,6 +89,14 @@ def register(app: typer.Typer) -> None:
             raise ConfigError(f"--endpoint {endpoint!r}: use completions or chat")
         if compare_sim and not sim_hardware:
             raise ConfigError("--compare-sim needs --sim-hardware NAME (see 'infercast hardware')")
+        if compare_sim:
+            from infercast.cost.profiles import load_profile_set
+
+            load_profile_set(profile)  # a bad --profile or --engine fails before the run, not after it
+            if engine:
+                from infercast.specs.engines import load_engine
+
+                load_engine(engine)
         rates, concs = _floats(request_rate, "--request-rate"), _floats(concurrency, "--concurrency")
         if len(rates) > 1 and len(concs) > 1:
             raise ConfigError("sweep either --request-rate or --concurrency, not both")
@@ -112,7 +123,8 @@ def register(app: typer.Typer) -> None:
                 best_rate, results = search(base, search_goodput, slo_attainment, on_done=bar)
             else:
                 results = [run_bench(base.model_copy(update=p), on_done=bar) for p in points]
-        compared = _compare(results, compare_sim, sim_model or model, sim_hardware, sim_weights, sim_config)
+        compared = _compare(results, compare_sim, sim_model or model, sim_hardware, sim_weights, sim_config, profile,
+                            engine)
         if jsonl:
             report.write_jsonl(results, jsonl)
         if plot:
@@ -122,15 +134,15 @@ def register(app: typer.Typer) -> None:
 
 
 def _compare(results: list, enabled: bool, model: str, hardware: str | None, weights: str,
-             config_file: str | None) -> dict[int, dict]:
+             config_file: str | None, profile: str | None = None, engine: str | None = None) -> dict[int, dict]:
     """Simulated counterpart of each run (``--compare-sim``), keyed by run index."""
     if not enabled:
         return {}
     from infercast.bench.compare import comparison, run_sim
 
-    label = f"{model} on {hardware}, {weights}"
+    label = f"{model} on {hardware}, {weights}, profile {profile or 'shipped'}" + (f", engine {engine}" if engine else "")
     return {i: {"simulated": label, "rows": comparison(r.summary, run_sim(r.config, model, hardware, weights,
-                                                                           config_file))}
+                                                                           config_file, profile, engine))}
             for i, r in enumerate(results)}
 
 

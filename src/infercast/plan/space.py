@@ -43,6 +43,8 @@ class PlanRequest:
     disagg_ratios: tuple[tuple[int, int], ...] = ((1, 1), (1, 2), (2, 1))
     top_k: int = 3  # stage 2 explores the levers around this many stage-1 leaders
     exhaustive: bool = False
+    profile: str | None = None  # efficiency profile (cost.profiles.resolve_profile): None = the shipped one
+    engine: str | None = None  # engine preset (specs.engines.load_engine): policy, block, memory rule, profile group
 
     def __post_init__(self) -> None:
         if self.rate <= 0:
