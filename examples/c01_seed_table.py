@@ -19,14 +19,14 @@ from _gallery import CONDITIONAL, REFUTED, REPRODUCED, decode_row, infercast, ma
 
 SEED_MS = {1: 21.00, 8: 21.70, 32: 24.10, 64: 27.31}
 SEED_TOK_S = {1: 48, 8: 369, 32: 1328, 64: 2344}
-COMMAND = ("infercast estimate --model llama-3.1-70b --hardware h100-sxm --weights fp8 --kv-cache fp8 "
+COMMAND = ("infercast estimate --profile builtin --model llama-3.1-70b --hardware h100-sxm --weights fp8 --kv-cache fp8 "
            "--batch 1,8,32,64 --context 2048 --json")
 CLAIM = {
     "id": 1,
     "claim": "Llama-3-70B FP8 on one H100, context 2048, batch 1/8/32/64: 21.00/21.70/24.10/27.31 ms, "
              "48/369/1,328/2,344 tok/s; double these for a realistic TPOT (~47% of bandwidth achieved)",
     "where": "seed, the minimal implementation's output table and the note under it",
-    "commands": [COMMAND, "infercast estimate --model llama-3.1-70b --hardware h100-sxm --weights fp8 --tp T "
+    "commands": [COMMAND, "infercast estimate --profile builtin --model llama-3.1-70b --hardware h100-sxm --weights fp8 --tp T "
                  "--batch C --context I+O/2 --json   (per measured TPOT row: its TP, concurrency, lengths)"],
 }
 
@@ -45,7 +45,7 @@ def _achieved_fraction(row: dict[str, str]) -> dict[str, float]:
     tp, conc = int(row["tp"]), int(row["concurrency"] or row["batch"])
     context = int(row["input_tokens"]) + int(row["output_tokens"]) // 2
     kv = f" --kv-cache {row['kv_cache']}" if row["kv_cache"] else ""
-    est = infercast(f"infercast estimate --model llama-3.1-70b --hardware h100-sxm --weights fp8{kv} "
+    est = infercast(f"infercast estimate --profile builtin --model llama-3.1-70b --hardware h100-sxm --weights fp8{kv} "
                     f"--tp {tp} --batch {conc} --context {context} --json")
     d = decode_row(est, conc)
     measured = float(row["value"])

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from _gallery import CONDITIONAL, REFUTED, REPRODUCED, infercast, main
 
-BASE = "infercast estimate --model llama-3.1-70b --hardware h100-sxm --weights bf16"
+BASE = "infercast estimate --profile builtin --model llama-3.1-70b --hardware h100-sxm --weights bf16"
 PROMPTS = (128, 256, 512, 1024, 2048, 4096)
 BATCHES = (1, 8, 16, 32, 48, 56, 64, 72, 80, 88, 96, 104, 112, 120, 128, 136, 144, 160, 256)
 CLAIM = {

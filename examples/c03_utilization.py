@@ -19,7 +19,7 @@ from importlib.resources import files
 
 from _gallery import CONDITIONAL, REFUTED, REPRODUCED, infercast, main
 
-BASE = "infercast estimate --model llama-3.1-8b --hardware h100-sxm --weights bf16"
+BASE = "infercast estimate --profile builtin --model llama-3.1-8b --hardware h100-sxm --weights bf16"
 PROMPTS = (512, 2048, 8192)
 CLAIM = {
     "id": 3,
@@ -28,7 +28,7 @@ CLAIM = {
     "where": "seed, the prefill-vs-decode section",
     "commands": [f"{BASE} --prompt N --batch 1 --json   (N = {', '.join(map(str, PROMPTS))})",
                  f"{BASE} --context 2048 --json   (batch 1, 8, 32, 64 and the max batch that fits)",
-                 "infercast estimate --model M --hardware H --weights fp8 --tp T --prompt 2048 --batch 1 --json   "
+                 "infercast estimate --profile builtin --model M --hardware H --weights fp8 --tp T --prompt 2048 --batch 1 --json   "
                  "(per measured TTFT row)"],
 }
 
@@ -44,7 +44,7 @@ def _measured_prefill() -> list[dict]:
                 and r["hardware"] in ("h100-sxm", "h200-sxm") and r["input_tokens"] == "2048"]
     out = []
     for r in rows:
-        e = infercast(f"infercast estimate --model {r['model']} --hardware {r['hardware']} --weights {r['weights']} "
+        e = infercast(f"infercast estimate --profile builtin --model {r['model']} --hardware {r['hardware']} --weights {r['weights']} "
                       f"--tp {r['tp']} --prompt 2048 --batch 1 --json")
         peak = e["hardware"]["peak_flops_per_s"][e["precision"]["compute"]]
         out.append({"id": r["id"], "model": r["model"], "hardware": r["hardware"], "tp": int(r["tp"]),

@@ -1,6 +1,6 @@
 """Claim 5: at long context or large batch the KV cache, not the weights, is the wall.
 
-From ``infercast estimate --json``: weight bytes per GPU and KV bytes per token.
+From ``infercast estimate --profile builtin --json``: weight bytes per GPU and KV bytes per token.
 KV bytes read per decode step = kv_bytes_per_token x context x batch, so KV
 passes the weights when context x batch > weight_bytes / kv_bytes_per_token.
 For each context, the batch where that happens and whether it fits in memory
@@ -21,19 +21,19 @@ CLAIM = {
     "id": 5,
     "claim": "the KV cache, not the weights, becomes the wall at long context or large batch",
     "where": "seed, the KV-cache / memory-wall section",
-    "commands": [f"infercast estimate --hardware h100-sxm {flags} --context C --batch 1,B --json   "
+    "commands": [f"infercast estimate --profile builtin --hardware h100-sxm {flags} --context C --batch 1,B --json   "
                  f"(C = {', '.join(map(str, CONTEXTS))}; B = the crossover batch)" for flags in CASES.values()],
 }
 
 
 def _case(flags: str) -> dict:
-    base = infercast(f"infercast estimate --hardware h100-sxm {flags} --batch 1 --json")
+    base = infercast(f"infercast estimate --profile builtin --hardware h100-sxm {flags} --batch 1 --json")
     weight_b, kv_tok = base["memory"]["weight_bytes"], base["model"]["kv_bytes_per_token"]
     cross_tokens = weight_b / kv_tok
     rows = {}
     for ctx in CONTEXTS:
         b = max(1, math.ceil(cross_tokens / ctx))
-        e = infercast(f"infercast estimate --hardware h100-sxm {flags} --context {ctx} --batch 1,{b} --json")
+        e = infercast(f"infercast estimate --profile builtin --hardware h100-sxm {flags} --context {ctx} --batch 1,{b} --json")
         d1, db = decode_row(e, 1), decode_row(e, b)
         rows[str(ctx)] = {"crossover_batch": b, "max_batch": e["memory"]["max_batch"],
                           "kv_share_of_bytes": kv_tok * ctx * b / db["bytes"],

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from _gallery import CONDITIONAL, REFUTED, REPRODUCED, decode_row, infercast, main
 
-BASE = "infercast estimate --model llama-3.1-8b --hardware h100-sxm"
+BASE = "infercast estimate --profile builtin --model llama-3.1-8b --hardware h100-sxm"
 WEIGHTS = ("bf16", "int4", "fp8")
 CLAIM = {
     "id": 7,

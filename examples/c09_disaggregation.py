@@ -7,7 +7,7 @@ same engine split into prefill and decode pools at P:D 1:1, 2:1, 1:2. TCO
 benefit = aggregated $/h / disaggregated $/h at the same SLO (same part, so
 GPU count ratio). Workloads: prefill-heavy (4000 in / 200 out, 20 req/s) and
 decode-heavy (300 in / 1500 out, 16 req/s), each under a loose (TPOT p99 30 ms)
-and a tight (15 ms) SLO. ``infercast simulate --disaggregated`` gives the KV
+and a tight (15 ms) SLO. ``infercast simulate --profile builtin --disaggregated`` gives the KV
 transfer time (bytes / link bandwidth + latency, default 50 GB/s per GPU).
 """
 
@@ -15,12 +15,12 @@ from __future__ import annotations
 
 from _gallery import CONDITIONAL, REFUTED, REPRODUCED, infercast, main
 
-PLAN = ("infercast plan --model llama-3.1-8b --hardware h100-sxm --tp 1 --precision bf16/bf16 --batch-caps 256 "
+PLAN = ("infercast plan --profile builtin --model llama-3.1-8b --hardware h100-sxm --tp 1 --precision bf16/bf16 --batch-caps 256 "
         "--chunks 8192 --no-speculative --disagg-ratios 1:1,2:1,1:2 --executor serial --alternatives 10 --json")
 WORKLOADS = {"prefill-heavy": "--input-tokens 4000 --output-tokens 200 --rate 20 --num-requests 600",
              "decode-heavy": "--input-tokens 300 --output-tokens 1500 --rate 16 --num-requests 1200"}
 SLOS = {"loose": "--slo-ttft-p99 1.0 --slo-tpot-p99 0.03", "tight": "--slo-ttft-p99 2.0 --slo-tpot-p99 0.015"}
-SIM = ("infercast simulate --model llama-3.1-8b --hardware h100-sxm --disaggregated --prefill-replicas 1 "
+SIM = ("infercast simulate --profile builtin --model llama-3.1-8b --hardware h100-sxm --disaggregated --prefill-replicas 1 "
        "--decode-replicas 1 --rate 2 --num-requests 100 --input-tokens {p} --output-tokens 200 --seed 1 "
        "--no-progress --json")
 CLAIM = {

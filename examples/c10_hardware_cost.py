@@ -16,7 +16,7 @@ PARTS = ("h100-sxm", "h200-sxm", "b200", "mi300x")
 H100_TP2 = " --tp 2"  # two H100s: the same 160 GB class of memory as one H200, at H100 bandwidth per GPU
 SLO_TPOT_S = 0.050
 BATCHES = ",".join(map(str, sorted({1, 2, 4} | set(range(8, 1025, 8)))))
-EST = ("infercast estimate --model llama-3.1-70b --hardware {part} --weights fp8 --kv-cache fp8 --context 2048 "
+EST = ("infercast estimate --profile builtin --model llama-3.1-70b --hardware {part} --weights fp8 --kv-cache fp8 --context 2048 "
        "--batch {batches}{price} --json")
 CLAIM = {
     "id": 10,

@@ -14,7 +14,7 @@ PRECISIONS = {"bf16": "--weights bf16", "fp8+fp8kv": "--weights fp8 --kv-cache f
               "int4+fp8kv": "--weights int4 --kv-cache fp8"}
 CONTEXTS = (512, 8192, 32768)
 BATCHES = ",".join(str(2**i) for i in range(13))  # 1 ... 4096; rows that do not fit are dropped
-EST = "infercast estimate --model llama-3.1-8b --hardware h100-sxm {flags} --context {ctx} --batch {batches} --json"
+EST = "infercast estimate --profile builtin --model llama-3.1-8b --hardware h100-sxm {flags} --context {ctx} --batch {batches} --json"
 CLAIM = {
     "id": 11,
     "claim": "\"10k tok/s\" is meaningless without batch, context and precision: one model's tokens/s spans "

@@ -39,6 +39,12 @@ verdict). The seed's text is not shipped in this repository, so the "where"
 column names the part of the seed a claim comes from as far as issue 8's wording
 identifies it (no page or line numbers).
 
+Every command here runs with `--profile builtin`: the code's own efficiency values
+(`EfficiencyProfile`, each default cited in `src/infercast/cost/efficiency.py`), so a claim
+is checked against first-principles numbers, not against a fit. The commands' default,
+the shipped calibrated profile that `infercast validate` scores, gives other expected
+times (slower ones: its fitted efficiencies sit below the built-in ones); floors are the same.
+
 Verdicts are computed from the numbers by each example's `verdict()`, never
 typed; nothing was tuned to make a claim pass. `tests/examples` reruns every
 example and compares its numbers with the saved output (relative tolerance

@@ -30,6 +30,7 @@ COMMAND_MODULES = (
     "infercast.commands.calibrate",
     "infercast.commands.ui",
     "infercast.commands.fleet",
+    "infercast.commands.engines",
 )
 
 

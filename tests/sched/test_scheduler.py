@@ -54,6 +54,21 @@ def test_continuous_runs_prefill_only_steps():
     assert [q.request_id for q in s.schedule().seqs] == ["r0", "r1"]
 
 
+def test_prefill_first_chunks_prompts_and_pauses_decodes():
+    """SGLang's default: a prefill batch (chunked to the budget) whenever one can be formed,
+    the running requests decode only in steps without one (sched/policies.py cites it)."""
+    s = make_scheduler(policy="prefill-first", max_num_batched_tokens=16)
+    s.add_request(req(0, 4, 5))
+    s.update(s.schedule())  # r0 prefilled, now decoding
+    s.add_request(req(1, 40, 2))
+    steps = []
+    for _ in range(4):
+        b = s.schedule()
+        steps.append([(q.request_id, q.num_new_tokens) for q in b.seqs])
+        s.update(b)
+    assert steps == [[("r1", 16)], [("r1", 16)], [("r1", 8)], [("r0", 1), ("r1", 1)]]
+
+
 def test_static_waits_for_whole_batch():
     s = make_scheduler(policy="static", max_num_seqs=2)
     for i, out in enumerate((2, 6, 3)):
@@ -118,7 +133,7 @@ workloads = st.lists(st.tuples(st.integers(1, 40), st.integers(1, 30)), min_size
 @example([(1, 15), (1, 16), (1, 17), (1, 18), (1, 16), (1, 10)], "continuous", 16, False, True)
 @given(
     workloads,
-    st.sampled_from(["static", "continuous", "chunked"]),
+    st.sampled_from(["static", "continuous", "chunked", "prefill-first"]),
     st.integers(8, 40),
     st.booleans(),
     st.booleans(),
@@ -188,7 +203,8 @@ def _trace_steps(s, use_fast_path=False):
 
 
 @settings(max_examples=30, deadline=None)
-@given(workloads, st.sampled_from(["static", "continuous", "chunked"]), st.integers(8, 40), st.booleans())
+@given(workloads, st.sampled_from(["static", "continuous", "chunked", "prefill-first"]), st.integers(8, 40),
+       st.booleans())
 def test_compact_decode_group_matches_listed_batches(lengths, policy, num_blocks, prefix):
     """The simulator's compact batches run the same steps as the engine's listed ones."""
     runs = []

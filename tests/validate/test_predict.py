@@ -7,12 +7,13 @@ import math
 import pytest
 
 from infercast.cost.efficiency import EfficiencyProfile
+from infercast.specs.engines import load_engine
 from infercast.validate.cases import read_cases
 from infercast.validate.evaluate import Evaluator
 from infercast.validate.ledger import StepModels, expand
 from infercast.validate.predict import plan_case
 from infercast.validate.profiles import ProfileSet
-from infercast.validate.setup import ENGINE_LIMITS, Unpredictable, layout
+from infercast.validate.setup import Unpredictable, layout
 
 COLS = "id,scenario,metric,value,model,hardware,n_gpus,tp,pp,ep,weights,kv_cache,engine,input_tokens,output_tokens,batch,concurrency,request_rate,dataset\n"
 PROF = EfficiencyProfile()
@@ -75,7 +76,7 @@ def test_offline_runs_at_the_engine_max_batch(models):
     lay = layout(c)
     assert lay.replicas == 2 and lay.setup.kv_cache == "fp8"  # TRT-LLM quantizes KV with fp8 weights
     fit = models.get(lay.setup).memory.max_batch(256)
-    running = min(fit, ENGINE_LIMITS["trtllm"][0])
+    running = min(fit, load_engine("trtllm-1.0").max_num_seqs)
     assert running == 2048  # an 8B model at 256 tokens: the engine cap binds, not memory
     # prompts go in groups of 8192 // 128 = 64 (one step each); a cycle is O - 1 + 1 = 128 steps,
     # so a decode step holds 2048 * 127 / 128 = 2032 sequences at context 128 + 64

@@ -34,17 +34,24 @@ def pset(tmp_path):
 
 
 def test_resolve_profile_groups(pset):
-    assert resolve_profile(None, "h100-sxm") == EfficiencyProfile()
+    assert resolve_profile("builtin", "h100-sxm") == EfficiencyProfile()
     assert resolve_profile(pset, "h100-sxm").step_overhead_s == 0.004
     assert resolve_profile(pset, "h100-sxm", "vLLM 0.8").step_overhead_s == 0.02
     assert resolve_profile(pset, "b200", "vllm").step_overhead_s == 0.004  # no blackwell group: default
-    with pytest.raises(ConfigError, match="has none"):
-        resolve_profile("builtin", "h100-sxm", "vllm")
+    assert resolve_profile("builtin", "h100-sxm", "vllm") == EfficiencyProfile()  # no groups: its one profile
+
+
+def test_shipped_profile_is_every_commands_default():
+    shipped = load_profile_set("shipped")
+    assert resolve_profile(None, "h100-sxm") == shipped.default
+    assert resolve_profile(None, "h100-sxm", "vllm") == shipped.for_group("hopper/vllm")
+    with pytest.raises(ConfigError, match="cannot read profile"):
+        resolve_profile("no-such-profile.toml", "h100-sxm")
 
 
 def test_simulate_profile_and_engine(pset, capsys):
     tpot = {k: run_json(SIM + a, capsys)["tpot_s"]["mean"] for k, a in
-            {"builtin": [], "file": ["--profile", pset], "group": ["--profile", pset, "--engine", "vllm"]}.items()}
+            {"builtin": ["--profile", "builtin"], "file": ["--profile", pset], "group": ["--profile", pset, "--engine", "vllm"]}.items()}
     # the overhead is charged once per step (4 ms vs 20 ms); slower steps batch a little more
     assert tpot["group"] - tpot["file"] == pytest.approx(0.016, rel=0.15)
     assert tpot["builtin"] != tpot["file"]
@@ -53,8 +60,10 @@ def test_simulate_profile_and_engine(pset, capsys):
 def test_estimate_engine_group(pset, capsys):
     d = run_json(EST + ["--profile", pset, "--engine", "vllm"], capsys)
     assert d["profile"]["step_overhead_s"] == 0.02
+    assert run_json(EST, capsys)["profile"]["name"] == "shipped"  # the default
+    assert run_json(EST + ["--profile", "builtin"], capsys)["profile"] == EfficiencyProfile().to_dict()
     with pytest.raises(SystemExit) as exc:
-        main(EST + ["--engine", "vllm"])
+        main(EST + ["--profile", "missing.toml"])
     assert exc.value.code == 2
 
 

@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import pytest
 
+from infercast.specs.engines import load_engine
 from infercast.validate.cases import read_cases
 from infercast.validate.ledger import setup_step_model
-from infercast.validate.setup import MEMORY_FRACTION, TRTLLM_FREE_FRACTION, layout
+from infercast.validate.setup import layout
 
 COLS = "id,scenario,metric,value,model,hardware,n_gpus,tp,weights,engine,input_tokens,output_tokens\n"
 
@@ -24,8 +25,10 @@ def test_trtllm_kv_is_a_fraction_of_free_memory():
     trt, vllm = setup_step_model(setup_of("tensorrt-llm-0.17")).memory, setup_step_model(setup_of("vllm-0.8")).memory
     used = trt.weight_bytes + trt.activation_bytes
     assert 70e9 < trt.weight_bytes < 71e9 and trt.device_bytes > used
-    assert trt.kv_budget_bytes == pytest.approx(TRTLLM_FREE_FRACTION * (trt.device_bytes - used))
-    assert vllm.kv_budget_bytes == pytest.approx(MEMORY_FRACTION * vllm.device_bytes - vllm.weight_bytes - vllm.activation_bytes)
+    free, total = load_engine("trtllm-engine-0.17").memory_fraction, load_engine("vllm-0.12").memory_fraction
+    assert free == total == 0.9  # the engines' defaults, cited in data/engines/*.toml
+    assert trt.kv_budget_bytes == pytest.approx(free * (trt.device_bytes - used))
+    assert vllm.kv_budget_bytes == pytest.approx(total * vllm.device_bytes - vllm.weight_bytes - vllm.activation_bytes)
     assert 9e9 < trt.kv_budget_bytes < 12e9 and 3e9 < vllm.kv_budget_bytes < 4e9
     # 2,000 tokens of FP8 KV = 80 layers x 8 KV heads x 128 x 2 x 2,000 B = 327.7 MB a sequence:
     # 31 sequences in 10.5 GB (the vLLM rule at the same KV dtype would leave 3.1 GB: 9)

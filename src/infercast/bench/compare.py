@@ -51,21 +51,27 @@ def sim_config_dict(cfg: BenchConfig, model: str, hardware: str, weights: str,
     return merge(base or {}, flags)
 
 
-def _sim_inputs(cfg: BenchConfig, model: str, hardware: str, weights: str, config_file: str | None):
-    """The simulator's validated config and cost model for the bench run's workload."""
-    from infercast.commands.simulate import build_step_model
+def _sim_inputs(cfg: BenchConfig, model: str, hardware: str, weights: str, config_file: str | None,
+                profile: str | None = None, engine: str | None = None):
+    """The simulator's validated config and cost model for the bench run's workload.
+
+    ``profile``: the efficiency profile (``cost.profiles.resolve_profile``; None = the shipped one);
+    ``engine``: an engine preset name or file (``specs.engines``), under the config file's settings."""
+    from infercast.commands.simulate import build_step_model, with_engine
     from infercast.sim.config import build_config, read_config_file
 
     base = read_config_file(config_file) if config_file else None
-    sim_cfg = build_config(sim_config_dict(cfg, model, hardware, weights, base))
-    return sim_cfg, build_step_model(sim_cfg)
+    data, preset = with_engine(sim_config_dict(cfg, model, hardware, weights, base), engine)
+    sim_cfg = build_config(data)
+    return sim_cfg, build_step_model(sim_cfg, profile, preset)
 
 
 def check_sim_inputs(cfg: BenchConfig, model: str, hardware: str, weights: str = "bf16",
-                     config_file: str | None = None) -> None:
+                     config_file: str | None = None, profile: str | None = None,
+                     engine: str | None = None) -> None:
     """Everything ``--compare-sim`` needs, built without simulating: a bad simulator input
-    (model, part, precision, config file, trace) fails before the benchmark runs."""
-    sim_cfg, _ = _sim_inputs(cfg, model, hardware, weights, config_file)
+    (model, part, precision, config file, trace, profile, engine) fails before the benchmark runs."""
+    sim_cfg, _ = _sim_inputs(cfg, model, hardware, weights, config_file, profile, engine)
     if sim_cfg.workload.trace is not None:
         from infercast.sim.workload import load_trace
 
@@ -73,11 +79,12 @@ def check_sim_inputs(cfg: BenchConfig, model: str, hardware: str, weights: str =
 
 
 def run_sim(cfg: BenchConfig, model: str, hardware: str, weights: str = "bf16",
-            config_file: str | None = None) -> Summary:
+            config_file: str | None = None, profile: str | None = None,
+            engine: str | None = None) -> Summary:
     """Simulate the bench run's workload; the simulator's :class:`Summary`."""
     from infercast.sim.run import simulate
 
-    sim_cfg, step_model = _sim_inputs(cfg, model, hardware, weights, config_file)
+    sim_cfg, step_model = _sim_inputs(cfg, model, hardware, weights, config_file, profile, engine)
     return simulate(sim_cfg, step_model).summary
 
 

@@ -6,6 +6,7 @@ import math
 
 import typer
 
+from infercast.commands._common import ENGINE_HELP, PROFILE_HELP
 from infercast.errors import ConfigError, InfercastError
 
 
@@ -80,6 +81,8 @@ def register(app: typer.Typer) -> None:
         hardware: str = typer.Option(None, "--hardware", help="Part the server runs on: its shipped price for $ figures."),
         gpus: int = typer.Option(1, "--gpus", help="GPUs the server uses (dollars = GPUs x wall time x price)."),
         price: float = typer.Option(None, "--price", help="$/GPU-hour (default: the shipped price of --hardware)."),
+        profile: str = typer.Option(None, "--profile", help=f"--compare-sim: {PROFILE_HELP}"),
+        engine: str = typer.Option(None, "--engine", help=f"--compare-sim: {ENGINE_HELP}"),
     ) -> None:
         """Measure TTFT, TPOT, ITL, E2E, throughput and goodput of an OpenAI-compatible server."""
         from infercast.bench import report
@@ -125,7 +128,7 @@ def register(app: typer.Typer) -> None:
 
             for p in points:
                 check_sim_inputs(base.model_copy(update=p), sim_model or model, sim_hardware, sim_weights,
-                                 sim_config)
+                                 sim_config, profile, engine)
         console = make_console(stderr=json_out)
         best_rate = None
         total = None if search_goodput is not None else num_requests * len(points)
@@ -135,7 +138,8 @@ def register(app: typer.Typer) -> None:
             else:
                 results = [run_bench(base.model_copy(update=p), on_done=bar) for p in points]
         _measured_something(results, base_url)
-        compared = _compare(results, compare_sim, sim_model or model, sim_hardware, sim_weights, sim_config)
+        compared = _compare(results, compare_sim, sim_model or model, sim_hardware, sim_weights, sim_config, profile,
+                            engine)
         if jsonl:
             report.write_jsonl(results, jsonl)
         if plot:
@@ -164,15 +168,15 @@ def _measured_something(results: list, base_url: str) -> None:
 
 
 def _compare(results: list, enabled: bool, model: str, hardware: str | None, weights: str,
-             config_file: str | None) -> dict[int, dict]:
+             config_file: str | None, profile: str | None = None, engine: str | None = None) -> dict[int, dict]:
     """Simulated counterpart of each run (``--compare-sim``), keyed by run index."""
     if not enabled:
         return {}
     from infercast.bench.compare import comparison, run_sim
 
-    label = f"{model} on {hardware}, {weights}"
+    label = f"{model} on {hardware}, {weights}, profile {profile or 'shipped'}" + (f", engine {engine}" if engine else "")
     return {i: {"simulated": label, "rows": comparison(r.summary, run_sim(r.config, model, hardware, weights,
-                                                                           config_file))}
+                                                                           config_file, profile, engine))}
             for i, r in enumerate(results)}
 
 

@@ -4,30 +4,48 @@ from __future__ import annotations
 
 import typer
 
+from infercast.commands._common import ENGINE_HELP, PROFILE_HELP
+
+DEFAULT_ESTIMATE_MEMORY_FRACTION = 0.95
+
 HELP = "Roofline of prefill and decode: floor and expected times, bound, memory fit, max batch, tok/s, $/M tokens."
 
 
 def run_estimate(model: str, hardware: str, weights: str, kv_cache: str | None, compute: str | None,
                  batch: str | None, context: str | int, prompt: int, tp: int, pp: int, ep: int,
-                 price: float | None, profile: str | None, memory_fraction: float, floor: bool,
+                 price: float | None, profile: str | None, memory_fraction: float | None, floor: bool,
                  as_json: bool, plot: str | None, ops: bool, what_if: bool = False,
                  engine: str | None = None, experts: str | None = None) -> None:
     from infercast.commands._common import parse_int_list, print_json
+    from infercast.cost.profiles import resolve_profile
     from infercast.estimate import estimate
     from infercast.report.console import make_console
     from infercast.report.tables import op_table, print_estimate
     from infercast.specs.catalog import load_hardware
     from infercast.specs.parallel import Parallelism
-    from infercast.validate.profiles import resolve_profile
     from infercast.validation import check_writable
 
     check_writable(plot, "--plot")
 
     batches = parse_int_list(batch, "--batch") if batch else [1, 8, 32, 64]
     contexts = parse_int_list(str(context), "--context")
-    est = estimate(model, hardware, weights, kv_cache, compute, batches, contexts, prompt,
-                   Parallelism(tp=tp, pp=pp, ep=ep), resolve_profile(profile, load_hardware(hardware).key if engine else hardware, engine), price, memory_fraction,
-                   use_floor=floor, add_max_batch=batch is None, experts=experts)
+    preset = None
+    if engine:
+        from infercast.specs.engines import load_engine
+
+        preset = load_engine(engine)
+    hw_key = load_hardware(hardware).key
+
+    def run(fraction: float):
+        return estimate(model, hardware, weights, kv_cache, compute, batches, contexts, prompt,
+                        Parallelism(tp=tp, pp=pp, ep=ep),
+                        resolve_profile(profile, hw_key, preset.profile_group if preset else None), price, fraction,
+                        use_floor=floor, add_max_batch=batch is None, experts=experts)
+    if memory_fraction is None and preset is not None:  # the engine's memory rule, on this model and part
+        from infercast.sim.build import engine_memory_fraction
+
+        memory_fraction = engine_memory_fraction(preset, run(1.0).step_model)
+    est = run(DEFAULT_ESTIMATE_MEMORY_FRACTION if memory_fraction is None else memory_fraction)
     if plot:
         from infercast.report.plots import plot_estimate
 
@@ -80,9 +98,9 @@ def register(app: typer.Typer) -> None:
         pp: int = typer.Option(1, help="pipeline-parallel stages"),
         ep: int = typer.Option(1, help="expert-parallel size (MoE)"),
         price: float | None = typer.Option(None, help="$/GPU-hour (default: median quote in prices.csv)"),
-        profile: str | None = typer.Option(None, help="efficiency profile: TOML from infercast calibrate, 'shipped' or 'builtin' (default)"),
-        engine: str | None = typer.Option(None, "--engine", help="the profile group of this engine (trtllm, vllm, sglang...), if the profile has groups"),
-        memory_fraction: float = typer.Option(0.95, help="fraction of device memory the engine may use"),
+        profile: str | None = typer.Option(None, help=PROFILE_HELP),
+        engine: str | None = typer.Option(None, "--engine", help=ENGINE_HELP),
+        memory_fraction: float | None = typer.Option(None, help="fraction of device memory the engine may use (default: 0.95, or --engine's memory rule)"),
         floor: bool = typer.Option(False, "--floor", help="report physics floors as the main numbers"),
         as_json: bool = typer.Option(False, "--json", help="print one JSON object"),
         plot: str | None = typer.Option(None, help="write roofline + throughput plot (PNG/SVG/PDF)"),

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import typer
 
+from infercast.commands._common import ENGINE_HELP, PROFILE_HELP
+
 HELP = ("Search part x GPUs x TP x precision x batch cap x chunk x speculative x disaggregation "
         "for the cheapest configuration meeting a p99 TTFT/TPOT SLO at a rate (simulated).")
 
@@ -52,8 +54,15 @@ def _vocabulary(o: dict) -> dict:
 def build_request(o: dict):
     """Flags -> a validated :class:`~infercast.plan.PlanRequest`."""
     from infercast.commands._common import parse_int_list
+    from infercast.cost.profiles import load_profile_set
     from infercast.errors import ConfigError
     from infercast.plan import PlanRequest
+
+    load_profile_set(o["profile"])  # a bad --profile or --engine fails here, before the search
+    if o["engine"]:
+        from infercast.specs.engines import load_engine
+
+        load_engine(o["engine"])
 
     ratios: tuple = ()
     if o["disagg_ratios"] and o["disagg_ratios"] != "none":
@@ -77,6 +86,7 @@ def build_request(o: dict):
         speculative=(False, True) if o["speculative"] else (False,),
         acceptance=o["acceptance"], disagg_ratios=ratios, top_k=o["top_k"], exhaustive=o["exhaustive"],
         objective=o["objective"],
+        profile=o["profile"], engine=o["engine"],
     )
 
 
@@ -163,5 +173,7 @@ def register(app: typer.Typer) -> None:
         as_json: bool = typer.Option(False, "--json", help="print one JSON object"),
         plot: str | None = typer.Option(None, "--plot", help="Pareto frontier PNG (throughput/GPU vs tokens/s/user)"),
         objective: str = typer.Option("cost", "--objective", help="rank configurations meeting the SLO by cost ($/hour) or energy (J per output token)"),
+        profile: str | None = typer.Option(None, "--profile", help=PROFILE_HELP),
+        engine: str | None = typer.Option(None, "--engine", help=ENGINE_HELP),
     ) -> None:
         run_plan(_vocabulary(dict(locals())))

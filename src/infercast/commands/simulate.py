@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import typer
 
+from infercast.commands._common import ENGINE_HELP, PROFILE_HELP
+
 HELP = (
     "Simulate a serving engine (scheduler + paged KV + cost model) under a workload: "
     "TTFT/TPOT/ITL/E2E, throughput, goodput."
@@ -70,19 +72,35 @@ def _trace_size(base: dict, o: dict) -> int | None:
     return len(load_trace(trace))
 
 
-def build_step_model(cfg, profile: str | None = None, engine: str | None = None):
+def build_step_model(cfg, profile: str | None = None, engine=None):
     """The cost model of one replica for a validated config (speculative/disaggregated runs wrap it).
 
-    ``profile``/``engine``: the ``--profile`` / ``--engine`` flags (``validate.profiles.resolve_profile``).
+    ``profile``: the ``--profile`` flag (``cost.profiles.resolve_profile``; None = the shipped
+    calibrated profile); ``engine``: an :class:`~infercast.specs.engines.EnginePreset` (or its
+    name), whose profile group times the steps and whose memory rule sizes the KV cache.
     """
+    from infercast.cost.profiles import resolve_profile
     from infercast.sim.build import step_model
-
-    if profile is None and engine is None:
-        return step_model(cfg)
     from infercast.specs.catalog import load_hardware
-    from infercast.validate.profiles import resolve_profile
 
-    return step_model(cfg, profile=resolve_profile(profile, load_hardware(cfg.hardware).key, engine))
+    if isinstance(engine, str):
+        from infercast.specs.engines import load_engine
+
+        engine = load_engine(engine)
+    group = engine.profile_group if engine is not None else None
+    return step_model(cfg, profile=resolve_profile(profile, load_hardware(cfg.hardware).key, group), engine=engine)
+
+
+def with_engine(data: dict, engine: str | None):
+    """(config dict with the ``--engine`` preset's scheduler under it, the preset or None)."""
+    if engine is None:
+        return data, None
+    from infercast.sim.build import engine_defaults
+    from infercast.sim.config import merge
+    from infercast.specs.engines import load_engine
+
+    preset = load_engine(engine)
+    return merge(engine_defaults(preset, data), data), preset
 
 
 def _sweep(o: dict) -> tuple[str | None, list]:
@@ -113,6 +131,7 @@ def run_simulate(o: dict) -> None:
     base = read_config_file(o["config"]) if o["config"] else {}
     o["num_requests"] = o["num_requests"] or _trace_size(base, o)
     flags = _overrides(o)
+    base, preset = with_engine(merge(base, flags), o["engine"])  # the preset under the file and flags
     key, values = _sweep(o)
     rate = float(o["rate"]) if o["rate"] and key != "rate" else None
     conc = int(o["concurrency"]) if o["concurrency"] and key != "concurrency" else None
@@ -122,7 +141,7 @@ def run_simulate(o: dict) -> None:
             rate, conc = v
         wl = {"rate": v if key == "rate" else rate, "concurrency": v if key == "concurrency" else conc}
         configs.append(build_config(merge(base, merge(flags, {"workload": wl}))))
-    step_model = build_step_model(configs[0], o["profile"], o["engine"])
+    step_model = build_step_model(configs[0], o["profile"], preset)
     from infercast.sim.economics import economics, price_for
 
     price, price_source = price_for(configs[0].hardware, o["price"])
@@ -444,8 +463,8 @@ def register(app: typer.Typer) -> None:
         transfer_bandwidth: float | None = typer.Option(None, "--transfer-bandwidth", help="KV transfer bytes/s (default: 50e9 x min TP)"),
         transfer_latency_s: float | None = typer.Option(None, "--transfer-latency-s", help="KV transfer latency (default: 0.001)"),
         layer_overlap: bool | None = typer.Option(None, "--layer-overlap/--no-layer-overlap", help="send KV layer by layer during prefill"),
-        profile: str | None = typer.Option(None, "--profile", help="efficiency profile: TOML from infercast calibrate, 'shipped' or 'builtin' (default)"),
-        engine: str | None = typer.Option(None, "--engine", help="the profile group of this engine (trtllm, vllm, sglang...), if the profile has groups"),
+        profile: str | None = typer.Option(None, "--profile", help=PROFILE_HELP),
+        engine: str | None = typer.Option(None, "--engine", help=ENGINE_HELP),
         price: float | None = typer.Option(None, "--price", help="$/GPU-hour for the dollar figures (default: the shipped price table's median)"),
         what_if: bool = typer.Option(False, "--what-if", help="re-run with int4 / fp8 weights, fp8 KV, 2x TP and compare"),
         as_json: bool = typer.Option(False, "--json", help="print one JSON object"),

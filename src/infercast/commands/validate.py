@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import typer
 
+from infercast.commands._common import PROFILE_HELP
+
 HELP = "Score predictions against published (or your own) measurements: per-row errors, summaries, floor check."
 
 
@@ -81,13 +83,14 @@ def print_report(rep: dict, by: str, console) -> None:
 
 
 def run_validate(data: str | None, profile: str | None, as_json: bool, plot: str | None, by: str,
-                 simulate_all: bool, floor: bool, assume_weights: str | None = "checkpoint") -> None:
+                 simulate_all: bool, floor: bool, assume_weights: str | None = "checkpoint",
+                 engine: str | None = None) -> None:
     from infercast.commands._common import print_json
+    from infercast.cost.profiles import load_profile_set
     from infercast.errors import ConfigError
     from infercast.report.console import make_console
     from infercast.validate.cases import load_cases
     from infercast.validate.evaluate import Evaluator
-    from infercast.validate.profiles import load_profile_set
     from infercast.validate.score import floor_report, report
     from infercast.validation import check_writable
 
@@ -103,11 +106,17 @@ def run_validate(data: str | None, profile: str | None, as_json: bool, plot: str
 
         assume_weights = Precision.parse(assume_weights).weights  # an unknown dtype fails here, with the fix
     profiles = load_profile_set(profile)
+    preset = None
+    if engine:
+        from infercast.specs.engines import load_engine
+
+        preset = load_engine(engine)
     cases = load_cases(data)
     from infercast.commands._progress import working
 
     with working(f"predicting {len(cases):,} measurements"):
-        preds = Evaluator(cases, prefer_simulator=simulate_all, assume_weights=assume_weights).predict(profiles)
+        preds = Evaluator(cases, prefer_simulator=simulate_all, assume_weights=assume_weights,
+                          engine=preset).predict(profiles)
         rep = report(preds, profiles.name, floor_report(cases) if floor else None)
     if plot:
         from infercast.validate.plot import plot_predictions
@@ -126,12 +135,13 @@ def register(app: typer.Typer) -> None:
     @app.command("validate", help=HELP)
     def validate_cmd(
         data: str | None = typer.Option(None, "--data", help="measurement CSV (docs/validation.md); default: the shipped set"),
-        profile: str | None = typer.Option(None, "--profile", help="profile TOML (infercast calibrate); 'builtin' = code defaults; default: the shipped fitted profile"),
+        profile: str | None = typer.Option(None, "--profile", help=PROFILE_HELP),
         as_json: bool = typer.Option(False, "--json", help="print one JSON object (rows, summary, floor)"),
         plot: str | None = typer.Option(None, "--plot", help="write predicted vs measured (log-log) to FILE.png"),
         by: str = typer.Option("scenario_metric", "--by", help="table breakdown: scenario, metric, scenario_metric, hardware, source, group"),
         simulate_all: bool = typer.Option(False, "--simulate-all", help="use the simulator also for concurrency rows (slower)"),
         floor: bool = typer.Option(True, "--floor/--no-floor", help="check that no measurement beats the physics floor"),
         assume_weights: str = typer.Option("checkpoint", "--assume-weights", help="weights of rows that state none: checkpoint (its config's dtype, marked per row), a dtype, or none (skip them)"),
+        engine: str | None = typer.Option(None, "--engine", help="predict every row on this engine preset (infercast engines; a name or a .toml): its limits, memory rule, policy and profile group; default: each row's own engine"),
     ) -> None:
-        run_validate(data, profile, as_json, plot, by, simulate_all, floor, assume_weights)
+        run_validate(data, profile, as_json, plot, by, simulate_all, floor, assume_weights, engine)

@@ -65,7 +65,7 @@ class EfficiencyProfile:
     step_overhead_s: float = 1e-3
     layer_overhead_s: float = 0.0
     request_overhead_s: float = 0.0
-    name: str = "default"
+    name: str = "builtin"  # the code's values (`--profile builtin`); a calibrated set names itself
 
     def __post_init__(self) -> None:
         for f in fields(self):

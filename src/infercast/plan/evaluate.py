@@ -96,6 +96,11 @@ def sim_config(cand: Candidate, req: PlanRequest, units: int, num_requests: int 
         "tp": cand.tp, "seed": req.seed, "mode": "fast", "workload": wl,
         "scheduler": {"max_num_seqs": cand.max_num_seqs, "max_num_batched_tokens": cand.max_num_batched_tokens},
     }
+    if req.engine:  # the preset's scheduling; the candidate's batch cap and chunk stay the searched levers
+        from infercast.specs.engines import load_engine
+
+        preset = load_engine(req.engine)
+        cfg["scheduler"].update(policy=preset.policy, block_size=preset.block_size)
     if cand.speculative:
         cfg["speculative"] = {"method": "eagle", "num_speculative_tokens": req.num_speculative_tokens,
                               "acceptance": req.acceptance, "acceptance_std": 0.1}
@@ -146,6 +151,19 @@ def _energy(res, cfg, timer, units: int) -> tuple[float, float]:
     return float(e["joules_per_output_token"] or math.nan), float(e["average_power_w"] or math.nan) * units
 
 
+def plan_profile(cand: Candidate, req: PlanRequest):
+    """The efficiency profile that times ``cand``'s steps (``req.profile``, on ``cand``'s part)."""
+    from infercast.cost.profiles import resolve_profile
+    from infercast.specs.catalog import load_hardware
+
+    group = None
+    if req.engine:
+        from infercast.specs.engines import load_engine
+
+        group = load_engine(req.engine).profile_group
+    return resolve_profile(req.profile, load_hardware(cand.hardware).key, group)
+
+
 def evaluate(cand: Candidate, req: PlanRequest) -> CandidateResult:
     """The fewest units of ``cand`` meeting ``req``'s SLO (doubling, then bisection)."""
     from infercast.sim.build import step_model
@@ -155,7 +173,12 @@ def evaluate(cand: Candidate, req: PlanRequest) -> CandidateResult:
     if max_units < 1:
         return CandidateResult(cand, None, None, error=f"one unit needs {cand.gpus_per_unit} GPUs > --max-gpus")
     try:
-        timer = step_model(build_config(sim_config(cand, req, 1)))
+        engine = None
+        if req.engine:
+            from infercast.specs.engines import load_engine
+
+            engine = load_engine(req.engine)
+        timer = step_model(build_config(sim_config(cand, req, 1)), profile=plan_profile(cand, req), engine=engine)
     except InfercastError as exc:
         return CandidateResult(cand, None, None, error=str(exc))
     cap = capacity(cand, req, timer)

@@ -45,6 +45,8 @@ class PlanRequest:
     top_k: int = 3  # stage 2 explores the levers around this many stage-1 leaders
     exhaustive: bool = False
     objective: str = "cost"  # rank configurations meeting the SLO by "cost" ($/hour) or "energy" (J/token)
+    profile: str | None = None  # efficiency profile (cost.profiles.resolve_profile): None = the shipped one
+    engine: str | None = None  # engine preset (specs.engines.load_engine): policy, block, memory rule, profile group
 
     def __post_init__(self) -> None:
         if self.objective not in ("cost", "energy"):

@@ -28,7 +28,8 @@ def estimate_tables(est: Estimate) -> Group:
         f"{fmt_si(h.memory_bandwidth_bytes_per_s, 'B/s')}, {fmt_si(est.step_model.machine.peak_flops, 'FLOP/s')} "
         f"{prec.compute}, {h.memory_bytes / GB:,.0f} GB ({h.memory_bytes / GiB:,.1f} GiB)\n",
         f"precision {prec.label}"
-        f"{'; ' + est.step_model.experts.label if est.step_model.experts else ''}; mode: {'floor (physics only)' if est.use_floor else 'expected (floor / efficiency + overhead)'}",
+        f"{'; ' + est.step_model.experts.label if est.step_model.experts else ''}; mode: {'floor (physics only)' if est.use_floor else 'expected (floor / efficiency + overhead)'}"
+        f"{'' if est.use_floor else f', profile {est.step_model.profile.name}'}",
     )
     memt = Table(title="Memory per GPU", show_header=False, title_justify="left")
     memt.add_row("weights", fmt_bytes(mem.weight_bytes))

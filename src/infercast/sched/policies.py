@@ -16,6 +16,16 @@ admit and preempt. ``would_admit(s)`` answers, without side effects, whether
 - ``chunked``: vLLM v1 / Sarathi-Serve: one token budget per step; running
   decodes first, then unfinished prefill chunks, then new requests' prefill
   chunks (FCFS) with what is left of the budget.
+- ``prefill-first``: SGLang's default scheduler: a step is a prefill batch
+  whenever one can be formed (the unfinished chunked prompt first, then waiting
+  prompts FCFS, each chunked to what is left of the budget), and the running
+  requests decode only in steps where no prefill can start. SGLang's
+  ``Scheduler.get_next_batch_to_run`` returns ``get_new_batch_prefill()`` when it
+  is not None and the running (decode) batch otherwise; its ``PrefillAdder``
+  charges each prompt (or chunk) to ``chunked_prefill_size``
+  (``python/sglang/srt/managers/scheduler.py``, ``schedule_policy.py``, v0.4-v0.5;
+  ``--enable-mixed-chunk``, off by default, would add the decodes to that batch,
+  which is the ``chunked`` policy).
 """
 
 from __future__ import annotations
@@ -190,6 +200,33 @@ class ChunkedPolicy:
         return _head_fits(s, budget, chunked=True)
 
 
+class PrefillFirstPolicy:
+    """SGLang: prefill batches (chunked to the budget) whenever possible, else everyone decodes."""
+
+    name = "prefill-first"
+
+    def schedule(self, s: Scheduler) -> tuple[list[tuple[Request, int]], list[str]]:
+        budget = s.config.max_num_batched_tokens
+        preempted: list[str] = []
+        while True:  # the unfinished chunked prompts first (a preemption may dissolve the group: retry)
+            entries: Entries = {}
+            prefilling = [r for r in s.explicit.values() if r.num_remaining_tokens > 1]
+            try:
+                left = _run_running(s, prefilling, budget, entries, preempted) if prefilling else budget
+            except _Restart:
+                continue
+            break
+        if not preempted:
+            _admit_waiting(s, entries, left, chunked=True)
+        if entries:
+            return list(entries.values()), preempted
+        entries, _ = _with_group(s, lambda s: list(s.explicit.values()), budget, preempted)
+        return list(entries.values()), preempted
+
+    def would_admit(self, s: Scheduler) -> bool:
+        return _head_fits(s, s.config.max_num_batched_tokens, chunked=True)
+
+
 def _decodes_first(s: Scheduler) -> list[Request]:
     if not s.explicit:
         return []
@@ -199,9 +236,9 @@ def _decodes_first(s: Scheduler) -> list[Request]:
     ]
 
 
-_POLICIES = {p.name: p for p in (StaticPolicy, ContinuousPolicy, ChunkedPolicy)}
+_POLICIES = {p.name: p for p in (StaticPolicy, ContinuousPolicy, ChunkedPolicy, PrefillFirstPolicy)}
 
 
-def make_policy(name: str) -> StaticPolicy | ContinuousPolicy | ChunkedPolicy:
+def make_policy(name: str) -> StaticPolicy | ContinuousPolicy | ChunkedPolicy | PrefillFirstPolicy:
     """The policy object for a name in :data:`~infercast.sched.scheduler.POLICY_NAMES`."""
     return _POLICIES[name]()

@@ -57,7 +57,8 @@ _RUNNING = RequestStatus.RUNNING
 _FINISHED = RequestStatus.FINISHED
 _WAITING = RequestStatus.WAITING
 
-POLICY_NAMES = ("static", "continuous", "chunked")
+POLICY_NAMES = ("static", "continuous", "chunked", "prefill-first")
+CHUNKING = ("chunked", "prefill-first")  # policies that split a prompt over steps (no prompt-length cap)
 _NO_HITS: list[int] = []  # no prefix-cache hits (never mutated)
 
 
@@ -130,7 +131,7 @@ class Scheduler(DecodeGroupMixin):
         # prompt + output <= _max_total (KV: cdiv(total - 1, block_size) <= num_blocks).
         kv_total = config.num_blocks * config.block_size + 1
         self._max_total = kv_total if config.max_model_len is None else min(kv_total, config.max_model_len)
-        self._max_prompt = config.max_num_batched_tokens if config.policy != "chunked" else kv_total
+        self._max_prompt = config.max_num_batched_tokens if config.policy not in CHUNKING else kv_total
         self._plain_chunked = (config.policy == "chunked" and config.compact_decodes
                                and not config.emit_block_tables and not config.enable_prefix_caching)
         self._plain_batch = Batch()  # refilled by every ``_schedule_plain_chunked`` (see there)
@@ -466,7 +467,7 @@ class Scheduler(DecodeGroupMixin):
         blocks = cdiv(total - 1, cfg.block_size)  # the last token's KV is never written
         if blocks > cfg.num_blocks:
             return f"needs more KV blocks than the replica has ({blocks} > {cfg.num_blocks})"
-        if cfg.policy != "chunked" and req.prompt_tokens > cfg.max_num_batched_tokens:
+        if cfg.policy not in CHUNKING and req.prompt_tokens > cfg.max_num_batched_tokens:
             return (
                 f"prompt exceeds max_num_batched_tokens={cfg.max_num_batched_tokens} without chunked "
                 f"prefill ({req.prompt_tokens} tokens)"

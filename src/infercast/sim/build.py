@@ -10,16 +10,41 @@ from __future__ import annotations
 from infercast.errors import DoesNotFitError
 
 
+def engine_defaults(preset, data: dict) -> dict:
+    """The scheduler settings an engine preset (:mod:`infercast.specs.engines`) gives a run config
+    ``data`` (a nested dict), resolved on its part and TP size; merged *under* the file and flags."""
+    from infercast.sim.config import SimConfig
+    from infercast.specs.catalog import load_hardware
+
+    hw = load_hardware(str(data.get("hardware") or SimConfig.model_fields["hardware"].default))
+    p = preset.for_hardware(hw.key, hw.memory_bytes, int(data.get("tp") or 1))
+    return {"scheduler": {"policy": p.policy, "max_num_seqs": p.max_num_seqs,
+                          "max_num_batched_tokens": p.max_num_batched_tokens, "block_size": p.block_size}}
+
+
+def engine_memory_fraction(preset, sm) -> float:
+    """The fraction of device memory ``preset``'s memory rule gives the replica of StepModel ``sm``
+    (its weights and activation reserve as ``sm`` plans them)."""
+    p = preset.for_hardware(sm.hardware.key, sm.hardware.memory_bytes, sm.parallel.tp * sm.parallel.pp)
+    mem = sm.memory
+    return p.memory_fraction_for(mem.weight_bytes, mem.activation_bytes, mem.device_bytes)
+
+
 def step_model(cfg, hardware=None, tp: int | None = None,
                max_num_seqs: int | None = None, max_num_batched_tokens: int | None = None,
                ep: int | None = None, attn_dp: bool | None = None, profile=None,
-               memory_fraction: float | None = None):
+               memory_fraction: float | None = None, engine=None):
     """The cost model of one replica (``cfg``'s settings, with optional overrides).
 
     ``hardware``: a preset key, spec file or a loaded ``HardwareSpec`` (default ``cfg.hardware``);
     ``profile``: the :class:`~infercast.cost.efficiency.EfficiencyProfile` that times the steps
-    (default: the code's built-in one); ``memory_fraction``: of device memory the engine may use.
+    (default: the code's built-in one); ``memory_fraction``: of device memory the engine may use
+    (default: ``engine``'s memory rule when an :class:`~infercast.specs.engines.EnginePreset` is
+    given, else the cost model's default).
     """
+    if engine is not None and memory_fraction is None:
+        probe = step_model(cfg, hardware, tp, max_num_seqs, max_num_batched_tokens, ep, attn_dp, profile, 1.0)
+        memory_fraction = engine_memory_fraction(engine, probe)
     from infercast.cost.experts import ExpertPrecision
     from infercast.cost.step import DEFAULT_MEMORY_FRACTION, StepModel
     from infercast.specs.catalog import load_hardware, load_model

@@ -16,7 +16,7 @@ File layout (every key optional; flags override the file)::
     slo_tpot_s = 0.05
 
     [scheduler]
-    policy = "chunked"            # static | continuous | chunked
+    policy = "chunked"            # static | continuous | chunked | prefill-first
     max_num_seqs = 256
     max_num_batched_tokens = 8192
     block_size = 16
@@ -88,7 +88,7 @@ class LengthConfig(_Frozen):
 
 
 class SchedulerSection(_Frozen):
-    policy: Literal["static", "continuous", "chunked"] = "chunked"
+    policy: Literal["static", "continuous", "chunked", "prefill-first"] = "chunked"
     max_num_seqs: int = Field(default=256, ge=1)
     max_num_batched_tokens: int = Field(default=8192, ge=1)
     block_size: int = Field(default=16, ge=1)

@@ -16,11 +16,12 @@ import numpy as np
 
 from infercast.errors import InfercastError
 from infercast.specs.checkpoint import checkpoint_weights
+from infercast.specs.engines import EnginePreset
 from infercast.validate.cases import Case
 from infercast.validate.ledger import Ledger, StepModels, profile_matrix
 from infercast.validate.predict import Plan, plan_case
 from infercast.validate.profiles import ProfileSet
-from infercast.validate.setup import Unpredictable, group_key
+from infercast.validate.setup import Unpredictable, group_key, hardware_family
 from infercast.validate.speculative import with_acceptance
 
 
@@ -47,12 +48,14 @@ class Evaluator:
     """Plans for a list of cases, reusable across profile sets (calibration calls it often)."""
 
     def __init__(self, cases: Sequence[Case], simulate: bool = True, prefer_simulator: bool = False,
-                 assume_weights: str | None = None):
+                 assume_weights: str | None = None, engine: EnginePreset | None = None):
         """``simulate=False`` skips rows only the simulator predicts; ``prefer_simulator`` uses
         the simulator also where a closed form exists (concurrency rows); ``assume_weights``
         fills a missing weight dtype instead of skipping the row: ``"checkpoint"`` = the
         checkpoint's own (``specs.checkpoint.checkpoint_weights``), else that dtype. Each such row
-        carries ``assumed_weights``; its original case is kept for reporting."""
+        carries ``assumed_weights``; its original case is kept for reporting. ``engine``: one
+        engine preset for every row (``validate --engine``), its limits, memory rule and profile
+        group; None = each row's own (``setup.row_preset``)."""
         self.cases = with_acceptance(cases)
         self.assumed: dict[int, str] = {}
         if assume_weights:
@@ -62,7 +65,8 @@ class Evaluator:
                     if w:
                         self.cases[i] = replace(c, weights=w)
                         self.assumed[i] = w
-        self.models = StepModels()
+        self.models = StepModels(engine)
+        self.engine = engine
         self.ledger = Ledger(self.models)
         self.plans: list[Plan | None] = []
         self.reasons: list[str | None] = []
@@ -86,6 +90,8 @@ class Evaluator:
                 raise Unpredictable("only the simulator predicts this row (simulation off in this run)")
             if not simulate or (plan.combine is not None and not prefer):
                 plan = replace(plan, simulate=None)
+            if self.engine is not None:
+                plan = replace(plan, group=f"{hardware_family(case.hardware)}/{self.engine.profile_group}")
             g = self._group(plan.group)
             setups = plan.setups or (plan.layout.setup if plan.layout else None,) * len(plan.shapes)
             idx = tuple(self.ledger.add(g, su, s) for su, s in zip(setups, plan.shapes, strict=True))

@@ -23,10 +23,11 @@ from infercast.cost.ops import ATTENTION, COMM, GEMM
 from infercast.cost.step import StepModel
 from infercast.errors import InfercastError
 from infercast.specs.catalog import load_hardware, load_model
+from infercast.specs.engines import EnginePreset
 from infercast.specs.hardware import HardwareSpec
 from infercast.specs.parallel import Parallelism
 from infercast.specs.precision import Precision
-from infercast.validate.setup import MEMORY_FRACTION, Setup, Unpredictable, engine_model
+from infercast.validate.setup import Setup, Unpredictable, engine_model
 
 Shape = tuple[tuple[int, int, int], ...]  # runs of (count, new tokens, cached tokens)
 EIGHT_BIT = ("fp8", "int8", "fp4")
@@ -63,7 +64,7 @@ def setup_step_model(s: Setup, profile: EfficiencyProfile | None = None) -> Step
     model, hw = engine_model(load_model(s.model), s), setup_hardware(s)
     prec, par = Precision.parse(s.weights, s.kv_cache), Parallelism(tp=s.tp, pp=s.pp, ep=s.ep, attn_dp=s.attn_dp)
     experts = ExpertPrecision.parse(s.experts) if s.experts else None
-    fraction = MEMORY_FRACTION
+    fraction = s.memory_fraction
     if s.kv_free_fraction:  # KV = that fraction of what weights and activations leave free
         probe = plan_memory(model, hw, prec, par, 1.0, s.max_batched_tokens, s.max_seqs,
                             experts.weight_bytes if experts else None)
@@ -76,8 +77,9 @@ def setup_step_model(s: Setup, profile: EfficiencyProfile | None = None) -> Step
 class StepModels:
     """StepModel per :class:`Setup` (default profile: only op ledgers and memory are used)."""
 
-    def __init__(self) -> None:
+    def __init__(self, engine: EnginePreset | None = None) -> None:
         self._cache: dict[Setup, StepModel | str] = {}
+        self.engine = engine  # one preset for every row (``validate --engine``); None: each row's own
 
     def get(self, s: Setup) -> StepModel:
         hit = self._cache.get(s)

@@ -107,7 +107,7 @@ def _metric_error(case: Case) -> Unpredictable:
 
 
 def _replica(case: Case, models: StepModels):
-    lay = layout(case)
+    lay = layout(case, models.engine)
     sm = models.get(lay.setup)
     if sm.machine.compute_dtype == "fp32" and lay.setup.weights != "fp32":
         raise Unpredictable(f"{case.hardware} has no 16-bit or narrower tensor peak in the hardware table")

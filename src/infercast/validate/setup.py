@@ -3,21 +3,20 @@
 Everything here is an *assumption about the row's engine* where the source is
 silent; each one is named, and ``docs/validation.md`` lists them:
 
-- Engine limits (max running sequences, tokens per step) are the engines'
-  defaults: TensorRT-LLM ``max_batch_size`` 2048 / ``max_num_tokens`` 8192
-  (trtllm-bench, trtllm-serve); vLLM V1 ``max_num_seqs`` 1024 /
-  ``max_num_batched_tokens`` 8192 (``vllm/engine/arg_utils.py``, server defaults
-  on >= 70 GiB parts); SGLang ``chunked_prefill_size`` 8192 with the running
-  batch bounded by memory; anything else 256 / 8192 (vLLM's older defaults).
-- Memory: vLLM and SGLang hold weights, activations and KV in 0.9 of device
-  memory (vLLM ``gpu_memory_utilization`` 0.9 of the total; SGLang's
-  ``mem_fraction_static`` likewise a fraction of the total). TensorRT-LLM sizes its
-  KV cache as a fraction of the memory *left free* after the weights and the
-  activation profile (``KvCacheConfig.free_gpu_memory_fraction``, default 0.9;
-  the perf-overview runs pass ``--kv_cache_free_gpu_mem_fraction`` 0.95, falling
-  back to 0.90): 0.9 of the free memory here. The two differ most where the
-  weights nearly fill the part (Llama-3.1-70B FP8 on one 80 GB H100: 3.1 GB of
-  KV under the first rule, 10 GB under TensorRT-LLM's).
+- Engine limits (max running sequences, tokens per step), the KV block size, the memory
+  rule and the scheduling policy are the row's engine preset (``data/engines/*.toml``,
+  :mod:`infercast.specs.engines`, each value cited there), resolved on the row's part and TP
+  size (:func:`row_preset`): TensorRT-LLM's engine flow (:func:`trtllm_engine_flow`)
+  ``trtllm-engine-0.17``, its PyTorch flow ``trtllm-1.0``, vLLM before 0.8 (V0) ``vllm-0.6``,
+  later vLLM ``vllm-0.12``, SGLang ``sglang-0.5``; ``validate --engine`` puts one preset on
+  every row. Memory: vLLM's ``gpu_memory_utilization`` and SGLang's ``mem_fraction_static``
+  are fractions of the device's total memory; TensorRT-LLM sizes its KV cache as a fraction
+  of the memory *left free* after the weights and the activation profile
+  (``KvCacheConfig.free_gpu_memory_fraction``, default 0.9; the perf-overview runs pass
+  ``--kv_cache_free_gpu_mem_fraction`` 0.95, falling back to 0.90). The two differ most where
+  the weights nearly fill the part (Llama-3.1-70B FP8 on one 80 GB H100: 3.1 GB of KV under
+  the first rule, 10 GB under TensorRT-LLM's). Engines without a preset (llama.cpp,
+  gpt-fast, research code) get :data:`OTHER_LIMITS` and :data:`MEMORY_FRACTION` of all memory.
 - KV dtype when not stated: FP8 for TensorRT-LLM with 8-bit or narrower weights
   (its perf tables quantize the KV cache with the weights), else the 16-bit dtype.
 - Weights when the source does not say: the checkpoint's own dtype
@@ -63,59 +62,20 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, replace
 
+from infercast.cost.profiles import HARDWARE_FAMILIES, engine_family, hardware_family  # noqa: F401 (re-exported)
 from infercast.errors import InfercastError
 from infercast.specs.checkpoint import checkpoint_expert_format
+from infercast.specs.engines import EnginePreset, load_engine
 from infercast.specs.model import ATTN_CHUNKED, ATTN_FULL, ModelSpec
 from infercast.specs.parallel import attention_split_problem
 from infercast.validate.cases import Case
 
-MEMORY_FRACTION = 0.9
-TRTLLM_FREE_FRACTION = 0.9  # KvCacheConfig.free_gpu_memory_fraction default (module docstring)
+MEMORY_FRACTION = 0.9  # engines without a preset: of all device memory (vLLM's default, module docstring)
+OTHER_LIMITS = (256, 8192)  # engines without a preset: vLLM V0's max_num_seqs, the common 8192-token budget
 NARROW = ("fp8", "int8", "int4", "fp4")
-
-# engine family -> (max running sequences, max tokens per step)
-ENGINE_LIMITS = {
-    "trtllm": (2048, 8192),
-    "vllm": (1024, 8192),
-    "sglang": (4096, 8192),
-    "other": (256, 8192),
-}
-
-# hardware key prefix -> family; the longest matching prefix wins
-HARDWARE_FAMILIES = {
-    "a100": "ampere", "rtx-3090": "ampere", "a10": "ampere",
-    "h100": "hopper", "h200": "hopper", "gh200": "hopper", "h800": "hopper",
-    "b200": "blackwell", "b300": "blackwell", "gb200": "blackwell", "gb300": "blackwell",
-    "rtx-pro-6000": "blackwell", "dgx-spark": "blackwell", "rtx-5090": "blackwell",
-    "l40s": "ada", "l4": "ada", "rtx-4090": "ada",
-    "mi": "amd", "tpu": "tpu", "apple": "apple",
-}
-
 
 class Unpredictable(InfercastError):
     """A row infercast cannot predict yet; the message is the reported reason."""
-
-
-def engine_family(engine: str) -> str:
-    """trtllm | vllm | sglang | other, from the free-text engine column."""
-    e = engine.lower()
-    if "tensorrt-llm" in e or "trtllm" in e:
-        return "trtllm"
-    if "sglang" in e:
-        return "sglang"
-    if "vllm" in e:
-        return "vllm"
-    if "llama.cpp" in e:
-        return "llamacpp"
-    if "gpt-fast" in e:
-        return "gpt-fast"
-    return "other"
-
-
-def hardware_family(hardware: str) -> str:
-    """ampere | hopper | blackwell | ada | amd | tpu | apple | other, by key prefix."""
-    best = max((p for p in HARDWARE_FAMILIES if hardware.lower().startswith(p)), key=len, default=None)
-    return HARDWARE_FAMILIES[best] if best else "other"
 
 
 def trtllm_engine_flow(engine: str) -> bool:
@@ -148,6 +108,34 @@ def group_key(case: Case) -> str:
     return f"{hardware_family(case.hardware)}/{family}"
 
 
+def preset_name(engine: str) -> str | None:
+    """The engine preset a row's engine column means (module docstring); None = no preset."""
+    family = engine_family(engine)
+    if family == "trtllm":
+        return "trtllm-engine-0.17" if trtllm_engine_flow(engine) else "trtllm-1.0"
+    if family == "sglang":
+        return "sglang-0.5"
+    if family == "vllm":
+        version = re.search(r"vllm-(\d+)\.(\d+)", engine.lower())
+        return "vllm-0.6" if version and (int(version.group(1)), int(version.group(2))) < (0, 8) else "vllm-0.12"
+    return None
+
+
+def row_preset(case: Case, hardware_key: str, tp: int, engine: EnginePreset | None = None) -> EnginePreset | None:
+    """The row's engine preset (``engine`` when given: ``validate --engine``) on its part and TP size."""
+    from infercast.specs.catalog import load_hardware
+
+    name = None if engine is not None else preset_name(case.engine)
+    preset = engine if engine is not None else (load_engine(name) if name else None)
+    if preset is None:
+        return None
+    try:
+        memory = load_hardware(hardware_key).memory_bytes
+    except InfercastError:
+        return preset  # an unknown part is reported where the row is planned
+    return preset.for_hardware(hardware_key, memory, tp)
+
+
 @dataclass(frozen=True)
 class Setup:
     """Everything that fixes one :class:`~infercast.cost.step.StepModel` (hashable cache key)."""
@@ -163,7 +151,9 @@ class Setup:
     max_batched_tokens: int
     attn_dp: bool = False  # attention data parallel over the tp GPUs (Parallelism.attn_dp)
     experts: str = ""  # routed experts' own "<format>/<compute>" (cost.experts.ExpertPrecision), "" = ``weights``
-    kv_free_fraction: float = 0.0  # KV = this fraction of the memory weights/activations leave (TRT-LLM); 0: MEMORY_FRACTION of all
+    kv_free_fraction: float = 0.0  # KV = this fraction of the memory weights/activations leave (TRT-LLM); 0: memory_fraction of all
+    memory_fraction: float = MEMORY_FRACTION  # of all device memory (the ``total`` memory rule)
+    policy: str = "chunked"  # the engine's scheduling policy, as the simulator runs it (sched/policies.py)
     chunked_as_full: bool = False  # chunked-attention layers attend to the whole context (TRT-LLM on Hopper; engine_model)
 
     @property
@@ -247,7 +237,7 @@ def is_moe(model: str) -> bool:
         return False
 
 
-def layout(case: Case) -> Layout:
+def layout(case: Case, engine: EnginePreset | None = None) -> Layout:
     """Resolve parallelism, replicas, precision and engine limits, or raise Unpredictable."""
     if not case.model:
         raise Unpredictable("the row names no model")
@@ -275,17 +265,20 @@ def layout(case: Case) -> Layout:
     n = n or per
     if n % per:
         raise Unpredictable(f"n_gpus={n} is not a multiple of the {per} GPUs of one replica (tp*pp)")
-    seqs, tokens = ENGINE_LIMITS.get(engine_family(case.engine), ENGINE_LIMITS["other"])
+    preset = row_preset(case, case.hardware, tp * pp, engine)
+    seqs, tokens = (preset.max_num_seqs, preset.max_num_batched_tokens) if preset else OTHER_LIMITS
     weights, kv, experts = case.weights, kv_dtype(case), checkpoint_experts(case)
     if experts:
         weights, kv = "bf16", case.kv_cache or "bf16"
         notes.append(f"{case.model} served from its MXFP4 checkpoint: experts {experts} (format/compute), "
                      f"the rest bf16, KV {kv}")
     trtllm = engine_family(case.engine) == "trtllm"
-    free = TRTLLM_FREE_FRACTION if trtllm else 0.0
+    free = preset.memory_fraction if preset and preset.memory_rule == "free" else 0.0
+    fraction = preset.memory_fraction if preset and preset.memory_rule == "total" else MEMORY_FRACTION
     chunked_as_full = trtllm and hardware_family(case.hardware) != "blackwell"
     setup = Setup(case.model, case.hardware, weights, kv, tp, pp, ep, seqs, tokens, attn_dp, experts, free,
-                  chunked_as_full)
+                  chunked_as_full=chunked_as_full, memory_fraction=fraction,
+                  policy=preset.policy if preset else "chunked")
     r = length_range_ratio(case)
     if r is not None:
         notes.append(f"lengths drawn uniformly from [{r:g} L, L] of the stated ones (the harness's random dataset): "

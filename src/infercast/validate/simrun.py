@@ -56,7 +56,7 @@ def sim_predictor(s: Setup, rate: float | None, input_tokens: int, output_tokens
     else:
         workload.update(arrival="offline")
     cfg = build_config({"model": s.model, "hardware": s.hardware, "replicas": 1, "mode": "fast",
-                        "seed": 0, "scheduler": {"policy": "chunked", "max_num_seqs": s.max_seqs,
+                        "seed": 0, "scheduler": {"policy": s.policy, "max_num_seqs": s.max_seqs,
                                                  "max_num_batched_tokens": s.max_batched_tokens},
                         "workload": workload})
     def run(profile: EfficiencyProfile) -> Summary:
@@ -87,7 +87,7 @@ def disagg_predictor(s: Setup, prefill: tuple[int, int, bool], workers: tuple[in
     cfg = build_config({
         "model": s.model, "hardware": s.hardware, "weights": s.weights, "kv_cache": s.kv_cache, "tp": s.tp,
         "ep": s.ep, "attn_dp": s.attn_dp, "mode": "fast", "seed": 0,
-        "scheduler": {"policy": "chunked", "max_num_seqs": s.max_seqs, "max_num_batched_tokens": s.max_batched_tokens},
+        "scheduler": {"policy": s.policy, "max_num_seqs": s.max_seqs, "max_num_batched_tokens": s.max_batched_tokens},
         "workload": {"arrival": "closed", "concurrency": concurrency, "num_requests": CONCURRENCY_WAVES * concurrency,
                      "input": {"dist": "fixed", "mean": input_tokens}, "output": {"dist": "fixed", "mean": output_tokens}},
         "disaggregation": {"prefill": {"replicas": workers[0], "tp": gp, "ep": ep_p, "attn_dp": dp_p,

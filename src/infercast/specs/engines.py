@@ -1,0 +1,184 @@
+"""Serving-engine presets: an engine's scheduling and memory defaults as data, each value cited.
+
+A preset is one TOML file (``data/engines/<name>.toml``, or a file a user writes) whose fields
+are those of :class:`EnginePreset`; its ``[sources]`` table cites, per field, the engine's
+source file or documentation (and version) that sets the value. A preset may refine its
+values per GPU (``[[by_gpu]]``: the first entry whose memory bound or key prefix matches the
+part wins; vLLM's smaller defaults below 70 GiB and on A100, SGLang's chunk size by memory)
+and per TP size (``[memory_fraction_by_tp]``: SGLang's ``mem_fraction_static``).
+
+What the simulator applies (``sim.build``, ``commands/simulate.py``): ``policy``,
+``max_num_seqs``, ``max_num_batched_tokens``, ``block_size``, the memory rule and fraction,
+and ``profile_group`` (the calibrated efficiency group it is timed with). Recorded for the
+reader, not modelled: ``chunked_prefill`` / ``chunk_size`` beyond the token budget (an
+engine that runs whole prompts is simulated with chunks), ``admission_watermark``,
+``preemption = "reserve"`` (the simulator preempts by recompute) and ``stream_interval``
+(every preset streams each step's tokens). ``EnginePreset.unmodelled`` lists them per preset.
+
+``--engine NAME`` takes a preset name (``vllm-0.12``), an engine family (``vllm``, ``sglang``,
+``trtllm``, ``trtllm-engine``: that family's newest preset) or a path to a preset TOML.
+"""
+
+from __future__ import annotations
+
+import functools
+import tomllib
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from infercast.errors import ConfigError
+from infercast.specs.catalog import data_path
+
+PROFILE_GROUPS = ("vllm", "sglang", "trtllm", "trtllm-engine")  # cost.profiles engine families with presets
+GiB = 2**30
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class GpuRule(_Frozen):
+    """Values that replace the preset's on parts below a memory size, or whose key starts with a prefix."""
+
+    below_memory_gib: float = Field(gt=0)
+    also_keys: tuple[str, ...] = ()
+    max_num_seqs: int | None = Field(default=None, ge=1)
+    max_num_batched_tokens: int | None = Field(default=None, ge=1)
+    chunk_size: int | None = Field(default=None, ge=0)
+
+    def matches(self, hardware_key: str, memory_bytes: float) -> bool:
+        return memory_bytes < self.below_memory_gib * GiB or hardware_key.lower().startswith(self.also_keys)
+
+
+class EnginePreset(_Frozen):
+    """One engine version's defaults (module docstring); every field but ``by_gpu`` and
+    ``memory_fraction_by_tp`` must be cited in ``sources``."""
+
+    name: str = Field(min_length=1)
+    engine: Literal["vllm", "sglang", "trtllm"]
+    version: str = Field(min_length=1)
+    description: str = Field(min_length=1)
+    profile_group: Literal["vllm", "sglang", "trtllm", "trtllm-engine"]
+    # what one step holds: chunked = decodes first, then prefill chunks in the budget (vLLM V1);
+    # continuous = prefill-only steps of whole prompts first (vLLM V0); prefill-first = prefill
+    # batches (chunked) whenever one can be formed, else decodes (SGLang): sched/policies.py
+    policy: Literal["chunked", "continuous", "prefill-first"]
+    chunked_prefill: bool
+    max_num_seqs: int = Field(ge=1)  # running-request limit
+    max_num_batched_tokens: int = Field(ge=1)  # new tokens one step may hold
+    chunk_size: int = Field(ge=0)  # prefill chunk (tokens); 0 = whole prompts
+    block_size: int = Field(ge=1)  # KV block (page) in tokens
+    memory_rule: Literal["total", "free"]  # fraction of all memory, or of what weights/activations leave
+    memory_fraction: float = Field(gt=0, le=1)
+    admission_watermark: float = Field(ge=0, lt=1)  # fraction of KV blocks kept free at admission
+    preemption: Literal["recompute", "reserve"]  # reserve: KV for the whole output held from admission
+    stream_interval: int = Field(ge=1)  # tokens per streamed chunk
+    memory_fraction_by_tp: dict[int, float] = Field(default_factory=dict)
+    by_gpu: tuple[GpuRule, ...] = ()
+    sources: dict[str, str]
+
+    @model_validator(mode="after")
+    def _cited(self) -> EnginePreset:
+        cited = {"name", "engine", "version", "description", "profile_group", "sources", "by_gpu",
+                 "memory_fraction_by_tp"}
+        missing = [f for f in type(self).model_fields if f not in cited and not self.sources.get(f)]
+        if missing:
+            raise ValueError(f"every value needs its source: add {', '.join(missing)} to [sources]")
+        extra = sorted(set(self.sources) - set(type(self).model_fields))
+        if extra:
+            raise ValueError(f"[sources] names unknown field(s) {', '.join(extra)}")
+        if any(not 0 < v <= 1 for v in self.memory_fraction_by_tp.values()):
+            raise ValueError("memory_fraction_by_tp values must be in (0, 1]")
+        return self
+
+    @property
+    def unmodelled(self) -> tuple[str, ...]:
+        """The preset's behaviours the simulator does not reproduce (module docstring)."""
+        out = []
+        if not self.chunked_prefill and self.policy != "continuous":
+            out.append("whole-prompt admission (simulated with chunks)")
+        if self.admission_watermark:
+            out.append(f"admission watermark {self.admission_watermark:g}")
+        if self.preemption == "reserve":
+            out.append("KV reserved for the whole output at admission (simulated: preempt and recompute)")
+        if self.stream_interval != 1:
+            out.append(f"stream interval {self.stream_interval}")
+        return tuple(out)
+
+    def for_hardware(self, hardware_key: str, memory_bytes: float, tp: int = 1) -> EnginePreset:
+        """The preset as it resolves on one part at one TP size (``by_gpu``, ``memory_fraction_by_tp``)."""
+        updates: dict = {}
+        rule = next((r for r in self.by_gpu if r.matches(hardware_key, memory_bytes)), None)
+        if rule is not None:
+            updates = {k: v for k in ("max_num_seqs", "max_num_batched_tokens", "chunk_size")
+                       if (v := getattr(rule, k)) is not None}
+        steps = [k for k in sorted(self.memory_fraction_by_tp) if k <= tp]
+        if steps:
+            updates["memory_fraction"] = self.memory_fraction_by_tp[steps[-1]]
+        return self.model_copy(update=updates) if updates else self
+
+    def memory_fraction_for(self, weight_bytes: float, activation_bytes: float, device_bytes: float) -> float:
+        """The fraction of device memory the engine may use: ``memory_fraction`` of all of it
+        (``total``), or the weights and activations plus that fraction of what they leave (``free``)."""
+        if self.memory_rule == "total":
+            return self.memory_fraction
+        used = weight_bytes + activation_bytes
+        return (used + self.memory_fraction * max(device_bytes - used, 0.0)) / device_bytes
+
+
+def _one_line(exc: ValidationError, where: str) -> str:
+    err = exc.errors()[0]
+    field = ".".join(str(p) for p in err["loc"]) or "preset"
+    msg = err["msg"].removeprefix("Value error, ")
+    got = "" if err["type"] == "missing" or isinstance(err.get("input"), dict) else f" (got {err.get('input')!r})"
+    return f"engine preset {where}: {field}: {msg}{got}"
+
+
+def parse_preset(data: dict, where: str) -> EnginePreset:
+    """A validated preset from parsed TOML; a missing, unknown or wrong field raises ConfigError."""
+    try:
+        return EnginePreset.model_validate(data)
+    except ValidationError as exc:
+        raise ConfigError(_one_line(exc, where)) from None
+
+
+def preset_names() -> list[str]:
+    """Names of the shipped presets."""
+    return sorted(p.stem for p in data_path("engines").glob("*.toml"))
+
+
+def _read(path: Path) -> EnginePreset:
+    try:
+        data = tomllib.loads(path.read_text())
+    except OSError as exc:
+        raise ConfigError(f"cannot read engine preset {path}: {exc.strerror}") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"engine preset {path} is not valid TOML: {exc}") from None
+    return parse_preset(data, str(path))
+
+
+def shipped_presets() -> list[EnginePreset]:
+    """Every shipped preset, in name order."""
+    return [_read(data_path("engines", f"{n}.toml")) for n in preset_names()]
+
+
+def _version_key(p: EnginePreset) -> tuple:
+    return tuple(int(x) if x.isdigit() else 0 for x in p.version.split("."))
+
+
+@functools.lru_cache(maxsize=64)  # presets are frozen; planners and validators ask for one many times
+def load_engine(name: str) -> EnginePreset:
+    """A preset by name, by engine family (its newest preset) or from a TOML file (module docstring)."""
+    key = name.strip()
+    if key.lower().endswith(".toml") or "/" in key:
+        return _read(Path(key))
+    names = preset_names()
+    if key.lower() in names:
+        return _read(data_path("engines", f"{key.lower()}.toml"))
+    family = [p for p in shipped_presets() if p.profile_group == key.lower()]
+    if family:
+        return max(family, key=_version_key)
+    raise ConfigError(f"unknown engine {name!r}: choose one of {', '.join(names)} "
+                      f"(or a family: {', '.join(PROFILE_GROUPS)}), or give a preset .toml (infercast engines)")
