@@ -63,6 +63,19 @@ def test_simulate_view_runs_in_the_background_and_matches_simulate(page, tmp_pat
     assert page.locator(".chart-box .uplot").count() == 5  # three CDFs and two timelines drawn
     page.screenshot(path=tmp_path / "simulate-trace.png", full_page=True)
 
+    # another scheduler, run again from the page: the numbers follow
+    page.select_option("#f-scheduler", "static")
+    page.click("#run")
+    page.wait_for_function("() => location.search.includes('scheduler=static') && "
+                           "document.querySelector('#status').textContent.startsWith('done') && "
+                           "!document.querySelector('#run').disabled", timeout=60_000)
+    form = SimulateForm(num_requests=120, rate=20, lengths="trace", scheduler="static")
+    cfg, timer = prepare(form)
+    static = run(form, cfg, timer, lambda _: None)["result"]
+    assert static["output_throughput_tokens_per_s"] != want["output_throughput_tokens_per_s"]
+    page.wait_for_function("v => document.querySelector('#stat-tps .value').dataset.value == String(v)",
+                           arg=static["output_throughput_tokens_per_s"])
+
     # bad input is caught before the job starts, beside its field
     page.fill("#f-rate", "-3")
     page.click("#run")
