@@ -25,6 +25,7 @@ def test_compare_view_puts_two_parts_side_by_side(page, tmp_path):
         assert float(cells.nth(i).get_attribute("data-value")) == pytest.approx(est.decode[-1].step_time_s, rel=1e-12)
     words = page.locator("#differences").inner_text()
     assert words.startswith("B vs A (hardware h100-sxm -> h200-sxm): TPOT at batch 32")
+    assert page.locator(".chart-box .uplot").count() == 3
     page.screenshot(path=tmp_path / "compare-h100-h200.png", full_page=True)
 
     # a preset pair, then the link round trip
@@ -59,7 +60,21 @@ def test_simulate_view_runs_in_the_background_and_matches_simulate(page, tmp_pat
     assert value(page, "#stat-goodput .value") == pytest.approx(want["goodput_per_s"], rel=1e-9)
     assert value(page, "#stat-done .value") == want["num_completed"] == 120
     assert "--trace azure-conv" in page.locator(".export .cmd").inner_text()
+    assert page.locator(".chart-box .uplot").count() == 5  # three CDFs and two timelines drawn
     page.screenshot(path=tmp_path / "simulate-trace.png", full_page=True)
+
+    # another scheduler, run again from the page: the numbers follow
+    page.select_option("#f-scheduler", "static")
+    page.click("#run")
+    page.wait_for_function("() => location.search.includes('scheduler=static') && "
+                           "document.querySelector('#status').textContent.startsWith('done') && "
+                           "!document.querySelector('#run').disabled", timeout=60_000)
+    form = SimulateForm(num_requests=120, rate=20, lengths="trace", scheduler="static")
+    cfg, timer = prepare(form)
+    static = run(form, cfg, timer, lambda _: None)["result"]
+    assert static["output_throughput_tokens_per_s"] != want["output_throughput_tokens_per_s"]
+    page.wait_for_function("v => document.querySelector('#stat-tps .value').dataset.value == String(v)",
+                           arg=static["output_throughput_tokens_per_s"])
 
     # bad input is caught before the job starts, beside its field
     page.fill("#f-rate", "-3")
@@ -81,6 +96,7 @@ def test_plan_view_finds_the_cheapest_and_says_why_the_runner_up_lost(page, tmp_
     first = page.locator("#options tbody tr").first.locator("td[data-value]")
     assert float(first.get_attribute("data-value")) == pytest.approx(want["best"]["cost_per_million_output_tokens"])
     assert want["alternatives"][0]["why_not"] in page.locator("#best").inner_text()
+    assert page.locator(".chart-box .uplot").count() == 2  # Pareto, cost vs latency
     page.screenshot(path=tmp_path / "plan.png", full_page=True)
 
     page.fill("#f-hardware", "h100-sxm,h900")

@@ -13,6 +13,7 @@ message, never a traceback); the server keeps serving either way.
 
 from __future__ import annotations
 
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +22,7 @@ from fastapi.responses import FileResponse, JSONResponse
 from fastapi.staticfiles import StaticFiles
 
 from infercast.errors import InfercastError
+from infercast.ui.estimate_view import CurveCache
 from infercast.ui.inputs import EstimateForm, FieldError
 from infercast.ui.jobs import Jobs
 from infercast.ui.validation_view import ValidationStore
@@ -64,12 +66,19 @@ def options() -> dict[str, Any]:
 def create_app(validate_on_start: bool = True, validation_data: str | None = None) -> FastAPI:
     """The page's app; ``validate_on_start`` begins the validation run (over ``validation_data``,
     a measurement CSV, default the shipped set) at startup."""
-    app = FastAPI(title="infercast ui", docs_url=None, redoc_url=None, openapi_url=None)
-    from infercast.ui.estimate_view import CurveCache
-
     jobs = Jobs()
     store = ValidationStore(validation_data)
     curves = CurveCache()
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI):
+        if validate_on_start:
+            store.start()
+        yield
+        store.stop()
+
+    # no /docs: FastAPI's Swagger page loads from a CDN, and the page must work offline
+    app = FastAPI(title="infercast ui", docs_url=None, redoc_url=None, openapi_url=None, lifespan=lifespan)
     app.state.jobs, app.state.validation = jobs, store
 
     @app.exception_handler(InfercastError)
@@ -79,9 +88,6 @@ def create_app(validate_on_start: bool = True, validation_data: str | None = Non
     @app.exception_handler(Exception)
     async def _bug(request: Request, exc: Exception) -> JSONResponse:
         return _error(f"internal error ({type(exc).__name__}): {exc}", status=500)
-
-    if validate_on_start:
-        app.router.on_startup.append(store.start)
 
     @app.get("/", include_in_schema=False)
     def index() -> FileResponse:

@@ -100,8 +100,7 @@ def command_line(form: EstimateForm) -> str:
         if value != 1:
             args += [flag, str(value)]
     args += ["--prompt", str(form.prompt), "--context", str(form.context), "--batch", str(form.batch)]
-    if form.profile != "builtin":
-        args += ["--profile", form.profile]
+    args += ["--profile", form.profile]  # always: the CLI's default profile may change
     if form.engine:
         args += ["--engine", form.engine]
     if form.price is not None:

@@ -133,8 +133,7 @@ def command_line(f: SimulateForm) -> str:
         a += ["--disaggregated", "--prefill-replicas", str(f.prefill_replicas),
               "--decode-replicas", str(f.decode_replicas)]
     a += ["--slo-ttft-s", f"{f.slo_ttft_s:g}", "--slo-tpot-s", f"{f.slo_tpot_s:g}"]
-    if f.profile != "builtin":
-        a += ["--profile", f.profile]
+    a += ["--profile", f.profile]  # always: the CLI's default profile may change
     if f.engine:
         a += ["--engine", f.engine]
     return shlex.join(a + ["--json"])

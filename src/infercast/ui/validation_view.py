@@ -2,7 +2,7 @@
 
 :class:`ValidationStore` runs what ``infercast validate --json`` runs (the shipped
 cases, :class:`~infercast.validate.evaluate.Evaluator` with the shipped profile
-set, ``validate.score.report`` with the floor check) in a background thread when
+set, ``validate.score.report`` with the floor check) in a background process when
 the server starts, keeps the report, and answers a row's details: the CSV row
 with its citation, and the prediction's breakdown (the replica setup the row was
 predicted on, its step shapes with their expected times, the profile group, notes).
@@ -11,6 +11,7 @@ predicted on, its step shapes with their expected times, the profile group, note
 from __future__ import annotations
 
 import csv
+import multiprocessing
 import shlex
 import threading
 import time
@@ -23,7 +24,7 @@ from infercast.ui.inputs import FieldError
 
 
 class ValidationStore:
-    """The validate report of this server's lifetime, computed once in the background."""
+    """The validate report of this server's lifetime, computed once in a background process."""
 
     def __init__(self, data: str | None = None, clock: Callable[[], float] = time.monotonic):
         """``data``: a measurement CSV (``validate --data``); None = the shipped set."""
@@ -32,6 +33,7 @@ class ValidationStore:
         self.state, self.error, self.wall_s = "idle", None, None
         self.report: dict[str, Any] | None = None
         self._details: dict[str, dict[str, Any]] = {}
+        self._proc = None
 
     def start(self) -> None:
         """Begin computing (once); returns at once."""
@@ -43,15 +45,38 @@ class ValidationStore:
 
     def _run(self) -> None:
         t0 = self.clock()
-        try:
-            report, details = compute(self.data)
-        except Exception as exc:  # shown on the page as one line; the server keeps serving
-            with self._lock:
-                self.state, self.error = "error", f"{type(exc).__name__}: {exc}"
-            return
+        # in a process of its own: a minute of numpy and Python in this process's threads would
+        # hold the GIL against every estimate the page asks for meanwhile; daemonic, so it ends
+        # with the server (stop() ends it at once)
+        ctx = multiprocessing.get_context("spawn")
+        recv, send = ctx.Pipe(duplex=False)
+        proc = ctx.Process(target=_compute_into, args=(self.data, send), name="infercast-validate", daemon=True)
         with self._lock:
-            self.report, self._details = report, details
+            if self.state != "running":  # stopped before it began
+                return
+            self._proc = proc
+            proc.start()
+        send.close()
+        try:
+            ok, answer = recv.recv()
+        except EOFError:
+            ok, answer = False, f"the validation process ended without an answer (exit code {proc.exitcode})"
+        proc.join()
+        with self._lock:
+            if not ok:
+                self.state, self.error = "error", answer
+                return
+            self.report, self._details = answer
             self.state, self.wall_s = "done", self.clock() - t0
+
+    def stop(self) -> None:
+        """End a validation still running (the server is shutting down)."""
+        with self._lock:
+            proc, self._proc = self._proc, None
+            if self.state == "running":
+                self.state, self.error = "error", "stopped"
+        if proc is not None and proc.is_alive():
+            proc.terminate()
 
     def status(self) -> dict[str, Any]:
         """State, and the report (rows and summary) once done."""
@@ -87,6 +112,16 @@ def _breakdown(plan, step_times: list[float]) -> dict[str, Any]:
     out["steps"] = [{"runs": [{"count": c, "new_tokens": n, "cached_tokens": k} for c, n, k in shape],
                      "expected_time_s": t} for shape, t in zip(plan.shapes, step_times, strict=False)]
     return out
+
+
+def _compute_into(data: str | None, conn) -> None:
+    """The child process's work: ``compute`` and send (ok, answer or one-line error) back."""
+    try:
+        answer = (True, compute(data))
+    except Exception as exc:  # the page shows it as one line
+        answer = (False, f"{type(exc).__name__}: {exc}")
+    conn.send(answer)
+    conn.close()
 
 
 def compute(data: str | None = None) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:

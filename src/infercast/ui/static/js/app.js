@@ -103,7 +103,16 @@ export function buildForm(fields, state, onChange, prefix = "") {
     const err = el("span", { class: "err", id: `err-${prefix}${f.name}`, role: "alert", "aria-live": "polite" });
     input.setAttribute("aria-describedby", err.id);
     const label = el("label", { for: id }, f.label, f.unit ? el("span", { class: "unit", text: ` (${f.unit})` }) : null);
-    const extra = f.range ? f.range(input) : null;
+    let extra = f.range ? f.range(input) : null;
+    if (f.upload) {  // a file picker that fills the text box (the file never leaves the browser but as text)
+      const file = el("input", { type: "file", accept: f.upload, id: `${id}-file`, "aria-label": `${f.label}: load a file` });
+      file.addEventListener("change", async () => {
+        if (!file.files.length) return;
+        input.value = await file.files[0].text();
+        input.dispatchEvent(new Event("input"));
+      });
+      extra = el("div", { class: "with-file" }, input, file);
+    }
     const row = el("div", { class: `field field-${f.type || "text"}${f.half ? " half" : ""}`, "data-field": f.name },
       f.type === "checkbox" ? el("div", { class: "check" }, input, label) : [label, extra || input],
       f.help ? el("span", { class: "help", text: f.help }) : null, err);

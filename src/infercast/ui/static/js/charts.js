@@ -22,6 +22,9 @@ export function chartCard(title, height = 260) {
 }
 
 export function setLegend(card, items) {
+  const sig = JSON.stringify(items);
+  if (card.legendSig === sig) return;  // unchanged: no DOM work, no relayout
+  card.legendSig = sig;
   card.legend.replaceChildren(...items.map(([label, color, dash]) => el("span", { class: "key" },
     el("i", { style: `border-top:3px ${dash ? "dashed" : "solid"} ${color}` }), label)));
 }

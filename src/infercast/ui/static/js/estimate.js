@@ -19,9 +19,9 @@ export function fields(opts, prefix = "") {
   const dt = opts.dtypes;
   return [
     { name: "model", label: `${prefix}model`, type: "select", options: [...opts.models, ["custom", "custom: paste a config.json"]] },
-    { name: "model_config_json", label: "config.json (Hugging Face)", type: "textarea", placeholder: '{"architectures": ["LlamaForCausalLM"], ...}', when: (s) => s.model === "custom" },
+    { name: "model_config_json", label: "config.json (Hugging Face)", type: "textarea", placeholder: '{"architectures": ["LlamaForCausalLM"], ...}', upload: ".json,application/json", when: (s) => s.model === "custom" },
     { name: "hardware", label: "hardware", type: "select", options: [...opts.hardware.map((h) => [h.key, `${h.key} (${h.name})`]), ["custom", "custom: paste a part (TOML/JSON)"]] },
-    { name: "hardware_spec", label: "part spec (TOML or JSON)", type: "textarea", placeholder: 'name = "my part"\nmemory_bytes = 80e9\nmemory_bandwidth_bytes_per_s = 3.35e12\n[flops_per_s]\nbf16 = 989e12', when: (s) => s.hardware === "custom" },
+    { name: "hardware_spec", label: "part spec (TOML or JSON)", type: "textarea", placeholder: 'name = "my part"\nmemory_bytes = 80e9\nmemory_bandwidth_bytes_per_s = 3.35e12\n[flops_per_s]\nbf16 = 989e12', upload: ".toml,.json", when: (s) => s.hardware === "custom" },
     { name: "weights", half: true, label: "weights", type: "select", options: [["checkpoint", "checkpoint (as shipped)"], ...dt] },
     { name: "compute", half: true, label: "compute", type: "select", options: [["", "default"], ...dt] },
     { name: "kv_cache", half: true, label: "KV cache", type: "select", options: [["", "16-bit (default)"], ...dt] },
