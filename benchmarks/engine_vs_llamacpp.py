@@ -37,6 +37,9 @@ import time
 
 import numpy as np
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from engine_vs_vllm import _port, _wait_ready  # noqa: E402  (a sibling script)
+
 
 def _time(fn, runs: int) -> dict:
     fn()  # warm-up
@@ -135,31 +138,6 @@ def cmd_steps(args) -> list[dict]:
     return rows
 
 
-def _port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _wait_ready(url: str, proc: subprocess.Popen, timeout_s: float) -> None:
-    import httpx
-
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"server exited with code {proc.returncode}")
-        for path in ("/health", "/v1/models"):
-            try:
-                if httpx.get(url + path, timeout=2).status_code == 200:
-                    return
-            except httpx.HTTPError:
-                pass
-        time.sleep(1)
-    raise RuntimeError(f"server at {url} not ready after {timeout_s} s")
-
-
 def measure_batch(url: str, model: str, batch: int, prompt_tokens: int, output_tokens: int):
     """``batch`` concurrent streamed requests at once; their metrics summary."""
     import asyncio
@@ -188,7 +166,8 @@ def serve_rows(name: str, cmd: list[str], url: str, model: str, batches, args) -
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     rows = []
     try:
-        _wait_ready(url, proc, args.startup_s)
+        # llama-cpp-python's server has no /health; llama-server and infercast have both.
+        _wait_ready(url, proc, args.startup_s, ("/health", "/v1/models"))
         measure_batch(url, model, 1, args.prompt_tokens, 8)  # warm-up
         for b in batches:
             s = measure_batch(url, model, b, args.prompt_tokens, args.output_tokens)

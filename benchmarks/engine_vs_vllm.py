@@ -53,16 +53,18 @@ def _port() -> int:
         return s.getsockname()[1]
 
 
-def _wait_ready(url: str, proc: subprocess.Popen, timeout_s: float) -> None:
+def _wait_ready(url: str, proc: subprocess.Popen, timeout_s: float,
+                paths: tuple[str, ...] = ("/health",)) -> None:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         if proc.poll() is not None:
             raise RuntimeError(f"server exited with code {proc.returncode}")
-        try:
-            if httpx.get(f"{url}/health", timeout=2).status_code == 200:
-                return
-        except httpx.HTTPError:
-            pass
+        for path in paths:
+            try:
+                if httpx.get(f"{url}{path}", timeout=2).status_code == 200:
+                    return
+            except httpx.HTTPError:
+                pass
         time.sleep(1)
     raise RuntimeError(f"server at {url} not ready after {timeout_s} s")
 

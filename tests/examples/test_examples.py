@@ -34,16 +34,18 @@ GEN = _generator()
 PATHS = GEN.example_paths()
 
 
-def assert_close(live, saved, where: str = "result") -> None:
-    """Same structure; numbers within RTOL; everything else equal."""
+def assert_close(live, saved, where: str = "result", values: bool = True) -> None:
+    """Same structure; numbers within RTOL; everything else equal (``values=False``: structure only)."""
     if isinstance(saved, dict):
         assert isinstance(live, dict) and set(live) == set(saved), f"{where}: keys {sorted(live)} vs {sorted(saved)}"
         for k in saved:
-            assert_close(live[k], saved[k], f"{where}.{k}")
+            assert_close(live[k], saved[k], f"{where}.{k}", values)
     elif isinstance(saved, list):
         assert isinstance(live, list) and len(live) == len(saved), f"{where}: length differs"
         for i, (a, b) in enumerate(zip(live, saved, strict=True)):
-            assert_close(a, b, f"{where}[{i}]")
+            assert_close(a, b, f"{where}[{i}]", values)
+    elif not values:
+        return
     elif isinstance(saved, bool) or saved is None or isinstance(saved, str):
         assert live == saved, f"{where}: {live!r} vs saved {saved!r}"
     else:
@@ -52,15 +54,27 @@ def assert_close(live, saved, where: str = "result") -> None:
             f"{where}: {live!r} vs saved {saved!r} (rtol {RTOL}); if the model changed on purpose: {REFRESH}")
 
 
-def test_gallery_covers_the_eleven_claims():
+def test_gallery_numbers_its_claims_one_to_n():
     ids = sorted(GEN.load_example(p).CLAIM["id"] for p in PATHS)
-    assert ids == list(range(1, 12))
+    assert ids == list(range(1, len(PATHS) + 1)) and len(ids) >= 12
 
 
 @pytest.mark.parametrize("path", PATHS, ids=[p.stem for p in PATHS])
 def test_example_reproduces_its_saved_output(path):
     module = GEN.load_example(path)
     saved = json.loads(GEN.expected_path(path).read_text())
+    if module.CLAIM.get("measured"):
+        # Measured on the machine running the test: the same numbers cannot come back. Check
+        # the example runs, returns the saved structure, and computes its verdict from them.
+        missing = [m for m in module.NEEDS if importlib.util.find_spec(m) is None]
+        if missing:
+            pytest.skip(f"{path.stem} measures with {', '.join(missing)} installed")
+        live = GEN.output_of(module, module.run())
+        assert live["claim"] == saved["claim"]
+        assert_close(live["result"], saved["result"], values=False)
+        assert live["verdict"] in ("reproduced", "holds only under stated conditions", "refuted")
+        assert module.verdict(live["result"]) == (live["verdict"], live["finding"])
+        return
     live = GEN.output_of(module, module.run())
     assert live["verdict"] in ("reproduced", "holds only under stated conditions", "refuted")
     assert live["claim"] == saved["claim"]
@@ -80,4 +94,4 @@ def test_claims_page_is_generated_from_the_saved_outputs():
     doc = ROOT / "docs" / "claims.md"
     assert doc.read_text() == GEN.render(), "docs/claims.md is stale: run python examples/make_claims_table.py"
     rows = [line for line in doc.read_text().splitlines() if line[:2] == "| " and line[2:3].isdigit()]
-    assert len(rows) == len(PATHS) == 11
+    assert len(rows) == len(PATHS)
