@@ -100,6 +100,8 @@ def merge(outs: list[dict], duration_s: float) -> dict:
     day["usd_per_day"] = day["usd"] * scale if day["usd"] is not None else None
     day["kwh_per_day"] = day["energy_kwh"] * scale if day["energy_kwh"] is not None else None
     tokens = day["input_tokens"] + day["output_tokens"]
+    day["joules_per_output_token"] = (day["energy_kwh"] * 3.6e6 / day["output_tokens"]
+                                      if day["energy_kwh"] is not None and day["output_tokens"] else None)
     day["usd_per_million_tokens"] = day["usd"] / tokens * 1e6 if day["usd"] is not None and tokens else None
     day["ttft_p99_s"] = max((d["ttft_p99_s"] for d in days if d["ttft_p99_s"] is not None), default=None)
     day["tpot_p99_s"] = max((d["tpot_p99_s"] for d in days if d["tpot_p99_s"] is not None), default=None)
