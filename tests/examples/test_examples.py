@@ -52,9 +52,9 @@ def assert_close(live, saved, where: str = "result") -> None:
             f"{where}: {live!r} vs saved {saved!r} (rtol {RTOL}); if the model changed on purpose: {REFRESH}")
 
 
-def test_gallery_covers_the_eleven_claims():
+def test_gallery_covers_the_seed_claims_and_numbers_are_unique():
     ids = sorted(GEN.load_example(p).CLAIM["id"] for p in PATHS)
-    assert ids == list(range(1, 12))
+    assert ids[:11] == list(range(1, 12)) and len(ids) == len(set(ids))
 
 
 @pytest.mark.parametrize("path", PATHS, ids=[p.stem for p in PATHS])
@@ -80,4 +80,4 @@ def test_claims_page_is_generated_from_the_saved_outputs():
     doc = ROOT / "docs" / "claims.md"
     assert doc.read_text() == GEN.render(), "docs/claims.md is stale: run python examples/make_claims_table.py"
     rows = [line for line in doc.read_text().splitlines() if line[:2] == "| " and line[2:3].isdigit()]
-    assert len(rows) == len(PATHS) == 11
+    assert len(rows) == len(PATHS) >= 11
