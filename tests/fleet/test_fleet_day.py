@@ -141,3 +141,21 @@ def test_reactive_waits_a_stabilization_window_before_scaling_down():
     r = Reactive("queue", 4, 0.5, 1, 5, stabilization_s=300)
     low = [Observation(t, 3, 0, 0.0, 0.1, 0.2) for t in (60.0, 120.0, 300.0, 360.0, 420.0)]
     assert [r.desired(o) for o in low] == [3, 3, 3, 2, 3]  # 300 s after 60 s; then a new window
+
+
+def test_sharded_day_adds_up_and_agrees_with_one_group(day):
+    from infercast.fleet.shard import merge, run_sharded, split_bounds
+
+    cfg, load, rep = day
+    spec = FleetSpec(rep.start_s, 2, max_queue_s=120.0)
+    one = _run(day, "fixed", replicas=2)["day"]
+    out = run_sharded(rep, load, "fixed", {"replicas": 2}, spec, 2, "serial")
+    two, groups = out["day"], out["groups"]
+    assert two["requests_arrived"] == sum(g["requests_arrived"] for g in groups)
+    assert two["usd"] == pytest.approx(sum(g["usd"] for g in groups))
+    assert two["requests_completed"] + two["requests_rejected"] == two["requests_arrived"]
+    assert two["replica_hours"] == pytest.approx(one["replica_hours"], rel=0.01)  # 1 + 1 replicas vs 2
+    assert abs(two["requests_arrived"] - one["requests_arrived"]) < 5 * math.sqrt(one["requests_arrived"])
+    assert split_bounds({"replicas": 5, "max_replicas": 9, "min_replicas": 1}, 2) == \
+        {"replicas": 3, "max_replicas": 5, "min_replicas": 1}
+    assert merge([{"day": groups[0]}], load.duration_s)["day"]["requests_arrived"] == groups[0]["requests_arrived"]

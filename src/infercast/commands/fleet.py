@@ -20,6 +20,8 @@ def run_fleet(o: dict) -> None:
     from infercast.fleet.run import FleetSpec
     from infercast.sim.config import build_config
 
+    if (o["per_minute"] or o["plot"]) and o["groups"] > 1:
+        raise ConfigError("--per-minute and --plot need one router group (--groups 1)")
     names = POLICY_NAMES if o["policy"] == "all" else tuple(p.strip() for p in o["policy"].split(","))
     for n in names:
         if n not in POLICY_NAMES:
@@ -37,10 +39,15 @@ def run_fleet(o: dict) -> None:
                             o["metric"], o["scale_up"], o["scale_down"], schedule, o["headroom"], o["stabilization_s"])
                 for n in names]
     runs = {}
+    if o["groups"] < 1:
+        raise ConfigError(f"--groups must be >= 1, got {o['groups']}")
     for pol in policies:
         first = pol.replicas if pol.name == "fixed" else max(o["min_replicas"], 1)
         spec = FleetSpec(rep.start_s, first, o["tick_s"], o["max_queue_s"], o["seed"])
-        runs[pol.name] = run_day(rep, load, pol, spec)
+        if o["groups"] > 1:
+            runs[pol.name] = _sharded(rep, load, pol, spec, o, schedule)
+        else:
+            runs[pol.name] = run_day(rep, load, pol, spec)
     header = {"model": cfg.model, "hardware": cfg.hardware, "weights": cfg.weights, "tp": cfg.tp,
               "load": load.source, "hours": load.duration_s / 3600, "expected_requests": load.expected_requests,
               "replica_start_s": rep.start_s, "replica_capacity_rps": rep.capacity_rps,
@@ -56,6 +63,20 @@ def run_fleet(o: dict) -> None:
         print_json({**header, "policies": {k: {"day": v["day"], "ticks": v["ticks"]} for k, v in runs.items()}})
         return
     _print(header, runs, o)
+
+
+def _sharded(rep, load, pol, spec, o: dict, schedule) -> dict:
+    """The policy's day over ``--groups`` router groups (fleet/shard.py): the merged day, no ticks."""
+    from infercast.fleet.shard import run_sharded
+
+    kw = {"replicas": getattr(pol, "replicas", None) if pol.name == "fixed" else None,
+          "min_replicas": o["min_replicas"], "max_replicas": getattr(pol, "max_replicas", None),
+          "metric": o["metric"], "up": o["scale_up"], "down": o["scale_down"], "schedule": schedule,
+          "headroom": o["headroom"], "stabilization_s": o["stabilization_s"]}
+    out = run_sharded(rep, load, pol.name, kw, spec, o["groups"], o["executor"], o["workers"],
+                      o["storage_bandwidth"], o["warmup_s"])
+    out["day"]["policy_detail"] = f"{pol.describe()}, split over {o['groups']} router groups"
+    return {"day": out["day"], "ticks": [], "groups": out["groups"]}
 
 
 def _write_ticks(path: str, runs: dict) -> None:
@@ -99,15 +120,17 @@ def _print(header: dict, runs: dict, o: dict) -> None:
         d = out["day"]
         t.add_row(name, _fmt(100 * d["slo_attainment"] if d["slo_attainment"] is not None else None, ".1f") + "%",
                   _fmt(d["goodput_per_s"], ",.2f"), f"{d['requests_rejected']:,}", _fmt(d["replica_hours"], ",.1f"),
-                  str(d["peak_replicas"]), _fmt(d["mean_utilization"], ".2f"), _fmt(d["usd_per_day"], ",.2f"),
+                  str(d["peak_replicas"]), _fmt(d.get("mean_utilization"), ".2f"), _fmt(d["usd_per_day"], ",.2f"),
                   _fmt(d["usd_per_million_tokens"], ",.3f"), _fmt(d["kwh_per_day"], ",.1f"),
-                  _fmt(d["joules_per_output_token"], ",.3f"), _fmt(d["ttft_p99_s"], ",.2f"))
+                  _fmt(d.get("joules_per_output_token"), ",.3f"), _fmt(d["ttft_p99_s"], ",.2f"))
     c.print(t)
     for name, out in runs.items():
         d = out["day"]
-        moves = ", ".join(f"{ch['t_s'] / 3600:.1f} h -> {ch['to']}" for ch in d["bottleneck_changes"][:8])
-        more = " ..." if len(d["bottleneck_changes"]) > 8 else ""
-        c.print(f"{name}: {d['policy_detail']}; bottleneck ticks {d['bottleneck_minutes']}; moves: {moves}{more}")
+        changes = d.get("bottleneck_changes", [])
+        moves = ", ".join(f"{ch['t_s'] / 3600:.1f} h -> {ch['to']}" for ch in changes[:8])
+        more = " ..." if len(changes) > 8 else ""
+        story = f"; bottleneck ticks {d['bottleneck_minutes']}; moves: {moves}{more}" if changes else ""
+        c.print(f"{name}: {d['policy_detail']}{story}")
         if d["reject_reasons"]:
             c.print(f"  rejected: {d['reject_reasons']}")
     if o["plot"]:
@@ -152,5 +175,8 @@ def register(app: typer.Typer) -> None:
         per_minute: str | None = typer.Option(None, "--per-minute", help="write every tick's row to this CSV"),
         plot: str | None = typer.Option(None, "--plot", help="PNG: cost vs SLO attainment and replicas over the day"),
         as_json: bool = typer.Option(False, "--json", help="print one JSON object"),
+        groups: int = typer.Option(1, "--groups", help="independent router groups the day is sharded over (fleet/shard.py)"),
+        executor: str = typer.Option("local", "--executor", help="where groups run: local (process pool) | serial | ray"),
+        workers: int | None = typer.Option(None, "--workers", help="local pool size (default: CPU count)"),
     ) -> None:
         run_fleet(dict(locals()))

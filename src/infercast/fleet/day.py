@@ -45,8 +45,9 @@ class Replica:
 
 def build_replica(cfg, load: DayLoad, price_per_gpu_hour: float | None = None,
                   storage_bytes_per_s: float = DEFAULT_STORAGE_BYTES_PER_S, warmup_s: float = DEFAULT_WARMUP_S,
-                  profile=None) -> Replica:
-    """The replica of ``cfg`` (a SimConfig): cost model, start time, saturated capacity, price."""
+                  profile=None, capacity_rps: float | None = None) -> Replica:
+    """The replica of ``cfg`` (a SimConfig): cost model, start time, saturated capacity, price
+    (``capacity_rps`` given: not measured again, e.g. in a shard's worker)."""
     from infercast.sim.build import step_model
     from infercast.sim.economics import price_for
     from infercast.sim.run import scheduler_config
@@ -62,7 +63,8 @@ def build_replica(cfg, load: DayLoad, price_per_gpu_hour: float | None = None,
     gpus = timer.parallel.gpus_per_replica
     start_s = timer.memory.weight_bytes * gpus / storage_bytes_per_s + warmup_s
     sched_cfg = scheduler_config(cfg, timer.kv_capacity_tokens)
-    return Replica(cfg, timer, sched_cfg, gpus, price, source, start_s, _capacity(cfg, timer, load))
+    cap = capacity_rps if capacity_rps is not None else _capacity(cfg, timer, load)
+    return Replica(cfg, timer, sched_cfg, gpus, price, source, start_s, cap)
 
 
 def _capacity(cfg, timer, load: DayLoad) -> float:
