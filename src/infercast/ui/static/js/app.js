@@ -153,6 +153,52 @@ export function buildForm(fields, state, onChange, prefix = "") {
   };
 }
 
+// A headline number: label, value (its raw API number in data-value, for tests), a sub line.
+export function statCard(label, id) {
+  return el("div", { class: "stat", id: `stat-${id}` }, el("span", { class: "label", text: label }),
+    el("span", { class: "value", text: "-" }), el("span", { class: "sub", text: "" }));
+}
+
+export function setStat(root, id, value, sub, raw) {
+  const c = root.querySelector(`#stat-${id}`);
+  c.querySelector(".value").textContent = value;
+  c.querySelector(".value").dataset.value = raw === undefined || raw === null ? "" : String(raw);
+  c.querySelector(".sub").textContent = sub || "";
+}
+
+// A form's state as JSON can carry it: an empty number box (NaN) becomes null.
+export function jsonSafe(state) {
+  const out = { ...state };
+  for (const [k, v] of Object.entries(out)) if (typeof v === "number" && !Number.isFinite(v)) out[k] = null;
+  return out;
+}
+
+// Start a background job and poll it: ui = {form, status, button, progress(fraction, seconds)}.
+// A bad input comes back at once and is shown beside its field; onDone gets the job's result.
+export async function runJob(path, payload, ui, onDone) {
+  ui.button.disabled = true;
+  ui.form.setError(null, null);
+  ui.status.textContent = "starting…";
+  let job;
+  try {
+    job = await api(path, payload);
+  } catch (e) {
+    ui.form.setError(e.field, e.message); ui.status.textContent = ""; ui.button.disabled = false;
+    return;
+  }
+  const t0 = performance.now();
+  ui.progress(0, 0);
+  while (job.state === "running") {
+    await new Promise((r) => setTimeout(r, 150));
+    try { job = await api(`/api/jobs/${job.id}`); } catch (e) { ui.status.textContent = e.message; ui.button.disabled = false; return; }
+    ui.progress(job.progress, (performance.now() - t0) / 1e3);
+  }
+  ui.button.disabled = false;
+  if (job.state === "error") { ui.form.setError(job.field, job.error); ui.status.textContent = ""; return; }
+  ui.status.textContent = `done in ${job.wall_s.toFixed(1)} s`;
+  onDone(job.result);
+}
+
 // Command line + downloads under a view.
 export function exportBox() {
   const cmd = el("code", { class: "cmd" });

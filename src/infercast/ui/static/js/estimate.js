@@ -1,5 +1,5 @@
 // Estimate view: one configuration -> /api/estimate -> roofline, tok/s and TPOT vs batch, TTFT, $/M, fit.
-import { api, buildForm, debounce, el, exportBox, fmt, getOptions, typed, writeURL } from "./app.js";
+import { api, buildForm, debounce, el, exportBox, fmt, getOptions, jsonSafe, setStat, statCard as card, typed, writeURL } from "./app.js";
 import { COLORS, bands, chartCard, draw, labels, resizeAll, setLegend, si, vline } from "./charts.js";
 
 export const DEFAULTS = {
@@ -51,25 +51,7 @@ function batchSlider(input) {
   return el("div", { class: "with-slider" }, input, slider);
 }
 
-export function body(s) {
-  const out = { ...s };
-  if (!Number.isFinite(out.price)) out.price = null;
-  for (const k of ["tp", "pp", "ep", "prompt", "context", "batch"]) if (!Number.isFinite(out[k])) out[k] = null;
-  return out;
-}
-
-function card(label, id) {
-  return el("div", { class: "stat", id: `stat-${id}` }, el("span", { class: "label", text: label }),
-    el("span", { class: "value", text: "-" }), el("span", { class: "sub", text: "" }));
-}
-
-// raw: the API's number behind the text (data-value), so a test can check it exactly
-function setStat(root, id, value, sub, raw) {
-  const c = root.querySelector(`#stat-${id}`);
-  c.querySelector(".value").textContent = value;
-  c.querySelector(".value").dataset.value = raw === undefined || raw === null ? "" : String(raw);
-  c.querySelector(".sub").textContent = sub || "";
-}
+export const body = jsonSafe;
 
 export async function mount(main, params) {
   const opts = getOptions();

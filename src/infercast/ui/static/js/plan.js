@@ -1,6 +1,6 @@
 // Plan view: SLO + rate -> /api/plan (a background job) -> the cheapest configuration, why the
 // runner-up lost, the Pareto of throughput/GPU vs tokens/s per user, and cost vs latency.
-import { api, buildForm, debounce, el, exportBox, fmt, getOptions, typed, writeURL } from "./app.js";
+import { buildForm, debounce, el, exportBox, fmt, getOptions, jsonSafe as clean, runJob, typed, writeURL } from "./app.js";
 import { COLORS, chartCard, draw, labels, resizeAll, setLegend, vline } from "./charts.js";
 
 export const DEFAULTS = {
@@ -31,12 +31,6 @@ function fields(opts) {
   ];
 }
 
-function clean(s) {
-  const out = { ...s };
-  for (const [k, v] of Object.entries(out)) if (typeof v === "number" && !Number.isFinite(v)) out[k] = null;
-  return out;
-}
-
 export async function mount(main, params) {
   const opts = getOptions();
   const fromURL = Object.keys(params).length > 0;
@@ -48,32 +42,9 @@ export async function mount(main, params) {
   const run = el("button", { type: "button", class: "primary", id: "run", text: "Find the cheapest" });
   const exp = exportBox();
   const f = buildForm(fields(opts), state, () => writeURL("plan", clean(state), DEFAULTS));
-  let polling = null;
-
-  async function start() {
-    run.disabled = true;
-    f.setError(null, null);
-    status.textContent = "starting…";
-    try {
-      const job = await api("/api/plan", clean(state));
-      poll(job.id, performance.now());
-    } catch (e) {
-      f.setError(e.field, e.message); status.textContent = ""; run.disabled = false;
-    }
-  }
-  function poll(id, t0) {
-    clearTimeout(polling);
-    polling = setTimeout(async () => {
-      let job;
-      try { job = await api(`/api/jobs/${id}`); } catch (e) { status.textContent = e.message; run.disabled = false; return; }
-      if (job.state === "running") { status.textContent = `simulating candidates… ${((performance.now() - t0) / 1e3).toFixed(0)} s`; poll(id, t0); return; }
-      run.disabled = false;
-      if (job.state === "error") { f.setError(job.field, job.error); status.textContent = ""; return; }
-      status.textContent = `done in ${job.wall_s.toFixed(1)} s`;
-      last = job.result;
-      render(job.result);
-    }, 250);
-  }
+  const start = () => runJob("/api/plan", clean(state), { form: f, status, button: run,
+    progress: (_, seconds) => { status.textContent = `simulating candidates… ${seconds.toFixed(0)} s`; } },
+  (result) => { last = result; render(result); });
 
   function render(data) {
     const d = data.result, b = d.best, top = b || d.closest_miss;

@@ -1,6 +1,6 @@
 // Simulate view: workload + scheduler + levers -> /api/simulate (a background job, polled) ->
 // TTFT/TPOT/ITL CDFs with the SLO lines, the timeline (batch, KV use, queue), goodput and $/M.
-import { api, buildForm, debounce, el, exportBox, fmt, getOptions, typed, writeURL } from "./app.js";
+import { buildForm, debounce, el, exportBox, fmt, getOptions, jsonSafe as clean, runJob, setStat, statCard as stat, typed, writeURL } from "./app.js";
 import { COLORS, chartCard, draw, resizeAll, setLegend, vline } from "./charts.js";
 
 export const DEFAULTS = {
@@ -50,24 +50,6 @@ function fields(opts) {
   ];
 }
 
-function stat(label, id) {
-  return el("div", { class: "stat", id: `stat-${id}` }, el("span", { class: "label", text: label }),
-    el("span", { class: "value", text: "-" }), el("span", { class: "sub", text: "" }));
-}
-
-function setStat(root, id, value, sub, raw) {
-  const c = root.querySelector(`#stat-${id}`);
-  c.querySelector(".value").textContent = value;
-  c.querySelector(".value").dataset.value = raw === undefined || raw === null ? "" : String(raw);
-  c.querySelector(".sub").textContent = sub || "";
-}
-
-function clean(s) {
-  const out = { ...s };
-  for (const [k, v] of Object.entries(out)) if (typeof v === "number" && !Number.isFinite(v)) out[k] = null;
-  return out;
-}
-
 export async function mount(main, params) {
   const opts = getOptions();
   const fromURL = Object.keys(params).length > 0;
@@ -83,40 +65,11 @@ export async function mount(main, params) {
   const run = el("button", { type: "button", class: "primary", id: "run", text: "Run simulation" });
   const exp = exportBox();
   const f = buildForm(fields(opts), state, () => { writeURL("simulate", clean(state), DEFAULTS); });
-  let polling = null;
-
-  async function start() {
-    run.disabled = true;
-    f.setError(null, null);
-    status.textContent = "starting…";
-    setProgress(0);
-    try {
-      const job = await api("/api/simulate", clean(state));
-      poll(job.id);
-    } catch (e) {
-      f.setError(e.field, e.message);
-      status.textContent = "";
-      run.disabled = false;
-    }
-  }
-  function setProgress(p) {
+  const start = () => runJob("/api/simulate", clean(state), { form: f, status, button: run, progress: (p) => {
     bar.firstChild.style.width = `${(100 * p).toFixed(0)}%`;
     bar.setAttribute("aria-valuenow", (100 * p).toFixed(0));
-  }
-  function poll(id) {
-    clearTimeout(polling);
-    polling = setTimeout(async () => {
-      let job;
-      try { job = await api(`/api/jobs/${id}`); } catch (e) { status.textContent = e.message; run.disabled = false; return; }
-      setProgress(job.progress);
-      if (job.state === "running") { status.textContent = `simulating… ${(100 * job.progress).toFixed(0)}%`; poll(id); return; }
-      run.disabled = false;
-      if (job.state === "error") { f.setError(job.field, job.error); status.textContent = ""; return; }
-      status.textContent = `done in ${job.wall_s.toFixed(1)} s`;
-      last = job.result;
-      render(job.result);
-    }, 150);
-  }
+    status.textContent = `simulating… ${(100 * p).toFixed(0)}%`;
+  } }, (result) => { last = result; render(result); });
 
   function render(data) {
     const r = data.result;
