@@ -126,3 +126,18 @@ def test_plan_checks_prices_and_parts_before_any_work(monkeypatch):
         search.plan(PlanRequest(hardware=("h999",), **base), "serial")
     with pytest.raises(ConfigError, match="--executor 'dask'"):
         search.plan(PlanRequest(hardware=("h100-sxm",), **base), "dask")
+
+
+def test_plan_reports_a_part_without_a_price_before_starting_ray(monkeypatch, tmp_path):
+    import infercast.plan.search as search
+    from infercast.errors import ConfigError
+    from infercast.plan import PlanRequest
+
+    part = tmp_path / "noprice.toml"
+    part.write_text('name = "noprice"\nmemory_bytes = 80e9\nmemory_bandwidth_bytes_per_s = 3e12\n'
+                    "link_bandwidth_bytes_per_s = 4e11\n[flops_per_s]\nbf16 = 1e15\n")
+    monkeypatch.setattr(search, "run_map", lambda *a, **k: pytest.fail("Ray started before the prices were checked"))
+    req = PlanRequest(model="llama-3.1-8b", hardware=(str(part),), rate=1.0, slo_ttft_p99_s=1.0,
+                      slo_tpot_p99_s=0.05, input_tokens=64, output_tokens=16)
+    with pytest.raises(ConfigError, match="no price for"):
+        search.plan(req, "ray")

@@ -125,10 +125,17 @@ def register(app: typer.Typer) -> None:
                   else [{"concurrency": int(c)} for c in concs] if len(concs) > 1 else [{}])
         if compare_sim:  # the simulator's inputs are checked before the benchmark, not after it
             from infercast.bench.compare import check_sim_inputs
+            from infercast.errors import UnknownModelError
 
-            for p in points:
-                check_sim_inputs(base.model_copy(update=p), sim_model or model, sim_hardware, sim_weights,
-                                 sim_config, profile, engine)
+            try:
+                for p in points:
+                    check_sim_inputs(base.model_copy(update=p), sim_model or model, sim_hardware, sim_weights,
+                                     sim_config, profile, engine)
+            except UnknownModelError as exc:
+                if sim_model:
+                    raise
+                raise UnknownModelError(f"--compare-sim simulates --model by default: {exc}; "
+                                        "or pass --sim-model PRESET") from None
         console = make_console(stderr=json_out)
         best_rate = None
         total = None if search_goodput is not None else num_requests * len(points)

@@ -65,7 +65,9 @@ def register(app: typer.Typer) -> None:
             path = profile_output or output.with_name(output.stem + "-profile.toml")
             result["engine"] = _engine_profile(cfg, result, row_counts, runs, threads, path, stamp)
         if as_json:
-            print(json.dumps(result, indent=2))
+            from infercast.commands._meta import with_meta
+
+            print(json.dumps(with_meta(result), indent=2, default=str))
             return
         _print_table(result)
 
