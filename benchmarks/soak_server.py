@@ -82,7 +82,7 @@ def one_request(url: str, rng: random.Random, client: httpx.Client) -> str:
     if kind == "invalid":
         body.update(rng.choice([{"max_tokens": "4"}, {"max_tokens": True},
                                 {"temperature": float("nan")}, {"prompt": "\ud800"},
-                                {"seed": 2**70}, {"messages": 5}, {"top_p": 0}]))
+                                {"seed": 2**70}, {"stop": [""]}, {"top_p": 0}]))
     if kind == "big":
         body["prompt"] = "x" * 5_000_000
     path = "/v1/completions"

@@ -160,7 +160,7 @@ COMMANDS: dict[str, tuple[list[str], dict[str, str]]] = {
         "--ttft-ms": "nonneg", "--itl-ms": "nonneg", "--tokens-per-chunk": "count",
         "--default-max-tokens": "count", "--stop-after": "count",
         "--reasoning-tokens": "nonneg_int", "--http-error-every": "nonneg_int",
-        "--midstream-close-every": "nonneg_int", "--midstream-close-after": "count",
+        "--midstream-close-every": "nonneg_int", "--midstream-close-after": "nonneg_int",
         "--hang-every": "nonneg_int", "--port": "port"}),
 }
 # A value of these kinds may happen to be valid (a name that is a real preset is filtered

@@ -57,8 +57,8 @@ def register(app: typer.Typer) -> None:
                            num_threads=threads, enable_prefix_caching=enable_prefix_caching,
                            backend=backend)
         check_int(max_waiting, "--max-waiting", 1, fix="give at least 1 request")
-        sock = bind_socket(host, port)  # every flag checked; before loading: a busy port fails fast
         loaded = load(model, seed=seed)
+        sock = bind_socket(host, port)  # every flag and the model checked first
         engine = Engine(loaded, cfg, time.monotonic, np.random.default_rng(seed))
         app = create_app(engine, loaded.name, api_key=api_key, max_waiting=max_waiting,
                          limits=limits)

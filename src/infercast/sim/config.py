@@ -75,7 +75,7 @@ class _Frozen(BaseModel):
     # Strict (infercast.validation's rules): TOML `true` is not 1, "4" is not 4, numbers are
     # finite, and an empty string is an error rather than "not given".
     model_config = ConfigDict(frozen=True, extra="forbid", strict=True, allow_inf_nan=False,
-                              str_min_length=1)
+                              str_min_length=1, str_strip_whitespace=True)
 
 
 class LengthConfig(_Frozen):
