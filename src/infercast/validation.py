@@ -131,9 +131,16 @@ def check_writable_dir(path: str | os.PathLike | None, flag: str) -> Path | None
     out = Path(text).expanduser()
     if out.exists() and not out.is_dir():
         raise _fail(flag, text, "is a file, not a folder", "give a folder name")
-    base = out if out.exists() else _nearest_existing(out)
-    if not base.is_dir() or not os.access(base, os.W_OK | os.X_OK):
-        raise _fail(flag, text, f"{str(base)!r} is not a writable folder", "choose another path")
+    # Try it (os.access says yes to root everywhere, /proc included): make the folder now,
+    # as the command would later, and write a probe file in it.
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        probe = out / ".infercast-write-test"
+        probe.write_bytes(b"")
+        probe.unlink()
+    except OSError as exc:
+        raise _fail(flag, text, f"cannot be written ({exc.strerror})",
+                    "choose another folder") from None
     return out
 
 

@@ -17,8 +17,8 @@ def _floats(text: str | None, flag: str) -> list[float]:
         vals = [math.inf if x.strip() == "inf" else float(x) for x in text.split(",")]
     except ValueError:
         raise ConfigError(f"{flag} {text!r}: give a number or a comma-separated list, e.g. 1,2,4") from None
-    if any(v <= 0 for v in vals):
-        raise ConfigError(f"{flag} {text!r}: values must be > 0")
+    if any(math.isnan(v) or v <= 0 for v in vals):
+        raise ConfigError(f"{flag} {text!r}: values must be numbers > 0")
     return vals
 
 

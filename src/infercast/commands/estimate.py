@@ -27,7 +27,7 @@ def run_estimate(model: str, hardware: str, weights: str, kv_cache: str | None, 
 
     check_writable(plot, "--plot")
 
-    batches = parse_int_list(batch, "--batch") if batch else [1, 8, 32, 64]
+    batches = parse_int_list(batch, "--batch") if batch is not None else [1, 8, 32, 64]
     contexts = parse_int_list(str(context), "--context")
     preset = None
     if engine:

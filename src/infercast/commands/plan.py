@@ -93,11 +93,18 @@ def build_request(o: dict):
 def run_plan(o: dict) -> None:
     from infercast.commands._common import print_json
     from infercast.commands._progress import working
+    from infercast.errors import ConfigError
     from infercast.plan import pareto_frontier, pareto_points, plan, plot_pareto
     from infercast.plan.executors import default_executor
-    from infercast.validation import check_writable
+    from infercast.validation import check_int, check_writable
 
     check_writable(o["plot"], "--plot")
+    if o["workers"] is not None:
+        check_int(o["workers"], "--workers", 1, fix="give at least 1 process")
+    check_int(o["top_k"], "--top-k", 1, fix="give at least 1 leader")
+    check_int(o["alternatives"], "--alternatives", 0, fix="give 0 or more")
+    if o["executor"] is not None and o["executor"] not in ("local", "serial", "ray"):
+        raise ConfigError(f"--executor {o['executor']!r}: use local, serial or ray")
 
     req = build_request(o)
     with working(f"searching configurations on {', '.join(req.hardware)}"):

@@ -47,23 +47,24 @@ def register(app: typer.Typer) -> None:
         from infercast.engine.loader import load
         from infercast.engine.server import create_app
         from infercast.errors import ConfigError
-        from infercast.validation import check_seed
+        from infercast.validation import check_int, check_seed
 
         if not 0 < port < 65536:
             raise ConfigError(f"--port {port} is not a TCP port; use 1-65535")
         check_seed(seed, "--seed")
         limits = ServerLimits(max_body_bytes=max_body_bytes, max_prompt_chars=max_prompt_chars,
                               header_timeout_s=header_timeout, body_timeout_s=body_timeout)
-        sock = bind_socket(host, port)  # before loading: a busy port fails fast
-        from infercast.commands._progress import working
-
-        with working(f"loading {model}"):
-            loaded = load(model, seed=seed, weights=weights)
         cfg = EngineConfig(policy=scheduler, max_num_seqs=max_num_seqs,
                            max_num_batched_tokens=max_num_batched_tokens,
                            max_model_len=max_model_len, kv_cache_bytes=kv_cache_gib * 2**30,
                            num_threads=threads, enable_prefix_caching=enable_prefix_caching,
                            backend=backend)
+        check_int(max_waiting, "--max-waiting", 1, fix="give at least 1 request")
+        from infercast.commands._progress import working
+
+        with working(f"loading {model}"):
+            loaded = load(model, seed=seed, weights=weights)
+        sock = bind_socket(host, port)  # every flag and the model checked first
         engine = Engine(loaded, cfg, time.monotonic, np.random.default_rng(seed))
         app = create_app(engine, loaded.name, api_key=api_key, max_waiting=max_waiting,
                          limits=limits)

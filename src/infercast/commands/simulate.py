@@ -44,6 +44,14 @@ def _overrides(o: dict) -> dict:
               "layer_overlap": o["layer_overlap"], **pools}
     if o["disaggregated"] or any(v is not None for p in pools.values() for v in p.values()):
         out["disaggregation"] = disagg
+    else:
+        for flag, key in (("--transfer-bandwidth", "transfer_bandwidth"),
+                          ("--transfer-latency-s", "transfer_latency_s")):
+            if o[key] is not None:  # a value that would be silently ignored
+                from infercast.errors import ConfigError
+
+                raise ConfigError(f"{flag} applies to disaggregated runs: add --disaggregated "
+                                  "(or drop it)")
     return out
 
 
@@ -108,8 +116,9 @@ def _sweep(o: dict) -> tuple[str | None, list]:
     from infercast.commands._common import parse_float_list, parse_int_list
     from infercast.errors import ConfigError
 
-    rates = parse_float_list(o["rate"], "--request-rate") if o["rate"] else [None]
-    conc = parse_int_list(o["concurrency"], "--max-concurrency") if o["concurrency"] else [None]
+    rates = parse_float_list(o["rate"], "--request-rate") if o["rate"] is not None else [None]
+    conc = (parse_int_list(o["concurrency"], "--max-concurrency") if o["concurrency"] is not None
+            else [None])
     if len(rates) > 1 and len(conc) > 1:
         raise ConfigError("sweep one of --request-rate or --max-concurrency, not both")
     if len(conc) > 1:
@@ -128,13 +137,13 @@ def run_simulate(o: dict) -> None:
     check_writable(o["records"], "--records", make_parents=True)
     check_writable_dir(o["plot"], "--plot")
 
-    base = read_config_file(o["config"]) if o["config"] else {}
+    base = read_config_file(o["config"]) if o["config"] is not None else {}
     o["num_requests"] = o["num_requests"] or _trace_size(base, o)
     flags = _overrides(o)
     base, preset = with_engine(merge(base, flags), o["engine"])  # the preset under the file and flags
     key, values = _sweep(o)
-    rate = float(o["rate"]) if o["rate"] and key != "rate" else None
-    conc = int(o["concurrency"]) if o["concurrency"] and key != "concurrency" else None
+    rate = float(o["rate"]) if o["rate"] is not None and key != "rate" else None
+    conc = int(o["concurrency"]) if o["concurrency"] is not None and key != "concurrency" else None
     configs = []
     for v in values:
         if key is None:

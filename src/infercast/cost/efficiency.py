@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from infercast.errors import ConfigError
+from infercast.validation import check_number
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,8 +73,9 @@ class EfficiencyProfile:
             value = getattr(self, f.name)
             if f.name == "name":
                 continue
-            if not isinstance(value, int | float) or value < 0:
-                raise ConfigError(f"efficiency profile field {f.name}={value!r} must be a number >= 0")
+            # finite (NaN and inf pass a bare `value < 0` test), a number (not true), >= 0
+            check_number(value, f"efficiency profile field {f.name}", 0.0,
+                         fix="give a finite number >= 0")
             if f.name.endswith("_eff") and not 0 < value <= 1:
                 raise ConfigError(f"efficiency profile field {f.name}={value!r} must be in (0, 1]")
 

@@ -38,6 +38,7 @@ from typing import Any
 from infercast.cost.efficiency import FIELD_NAMES, EfficiencyProfile
 from infercast.errors import ConfigError
 from infercast.specs.catalog import data_path
+from infercast.validation import read_text
 
 SHIPPED = "default.toml"
 BUILTIN = "builtin"
@@ -80,6 +81,9 @@ def hardware_family(hardware: str) -> str:
 
 
 def _fields(values: dict[str, Any], where: str) -> dict[str, float]:
+    for k, v in values.items():  # a known field as text or true is an error, not "not given"
+        if k in FIELD_NAMES and (isinstance(v, bool) or not isinstance(v, int | float)):
+            raise ConfigError(f"{where}: {k} = {v!r} is not a number; write e.g. {k} = 0.8")
     nums = {k: v for k, v in values.items() if isinstance(v, int | float) and not isinstance(v, bool)}
     unknown = sorted(set(nums) - set(FIELD_NAMES))
     if unknown:
@@ -154,7 +158,7 @@ def load_profile_set(path: str | Path | None) -> ProfileSet:
     if path is None and not p.is_file():
         return ProfileSet()
     try:
-        data = tomllib.loads(p.read_text())
+        data = tomllib.loads(read_text(p, "profile"))
     except OSError as exc:
         raise ConfigError(f"cannot read profile {p}: {exc.strerror}; pass a TOML written by infercast calibrate") from None
     except tomllib.TOMLDecodeError as exc:

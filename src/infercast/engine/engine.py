@@ -28,8 +28,10 @@ from infercast.sched.batch import Batch
 from infercast.sched.kv_cache import hash_token_blocks
 from infercast.sched.request import Request
 from infercast.sched.scheduler import Scheduler, SchedulerConfig
+from infercast.validation import check_int, check_number
 
 BACKENDS = ("numpy", "torch")
+POLICIES = ("static", "continuous", "chunked")
 
 
 def make_model(loaded: LoadedModel, max_positions: int, backend: str, num_threads: int):
@@ -67,6 +69,15 @@ class EngineConfig:
     backend: str = "numpy"  # numpy (float32) | torch (bf16 weights, optional extra)
 
     def __post_init__(self) -> None:
+        if self.policy not in POLICIES:
+            raise ConfigError(f"scheduler {self.policy!r}: use one of {', '.join(POLICIES)}")
+        for flag, value in (("--max-num-seqs", self.max_num_seqs),
+                            ("--max-num-batched-tokens", self.max_num_batched_tokens),
+                            ("block_size", self.block_size)):
+            check_int(value, flag, 1, fix="give a positive integer")
+        check_int(self.max_model_len, "--max-model-len", 2, fix="give at least 2 tokens")
+        check_number(self.kv_cache_bytes, "KV cache bytes (--kv-cache-gib)", 0, lo_open=True,
+                     fix="give a positive, finite size")
         if self.backend not in BACKENDS:
             raise ConfigError(f"backend {self.backend!r}: use one of {', '.join(BACKENDS)}")
         if self.num_threads < 1:

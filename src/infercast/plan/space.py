@@ -71,9 +71,13 @@ class PlanRequest:
                                   "replica; use e.g. 1:2, or 'none'")
         if not self.precisions:
             raise ConfigError("--precision is empty: give weights/KV pairs, e.g. bf16/bf16")
+        from infercast.specs.precision import Precision
+
         for w, kv in self.precisions:
             check_str(w, "--precision weights", fix="write pairs like fp8/bf16")
             check_str(kv, "--precision KV", fix="write pairs like fp8/bf16")
+            # an unknown dtype fails here, not as "no candidate meets the SLO"
+            Precision.parse("bf16" if w.lower() == "checkpoint" else w, kv)
         for part, price in self.prices:
             check_str(part, "--price part", fix="write part=dollars, e.g. h100-sxm=2.5")
             check_number(price, f"--price {part}", 0, fix="give $/GPU-hour, finite and >= 0")

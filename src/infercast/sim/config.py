@@ -75,7 +75,7 @@ class _Frozen(BaseModel):
     # Strict (infercast.validation's rules): TOML `true` is not 1, "4" is not 4, numbers are
     # finite, and an empty string is an error rather than "not given".
     model_config = ConfigDict(frozen=True, extra="forbid", strict=True, allow_inf_nan=False,
-                              str_min_length=1)
+                              str_min_length=1, str_strip_whitespace=True)
 
 
 class LengthConfig(_Frozen):
@@ -288,6 +288,8 @@ def build_config(data: dict[str, Any]) -> SimConfig:
 
 def read_config_file(path: str | Path) -> dict[str, Any]:
     """A TOML (``.toml``) or YAML (``.yaml``/``.yml``) file as a nested dict."""
+    if not str(path).strip():
+        raise ConfigError("--config is empty: give a TOML or YAML file")
     p = Path(path)
     if not p.is_file():
         raise ConfigError(f"config file {str(p)!r} does not exist")

@@ -57,6 +57,9 @@ class HardwareSpec:
         """Copy with a different $/device-hour."""
         from dataclasses import replace
 
+        if price_per_hour is not None:
+            price_per_hour = check_number(price_per_hour, f"price ({source})", 0.0,
+                                          fix="give $/device-hour as a finite number >= 0")
         return replace(self, price_per_hour=price_per_hour, price_source=source)
 
 

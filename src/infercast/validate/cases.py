@@ -71,8 +71,11 @@ def _int(raw: str, name: str) -> int | None:
     if not raw:
         return None
     x = _number(raw, name)  # "8" and "8.0" both mean 8
-    if not math.isfinite(x) or x != int(x) or x < 0:
-        raise ValueError(f"{name}={raw!r} is not a non-negative integer")
+    # a count of GPUs, tokens or requests: 0 is not "not given" (leave the cell empty for
+    # that), and nothing measured had 2**31 of them
+    if not math.isfinite(x) or x != int(x) or not 1 <= x < 2**31:
+        raise ValueError(f"{name}={raw!r} is not a positive integer (below 2**31); "
+                         "leave the cell empty when not stated")
     return int(x)
 
 
@@ -152,4 +155,7 @@ def load_cases(path: str | Path | None = None) -> list[Case]:
         text = p.read_text(encoding="utf-8-sig")
     except OSError as exc:
         raise DataError(f"cannot read measurements {p}: {exc.strerror or exc}") from None
+    except UnicodeDecodeError as exc:
+        raise DataError(f"measurements {p} is not UTF-8 text (byte {exc.start}); save it as "
+                        "UTF-8") from None
     return read_cases(text, str(p))
