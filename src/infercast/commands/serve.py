@@ -26,8 +26,8 @@ def register(app: typer.Typer) -> None:
         backend: str = typer.Option("numpy", help="numpy (float32) | torch (bf16 weights; "
                                     "pip install 'infercast[torch]')"),
         weights: str = typer.Option("auto", help="auto (as stored: Q4_0/Q4_1 -> q4, Q8_0 -> "
-                                    "int8) | fp32 | bf16 | int8 | q4 (not fp32: "
-                                    "pip install 'infercast[torch]')"),
+                                    "int8) | fp32 | bf16 | int8 | q4 (all but fp32 need "
+                                    "the torch extra)"),
     ) -> None:
         """Serve a model on this CPU until interrupted (Ctrl-C drains, then cancels)."""
         import time
