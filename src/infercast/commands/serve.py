@@ -34,8 +34,8 @@ def register(app: typer.Typer) -> None:
         body_timeout: float = typer.Option(30.0, help="Seconds a client has to send its "
                                            "request body before a 408"),
         weights: str = typer.Option("auto", help="auto (as stored: Q4_0/Q4_1 -> q4, Q8_0 -> "
-                                    "int8) | fp32 | bf16 | int8 | q4 (not fp32: "
-                                    "pip install 'infercast[torch]')"),
+                                    "int8) | fp32 | bf16 | int8 | q4 (all but fp32 need "
+                                    "the torch extra)"),
     ) -> None:
         """Serve a model on this CPU until interrupted (Ctrl-C drains, then cancels)."""
         import time

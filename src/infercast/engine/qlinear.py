@@ -75,12 +75,15 @@ class QuantMatrix(Protocol):
 
 def _to_torch_rows(x: np.ndarray, torch, dtype):
     """Feature-major float32 [K, T] -> token-major [T, K] torch tensor of ``dtype``."""
-    return torch.from_numpy(np.ascontiguousarray(x.T)).to(dtype)
+    return torch.from_numpy(x.T if x.shape[1] == 1 else np.ascontiguousarray(x.T)).to(dtype)
 
 
 def _from_torch_fm(y, n: int) -> np.ndarray:
     """Token-major torch [T, N'] -> feature-major float32 [n, T] (C-contiguous)."""
-    return np.ascontiguousarray(y.float().numpy()[:, :n].T)
+    out = y.float().numpy()
+    if out.shape[1] != n:  # padded rows of the int4 packing
+        out = out[:, :n]
+    return np.ascontiguousarray(out.T)
 
 
 class Int4Matrix:
@@ -104,6 +107,7 @@ class Int4Matrix:
             sz32[..., 1])
         self.shape = (n, k)
         self.nbytes = int(self.packed.nbytes + self.sz.nbytes)
+        self._kernel = torch.ops.aten._weight_int4pack_mm_for_cpu  # looked up once, not per call
 
     def matmul_fm(self, x: np.ndarray, scratch: Scratch) -> np.ndarray:
         """w @ x for feature-major x [K, T] -> [N, T] float32."""
@@ -112,8 +116,7 @@ class Int4Matrix:
             widen_int4(self.packed.numpy(), self.scale_t, self.zero_t, wt, scratch.threads)
             return np.ascontiguousarray((wt.T @ x)[: self.shape[0]])
         torch = self._torch
-        y = torch.ops.aten._weight_int4pack_mm_for_cpu(
-            _to_torch_rows(x, torch, torch.bfloat16), self.packed, GROUP, self.sz)
+        y = self._kernel(_to_torch_rows(x, torch, torch.bfloat16), self.packed, GROUP, self.sz)
         return _from_torch_fm(y, self.shape[0])
 
     def rows(self, ids: np.ndarray) -> np.ndarray:
