@@ -147,3 +147,17 @@ def test_user_preset_file_is_accepted(tmp_path, capsys):
     assert json.loads(capsys.readouterr().out)["mean_batch_size"] <= 3
     main(["engines", "--show", str(mine)])
     assert json.loads(capsys.readouterr().out)["max_num_seqs"] == 3
+
+
+def test_engines_command_lists_every_preset(capsys):
+    import json
+
+    main(["engines", "--json"])
+    listed = json.loads(capsys.readouterr().out)
+    assert [p["name"] for p in listed] == preset_names()
+    main(["engines"])
+    out = capsys.readouterr().out
+    assert "prefill-first" in out and "sglang-0.5" in out
+    main(["engines", "--show", "sglang"])
+    shown = json.loads(capsys.readouterr().out)
+    assert "get_next_batch_to_run" in shown["sources"]["policy"]

@@ -43,11 +43,11 @@ def test_fit_recovers_known_parameters():
 
 
 def test_group_profile_is_fitted_where_data_supports_it():
-    truth = ProfileSet(TRUE, {"hopper/trtllm": TRUE.with_updates(mem_bw_eff=0.9)})
+    truth = ProfileSet(TRUE, {"hopper/trtllm": TRUE.with_updates(mem_bw_eff=0.8)})
     cases = synthetic_cases(truth)
     res = Calibrator(cases, fields=("mem_bw_eff",), min_group_rows=5, prior_scale=0.0).fit(ProfileSet(TRUE))
     assert set(res.profiles.groups) == {"hopper/trtllm", "ampere/trtllm"}
-    assert res.profiles.for_group("hopper/trtllm").mem_bw_eff == pytest.approx(0.9, rel=0.05)
+    assert res.profiles.for_group("hopper/trtllm").mem_bw_eff == pytest.approx(0.8, rel=0.05)
     assert res.profiles.for_group("ampere/trtllm").mem_bw_eff == pytest.approx(0.62, rel=0.05)
 
 
@@ -70,3 +70,32 @@ def test_profile_set_round_trip_and_plain_loader(tmp_path):
     assert load_profile(p).mem_bw_eff == pytest.approx(0.62)  # estimate/simulate --profile read the default
     assert load_profile_set("builtin") == ProfileSet()
     assert load_profile_set(None).name == "shipped"
+
+
+def test_fit_stays_inside_physical_ranges_and_names_the_bounds_that_bind():
+    """Data 'measured' with a GEMM efficiency below its physical range (0.30 < 0.40): the fit stops at
+    the bound and reports it, instead of leaving physics to absorb a missing mechanism."""
+    from infercast.cost.efficiency import PHYSICAL_RANGES
+
+    low = PHYSICAL_RANGES["gemm_compute_eff"][0]
+    cases = synthetic_cases(ProfileSet(TRUE.with_updates(gemm_compute_eff=0.75 * low)))
+    cal = Calibrator(cases, fields=FIELDS, prior_scale=0.0)
+    res = cal.fit(ProfileSet(EfficiencyProfile(gemm_compute_eff=0.8, mem_bw_eff=0.85, step_overhead_s=1e-3)),
+                  per_group=False)
+    assert res.profiles.default.gemm_compute_eff == pytest.approx(low, rel=1e-6)
+    assert not res.profiles.default.out_of_range()
+    assert cal.at_bounds(res.profiles) == [f"default: gemm_compute_eff={low:.4g} (lower bound)"]
+
+
+def test_split_half_scores_each_half_with_the_other_halfs_fit():
+    cal = Calibrator(synthetic_cases(ProfileSet(TRUE)), fields=FIELDS, prior_scale=0.0)
+    split = cal.split_half(per_group=False)
+    assert set(split) == {"held_out_half_a_median_abs_error_pct", "held_out_half_b_median_abs_error_pct",
+                          "median_abs_error_pct"}
+    assert split["median_abs_error_pct"] < 1.0  # noise-free data: each half recovers the truth
+
+
+def test_shipped_profile_stays_inside_physical_ranges():
+    shipped = load_profile_set(None)
+    for key, prof in [("default", shipped.default), *shipped.groups.items()]:
+        assert not prof.out_of_range(rel=1e-3), (key, prof.out_of_range(rel=1e-3))

@@ -177,6 +177,9 @@ def run_simulate(o: dict) -> None:
         xs = [_tag(c, key)[1] if key else None for *_, c in runs]
         plot_runs([(lbl, r, a) for lbl, r, a, _ in runs], xs, o["plot"], key or "rate")
     dicts = [_run_dict(r, c) for _, r, _, c in runs]
+    for d in dicts:  # what timed the run: the efficiency profile (group) and the engine preset
+        d.update(profile=getattr(getattr(step_model, "profile", None), "name", None),
+                 engine=preset.name if preset else None)
     levers = None
     if o["what_if"]:
         from infercast.sim.whatif import run_what_if

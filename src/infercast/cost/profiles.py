@@ -30,15 +30,13 @@ here, below the validator and the engine presets, which both use them.
 from __future__ import annotations
 
 import math
-import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from infercast.cost.efficiency import FIELD_NAMES, EfficiencyProfile
 from infercast.errors import ConfigError
-from infercast.specs.catalog import data_path
-from infercast.validation import read_text
+from infercast.specs.catalog import data_path, read_toml
 
 SHIPPED = "default.toml"
 BUILTIN = "builtin"
@@ -157,12 +155,7 @@ def load_profile_set(path: str | Path | None) -> ProfileSet:
     p = data_path("profiles", SHIPPED) if path in (None, DEFAULT_PROFILE) else Path(path)
     if path is None and not p.is_file():
         return ProfileSet()
-    try:
-        data = tomllib.loads(read_text(p, "profile"))
-    except OSError as exc:
-        raise ConfigError(f"cannot read profile {p}: {exc.strerror}; pass a TOML written by infercast calibrate") from None
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"profile {p} is not valid TOML: {exc}") from None
+    data = read_toml(p, "profile", "; pass a TOML written by infercast calibrate")
     return parse_profile_set(data, str(p), p.stem)
 
 

@@ -42,6 +42,17 @@ def _suggest(name: str, choices: list[str]) -> str:
     return f" (did you mean {', '.join(close)}?)" if close else ""
 
 
+def read_toml(path: Path, what: str, hint: str = "") -> dict[str, Any]:
+    """A TOML file as a dict; an unreadable or malformed file is one ConfigError line naming
+    ``what`` it should be (``hint``: how to get a good one)."""
+    try:
+        return tomllib.loads(read_text(path, what))
+    except ConfigError as exc:
+        raise ConfigError(f"{exc}{hint}") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{what} {path} is not valid TOML: {exc}") from None
+
+
 def _read_json(path: Path, what: str) -> Any:
     """A JSON file as UTF-8 text, finite numbers only (ModelConfigError otherwise)."""
     try:

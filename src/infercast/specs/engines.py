@@ -22,14 +22,13 @@ engine that runs whole prompts is simulated with chunks), ``admission_watermark`
 from __future__ import annotations
 
 import functools
-import tomllib
 from pathlib import Path
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from infercast.errors import ConfigError
-from infercast.specs.catalog import data_path
+from infercast.specs.catalog import data_path, read_toml
 
 PROFILE_GROUPS = ("vllm", "sglang", "trtllm", "trtllm-engine")  # cost.profiles engine families with presets
 GiB = 2**30
@@ -150,13 +149,7 @@ def preset_names() -> list[str]:
 
 
 def _read(path: Path) -> EnginePreset:
-    try:
-        data = tomllib.loads(path.read_text())
-    except OSError as exc:
-        raise ConfigError(f"cannot read engine preset {path}: {exc.strerror}") from None
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"engine preset {path} is not valid TOML: {exc}") from None
-    return parse_preset(data, str(path))
+    return parse_preset(read_toml(path, "engine preset", "; see infercast engines for the shipped ones"), str(path))
 
 
 def shipped_presets() -> list[EnginePreset]:

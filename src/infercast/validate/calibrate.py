@@ -33,20 +33,19 @@ from dataclasses import dataclass, field
 import numpy as np
 from scipy.optimize import least_squares
 
-from infercast.cost.efficiency import FIELD_NAMES, EfficiencyProfile
+from infercast.cost.efficiency import FIELD_NAMES, PHYSICAL_RANGES, EfficiencyProfile
+from infercast.cost.profiles import ProfileSet
 from infercast.validate.cases import Case
 from infercast.validate.evaluate import Evaluator
 from infercast.validate.ledger import profile_matrix
-from infercast.validate.profiles import ProfileSet
 from infercast.validate.setup import ASSUMED_DP_NOTE
 
-BOUNDS = {
-    "gemm_compute_eff": (0.05, 1.0), "gemm_compute_eff_8bit": (0.05, 1.0), "gemm_m_half": (0.5, 1024.0),
-    "mem_bw_eff": (0.05, 1.0), "attn_bw_eff": (0.05, 1.0), "attn_compute_eff": (0.02, 1.0),
-    "elementwise_bw_eff": (0.05, 1.0), "comm_bw_eff": (0.05, 1.0), "comm_latency_s": (1e-7, 1e-3),
-    "step_overhead_s": (1e-5, 0.1), "layer_overhead_s": (1e-7, 1e-3),
-    "request_overhead_s": (1e-4, 1.0),
-}
+# The fit moves each field only inside its physical range (EfficiencyProfile's field definitions,
+# each with its reason); parameters are fitted in log space, so a range starting at 0 starts at
+# a negligible positive value here (0.1 us a layer, 0.1 ms a request).
+LOG_FLOOR = {"layer_overhead_s": 1e-7, "request_overhead_s": 1e-4}
+BOUNDS = {f: (max(lo, LOG_FLOOR.get(f, 0.0)), hi) for f, (lo, hi, _) in PHYSICAL_RANGES.items()}
+AT_BOUND_REL = 0.01  # a fitted value within 1 % of a bound "sits on" it
 # Where a field's start value is off (0, below its bound) the fit starts here instead: a per-layer
 # cost of 20 us is the order of a layer's ~10-15 kernel boundaries at ~1.5-2 us each.
 # A serving stack's per-request TTFT overhead starts at 50 ms, the order of the published client-side
@@ -126,10 +125,10 @@ class Calibrator:
         return start.with_updates(**{f: float(v) for f, v in zip(self.fields, np.exp(sol.x), strict=True)})
 
     def fit(self, start: ProfileSet | None = None, exclude_source: str | None = None, per_group: bool = True,
-            name: str = "calibrated") -> FitResult:
-        """Default profile on all fit rows, then per-group profiles where the data supports it."""
+            name: str = "calibrated", rows: np.ndarray | None = None) -> FitResult:
+        """Default profile on all fit rows (or ``rows``), then per-group profiles where the data supports it."""
         start = start or ProfileSet()
-        rows = self.rows(exclude_source)
+        rows = self.rows(exclude_source) if rows is None else rows
         n_groups = len(self.ev.groups)
         before = self.ev.values(profile_matrix([start.for_group(g) for g in self.ev.groups]), rows=rows)[rows]
         base = np.tile(profile_matrix([start.default]), (n_groups, 1))
@@ -149,6 +148,32 @@ class Calibrator:
         fitted = ProfileSet(default, groups)
         return FitResult(fitted, int(rows.size), _median_abs_pct(before, self.measured[rows]),
                          _median_abs_pct(after, self.measured[rows]), counts)
+
+    def at_bounds(self, profiles: ProfileSet) -> list[str]:
+        """Fitted fields that sit on a bound of their physical range (``AT_BOUND_REL``), as
+        ``"<group>: <field>=<value> (lower|upper bound)"``; the default profile is ``default``."""
+        out = []
+        for key, prof in [("default", profiles.default), *sorted(profiles.groups.items())]:
+            for f in self.fields:
+                lo, hi = BOUNDS[f]
+                v = getattr(prof, f)
+                side = "lower" if v <= lo * (1 + AT_BOUND_REL) else "upper" if v >= hi * (1 - AT_BOUND_REL) else None
+                if side and (key == "default" or v != getattr(profiles.default, f)):
+                    out.append(f"{key}: {f}={v:.4g} ({side} bound)")
+        return out
+
+    def split_half(self, per_group: bool = True) -> dict[str, float]:
+        """Fit on alternate fit rows (even positions), score the other half, and the reverse:
+        median |error| % of each held-out half and of the in-sample fit on all rows."""
+        rows = self.rows()
+        halves = (rows[0::2], rows[1::2])
+        out = {}
+        for name, (fit_rows, held) in zip(("a", "b"), (halves, halves[::-1]), strict=True):
+            profiles = self.fit(per_group=per_group, rows=fit_rows).profiles
+            out[f"held_out_half_{name}_median_abs_error_pct"] = _median_abs_pct(self.predict(profiles, held),
+                                                                                self.measured[held])
+        out["median_abs_error_pct"] = float(np.mean(list(out.values())))
+        return out
 
     def predict(self, profiles: ProfileSet, rows: np.ndarray) -> np.ndarray:
         return self.ev.values(profile_matrix([profiles.for_group(g) for g in self.ev.groups]), rows=rows)[rows]
