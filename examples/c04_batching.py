@@ -14,7 +14,7 @@ from __future__ import annotations
 from _gallery import CONDITIONAL, REFUTED, REPRODUCED, decode_row, infercast, main
 
 EST = "infercast estimate --profile builtin --model llama-3.1-8b --hardware h100-sxm --weights bf16"
-SIM = ("infercast simulate --profile builtin --model llama-3.1-8b --hardware h100-sxm --workload offline --num-requests 400 "
+SIM = ("infercast simulate --profile builtin --model llama-3.1-8b --hardware h100-sxm --workload offline --num-prompts 400 "
        "--trace azure-conv --seed 1 --no-progress --json")
 BUDGETS = (8192, 65536, 262144)
 CLAIM = {

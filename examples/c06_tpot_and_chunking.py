@@ -15,7 +15,7 @@ from _gallery import CONDITIONAL, REFUTED, REPRODUCED, decode_row, infercast, ma
 
 EST = "infercast estimate --profile builtin --model llama-3.1-8b --hardware h100-sxm --weights bf16 --context 2048"
 BATCHES = (1, 8, 32, 64, 128, 237)
-SIM = ("infercast simulate --profile builtin --model llama-3.1-8b --hardware h100-sxm --rate 2 --num-requests 200 "
+SIM = ("infercast simulate --profile builtin --model llama-3.1-8b --hardware h100-sxm --request-rate 2 --num-prompts 200 "
        "--input-tokens 4000 --input-dist uniform --input-std 2000 --output-tokens 300 --seed 1 --no-progress --json")
 SCHEDULERS = {"continuous": "--scheduler continuous", "chunked_8192": "--scheduler chunked",
               "chunked_2048": "--scheduler chunked --max-num-batched-tokens 2048",

@@ -13,7 +13,7 @@ from _gallery import CONDITIONAL, REFUTED, REPRODUCED, infercast, main
 
 CONCURRENCY = (1, 8, 32, 128, 256)
 ACCEPTANCE = (0.80, 0.88)
-SIM = ("infercast simulate --profile builtin --model llama-3.1-8b --hardware h100-sxm --concurrency {c} --num-requests {n} "
+SIM = ("infercast simulate --profile builtin --model llama-3.1-8b --hardware h100-sxm --max-concurrency {c} --num-prompts {n} "
        "--input-tokens 512 --output-tokens 128 --seed 1 --no-progress --json")
 SPEC = " --speculative eagle --num-speculative-tokens 3 --acceptance {a} --acceptance-std 0.05"
 CLAIM = {

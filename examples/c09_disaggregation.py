@@ -17,11 +17,11 @@ from _gallery import CONDITIONAL, REFUTED, REPRODUCED, infercast, main
 
 PLAN = ("infercast plan --profile builtin --model llama-3.1-8b --hardware h100-sxm --tp 1 --precision bf16/bf16 --batch-caps 256 "
         "--chunks 8192 --no-speculative --disagg-ratios 1:1,2:1,1:2 --executor serial --alternatives 10 --json")
-WORKLOADS = {"prefill-heavy": "--input-tokens 4000 --output-tokens 200 --rate 20 --num-requests 600",
-             "decode-heavy": "--input-tokens 300 --output-tokens 1500 --rate 16 --num-requests 1200"}
-SLOS = {"loose": "--slo-ttft-p99 1.0 --slo-tpot-p99 0.03", "tight": "--slo-ttft-p99 2.0 --slo-tpot-p99 0.015"}
+WORKLOADS = {"prefill-heavy": "--input-tokens 4000 --output-tokens 200 --request-rate 20 --num-prompts 600",
+             "decode-heavy": "--input-tokens 300 --output-tokens 1500 --request-rate 16 --num-prompts 1200"}
+SLOS = {"loose": "--slo-ttft-ms 1000 --slo-tpot-ms 30", "tight": "--slo-ttft-ms 2000 --slo-tpot-ms 15"}
 SIM = ("infercast simulate --profile builtin --model llama-3.1-8b --hardware h100-sxm --disaggregated --prefill-replicas 1 "
-       "--decode-replicas 1 --rate 2 --num-requests 100 --input-tokens {p} --output-tokens 200 --seed 1 "
+       "--decode-replicas 1 --request-rate 2 --num-prompts 100 --input-tokens {p} --output-tokens 200 --seed 1 "
        "--no-progress --json")
 CLAIM = {
     "id": 9,
