@@ -20,7 +20,7 @@ def test_good_row_parsed_and_unknown_column_ignored():
     ("r,kernel,decode_step_s,fast,,,,,,,,,", "value='fast' is not a number"),
     ("r,kernel,decode_step_s,-1,,,,,,,,,", "must be a positive finite number"),
     ("r,kernel,decode_step_s,0.1,,,,two,,,,,", "tp='two' is not a number"),
-    ("r,kernel,decode_step_s,0.1,,,,1.5,,,,,", "tp='1.5' is not a non-negative integer"),
+    ("r,kernel,decode_step_s,0.1,,,,1.5,,,,,", "tp='1.5' is not a positive integer"),
     ("r,kernel,decode_step_s,0.1,,,,,,,,{oops,", "extra is not valid JSON"),
     (",kernel,decode_step_s,0.1,,,,,,,,,", "required column 'id' is empty"),
     ("r,kernel,decode_step_s,0.1,,,,,,,,,,,extra-cell", "more cells than header columns"),

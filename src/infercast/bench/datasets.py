@@ -56,7 +56,12 @@ def load_tokenizer(path: str | None) -> Any | None:
         raise ConfigError(f"--tokenizer {path!r} is not a file; pass a HuggingFace tokenizer.json")
     from tokenizers import Tokenizer
 
-    return Tokenizer.from_file(path)
+    try:
+        return Tokenizer.from_file(path)
+    except Exception as exc:  # noqa: BLE001 - the Rust library raises a bare Exception
+        raise ConfigError(f"--tokenizer {path!r} is not a readable tokenizer.json "
+                          f"({str(exc).splitlines()[0] if str(exc) else type(exc).__name__})"
+                          ) from None
 
 
 def _words(rng: np.random.Generator, n: int) -> str:
