@@ -14,11 +14,12 @@ def plot_policies(runs: dict[str, dict], path: str, title: str) -> None:
     import matplotlib.pyplot as plt
 
     fig, (ax, ax2, ax3) = plt.subplots(1, 3, figsize=(17, 4.8))
-    for name, out in runs.items():
+    for i, (name, out) in enumerate(runs.items()):
         d = out["day"]
         cost = d["usd_per_day"] if d["usd_per_day"] is not None else d["replica_hours"]
         ax.scatter([cost], [100 * (d["slo_attainment"] or 0)], s=60)
-        ax.annotate(name, (cost, 100 * (d["slo_attainment"] or 0)), textcoords="offset points", xytext=(5, 5))
+        ax.annotate(name, (cost, 100 * (d["slo_attainment"] or 0)), textcoords="offset points",
+                    xytext=(5, 5 - 12 * i))
         hours = [r["t_s"] / 3600 for r in out["ticks"]]
         ax2.step(hours, [r["replicas_ready"] + r["replicas_starting"] for r in out["ticks"]], where="post",
                  label=name)

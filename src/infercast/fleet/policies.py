@@ -11,7 +11,9 @@ after their start time) or drains them (no new requests; billed until empty).
   replicas over the last tick): above ``up`` add ``step`` replicas; below ``down`` for a whole
   ``stabilization_s`` window remove one (Kubernetes' HorizontalPodAutoscaler waits 300 s by
   default before scaling down, ``--horizontal-pod-autoscaler-downscale-stabilization``: without
-  it a queue that empties for a minute drains a replica the next peak must start again).
+  it a queue that empties for a minute drains a replica the next peak must start again), and
+  only when the others could absorb its work: busy fraction x n / (n - 1) below ``absorb``
+  (0.85; an empty queue alone does not mean spare capacity).
 - ``scheduled``: a replica count per hour of the day (an operator's calendar).
 - ``predictive``: Holt's linear exponential smoothing (Holt 1957; level alpha, trend beta)
   of the per-minute arrival rate, forecast ``lead_s`` ahead (the start time plus one tick),
@@ -79,6 +81,7 @@ class Reactive:
     max_replicas: int
     step: int = 1
     stabilization_s: float = 300.0
+    absorb: float = 0.85
     name: str = "reactive"
     _low_since: float | None = None  # when the metric last went below ``down`` (state of one run)
 
@@ -107,7 +110,9 @@ class Reactive:
         if v > self.up:
             now += self.step
         elif (self._low_since is not None and obs.t_s - self._low_since >= self.stabilization_s
-              and obs.starting == 0):  # low for the whole window, and no scale-up still starting
+              and obs.starting == 0 and now > 1
+              and obs.utilization * now / (now - 1) < self.absorb):  # low a whole window, nothing starting,
+            # and the others can take this replica's work
             now -= 1
             self._low_since = obs.t_s  # one replica per window
         return min(max(now, self.min_replicas), self.max_replicas)
