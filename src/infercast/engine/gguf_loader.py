@@ -18,7 +18,7 @@ import numpy as np
 
 from infercast.engine.config import EngineModelConfig
 from infercast.engine.qformats import Rows, map_rows, q4_0_rows, q4_1_rows, q8_0_rows
-from infercast.engine.qlinear import to_format
+from infercast.engine.qlinear import resolve_weights, to_format
 from infercast.engine.tokenizer import HFTokenizer, tokenizer_from_gguf_fields
 from infercast.engine.weights import ModelWeights, layer_from_parts
 from infercast.errors import ModelConfigError
@@ -89,6 +89,8 @@ def load_gguf(path: Path, weights: str = "auto"
     """
     from gguf import GGUFReader
     from gguf.quants import dequantize
+
+    weights = resolve_weights(weights)
 
     try:
         reader = GGUFReader(str(path))

@@ -9,9 +9,10 @@ from pathlib import Path
 import numpy as np
 
 from infercast.engine.config import NAMED_SIZES, EngineModelConfig, named_config
+from infercast.engine.qlinear import resolve_weights
 from infercast.engine.tokenizer import ByteTokenizer, TextTokenizer
 from infercast.engine.weights import ModelWeights, convert_weights, pack_weights, random_weights
-from infercast.errors import ConfigError, UnknownModelError
+from infercast.errors import UnknownModelError
 
 SMOLLM2_NAME = "smollm2-135m"
 SMOLLM2_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -58,17 +59,6 @@ def smollm2_path() -> Path | None:
         if file.is_file():
             return file
     return None
-
-
-def resolve_weights(weights: str) -> str:
-    """Check ``--weights``; ``auto`` without torch (the compact kernels' extra) means fp32."""
-    from infercast.engine.qlinear import WEIGHT_FORMATS
-
-    if weights not in ("auto", *WEIGHT_FORMATS):
-        raise ConfigError(f"--weights {weights!r}: use auto or one of {', '.join(WEIGHT_FORMATS)}")
-    if weights == "auto" and importlib.util.find_spec("torch") is None:
-        return "fp32"
-    return weights
 
 
 def load(model: str, seed: int = 0, weights: str = "auto") -> LoadedModel:

@@ -34,6 +34,17 @@ KERNEL_MAX_TOKENS = 48  # int4 kernel vs widen+GEMM crossover: 4.9 vs 5.1 ms at 
 ROW_BLOCK = 32  # rows per block of PyTorch's CPU int4 packing (checked in tests)
 
 
+def resolve_weights(weights: str) -> str:
+    """Check a ``--weights`` value; ``auto`` without torch (the compact kernels' extra) means fp32."""
+    import importlib.util
+
+    if weights not in ("auto", *WEIGHT_FORMATS):
+        raise ConfigError(f"--weights {weights!r}: use auto or one of {', '.join(WEIGHT_FORMATS)}")
+    if weights == "auto" and importlib.util.find_spec("torch") is None:
+        return "fp32"
+    return weights
+
+
 def import_torch():
     """torch, or a ConfigError that says how to install it."""
     try:
