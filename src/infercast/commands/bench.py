@@ -22,6 +22,10 @@ def _floats(text: str | None, flag: str) -> list[float]:
     return vals
 
 
+# BenchConfig fields whose flag is not the field's name (vLLM bench serve's vocabulary)
+FLAG_OF = {"num_requests": "--num-prompts", "concurrency": "--max-concurrency"}
+
+
 def _config(**kw: object):  # noqa: ANN202 - BenchConfig, imported lazily
     from pydantic import ValidationError
 
@@ -31,7 +35,8 @@ def _config(**kw: object):  # noqa: ANN202 - BenchConfig, imported lazily
         return BenchConfig(**kw)
     except ValidationError as exc:
         err = exc.errors()[0]
-        where = "--" + str(err["loc"][0]).replace("_", "-") if err["loc"] else "flags"
+        field = str(err["loc"][0]) if err["loc"] else ""
+        where = FLAG_OF.get(field, "--" + field.replace("_", "-")) if field else "flags"
         msg = str(err["msg"]).removeprefix("Value error, ")
         raise ConfigError(f"{where}: {msg}" if err["loc"] else msg) from None
 
@@ -97,7 +102,8 @@ def register(app: typer.Typer) -> None:
         check_writable(plot, "--plot")
 
         concurrency = renamed(concurrency, concurrency_old, "--max-concurrency", "--concurrency")
-        num_requests = renamed(num_requests, num_requests_old, "--num-prompts", "--num-requests") or 200
+        num_requests = renamed(num_requests, num_requests_old, "--num-prompts", "--num-requests")
+        num_requests = 200 if num_requests is None else num_requests  # 0 is bad, not "default"
         price_per_hour, price_source = bench_price(hardware, price)
         if gpus < 1:
             raise ConfigError(f"--gpus must be >= 1, got {gpus}")

@@ -38,7 +38,8 @@ def _vocabulary(o: dict) -> dict:
     from infercast.errors import ConfigError
 
     o["rate"] = renamed(o["rate"], o.pop("rate_old"), "--request-rate", "--rate")
-    o["num_requests"] = renamed(o["num_requests"], o.pop("num_requests_old"), "--num-prompts", "--num-requests") or 300
+    n = renamed(o["num_requests"], o.pop("num_requests_old"), "--num-prompts", "--num-requests")
+    o["num_requests"] = 300 if n is None else n  # 0 is a bad value for the checks, not "default"
     for name in ("ttft", "tpot"):
         ms = o.pop(f"slo_{name}_ms")
         o[f"slo_{name}_p99"] = renamed(None if ms is None else ms / 1e3, o[f"slo_{name}_p99"],

@@ -138,7 +138,8 @@ def run_simulate(o: dict) -> None:
     check_writable_dir(o["plot"], "--plot")
 
     base = read_config_file(o["config"]) if o["config"] is not None else {}
-    o["num_requests"] = o["num_requests"] or _trace_size(base, o)
+    if o["num_requests"] is None:  # 0 is a bad value for the config's checks, not "default"
+        o["num_requests"] = _trace_size(base, o)
     flags = _overrides(o)
     base, preset = with_engine(merge(base, flags), o["engine"])  # the preset under the file and flags
     key, values = _sweep(o)
