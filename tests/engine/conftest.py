@@ -56,3 +56,30 @@ def running_server(model: str = "tiny", api_key: str | None = None, max_waiting:
 def start_server():
     """The :func:`running_server` context manager, for tests that need their own server."""
     return running_server
+
+
+def slow_down(engine, seconds: float = 0.003) -> None:
+    """Make each engine step take a little longer: the tiny model finishes before a client acts."""
+    fast_step = engine.step
+
+    def slow_step():
+        time.sleep(seconds)
+        return fast_step()
+
+    engine.step = slow_step
+
+
+def wait_until(predicate, timeout_s: float = 10.0) -> bool:
+    """Poll ``predicate`` until true or ``timeout_s`` passes; its last answer."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.02)
+    return False
+
+
+@pytest.fixture(scope="module")
+def server_helpers():
+    """(slow_down, wait_until) for test modules (conftest functions are not importable)."""
+    return slow_down, wait_until

@@ -19,23 +19,10 @@ LIMITS = ServerLimits(max_body_bytes=20_000, max_prompt_chars=5_000, header_time
                       body_timeout_s=0.5)
 
 
-def _slow_down(engine, seconds: float = 0.003) -> None:
-    fast_step = engine.step
-
-    def slow_step():
-        time.sleep(seconds)
-        return fast_step()
-
-    engine.step = slow_step
-
-
-def _wait(predicate, timeout_s: float = 10.0) -> bool:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(0.02)
-    return False
+@pytest.fixture(scope="module", autouse=True)
+def _helpers(server_helpers):
+    global _slow_down, _wait
+    _slow_down, _wait = server_helpers
 
 
 def _ok(url: str, **extra) -> httpx.Response:
