@@ -45,7 +45,7 @@ def test_shipped_profile_is_every_commands_default():
     shipped = load_profile_set("shipped")
     assert resolve_profile(None, "h100-sxm") == shipped.default
     assert resolve_profile(None, "h100-sxm", "vllm") == shipped.for_group("hopper/vllm")
-    with pytest.raises(ConfigError, match="cannot read profile"):
+    with pytest.raises(ConfigError, match="cannot be read"):
         resolve_profile("no-such-profile.toml", "h100-sxm")
 
 

@@ -30,6 +30,14 @@ from infercast.ui.validation_view import ValidationStore
 STATIC = Path(__file__).parent / "static"
 
 
+
+def _engine_names() -> list[str]:
+    """The engine presets' names (``infercast engines``), for the page's engine field."""
+    from infercast.specs.engines import preset_names
+
+    return preset_names()
+
+
 def _json(data: Any, status: int = 200) -> JSONResponse:
     from infercast.commands._common import _clean
 
@@ -59,7 +67,7 @@ def options() -> dict[str, Any]:
                       "memory_bandwidth_bytes_per_s": h.memory_bandwidth_bytes_per_s,
                       "price_per_hour": h.price_per_hour})
     return {"models": model_names(), "hardware": parts, "dtypes": list(DTYPE_BYTES),
-            "engines": ["trtllm", "vllm", "sglang"], "traces": ["azure-conv", "azure-code"],
+            "engines": _engine_names(), "traces": ["azure-conv", "azure-code"],
             "schedulers": ["chunked", "continuous", "static"], "defaults": {"estimate": EstimateForm().model_dump()}}
 
 

@@ -152,12 +152,20 @@ def check_dtype(value: str, field: str, allow: tuple[str, ...] = ()) -> str:
 
 
 def profile_for(profile: str, engine: str, hardware_key: str):
-    """The efficiency profile ``--profile`` / ``--engine`` select (validate.profiles.resolve_profile)."""
-    from infercast.validate.profiles import resolve_profile
+    """The efficiency profile ``--profile`` / ``--engine`` select (cost.profiles.resolve_profile):
+    an engine preset (``specs.engines``) picks its profile group."""
+    from infercast.cost.profiles import resolve_profile
+    from infercast.specs.engines import load_engine
 
     if profile not in ("builtin", "shipped"):
         raise FieldError(f"profile {profile!r}: choose builtin or shipped", "profile")
+    group = None
+    if engine:
+        try:
+            group = load_engine(engine).profile_group
+        except InfercastError as exc:
+            raise FieldError(str(exc), "engine") from None
     try:
-        return resolve_profile(profile, hardware_key, engine or None)
+        return resolve_profile(profile, hardware_key, group)
     except InfercastError as exc:
-        raise FieldError(str(exc), "engine" if engine else "profile") from None
+        raise FieldError(str(exc), "profile") from None
