@@ -100,6 +100,8 @@ PLAN = ["plan", "-m", "llama-3.1-8b", "--rate", "1", "--slo-ttft-p99", "1", "--s
         "0.1", "--input-tokens", "64", "--output-tokens", "8", "--executor", "serial"]
 BENCH = ["bench", "--model", "m", "--concurrency", "1", "--num-requests", "2",
          "--base-url", "http://127.0.0.1:9/v1", "--timeout", "2"]
+FLEET = ["fleet", "--policy", "fixed", "--replicas", "1", "--peak-rate", "0.5", "--hours", "0.02",
+         "--input-tokens", "64", "--output-tokens", "8", "--executor", "serial"]
 COMMANDS: dict[str, tuple[list[str], dict[str, str]]] = {
     "estimate": (["estimate"], {
         "--model": "name", "--hardware": "name", "--weights": "name", "--experts": "name",
@@ -162,6 +164,19 @@ COMMANDS: dict[str, tuple[list[str], dict[str, str]]] = {
         "--reasoning-tokens": "nonneg_int", "--http-error-every": "nonneg_int",
         "--midstream-close-every": "nonneg_int", "--midstream-close-after": "nonneg_int",
         "--hang-every": "nonneg_int", "--port": "port"}),
+    "fleet": (FLEET, {
+        "--model": "name", "--hardware": "name", "--weights": "name", "--kv-cache": "name",
+        "--tp": "count", "--max-num-seqs": "count", "--policy": "name", "--peak-rate": "positive",
+        "--hours": "positive", "--trace": "name", "--lengths": "name", "--input-tokens": "count",
+        "--output-tokens": "count", "--trough-fraction": "fraction", "--replicas": "count",
+        "--max-replicas": "count", "--metric": "name", "--headroom": "positive",
+        "--storage-bandwidth": "positive", "--warmup-s": "nonneg", "--tick-s": "positive",
+        "--max-queue-s": "positive", "--slo-ttft-ms": "positive", "--slo-tpot-ms": "positive",
+        "--price": "nonneg", "--seed": "seed", "--per-minute": "out_file", "--plot": "out_file",
+        "--groups": "count", "--executor": "name", "--workers": "count"}),
+    "engines": (["engines"], {"--show": "name"}),
+    # ui: only the port (a host that happens to be valid would start a server that never ends)
+    "ui": (["ui", "--host", "127.0.0.1"], {"--port": "port"}),
 }
 # A value of these kinds may happen to be valid (a name that is a real preset is filtered
 # out, but e.g. a dtype spelled oddly may parse): such a run must still be clean (exit 0).
@@ -209,7 +224,7 @@ def assert_one_line_error(code: int, err: str, args: list[str]) -> None:
 @pytest.mark.parametrize("command, flag, kind", CASES, ids=[f"{c} {f}" for c, f, _ in CASES])
 def test_generated_bad_values_are_one_line_errors(command, flag, kind, busy_port):
     base = list(COMMANDS[command][0])
-    if command in ("serve", "mock-server") and flag != "--port":
+    if command in ("serve", "mock-server", "ui") and flag != "--port":
         base += ["--port", str(busy_port)]
 
     @SETTINGS

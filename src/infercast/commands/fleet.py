@@ -11,6 +11,17 @@ HELP = ("Simulate a day of traffic on a fleet of replicas behind a router under 
 POLICY_NAMES = ("fixed", "reactive", "scheduled", "predictive")
 
 
+def _slos_in_seconds(o: dict) -> dict:
+    """SLOs come in ms as in every command (``--slo-ttft-ms``); the seconds names are hidden aliases."""
+    from infercast.commands._common import renamed
+
+    for name, default_s in (("ttft", 2.0), ("tpot", 0.1)):
+        ms = o.pop(f"slo_{name}_ms")
+        s = renamed(None if ms is None else ms / 1e3, o[f"slo_{name}_s"], f"--slo-{name}-ms", f"--slo-{name}-s")
+        o[f"slo_{name}_s"] = default_s if s is None else s
+    return o
+
+
 def run_fleet(o: dict) -> None:
     from infercast.commands._common import print_json
     from infercast.errors import ConfigError
@@ -19,7 +30,15 @@ def run_fleet(o: dict) -> None:
     from infercast.fleet.policies import parse_schedule
     from infercast.fleet.run import FleetSpec
     from infercast.sim.config import build_config
+    from infercast.validation import check_int, check_number, check_writable
 
+    check_writable(o["per_minute"], "--per-minute")
+    check_writable(o["plot"], "--plot")
+    for flag, key in (("--max-num-seqs", "max_num_seqs"), ("--max-replicas", "max_replicas"),
+                      ("--workers", "workers"), ("--tp", "tp"), ("--replicas", "replicas")):
+        if o[key] is not None:
+            check_int(o[key], flag, 1, fix="give at least 1")
+    check_number(o["headroom"], "--headroom", 0, lo_open=True, fix="give a factor above 0, e.g. 1.25")
     if (o["per_minute"] or o["plot"]) and o["groups"] > 1:
         raise ConfigError("--per-minute and --plot need one router group (--groups 1)")
     names = POLICY_NAMES if o["policy"] == "all" else tuple(p.strip() for p in o["policy"].split(","))
@@ -29,7 +48,7 @@ def run_fleet(o: dict) -> None:
     cfg = build_config({k: v for k, v in {
         "model": o["model"], "hardware": o["hardware"], "weights": o["weights"], "kv_cache": o["kv_cache"],
         "tp": o["tp"], "slo_ttft_s": o["slo_ttft_s"], "slo_tpot_s": o["slo_tpot_s"], "seed": o["seed"],
-        "scheduler": {"max_num_seqs": o["max_num_seqs"]} if o["max_num_seqs"] else None,
+        "scheduler": {"max_num_seqs": o["max_num_seqs"]} if o["max_num_seqs"] is not None else None,
     }.items() if v is not None})
     load = day_load(o["peak_rate"], o["hours"], o["trace"], o["lengths"], o["input_tokens"], o["output_tokens"],
                     o["trough_fraction"], o["peak_hour"])
@@ -168,8 +187,10 @@ def register(app: typer.Typer) -> None:
         warmup_s: float = typer.Option(60.0, "--warmup-s", help="engine warm-up after the weights are loaded (s)"),
         tick_s: float = typer.Option(60.0, "--tick-s", help="seconds between autoscaler decisions (and report rows)"),
         max_queue_s: float = typer.Option(300.0, "--max-queue-s", help="a request waiting this long at the router is rejected"),
-        slo_ttft_s: float = typer.Option(2.0, "--slo-ttft-s", help="SLO: time to first token (s)"),
-        slo_tpot_s: float = typer.Option(0.1, "--slo-tpot-s", help="SLO: time per output token (s)"),
+        slo_ttft_ms: float | None = typer.Option(None, "--slo-ttft-ms", help="SLO: time to first token (ms; default 2000)"),
+        slo_tpot_ms: float | None = typer.Option(None, "--slo-tpot-ms", help="SLO: time per output token (ms; default 100)"),
+        slo_ttft_s: float | None = typer.Option(None, "--slo-ttft-s", hidden=True),
+        slo_tpot_s: float | None = typer.Option(None, "--slo-tpot-s", hidden=True),
         price: float | None = typer.Option(None, "--price", help="$/GPU-hour (default: the shipped price table's median)"),
         seed: int = typer.Option(0, "--seed", help="random seed of the arrivals and lengths"),
         per_minute: str | None = typer.Option(None, "--per-minute", help="write every tick's row to this CSV"),
@@ -179,4 +200,4 @@ def register(app: typer.Typer) -> None:
         executor: str = typer.Option("local", "--executor", help="where groups run: local (process pool) | serial | ray"),
         workers: int | None = typer.Option(None, "--workers", help="local pool size (default: CPU count)"),
     ) -> None:
-        run_fleet(dict(locals()))
+        run_fleet(_slos_in_seconds(dict(locals())))
