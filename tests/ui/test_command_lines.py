@@ -41,3 +41,16 @@ def test_simulate_command_prints_the_views_numbers(capsys):
     for key in ("output_throughput_tokens_per_s", "goodput_per_s", "mean_batch_size", "num_completed"):
         assert cli[key] == pytest.approx(page["result"][key], rel=1e-12), key
     assert cli["ttft_s"]["p99"] == pytest.approx(page["result"]["ttft_s"]["p99"], rel=1e-12)
+
+
+def test_estimate_with_an_engine_preset_prints_the_views_json(capsys):
+    """An engine preset sets the profile group and the memory rule, on the page as on the CLI."""
+    from infercast.ui.estimate_view import estimate_payload
+    from infercast.ui.inputs import EstimateForm
+
+    form = EstimateForm(model="llama-3.1-8b", hardware="h100-sxm", weights="fp8", tp=1, batch=64,
+                        prompt=1024, context=2048, engine="vllm-0.12", profile="shipped")
+    page = estimate_payload(form)
+    cli = _run(page["command"], capsys)
+    cli.pop("meta")
+    assert "--engine" in page["command"] and cli == json.loads(json.dumps(page["result"]))

@@ -43,8 +43,19 @@ def build_estimate(form: EstimateForm, batches: list[int] | None = None) -> Esti
     except ConfigError as exc:  # e.g. --ep larger than tp*pp
         raise FieldError(str(exc), "ep") from None
     profile = profile_for(form.profile, form.engine, hw.key)
-    return estimate(model, hw, weights, kv, compute, batches or [form.batch], form.context, form.prompt,
-                    par, profile, form.price)
+
+    def run(fraction: float | None):
+        args = (model, hw, weights, kv, compute, batches or [form.batch], form.context, form.prompt,
+                par, profile, form.price)
+        return estimate(*args) if fraction is None else estimate(*args, fraction)
+
+    if not form.engine:
+        return run(None)
+    # as `infercast estimate --engine`: the preset's memory rule on this model and part
+    from infercast.sim.build import engine_memory_fraction
+    from infercast.specs.engines import load_engine
+
+    return run(engine_memory_fraction(load_engine(form.engine), run(1.0).step_model))
 
 
 def batch_grid(max_batch: int, batch: int) -> list[int]:
