@@ -53,4 +53,4 @@ def test_the_payload_is_the_cli_json_plus_a_curve_past_the_memory_wall():
     batches = [c["batch"] for c in p["curve"]]
     assert batches == batch_grid(mb, 16) and mb in batches and max(batches) >= 4 * mb
     assert {c["regime"] for c in p["curve"]} == {"weights", "KV"}  # 70B FP8 on one H100: weights, then KV
-    assert p["command"].endswith("--batch 16 --profile builtin --json")
+    assert p["command"].endswith("--batch 16 --profile shipped --json")

@@ -21,7 +21,7 @@ def test_compare_view_puts_two_parts_side_by_side(page, tmp_path):
     cells = page.locator("#compare-table tbody tr").nth(1).locator("td[data-config]")  # TPOT at the batch
     for i, hw in enumerate(("h100-sxm", "h200-sxm")):
         est = estimate("llama-3.1-70b", hw, "fp8", "fp8", None, [32], 2048, 1024, Parallelism(),
-                       resolve_profile("builtin", hw))
+                       resolve_profile("shipped", hw))
         assert float(cells.nth(i).get_attribute("data-value")) == pytest.approx(est.decode[-1].step_time_s, rel=1e-12)
     words = page.locator("#differences").inner_text()
     assert words.startswith("B vs A (hardware h100-sxm -> h200-sxm): TPOT at batch 32")

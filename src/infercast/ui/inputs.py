@@ -79,7 +79,7 @@ class EstimateForm(Form):
     prompt: int = Field(1024, ge=1, le=10_000_000)
     context: int = Field(2048, ge=1, le=10_000_000)
     batch: int = Field(32, ge=1, le=1_000_000)
-    profile: str = "builtin"
+    profile: str = "shipped"  # every command's default: the validated profile
     engine: str = ""
     price: float | None = Field(None, ge=0)
 

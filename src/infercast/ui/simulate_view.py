@@ -56,7 +56,7 @@ class SimulateForm(Form):
     decode_replicas: int = Field(1, ge=1, le=64)
     slo_ttft_s: float = Field(2.0, gt=0)
     slo_tpot_s: float = Field(0.05, gt=0)
-    profile: str = "builtin"
+    profile: str = "shipped"  # every command's default: the validated profile
     engine: str = ""
 
 

@@ -5,7 +5,7 @@ import { COLORS, bands, chartCard, draw, labels, resizeAll, setLegend, si, vline
 export const DEFAULTS = {
   model: "llama-3.1-70b", model_config_json: "", hardware: "h100-sxm", hardware_spec: "", weights: "fp8",
   compute: "", kv_cache: "fp8", tp: 1, pp: 1, ep: 1, prompt: 1024, context: 2048, batch: 32,
-  profile: "builtin", engine: "", price: NaN,
+  profile: "shipped", engine: "", price: NaN,
 };
 const REGIME_COLORS = { weights: "rgba(31,111,178,0.10)", KV: "rgba(210,105,30,0.13)",
   compute: "rgba(46,139,87,0.13)", link: "rgba(138,43,226,0.12)" };
@@ -29,7 +29,7 @@ export function fields(opts, prefix = "") {
     { name: "pp", label: "PP", type: "number", min: 1, step: 1, unit: "stages" },
     { name: "ep", label: "EP", type: "number", min: 1, step: 1, unit: "GPUs" },
     { name: "engine", half: true, label: "engine preset", type: "select", options: [["", "none"], ...opts.engines] },
-    { name: "profile", half: true, label: "efficiency profile", type: "select", options: [["builtin", "built-in"], ["shipped", "shipped (fitted)"]] },
+    { name: "profile", half: true, label: "efficiency profile", type: "select", options: [["shipped", "shipped (fitted, validated)"], ["builtin", "built-in (code values)"]] },
     { name: "prompt", label: "prompt", type: "number", min: 1, step: 1, unit: "tokens" },
     { name: "context", label: "decode context", type: "number", min: 1, step: 1, unit: "tokens" },
     { name: "batch", label: "batch", type: "number", min: 1, step: 1, unit: "sequences", range: batchSlider },
@@ -69,7 +69,6 @@ export async function mount(main, params) {
   let inflight = null, seq = 0;
 
   const f = buildForm(fields(opts), state, (name) => {
-    if (name === "engine" && state.engine && state.profile === "builtin") { state.profile = "shipped"; f.fill(); }
     if (window.__perf.inputAt === undefined || name !== "batch") window.__perf.inputAt = performance.now();
     writeURL("estimate", body(state), body(DEFAULTS));
     update();

@@ -9,7 +9,7 @@ export const DEFAULTS = {
   output_tokens: 256, num_requests: 500, seed: 0, scheduler: "chunked", max_num_seqs: 256,
   max_num_batched_tokens: 8192, prefix_caching: false, prefix_groups: 0, prefix_tokens: 0, speculative: false, acceptance: 0.8,
   num_speculative_tokens: 3, disaggregated: false, prefill_replicas: 1, decode_replicas: 1,
-  slo_ttft_s: 2, slo_tpot_s: 0.05, profile: "builtin", engine: "",
+  slo_ttft_s: 2, slo_tpot_s: 0.05, profile: "shipped", engine: "",
 };
 let state = null;
 let last = null;  // the last finished run, kept across view switches
