@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from _gallery import CONDITIONAL, REFUTED, REPRODUCED, decode_row, infercast, main
 
-EST = ("infercast estimate --model llama-3.1-70b --hardware h100-sxm --tp 2 --weights {w} --batch 1,256 "
+EST = ("infercast estimate --profile builtin --model llama-3.1-70b --hardware h100-sxm --tp 2 --weights {w} --batch 1,256 "
        "--context 1024 --prompt 4096 --json")
 CLAIM = {
     "id": 13,

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from _gallery import CONDITIONAL, REFUTED, REPRODUCED, infercast, main
 
-CMD = ("infercast fleet --model llama-3.1-8b --hardware h100-sxm --weights bf16 --max-num-seqs 1 "
+CMD = ("infercast fleet --profile builtin --model llama-3.1-8b --hardware h100-sxm --weights bf16 --max-num-seqs 1 "
        "--input-tokens 512 --output-tokens 512 --peak-rate 0.6 --hours 12 --peak-hour 12 --tick-s 300 "
        "--policy fixed,predictive --json")
 CLAIM = {

@@ -14,7 +14,7 @@ from __future__ import annotations
 from _gallery import CONDITIONAL, REFUTED, REPRODUCED, infercast, main
 
 PARTS = ("h100-sxm", "h200-sxm", "b200")
-CMD = ("infercast fleet --model llama-3.1-70b --hardware {part} --weights fp8 --kv-cache fp8 --max-num-seqs 8 "
+CMD = ("infercast fleet --profile builtin --model llama-3.1-70b --hardware {part} --weights fp8 --kv-cache fp8 --max-num-seqs 8 "
        "--input-tokens 1024 --output-tokens 256 --peak-rate 1 --hours 12 --peak-hour 12 --tick-s 600 "
        "--policy scheduled --json")
 CLAIM = {

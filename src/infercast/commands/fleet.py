@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import typer
 
+from infercast.commands._common import PROFILE_HELP
+
 HELP = ("Simulate a day of traffic on a fleet of replicas behind a router under an autoscaling "
         "policy (or all of them): SLO attainment, goodput, replicas, utilization, queue, $/day, "
         "kWh/day, $/M tokens and the bottleneck, per minute and per day.")
@@ -53,7 +55,11 @@ def run_fleet(o: dict) -> None:
     load = day_load(o["peak_rate"], o["hours"], o["trace"], o["lengths"], o["input_tokens"], o["output_tokens"],
                     o["trough_fraction"], o["peak_hour"])
     schedule = parse_schedule(o["schedule"]) if o["schedule"] else None
-    rep = build_replica(cfg, load, o["price"], o["storage_bandwidth"], o["warmup_s"])
+    from infercast.cost.profiles import resolve_profile
+    from infercast.specs.catalog import load_hardware
+
+    profile = resolve_profile(o["profile"], load_hardware(cfg.hardware).key)  # default: the shipped one
+    rep = build_replica(cfg, load, o["price"], o["storage_bandwidth"], o["warmup_s"], profile=profile)
     policies = [make_policy(n, rep, load, o["tick_s"], o["replicas"], o["min_replicas"], o["max_replicas"],
                             o["metric"], o["scale_up"], o["scale_down"], schedule, o["headroom"], o["stabilization_s"])
                 for n in names]
@@ -64,7 +70,7 @@ def run_fleet(o: dict) -> None:
         first = pol.replicas if pol.name == "fixed" else max(o["min_replicas"], 1)
         spec = FleetSpec(rep.start_s, first, o["tick_s"], o["max_queue_s"], o["seed"])
         if o["groups"] > 1:
-            runs[pol.name] = _sharded(rep, load, pol, spec, o, schedule)
+            runs[pol.name] = _sharded(rep, load, pol, spec, o, schedule, profile)
         else:
             runs[pol.name] = run_day(rep, load, pol, spec)
     header = {"model": cfg.model, "hardware": cfg.hardware, "weights": cfg.weights, "tp": cfg.tp,
@@ -84,7 +90,7 @@ def run_fleet(o: dict) -> None:
     _print(header, runs, o)
 
 
-def _sharded(rep, load, pol, spec, o: dict, schedule) -> dict:
+def _sharded(rep, load, pol, spec, o: dict, schedule, profile) -> dict:
     """The policy's day over ``--groups`` router groups (fleet/shard.py): the merged day, no ticks."""
     from infercast.fleet.shard import run_sharded
 
@@ -93,7 +99,7 @@ def _sharded(rep, load, pol, spec, o: dict, schedule) -> dict:
           "metric": o["metric"], "up": o["scale_up"], "down": o["scale_down"], "schedule": schedule,
           "headroom": o["headroom"], "stabilization_s": o["stabilization_s"]}
     out = run_sharded(rep, load, pol.name, kw, spec, o["groups"], o["executor"], o["workers"],
-                      o["storage_bandwidth"], o["warmup_s"])
+                      o["storage_bandwidth"], o["warmup_s"], profile)
     out["day"]["policy_detail"] = f"{pol.describe()}, split over {o['groups']} router groups"
     return {"day": out["day"], "ticks": [], "groups": out["groups"]}
 
@@ -196,6 +202,7 @@ def register(app: typer.Typer) -> None:
         per_minute: str | None = typer.Option(None, "--per-minute", help="write every tick's row to this CSV"),
         plot: str | None = typer.Option(None, "--plot", help="PNG: cost vs SLO attainment and replicas over the day"),
         as_json: bool = typer.Option(False, "--json", help="print one JSON object"),
+        profile: str | None = typer.Option(None, "--profile", help=PROFILE_HELP),
         groups: int = typer.Option(1, "--groups", help="independent router groups the day is sharded over (fleet/shard.py)"),
         executor: str = typer.Option("local", "--executor", help="where groups run: local (process pool) | serial | ray"),
         workers: int | None = typer.Option(None, "--workers", help="local pool size (default: CPU count)"),

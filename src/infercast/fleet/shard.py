@@ -41,6 +41,7 @@ class GroupJob:
     storage_bytes_per_s: float
     warmup_s: float
     capacity_rps: float
+    profile: object = None  # the EfficiencyProfile the replica's steps are timed with
 
 
 def _group_day(job: GroupJob) -> dict:
@@ -48,7 +49,7 @@ def _group_day(job: GroupJob) -> dict:
 
     cfg = build_config(job.cfg)
     rep = build_replica(cfg, job.load, job.price, job.storage_bytes_per_s, job.warmup_s,
-                        capacity_rps=job.capacity_rps)
+                        profile=job.profile, capacity_rps=job.capacity_rps)
     pol = make_policy(job.policy, rep, job.load, job.spec.tick_s, **job.policy_kw)
     first = pol.replicas if pol.name == "fixed" else job.spec.initial_replicas
     out = run_day(rep, job.load, pol, replace(job.spec, initial_replicas=first))
@@ -71,7 +72,7 @@ def split_bounds(kw: dict, groups: int) -> dict:
 
 def run_sharded(rep, load: DayLoad, policy: str, policy_kw: dict, spec: FleetSpec, groups: int,
                 executor: str = "local", workers: int | None = None, storage_bytes_per_s: float = 2e9,
-                warmup_s: float = 60.0) -> dict:
+                warmup_s: float = 60.0, profile=None) -> dict:
     """The day over ``groups`` independent router groups, merged (module doc)."""
     from infercast.plan.executors import run_map
 
@@ -82,7 +83,8 @@ def run_sharded(rep, load: DayLoad, policy: str, policy_kw: dict, spec: FleetSpe
                     load.input_tokens, load.output_tokens)
     kw = split_bounds(policy_kw, groups)
     jobs = [GroupJob(cfg, share, policy, kw, replace(spec, seed=spec.seed * 1000 + g), rep.price_per_gpu_hour,
-                     storage_bytes_per_s, warmup_s, rep.capacity_rps) for g in range(groups)]
+                     storage_bytes_per_s, warmup_s, rep.capacity_rps, profile)
+            for g in range(groups)]
     return merge(run_map(_group_day, jobs, executor, workers), load.duration_s)
 
 
