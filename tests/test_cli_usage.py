@@ -38,3 +38,15 @@ def test_unknown_command_exits_2_through_the_real_script():
                           capture_output=True, text=True, timeout=60)
     assert proc.returncode == 2
     assert "Traceback" not in proc.stderr and "no-such-command" in proc.stderr
+
+
+def test_a_plot_path_in_a_format_matplotlib_cannot_write_is_one_line(tmp_path, capsys):
+    """--plot x.json used to reach matplotlib's savefig and end in a traceback."""
+    import pytest
+
+    from infercast.cli import main
+
+    with pytest.raises(SystemExit) as exc:
+        main(["estimate", "--plot", str(tmp_path / "roof.json")])
+    err = capsys.readouterr().err.strip()
+    assert exc.value.code == 2 and err.count("\n") == 0 and "image format" in err

@@ -144,6 +144,19 @@ def check_writable_dir(path: str | os.PathLike | None, flag: str) -> Path | None
     return out
 
 
+# The image formats matplotlib's Agg backend writes (no suffix: PNG, its default).
+PLOT_SUFFIXES = (".png", ".pdf", ".svg", ".svgz", ".jpg", ".jpeg", ".tif", ".tiff", ".webp", ".eps",
+                 ".ps", ".pgf", ".raw", ".rgba", ".gif", ".avif")
+
+
+def check_plot_path(path: str | os.PathLike | None, flag: str = "--plot") -> Path | None:
+    """An image path ``flag`` can write: a format matplotlib writes, in a writable folder."""
+    if path is not None and Path(os.fspath(path)).suffix.lower() not in ("", *PLOT_SUFFIXES):
+        raise _fail(flag, os.fspath(path), "is not an image format matplotlib writes",
+                    "end it in .png, .svg or .pdf")
+    return check_writable(path, flag)
+
+
 def check_writable(path: str | os.PathLike | None, flag: str,
                    make_parents: bool = False) -> Path | None:
     """The output ``path`` of ``flag`` if it can be written, checked before any work starts.

@@ -96,10 +96,10 @@ def register(app: typer.Typer) -> None:
         from infercast.bench.run import search_goodput as search
         from infercast.commands._common import renamed
         from infercast.report.console import make_console
-        from infercast.validation import check_writable
+        from infercast.validation import check_plot_path, check_writable
 
         check_writable(jsonl, "--jsonl")
-        check_writable(plot, "--plot")
+        check_plot_path(plot, "--plot")
 
         concurrency = renamed(concurrency, concurrency_old, "--max-concurrency", "--concurrency")
         num_requests = renamed(num_requests, num_requests_old, "--num-prompts", "--num-requests")

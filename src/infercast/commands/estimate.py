@@ -23,9 +23,9 @@ def run_estimate(model: str, hardware: str, weights: str, kv_cache: str | None, 
     from infercast.report.tables import op_table, print_estimate
     from infercast.specs.catalog import load_hardware
     from infercast.specs.parallel import Parallelism
-    from infercast.validation import check_writable
+    from infercast.validation import check_plot_path
 
-    check_writable(plot, "--plot")
+    check_plot_path(plot, "--plot")
 
     batches = parse_int_list(batch, "--batch") if batch is not None else [1, 8, 32, 64]
     contexts = parse_int_list(str(context), "--context")

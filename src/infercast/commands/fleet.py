@@ -32,10 +32,10 @@ def run_fleet(o: dict) -> None:
     from infercast.fleet.policies import parse_schedule
     from infercast.fleet.run import FleetSpec
     from infercast.sim.config import build_config
-    from infercast.validation import check_int, check_number, check_writable
+    from infercast.validation import check_int, check_number, check_plot_path, check_writable
 
     check_writable(o["per_minute"], "--per-minute")
-    check_writable(o["plot"], "--plot")
+    check_plot_path(o["plot"], "--plot")
     for flag, key in (("--max-num-seqs", "max_num_seqs"), ("--max-replicas", "max_replicas"),
                       ("--workers", "workers"), ("--tp", "tp"), ("--replicas", "replicas")):
         if o[key] is not None:

@@ -97,9 +97,9 @@ def run_plan(o: dict) -> None:
     from infercast.errors import ConfigError
     from infercast.plan import pareto_frontier, pareto_points, plan, plot_pareto
     from infercast.plan.executors import default_executor
-    from infercast.validation import check_int, check_writable
+    from infercast.validation import check_int, check_plot_path
 
-    check_writable(o["plot"], "--plot")
+    check_plot_path(o["plot"], "--plot")
     if o["workers"] is not None:
         check_int(o["workers"], "--workers", 1, fix="give at least 1 process")
     check_int(o["top_k"], "--top-k", 1, fix="give at least 1 leader")

@@ -92,9 +92,9 @@ def run_validate(data: str | None, profile: str | None, as_json: bool, plot: str
     from infercast.validate.cases import load_cases
     from infercast.validate.evaluate import Evaluator
     from infercast.validate.score import floor_report, report
-    from infercast.validation import check_writable
+    from infercast.validation import check_plot_path
 
-    check_writable(plot, "--plot")
+    check_plot_path(plot, "--plot")
 
     choices = ("scenario", "metric", "scenario_metric", "hardware", "source", "group")
     if by not in choices:

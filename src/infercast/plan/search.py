@@ -131,7 +131,14 @@ def why_not(o: Option, best: Option, objective: str = "cost") -> str:
     if o.point.miss > best.point.miss + 1e-6:
         return (f"same $/h, less SLO headroom: worst p99 at {o.point.miss:.0%} of its limit "
                 f"vs {best.point.miss:.0%}")
-    return "same $/h and headroom: a more complex setup (speculative or disaggregated)"
+    if o.candidate.speculative and not best.candidate.speculative:
+        return "same $/h and headroom: adds speculative decoding (a more complex setup)"
+    if o.candidate.disagg is not None and best.candidate.disagg is None:
+        return "same $/h and headroom: disaggregated (a more complex setup)"
+    diff = [f"{name} {getattr(o.candidate, name)} vs {getattr(best.candidate, name)}"
+            for name in ("tp", "weights", "kv_cache", "max_num_seqs", "max_num_batched_tokens")
+            if getattr(o.candidate, name) != getattr(best.candidate, name)]
+    return "same $/h and headroom: a tie" + (f" ({', '.join(diff)})" if diff else "")
 
 
 def miss_reason(o: Option, req: PlanRequest) -> str:
