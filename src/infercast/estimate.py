@@ -12,11 +12,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from infercast.cost.dollars import dollars_per_million_tokens
 from infercast.cost.efficiency import EfficiencyProfile
 from infercast.cost.energy import PowerModel, power_dict, step_energy_dict, try_power_model
 from infercast.cost.experts import ExpertPrecision, resolve_precision
 from infercast.cost.memory import fit_suggestions
-from infercast.cost.price import dollars_per_million_tokens
 from infercast.cost.step import StepCost, StepModel
 from infercast.errors import ConfigError
 from infercast.specs.catalog import load_hardware, load_model

@@ -1,4 +1,9 @@
-"""Dollars of a run: GPUs x wall time x price, and $/M tokens split between input and output.
+"""Dollars: what GPUs at a price cost for a throughput, or for a whole run.
+
+At a throughput: $/M tokens = price per GPU-hour x GPUs / 3600 s/h / (tokens/s) x 1e6
+(estimate, plan, the ui's simulate view).
+
+For a run: GPUs x wall time x price, and $/M tokens split between input and output.
 
 A run of ``duration_s`` on ``gpus`` GPUs at ``price`` $/GPU-hour costs
 ``gpus * duration_s / 3600 * price``: rented GPUs cost the same busy or idle. The
@@ -27,6 +32,13 @@ class RunUsage:
     busy_replica_s: float  # summed over replicas
     mean_batch: float
     replicas: int
+
+
+def dollars_per_million_tokens(price_per_gpu_hour: float, num_gpus: int, tokens_per_s: float) -> float:
+    """$ per million tokens at ``tokens_per_s`` on ``num_gpus`` GPUs (inf when nothing is produced)."""
+    if tokens_per_s <= 0:
+        return float("inf")
+    return price_per_gpu_hour * num_gpus / 3600.0 / tokens_per_s * 1e6
 
 
 def check_price(price_per_hour: float | None, where: str = "--price") -> None:

@@ -19,7 +19,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from infercast.cost.price import dollars_per_million_tokens
+from infercast.cost.dollars import dollars_per_million_tokens
 from infercast.errors import ConfigError
 from infercast.plan.evaluate import CandidateResult, Point, evaluate_args
 from infercast.plan.executors import run_map

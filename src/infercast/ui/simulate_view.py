@@ -172,7 +172,7 @@ def prepare(f: SimulateForm):
 
 def run(f: SimulateForm, cfg, timer, progress: Callable[[float], None]) -> dict[str, Any]:
     """Simulate and shape the result for the page."""
-    from infercast.cost.price import dollars_per_million_tokens
+    from infercast.cost.dollars import dollars_per_million_tokens
     from infercast.metrics.summary import MetricsAccumulator
     from infercast.sim.run import simulate
     from infercast.specs.catalog import load_hardware
