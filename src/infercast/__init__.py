@@ -4,8 +4,11 @@ The curated public API (everything else is internal and may move):
 
     estimate(...)            roofline estimate of prefill and decode -> Estimate
     StepModel                cost of one forward step (floor, expected, itemised)
+    StepCost                 one step's ops with their times, and the totals
     load_model, load_hardware
     ModelSpec, HardwareSpec, Precision, Parallelism, EfficiencyProfile
+    load_profile             an EfficiencyProfile from a profile TOML (None: the defaults)
+    InfercastError           base class of every error the library raises
 """
 
 from infercast.cost.efficiency import EfficiencyProfile, load_profile
