@@ -54,7 +54,7 @@ from infercast.validate.setup import Unpredictable
 # dsr1-fp4-b200-dynamo-trt 1k/1k at concurrency 4968: 3 prefill TP4 + 4 decode DEP8 workers, MTP 1;
 # at 10860: 3 + 5 DEP4, MTP 1) ran several workers a side, attention DP and MTP. One worker a
 # side is then a guess, marked on the row: 207 of those 398 TPOT rows measure below the physics
-# floor of a plain decode step at their concurrency on one decode worker (docs/validation-history.md, "Round 3: disaggregated").
+# floor of a plain decode step at their concurrency on one decode worker (docs/history/validation.md, "Round 3: disaggregated").
 UNSTATED_WORKERS_NOTE = ("worker counts not stated: 1 prefill + 1 decode worker assumed (the InferenceX runs "
                          "behind such rows had several, attention DP and MTP)")
 
