@@ -143,7 +143,7 @@ def run_simulate(o: dict) -> None:
     if o["timeline"]:
         _write_timeline(o["timeline"], runs, key)
     if o["plot"]:
-        from infercast.sim.plots import plot_runs
+        from infercast.report.sim_plots import plot_runs
 
         xs = [_tag(c, key)[1] if key else None for *_, c in runs]
         plot_runs([(lbl, r, a) for lbl, r, a, _ in runs], xs, o["plot"], key or "rate")
