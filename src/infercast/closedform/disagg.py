@@ -34,7 +34,7 @@ TTFT = prefill + transfer + one decode step and TPOT = one batch-1 decode step.
 Near a saturated prefill pool later waves partly collide, which this ignores
 (up to ~12 % low TTFT in the tests); on the shipped rows with concurrency <= 512
 it is within a median 0.7 % of the simulator (TTFT and TPOT).
-``tests/validate/test_disagg.py`` compares it with the simulator.
+``tests/closedform/test_disagg.py`` compares it with the simulator.
 """
 
 from __future__ import annotations
