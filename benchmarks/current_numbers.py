@@ -16,14 +16,18 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import csv
 import io
 import json
 import re
+import statistics
 import sys
+import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
 from infercast.cli import main as cli_main
+from infercast.specs.catalog import data_path
 
 DOCS = Path(__file__).resolve().parents[1] / "docs"
 
@@ -84,9 +88,35 @@ def simulate_table() -> list[str]:
     return lines
 
 
+def energy_table() -> list[str]:
+    with open(data_path("measurements.csv"), newline="") as f:
+        rows = list(csv.DictReader(f))
+    energy = [r for r in rows if r["scenario"] == "energy"]
+    batch = {r["id"]: r["batch"] for r in energy}
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "energy.csv"
+        with path.open("w", newline="") as f:
+            writer = csv.DictWriter(f, fieldnames=list(rows[0]))
+            writer.writeheader()
+            writer.writerows(energy)
+        d = run_json(["validate", "--data", str(path), "--json", "--no-floor"])
+    errors = [abs(r["error_pct"]) for r in d["rows"] if r["error_pct"] is not None]
+    lines = ["`infercast validate --json` on the shipped set's energy rows (the shipped profile); "
+             f"median absolute error {statistics.median(errors):.0f} %:", "",
+             "| row | model | part | engine | batch | measured J/token | predicted | error |",
+             "| --- | --- | --- | --- | ---: | ---: | ---: | ---: |"]
+    for r in d["rows"]:
+        predicted = "-" if r["predicted"] is None else f"{r['predicted']:.3g}"
+        error = "-" if r["error_pct"] is None else f"{r['error_pct']:+.0f} %"
+        lines.append(f"| {r['id']} | {r['model']} | {r['hardware']} | {r['engine']} "
+                     f"| {batch[r['id']]} | {r['measured']:.3g} | {predicted} | {error} |")
+    return lines
+
+
 TABLES: dict[str, tuple[str, Callable[[], list[str]]]] = {
     "estimate": ("estimate.md", estimate_table),
     "simulate": ("simulator.md", simulate_table),
+    "energy": ("energy.md", energy_table),
 }
 
 
