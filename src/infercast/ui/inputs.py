@@ -94,7 +94,7 @@ def _close(name: str, choices: list[str]) -> str:
 def load_model_input(name: str, pasted: str) -> ModelSpec:
     """A preset name, or a pasted Hugging Face config.json (``name == "custom"``)."""
     from infercast.specs.catalog import load_model, model_names
-    from infercast.specs.hf_config import model_from_hf_config
+    from infercast.specs.hf_reader import model_from_hf_config
 
     if name == CUSTOM:
         if not pasted.strip():
