@@ -25,6 +25,8 @@ from infercast.specs.model import ATTN_FULL, ModelSpec
 from infercast.specs.parallel import Parallelism, check_attention_split
 from infercast.specs.precision import Precision
 
+Tokens = Sequence[float] | np.ndarray  # per-sequence token counts: a list or a float array
+
 
 @dataclass(frozen=True)
 class StepCost:
@@ -212,7 +214,7 @@ class StepModel:
         """Contexts up to which ``decode_affine`` is exact (window edge of windowed layers)."""
         return self.model.min_window - 1
 
-    def step_cost(self, new_tokens: Sequence[int], cached_tokens: Sequence[int],
+    def step_cost(self, new_tokens: Tokens, cached_tokens: Tokens,
                   num_logits: int | None = None) -> StepCost:
         """Itemised cost of one step (see module docstring for the batch description)."""
         new, cached = self._arrays(new_tokens, cached_tokens)
@@ -222,7 +224,7 @@ class StepModel:
         ops = token_ops + self._attention_times(new, cached, t)
         return StepCost(ops, self.profile.step_overhead_s, t, len(new), self.notes, self._overlap_floor(ops))
 
-    def step_time_s(self, new_tokens: Sequence[int], cached_tokens: Sequence[int]) -> float:
+    def step_time_s(self, new_tokens: Tokens, cached_tokens: Tokens) -> float:
         """Expected time of one step, seconds (overhead included)."""
         new, cached = self._arrays(new_tokens, cached_tokens)
         t = int(new.sum())
@@ -346,7 +348,7 @@ class StepModel:
         return max(compute, memory) + link
 
     @staticmethod
-    def _arrays(new_tokens: Sequence[int], cached_tokens: Sequence[int]) -> tuple[np.ndarray, np.ndarray]:
+    def _arrays(new_tokens: Tokens, cached_tokens: Tokens) -> tuple[np.ndarray, np.ndarray]:
         new = np.asarray(new_tokens, dtype=np.float64)
         cached = np.asarray(cached_tokens, dtype=np.float64)
         if new.shape != cached.shape:

@@ -20,6 +20,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -161,7 +162,7 @@ class Replica:
         self.outstanding_tokens = 0  # prompt + max output of requests here, for routing
         self._busy = False
         self._kicked = False
-        self._batch = None
+        self._batch: Any = None  # the step under way: a Batch (a (Batch, verify) pair in SpecReplica)
         self._segment: _Segment | None = None  # the segment under way (``_seg``), else None
         self._seg = _Segment(0.0, 0.0, 0.0, 0, None, 0)  # refilled per segment: one object per replica
         self._num_decoding = 0
@@ -437,6 +438,7 @@ class Replica:
         gaps = self.gaps
         if m <= 32:  # ``seg.ends(m)`` and ``tl.extend(ends)`` without the calls
             s0, c1, c2 = seg.start_s, seg.c1, seg.c2
+            ends: Any  # this list, or seg.ends()'s array below
             ends = []  # a loop, not a list comprehension: in 3.11 that builds and calls a function
             if gaps is not None and not gaps.off and len(gaps.vals) < 65_535:
                 # ``gaps.entries(ends, n)`` in the same loop: each step's gap to the one before,

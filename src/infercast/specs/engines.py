@@ -211,7 +211,7 @@ def trtllm_engine_flow(engine: str) -> bool:
     if "mlperf" in e:
         return True
     version = re.match(r"tensorrt-llm-(\d+)\.(\d+)", e)
-    return bool(version) and (int(version.group(1)), int(version.group(2))) < (0, 19)
+    return version is not None and (int(version.group(1)), int(version.group(2))) < (0, 19)
 
 
 def preset_name(engine: str) -> str | None:

@@ -222,7 +222,7 @@ def _deepseek(cfg: Cfg, arch: str, name: str) -> ModelSpec:
         LayerSpec(moe=True) if i >= first_dense and i % freq == 0 else LayerSpec(ffn_size=dense_ffn)
         for i in range(n)
     )
-    notes = ()
+    notes: tuple[str, ...] = ()
     if _opt_int(cfg, "num_nextn_predict_layers"):
         notes = ("multi-token-prediction layers excluded from parameters (as DeepSeek's 671B figure)",)
     return ModelSpec(attention=attn, layers=layers, moe=moe, notes=notes, **_common(cfg, arch, name))
