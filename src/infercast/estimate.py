@@ -16,7 +16,7 @@ from infercast.cost.dollars import dollars_per_million_tokens
 from infercast.cost.efficiency import EfficiencyProfile
 from infercast.cost.energy import PowerModel, power_dict, step_energy_dict, try_power_model
 from infercast.cost.experts import ExpertPrecision, resolve_precision
-from infercast.cost.memory import fit_suggestions
+from infercast.cost.memory import DEFAULT_MEMORY_FRACTION, fit_suggestions
 from infercast.cost.step import StepCost, StepModel
 from infercast.errors import ConfigError
 from infercast.specs.catalog import load_hardware, load_model
@@ -196,7 +196,7 @@ def estimate(model: str | ModelSpec = SEED["model"], hardware: str | HardwareSpe
              weights: str = "checkpoint", kv_cache: str | None = None, compute: str | None = None,
              batches: Sequence[int] = (1, 8, 32, 64), context: int | Sequence[int] = 2048, prompt: int = 1024,
              parallel: Parallelism | None = None, profile: EfficiencyProfile | None = None,
-             price_per_hour: float | None = None, memory_fraction: float = 0.95,
+             price_per_hour: float | None = None, memory_fraction: float = DEFAULT_MEMORY_FRACTION,
              use_floor: bool = False, add_max_batch: bool = False, experts: str | None = None) -> Estimate:
     """Roofline estimate of prefill and decode; see module docstring.
 

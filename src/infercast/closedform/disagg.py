@@ -3,7 +3,7 @@
 The closed loop of ``C`` clients (fixed input ``I`` and output ``O``) over ``P``
 prefill workers and ``D`` decode workers, as ``sim/disagg.py`` runs it: a prompt
 is prefilled (chunked, ``T`` tokens per step, no decodes beside it), its KV
-crosses the link in ``x`` seconds (``sim.disagg.transfer_time_s``), then a decode
+crosses the link in ``x`` seconds (``cost.comm.kv_transfer_time_s``), then a decode
 worker streams its ``O`` tokens, the first one after one decode step. Each pool
 is a queue; Little's law ties them together.
 

@@ -5,8 +5,7 @@ from __future__ import annotations
 import typer
 
 from infercast.commands._common import ENGINE_HELP, PROFILE_HELP
-
-DEFAULT_ESTIMATE_MEMORY_FRACTION = 0.95
+from infercast.cost.memory import DEFAULT_MEMORY_FRACTION
 
 HELP = "Roofline of prefill and decode: floor and expected times, bound, memory fit, max batch, tok/s, $/M tokens."
 
@@ -45,7 +44,7 @@ def run_estimate(model: str, hardware: str, weights: str, kv_cache: str | None, 
         from infercast.sim.build import engine_memory_fraction
 
         memory_fraction = engine_memory_fraction(preset, run(1.0).step_model)
-    est = run(DEFAULT_ESTIMATE_MEMORY_FRACTION if memory_fraction is None else memory_fraction)
+    est = run(DEFAULT_MEMORY_FRACTION if memory_fraction is None else memory_fraction)
     if plot:
         from infercast.report.plots import plot_estimate
 
@@ -79,7 +78,7 @@ def run_default() -> None:
 
     run_estimate(SEED["model"], SEED["hardware"], SEED["weights"], SEED["kv_cache"], None,
                  ",".join(map(str, SEED["batches"])), SEED["context"], SEED["prompt"], 1, 1, 1, None, None,
-                 0.95, False, False, None, False)
+                 DEFAULT_MEMORY_FRACTION, False, False, None, False)
 
 
 def register(app: typer.Typer) -> None:
@@ -100,7 +99,9 @@ def register(app: typer.Typer) -> None:
         price: float | None = typer.Option(None, help="$/GPU-hour (default: median quote in prices.csv)"),
         profile: str | None = typer.Option(None, help=PROFILE_HELP),
         engine: str | None = typer.Option(None, "--engine", help=ENGINE_HELP),
-        memory_fraction: float | None = typer.Option(None, help="fraction of device memory the engine may use (default: 0.95, or --engine's memory rule)"),
+        memory_fraction: float | None = typer.Option(
+            None, help=f"fraction of device memory the engine may use (default: {DEFAULT_MEMORY_FRACTION:g}, "
+                       "or --engine's memory rule)"),
         floor: bool = typer.Option(False, "--floor", help="report physics floors as the main numbers"),
         as_json: bool = typer.Option(False, "--json", help="print one JSON object"),
         plot: str | None = typer.Option(None, help="write roofline + throughput plot (PNG/SVG/PDF)"),

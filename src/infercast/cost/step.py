@@ -93,12 +93,18 @@ class StepCost:
         return max(by, key=by.__getitem__)
 
 
-def _tp_link(hw: HardwareSpec, gpus_per_replica: int) -> tuple[HardwareSpec, tuple[str, ...]]:
-    """``hw`` with the link a multi-GPU replica's TP/PP traffic crosses, and a note when it is PCIe.
+def tp_link(hw: HardwareSpec, gpus_per_replica: int) -> HardwareSpec:
+    """``hw`` with the link a multi-GPU replica's TP/PP traffic crosses: PCIe when the part has
+    no scale-up link (NVLink/xGMI) but a PCIe bandwidth, as vLLM/TRT-LLM run TP on L40S, L4 and
+    RTX boxes (NCCL over PCIe); else ``hw`` itself."""
+    if gpus_per_replica > 1 and hw.link_bandwidth_bytes_per_s <= 0 < hw.pcie_bandwidth_bytes_per_s:
+        return replace(hw, link_bandwidth_bytes_per_s=hw.pcie_bandwidth_bytes_per_s)
+    return hw
 
-    A part without NVLink/xGMI (L40S, L4, RTX cards) still runs TP: its all-reduces go over
-    PCIe, as vLLM/TRT-LLM do on such boxes and as ``validate`` scores those rows.
-    """
+
+def _tp_link(hw: HardwareSpec, gpus_per_replica: int) -> tuple[HardwareSpec, tuple[str, ...]]:
+    """:func:`tp_link`, with a note when the link is PCIe; an error when a multi-GPU replica
+    has neither link."""
     if gpus_per_replica <= 1 or hw.link_bandwidth_bytes_per_s > 0:
         return hw, ()
     if hw.pcie_bandwidth_bytes_per_s <= 0:
@@ -106,7 +112,7 @@ def _tp_link(hw: HardwareSpec, gpus_per_replica: int) -> tuple[HardwareSpec, tup
                           "or add link_bandwidth_bytes_per_s (or pcie_bandwidth_bytes_per_s) to its spec")
     pcie = hw.pcie_bandwidth_bytes_per_s
     note = f"{hw.key} has no NVLink-class link: TP/PP traffic crosses PCIe at {pcie / 1e9:,.0f} GB/s per GPU"
-    return replace(hw, link_bandwidth_bytes_per_s=pcie), (note,)
+    return tp_link(hw, gpus_per_replica), (note,)
 
 
 def _expert_peak(hw: HardwareSpec, experts: ExpertPrecision | None, notes: list[str]) -> tuple[float, str]:
