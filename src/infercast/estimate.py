@@ -189,7 +189,7 @@ def _seed_formula_s(model: ModelSpec, prec: Precision, hw: HardwareSpec, par: Pa
 def _check_positive(name: str, values: Sequence[int]) -> None:
     for v in values:
         if not isinstance(v, int) or isinstance(v, bool) or v <= 0:
-            raise ConfigError(f"--{name} must be positive integers, got {v!r}")
+            raise ConfigError(f"`{name}` must be positive integers, got {v!r}")
 
 
 def estimate(model: str | ModelSpec = SEED["model"], hardware: str | HardwareSpec = SEED["hardware"],
@@ -208,16 +208,16 @@ def estimate(model: str | ModelSpec = SEED["model"], hardware: str | HardwareSpe
     weights' dtype); None keeps what ``weights`` implies.
     """
     contexts = sorted(set([context] if isinstance(context, int) else list(context)))
-    _check_positive("batch", list(batches))
+    _check_positive("batches", list(batches))
     _check_positive("context", contexts)
     _check_positive("prompt", [prompt])
     if not 0 < memory_fraction <= 1:
-        raise ConfigError(f"--memory-fraction must be in (0, 1], got {memory_fraction}")
+        raise ConfigError(f"`memory_fraction` must be in (0, 1], got {memory_fraction}")
     m = load_model(model) if isinstance(model, str) else model
     h = load_hardware(hardware) if isinstance(hardware, str) else hardware
     if price_per_hour is not None:
         if price_per_hour < 0:
-            raise ConfigError(f"--price must be >= 0 $/GPU-hour, got {price_per_hour}")
+            raise ConfigError(f"`price_per_hour` must be >= 0 $/GPU-hour, got {price_per_hour}")
         h = h.with_price(price_per_hour, "--price")
     weights, expert_spec, origin = resolve_precision(model if isinstance(model, str) else m.name, h, weights, experts)
     prec = Precision.parse(weights, kv_cache, compute)

@@ -14,7 +14,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from infercast.errors import InfercastError
+from infercast.errors import InfercastError, with_flags
 from infercast.specs.hardware import HardwareSpec
 from infercast.specs.model import ModelSpec
 
@@ -25,7 +25,7 @@ class FieldError(InfercastError):
     """A bad input, and the form field it belongs to (None = the form as a whole)."""
 
     def __init__(self, message: str, field: str | None = None):
-        super().__init__(message)
+        super().__init__(with_flags(message, {}))  # the page names fields, not flags
         self.field = field
 
 
