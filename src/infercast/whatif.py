@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from infercast.errors import InfercastError
-from infercast.estimate import Estimate, estimate
+from infercast.estimate import Estimate, EstimateRequest, estimate
 from infercast.specs.parallel import Parallelism
 
 
@@ -84,7 +84,7 @@ def levers(base: Estimate) -> list[tuple[str, dict[str, Any]]]:
 def what_if(base: Estimate) -> list[WhatIf]:
     """Re-run ``base`` with each lever moved; a lever the part cannot do carries its error."""
     sm = base.step_model
-    kwargs: dict[str, Any] = dict(
+    request = EstimateRequest(
         model=base.model, hardware=base.hardware, weights=sm.precision.weights, kv_cache=sm.precision.kv_cache,
         compute=sm.precision.compute, batches=[1], context=base.context, prompt=base.prompt_tokens,
         parallel=base.parallel, profile=base.profile, memory_fraction=sm.memory.available_bytes / sm.memory.device_bytes,
@@ -93,7 +93,7 @@ def what_if(base: Estimate) -> list[WhatIf]:
     results = []
     for name, change in levers(base):
         try:
-            results.append(WhatIf(name, estimate(**{**kwargs, **change})))
+            results.append(WhatIf(name, estimate(request, **change)))
         except InfercastError as exc:
             results.append(WhatIf(name, None, str(exc)))
     return results

@@ -20,7 +20,7 @@ def run_estimate(model: str, hardware: str, weights: str, kv_cache: str | None, 
                  engine: str | None = None, experts: str | None = None) -> None:
     from infercast.commands._common import parse_int_list, print_json
     from infercast.cost.profiles import resolve_profile
-    from infercast.estimate import estimate
+    from infercast.estimate import EstimateRequest, estimate
     from infercast.report.console import make_console
     from infercast.report.tables import op_table, print_estimate
     from infercast.specs.catalog import load_hardware
@@ -38,11 +38,13 @@ def run_estimate(model: str, hardware: str, weights: str, kv_cache: str | None, 
         preset = load_engine(engine)
     hw_key = load_hardware(hardware).key
 
+    request = EstimateRequest(
+        model, hardware, weights, kv_cache, compute, batches, contexts, prompt, Parallelism(tp=tp, pp=pp, ep=ep),
+        resolve_profile(profile, hw_key, preset.profile_group if preset else None), price,
+        use_floor=floor, add_max_batch=batch is None, experts=experts)
+
     def run(fraction: float):
-        return estimate(model, hardware, weights, kv_cache, compute, batches, contexts, prompt,
-                        Parallelism(tp=tp, pp=pp, ep=ep),
-                        resolve_profile(profile, hw_key, preset.profile_group if preset else None), price, fraction,
-                        use_floor=floor, add_max_batch=batch is None, experts=experts)
+        return estimate(request, memory_fraction=fraction)
     if memory_fraction is None and preset is not None:  # the engine's memory rule, on this model and part
         from infercast.sim.build import engine_memory_fraction
 
