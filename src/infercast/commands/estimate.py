@@ -8,7 +8,7 @@ from infercast.commands._common import ENGINE_HELP, PROFILE_HELP
 from infercast.cost.memory import DEFAULT_MEMORY_FRACTION
 
 # Library parameters named otherwise than their flag (infercast.errors.with_flags).
-PARAM_FLAGS = {"batches": "--batch", "price_per_hour": "--price"}
+PARAM_FLAGS = {"batches": "--batch", "price_per_hour": "--price", "path": "--plot"}
 
 HELP = "Roofline of prefill and decode: floor and expected times, bound, memory fit, max batch, tok/s, $/M tokens."
 
