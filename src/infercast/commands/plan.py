@@ -6,6 +6,9 @@ import typer
 
 from infercast.commands._common import ENGINE_HELP, PROFILE_HELP
 
+# Library parameters named otherwise than their flag (infercast.errors.with_flags).
+PARAM_FLAGS = {"precisions": "--precision"}
+
 HELP = ("Search part x GPUs x TP x precision x batch cap x chunk x speculative x disaggregation "
         "for the cheapest configuration meeting a p99 TTFT/TPOT SLO at a rate (simulated).")
 

@@ -50,7 +50,7 @@ class PlanRequest:
 
     def __post_init__(self) -> None:
         if self.objective not in ("cost", "energy"):
-            raise ConfigError(f"--objective {self.objective!r}: choose cost or energy")
+            raise ConfigError(f"`objective` {self.objective!r}: choose cost or energy")
         check_number(self.rate, "--request-rate", 0, lo_open=True, fix="give requests/s, e.g. --request-rate 4")
         for flag, value in (("--slo-ttft-ms", self.slo_ttft_p99_s),
                             ("--slo-tpot-ms", self.slo_tpot_p99_s)):
@@ -67,10 +67,10 @@ class PlanRequest:
                 check_int(value, flag, 1, fix="give positive integers")
         for p, d in self.disagg_ratios:
             if p < 1 or d < 1:
-                raise ConfigError(f"--disagg-ratios {p}:{d}: both pools need at least one "
+                raise ConfigError(f"`disagg_ratios` {p}:{d}: both pools need at least one "
                                   "replica; use e.g. 1:2, or 'none'")
         if not self.precisions:
-            raise ConfigError("--precision is empty: give weights/KV pairs, e.g. bf16/bf16")
+            raise ConfigError("`precisions` is empty: give weights/KV pairs, e.g. bf16/bf16")
         from infercast.specs.precision import Precision
 
         for w, kv in self.precisions:
@@ -82,11 +82,11 @@ class PlanRequest:
             check_str(part, "--price part", fix="write part=dollars, e.g. h100-sxm=2.5")
             check_number(price, f"--price {part}", 0, fix="give $/GPU-hour, finite and >= 0")
         if not self.hardware:
-            raise ConfigError("--hardware needs at least one part")
+            raise ConfigError("`hardware` needs at least one part")
         if self.trace is None and (self.input_tokens is None or self.output_tokens is None):
             raise ConfigError("give --trace, or both --input-tokens and --output-tokens")
         if self.num_requests < 10 or self.max_gpus < 1:
-            raise ConfigError("--num-prompts must be >= 10 and --max-gpus >= 1")
+            raise ConfigError("`num_requests` must be >= 10 and `max_gpus` >= 1")
         # names that cannot resolve fail here, one line and exit 2, not as "no candidate fits"
         from infercast.specs.catalog import load_hardware, load_model
 
