@@ -17,8 +17,18 @@ import numpy as np
 from infercast.cost.efficiency import EfficiencyProfile
 from infercast.cost.experts import ExpertPrecision
 from infercast.cost.memory import DEFAULT_MEMORY_FRACTION, MemoryPlan, plan_memory
-from infercast.cost.ops import OpCost, Shards, SpanStats, span_stats
-from infercast.cost.roofline import COMPUTE, LINK, MEMORY, Machine, OpTime, time_op
+from infercast.cost.ops import ATTENTION, COMM, OpCost, Shards, SpanStats, span_stats
+from infercast.cost.roofline import (
+    COMPUTE,
+    LINK,
+    MEMORY,
+    Machine,
+    OpTime,
+    comm_expected_s,
+    efficiencies,
+    expected_s,
+    time_op,
+)
 from infercast.errors import ConfigError
 from infercast.specs.hardware import HardwareSpec
 from infercast.specs.model import ATTN_FULL, ModelSpec
@@ -312,7 +322,8 @@ class StepModel:
         ``0.0 * x`` with finite ``x >= 0``, and adding 0.0 changes no partial sum.
         """
         eff, m = self.profile, self.machine
-        f_den, b_den = m.attn_peak_flops * eff.attn_compute_eff, m.bandwidth * eff.attn_bw_eff
+        c_eff, b_eff = efficiencies(ATTENTION, eff)  # expected_s's denominators, as _attention_fn divides
+        f_den, b_den = m.attn_peak_flops * c_eff, m.bandwidth * b_eff
         return tuple(
             (tuple((i, c) for i, c in enumerate(fc) if c), tuple((i, c) for i, c in enumerate(bc) if c), f_den, b_den)
             for fc, bc in self._attn_lin
@@ -472,19 +483,11 @@ class _LinOp:
     m1: float  # GEMM rows per unit of x (1 for token-count ops; 1/tp under attention DP)
 
     def time_s(self, x: float, m: Machine, eff: EfficiencyProfile) -> float:
-        """Same arithmetic as ``roofline.op_expected_s`` on the op at x."""
-        if self.kind == "comm":
-            link = self.l0 + self.l1 * x
-            if link <= 0:
-                return 0.0
-            bw = m.link_bandwidth * eff.comm_bw_eff
-            return link / bw + eff.comm_latency_s * (self.c0 + self.c1 * x) if bw > 0 else float("inf")
-        if self.kind == "gemm":
-            rows = self.m0 + self.m1 * x
-            c_eff, b_eff = eff.gemm_eff(m.compute_dtype, max(rows, 1e-9)), eff.mem_bw_eff
-        else:
-            c_eff, b_eff = eff.gemm_compute_eff, eff.elementwise_bw_eff
-        return max((self.f0 + self.f1 * x) / (m.peak_flops * c_eff), (self.b0 + self.b1 * x) / (m.bandwidth * b_eff))
+        """``roofline.op_expected_s`` of the op at x."""
+        if self.kind == COMM:
+            return comm_expected_s(self.l0 + self.l1 * x, self.c0 + self.c1 * x, m, eff)
+        c_eff, b_eff = efficiencies(self.kind, eff, m.compute_dtype, self.m0 + self.m1 * x)
+        return expected_s(self.f0 + self.f1 * x, self.b0 + self.b1 * x, m.peak_flops, m.bandwidth, c_eff, b_eff)[0]
 
 
 @dataclass(frozen=True)
