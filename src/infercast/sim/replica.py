@@ -26,7 +26,7 @@ import numpy as np
 
 from infercast.metrics.records import RequestRecord
 from infercast.sched import Request, RequestStatus, Scheduler
-from infercast.sim.collect import Completions, GapTally
+from infercast.sim.collect import Completions, GapTally, finished_record, rejected_record
 from infercast.sim.kernel import PRIO_ARRIVAL, PRIO_KICK, PRIO_STEP_END, Kernel
 from infercast.sim.timeline import Timeline
 
@@ -185,9 +185,7 @@ class Replica:
         """A request arrives now (kernel time)."""
         now = self.kernel.now
         if not self.sched.add_request(req):
-            rec = RequestRecord(req.request_id, req.arrival_s, req.prompt_tokens, 0, [], finish_s=now,
-                                finish_reason="rejected", error=req.reject_reason)
-            self.emit(rec, self.index)
+            self.emit(rejected_record(req, now, req.reject_reason), self.index)
             return
         self.outstanding_tokens += req.prompt_tokens + req.max_output_tokens
         seg = self._segment
@@ -524,12 +522,7 @@ class Replica:
         if req.timeline_start >= 0:
             self._num_decoding -= 1
         self.outstanding_tokens -= req.prompt_tokens + req.max_output_tokens
-        rec = RequestRecord(
-            req.request_id, req.arrival_s, req.prompt_tokens, req.num_output_tokens, times,
-            finish_s=now, first_scheduled_s=req.first_scheduled_s, finish_reason=req.finish_reason,
-            num_preemptions=req.num_preemptions, cached_prompt_tokens=req.num_cached_prompt_tokens,
-        )
-        self.emit(rec, self.index)
+        self.emit(finished_record(req, req.first_scheduled_s, now, times), self.index)
 
     def _token_times(self, req: Request) -> np.ndarray:
         """Every token time of a finishing request: explicit ones, then its timeline slice."""
