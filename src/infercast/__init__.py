@@ -21,6 +21,7 @@ from infercast.specs.precision import Precision
 __version__ = "0.1.0"
 
 __all__ = [
-    "EfficiencyProfile", "Estimate", "EstimateRequest", "HardwareSpec", "InfercastError", "ModelSpec", "Parallelism",
+    "EfficiencyProfile", "Estimate", "EstimateRequest", "HardwareSpec", "InfercastError",
+    "ModelSpec", "Parallelism",
     "Precision", "StepCost", "StepModel", "estimate", "load_hardware", "load_model", "load_profile",
 ]

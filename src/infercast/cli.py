@@ -127,8 +127,8 @@ def main(argv: list[str] | None = None) -> None:
     try:
         app(args=argv, prog_name="infercast", standalone_mode=False)
     except InfercastError as exc:
-        args = list(sys.argv[1:] if argv is None else argv)
-        print(f"infercast: error: {with_flags(str(exc), command_flags(app, args))}", file=sys.stderr)
+        flags = command_flags(app, list(sys.argv[1:] if argv is None else argv))
+        print(f"infercast: error: {with_flags(str(exc), flags)}", file=sys.stderr)
         sys.exit(2)
     except ModuleNotFoundError as exc:
         extra = missing_extra(exc)

@@ -255,7 +255,8 @@ def _estimate(r: EstimateRequest) -> Estimate:
         if price_per_hour < 0:
             raise ConfigError(f"`price_per_hour` must be >= 0 $/GPU-hour, got {price_per_hour}")
         h = h.with_price(price_per_hour, "--price")
-    weights, expert_spec, origin = resolve_precision(model if isinstance(model, str) else m.name, h, weights, r.experts)
+    name = model if isinstance(model, str) else m.name
+    weights, expert_spec, origin = resolve_precision(name, h, weights, r.experts)
     prec = Precision.parse(weights, r.kv_cache, r.compute)
     par = parallel or Parallelism()
     sm = StepModel(m, h, prec, par, r.profile, memory_fraction=memory_fraction,

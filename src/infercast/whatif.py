@@ -73,7 +73,7 @@ def levers(base: Estimate) -> list[tuple[str, dict[str, Any]]]:
     out: list[tuple[str, dict[str, Any]]] = []
     for name, move in lever_moves(p.weights, p.kv_cache, par.tp):
         change = dict(move)
-        if "weights" in move:  # quantizes the whole model, experts stored apart (gpt-oss MXFP4) included
+        if "weights" in move:  # the whole model, experts stored apart (gpt-oss MXFP4) included
             change.update(compute=None, experts="none")
         if "tp" in move:
             change = {"parallel": Parallelism(tp=change.pop("tp"), pp=par.pp, ep=par.ep)}
@@ -103,7 +103,8 @@ def _sim_row(name: str, cfg, result) -> dict[str, Any]:
     s = result.summary
     gpus = cfg.tp * cfg.replicas
     return {
-        "lever": name, "weights": cfg.weights, "kv_cache": cfg.kv_cache or "bf16", "tp": cfg.tp, "num_gpus": gpus,
+        "lever": name, "weights": cfg.weights, "kv_cache": cfg.kv_cache or "bf16", "tp": cfg.tp,
+        "num_gpus": gpus,
         "num_kv_blocks": result.num_blocks, "mean_batch_size": result.mean_batch_size,
         "output_throughput_tokens_per_s": s.output_throughput_tps,
         "output_throughput_per_gpu": s.output_throughput_tps / gpus,

@@ -39,7 +39,8 @@ def run_estimate(model: str, hardware: str, weights: str, kv_cache: str | None, 
     hw_key = load_hardware(hardware).key
 
     request = EstimateRequest(
-        model, hardware, weights, kv_cache, compute, batches, contexts, prompt, Parallelism(tp=tp, pp=pp, ep=ep),
+        model, hardware, weights, kv_cache, compute, batches, contexts, prompt,
+        Parallelism(tp=tp, pp=pp, ep=ep),
         resolve_profile(profile, hw_key, preset.profile_group if preset else None), price,
         use_floor=floor, add_max_batch=batch is None, experts=experts)
 
@@ -105,8 +106,8 @@ def register(app: typer.Typer) -> None:
         profile: str | None = typer.Option(None, help=PROFILE_HELP),
         engine: str | None = typer.Option(None, "--engine", help=ENGINE_HELP),
         memory_fraction: float | None = typer.Option(
-            None, help=f"fraction of device memory the engine may use (default: {DEFAULT_MEMORY_FRACTION:g}, "
-                       "or --engine's memory rule)"),
+            None, help="fraction of device memory the engine may use "
+                       f"(default: {DEFAULT_MEMORY_FRACTION:g}, or --engine's memory rule)"),
         floor: bool = typer.Option(False, "--floor", help="report physics floors as the main numbers"),
         as_json: bool = typer.Option(False, "--json", help="print one JSON object"),
         plot: str | None = typer.Option(None, help="write roofline + throughput plot (PNG/SVG/PDF)"),

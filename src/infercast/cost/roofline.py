@@ -58,10 +58,12 @@ def op_floor_s(op: OpCost, m: Machine) -> tuple[float, str]:
     return (compute, COMPUTE) if compute > memory else (memory, MEMORY)
 
 
-def efficiencies(kind: str, eff: EfficiencyProfile, dtype: str = "", m_tokens: float = 0.0) -> tuple[float, float]:
+def efficiencies(kind: str, eff: EfficiencyProfile, dtype: str = "",
+                 m_tokens: float = 0.0) -> tuple[float, float]:
     """(compute, memory) efficiency factors an op of ``kind`` achieves: a GEMM its dtype's compute
-    efficiency at ``m_tokens`` rows (``EfficiencyProfile.gemm_eff``) and ``mem_bw_eff``, attention
-    its own pair, everything else (elementwise, gathers) the GEMM compute and elementwise bandwidth."""
+    efficiency at ``m_tokens`` rows (``EfficiencyProfile.gemm_eff``) and ``mem_bw_eff``,
+    attention its own pair, everything else (elementwise, gathers) the GEMM compute and
+    elementwise bandwidth."""
     if kind == GEMM:
         return eff.gemm_eff(dtype, max(m_tokens, 1e-9)), eff.mem_bw_eff
     if kind == ATTENTION:
@@ -79,10 +81,12 @@ def expected_s(flops: float, nbytes: float, peak: float, bandwidth: float, c_eff
     return (compute, COMPUTE) if compute > memory else (memory, MEMORY)
 
 
-def comm_expected_s(link_bytes: float, collectives: float, m: Machine, eff: EfficiencyProfile) -> float:
+def comm_expected_s(link_bytes: float, collectives: float, m: Machine,
+                    eff: EfficiencyProfile) -> float:
     """Expected time of a collective: its link bytes at the profile's link efficiency, plus one
     latency per collective."""
-    return transfer_time_s(link_bytes, m.link_bandwidth * eff.comm_bw_eff, eff.comm_latency_s, collectives)
+    bandwidth = m.link_bandwidth * eff.comm_bw_eff
+    return transfer_time_s(link_bytes, bandwidth, eff.comm_latency_s, collectives)
 
 
 def op_expected_s(op: OpCost, m: Machine, eff: EfficiencyProfile) -> tuple[float, str]:

@@ -322,7 +322,7 @@ class StepModel:
         ``0.0 * x`` with finite ``x >= 0``, and adding 0.0 changes no partial sum.
         """
         eff, m = self.profile, self.machine
-        c_eff, b_eff = efficiencies(ATTENTION, eff)  # expected_s's denominators, as _attention_fn divides
+        c_eff, b_eff = efficiencies(ATTENTION, eff)  # expected_s's, as _attention_fn divides
         f_den, b_den = m.attn_peak_flops * c_eff, m.bandwidth * b_eff
         return tuple(
             (tuple((i, c) for i, c in enumerate(fc) if c), tuple((i, c) for i, c in enumerate(bc) if c), f_den, b_den)
@@ -487,7 +487,8 @@ class _LinOp:
         if self.kind == COMM:
             return comm_expected_s(self.l0 + self.l1 * x, self.c0 + self.c1 * x, m, eff)
         c_eff, b_eff = efficiencies(self.kind, eff, m.compute_dtype, self.m0 + self.m1 * x)
-        return expected_s(self.f0 + self.f1 * x, self.b0 + self.b1 * x, m.peak_flops, m.bandwidth, c_eff, b_eff)[0]
+        flops, nbytes = self.f0 + self.f1 * x, self.b0 + self.b1 * x
+        return expected_s(flops, nbytes, m.peak_flops, m.bandwidth, c_eff, b_eff)[0]
 
 
 @dataclass(frozen=True)

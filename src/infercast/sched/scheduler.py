@@ -202,7 +202,8 @@ class Scheduler(DecodeGroupMixin):
         (the simulator's replica runs each batch before it schedules the next).
         """
         cfg, kv = self.config, self.kv
-        stack: list[int] = kv.plain_stack  # type: ignore[assignment]  # not None: no prefix caching here
+        # not None: no prefix caching here
+        stack: list[int] = kv.plain_stack  # type: ignore[assignment]
         bs = cfg.block_size
         n_group = len(self.group)
         if n_group:  # ``start_group_step()``, inlined: the group step's new blocks

@@ -34,10 +34,11 @@ def finished_record(req, first_scheduled_s: float | None, finish_s: float, times
     """The one record of a simulated request that finished at ``finish_s``: ``times`` its token
     times (None when no sink wants them), ``chunk_tokens`` tokens per emission (speculative
     steps emit several; None: one each)."""
-    return RequestRecord(req.request_id, req.arrival_s, req.prompt_tokens, req.num_output_tokens, times,
-                         chunk_tokens=chunk_tokens, finish_s=finish_s, first_scheduled_s=first_scheduled_s,
-                         finish_reason=req.finish_reason, num_preemptions=req.num_preemptions,
-                         cached_prompt_tokens=req.num_cached_prompt_tokens)
+    return RequestRecord(
+        req.request_id, req.arrival_s, req.prompt_tokens, req.num_output_tokens, times,
+        chunk_tokens=chunk_tokens, finish_s=finish_s, first_scheduled_s=first_scheduled_s,
+        finish_reason=req.finish_reason, num_preemptions=req.num_preemptions,
+        cached_prompt_tokens=req.num_cached_prompt_tokens)
 
 
 def rejected_record(req, now: float, error: str | None) -> RequestRecord:

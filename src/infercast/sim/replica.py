@@ -162,7 +162,7 @@ class Replica:
         self.outstanding_tokens = 0  # prompt + max output of requests here, for routing
         self._busy = False
         self._kicked = False
-        self._batch: Any = None  # the step under way: a Batch (a (Batch, verify) pair in SpecReplica)
+        self._batch: Any = None  # the step under way: a Batch ((Batch, verify) in SpecReplica)
         self._segment: _Segment | None = None  # the segment under way (``_seg``), else None
         self._seg = _Segment(0.0, 0.0, 0.0, 0, None, 0)  # refilled per segment: one object per replica
         self._num_decoding = 0

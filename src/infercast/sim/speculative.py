@@ -157,4 +157,5 @@ class SpecReplica(Replica):
         chunks = self._chunks.pop(rid, [])
         self.outstanding_tokens -= req.prompt_tokens + req.max_output_tokens
         times = np.asarray(req.token_times, dtype=np.float64)
-        self.emit(finished_record(req, req.first_scheduled_s, now, times, chunk_tokens=chunks), self.index)
+        rec = finished_record(req, req.first_scheduled_s, now, times, chunk_tokens=chunks)
+        self.emit(rec, self.index)

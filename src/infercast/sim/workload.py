@@ -260,7 +260,7 @@ def _arrivals(spec: WorkloadSpec, rng: np.random.Generator, n: int, last_s: floa
     elif spec.arrival == "gamma":  # shape k = 1/cv^2, scale = 1/(rate k): mean 1/rate, CV cv
         shape = 1.0 / spec.cv**2
         gaps = rng.gamma(shape, 1.0 / (rate * shape), n)
-    elif spec.arrival == "trace" and trace is not None and rows is not None:  # checked by the caller
+    elif spec.arrival == "trace" and trace is not None and rows is not None:  # caller checked
         # Row i's gap to row i-1: in order this replays the trace's own times.
         gaps = np.diff(trace.arrival_s, prepend=trace.arrival_s[0])[rows]
     else:

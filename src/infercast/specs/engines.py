@@ -225,5 +225,6 @@ def preset_name(engine: str) -> str | None:
         return "sglang-0.5"
     if family == "vllm":
         version = re.search(r"vllm-(\d+)\.(\d+)", engine.lower())
-        return "vllm-0.6" if version and (int(version.group(1)), int(version.group(2))) < (0, 8) else "vllm-0.12"
+        v0 = version is not None and (int(version.group(1)), int(version.group(2))) < (0, 8)
+        return "vllm-0.6" if v0 else "vllm-0.12"
     return None
