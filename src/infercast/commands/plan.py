@@ -6,6 +6,10 @@ import typer
 
 from infercast.commands._common import ENGINE_HELP, PROFILE_HELP
 
+# Library parameters named otherwise than their flag (infercast.errors.with_flags).
+PARAM_FLAGS = {"precisions": "--precision", "slo_ttft_p99_s": "--slo-ttft-ms",
+               "slo_tpot_p99_s": "--slo-tpot-ms", "tps": "--tp", "prices": "--price"}
+
 HELP = ("Search part x GPUs x TP x precision x batch cap x chunk x speculative x disaggregation "
         "for the cheapest configuration meeting a p99 TTFT/TPOT SLO at a rate (simulated).")
 

@@ -153,9 +153,9 @@ def run_simulate(o: dict) -> None:
                  engine=preset.name if preset else None)
     levers = None
     if o["what_if"]:
-        from infercast.sim.whatif import run_what_if
+        from infercast.whatif import simulate_what_if
 
-        levers = run_what_if(configs[0], profile=getattr(step_model, "profile", None))
+        levers = simulate_what_if(configs[0], profile=getattr(step_model, "profile", None))
         dicts[0]["what_if"] = levers
     if o["as_json"]:
         print_json({"sweep": key, "runs": dicts} if key else dicts[0])

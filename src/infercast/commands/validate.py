@@ -6,6 +6,9 @@ import typer
 
 from infercast.commands._common import PROFILE_HELP
 
+# Library parameters named otherwise than their flag (infercast.errors.with_flags).
+PARAM_FLAGS = {"path": "--plot"}
+
 HELP = "Score predictions against published (or your own) measurements: per-row errors, summaries, floor check."
 
 

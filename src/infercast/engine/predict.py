@@ -16,7 +16,7 @@ from infercast.engine.weights import ModelWeights
 
 def model_spec(cfg: EngineModelConfig):
     """The :class:`~infercast.specs.model.ModelSpec` of an engine config."""
-    from infercast.specs.hf_config import model_from_hf_config
+    from infercast.specs.hf_reader import model_from_hf_config
 
     return model_from_hf_config(cfg.to_hf_dict(), cfg.name)
 

@@ -31,6 +31,7 @@ from infercast.fleet.load import DayLoad, request_chunks
 from infercast.metrics.records import RequestRecord
 from infercast.metrics.summary import MetricsAccumulator
 from infercast.sched import Request, Scheduler
+from infercast.sim.collect import rejected_record
 from infercast.sim.kernel import PRIO_ARRIVAL, Kernel
 from infercast.sim.replica import Replica
 
@@ -176,9 +177,7 @@ class FleetSim:
         limit = self.spec.max_queue_s
         while self.queue and now - self.queue[0].arrival_s > limit:
             req = self.queue.popleft()
-            rec = RequestRecord(req.request_id, req.arrival_s, req.prompt_tokens, 0, [], finish_s=now,
-                                finish_reason="rejected",
-                                error=f"no replica serving within {limit:g} s (router queue)")
+            rec = rejected_record(req, now, f"no replica serving within {limit:g} s (router queue)")
             self.acc.add(rec)
             self.ledger.record(rec)
 

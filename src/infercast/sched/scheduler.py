@@ -202,7 +202,8 @@ class Scheduler(DecodeGroupMixin):
         (the simulator's replica runs each batch before it schedules the next).
         """
         cfg, kv = self.config, self.kv
-        stack = kv.plain_stack  # not None: no prefix caching here
+        # not None: no prefix caching here
+        stack: list[int] = kv.plain_stack  # type: ignore[assignment]
         bs = cfg.block_size
         n_group = len(self.group)
         if n_group:  # ``start_group_step()``, inlined: the group step's new blocks
@@ -382,9 +383,10 @@ class Scheduler(DecodeGroupMixin):
                 del stack[k:]
                 kv.num_free_blocks -= n
             else:
-                blocks = kv.allocate(n)
-                if blocks is None:
+                allocated = kv.allocate(n)
+                if allocated is None:
                     return False
+                blocks = allocated
             req.block_table = blocks
             req.num_computed_tokens = 0
         else:

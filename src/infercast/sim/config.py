@@ -289,7 +289,7 @@ def build_config(data: dict[str, Any]) -> SimConfig:
 def read_config_file(path: str | Path) -> dict[str, Any]:
     """A TOML (``.toml``) or YAML (``.yaml``/``.yml``) file as a nested dict."""
     if not str(path).strip():
-        raise ConfigError("--config is empty: give a TOML or YAML file")
+        raise ConfigError("`config` is empty: give a TOML or YAML file")
     p = Path(path)
     if not p.is_file():
         raise ConfigError(f"config file {str(p)!r} does not exist")

@@ -20,12 +20,13 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
 from infercast.metrics.records import RequestRecord
 from infercast.sched import Request, RequestStatus, Scheduler
-from infercast.sim.collect import Completions, GapTally
+from infercast.sim.collect import Completions, GapTally, finished_record, rejected_record
 from infercast.sim.kernel import PRIO_ARRIVAL, PRIO_KICK, PRIO_STEP_END, Kernel
 from infercast.sim.timeline import Timeline
 
@@ -161,7 +162,7 @@ class Replica:
         self.outstanding_tokens = 0  # prompt + max output of requests here, for routing
         self._busy = False
         self._kicked = False
-        self._batch = None
+        self._batch: Any = None  # the step under way: a Batch ((Batch, verify) in SpecReplica)
         self._segment: _Segment | None = None  # the segment under way (``_seg``), else None
         self._seg = _Segment(0.0, 0.0, 0.0, 0, None, 0)  # refilled per segment: one object per replica
         self._num_decoding = 0
@@ -184,9 +185,7 @@ class Replica:
         """A request arrives now (kernel time)."""
         now = self.kernel.now
         if not self.sched.add_request(req):
-            rec = RequestRecord(req.request_id, req.arrival_s, req.prompt_tokens, 0, [], finish_s=now,
-                                finish_reason="rejected", error=req.reject_reason)
-            self.emit(rec, self.index)
+            self.emit(rejected_record(req, now, req.reject_reason), self.index)
             return
         self.outstanding_tokens += req.prompt_tokens + req.max_output_tokens
         seg = self._segment
@@ -437,6 +436,7 @@ class Replica:
         gaps = self.gaps
         if m <= 32:  # ``seg.ends(m)`` and ``tl.extend(ends)`` without the calls
             s0, c1, c2 = seg.start_s, seg.c1, seg.c2
+            ends: Any  # this list, or seg.ends()'s array below
             ends = []  # a loop, not a list comprehension: in 3.11 that builds and calls a function
             if gaps is not None and not gaps.off and len(gaps.vals) < 65_535:
                 # ``gaps.entries(ends, n)`` in the same loop: each step's gap to the one before,
@@ -522,12 +522,7 @@ class Replica:
         if req.timeline_start >= 0:
             self._num_decoding -= 1
         self.outstanding_tokens -= req.prompt_tokens + req.max_output_tokens
-        rec = RequestRecord(
-            req.request_id, req.arrival_s, req.prompt_tokens, req.num_output_tokens, times,
-            finish_s=now, first_scheduled_s=req.first_scheduled_s, finish_reason=req.finish_reason,
-            num_preemptions=req.num_preemptions, cached_prompt_tokens=req.num_cached_prompt_tokens,
-        )
-        self.emit(rec, self.index)
+        self.emit(finished_record(req, req.first_scheduled_s, now, times), self.index)
 
     def _token_times(self, req: Request) -> np.ndarray:
         """Every token time of a finishing request: explicit ones, then its timeline slice."""

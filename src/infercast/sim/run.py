@@ -14,6 +14,7 @@ import math
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -253,7 +254,8 @@ def simulate(
 def _build_replicas(cfg: SimConfig, timer, kernel: Kernel, driver: _Driver, series: TimeSeries):
     """``cfg.replicas`` aggregated replicas on the driver's list (speculative ones if asked)."""
     complete = driver if driver.closed else driver.completions  # closed loops send on each completion
-    cls, kwargs = Replica, {"fast": cfg.mode == "fast", "complete": complete, "itl": driver.itl}
+    cls: type[Replica] = Replica
+    kwargs: dict[str, Any] = {"fast": cfg.mode == "fast", "complete": complete, "itl": driver.itl}
     if cfg.speculative is not None:
         from infercast.sim.build import spec_timer
         from infercast.sim.speculative import SpecReplica, SpecTimer

@@ -1,4 +1,4 @@
-"""A replica scheduler's limits from a simulator config (aggregated and disaggregated pools alike)."""
+"""A replica scheduler's limits from a simulator config (aggregated and disaggregated pools)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,8 @@ from infercast.sched import SchedulerConfig
 from infercast.sim.config import SimConfig
 
 
-def scheduler_config(cfg: SimConfig, kv_capacity_tokens: int, compact: bool = True) -> SchedulerConfig:
+def scheduler_config(cfg: SimConfig, kv_capacity_tokens: int,
+                     compact: bool = True) -> SchedulerConfig:
     """The replica scheduler's limits; ``compact`` needs a cost that sees decode contexts by sum."""
     s = cfg.scheduler
     num_blocks = s.num_blocks or max(1, kv_capacity_tokens // s.block_size)

@@ -211,7 +211,7 @@ def trtllm_engine_flow(engine: str) -> bool:
     if "mlperf" in e:
         return True
     version = re.match(r"tensorrt-llm-(\d+)\.(\d+)", e)
-    return bool(version) and (int(version.group(1)), int(version.group(2))) < (0, 19)
+    return version is not None and (int(version.group(1)), int(version.group(2))) < (0, 19)
 
 
 def preset_name(engine: str) -> str | None:
@@ -225,5 +225,6 @@ def preset_name(engine: str) -> str | None:
         return "sglang-0.5"
     if family == "vllm":
         version = re.search(r"vllm-(\d+)\.(\d+)", engine.lower())
-        return "vllm-0.6" if version and (int(version.group(1)), int(version.group(2))) < (0, 8) else "vllm-0.12"
+        v0 = version is not None and (int(version.group(1)), int(version.group(2))) < (0, 8)
+        return "vllm-0.6" if v0 else "vllm-0.12"
     return None

@@ -335,7 +335,7 @@ def _pool(p: dict, where: str, model: str) -> tuple[int, int, bool, str | None]:
 
 def _disaggregated(case: Case, models: StepModels) -> Plan:
     """Prefill and decode pools from ``extra``, closed loop at the row's concurrency: closed form
-    (:mod:`infercast.validate.disagg`), or the simulator's pools with ``--simulate-all``."""
+    (:mod:`infercast.closedform.disagg`), or the simulator's pools with ``--simulate-all``."""
     from infercast.closedform.disagg import (
         decode_running_limit,
         disagg_loop,

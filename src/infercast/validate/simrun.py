@@ -78,7 +78,7 @@ def disagg_predictor(s: Setup, prefill: tuple[int, int, bool], workers: tuple[in
     cost model itself from the decode worker's (``sim.build.pool_step_model``): same
     profile, part and memory fraction. ``decode_limit`` (running sequences per decode
     worker) and ``prefill_seats`` (prompts a prefill worker takes at once) are the
-    stated-layout rules of :mod:`infercast.validate.disagg` (``decode_running_limit``,
+    stated-layout rules of :mod:`infercast.closedform.disagg` (``decode_running_limit``,
     ``prefill_seats``), so the simulator and the closed form run the same engines.
     """
     from infercast.sim.config import build_config
