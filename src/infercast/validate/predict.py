@@ -244,13 +244,12 @@ def _offline(case: Case, models: StepModels) -> Plan:
 
 
 def _concurrency(case: Case, models: StepModels) -> Plan:
-    """Closed loop whose clients start together (closed form with waves; the simulator too)."""
-    from infercast.validate.simrun import CONCURRENCY_WAVES
-
+    """Closed loop whose clients start together: the closed form in waves (as many as the row's
+    harness sends requests per client, :func:`harness_waves`) and the simulator with that client."""
     if case.metric not in ("ttft_mean_s", "tpot_mean_s", "itl_mean_s"):
         raise _metric_error(case)
     clients = _need(case.concurrency, "concurrency")
-    closed = _closed_loop_plan(case, models, clients, CONCURRENCY_WAVES)
+    closed = _closed_loop_plan(case, models, clients, harness_waves(case, clients))
     sim = _server(case, models)
     combine = sim.sim_combine
     if case.metric == "ttft_mean_s":  # the simulator times the engine; the client adds the serving stack
@@ -274,6 +273,14 @@ def row_harness(case: Case):
             raise Unpredictable(str(exc)) from None
     note = None if length_range_ratio(case) is not None else "harness not stated: InferenceX's client assumed"
     return load_harness("inferencex"), note
+
+
+def harness_waves(case: Case, clients: int) -> float:
+    """Requests per client the row's harness sends (``HarnessPreset.requests_for``): the closed
+    form's wave count, so it and the simulator run the same client."""
+    harness, _ = row_harness(case)
+    c = max(1, round(clients))
+    return harness.requests_for(c) / c
 
 
 def harness_workload(case: Case, clients: int) -> tuple[dict, str | None]:
@@ -383,7 +390,7 @@ def _disaggregated(case: Case, models: StepModels) -> Plan:
         kv_transfer_bytes,
         transfer_time_s,
     )
-    from infercast.validate.simrun import CONCURRENCY_WAVES, SIM_METRICS, disagg_predictor
+    from infercast.validate.simrun import SIM_METRICS, disagg_predictor
 
     if case.metric not in ("ttft_mean_s", "tpot_mean_s", "itl_mean_s"):
         raise _metric_error(case)
@@ -407,7 +414,8 @@ def _disaggregated(case: Case, models: StepModels) -> Plan:
     limit = decode_running_limit(limit, case.extra["decode"], dec_sm.memory.max_batch(i + o))
     ranks_p = gp if dp_p else 1
     seats = prefill_seats(case.extra["prefill"], ranks_p, setup.max_seqs)
-    loop = disagg_loop(clients, workers, i, o, setup.max_batched_tokens, seats, limit, xfer, CONCURRENCY_WAVES,
+    loop = disagg_loop(clients, workers, i, o, setup.max_batched_tokens, seats, limit, xfer,
+                       harness_waves(case, clients),
                        prefill_ranks=ranks_p)
     npf = len(loop.prefill_shapes)
     key_m = "ttft_s" if case.metric == "ttft_mean_s" else "tpot_s"

@@ -4,13 +4,14 @@ One replica of the row is simulated with its share of the load (the row's
 replicas sit behind a round-robin router and are identical); it runs chunked
 continuous batching with its engine's limits (:mod:`infercast.validate.setup`),
 timed by a :class:`~infercast.cost.step.StepModel` with the profile being
-scored. Lengths are fixed (the row's, or the dataset's means); arrivals are
-Poisson at the row's total rate (server), a closed loop whose clients all
-start at t = 0 (concurrency: the first wave's prompts collide, as they do in
-the benchmarks; later waves are staggered by the chunked prefill), or all at
-once (offline latency). The simulator runs in its fast (closed-form decode
-segment) mode with a fixed seed and a modest request count (the row's, at most
-1000; ``CONCURRENCY_WAVES`` x the concurrency for closed loops).
+scored. Arrivals are Poisson at the row's total rate (server, fixed lengths: the
+row's or the dataset's means), all at once (offline latency), or the closed loop
+of the benchmark client the row ran (concurrency and disaggregated rows:
+:mod:`infercast.sim.clients` as :func:`infercast.validate.predict.harness_workload`
+picks it: its request count and length draws; the first wave's prompts collide,
+as they do in the benchmarks). The simulator runs in its fast (closed-form decode
+segment) mode with a fixed seed; a :class:`SimTask` pickles, so
+``validate.evaluate.run_simulations`` runs them in a process pool.
 """
 
 from __future__ import annotations
@@ -24,11 +25,6 @@ from infercast.sim.config import SimConfig
 from infercast.validate.ledger import setup_step_model
 from infercast.validate.setup import Setup
 
-# Requests per client that a fixed-concurrency benchmark measures. Sources rarely say; the first
-# wave's collision is diluted over them. 6 scores best on the shipped concurrency rows with the
-# spread later waves and per-engine serving overheads (TTFT median |error| 31.8 % at 5, 29.0 % at 6,
-# 29.1 % at 7, 29.3 % at 8): a property of the benchmark, fitted, not derived.
-CONCURRENCY_WAVES = 6
 SIM_METRICS = {
     "ttft_mean_s": lambda s: s.ttft.mean,
     "ttft_p99_s": lambda s: s.ttft.percentiles[99.0],
