@@ -39,10 +39,11 @@ import math
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from infercast.errors import ConfigError
 from infercast.specs.catalog import data_path, read_toml
+from infercast.specs.engines import validated
 
 
 class HarnessPreset(BaseModel):
@@ -120,20 +121,9 @@ def closed_loop_workload(harness: HarnessPreset, concurrency: int, input_tokens:
             "input": inp, "output": out}
 
 
-def _one_line(exc: ValidationError, where: str) -> str:
-    err = exc.errors()[0]
-    field = ".".join(str(p) for p in err["loc"]) or "preset"
-    msg = err["msg"].removeprefix("Value error, ")
-    got = "" if err["type"] == "missing" or isinstance(err.get("input"), dict) else f" (got {err.get('input')!r})"
-    return f"harness preset {where}: {field}: {msg}{got}"
-
-
 def parse_harness(data: dict, where: str) -> HarnessPreset:
     """A validated harness preset from parsed TOML; a missing or wrong field raises ConfigError."""
-    try:
-        return HarnessPreset.model_validate(data)
-    except ValidationError as exc:
-        raise ConfigError(_one_line(exc, where)) from None
+    return validated(HarnessPreset, data, "harness preset", where)
 
 
 def harness_names() -> list[str]:
