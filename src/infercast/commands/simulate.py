@@ -69,6 +69,36 @@ def _vocabulary(o: dict) -> dict:
     return o
 
 
+def _harness(o: dict, base: dict):
+    """``--harness NAME``: a function config -> the workload fields that harness's closed loop sets
+    (:func:`infercast.sim.clients.closed_loop_workload`: request count unless --num-prompts is
+    given, length draws unless --input-dist/--output-dist are); None without the flag."""
+    if not o.get("harness"):
+        return None
+    from infercast.errors import ConfigError
+    from infercast.sim.clients import closed_loop_workload, load_harness
+
+    h = load_harness(o["harness"])
+    wl = base.get("workload") or {}
+    if o["concurrency"] is None and wl.get("concurrency") is None:
+        raise ConfigError(f"--harness {o['harness']}: a benchmark client runs a closed loop; give --max-concurrency")
+    keep_n = o["num_requests"] is not None or wl.get("num_requests") is not None
+    keep = [k for k in ("input", "output") if o[f"{k}_dist"] is not None or (wl.get(k) or {}).get("dist")]
+
+    def fields(cfg) -> dict:
+        w = cfg.workload
+        out = closed_loop_workload(h, w.concurrency, max(1, round(w.input.mean or 1024)),
+                                   max(1, round(w.output.mean or 256)))
+        out.pop("arrival")
+        out.pop("concurrency")
+        if keep_n:
+            out.pop("num_requests")
+        for k in keep:
+            out.pop(k)
+        return out
+    return fields
+
+
 def _trace_size(base: dict, o: dict) -> int | None:
     """Rows of the run's trace when the request count is left to default (a trace is replayed once)."""
     wl = base.get("workload") or {}
@@ -108,6 +138,7 @@ def run_simulate(o: dict) -> None:
     check_writable_dir(o["plot"], "--plot")
 
     base = read_config_file(o["config"]) if o["config"] is not None else {}
+    harness = _harness(o, base)
     if o["num_requests"] is None:  # 0 is a bad value for the config's checks, not "default"
         o["num_requests"] = _trace_size(base, o)
     flags = _overrides(o)
@@ -120,7 +151,11 @@ def run_simulate(o: dict) -> None:
         if key is None:
             rate, conc = v
         wl = {"rate": v if key == "rate" else rate, "concurrency": v if key == "concurrency" else conc}
-        configs.append(build_config(merge(base, merge(flags, {"workload": wl}))))
+        cfg = build_config(merge(base, merge(flags, {"workload": wl})))
+        if harness is not None:  # the harness's request count and length draws at this concurrency
+            wl |= harness(cfg)
+            cfg = build_config(merge(base, merge(flags, {"workload": wl})))
+        configs.append(cfg)
     step_model = build_step_model(configs[0], o["profile"], preset)
     from infercast.sim.economics import economics, price_for
 
@@ -448,6 +483,10 @@ def register(app: typer.Typer) -> None:
         layer_overlap: bool | None = typer.Option(None, "--layer-overlap/--no-layer-overlap", help="send KV layer by layer during prefill"),
         profile: str | None = typer.Option(None, "--profile", help=PROFILE_HELP),
         engine: str | None = typer.Option(None, "--engine", help=ENGINE_HELP),
+        harness: str | None = typer.Option(
+            None, "--harness",
+            help="closed loop as a benchmark client runs it: inferencex, vllm-bench-serve, "
+                 "sglang-bench-serving or a .toml (its request count and length draws)"),
         price: float | None = typer.Option(None, "--price", help="$/GPU-hour for the dollar figures (default: the shipped price table's median)"),
         what_if: bool = typer.Option(False, "--what-if", help="re-run with int4 / fp8 weights, fp8 KV, 2x TP and compare"),
         as_json: bool = typer.Option(False, "--json", help="print one JSON object"),

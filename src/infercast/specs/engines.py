@@ -128,20 +128,22 @@ class EnginePreset(_Frozen):
         return (used + self.memory_fraction * max(device_bytes - used, 0.0)) / device_bytes
 
 
-def _one_line(exc: ValidationError, where: str) -> str:
-    err = exc.errors()[0]
-    field = ".".join(str(p) for p in err["loc"]) or "preset"
-    msg = err["msg"].removeprefix("Value error, ")
-    got = "" if err["type"] == "missing" or isinstance(err.get("input"), dict) else f" (got {err.get('input')!r})"
-    return f"engine preset {where}: {field}: {msg}{got}"
+def validated(model: type[BaseModel], data: dict, what: str, where: str):
+    """``model`` validated from parsed TOML; a missing, unknown or wrong field raises one
+    ConfigError line naming ``what`` (``engine preset``, ``harness preset``), ``where`` and the field."""
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        field = ".".join(str(p) for p in err["loc"]) or "preset"
+        msg = err["msg"].removeprefix("Value error, ")
+        got = "" if err["type"] == "missing" or isinstance(err.get("input"), dict) else f" (got {err.get('input')!r})"
+        raise ConfigError(f"{what} {where}: {field}: {msg}{got}") from None
 
 
 def parse_preset(data: dict, where: str) -> EnginePreset:
     """A validated preset from parsed TOML; a missing, unknown or wrong field raises ConfigError."""
-    try:
-        return EnginePreset.model_validate(data)
-    except ValidationError as exc:
-        raise ConfigError(_one_line(exc, where)) from None
+    return validated(EnginePreset, data, "engine preset", where)
 
 
 def preset_names() -> list[str]:
