@@ -97,8 +97,10 @@ def workload_spec(cfg: SimConfig, trace: Trace | None) -> WorkloadSpec:
     )
 
 
-def scheduler_config(cfg: SimConfig, kv_capacity_tokens: int, compact: bool = True) -> SchedulerConfig:
-    """The replica scheduler's limits; ``compact`` needs a cost that sees decode contexts by sum."""
+def scheduler_config(cfg: SimConfig, kv_capacity_tokens: int, compact: bool = True,
+                     host_blocks: int = 0) -> SchedulerConfig:
+    """The replica scheduler's limits; ``compact`` needs a cost that sees decode contexts by sum;
+    ``host_blocks``: a host-memory KV tier's size (``sim/levers.py``), 0 = none."""
     s = cfg.scheduler
     num_blocks = s.num_blocks or max(1, kv_capacity_tokens // s.block_size)
     return SchedulerConfig(
@@ -111,6 +113,7 @@ def scheduler_config(cfg: SimConfig, kv_capacity_tokens: int, compact: bool = Tr
         max_model_len=s.max_model_len,
         emit_block_tables=False,
         compact_decodes=compact,
+        host_blocks=host_blocks,
     )
 
 
@@ -279,7 +282,7 @@ def _build_replicas(cfg: SimConfig, timer, kernel: Kernel, driver: _Driver, seri
         compact = False  # every request listed: each draws its own token count per step
     else:  # windowed attention makes decode cost depend on each context, not just their sum
         compact = float(getattr(timer, "affine_context_limit", float("inf"))) == float("inf")
-    sched_cfg = scheduler_config(cfg, timer.kv_capacity_tokens, compact)
+    sched_cfg = scheduler_config(cfg, timer.kv_capacity_tokens, compact, getattr(timer, "kv_host_blocks", 0))
     for i in range(cfg.replicas):
         driver.replicas.append(cls(i, Scheduler(sched_cfg), timer, kernel, driver.emit,
                                    observe=series.observe, **kwargs))
@@ -287,6 +290,10 @@ def _build_replicas(cfg: SimConfig, timer, kernel: Kernel, driver: _Driver, seri
     if cfg.speculative is not None:
         extra = {"speculative_tokens_per_step_expected": timer.config.tokens_per_step,
                  "speculative_mode_note": "speculative runs are exact (one event per step)"}
+    if getattr(timer, "kv_host_blocks", 0):
+        from infercast.sim.levers import tier_extra
+
+        extra = tier_extra(driver.replicas, timer)  # a callable: read after the run
     return sched_cfg, extra
 
 
