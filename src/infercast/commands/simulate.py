@@ -168,6 +168,7 @@ def run_simulate(o: dict) -> None:
         configs.append(build_config(merge(base, merge(flags, {"workload": wl}))))
     step_model = build_step_model(configs[0], o["profile"], preset)
     from infercast.sim.economics import economics, price_for
+    from infercast.sim.levers import lever_facts, lever_lines
 
     price, price_source = price_for(configs[0].hardware, o["price"])
     show_progress = o["progress"] and sys.stderr.isatty()
@@ -184,6 +185,7 @@ def run_simulate(o: dict) -> None:
                 _progress(show_progress, cfg.workload.num_requests, _label(cfg)) as progress:
             result = simulate(cfg, step_model, accumulator=acc, sink=sink, progress=progress)
         result.extra.update(economics(result, cfg, step_model, price), price_source=price_source)
+        result.extra.update(lever_facts(step_model))
         runs.append((_label(cfg), result, acc, cfg))
     if o["timeline"]:
         _write_timeline(o["timeline"], runs, key)
@@ -206,6 +208,8 @@ def run_simulate(o: dict) -> None:
         print_json({"sweep": key, "runs": dicts} if key else dicts[0])
         return
     _print_table(runs, configs[0])
+    for line in lever_lines(dicts[0]):
+        print(line)
     if levers:
         _print_what_if(levers)
 

@@ -70,3 +70,36 @@ def tier_extra(replicas, timer):
                 "kv_offload_link_bytes_per_s": reload.bandwidth_bytes_per_s,
                 "kv_offload_link_source": reload.source}
     return totals
+
+
+def lever_facts(step_model) -> dict:
+    """What the step model's levers cost, for the run summary (empty without levers)."""
+    out: dict = {}
+    routing = getattr(step_model, "routing", None)
+    if routing is not None:
+        moe, ep = step_model.model.moe, step_model.parallel.ep
+        out.update(expert_routing=routing.label, expert_redundant_slots=routing.redundant,
+                   expert_busiest_rank_over_mean=routing.imbalance(moe.experts_per_token, ep))
+    lora = getattr(step_model, "lora", None)
+    if lora is not None:
+        out.update(lora_adapter_bytes_per_gpu=step_model.adapter_bytes, lora_hit_ratio=step_model.hit_ratio,
+                   lora_load_s=step_model.load_s)
+    return out
+
+
+def lever_lines(d: dict) -> list[str]:
+    """One plain line per lever in a run's JSON dict ``d`` (for the console table)."""
+    lines = []
+    if "expert_routing" in d:
+        lines.append(f"expert routing {d['expert_routing']}, {d['expert_redundant_slots']} redundant slots: "
+                     f"busiest EP rank carries {d['expert_busiest_rank_over_mean']:.2f}x the mean rows")
+    if "lora_adapter_bytes_per_gpu" in d:
+        lines.append(f"LoRA: {d['lora_adapter_bytes_per_gpu'] / 1e6:,.1f} MB per adapter per GPU; "
+                     f"{100 * d['lora_hit_ratio']:.0f}% of requests find theirs resident, a miss loads in "
+                     f"{1e3 * d['lora_load_s']:,.2f} ms")
+    if "kv_offload_blocks_loaded" in d:
+        lines.append(f"KV offload: {d['kv_offload_blocks_per_replica']:,} host blocks per replica; "
+                     f"{d['kv_offload_blocks_stored']:,} stored, {d['kv_offload_blocks_loaded']:,} reloaded "
+                     f"({d['kv_offload_reload_s']:,.2f} s of transfer at "
+                     f"{d['kv_offload_link_bytes_per_s'] / 1e9:,.1f} GB/s, {d['kv_offload_link_source'].split(' (')[0]})")
+    return lines
