@@ -42,7 +42,7 @@ def _overrides(o: dict) -> dict:
              for name in ("prefill", "decode")}
     disagg = {"transfer_bandwidth_bytes_per_s": o["transfer_bandwidth"], "transfer_latency_s": o["transfer_latency_s"],
               "layer_overlap": o["layer_overlap"], **pools}
-    out.update(_lever_sections(o))
+    out.update(lever_sections(o))
     if o["disaggregated"] or any(v is not None for p in pools.values() for v in p.values()):
         out["disaggregation"] = disagg
     else:
@@ -56,12 +56,12 @@ def _overrides(o: dict) -> dict:
     return out
 
 
-def _lever_sections(o: dict) -> dict:
+def lever_sections(o: dict) -> dict:
     """``[kv_offload]``, ``[expert_routing]``, ``[lora]`` from their flags (a section only when
     one of its flags is given: an empty one would switch the lever on)."""
     sections = {
-        "kv_offload": {"gib": o["kv_offload_gib"], "host_link_gbps": o["host_link_gbps"],
-                       "overlap": o["kv_offload_overlap"]},
+        "kv_offload": {"gib": o.get("kv_offload_gib"), "host_link_gbps": o.get("host_link_gbps"),
+                       "overlap": o.get("kv_offload_overlap")},
         "expert_routing": {"skew": o["expert_skew"], "loads": o["expert_loads"],
                            "redundant": o["redundant_experts"]},
         "lora": {"rank": o["lora_rank"], "targets": o["lora_targets"], "adapters": o["lora_adapters"],
