@@ -13,7 +13,7 @@ parallel 8 with attention data parallel, 256 requests in flight (2,000 in / 500 
 
 from __future__ import annotations
 
-from _gallery import CONDITIONAL, REFUTED, REPRODUCED, infercast, main
+from _gallery import CONDITIONAL, REFUTED, REPRODUCED, main, serving_row, variants
 
 SIM = ("infercast simulate --profile builtin --model deepseek-v3 --hardware h200-sxm --tp 8 --ep 8 --attn-dp "
        "--max-concurrency 256 --num-prompts 1000 --input-tokens 2000 --output-tokens 500 --seed 1 --no-progress --json")
@@ -30,13 +30,8 @@ CLAIM = {
 
 
 def run() -> dict:
-    out = {}
-    for name, flags in SETUPS.items():
-        d = infercast(f"{SIM} {flags}".strip())
-        out[name] = {"output_tokens_per_s": d["output_throughput_tokens_per_s"], "tpot_p50_s": d["tpot_s"]["p50"],
-                     "ttft_p50_s": d["ttft_s"]["p50"], "kv_blocks": d["num_kv_blocks"],
-                     "busiest_rank_over_mean": d.get("expert_busiest_rank_over_mean", 1.0)}
-    return out
+    return {name: {**serving_row(d), "busiest_rank_over_mean": d.get("expert_busiest_rank_over_mean", 1.0)}
+            for name, d in variants(SIM, SETUPS).items()}
 
 
 def verdict(r: dict) -> tuple[str, str]:

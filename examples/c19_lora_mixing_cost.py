@@ -14,7 +14,7 @@ and 2311.03285).
 
 from __future__ import annotations
 
-from _gallery import CONDITIONAL, REFUTED, infercast, main
+from _gallery import CONDITIONAL, REFUTED, main, serving_row, variants
 
 SIM = ("infercast simulate --profile builtin --model llama-3.1-8b --hardware h100-sxm --weights bf16 "
        "--max-concurrency 64 --num-prompts 1000 --input-tokens 1000 --output-tokens 250 --seed 1 --no-progress --json")
@@ -31,14 +31,9 @@ CLAIM = {
 
 
 def run() -> dict:
-    out = {}
-    for name, flags in SETUPS.items():
-        d = infercast(f"{SIM} {flags}".strip())
-        out[name] = {"output_tokens_per_s": d["output_throughput_tokens_per_s"], "tpot_p50_s": d["tpot_s"]["p50"],
-                     "ttft_p50_s": d["ttft_s"]["p50"], "kv_blocks": d["num_kv_blocks"],
-                     "adapter_mb_per_gpu": d.get("lora_adapter_bytes_per_gpu", 0.0) / 1e6,
-                     "resident_hit_ratio": d.get("lora_hit_ratio", 1.0)}
-    return out
+    return {name: {**serving_row(d), "adapter_mb_per_gpu": d.get("lora_adapter_bytes_per_gpu", 0.0) / 1e6,
+                   "resident_hit_ratio": d.get("lora_hit_ratio", 1.0)}
+            for name, d in variants(SIM, SETUPS).items()}
 
 
 def verdict(r: dict) -> tuple[str, str]:
