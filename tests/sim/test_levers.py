@@ -5,9 +5,9 @@ import json
 import pytest
 
 from infercast.cli import main
-from infercast.commands.simulate import build_step_model
 from infercast.errors import ConfigError
 from infercast.sim.config import build_config
+from infercast.sim.presets import build_step_model
 from infercast.sim.run import simulate
 
 # 40 prefix groups of 1,024 tokens (64 blocks each) on a KV pool of 600 blocks: the groups do not

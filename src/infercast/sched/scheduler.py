@@ -51,6 +51,7 @@ from infercast.sched.batch import Batch, ScheduledSeq
 from infercast.sched.decode_group import DecodeGroupMixin
 from infercast.sched.host_tier import HostTier
 from infercast.sched.kv_cache import BlockManager, cdiv
+from infercast.sched.policies import make_policy
 from infercast.sched.request import Request, RequestStatus
 
 # Enum members read through the class cost ~60 ns each (EnumType lookup); module constants ~15.
@@ -108,8 +109,6 @@ class Scheduler(DecodeGroupMixin):
     """Request queues, the KV block manager and a batching policy (see module doc)."""
 
     def __init__(self, config: SchedulerConfig):
-        from infercast.sched.policies import make_policy
-
         self.config = config
         tier = HostTier(config.host_blocks) if config.host_blocks else None
         self.kv = BlockManager(config.num_blocks, config.block_size, config.enable_prefix_caching, tier)
