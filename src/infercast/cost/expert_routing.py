@@ -176,7 +176,8 @@ def _eplb(shares: tuple[float, ...], redundant: int, ep: int) -> tuple[tuple[tup
     replicas = sorted(((shares[i] / count[i], i) for i in range(e) for _ in range(count[i])),
                       key=lambda x: (-x[0], x[1]))
     per_rank = slots // ep
-    load, held = [0.0] * ep, [[] for _ in range(ep)]
+    load = [0.0] * ep
+    held: list[list[tuple[int, float]]] = [[] for _ in range(ep)]
     for w, i in replicas:  # heaviest first onto the lightest rank with room
         r = min((r for r in range(ep) if len(held[r]) < per_rank), key=lambda r: (load[r], r))
         load[r] += w

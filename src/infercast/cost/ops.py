@@ -36,6 +36,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from infercast.cost.comm import alltoall_link_bytes, ring_allreduce_link_bytes
+from infercast.cost.expert_routing import ExpertRouting
 from infercast.specs.model import ATTN_CHUNKED, ATTN_FULL, ATTN_SLIDING, LayerSpec, ModelSpec
 from infercast.specs.parallel import Parallelism
 from infercast.specs.precision import Precision
@@ -152,7 +153,7 @@ class Shards:
     """Per-GPU shapes of a model under a parallel layout and precision."""
 
     def __init__(self, model: ModelSpec, precision: Precision, parallel: Parallelism,
-                 expert_weight_bytes: float | None = None, routing=None):
+                 expert_weight_bytes: float | None = None, routing: ExpertRouting | None = None):
         a = model.attention
         self.routing = routing  # skewed routing (cost/expert_routing.py); None = uniform
         tp = parallel.tp
@@ -305,8 +306,8 @@ class Shards:
         if layer.moe and ep > 1 and self.attn_dp:
             reduces -= 1
             rows = t * self.attn_share * self.model.moe.experts_per_token  # type: ignore[union-attr]
-            if self.routing is not None:  # the busiest rank receives its experts' share of the rows
-                rows *= self.routing.imbalance(self.model.moe.experts_per_token, ep)  # type: ignore[union-attr]
+            if self.routing is not None and self.model.moe is not None:  # the busiest rank gets its share
+                rows *= self.routing.imbalance(self.model.moe.experts_per_token, ep)
             a2a = 2 * alltoall_link_bytes(rows * self.h * self.a, ep)  # dispatch + combine
             ops.append(OpCost("ep all-to-all", COMM, link_bytes=a2a, collectives=2))
         if tp > 1 and reduces:

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from infercast.cost.efficiency import EfficiencyProfile
-from infercast.cost.expert_routing import replica_bytes
+from infercast.cost.expert_routing import ExpertRouting, replica_bytes
 from infercast.cost.experts import ExpertPrecision
 from infercast.cost.memory import DEFAULT_MEMORY_FRACTION, MemoryPlan, plan_memory
 from infercast.cost.ops import OpCost, Shards, SpanStats, span_stats
@@ -167,7 +167,7 @@ class StepModel:
                  parallel: Parallelism | None = None, profile: EfficiencyProfile | None = None,
                  memory_fraction: float = DEFAULT_MEMORY_FRACTION, max_batched_tokens: int = 8192,
                  max_seqs: int = 256, experts: ExpertPrecision | None = None, whole_heads: bool = True,
-                 routing=None):
+                 routing: ExpertRouting | None = None):
         """``experts``: the routed experts' own storage and compute (``cost/experts.py``) when a
         checkpoint quantizes only them (gpt-oss: MXFP4 experts beside BF16 attention); None = ``precision``.
         ``whole_heads``: refuse a TP size that splits attention heads unevenly, as engines do

@@ -22,6 +22,7 @@ from collections import OrderedDict
 from collections.abc import Sequence
 
 from infercast.errors import ConfigError
+from infercast.sched.host_tier import HostTier
 
 
 def cdiv(a: int, b: int) -> int:
@@ -61,7 +62,7 @@ class BlockManager:
     """Free pool, ref counts and prefix-cache index of one replica's KV blocks."""
 
     def __init__(self, num_blocks: int, block_size: int, enable_prefix_caching: bool = False,
-                 host_tier=None):
+                 host_tier: HostTier | None = None):
         if num_blocks < 1:
             raise ConfigError(f"num_blocks={num_blocks}: need at least 1 KV block")
         if block_size < 1:
@@ -174,13 +175,13 @@ class BlockManager:
                 break
             hits.append(block)
         if self.host_tier is not None and len(hits) < min(max_blocks, len(block_hashes)):
-            hits += self._restore(block_hashes[len(hits):max_blocks], hits)
+            hits += self._restore(self.host_tier, block_hashes[len(hits):max_blocks], hits)
         return hits
 
-    def _restore(self, block_hashes: Sequence[int], pinned: list[int]) -> list[int]:
+    def _restore(self, tier: HostTier, block_hashes: Sequence[int], pinned: list[int]) -> list[int]:
         """Copy the host tier's run of ``block_hashes`` back into fresh, registered HBM blocks
         (left cached-free, so the caller shares them like HBM hits); ``pinned`` hits stay put."""
-        want = self.host_tier.match(block_hashes)
+        want = tier.match(block_hashes)
         if not want:
             return []
         self.share(pinned)  # the HBM hits must not be evicted to make room
@@ -194,7 +195,7 @@ class BlockManager:
             restored.append(block)
         self.free(blocks)
         self.free(pinned)
-        self.host_tier.loaded(len(restored))
+        tier.loaded(len(restored))
         return restored
 
     def share(self, blocks: Sequence[int]) -> None:
