@@ -43,6 +43,17 @@ def decode_row(est: dict[str, Any], batch: int, context: int | None = None) -> d
     raise KeyError(f"no decode row at batch {batch}, context {context}")
 
 
+def serving_row(sim: dict[str, Any]) -> dict[str, Any]:
+    """Output tokens/s, p50 TPOT and TTFT and KV blocks of a ``simulate --json`` output."""
+    return {"output_tokens_per_s": sim["output_throughput_tokens_per_s"], "tpot_p50_s": sim["tpot_s"]["p50"],
+            "ttft_p50_s": sim["ttft_s"]["p50"], "kv_blocks": sim["num_kv_blocks"]}
+
+
+def variants(command: str, setups: dict[str, str]) -> dict[str, dict[str, Any]]:
+    """``command`` run once per setup's extra flags: {setup name: its JSON}."""
+    return {name: infercast(f"{command} {flags}".strip()) for name, flags in setups.items()}
+
+
 def main(module: Any) -> None:
     """Print an example's numbers and its verdict (what ``python examples/cNN_*.py`` shows)."""
     result = module.run()

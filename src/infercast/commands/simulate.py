@@ -42,6 +42,7 @@ def _overrides(o: dict) -> dict:
              for name in ("prefill", "decode")}
     disagg = {"transfer_bandwidth_bytes_per_s": o["transfer_bandwidth"], "transfer_latency_s": o["transfer_latency_s"],
               "layer_overlap": o["layer_overlap"], **pools}
+    out.update(lever_sections(o))
     if o["disaggregated"] or any(v is not None for p in pools.values() for v in p.values()):
         out["disaggregation"] = disagg
     else:
@@ -53,6 +54,20 @@ def _overrides(o: dict) -> dict:
                 raise ConfigError(f"{flag} applies to disaggregated runs: add --disaggregated "
                                   "(or drop it)")
     return out
+
+
+def lever_sections(o: dict) -> dict:
+    """``[kv_offload]``, ``[expert_routing]``, ``[lora]`` from their flags (a section only when
+    one of its flags is given: an empty one would switch the lever on)."""
+    sections = {
+        "kv_offload": {"gib": o.get("kv_offload_gib"), "host_link_gbps": o.get("host_link_gbps"),
+                       "overlap": o.get("kv_offload_overlap")},
+        "expert_routing": {"skew": o["expert_skew"], "loads": o["expert_loads"],
+                           "redundant": o["redundant_experts"]},
+        "lora": {"rank": o["lora_rank"], "targets": o["lora_targets"], "adapters": o["lora_adapters"],
+                 "slots": o["lora_slots"]},
+    }
+    return {k: v for k, v in sections.items() if any(x is not None for x in v.values())}
 
 
 def _vocabulary(o: dict) -> dict:
@@ -158,6 +173,7 @@ def run_simulate(o: dict) -> None:
         configs.append(cfg)
     step_model = build_step_model(configs[0], o["profile"], preset)
     from infercast.sim.economics import economics, price_for
+    from infercast.sim.levers import lever_facts, lever_lines
 
     price, price_source = price_for(configs[0].hardware, o["price"])
     show_progress = o["progress"] and sys.stderr.isatty()
@@ -174,6 +190,7 @@ def run_simulate(o: dict) -> None:
                 _progress(show_progress, cfg.workload.num_requests, _label(cfg)) as progress:
             result = simulate(cfg, step_model, accumulator=acc, sink=sink, progress=progress)
         result.extra.update(economics(result, cfg, step_model, price), price_source=price_source)
+        result.extra.update(lever_facts(step_model))
         runs.append((_label(cfg), result, acc, cfg))
     if o["timeline"]:
         _write_timeline(o["timeline"], runs, key)
@@ -196,6 +213,8 @@ def run_simulate(o: dict) -> None:
         print_json({"sweep": key, "runs": dicts} if key else dicts[0])
         return
     _print_table(runs, configs[0])
+    for line in lever_lines(dicts[0]):
+        print(line)
     if levers:
         _print_what_if(levers)
 
@@ -481,6 +500,16 @@ def register(app: typer.Typer) -> None:
         transfer_bandwidth: float | None = typer.Option(None, "--transfer-bandwidth", help="KV transfer bytes/s (default: 50e9 x min TP)"),
         transfer_latency_s: float | None = typer.Option(None, "--transfer-latency-s", help="KV transfer latency (default: 0.001)"),
         layer_overlap: bool | None = typer.Option(None, "--layer-overlap/--no-layer-overlap", help="send KV layer by layer during prefill"),
+        kv_offload_gib: float | None = typer.Option(None, "--kv-offload-gib", help="host-DRAM KV tier per replica, GiB (needs --prefix-caching)"),
+        host_link_gbps: float | None = typer.Option(None, "--host-link-gbps", help="host-to-GPU GB/s per GPU for KV reloads and adapter loads (default: the part's measured link)"),
+        kv_offload_overlap: bool | None = typer.Option(None, "--kv-offload-overlap/--no-kv-offload-overlap", help="reload KV layer by layer under compute (default: the step waits)"),
+        expert_skew: float | None = typer.Option(None, "--expert-skew", help="MoE routing skew: Zipf exponent over experts by load (0 = uniform)"),
+        expert_loads: str | None = typer.Option(None, "--expert-loads", help="MoE routing: CSV of expert,load (a measured per-expert histogram)"),
+        redundant_experts: int | None = typer.Option(None, "--redundant-experts", help="EPLB: redundant expert slots over the EP group (default: 0)"),
+        lora_rank: int | None = typer.Option(None, "--lora-rank", help="serve LoRA adapters of this rank"),
+        lora_targets: str | None = typer.Option(None, "--lora-targets", help="LoRA targets: q,k,v,o,gate,up,down | attn | mlp | all (default: attn)"),
+        lora_adapters: int | None = typer.Option(None, "--lora-adapters", help="distinct, equally popular adapters in the workload (default: 1)"),
+        lora_slots: int | None = typer.Option(None, "--lora-slots", help="adapters resident on the GPU (vLLM --max-loras; default: all)"),
         profile: str | None = typer.Option(None, "--profile", help=PROFILE_HELP),
         engine: str | None = typer.Option(None, "--engine", help=ENGINE_HELP),
         harness: str | None = typer.Option(

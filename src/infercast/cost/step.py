@@ -15,6 +15,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from infercast.cost.efficiency import EfficiencyProfile
+from infercast.cost.expert_routing import ExpertRouting, replica_bytes
 from infercast.cost.experts import ExpertPrecision
 from infercast.cost.memory import DEFAULT_MEMORY_FRACTION, MemoryPlan, plan_memory
 from infercast.cost.ops import ATTENTION, COMM, OpCost, Shards, SpanStats, span_stats
@@ -183,11 +184,13 @@ class StepModel:
     def __init__(self, model: ModelSpec, hardware: HardwareSpec, precision: Precision | None = None,
                  parallel: Parallelism | None = None, profile: EfficiencyProfile | None = None,
                  memory_fraction: float = DEFAULT_MEMORY_FRACTION, max_batched_tokens: int = 8192,
-                 max_seqs: int = 256, experts: ExpertPrecision | None = None, whole_heads: bool = True):
+                 max_seqs: int = 256, experts: ExpertPrecision | None = None, whole_heads: bool = True,
+                 routing: ExpertRouting | None = None):
         """``experts``: the routed experts' own storage and compute (``cost/experts.py``) when a
         checkpoint quantizes only them (gpt-oss: MXFP4 experts beside BF16 attention); None = ``precision``.
         ``whole_heads``: refuse a TP size that splits attention heads unevenly, as engines do
-        (``specs.parallel.check_attention_split``); False keeps the ideal even split (physics floors)."""
+        (``specs.parallel.check_attention_split``); False keeps the ideal even split (physics floors).
+        ``routing``: skewed expert routing and EPLB replicas (``cost/expert_routing.py``); None = uniform."""
         self.parallel = parallel or Parallelism()
         hardware, link_notes = _tp_link(hardware, self.parallel.gpus_per_replica)
         self.model, self.hardware = model, hardware
@@ -198,9 +201,13 @@ class StepModel:
         self.machine, self.precision, self.notes = _machine(hardware, precision or Precision(), self.experts)
         self.notes += link_notes
         expert_bytes = self.experts.weight_bytes if self.experts else None
-        self.shards = Shards(model, self.precision, self.parallel, expert_bytes)
+        self.routing = routing if model.is_moe else None
+        self.shards = Shards(model, self.precision, self.parallel, expert_bytes, self.routing)
         self.memory: MemoryPlan = plan_memory(model, hardware, self.precision, self.parallel,
                                               memory_fraction, max_batched_tokens, max_seqs, expert_bytes)
+        if self.routing is not None and self.routing.redundant:
+            self.memory = replace(self.memory, weight_bytes=self.memory.weight_bytes
+                                  + replica_bytes(self.routing, model, self.shards, self.parallel))
         self._token_cache: dict[tuple[int, int], tuple[tuple[OpTime, ...], float]] = {}
         self._affine_cache: dict[int, tuple[float, float]] = {}
         self._spans = tuple({(layer.attention, layer.window): 0 for layer in model.layers})

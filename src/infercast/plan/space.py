@@ -47,6 +47,9 @@ class PlanRequest:
     objective: str = "cost"  # rank configurations meeting the SLO by "cost" ($/hour) or "energy" (J/token)
     profile: str | None = None  # efficiency profile (cost.profiles.resolve_profile): None = the shipped one
     engine: str | None = None  # engine preset (specs.engines.load_engine): policy, block, memory rule, profile group
+    # Workload facts every candidate is simulated with: simulate's [expert_routing] and [lora] sections
+    # as sorted (section, ((key, value), ...)) pairs (sim/config.py; docs/production.md)
+    levers: tuple[tuple[str, tuple[tuple[str, object], ...]], ...] = ()
 
     def __post_init__(self) -> None:
         if self.objective not in ("cost", "energy"):

@@ -171,6 +171,8 @@ class Replica:
         self._windowed = self._context_limit != float("inf")
         self._mixed = getattr(timer, "mixed_step_time_s", None)
         self._chunk = getattr(timer, "chunk_step_time_s", None)  # ``mixed`` of one listed sequence
+        # A host KV tier's reloads (cost/kv_tier.KvReload): the step waits for the blocks copied back.
+        self._reload = getattr(timer, "kv_reload", None) if scheduler.kv.host_tier is not None else None
         # Event callbacks bound once (reading ``self._end_step`` builds a bound method every time).
         self._on_step_end, self._on_segment_end = self._end_step, self._end_segment
         self._on_single_end = self._end_single
@@ -263,6 +265,8 @@ class Replica:
                 dt = mixed(nd, batch.decode_cached_tokens, new, cached)
             else:
                 dt = self.timer.step_time_s(*_step_arrays(batch))
+        if self._reload is not None:
+            dt = self._reload.step_time_s(dt, sched.kv.host_tier.take_loaded())
         num_seqs = len(seqs) + nd
         kv = sched.kv  # ``self._account(1, dt, num_seqs)``, inlined
         usage = (kv.num_blocks - kv.num_free_blocks) / kv.num_blocks
