@@ -52,8 +52,12 @@ def run_fleet(o: dict) -> None:
         "tp": o["tp"], "slo_ttft_s": o["slo_ttft_s"], "slo_tpot_s": o["slo_tpot_s"], "seed": o["seed"],
         "scheduler": {"max_num_seqs": o["max_num_seqs"]} if o["max_num_seqs"] is not None else None,
     }.items() if v is not None})
-    load = day_load(o["peak_rate"], o["hours"], o["trace"], o["lengths"], o["input_tokens"], o["output_tokens"],
-                    o["trough_fraction"], o["peak_hour"])
+    from infercast.fleet.load import parse_window
+
+    window = parse_window(o["trace_window"]) if o["trace_window"] else None
+    load = day_load(o["peak_rate"], window[1] if window else o["hours"], o["trace"], o["lengths"],
+                    o["input_tokens"], o["output_tokens"], o["trough_fraction"], o["peak_hour"],
+                    window)
     schedule = parse_schedule(o["schedule"]) if o["schedule"] else None
     from infercast.cost.profiles import resolve_profile
     from infercast.specs.catalog import load_hardware
@@ -175,6 +179,9 @@ def register(app: typer.Typer) -> None:
         peak_rate: float | None = typer.Option(None, "--peak-rate", help="requests/s at the busiest minute (diurnal curve, or rescales --trace)"),
         hours: float = typer.Option(24.0, "--hours", help="length of the day simulated (a trace is stretched to it)"),
         trace: str | None = typer.Option(None, "--trace", help="arrival trace (azure-conv | azure-code | CSV/JSONL): its per-minute rate"),
+        trace_window: str | None = typer.Option(
+            None, "--trace-window",
+            help="START_H:HOURS of a long --trace at its own time, not stretched (48:24: day 3)"),
         lengths: str | None = typer.Option(None, "--lengths", help="trace whose (prompt, output) pairs requests draw (default: --trace, else azure-conv)"),
         input_tokens: int | None = typer.Option(None, help="fixed prompt length (with --output-tokens: instead of trace lengths)"),
         output_tokens: int | None = typer.Option(None, help="fixed output length"),

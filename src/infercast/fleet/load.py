@@ -8,6 +8,8 @@ Two sources of the rate:
 - ``trace_rates``: arrivals of a trace counted per minute (``load_trace``), optionally
   time-stretched (``stretch``: a one-hour trace replayed over a day keeps its shape
   and its total request count divided over the longer span, unless rescaled to a peak).
+- ``trace_window``: a window of a long trace at its own time, not stretched (day 3 of the
+  Azure 2024 week: ``--trace-window 48:24``); rates and lengths come from that window only.
 
 Requests are a non-homogeneous Poisson process at the per-minute rate (each minute's
 count Poisson, arrival times uniform within the minute; Lewis & Shedler 1979 for
@@ -80,21 +82,71 @@ def trace_rates(trace: Trace, hours: float | None = None, peak_rate: float | Non
         if target != minutes:  # stretch (or squeeze) the shape onto the target minutes
             x = (np.arange(target) + 0.5) / target * minutes
             rates = np.interp(x, np.arange(minutes) + 0.5, rates) * minutes / target
-    if peak_rate is not None:
-        if not (peak_rate > 0 and math.isfinite(peak_rate)):
-            raise ConfigError(f"--peak-rate must be a positive number of requests/s, got {peak_rate}")
-        top = rates.max()
-        rates = rates * (peak_rate / top) if top > 0 else rates
-    return rates
+    return _scaled(rates, peak_rate)
+
+
+def parse_window(text: str) -> tuple[float, float]:
+    """``START_H:HOURS`` (e.g. ``48:24``) as (start hour, hours), checked."""
+    parts = text.split(":")
+    try:
+        start, hours = (float(x) for x in parts) if len(parts) == 2 else (None, None)
+    except ValueError:
+        start = hours = None
+    if start is None or hours is None or not (start >= 0 and 0 < hours <= 24 * 14):
+        raise ConfigError(f"--trace-window {text!r}: give START_H:HOURS with START_H >= 0 and "
+                          "0 < HOURS <= 336, e.g. 48:24 for the third day")
+    return start, hours
+
+
+def trace_window(trace: Trace, start_h: float, hours: float) -> Trace:
+    """Requests ``[start_h, start_h + hours)`` hours into the trace, timed from the window start."""
+    span_h = float(trace.arrival_s[-1]) / 3600 if len(trace) else 0.0
+    flag = f"--trace-window {start_h:g}:{hours:g}"
+    if start_h + hours > span_h + 1 / 60:  # a minute of slack: the last arrival is not the end
+        raise ConfigError(f"{flag}: trace {trace.name!r} spans only {span_h:.2f} h; "
+                          "choose a window inside it")
+    lo, hi = np.searchsorted(trace.arrival_s, [start_h * 3600, (start_h + hours) * 3600])
+    if hi <= lo:
+        raise ConfigError(f"{flag}: trace {trace.name!r} has no request in it")
+    t0 = start_h * 3600
+    return Trace(f"{trace.name}[{start_h:g} h +{hours:g} h]", trace.arrival_s[lo:hi] - t0,
+                 trace.prompt_tokens[lo:hi], trace.output_tokens[lo:hi])
+
+
+def _window_rates(trace: Trace, hours: float, peak_rate: float | None) -> np.ndarray:
+    """Per-minute rates of a window at its own time (its first minute starts at 0 s)."""
+    minutes = max(1, round(hours * 60))
+    counts = np.bincount(np.minimum((trace.arrival_s // MINUTE_S).astype(np.int64), minutes - 1),
+                         minlength=minutes).astype(np.float64)
+    return _scaled(counts / MINUTE_S, peak_rate)
+
+
+def _scaled(rates: np.ndarray, peak_rate: float | None) -> np.ndarray:
+    if peak_rate is None:
+        return rates
+    if not (peak_rate > 0 and math.isfinite(peak_rate)):
+        raise ConfigError(f"--peak-rate must be a positive number of requests/s, got {peak_rate}")
+    top = rates.max()
+    return rates * (peak_rate / top) if top > 0 else rates
 
 
 def day_load(peak_rate: float | None, hours: float, trace: str | None = None, lengths: str | None = None,
              input_tokens: int | None = None, output_tokens: int | None = None,
-             trough_fraction: float = 0.2, peak_hour: float = 14.0) -> DayLoad:
-    """The day a command asks for: a trace's own rates (stretched to ``hours``) or a diurnal
-    curve; request lengths from ``lengths`` (a trace), the rate trace, or fixed values."""
+             trough_fraction: float = 0.2, peak_hour: float = 14.0,
+             window: tuple[float, float] | None = None) -> DayLoad:
+    """The day a command asks for: a trace's own rates (stretched to ``hours``, or a ``window``
+    (start hour, hours) of it at its own time) or a diurnal curve; request lengths from
+    ``lengths`` (a trace), the rate trace (its window), or fixed values."""
     tr = load_trace(trace) if trace else None
-    if tr is not None:
+    if window is not None and tr is None:
+        raise ConfigError("--trace-window needs --trace (a trace longer than the window)")
+    if tr is not None and window is not None:
+        full_h = float(tr.arrival_s[-1]) / 3600
+        tr = trace_window(tr, *window)
+        rates = _window_rates(tr, window[1], peak_rate)
+        src = (f"trace {trace} hours {window[0]:g}-{window[0] + window[1]:g} of {full_h:.1f} "
+               f"({len(tr):,} requests), at its own time")
+    elif tr is not None:
         rates = trace_rates(tr, hours, peak_rate)
         src = f"trace {trace} ({len(tr):,} requests over {float(tr.arrival_s[-1]) / 3600:.2f} h) stretched to {hours:g} h"
     else:
