@@ -60,3 +60,21 @@ def test_window_past_the_trace_end_says_its_span(tmp_path):
         day_load(None, 24, str(trace), window=(60, 24))
     with pytest.raises(ConfigError, match="needs --trace"):
         day_load(5.0, 24, None, window=(0, 24))
+
+
+def test_shipped_rate_trace_is_its_windows_rate_per_minute():
+    """ServeGen's m-large: 10-minute windows over 14 days; each minute runs at its window's rate."""
+    from infercast.fleet.load import rate_trace_rates
+
+    day2 = day_load(None, 24, "servegen-m-large", window=(24, 24))
+    assert day2.minutes == 24 * 60 and day2.lengths.name == "azure-conv"
+    per_window = day2.rates_per_s.reshape(-1, 10)
+    assert (per_window == per_window[:, :1]).all()  # constant within a window
+    assert 50 < per_window.mean() < 600  # a production service's hundreds of req/s, not a shape
+    scaled = rate_trace_rates("servegen-m-large", 24, 24, 5.0)
+    assert scaled.max() == pytest.approx(5.0)
+    assert scaled == pytest.approx(day2.rates_per_s * 5.0 / day2.rates_per_s.max())
+    first = day_load(2.0, 3, "servegen-m-small", input_tokens=100, output_tokens=10)
+    assert first.minutes == 180 and "hours 0-3" in first.source and first.lengths is None
+    with pytest.raises(ConfigError, match="spans 336 h"):
+        day_load(None, 24, "servegen-m-mid", window=(330, 24))

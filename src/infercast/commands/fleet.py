@@ -220,7 +220,10 @@ def register(app: typer.Typer) -> None:
         policy: str = typer.Option("all", "--policy", help="fixed | reactive | scheduled | predictive | all (compare)"),
         peak_rate: float | None = typer.Option(None, "--peak-rate", help="requests/s at the busiest minute (diurnal curve, or rescales --trace)"),
         hours: float = typer.Option(24.0, "--hours", help="length of the day simulated (a trace is stretched to it)"),
-        trace: str | None = typer.Option(None, "--trace", help="arrival trace (azure-conv | azure-code | CSV/JSONL): its per-minute rate"),
+        trace: str | None = typer.Option(
+            None, "--trace",
+            help="arrival trace: azure-conv | azure-code | CSV/JSONL (its per-minute rate), or a "
+                 "rate trace servegen-m-large | servegen-m-mid | servegen-m-small (14 days)"),
         trace_window: str | None = typer.Option(
             None, "--trace-window",
             help="START_H:HOURS of a long --trace at its own time, not stretched (48:24: day 3)"),

@@ -10,6 +10,11 @@ Two sources of the rate:
   and its total request count divided over the longer span, unless rescaled to a peak).
 - ``trace_window``: a window of a long trace at its own time, not stretched (day 3 of the
   Azure 2024 week: ``--trace-window 48:24``); rates and lengths come from that window only.
+- ``rate_trace_rates``: a shipped *rate* trace (``RATE_TRACES``: request rates per window of
+  a production service, no per-request rows), repeated per minute within each window, for
+  its first ``hours`` or a window of it at its own time. ServeGen's 14 days of three
+  language models on Alibaba Cloud Model Studio ship (``data/traces/README.md``);
+  lengths then come from ``--lengths`` (default azure-conv) or fixed values.
 
 Requests are a non-homogeneous Poisson process at the per-minute rate (each minute's
 count Poisson, arrival times uniform within the minute; Lewis & Shedler 1979 for
@@ -29,6 +34,9 @@ from infercast.errors import ConfigError
 from infercast.sim.workload import Trace, load_trace
 
 MINUTE_S = 60.0
+# shipped rate traces: name -> (file in data/traces, column of requests/s per window)
+RATE_TRACES = {f"servegen-{m}": ("servegen-language-rates.csv", f"{m.replace('-', '_')}_rps")
+               for m in ("m-large", "m-mid", "m-small")}
 
 
 @dataclass(frozen=True)
@@ -130,36 +138,72 @@ def _scaled(rates: np.ndarray, peak_rate: float | None) -> np.ndarray:
     return rates * (peak_rate / top) if top > 0 else rates
 
 
+def rate_trace_rates(name: str, start_h: float, hours: float,
+                     peak_rate: float | None) -> np.ndarray:
+    """Per-minute rates of ``hours`` of a shipped rate trace from ``start_h``, at its own time."""
+    import csv
+    from importlib import resources
+
+    fname, column = RATE_TRACES[name]
+    rows = list(csv.DictReader((resources.files("infercast") / "data" / "traces" / fname)
+                               .read_text().splitlines()))
+    t = np.array([float(r["t_s"]) for r in rows])
+    rate = np.array([float(r[column]) for r in rows])
+    window_s = float(t[1] - t[0])
+    span_h = (t[-1] + window_s) / 3600
+    if start_h + hours > span_h + 1e-9:
+        flag = f"--trace-window {start_h:g}:{hours:g}"
+        raise ConfigError(f"{flag}: trace {name!r} spans {span_h:g} h; choose a window inside it")
+    minutes = max(1, round(hours * 60))
+    at = start_h * 3600 + (np.arange(minutes) + 0.5) * MINUTE_S  # each minute's middle
+    return _scaled(rate[np.minimum((at // window_s).astype(np.int64), rate.size - 1)], peak_rate)
+
+
 def day_load(peak_rate: float | None, hours: float, trace: str | None = None, lengths: str | None = None,
              input_tokens: int | None = None, output_tokens: int | None = None,
              trough_fraction: float = 0.2, peak_hour: float = 14.0,
              window: tuple[float, float] | None = None) -> DayLoad:
     """The day a command asks for: a trace's own rates (stretched to ``hours``, or a ``window``
-    (start hour, hours) of it at its own time) or a diurnal curve; request lengths from
-    ``lengths`` (a trace), the rate trace (its window), or fixed values."""
-    tr = load_trace(trace) if trace else None
-    if window is not None and tr is None:
-        raise ConfigError("--trace-window needs --trace (a trace longer than the window)")
-    if tr is not None and window is not None:
-        full_h = float(tr.arrival_s[-1]) / 3600
-        tr = trace_window(tr, *window)
-        rates = _window_rates(tr, window[1], peak_rate)
-        src = (f"trace {trace} hours {window[0]:g}-{window[0] + window[1]:g} of {full_h:.1f} "
-               f"({len(tr):,} requests), at its own time")
-    elif tr is not None:
-        rates = trace_rates(tr, hours, peak_rate)
-        src = f"trace {trace} ({len(tr):,} requests over {float(tr.arrival_s[-1]) / 3600:.2f} h) stretched to {hours:g} h"
-    else:
-        if peak_rate is None:
-            raise ConfigError("give --peak-rate (requests/s at the busiest minute) or --trace")
-        rates = diurnal_rates(peak_rate, hours, trough_fraction, peak_hour)
-        src = f"diurnal curve: peak {peak_rate:g} req/s at hour {peak_hour:g}, trough {trough_fraction:.0%} of peak"
+    (start hour, hours) of it at its own time), a shipped rate trace, or a diurnal curve;
+    request lengths from ``lengths`` (a trace), the request trace (its window), or fixed values."""
     for name, v in (("--input-tokens", input_tokens), ("--output-tokens", output_tokens)):
         if v is not None and v < 1:
             raise ConfigError(f"{name} must be >= 1, got {v}")
+    rates, src, tr = _rates(peak_rate, hours, trace, trough_fraction, peak_hour, window)
     fixed = input_tokens is not None and output_tokens is not None
     len_trace = None if fixed else (load_trace(lengths) if lengths else tr or load_trace("azure-conv"))
     return DayLoad(rates, src, len_trace, input_tokens or 1024, output_tokens or 256)
+
+
+Rates = tuple[np.ndarray, str, Trace | None]
+
+
+def _rates(peak_rate: float | None, hours: float, trace: str | None, trough_fraction: float,
+           peak_hour: float, window: tuple[float, float] | None) -> Rates:
+    """(per-minute rates, how they were made, the request trace whose lengths they carry)."""
+    if trace in RATE_TRACES:  # rates only: its first ``hours`` unless a window is given
+        start_h, span = window if window is not None else (0.0, hours)
+        scale = f", scaled to a {peak_rate:g} req/s peak" if peak_rate is not None else ""
+        src = f"rate trace {trace}, hours {start_h:g}-{start_h + span:g} at its own time{scale}"
+        return rate_trace_rates(trace, start_h, span, peak_rate), src, None
+    tr = load_trace(trace) if trace else None
+    if window is not None:
+        if tr is None:
+            raise ConfigError("--trace-window needs --trace (a trace longer than the window)")
+        full_h = float(tr.arrival_s[-1]) / 3600
+        tr = trace_window(tr, *window)
+        return (_window_rates(tr, window[1], peak_rate),
+                f"trace {trace} hours {window[0]:g}-{window[0] + window[1]:g} of {full_h:.1f} "
+                f"({len(tr):,} requests), at its own time", tr)
+    if tr is not None:
+        span_h = float(tr.arrival_s[-1]) / 3600
+        src = f"trace {trace} ({len(tr):,} requests over {span_h:.2f} h) stretched to {hours:g} h"
+        return trace_rates(tr, hours, peak_rate), src, tr
+    if peak_rate is None:
+        raise ConfigError("give --peak-rate (requests/s at the busiest minute) or --trace")
+    return (diurnal_rates(peak_rate, hours, trough_fraction, peak_hour),
+            f"diurnal curve: peak {peak_rate:g} req/s at hour {peak_hour:g}, "
+            f"trough {trough_fraction:.0%} of peak", None)
 
 
 def request_chunks(load: DayLoad, rng: np.random.Generator, max_prompt: int | None = None,
