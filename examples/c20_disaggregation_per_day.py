@@ -14,7 +14,7 @@ hourly schedule, as the ``scheduled`` policy). GPU-hours per day = the sum over 
 
 from __future__ import annotations
 
-from _gallery import CONDITIONAL, REFUTED, REPRODUCED, infercast, main
+from _gallery import CONDITIONAL, REFUTED, REPRODUCED, cheapest_option, infercast, main
 
 LEVELS = (5, 10, 15, 20)
 PEAK, TROUGH, PEAK_HOUR = 20.0, 0.2, 14.0
@@ -30,15 +30,6 @@ CLAIM = {
 }
 
 
-def _fewest(plan: dict, disaggregated: bool) -> dict | None:
-    options = ([plan["best"]] if plan["best"] else []) + plan["alternatives"]
-    fits = [o for o in options if o["meets_slo"] and o["disaggregated"] == disaggregated]
-    if not fits:
-        return None
-    o = min(fits, key=lambda x: x["cost_per_hour"])
-    return {"label": o["label"], "num_gpus": o["num_gpus"], "cost_per_hour": o["cost_per_hour"]}
-
-
 def _hourly_peaks() -> list[float]:
     from infercast.fleet.load import diurnal_rates
 
@@ -50,7 +41,7 @@ def run() -> dict:
     levels = {}
     for rate in LEVELS:
         p = infercast(PLAN.format(rate=rate))
-        levels[str(rate)] = {"aggregated": _fewest(p, False), "disaggregated": _fewest(p, True)}
+        levels[str(rate)] = {"aggregated": cheapest_option(p, False), "disaggregated": cheapest_option(p, True)}
     peaks = _hourly_peaks()
     hour_level = [str(min(lv for lv in LEVELS if lv >= r - 1e-9)) for r in peaks]
     day = {}
