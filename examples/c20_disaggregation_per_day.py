@@ -41,7 +41,8 @@ def run() -> dict:
     levels = {}
     for rate in LEVELS:
         p = infercast(PLAN.format(rate=rate))
-        levels[str(rate)] = {"aggregated": cheapest_option(p, False), "disaggregated": cheapest_option(p, True)}
+        levels[str(rate)] = {"aggregated": cheapest_option(p, False),
+                             "disaggregated": cheapest_option(p, True)}
     peaks = _hourly_peaks()
     hour_level = [str(min(lv for lv in LEVELS if lv >= r - 1e-9)) for r in peaks]
     day = {}
