@@ -54,6 +54,18 @@ def variants(command: str, setups: dict[str, str]) -> dict[str, dict[str, Any]]:
     return {name: infercast(f"{command} {flags}".strip()) for name, flags in setups.items()}
 
 
+def cheapest_option(plan: dict[str, Any], disaggregated: bool) -> dict[str, Any] | None:
+    """The cheapest option of a ``plan --json`` output that meets the SLO, aggregated or
+    disaggregated (label, GPUs, $/h, p99 TTFT and TPOT), or None."""
+    options = ([plan["best"]] if plan["best"] else []) + plan["alternatives"]
+    fits = [o for o in options if o["meets_slo"] and o["disaggregated"] == disaggregated]
+    if not fits:
+        return None
+    o = min(fits, key=lambda x: x["cost_per_hour"])
+    return {"label": o["label"], "num_gpus": o["num_gpus"], "cost_per_hour": o["cost_per_hour"],
+            "ttft_p99_s": o["ttft_p99_s"], "tpot_p99_s": o["tpot_p99_s"]}
+
+
 def main(module: Any) -> None:
     """Print an example's numbers and its verdict (what ``python examples/cNN_*.py`` shows)."""
     result = module.run()

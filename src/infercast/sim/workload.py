@@ -6,9 +6,10 @@ Public for reuse (the bench client replays the same traces)::
     tr = load_trace("azure-conv")          # or a path to .csv / .jsonl
     tr.arrival_s, tr.prompt_tokens, tr.output_tokens   # numpy arrays, sorted by arrival
 
-Trace files have columns ``arrival_s, prompt_tokens, output_tokens`` or Azure's
+Trace files have columns ``arrival_s, prompt_tokens, output_tokens``, Azure's
 original ``TIMESTAMP, ContextTokens, GeneratedTokens`` (TIMESTAMP as seconds or
-a date-time string; converted to seconds from the first request); ShareGPT JSON
+a date-time string; converted to seconds from the first request; the 2023 and
+2024 traces) or BurstGPT's ``Timestamp, Request tokens, Response tokens``; ShareGPT JSON
 and Mooncake JSONL are read too (:mod:`infercast.sim.trace_formats`). Shipped
 traces: ``azure-conv`` and ``azure-code`` (Azure LLM inference trace 2023,
 CC-BY 4.0; attribution in ``infercast/data/traces/README.md``).
@@ -38,6 +39,7 @@ TRACE_FILES = {
 _COLUMNS = (
     ("arrival_s", "prompt_tokens", "output_tokens"),
     ("TIMESTAMP", "ContextTokens", "GeneratedTokens"),
+    ("Timestamp", "Request tokens", "Response tokens"),  # BurstGPT (HPMLL/BurstGPT)
 )
 CHUNK = 8192
 
@@ -115,7 +117,8 @@ def _parse_rows(name: str, rows) -> Trace:
     if cols is None:
         raise DataError(
             f"trace {name}: columns {sorted(keys)}; need arrival_s, prompt_tokens, output_tokens "
-            "(or TIMESTAMP, ContextTokens, GeneratedTokens)"
+            "(or TIMESTAMP, ContextTokens, GeneratedTokens; "
+            "or Timestamp, Request tokens, Response tokens)"
         )
     t_col, p_col, o_col = cols
     try:
