@@ -28,9 +28,9 @@ from infercast.engine.attention import (
 from infercast.engine.config import EngineModelConfig
 from infercast.engine.kv_store import PagedKVStore
 from infercast.engine.linear import linear
-from infercast.engine.qlinear import KERNEL_MAX_TOKENS, Scratch, embed_rows, matmul_fm
+from infercast.engine.qlinear import Scratch, embed_rows, matmul_fm
 from infercast.engine.rope import RotaryTable
-from infercast.engine.weights import MATRICES, LayerWeights, ModelWeights
+from infercast.engine.weights import LayerWeights, ModelWeights
 
 
 @dataclass(frozen=True)
@@ -79,12 +79,6 @@ class LlamaModel:
         self.max_positions = max_positions
         self.rope = RotaryTable(cfg, max_positions)
         self.scratch = Scratch(num_threads)  # compact matrices widen here for prefill products
-        # Compact weights: decode-sized steps run end to end in torch (engine/torch_step.py).
-        self.small_step = None
-        if all(hasattr(m, "mm_torch") for m in _matrices(weights)):
-            from infercast.engine.torch_step import TorchStep
-
-            self.small_step = TorchStep(cfg, weights, self.rope)
 
     def _mm(self, w, x: np.ndarray) -> np.ndarray:
         return matmul_fm(w, x, self.scratch)
@@ -97,9 +91,6 @@ class LlamaModel:
         (``None`` for the others), or ``[n_i, V]`` for every new token when
         ``all_logits`` (tests). The new tokens' K/V are written into ``kv``.
         """
-        if (self.small_step is not None
-                and sum(len(s.token_ids) for s in seqs) <= KERNEL_MAX_TOKENS):
-            return self.small_step.forward(seqs, kv, all_logits)
         ids = np.concatenate([np.asarray(s.token_ids, dtype=np.int64) for s in seqs])
         positions = np.concatenate(
             [np.arange(s.num_cached, s.num_cached + len(s.token_ids)) for s in seqs])
@@ -151,11 +142,6 @@ class LlamaModel:
             it = iter(logits)
             out = [next(it) if s.want_logits else None for s in seqs]
         return out
-
-
-def _matrices(w: ModelWeights) -> list:
-    """The matrices a step multiplies by: every layer's, and the head."""
-    return [getattr(lw, name) for lw in w.layers for name in MATRICES] + [w.lm_head]
 
 
 def attend(li: int, q: np.ndarray, k: np.ndarray, v: np.ndarray, plan: StepPlan,

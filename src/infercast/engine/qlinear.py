@@ -79,8 +79,6 @@ class QuantMatrix(Protocol):
 
     def matmul_fm(self, x: np.ndarray, scratch: Scratch) -> np.ndarray: ...
 
-    def mm_torch(self, x): ...  # token-major bf16 torch [T, in] -> [T, out] (kernel output)
-
     def rows(self, ids: np.ndarray) -> np.ndarray: ...
 
     def dequantize(self) -> np.ndarray: ...
@@ -132,10 +130,6 @@ class Int4Matrix:
         y = self._kernel(_to_torch_rows(x, torch, torch.bfloat16), self.packed, GROUP, self.sz)
         return _from_torch_fm(y, self.shape[0])
 
-    def mm_torch(self, x):
-        y = self._kernel(x, self.packed, GROUP, self.sz)
-        return y if y.shape[1] == self.shape[0] else y[:, : self.shape[0]]
-
     def rows(self, ids: np.ndarray) -> np.ndarray:
         """Dequantized rows ``ids`` [T] -> [T, K] float32 (an embedding lookup)."""
         k = self.shape[1]
@@ -179,9 +173,6 @@ class Int8Matrix:
                                                self.q, self.s)
         return _from_torch_fm(y, self.shape[0])
 
-    def mm_torch(self, x):
-        return self._torch.ops.aten._weight_int8pack_mm(x, self.q, self.s)
-
     def rows(self, ids: np.ndarray) -> np.ndarray:
         return self.q.numpy()[ids].astype(np.float32) * self.s32[ids, None]
 
@@ -208,9 +199,6 @@ class Bf16Matrix:
             return w @ x
         y = _to_torch_rows(x, self._torch, self._torch.bfloat16) @ self.w.T
         return _from_torch_fm(y, self.shape[0])
-
-    def mm_torch(self, x):
-        return x @ self.w.T
 
     def rows(self, ids: np.ndarray) -> np.ndarray:
         return self.w[self._torch.from_numpy(ids)].float().numpy()
