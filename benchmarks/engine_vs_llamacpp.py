@@ -7,7 +7,11 @@ Two parts (issue 21):
   ``--context`` cached tokens) and prefills of 128 and 512 tokens. Prints ms per
   step, the bytes a decode step reads (the format's matrices once plus the KV),
   the floor those bytes set at the measured read bandwidth and the fraction of
-  it reached, and prefill's fraction of the measured float32 matmul peak.
+  it reached, and prefill's fraction of the measured float32 matmul peak. With
+  ``--llama-cpp-python PY``, llama.cpp's decode step on the same file, threads
+  and batches is timed the same way (in process, ``engine_llamacpp_steps.py``
+  run by PY: llama-cpp-python's bindings, no server) before and after
+  infercast's, and the better of the two printed.
 - ``serve`` (HTTP, as a user runs them): ``infercast serve --weights W`` and
   llama.cpp's server on the same file, one after the other, with the same
   ``--batches`` of concurrent streamed requests (128 output tokens each):
@@ -20,7 +24,9 @@ Two parts (issue 21):
 Wall times and best process-CPU times are both printed: on a shared machine a
 CPU time well under the wall time means the run waited for a core.
 
-    python benchmarks/engine_vs_llamacpp.py steps --threads 1 --weights fp32,bf16,int8,auto
+    LLAMA_CPP_LIB_PATH=/tmp/llama_keep/build/bin python benchmarks/engine_vs_llamacpp.py steps \
+        --threads 1,2 --weights fp32,bf16,int8,q4,auto --batches 1,8 --prefill 128 \
+        --llama-cpp-python /tmp/llvenv/bin/python
     python benchmarks/engine_vs_llamacpp.py serve --threads 1,2 --batches 1,8,32 \
         --llama-cpp-python /tmp/llvenv/bin/python
 """
