@@ -62,3 +62,13 @@ def test_seed_case_is_memory_bound_and_attention_is_itemized(seed):
         attn = next(o for o in d.cost.ops if o.op.name == "attention (cached KV)")
         # GQA: the KV read is 8 kv heads' worth, once per sequence per step.
         assert attn.op.compulsory_bytes == pytest.approx(d.batch * 2047 * KV_PER_TOKEN)
+
+
+def test_estimate_takes_a_request_or_its_fields_alike():
+    from infercast.estimate import EstimateRequest, estimate
+
+    request = EstimateRequest("llama-3.1-8b", "h100-sxm", weights="bf16", batches=(1, 8), context=1024)
+    by_request, by_fields = estimate(request), estimate("llama-3.1-8b", "h100-sxm", weights="bf16",
+                                                           batches=(1, 8), context=1024)
+    assert by_request.to_dict() == by_fields.to_dict()
+    assert estimate(request, batches=(4,)).decode[0].batch == 4
