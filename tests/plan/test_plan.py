@@ -124,7 +124,7 @@ def test_plan_checks_prices_and_parts_before_any_work(monkeypatch):
                 output_tokens=16)
     with pytest.raises(UnknownHardwareError):
         search.plan(PlanRequest(hardware=("h999",), **base), "serial")
-    with pytest.raises(ConfigError, match="--executor 'dask'"):
+    with pytest.raises(ConfigError, match="`executor` 'dask'"):
         search.plan(PlanRequest(hardware=("h100-sxm",), **base), "dask")
 
 

@@ -84,7 +84,7 @@ def test_tp_must_shard_attention_heads_as_engines_do():
     llama8, dsr1 = load_model("llama-3.1-8b"), load_model("deepseek-r1")  # 32 q / 8 kv heads; MLA, 128 heads
     for tp in (1, 2, 4, 8, 16, 32):  # 16, 32: each rank holds a replica of its KV head (vLLM's rule)
         check_attention_split(llama8, Parallelism(tp=tp))
-    with pytest.raises(ConfigError, match="use --tp 1, 2, 4, 8, 16, 32"):
+    with pytest.raises(ConfigError, match="use `tp` 1, 2, 4, 8, 16, 32"):
         check_attention_split(llama8, Parallelism(tp=3))
     check_attention_split(dsr1, Parallelism(tp=64))  # MLA: one latent KV, replicated
     with pytest.raises(ConfigError, match="128 attention heads"):
