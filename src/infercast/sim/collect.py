@@ -26,7 +26,7 @@ from infercast.metrics.records import RequestRecord
 from infercast.metrics.summary import MetricsAccumulator
 
 FLUSH_EVERY = 4096
-ROW_WIDTH = 7  # arrival, prompt, output, first token, finish, first scheduled, last token
+ROW_WIDTH = 8  # arrival, prompt, output, first token, finish, first scheduled, last token, cached
 
 
 class Completions(Protocol):
@@ -69,7 +69,8 @@ class CompletionBuffer:
                 num_preemptions=req.num_preemptions, cached_prompt_tokens=req.num_cached_prompt_tokens))
         rows = self._rows
         rows += (req.arrival_s, req.prompt_tokens, req.num_output_tokens, first_token_s, finish_s,
-                 math.nan if first_scheduled_s is None else first_scheduled_s, finish_s)
+                 math.nan if first_scheduled_s is None else first_scheduled_s, finish_s,
+                 req.num_cached_prompt_tokens)
         self._reasons.append(reason)
         if reason != "length":
             self._plain = False
@@ -85,7 +86,8 @@ class CompletionBuffer:
             return
         c = np.array(self._rows, dtype=np.float64).reshape(-1, ROW_WIDTH)
         self.acc.add_many(c[:, 0], c[:, 1].astype(np.int64), c[:, 2].astype(np.int64), c[:, 3], c[:, 4],
-                          c[:, 6], c[:, 5], None if self._plain else self._reasons)
+                          c[:, 6], c[:, 5], None if self._plain else self._reasons,
+                          c[:, 7].astype(np.int64))
         self._rows, self._reasons, self._plain = [], [], True
 
 

@@ -22,6 +22,7 @@ from infercast.metrics.summary import MetricsAccumulator, Summary
 from infercast.sched import Request, Scheduler, SchedulerConfig, synthetic_block_hashes
 from infercast.sim.collect import CompletionBuffer
 from infercast.sim.config import SimConfig
+from infercast.sim.conversations import ConversationDriver, conversation_spec
 from infercast.sim.kernel import PRIO_ARRIVAL, Kernel
 from infercast.sim.replica import Replica
 from infercast.sim.router import make_router
@@ -245,7 +246,11 @@ def simulate(
             progress(done.num_done)
 
     replicas: list[Replica] = []
-    driver = _Driver(cfg, columns, replicas, kernel, on_record)
+    conv = conversation_spec(cfg)
+    if conv is not None:  # multi-turn sessions (sim/conversations.py) instead of the request stream
+        driver = ConversationDriver(cfg, conv, replicas, kernel, on_record, rng)
+    else:
+        driver = _Driver(cfg, columns, replicas, kernel, on_record)
     driver.completions = CompletionBuffer(acc, sink, progress=progress)
     driver.itl = acc.add_itl
     if cfg.disaggregation is not None:
@@ -263,6 +268,8 @@ def simulate(
         progress(driver.num_done)
     result = _result(acc, replicas, kernel, series, sched_cfg, wall0, cpu0)
     result.extra.update(extra() if callable(extra) else extra)
+    if conv is not None:
+        result.extra.update(driver.extra())
     return result
 
 
