@@ -144,3 +144,53 @@ def test_bad_inputs_are_one_line_errors(tmp_path):
         load_sessions(str(bad))
     with pytest.raises(ConfigError, match="not 'builtin'"):
         load_sessions(str(tmp_path / "none.csv"))
+
+
+def test_engine_measures_the_hit_rates_the_simulator_predicts(tmp_path):
+    # The CPU engine (tiny random model, real KV and prefix cache) serves 3 sessions x 3 turns,
+    # two sessions at a time; each next prompt is the previous prompt + the engine's answer + a
+    # new message. The simulator replays the same sessions with the same scheduler settings.
+    from infercast.engine.engine import Engine, EngineConfig
+    from infercast.engine.loader import load
+    from infercast.engine.sampling import SamplingParams
+
+    class Clock:
+        def __call__(self):
+            return 0.0
+
+    bs = 4
+    eng = Engine(load("tiny", seed=5),
+                 EngineConfig(max_num_batched_tokens=32, block_size=bs, kv_cache_bytes=4e6,
+                              enable_prefix_caching=True, max_num_seqs=4),
+                 Clock(), np.random.default_rng(0))
+    rng = np.random.default_rng(3)
+    plan = {s: [(int(rng.integers(5, 14)), int(rng.integers(3, 9))) for _ in range(3)] for s in range(3)}
+    rows, prompts = [], {}
+    for group in ([0, 1], [2]):
+        for k in range(3):
+            for s in group:
+                new, out = plan[s][k]
+                prompts[s] = prompts.get(s, []) + rng.integers(0, 200, new).tolist()
+                eng.add(f"{s}-{k}", prompts[s], SamplingParams(max_tokens=out, temperature=0.0,
+                                                               ignore_eos=True))
+            answers: dict[str, list[int]] = {}
+            while eng.has_unfinished:
+                for ev in eng.step():
+                    if ev.token_id is not None:
+                        answers.setdefault(ev.request_id, []).append(ev.token_id)
+            for s in group:
+                prompts[s] = prompts[s] + answers[f"{s}-{k}"]
+                rows.append(f"{s},{k + 1},{k},{plan[s][k][0]},{plan[s][k][1]},0")
+    measured = {r.request_id: r.cached_prompt_tokens for r in eng.finished}
+    f = tmp_path / "sessions.csv"
+    f.write_text("session,turn,arrival_s,new_input_tokens,output_tokens,think_s\n" + "\n".join(rows))
+    cfg = build_config({"model": "llama-3.1-8b", "hardware": "h100-sxm", "mode": "exact",
+                        "scheduler": {"prefix_caching": True, "num_blocks": 4096, "block_size": bs,
+                                      "max_num_batched_tokens": 32, "max_num_seqs": 4},
+                        "workload": {"conversations": str(f), "num_requests": 3, "concurrency": 2}})
+    predicted = simulate(cfg, _FlatTimer()).summary
+    total_prompt = sum(sum(n for n, _ in plan[s][: k + 1]) + sum(o for _, o in plan[s][:k])
+                       for s in plan for k in range(3))
+    assert predicted.total_input_tokens == total_prompt
+    assert predicted.cached_prompt_tokens == sum(measured.values())
+    assert predicted.prefix_hit_requests == sum(1 for v in measured.values() if v > 0) == 6

@@ -67,6 +67,7 @@ class SimResult:
             mean_batch_size=self.mean_batch_size,
             mean_kv_usage=self.mean_kv_usage,
             peak_kv_usage=self.peak_kv_usage,
+            busy_replica_s=self.busy_replica_s,
             sim_events=self.num_events,
             sim_wall_s=self.wall_s,
             sim_cpu_s=self.cpu_s,
