@@ -34,8 +34,8 @@ import json
 import math
 import sys
 
-from infercast.commands.simulate import build_step_model
 from infercast.sim.config import build_config
+from infercast.sim.presets import build_step_model
 from infercast.sim.run import simulate
 
 BASE = {"model": "llama-3.1-8b", "hardware": "h100-sxm"}

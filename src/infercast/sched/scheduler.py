@@ -50,6 +50,7 @@ from infercast.errors import ConfigError
 from infercast.sched.batch import Batch, ScheduledSeq
 from infercast.sched.decode_group import DecodeGroupMixin
 from infercast.sched.kv_cache import BlockManager, cdiv
+from infercast.sched.policies import make_policy
 from infercast.sched.request import Request, RequestStatus
 
 # Enum members read through the class cost ~60 ns each (EnumType lookup); module constants ~15.
@@ -106,8 +107,6 @@ class Scheduler(DecodeGroupMixin):
     """Request queues, the KV block manager and a batching policy (see module doc)."""
 
     def __init__(self, config: SchedulerConfig):
-        from infercast.sched.policies import make_policy
-
         self.config = config
         self.kv = BlockManager(config.num_blocks, config.block_size, config.enable_prefix_caching)
         self.policy = make_policy(config.policy)
