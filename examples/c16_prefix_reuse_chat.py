@@ -76,8 +76,9 @@ def verdict(r: dict) -> tuple[str, str]:
         return CONDITIONAL, finding + (
             " The saving is real but modest here: three of four sessions are a single turn and the "
             "first prompt of a session (a long document, ~11k tokens) is never cached; "
-            "cross-session reuse (a shared system prompt) is not modelled. Longer sessions save "
-            "more: the k-th turn reuses all but its new message.")
+            "reuse across sessions (a shared system prompt: --prefix-groups/--prefix-tokens) is "
+            "left out, as the trace does not say how long it is. Longer sessions save more: the "
+            "k-th turn reuses all but its new message.")
     return REPRODUCED, finding
 
 

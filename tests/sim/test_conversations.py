@@ -194,3 +194,14 @@ def test_engine_measures_the_hit_rates_the_simulator_predicts(tmp_path):
     assert predicted.total_input_tokens == total_prompt
     assert predicted.cached_prompt_tokens == sum(measured.values())
     assert predicted.prefix_hit_requests == sum(1 for v in measured.values() if v > 0) == 6
+
+
+def test_a_shared_system_prompt_is_cached_across_sessions():
+    # 20 shared tokens = one full block of 16 shared by both sessions: the second session's
+    # first turn reuses it (the first's was computed first: sessions start one after the other
+    # in a closed loop of one user); follow-ups as in the hand count above.
+    records = []
+    s = simulate(_cfg(concurrency=1, prefix_groups=1, prefix_tokens=20), _FlatTimer(),
+                 sink=records.append).summary
+    assert sorted(r.cached_prompt_tokens for r in records) == [0, 16, 48, 48, 112, 112]
+    assert s.prefix_hit_rate_requests == pytest.approx(5 / 6)

@@ -129,9 +129,6 @@ class WorkloadSection(_Frozen):
         if self.resolved_arrival == "trace" or self.trace is not None:
             raise ValueError("conversations replace the trace: drop --trace (sessions start by "
                              "--request-rate, --max-concurrency or all at once)")
-        if self.prefix_groups:
-            raise ValueError("conversations share their own history: drop "
-                             "--prefix-groups/--prefix-tokens")
         for name in ("input", "output"):
             spec: LengthConfig = getattr(self, name)
             if spec.dist not in (None, "trace", "fixed") and spec.mean is None:

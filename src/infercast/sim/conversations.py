@@ -33,7 +33,10 @@ from all follow-up turns of the trace). ``num_requests`` counts sessions; their
 starts follow the run's arrival process (Poisson or gamma at ``rate`` sessions/s,
 all at once offline, or ``concurrency`` users each running sessions back to back).
 A turn that is rejected or fails ends its session, as does one whose prompt and
-answer would pass ``max_model_len``.
+answer would pass ``max_model_len``. ``prefix_groups``/``prefix_tokens`` give the
+sessions shared system prompts: a session's first ``prefix_tokens`` tokens (part of
+its first message) are one of ``prefix_groups`` common prefixes, cached across
+sessions, as a chat template's default system prompt is.
 """
 
 from __future__ import annotations
@@ -49,7 +52,7 @@ import numpy as np
 
 from infercast.errors import ConfigError, DataError
 from infercast.metrics.records import RequestRecord
-from infercast.sched import Request
+from infercast.sched import Request, synthetic_block_hashes
 from infercast.sim.kernel import PRIO_ARRIVAL, Kernel
 from infercast.sim.workload import sample_lengths
 
@@ -280,6 +283,10 @@ class ConversationDriver:
         self.arrival, self.rate, self.cv = w.resolved_arrival, w.rate, w.cv
         self.concurrency = w.concurrency or 0
         self.num_sessions = w.num_requests
+        # Shared system prompts: every session's first prefix_tokens tokens (counted in its first
+        # message) are one of prefix_groups common prefixes.
+        self.prefix_groups, self.prefix_tokens = w.prefix_groups, w.prefix_tokens
+        self._shared: dict[int, list[int]] = {}
         self.completions = None  # set by simulate()
         self.itl = None
         self._started = 0
@@ -317,6 +324,15 @@ class ConversationDriver:
             return
         sess = _Session(self._started, self.sampler.session(), user)
         self._started += 1
+        if self.prefix_tokens:  # a system prompt shared by the sessions of one group
+            group = int(self.rng.integers(self.prefix_groups))
+            shared = self._shared.get(group)
+            if shared is None:
+                shared = self._shared[group] = list(
+                    synthetic_block_hashes(group, self.prefix_tokens, self.block_size))
+            first = min(self.prefix_tokens // self.block_size,
+                        (sess.turns[0][0] + sess.turns[0][1]) // self.block_size)
+            sess.hashes = shared[:first]
         self._send(sess, t)
 
     def _send(self, sess: _Session, at: float) -> None:
