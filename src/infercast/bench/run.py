@@ -159,6 +159,8 @@ class BenchResult:
             "max_concurrency": cfg.concurrency,
             "burstiness": cfg.burstiness,
             "num_prompts": cfg.num_requests,
+            "conversations": (cfg.conversations or "synthetic") if cfg.multi_turn else None,
+            "turns": cfg.turns, "think_time_s": cfg.think_time_s,
         }
         out.update(s.to_vllm_dict())
         out.update(per_request_arrays(ld.records))
