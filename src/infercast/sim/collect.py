@@ -91,6 +91,21 @@ class CompletionBuffer:
         self._rows, self._reasons, self._plain = [], [], True
 
 
+class BufferedDriver:
+    """A run's driver whose completed requests go through ``completions`` (a CompletionBuffer)."""
+
+    completions: CompletionBuffer | None = None
+
+    @property
+    def num_done(self) -> int:
+        """Finished or rejected requests (counted by the completion buffer)."""
+        return self.completions.num_done
+
+    @property
+    def wants_times(self) -> bool:
+        return self.completions.wants_times
+
+
 class GapTally:
     """Per-token ITL values of one replica, counted per step instead of per request.
 

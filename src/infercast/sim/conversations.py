@@ -53,6 +53,7 @@ import numpy as np
 from infercast.errors import ConfigError, DataError
 from infercast.metrics.records import RequestRecord
 from infercast.sched import Request, synthetic_block_hashes
+from infercast.sim.collect import BufferedDriver
 from infercast.sim.kernel import PRIO_ARRIVAL, Kernel
 from infercast.sim.workload import sample_lengths
 
@@ -253,7 +254,7 @@ class _Session:
         self.hashes: list[int] = []
 
 
-class ConversationDriver:
+class ConversationDriver(BufferedDriver):
     """Feeds sessions to the router turn by turn; the simulator's driver for conversations.
 
     Same surface as ``sim.run``'s driver (``replicas``, ``start``/``run``, ``emit``, ``add``,
@@ -392,14 +393,6 @@ class ConversationDriver:
     ) -> None:
         self.completions.add(req, first_scheduled_s, first_token_s, finish_s, times)
         self._next_turn(req.request_id, True)
-
-    @property
-    def num_done(self) -> int:
-        return self.completions.num_done
-
-    @property
-    def wants_times(self) -> bool:
-        return self.completions.wants_times
 
     def extra(self) -> dict[str, object]:
         """Numbers for the run's result: sessions and turns."""

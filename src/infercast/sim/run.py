@@ -20,7 +20,7 @@ import numpy as np
 from infercast.metrics.records import RequestRecord
 from infercast.metrics.summary import MetricsAccumulator, Summary
 from infercast.sched import Request, Scheduler, synthetic_block_hashes
-from infercast.sim.collect import CompletionBuffer
+from infercast.sim.collect import BufferedDriver, CompletionBuffer
 from infercast.sim.config import SimConfig
 from infercast.sim.conversations import ConversationDriver, conversation_spec
 from infercast.sim.kernel import PRIO_ARRIVAL, Kernel
@@ -100,7 +100,7 @@ def workload_spec(cfg: SimConfig, trace: Trace | None) -> WorkloadSpec:
     )
 
 
-class _Driver:
+class _Driver(BufferedDriver):
     """Feeds arrivals (open or closed loop) to the router and collects records."""
 
     def __init__(self, cfg: SimConfig, columns: Iterator, replicas: list[Replica], kernel: Kernel,
@@ -183,15 +183,6 @@ class _Driver:
         self.on_record(rec)
         if self.closed:  # a finished (or rejected) request frees a client slot
             self._next_at(self.kernel.now)
-
-    @property
-    def num_done(self) -> int:
-        """Finished or rejected requests (counted by the completion buffer)."""
-        return self.completions.num_done
-
-    @property
-    def wants_times(self) -> bool:
-        return self.completions.wants_times
 
     def add(self, req: Request, first_scheduled_s: float | None, first_token_s: float, finish_s: float,
             times: np.ndarray | None = None) -> None:
