@@ -10,9 +10,14 @@ This mixin only makes sense inside ``Scheduler``, whose state it shares.
 from __future__ import annotations
 
 import heapq
+from collections import deque
+from typing import TYPE_CHECKING, Any
 
 from infercast.sched.kv_cache import cdiv
 from infercast.sched.request import Request, RequestStatus
+
+if TYPE_CHECKING:
+    from infercast.sched.kv_cache import BlockManager
 
 # Enum members read through the class cost ~60 ns each (EnumType lookup); module constants ~15.
 _FINISHED = RequestStatus.FINISHED
@@ -21,6 +26,24 @@ _heappush = heapq.heappush
 
 class DecodeGroupMixin:
     """Group bookkeeping on the scheduler's state (kv, group, explicit, dstep, ...)."""
+
+    # The scheduler's state this mixin reads and writes (set in ``Scheduler.__init__``).
+    config: Any  # SchedulerConfig
+    kv: BlockManager
+    policy: Any
+    waiting: deque[Request]
+    running: dict[str, Request]
+    explicit: dict[str, Request]
+    group: dict[str, Request]
+    requests: dict[str, Request]
+    dstep: int
+    _phase: list[int]
+    _phased: int
+    _dsum: int
+    _finish_heap: list[tuple[int, int, Request]]
+    _heap_seq: int
+    _reserve: list[int]
+    _plain_chunked: bool
 
     @property
     def group_context_tokens(self) -> int:

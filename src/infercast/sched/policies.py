@@ -135,7 +135,7 @@ class StaticPolicy:
             if preempted:
                 raise RuntimeError("static batch outgrew its KV reservation")
             return list(entries.values()), []
-        entries: Entries = {}
+        entries = {}
         budget = s.config.max_num_batched_tokens
         bs = s.config.block_size
         while s.waiting and len(s.running) < s.config.max_num_seqs:
@@ -208,8 +208,9 @@ class PrefillFirstPolicy:
     def schedule(self, s: Scheduler) -> tuple[list[tuple[Request, int]], list[str]]:
         budget = s.config.max_num_batched_tokens
         preempted: list[str] = []
+        entries: Entries
         while True:  # the unfinished chunked prompts first (a preemption may dissolve the group: retry)
-            entries: Entries = {}
+            entries = {}
             prefilling = [r for r in s.explicit.values() if r.num_remaining_tokens > 1]
             try:
                 left = _run_running(s, prefilling, budget, entries, preempted) if prefilling else budget

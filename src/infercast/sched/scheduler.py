@@ -49,6 +49,7 @@ from dataclasses import dataclass
 from infercast.errors import ConfigError
 from infercast.sched.batch import Batch, ScheduledSeq
 from infercast.sched.decode_group import DecodeGroupMixin
+from infercast.sched.host_tier import HostTier
 from infercast.sched.kv_cache import BlockManager, cdiv
 from infercast.sched.policies import make_policy
 from infercast.sched.request import Request, RequestStatus
@@ -84,6 +85,7 @@ class SchedulerConfig:
     max_model_len: int | None = None
     emit_block_tables: bool = True
     compact_decodes: bool = False
+    host_blocks: int = 0  # a host-memory KV tier of this many blocks (sched/host_tier.py); 0 = none
 
     def __post_init__(self) -> None:
         if self.policy not in POLICY_NAMES:
@@ -108,7 +110,8 @@ class Scheduler(DecodeGroupMixin):
 
     def __init__(self, config: SchedulerConfig):
         self.config = config
-        self.kv = BlockManager(config.num_blocks, config.block_size, config.enable_prefix_caching)
+        tier = HostTier(config.host_blocks) if config.host_blocks else None
+        self.kv = BlockManager(config.num_blocks, config.block_size, config.enable_prefix_caching, tier)
         self.policy = make_policy(config.policy)
         self.waiting: deque[Request] = deque()
         # Admission order (the last is preempted first); a dict: a finish removes in O(1).
@@ -202,7 +205,8 @@ class Scheduler(DecodeGroupMixin):
         (the simulator's replica runs each batch before it schedules the next).
         """
         cfg, kv = self.config, self.kv
-        stack = kv.plain_stack  # not None: no prefix caching here
+        # not None: no prefix caching here
+        stack: list[int] = kv.plain_stack  # type: ignore[assignment]
         bs = cfg.block_size
         n_group = len(self.group)
         if n_group:  # ``start_group_step()``, inlined: the group step's new blocks
@@ -382,9 +386,10 @@ class Scheduler(DecodeGroupMixin):
                 del stack[k:]
                 kv.num_free_blocks -= n
             else:
-                blocks = kv.allocate(n)
-                if blocks is None:
+                allocated = kv.allocate(n)
+                if allocated is None:
                     return False
+                blocks = allocated
             req.block_table = blocks
             req.num_computed_tokens = 0
         else:

@@ -20,12 +20,13 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
 from infercast.metrics.records import RequestRecord
 from infercast.sched import Request, RequestStatus, Scheduler
-from infercast.sim.collect import Completions, GapTally
+from infercast.sim.collect import Completions, GapTally, finished_record, rejected_record
 from infercast.sim.kernel import PRIO_ARRIVAL, PRIO_KICK, PRIO_STEP_END, Kernel
 from infercast.sim.timeline import Timeline
 
@@ -161,7 +162,7 @@ class Replica:
         self.outstanding_tokens = 0  # prompt + max output of requests here, for routing
         self._busy = False
         self._kicked = False
-        self._batch = None
+        self._batch: Any = None  # the step under way: a Batch ((Batch, verify) in SpecReplica)
         self._segment: _Segment | None = None  # the segment under way (``_seg``), else None
         self._seg = _Segment(0.0, 0.0, 0.0, 0, None, 0)  # refilled per segment: one object per replica
         self._num_decoding = 0
@@ -170,6 +171,8 @@ class Replica:
         self._windowed = self._context_limit != float("inf")
         self._mixed = getattr(timer, "mixed_step_time_s", None)
         self._chunk = getattr(timer, "chunk_step_time_s", None)  # ``mixed`` of one listed sequence
+        # A host KV tier's reloads (cost/kv_tier.KvReload): the step waits for the blocks copied back.
+        self._reload = getattr(timer, "kv_reload", None) if scheduler.kv.host_tier is not None else None
         # Event callbacks bound once (reading ``self._end_step`` builds a bound method every time).
         self._on_step_end, self._on_segment_end = self._end_step, self._end_segment
         self._on_single_end = self._end_single
@@ -184,9 +187,7 @@ class Replica:
         """A request arrives now (kernel time)."""
         now = self.kernel.now
         if not self.sched.add_request(req):
-            rec = RequestRecord(req.request_id, req.arrival_s, req.prompt_tokens, 0, [], finish_s=now,
-                                finish_reason="rejected", error=req.reject_reason)
-            self.emit(rec, self.index)
+            self.emit(rejected_record(req, now, req.reject_reason), self.index)
             return
         self.outstanding_tokens += req.prompt_tokens + req.max_output_tokens
         seg = self._segment
@@ -264,6 +265,8 @@ class Replica:
                 dt = mixed(nd, batch.decode_cached_tokens, new, cached)
             else:
                 dt = self.timer.step_time_s(*_step_arrays(batch))
+        if self._reload is not None:
+            dt = self._reload.step_time_s(dt, sched.kv.host_tier.take_loaded())
         num_seqs = len(seqs) + nd
         kv = sched.kv  # ``self._account(1, dt, num_seqs)``, inlined
         usage = (kv.num_blocks - kv.num_free_blocks) / kv.num_blocks
@@ -437,6 +440,7 @@ class Replica:
         gaps = self.gaps
         if m <= 32:  # ``seg.ends(m)`` and ``tl.extend(ends)`` without the calls
             s0, c1, c2 = seg.start_s, seg.c1, seg.c2
+            ends: Any  # this list, or seg.ends()'s array below
             ends = []  # a loop, not a list comprehension: in 3.11 that builds and calls a function
             if gaps is not None and not gaps.off and len(gaps.vals) < 65_535:
                 # ``gaps.entries(ends, n)`` in the same loop: each step's gap to the one before,
@@ -522,12 +526,7 @@ class Replica:
         if req.timeline_start >= 0:
             self._num_decoding -= 1
         self.outstanding_tokens -= req.prompt_tokens + req.max_output_tokens
-        rec = RequestRecord(
-            req.request_id, req.arrival_s, req.prompt_tokens, req.num_output_tokens, times,
-            finish_s=now, first_scheduled_s=req.first_scheduled_s, finish_reason=req.finish_reason,
-            num_preemptions=req.num_preemptions, cached_prompt_tokens=req.num_cached_prompt_tokens,
-        )
-        self.emit(rec, self.index)
+        self.emit(finished_record(req, req.first_scheduled_s, now, times), self.index)
 
     def _token_times(self, req: Request) -> np.ndarray:
         """Every token time of a finishing request: explicit ones, then its timeline slice."""

@@ -14,6 +14,7 @@ import math
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -252,7 +253,8 @@ def simulate(
 def _build_replicas(cfg: SimConfig, timer, kernel: Kernel, driver: _Driver, series: TimeSeries):
     """``cfg.replicas`` aggregated replicas on the driver's list (speculative ones if asked)."""
     complete = driver if driver.closed else driver.completions  # closed loops send on each completion
-    cls, kwargs = Replica, {"fast": cfg.mode == "fast", "complete": complete, "itl": driver.itl}
+    cls: type[Replica] = Replica
+    kwargs: dict[str, Any] = {"fast": cfg.mode == "fast", "complete": complete, "itl": driver.itl}
     if cfg.speculative is not None:
         from infercast.sim.build import spec_timer
         from infercast.sim.speculative import SpecReplica, SpecTimer
@@ -262,7 +264,7 @@ def _build_replicas(cfg: SimConfig, timer, kernel: Kernel, driver: _Driver, seri
         compact = False  # every request listed: each draws its own token count per step
     else:  # windowed attention makes decode cost depend on each context, not just their sum
         compact = float(getattr(timer, "affine_context_limit", float("inf"))) == float("inf")
-    sched_cfg = scheduler_config(cfg, timer.kv_capacity_tokens, compact)
+    sched_cfg = scheduler_config(cfg, timer.kv_capacity_tokens, compact, getattr(timer, "kv_host_blocks", 0))
     for i in range(cfg.replicas):
         driver.replicas.append(cls(i, Scheduler(sched_cfg), timer, kernel, driver.emit,
                                    observe=series.observe, **kwargs))
@@ -270,6 +272,10 @@ def _build_replicas(cfg: SimConfig, timer, kernel: Kernel, driver: _Driver, seri
     if cfg.speculative is not None:
         extra = {"speculative_tokens_per_step_expected": timer.config.tokens_per_step,
                  "speculative_mode_note": "speculative runs are exact (one event per step)"}
+    if getattr(timer, "kv_host_blocks", 0):
+        from infercast.sim.levers import tier_extra
+
+        extra = tier_extra(driver.replicas, timer)  # a callable: read after the run
     return sched_cfg, extra
 
 

@@ -30,7 +30,7 @@ from __future__ import annotations
 import numpy as np
 
 from infercast.cost.speculative import SpeculativeConfig, SpeculativeModel, beta_params
-from infercast.metrics.records import RequestRecord
+from infercast.sim.collect import finished_record
 from infercast.sim.kernel import PRIO_STEP_END
 from infercast.sim.replica import Replica
 
@@ -156,10 +156,6 @@ class SpecReplica(Replica):
         self._accept.pop(rid, None)
         chunks = self._chunks.pop(rid, [])
         self.outstanding_tokens -= req.prompt_tokens + req.max_output_tokens
-        rec = RequestRecord(
-            rid, req.arrival_s, req.prompt_tokens, req.num_output_tokens, np.asarray(req.token_times, dtype=np.float64),
-            chunk_tokens=chunks, finish_s=now, first_scheduled_s=req.first_scheduled_s,
-            finish_reason=req.finish_reason, num_preemptions=req.num_preemptions,
-            cached_prompt_tokens=req.num_cached_prompt_tokens,
-        )
+        times = np.asarray(req.token_times, dtype=np.float64)
+        rec = finished_record(req, req.first_scheduled_s, now, times, chunk_tokens=chunks)
         self.emit(rec, self.index)
