@@ -36,6 +36,16 @@ def _serve_tiny(**engine_kw):
     return server, thread, f"http://127.0.0.1:{port}/v1", loaded.name, engine
 
 
+def _bench_tiny(engine_kw: dict, **bench_kw):
+    """One bench run against a tiny ``serve`` started for it (``engine_kw``: EngineConfig fields)."""
+    server, thread, url, name, _ = _serve_tiny(**engine_kw)
+    try:
+        return asyncio.run(run_bench_async(BenchConfig(base_url=url, model=name, **bench_kw)))
+    finally:
+        server.should_exit = True
+        thread.join(15)
+
+
 @pytest.mark.parametrize("endpoint", ["completions", "chat"])
 def test_bench_measures_infercast_serve(endpoint):
     server, thread, url, name, engine = _serve_tiny()
@@ -59,15 +69,9 @@ def test_bench_measures_infercast_serve(endpoint):
 
 
 def test_multi_turn_sessions_carry_the_history_and_hit_the_prefix_cache():
-    server, thread, url, name, engine = _serve_tiny(enable_prefix_caching=True)
-    try:
-        cfg = BenchConfig(base_url=url, model=name, endpoint="chat", concurrency=2, num_requests=2,
-                          turns=3, think_time_s=0.05, input_tokens=3, output_tokens=4,
-                          input_tokens_given=True, output_tokens_given=True, warmup_requests=0)
-        res = asyncio.run(run_bench_async(cfg))
-    finally:
-        server.should_exit = True
-        thread.join(15)
+    res = _bench_tiny({"enable_prefix_caching": True}, endpoint="chat", concurrency=2,
+                      num_requests=2, turns=3, think_time_s=0.05, input_tokens=3, output_tokens=4,
+                      input_tokens_given=True, output_tokens_given=True, warmup_requests=0)
     s = res.summary
     assert s.completed == 6 and s.failed == 0, s.failure_reasons
     assert s.cache_known == 6  # infercast serve reports usage.prompt_tokens_details.cached_tokens
