@@ -79,10 +79,10 @@ class HarnessPreset(BaseModel):
 
     def requests_for(self, concurrency: int) -> int:
         """Requests the timed run sends at this concurrency (at least one per client)."""
-        k, n = self.prompts_per_client, self.num_prompts  # exactly one is set (validated above)
-        total = k * concurrency if k else n
-        assert total is not None
-        return max(int(total), int(concurrency))
+        if self.prompts_per_client is not None:
+            return max(self.prompts_per_client * concurrency, concurrency)
+        assert self.num_prompts is not None  # the validator keeps exactly one of the two set
+        return max(self.num_prompts, concurrency)
 
     def length_range(self, tokens: int, range_ratio: float | None = None) -> tuple[int, int]:
         """(lowest, highest) length the harness draws for a stated ``tokens`` (its rule, its ratio
