@@ -44,6 +44,7 @@ class DecodeGroupMixin:
     _heap_seq: int
     _reserve: list[int]
     _plain_chunked: bool
+    _register_blocks: Any  # Scheduler._register_blocks
 
     @property
     def group_context_tokens(self) -> int:

@@ -226,7 +226,8 @@ class SessionSampler:
         limit = self.spec.max_model_len
         if limit is None:
             return turns
-        kept, history = [], 0
+        kept: list = []
+        history = 0
         for new, out, think in turns:
             if kept and history + new + out > limit:
                 break  # the user hit the context limit: the session ends

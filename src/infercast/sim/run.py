@@ -224,6 +224,7 @@ def simulate(
 
     replicas: list[Replica] = []
     conv = conversation_spec(cfg)
+    driver: Any  # a _Driver, or a ConversationDriver for multi-turn sessions
     if conv is not None:  # multi-turn sessions (sim/conversations.py) instead of the request stream
         driver = ConversationDriver(cfg, conv, replicas, kernel, on_record, rng)
     else:
