@@ -292,6 +292,7 @@ class DecodeGroupMixin:
                 if need > 0:
                     table.extend(reserve[-need:])
                     del reserve[-need:]
+                self._register_blocks(req)  # as ``_finish``: the decoded blocks stay findable
                 kv.free(table)
             req.block_table = []
             req.status = _FINISHED

@@ -21,8 +21,9 @@ import numpy as np
 from infercast.metrics.records import RequestRecord
 from infercast.metrics.summary import MetricsAccumulator, Summary
 from infercast.sched import Request, Scheduler, synthetic_block_hashes
-from infercast.sim.collect import CompletionBuffer
+from infercast.sim.collect import BufferedDriver, CompletionBuffer
 from infercast.sim.config import SimConfig
+from infercast.sim.conversations import ConversationDriver, conversation_spec
 from infercast.sim.kernel import PRIO_ARRIVAL, Kernel
 from infercast.sim.replica import Replica
 from infercast.sim.router import make_router
@@ -68,6 +69,7 @@ class SimResult:
             mean_batch_size=self.mean_batch_size,
             mean_kv_usage=self.mean_kv_usage,
             peak_kv_usage=self.peak_kv_usage,
+            busy_replica_s=self.busy_replica_s,
             sim_events=self.num_events,
             sim_wall_s=self.wall_s,
             sim_cpu_s=self.cpu_s,
@@ -99,7 +101,7 @@ def workload_spec(cfg: SimConfig, trace: Trace | None) -> WorkloadSpec:
     )
 
 
-class _Driver:
+class _Driver(BufferedDriver):
     """Feeds arrivals (open or closed loop) to the router and collects records."""
 
     def __init__(self, cfg: SimConfig, columns: Iterator, replicas: list[Replica], kernel: Kernel,
@@ -183,15 +185,6 @@ class _Driver:
         if self.closed:  # a finished (or rejected) request frees a client slot
             self._next_at(self.kernel.now)
 
-    @property
-    def num_done(self) -> int:
-        """Finished or rejected requests (counted by the completion buffer)."""
-        return self.completions.num_done
-
-    @property
-    def wants_times(self) -> bool:
-        return self.completions.wants_times
-
     def add(self, req: Request, first_scheduled_s: float | None, first_token_s: float, finish_s: float,
             times: np.ndarray | None = None) -> None:
         """A completed request of a closed loop: batched for the metrics, and a client sends the next.
@@ -230,7 +223,11 @@ def simulate(
             progress(done.num_done)
 
     replicas: list[Replica] = []
-    driver = _Driver(cfg, columns, replicas, kernel, on_record)
+    conv = conversation_spec(cfg)
+    if conv is not None:  # multi-turn sessions (sim/conversations.py) instead of the request stream
+        driver = ConversationDriver(cfg, conv, replicas, kernel, on_record, rng)
+    else:
+        driver = _Driver(cfg, columns, replicas, kernel, on_record)
     driver.completions = CompletionBuffer(acc, sink, progress=progress)
     driver.itl = acc.add_itl
     if cfg.disaggregation is not None:
@@ -248,6 +245,8 @@ def simulate(
         progress(driver.num_done)
     result = _result(acc, replicas, kernel, series, sched_cfg, wall0, cpu0)
     result.extra.update(extra() if callable(extra) else extra)
+    if conv is not None:
+        result.extra.update(driver.extra())
     return result
 
 
