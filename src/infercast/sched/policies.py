@@ -72,7 +72,7 @@ def _run_running(
     return budget
 
 
-def _admit_waiting(s: Scheduler, entries: Entries, budget: int, chunked: bool) -> None:
+def admit_waiting(s: Scheduler, entries: Entries, budget: int, chunked: bool) -> None:
     """Admit waiting requests FCFS while seats, budget and KV last."""
     bs, max_seqs, waiting, running = s.config.block_size, s.config.max_num_seqs, s.waiting, s.running
     caching = s.config.enable_prefix_caching
@@ -162,7 +162,7 @@ class ContinuousPolicy:
 
     def schedule(self, s: Scheduler) -> tuple[list[tuple[Request, int]], list[str]]:
         entries: Entries = {}
-        _admit_waiting(s, entries, s.config.max_num_batched_tokens, chunked=False)
+        admit_waiting(s, entries, s.config.max_num_batched_tokens, chunked=False)
         if entries:
             return list(entries.values()), []
         preempted: list[str] = []
@@ -186,12 +186,12 @@ class ChunkedPolicy:
             left = budget - s.start_group_step()
             if not s.explicit:  # the group did not dissolve: nothing can be preempted
                 entries: Entries = {}
-                _admit_waiting(s, entries, left, chunked=True)
+                admit_waiting(s, entries, left, chunked=True)
                 return list(entries.values()), []
         preempted: list[str] = []
         entries, budget = _with_group(s, _decodes_first, budget, preempted)
         if not preempted:  # as vLLM v1: no new admissions in a step that had to preempt
-            _admit_waiting(s, entries, budget, chunked=True)
+            admit_waiting(s, entries, budget, chunked=True)
         return list(entries.values()), preempted
 
     def would_admit(self, s: Scheduler) -> bool:
@@ -217,7 +217,7 @@ class PrefillFirstPolicy:
                 continue
             break
         if not preempted:
-            _admit_waiting(s, entries, left, chunked=True)
+            admit_waiting(s, entries, left, chunked=True)
         if entries:
             return list(entries.values()), preempted
         entries, _ = _with_group(s, lambda s: list(s.explicit.values()), budget, preempted)
