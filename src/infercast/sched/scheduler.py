@@ -50,7 +50,7 @@ from infercast.errors import ConfigError
 from infercast.sched.batch import Batch, ScheduledSeq
 from infercast.sched.decode_group import DecodeGroupMixin
 from infercast.sched.kv_cache import BlockManager, cdiv
-from infercast.sched.policies import Entries, admit_waiting, make_policy
+from infercast.sched.policies import make_policy
 from infercast.sched.request import Request, RequestStatus
 
 # Enum members read through the class cost ~60 ns each (EnumType lookup); module constants ~15.
@@ -202,14 +202,37 @@ class Scheduler(DecodeGroupMixin):
         n_group = len(self.group)
         if n_group and not self.start_group_step():
             return None
-        entries: Entries = {}
-        admit_waiting(self, entries, self.config.max_num_batched_tokens - n_group, chunked=True)
+        cfg = self.config
+        bs, caching, budget = cfg.block_size, cfg.enable_prefix_caching, cfg.max_num_batched_tokens - n_group
+        waiting, running, max_seqs = self.waiting, self.running, cfg.max_num_seqs
+        seqs = []
+        while waiting and budget > 0 and len(running) < max_seqs:  # ``policies.admit_waiting``, fused
+            req = waiting[0]
+            total = req.prompt_tokens + req.num_output_tokens
+            if caching:
+                hits = self.prefix_hits(req)
+                n = min(total - len(hits) * bs, budget)
+                if not self.admit(req, hits, n):
+                    break
+            else:  # ``admit(req, [], n)``: fresh blocks only
+                n = total if total < budget else budget
+                blocks = self.kv.take(-(-n // bs))
+                if blocks is None:
+                    break
+                req.block_table = blocks
+                req.num_computed_tokens = 0
+                if not req.admitted:
+                    req.admitted = True
+                    req.num_cached_prompt_tokens = 0
+                req.num_registered_blocks = 0
+                waiting.popleft()
+                req.status = _RUNNING
+                running[req.request_id] = self.explicit[req.request_id] = req
+            c = req.num_computed_tokens
+            seqs.append(ScheduledSeq(req.request_id, n, c, (), c + n == total, req))
+            budget -= n
         batch = self._plain_batch  # refilled, not built: a construction costs ~5x these stores
-        batch.seqs = tuple([
-            ScheduledSeq(req.request_id, n, req.num_computed_tokens, (),
-                         req.num_computed_tokens + n == req.prompt_tokens + req.num_output_tokens, req)
-            for req, n in entries.values()
-        ])
+        batch.seqs = tuple(seqs)
         batch.num_decode_seqs = n_group
         batch.decode_cached_tokens = self.group_context_tokens if n_group else 0
         return batch
@@ -242,9 +265,13 @@ class Scheduler(DecodeGroupMixin):
             req.num_computed_tokens += seq.num_new_tokens
             if prefix_caching:
                 self._register_blocks(req)
-            if seq.samples:
-                n = _count(num_sampled.get(req.request_id, 1)) if num_sampled else 1
-                if not self._sampled(req, n, finished, done):
+            if seq.samples:  # ``_sampled``, fused: one per prefill
+                req.num_output_tokens += _count(num_sampled.get(req.request_id, 1)) if num_sampled else 1
+                if req.num_output_tokens >= req.max_output_tokens:
+                    done.append(self._finish(req, "length"))
+                elif finished and req.request_id in finished:
+                    done.append(self._finish(req, "stop"))
+                else:
                     self._join_group(req)
         return done
 
@@ -327,7 +354,7 @@ class Scheduler(DecodeGroupMixin):
     def admit(self, req: Request, hits: list[int], num_new: int) -> bool:
         """Move the head of ``waiting`` to running with its prefix hits and ``num_new`` tokens."""
         if not hits:  # the common case: fresh blocks only
-            blocks = self.kv.take(cdiv(num_new, self.config.block_size))
+            blocks = self.kv.take(-(-num_new // self.config.block_size))
             if blocks is None:
                 return False
             req.block_table = blocks

@@ -33,7 +33,7 @@ from collections.abc import Callable
 import numpy as np
 
 from infercast.metrics.records import RequestRecord
-from infercast.sched import Batch, Request, RequestStatus, Scheduler
+from infercast.sched import Batch, BlockManager, Request, RequestStatus, Scheduler
 from infercast.sim.collect import Completions, GapTally
 from infercast.sim.kernel import PRIO_ARRIVAL, PRIO_KICK, PRIO_STEP_END, Kernel
 from infercast.sim.timeline import Timeline
@@ -76,7 +76,9 @@ class ReplicaStats:
         self.kv_time_s = 0.0  # integral of KV usage over busy time
         self.peak_kv_usage = 0.0
 
-    def add(self, steps: int, duration_s: float, num_seqs: int, kv_usage: float) -> None:
+    def add(self, steps: int, duration_s: float, num_seqs: int, kv: BlockManager) -> None:
+        """``steps`` model steps of ``num_seqs`` sequences over ``duration_s``, KV as ``kv`` holds it."""
+        kv_usage = (kv.num_blocks - kv.num_free_blocks) / kv.num_blocks
         self.num_steps += steps
         self.busy_s += duration_s
         self.seq_time_s += num_seqs * duration_s
@@ -164,7 +166,7 @@ class _GroupStep:
         sched = rep.sched
         sched.start_group_step()  # its new blocks: the horizon says they fit, and nothing is admitted
         n = self.num_seqs = len(sched.group)
-        a, b = rep._affine(n)
+        a, b = rep._affines.get(n) or rep._affine(n)
         dt = a + b * sched.group_context_tokens
         self.end_s = now + dt
         return dt
@@ -190,7 +192,7 @@ class _Segment:
         rep = self.rep
         sched = rep.sched
         n = self.num_seqs = len(sched.group)
-        a, b = rep._affine(n)
+        a, b = rep._affines.get(n) or rep._affine(n)
         # Step j (1-based) ends at t0 + j*c1 + c2*j*(j-1): sum of a + b*(S0 + n*i), i < j.
         self.start_s, self.c1, self.c2, self.steps = now, a + b * sched.group_context_tokens, b * n * 0.5, k
         self.end_s = self.step_end(k)
@@ -203,7 +205,10 @@ class _Segment:
         """End times of steps 1..m (same arithmetic as :meth:`step_end`; a list when short)."""
         s, c1, c2 = self.start_s, self.c1, self.c2
         if m <= 32:  # segments are mostly a few steps long (cut by arrivals): numpy costs more
-            return [s + j * c1 + c2 * (j * (j - 1)) for j in range(1, m + 1)]
+            ends = []  # a loop: in 3.11 a list comprehension builds and calls a function
+            for j in range(1, m + 1):
+                ends.append(s + j * c1 + c2 * (j * (j - 1)))
+            return ends
         j = np.arange(1, m + 1, dtype=np.float64)
         return s + j * c1 + c2 * (j * (j - 1))
 
@@ -235,10 +240,10 @@ class _Segment:
         """Its m steps' timeline entries (and ITL gaps), accounted now; the scheduler advances m."""
         rep = self.rep
         m, n = self.steps, self.num_seqs
-        rep._account(m, now - self.start_s, n)
+        rep.stats.add(m, now - self.start_s, n, rep.sched.kv)
         ends = self.ends(m)
         tl = rep.timeline
-        if tl.held + m > rep._compact_at:
+        if len(tl.data) + m > rep._compact_at:
             rep._compact(m)
         tl.extend(ends)
         if rep.gaps is not None:
@@ -334,7 +339,9 @@ class Replica:
         """Plan the next step, account it, observe, and post its end (idle when nothing runs)."""
         self._kicked = False
         now = self.kernel.now
-        k = self._horizon() if self.fast else 0
+        k = self.sched.decode_horizon(self.max_segment_steps) if self.fast else 0
+        if k and self._windowed:
+            k = self._cap_by_window(k)
         if k >= 2:
             plan = self._segment
             plan.start(now, k)
@@ -344,7 +351,7 @@ class Replica:
             if dt is None:
                 self._busy = False
                 return
-            self._account(1, dt, plan.num_seqs)  # a segment accounts when it ends (cut or not)
+            self.stats.add(1, dt, plan.num_seqs, self.sched.kv)  # a segment's, when it ends (cut or not)
         if now >= self._obs_due:  # else ``observe`` would ignore the call (see ``_obs_due``)
             last, interval = self.observe(now, self, plan.num_seqs)
             self._obs_due = (last + interval) * (1.0 - 1e-12)
@@ -358,16 +365,17 @@ class Replica:
         plan, self._plan = self._plan, None
         for req in plan.end(now):
             self._finish(req, now)
-        self._kick(now)
+        if self.kernel.has_pending(now, PRIO_ARRIVAL):  # ``_kick``: none is pending at a step's end
+            self._kicked = True
+            self.kernel.at(now, PRIO_KICK, self._on_start)
+        else:
+            self._start()
 
-    def _horizon(self) -> int:
-        """Group-only steps ahead (:meth:`Scheduler.decode_horizon`), capped by a sliding window."""
-        k = self.sched.decode_horizon(self.max_segment_steps)
-        if k and self._windowed:
-            s = self.sched
-            longest = max(r.num_computed_tokens + s.dstep - r.dbase for r in s.group.values())
-            k = max(0, min(k, int(self._context_limit) - longest))
-        return k
+    def _cap_by_window(self, k: int) -> int:
+        """Group-only steps ahead, at most ``k``, before the longest context reaches the window."""
+        s = self.sched
+        longest = max(r.num_computed_tokens + s.dstep - r.dbase for r in s.group.values())
+        return max(0, min(k, int(self._context_limit) - longest))
 
     def _batch_time_s(self, batch: Batch) -> float:
         """The cost model's time of a batch: as sums when it can, else per-sequence arrays."""
@@ -383,22 +391,16 @@ class Replica:
                                       [s.num_new_tokens for s in seqs], [s.num_cached_tokens for s in seqs])
 
     def _affine(self, n: int) -> tuple[float, float]:
-        """(a, b) of a decode step of ``n`` sequences: ``a + b * context tokens`` (cached per n)."""
-        ab = self._affines.get(n)
-        if ab is None:
-            ab = self._affines[n] = self._fast_timer.decode_affine(n)
+        """(a, b) of a decode step of ``n`` sequences, ``a + b * context tokens``, into ``_affines``."""
+        ab = self._affines[n] = self._fast_timer.decode_affine(n)
         return ab
-
-    def _account(self, steps: int, duration_s: float, num_seqs: int) -> None:
-        kv = self.sched.kv
-        self.stats.add(steps, duration_s, num_seqs, (kv.num_blocks - kv.num_free_blocks) / kv.num_blocks)
 
     def _record(self, now: float, num_decoding: int) -> None:
         """A decode step of ``num_decoding`` requests ended now: a timeline entry (and its ITL gap)."""
-        tl = self.timeline
-        if tl.held >= self._compact_at:
+        data = self.timeline.data
+        if len(data) >= self._compact_at:
             self._compact(1)
-        tl.append(now)
+        data.append(now)
         if self.gaps is not None:
             self.gaps.entry(now, num_decoding)
 
