@@ -19,9 +19,9 @@ import argparse
 
 import numpy as np
 
+from infercast.cost.profiles import ProfileSet
 from infercast.validate.calibrate import Calibrator
 from infercast.validate.cases import load_cases
-from infercast.validate.profiles import ProfileSet
 
 
 def split_half(group: str, min_group_rows: int) -> list[dict[str, float]]:

@@ -36,8 +36,12 @@ import json
 import math
 import sys
 
-from infercast.commands.simulate import build_step_model
 from infercast.sim.config import build_config
+
+try:
+    from infercast.sim.presets import build_step_model
+except ImportError:  # a tree from before the move (A/B runs against an old commit)
+    from infercast.commands.simulate import build_step_model
 from infercast.sim.run import simulate
 
 BASE = {"model": "llama-3.1-8b", "hardware": "h100-sxm"}

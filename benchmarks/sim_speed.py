@@ -26,8 +26,12 @@ import resource
 import sys
 import time
 
-from infercast.commands.simulate import build_step_model
 from infercast.sim.config import build_config
+
+try:
+    from infercast.sim.presets import build_step_model
+except ImportError:  # a tree from before the move (A/B runs against an old commit)
+    from infercast.commands.simulate import build_step_model
 from infercast.sim.run import simulate
 
 

@@ -26,8 +26,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from infercast.commands.simulate import build_step_model
 from infercast.sim.config import build_config
+from infercast.sim.presets import build_step_model
 from infercast.sim.run import simulate
 from infercast.sim.workload import load_trace
 

@@ -12,10 +12,10 @@ from __future__ import annotations
 
 import time
 
+from infercast.cost.profiles import load_profile_set
 from infercast.validate.calibrate import Calibrator
 from infercast.validate.cases import load_cases
 from infercast.validate.evaluate import Evaluator
-from infercast.validate.profiles import load_profile_set
 from infercast.validate.score import floor_report
 
 

@@ -12,6 +12,7 @@ code 2. Anything else is a bug and keeps its traceback.
     |   +-- UnknownDtypeError      a precision name infercast does not know
     +-- DoesNotFitError        a configuration that does not fit in memory
     +-- DataError              a measurement/trace file that cannot be read
+    +-- Unpredictable          a setup the models cannot predict yet (the message says why)
 """
 
 from __future__ import annotations
@@ -47,3 +48,7 @@ class DoesNotFitError(InfercastError):
 
 class DataError(InfercastError):
     """A data file (measurements, trace) that cannot be read as documented."""
+
+
+class Unpredictable(InfercastError):
+    """A setup (e.g. a measurement row) infercast cannot predict yet; the message is the reason."""

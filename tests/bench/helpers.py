@@ -5,7 +5,8 @@ from __future__ import annotations
 from tokenizers import Tokenizer, models, pre_tokenizers
 
 from infercast.bench.datasets import _WORDS
-from infercast.bench.mock import MockConfig, run_in_thread
+from infercast.bench.mock import MockConfig
+from infercast.bench.mock_http import run_in_thread
 from infercast.bench.run import BenchConfig, BenchResult, run_bench
 
 

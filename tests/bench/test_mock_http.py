@@ -7,8 +7,8 @@ import httpx
 from infercast.bench import loops
 from infercast.bench.client import BenchClient, ClientConfig
 from infercast.bench.datasets import RequestSpec
-from infercast.bench.mock import MockConfig, run_in_thread
-from infercast.bench.mock_http import _EARLY_S
+from infercast.bench.mock import MockConfig
+from infercast.bench.mock_http import _EARLY_S, run_in_thread
 
 
 def test_routes_framing_and_errors():

@@ -192,7 +192,7 @@ def test_hardware_files_take_only_finite_numbers_of_the_right_type(field, value)
 def test_profile_fields_refuse_non_finite_and_wrong_types(field, value, tmp_path_factory):
     import tomllib
 
-    from infercast.validate.profiles import load_profile_set
+    from infercast.cost.profiles import load_profile_set
 
     f = tmp_path_factory.mktemp("p") / "p.toml"
     text = f"[profile]\n{field} = {json.dumps(value)}\n".replace("NaN", "nan").replace(

@@ -77,8 +77,8 @@ def test_budget_and_seats_respected_every_step(step_model):
 
 def test_windowed_attention_lists_requests_and_still_agrees():
     """Sliding-window models: per-request contexts matter; segments stop at the window."""
-    from infercast.commands.simulate import build_step_model
     from infercast.sim.config import build_config
+    from infercast.sim.presets import build_step_model
 
     cfg = {"model": "mistral-7b", "workload": {"rate": 10, "num_requests": 150, "trace": "azure-conv"}}
     model = build_step_model(build_config(cfg))

@@ -14,10 +14,10 @@ from infercast.specs.engines import (
     EnginePreset,
     load_engine,
     parse_preset,
+    preset_name,
     preset_names,
     shipped_presets,
 )
-from infercast.validate.setup import preset_name
 
 GB = 1e9
 

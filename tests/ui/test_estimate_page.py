@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from infercast.cost.profiles import resolve_profile
 from infercast.estimate import estimate
 from infercast.specs.parallel import Parallelism
-from infercast.validate.profiles import resolve_profile
 
 
 def api_point(batch: int, hardware: str = "h100-sxm", **kw):

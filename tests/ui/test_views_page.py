@@ -6,9 +6,9 @@ import json
 
 import pytest
 
+from infercast.cost.profiles import resolve_profile
 from infercast.estimate import estimate
 from infercast.specs.parallel import Parallelism
-from infercast.validate.profiles import resolve_profile
 
 
 def value(page, selector: str) -> float:

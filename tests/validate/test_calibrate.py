@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 
 from infercast.cost.efficiency import EfficiencyProfile, load_profile
+from infercast.cost.profiles import ProfileSet, load_profile_set
 from infercast.validate.calibrate import Calibrator
 from infercast.validate.cases import read_cases
 from infercast.validate.evaluate import Evaluator
-from infercast.validate.profiles import ProfileSet, load_profile_set
 
 COLS = "id,source,scenario,metric,value,model,hardware,n_gpus,tp,weights,kv_cache,engine,input_tokens,output_tokens,batch\n"
 TRUE = EfficiencyProfile(gemm_compute_eff=0.55, mem_bw_eff=0.62, step_overhead_s=2.5e-3)

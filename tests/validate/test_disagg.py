@@ -6,10 +6,10 @@ import json
 
 import pytest
 
+from infercast.closedform.disagg import disagg_loop
+from infercast.cost.profiles import ProfileSet
 from infercast.validate.cases import read_cases
-from infercast.validate.disagg import disagg_loop
 from infercast.validate.evaluate import Evaluator
-from infercast.validate.profiles import ProfileSet
 
 COLS = "id,scenario,metric,value,model,hardware,n_gpus,weights,engine,input_tokens,output_tokens,concurrency,extra\n"
 

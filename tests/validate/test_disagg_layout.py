@@ -6,15 +6,15 @@ import json
 
 import pytest
 
-from infercast.validate.cases import read_cases
-from infercast.validate.disagg import (
+from infercast.closedform.disagg import (
     UNSTATED_WORKERS_NOTE,
     decode_running_limit,
     disagg_loop,
     prefill_seats,
 )
+from infercast.cost.profiles import ProfileSet
+from infercast.validate.cases import read_cases
 from infercast.validate.evaluate import Evaluator
-from infercast.validate.profiles import ProfileSet
 
 COLS = "id,scenario,metric,value,model,hardware,n_gpus,weights,engine,input_tokens,output_tokens,concurrency,extra\n"
 

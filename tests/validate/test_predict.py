@@ -7,12 +7,12 @@ import math
 import pytest
 
 from infercast.cost.efficiency import EfficiencyProfile
+from infercast.cost.profiles import ProfileSet
 from infercast.specs.engines import load_engine
 from infercast.validate.cases import read_cases
 from infercast.validate.evaluate import Evaluator
 from infercast.validate.ledger import StepModels, expand
 from infercast.validate.predict import plan_case
-from infercast.validate.profiles import ProfileSet
 from infercast.validate.setup import Unpredictable, layout
 
 COLS = "id,scenario,metric,value,model,hardware,n_gpus,tp,pp,ep,weights,kv_cache,engine,input_tokens,output_tokens,batch,concurrency,request_rate,dataset\n"
@@ -134,7 +134,7 @@ def test_speculative_speedup_at_the_paired_acceptance_length(models):
 
 
 def test_pipeline_parallel_runs_pp_micro_batches(models):
-    from infercast.validate.steady import closed_loop
+    from infercast.closedform.steady import closed_loop
 
     c = case("pp,offline,output_throughput_total,1,llama-3.1-70b,h100-sxm,2,1,2,,fp8,,tensorrt-llm,1024,1024,,,,")
     plan = plan_case(c, models)

@@ -6,9 +6,9 @@ import math
 
 import pytest
 
+from infercast.cost.profiles import load_profile_set
 from infercast.validate.cases import load_cases
 from infercast.validate.evaluate import Evaluator
-from infercast.validate.profiles import load_profile_set
 from infercast.validate.score import floor_report, report
 
 

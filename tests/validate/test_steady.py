@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import pytest
 
+from infercast.closedform.steady import closed_loop
 from infercast.cost.step import StepModel
 from infercast.sim.config import build_config
 from infercast.sim.run import simulate
 from infercast.specs.catalog import load_hardware, load_model
 from infercast.specs.precision import Precision
 from infercast.validate.ledger import expand
-from infercast.validate.steady import closed_loop
 
 
 @pytest.fixture(scope="module")

@@ -57,8 +57,8 @@ def _sim_inputs(cfg: BenchConfig, model: str, hardware: str, weights: str, confi
 
     ``profile``: the efficiency profile (``cost.profiles.resolve_profile``; None = the shipped one);
     ``engine``: an engine preset name or file (``specs.engines``), under the config file's settings."""
-    from infercast.commands.simulate import build_step_model, with_engine
     from infercast.sim.config import build_config, read_config_file
+    from infercast.sim.presets import build_step_model, with_engine
 
     base = read_config_file(config_file) if config_file else None
     data, preset = with_engine(sim_config_dict(cfg, model, hardware, weights, base), engine)

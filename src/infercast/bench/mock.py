@@ -29,19 +29,12 @@ request (N = 1: all).
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import json
-import socket
-import threading
 import time
 from collections import deque
-from collections.abc import Iterator
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
-
-from infercast.bench import loops
 
 TRUTH_KEEP = 100_000  # per-request truth rows kept (bounded memory)
 
@@ -145,56 +138,3 @@ class MockServer:
         self.truth.append({"index": index, "request_id": request_id, "receipt_s": t0, "first_write_s": sent[0],
                            "ttft_s": ttft, "e2e_s": e2e, "tpot_s": tpot, "output_tokens": num_tokens,
                            "chunks": len(sent)})
-
-
-def _listen(host: str, port: int) -> socket.socket:
-    """A listening socket with TCP_NODELAY, so each chunk leaves at once (no Nagle delay).
-
-    Without it a chunk written right after the headers can wait ~40 ms for the
-    client's delayed ACK (measured: the role chunk arrived 40 ms late).
-    """
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-    sock.bind((host, port))
-    sock.listen(1024)
-    sock.setblocking(False)
-    return sock
-
-
-def serve(config: MockConfig, host: str = "127.0.0.1", port: int = 8000) -> None:
-    """Serve the mock until interrupted (the ``infercast mock-server`` command)."""
-    from infercast.bench.mock_http import start_server
-
-    sock = _listen(host, port)
-
-    async def main() -> None:
-        http = await start_server(MockServer(config), sock)
-        await http.server.serve_forever()
-
-    with contextlib.suppress(KeyboardInterrupt):
-        loops.run(main())
-
-
-@contextlib.contextmanager
-def run_in_thread(config: MockConfig) -> Iterator[tuple[str, MockServer]]:
-    """Serve the mock on 127.0.0.1 (free port) in a thread; yields (base URL ending /v1, server)."""
-    from infercast.bench.mock_http import start_server
-
-    mock = MockServer(config)
-    sock = _listen("127.0.0.1", 0)
-    port = sock.getsockname()[1]
-    loop = loops.new_event_loop()
-    http = loop.run_until_complete(start_server(mock, sock))
-    thread = threading.Thread(target=loop.run_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{port}/v1", mock
-    finally:
-        loop.call_soon_threadsafe(http.close)
-        loop.call_soon_threadsafe(loop.stop)
-        thread.join(timeout=5.0)
-        if not thread.is_alive():
-            loop.run_until_complete(asyncio.sleep(0))  # let closed transports finish
-            loop.close()
-        sock.close()

@@ -8,6 +8,7 @@ import sys
 from typing import Any
 
 from infercast.errors import ConfigError
+from infercast.report.jsonsafe import json_safe as _clean
 
 
 def _parse_list(text: str, flag: str, cast: type, kind: str) -> list:
@@ -37,17 +38,6 @@ def parse_int_list(text: str, flag: str) -> list[int]:
 def parse_float_list(text: str, flag: str) -> list[float]:
     """'0.5,1,2' -> [0.5, 1.0, 2.0]."""
     return _parse_list(text, flag, float, "numbers")
-
-
-def _clean(obj: Any) -> Any:
-    """JSON-safe: NaN/inf become null (JSON has neither)."""
-    if isinstance(obj, float) and not math.isfinite(obj):
-        return None
-    if isinstance(obj, dict):
-        return {k: _clean(v) for k, v in obj.items()}
-    if isinstance(obj, list | tuple):
-        return [_clean(v) for v in obj]
-    return obj
 
 
 def print_json(data: Any) -> None:

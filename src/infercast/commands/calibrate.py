@@ -14,11 +14,11 @@ def run_calibrate(data: str | None, out: str, groups: bool, cv: bool, min_group_
     from rich.table import Table
 
     from infercast.commands._common import print_json
+    from infercast.cost.profiles import ProfileSet
     from infercast.errors import ConfigError
     from infercast.report.console import make_console
     from infercast.validate.calibrate import Calibrator
     from infercast.validate.cases import load_cases
-    from infercast.validate.profiles import ProfileSet
     from infercast.validation import check_writable
 
     check_writable(out, "--out")

@@ -81,7 +81,7 @@ def run_fleet(o: dict) -> None:
     if o["per_minute"]:
         _write_ticks(o["per_minute"], runs)
     if o["plot"]:
-        from infercast.fleet.plots import plot_policies
+        from infercast.report.fleet_plots import plot_policies
 
         plot_policies(runs, o["plot"], f"{cfg.model} on {cfg.hardware} (TP{cfg.tp}): {load.source}")
     if o["as_json"]:

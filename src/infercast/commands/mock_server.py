@@ -33,7 +33,8 @@ def register(app: typer.Typer) -> None:
         """Serve /v1/completions and /v1/chat/completions with exact, configurable timing."""
         from pydantic import ValidationError
 
-        from infercast.bench.mock import MockConfig, serve
+        from infercast.bench.mock import MockConfig
+        from infercast.bench.mock_http import serve
         from infercast.validation import check_port
 
         check_port(port)

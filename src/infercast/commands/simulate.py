@@ -80,37 +80,6 @@ def _trace_size(base: dict, o: dict) -> int | None:
     return len(load_trace(trace))
 
 
-def build_step_model(cfg, profile: str | None = None, engine=None):
-    """The cost model of one replica for a validated config (speculative/disaggregated runs wrap it).
-
-    ``profile``: the ``--profile`` flag (``cost.profiles.resolve_profile``; None = the shipped
-    calibrated profile); ``engine``: an :class:`~infercast.specs.engines.EnginePreset` (or its
-    name), whose profile group times the steps and whose memory rule sizes the KV cache.
-    """
-    from infercast.cost.profiles import resolve_profile
-    from infercast.sim.build import step_model
-    from infercast.specs.catalog import load_hardware
-
-    if isinstance(engine, str):
-        from infercast.specs.engines import load_engine
-
-        engine = load_engine(engine)
-    group = engine.profile_group if engine is not None else None
-    return step_model(cfg, profile=resolve_profile(profile, load_hardware(cfg.hardware).key, group), engine=engine)
-
-
-def with_engine(data: dict, engine: str | None):
-    """(config dict with the ``--engine`` preset's scheduler under it, the preset or None)."""
-    if engine is None:
-        return data, None
-    from infercast.sim.build import engine_defaults
-    from infercast.sim.config import merge
-    from infercast.specs.engines import load_engine
-
-    preset = load_engine(engine)
-    return merge(engine_defaults(preset, data), data), preset
-
-
 def _sweep(o: dict) -> tuple[str | None, list]:
     """("rate" | "concurrency" | None, values): a comma list on one of the two flags sweeps it."""
     from infercast.commands._common import parse_float_list, parse_int_list
@@ -131,6 +100,7 @@ def run_simulate(o: dict) -> None:
 
     from infercast.commands._common import print_json
     from infercast.sim.config import build_config, merge, read_config_file
+    from infercast.sim.presets import build_step_model, with_engine
     from infercast.sim.run import simulate
     from infercast.validation import check_writable, check_writable_dir
 
@@ -173,7 +143,7 @@ def run_simulate(o: dict) -> None:
     if o["timeline"]:
         _write_timeline(o["timeline"], runs, key)
     if o["plot"]:
-        from infercast.sim.plots import plot_runs
+        from infercast.report.sim_plots import plot_runs
 
         xs = [_tag(c, key)[1] if key else None for *_, c in runs]
         plot_runs([(lbl, r, a) for lbl, r, a, _ in runs], xs, o["plot"], key or "rate")

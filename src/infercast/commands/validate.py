@@ -119,7 +119,7 @@ def run_validate(data: str | None, profile: str | None, as_json: bool, plot: str
                           engine=preset).predict(profiles)
         rep = report(preds, profiles.name, floor_report(cases) if floor else None)
     if plot:
-        from infercast.validate.plot import plot_predictions
+        from infercast.report.validate_plots import plot_predictions
 
         plot_predictions(preds, plot)
     if as_json:

@@ -37,6 +37,7 @@ from typing import Any
 from infercast.cost.efficiency import FIELD_NAMES, EfficiencyProfile
 from infercast.errors import ConfigError
 from infercast.specs.catalog import data_path, read_toml
+from infercast.specs.engines import engine_family  # noqa: F401 (re-exported: the profile group's engine half)
 
 SHIPPED = "default.toml"
 BUILTIN = "builtin"
@@ -53,22 +54,6 @@ HARDWARE_FAMILIES = {
 }
 # profile-group engine families: trtllm-engine is TensorRT-LLM's TensorRT engine flow, trtllm its PyTorch flow
 ENGINE_FAMILIES = ("trtllm", "trtllm-engine", "vllm", "sglang", "llamacpp", "gpt-fast", "other")
-
-
-def engine_family(engine: str) -> str:
-    """trtllm | vllm | sglang | llamacpp | gpt-fast | other, from a free-text engine name."""
-    e = engine.lower()
-    if "tensorrt-llm" in e or "trtllm" in e:
-        return "trtllm"
-    if "sglang" in e:
-        return "sglang"
-    if "vllm" in e:
-        return "vllm"
-    if "llama.cpp" in e:
-        return "llamacpp"
-    if "gpt-fast" in e:
-        return "gpt-fast"
-    return "other"
 
 
 def hardware_family(hardware: str) -> str:

@@ -50,7 +50,7 @@ def build_replica(cfg, load: DayLoad, price_per_gpu_hour: float | None = None,
     (``capacity_rps`` given: not measured again, e.g. in a shard's worker)."""
     from infercast.sim.build import step_model
     from infercast.sim.economics import price_for
-    from infercast.sim.run import scheduler_config
+    from infercast.sim.sched_config import scheduler_config
 
     if cfg.disaggregation is not None or cfg.speculative is not None:
         raise ConfigError("fleet replicas are aggregated, non-speculative (disaggregated fleets: not yet)")

@@ -36,7 +36,7 @@ from infercast.sched import Request, Scheduler
 from infercast.sim.build import pool_step_model
 from infercast.sim.kernel import PRIO_ARRIVAL, Kernel
 from infercast.sim.replica import Replica
-from infercast.sim.run import scheduler_config
+from infercast.sim.sched_config import scheduler_config
 
 DEFAULT_LINK_PER_GPU_BYTES_PER_S = 50e9  # 400 Gb/s NIC per GPU
 DECODE_TOKEN_BUDGET = 1 << 30  # transferred prompts load whole: they cost no compute

@@ -20,12 +20,13 @@ import numpy as np
 
 from infercast.metrics.records import RequestRecord
 from infercast.metrics.summary import MetricsAccumulator, Summary
-from infercast.sched import Request, Scheduler, SchedulerConfig, synthetic_block_hashes
+from infercast.sched import Request, Scheduler, synthetic_block_hashes
 from infercast.sim.collect import CompletionBuffer
 from infercast.sim.config import SimConfig
 from infercast.sim.kernel import PRIO_ARRIVAL, Kernel
 from infercast.sim.replica import Replica
 from infercast.sim.router import make_router
+from infercast.sim.sched_config import scheduler_config
 from infercast.sim.series import TimeSeries
 from infercast.sim.workload import Trace, WorkloadSpec, load_trace, request_columns
 
@@ -95,23 +96,6 @@ def workload_spec(cfg: SimConfig, trace: Trace | None) -> WorkloadSpec:
         max_output_tokens=w.output.max,
         prefix_groups=w.prefix_groups,
         prefix_tokens=w.prefix_tokens,
-    )
-
-
-def scheduler_config(cfg: SimConfig, kv_capacity_tokens: int, compact: bool = True) -> SchedulerConfig:
-    """The replica scheduler's limits; ``compact`` needs a cost that sees decode contexts by sum."""
-    s = cfg.scheduler
-    num_blocks = s.num_blocks or max(1, kv_capacity_tokens // s.block_size)
-    return SchedulerConfig(
-        policy=s.policy,
-        max_num_seqs=s.max_num_seqs,
-        max_num_batched_tokens=s.max_num_batched_tokens,
-        block_size=s.block_size,
-        num_blocks=num_blocks,
-        enable_prefix_caching=s.prefix_caching,
-        max_model_len=s.max_model_len,
-        emit_block_tables=False,
-        compact_decodes=compact,
     )
 
 

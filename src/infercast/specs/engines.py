@@ -22,6 +22,7 @@ engine that runs whole prompts is simulated with chunks), ``admission_watermark`
 from __future__ import annotations
 
 import functools
+import re
 from pathlib import Path
 from typing import Literal
 
@@ -175,3 +176,54 @@ def load_engine(name: str) -> EnginePreset:
         return max(family, key=_version_key)
     raise ConfigError(f"unknown engine {name!r}: choose one of {', '.join(names)} "
                       f"(or a family: {', '.join(PROFILE_GROUPS)}), or give a preset .toml (infercast engines)")
+
+
+def engine_family(engine: str) -> str:
+    """trtllm | vllm | sglang | llamacpp | gpt-fast | other, from a free-text engine name."""
+    e = engine.lower()
+    if "tensorrt-llm" in e or "trtllm" in e:
+        return "trtllm"
+    if "sglang" in e:
+        return "sglang"
+    if "vllm" in e:
+        return "vllm"
+    if "llama.cpp" in e:
+        return "llamacpp"
+    if "gpt-fast" in e:
+        return "gpt-fast"
+    return "other"
+
+
+def trtllm_engine_flow(engine: str) -> bool:
+    """Whether a TensorRT-LLM row ran the TensorRT engine flow rather than the PyTorch backend.
+
+    TensorRT-LLM's performance overview: "Starting with v0.19, testing was performed using
+    the PyTorch backend - this workflow does not require an engine to be built"; before, a
+    TensorRT engine was built per model (its own kernels, runtime and batch manager). So
+    ``tensorrt-llm-X.Y`` below 0.19 and NVIDIA's MLPerf harness (TensorRT engines) are the
+    engine flow; rows that say ``pytorch``, later releases, and aiconfigurator's
+    ``trtllm-*`` runs (its TensorRT-LLM support starts with the PyTorch backend; some of its
+    version strings are Dynamo's) are the PyTorch backend.
+    """
+    e = engine.lower()
+    if "pytorch" in e:
+        return False
+    if "mlperf" in e:
+        return True
+    version = re.match(r"tensorrt-llm-(\d+)\.(\d+)", e)
+    return bool(version) and (int(version.group(1)), int(version.group(2))) < (0, 19)
+
+
+def preset_name(engine: str) -> str | None:
+    """The preset a free-text engine name means (a measurement row's engine column: TensorRT-LLM's
+    engine flow ``trtllm-engine-0.17``, its PyTorch flow ``trtllm-1.0``, vLLM before 0.8 (V0)
+    ``vllm-0.6``, later vLLM ``vllm-0.12``, SGLang ``sglang-0.5``); None = no preset."""
+    family = engine_family(engine)
+    if family == "trtllm":
+        return "trtllm-engine-0.17" if trtllm_engine_flow(engine) else "trtllm-1.0"
+    if family == "sglang":
+        return "sglang-0.5"
+    if family == "vllm":
+        version = re.search(r"vllm-(\d+)\.(\d+)", engine.lower())
+        return "vllm-0.6" if version and (int(version.group(1)), int(version.group(2))) < (0, 8) else "vllm-0.12"
+    return None

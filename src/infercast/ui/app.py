@@ -39,9 +39,9 @@ def _engine_names() -> list[str]:
 
 
 def _json(data: Any, status: int = 200) -> JSONResponse:
-    from infercast.commands._common import _clean
+    from infercast.report.jsonsafe import json_safe
 
-    return JSONResponse(_clean(data), status_code=status)
+    return JSONResponse(json_safe(data), status_code=status)
 
 
 def _error(message: str, field: str | None = None, status: int = 400) -> JSONResponse:

@@ -126,12 +126,12 @@ def _compute_into(data: str | None, conn) -> None:
 
 def compute(data: str | None = None) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
     """(report, details by row id) as ``infercast validate [--data DATA] --json`` computes them."""
+    from infercast.cost.profiles import load_profile_set
+    from infercast.specs.engines import engine_family
     from infercast.validate.cases import load_cases
     from infercast.validate.evaluate import Evaluator
     from infercast.validate.ledger import profile_matrix
-    from infercast.validate.profiles import load_profile_set
     from infercast.validate.score import floor_report, report
-    from infercast.validate.setup import engine_family
 
     profiles = load_profile_set(None)
     cases = load_cases(data)

@@ -14,13 +14,13 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from infercast.cost.profiles import ProfileSet
 from infercast.errors import InfercastError
 from infercast.specs.checkpoint import checkpoint_weights
 from infercast.specs.engines import EnginePreset
 from infercast.validate.cases import Case
 from infercast.validate.ledger import Ledger, StepModels, profile_matrix
 from infercast.validate.predict import Plan, plan_case
-from infercast.validate.profiles import ProfileSet
 from infercast.validate.setup import Unpredictable, group_key, hardware_family
 from infercast.validate.speculative import with_acceptance
 

@@ -16,6 +16,7 @@ from dataclasses import replace
 
 import numpy as np
 
+from infercast.closedform.shape import Shape
 from infercast.cost.efficiency import FIELD_NAMES, EfficiencyProfile
 from infercast.cost.experts import ExpertPrecision
 from infercast.cost.memory import plan_memory
@@ -29,7 +30,6 @@ from infercast.specs.parallel import Parallelism
 from infercast.specs.precision import Precision
 from infercast.validate.setup import Setup, Unpredictable, engine_model
 
-Shape = tuple[tuple[int, int, int], ...]  # runs of (count, new tokens, cached tokens)
 EIGHT_BIT = ("fp8", "int8", "fp4")
 _KIND = {GEMM: 0, ATTENTION: 1, COMM: 3}  # everything else: 2 (elementwise, gather)
 

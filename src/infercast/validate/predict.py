@@ -27,6 +27,7 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
+from infercast.closedform.steady import closed_loop
 from infercast.cost.efficiency import EfficiencyProfile
 from infercast.errors import InfercastError
 from infercast.metrics.summary import Summary
@@ -44,7 +45,6 @@ from infercast.validate.setup import (
     length_range_ratio,
     unshardable_tp,
 )
-from infercast.validate.steady import closed_loop
 
 Combine = Callable[[Sequence[float], EfficiencyProfile], float]
 HARDWARE_METRICS = ("matmul_flops_per_s", "link_bandwidth_bytes_per_s")
@@ -336,16 +336,16 @@ def _pool(p: dict, where: str, model: str) -> tuple[int, int, bool, str | None]:
 def _disaggregated(case: Case, models: StepModels) -> Plan:
     """Prefill and decode pools from ``extra``, closed loop at the row's concurrency: closed form
     (:mod:`infercast.validate.disagg`), or the simulator's pools with ``--simulate-all``."""
-    from infercast.sim.disagg import (
-        DEFAULT_LINK_PER_GPU_BYTES_PER_S,
-        kv_transfer_bytes,
-        transfer_time_s,
-    )
-    from infercast.validate.disagg import (
+    from infercast.closedform.disagg import (
         decode_running_limit,
         disagg_loop,
         pool_workers,
         prefill_seats,
+    )
+    from infercast.sim.disagg import (
+        DEFAULT_LINK_PER_GPU_BYTES_PER_S,
+        kv_transfer_bytes,
+        transfer_time_s,
     )
     from infercast.validate.simrun import CONCURRENCY_WAVES, SIM_METRICS, disagg_predictor
 

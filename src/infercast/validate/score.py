@@ -104,7 +104,7 @@ def assumed_layout(p: Prediction) -> bool:
     the worker counts (``validate/disagg.py``, ``UNSTATED_WORKERS_NOTE``), and rows whose stated
     TP cannot shard the model's heads, predicted as attention DP (``validate/setup.py``,
     ``ASSUMED_DP_NOTE``)."""
-    from infercast.validate.disagg import UNSTATED_WORKERS_NOTE
+    from infercast.closedform.disagg import UNSTATED_WORKERS_NOTE
     from infercast.validate.setup import ASSUMED_DP_NOTE
 
     return UNSTATED_WORKERS_NOTE in p.notes or any(ASSUMED_DP_NOTE in n for n in p.notes)

@@ -59,13 +59,18 @@ silent; each one is named, and ``docs/validation.md`` lists them:
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, replace
 
-from infercast.cost.profiles import HARDWARE_FAMILIES, engine_family, hardware_family  # noqa: F401 (re-exported)
-from infercast.errors import InfercastError
+from infercast.cost.profiles import HARDWARE_FAMILIES, hardware_family  # noqa: F401 (re-exported)
+from infercast.errors import InfercastError, Unpredictable  # noqa: F401 (Unpredictable re-exported)
 from infercast.specs.checkpoint import checkpoint_expert_format
-from infercast.specs.engines import EnginePreset, load_engine
+from infercast.specs.engines import (  # noqa: F401 (engine_family, trtllm_engine_flow re-exported)
+    EnginePreset,
+    engine_family,
+    load_engine,
+    preset_name,
+    trtllm_engine_flow,
+)
 from infercast.specs.model import ATTN_CHUNKED, ATTN_FULL, ModelSpec
 from infercast.specs.parallel import attention_split_problem
 from infercast.validate.cases import Case
@@ -73,30 +78,6 @@ from infercast.validate.cases import Case
 MEMORY_FRACTION = 0.9  # engines without a preset: of all device memory (vLLM's default, module docstring)
 OTHER_LIMITS = (256, 8192)  # engines without a preset: vLLM V0's max_num_seqs, the common 8192-token budget
 NARROW = ("fp8", "int8", "int4", "fp4")
-
-class Unpredictable(InfercastError):
-    """A row infercast cannot predict yet; the message is the reported reason."""
-
-
-def trtllm_engine_flow(engine: str) -> bool:
-    """Whether a TensorRT-LLM row ran the TensorRT engine flow rather than the PyTorch backend.
-
-    TensorRT-LLM's performance overview: "Starting with v0.19, testing was performed using
-    the PyTorch backend - this workflow does not require an engine to be built"; before, a
-    TensorRT engine was built per model (its own kernels, runtime and batch manager). So
-    ``tensorrt-llm-X.Y`` below 0.19 and NVIDIA's MLPerf harness (TensorRT engines) are the
-    engine flow; rows that say ``pytorch``, later releases, and aiconfigurator's
-    ``trtllm-*`` runs (its TensorRT-LLM support starts with the PyTorch backend; some of its
-    version strings are Dynamo's) are the PyTorch backend.
-    """
-    e = engine.lower()
-    if "pytorch" in e:
-        return False
-    if "mlperf" in e:
-        return True
-    version = re.match(r"tensorrt-llm-(\d+)\.(\d+)", e)
-    return bool(version) and (int(version.group(1)), int(version.group(2))) < (0, 19)
-
 
 def group_key(case: Case) -> str:
     """Profile group of a row: ``<hardware family>/<engine family>``; TensorRT-LLM's engine
@@ -106,19 +87,6 @@ def group_key(case: Case) -> str:
     if family == "trtllm" and trtllm_engine_flow(case.engine):
         family = "trtllm-engine"
     return f"{hardware_family(case.hardware)}/{family}"
-
-
-def preset_name(engine: str) -> str | None:
-    """The engine preset a row's engine column means (module docstring); None = no preset."""
-    family = engine_family(engine)
-    if family == "trtllm":
-        return "trtllm-engine-0.17" if trtllm_engine_flow(engine) else "trtllm-1.0"
-    if family == "sglang":
-        return "sglang-0.5"
-    if family == "vllm":
-        version = re.search(r"vllm-(\d+)\.(\d+)", engine.lower())
-        return "vllm-0.6" if version and (int(version.group(1)), int(version.group(2))) < (0, 8) else "vllm-0.12"
-    return None
 
 
 def row_preset(case: Case, hardware_key: str, tp: int, engine: EnginePreset | None = None) -> EnginePreset | None:

@@ -44,8 +44,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from infercast.validate.ledger import Shape
-from infercast.validate.setup import Unpredictable
+from infercast.closedform.shape import Shape
+from infercast.errors import Unpredictable
 
 # Rows whose source gives no worker counts: in aiconfigurator's silicon sample (v0.12.0) those with
 # silicon_data_source "source_file=2026-03-25.csv" / "2026-04-06.csv" are, by their Dynamo 0.8.1

@@ -67,7 +67,7 @@ def test_cli_reports_the_experts_and_rejects_a_bad_spec(capsys):
 def _config(tmp_path, quant: dict | None, torch_dtype: str = "float16"):
     import pathlib
 
-    base = json.loads(pathlib.Path(__file__).parent.parent.joinpath(
+    base = json.loads(pathlib.Path(__file__).parents[2].joinpath(
         "src/infercast/data/models/llama-3.1-8b.json").read_text())
     base["torch_dtype"] = torch_dtype
     if quant is not None:

@@ -60,7 +60,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from infercast.validate.ledger import Shape
+from infercast.closedform.shape import Shape
 
 
 @dataclass(frozen=True)

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from infercast.commands.simulate import build_step_model
 from infercast.errors import ConfigError, DoesNotFitError
 from infercast.sim.config import build_config
+from infercast.sim.presets import build_step_model
 
 
 def test_default_weights_are_the_checkpoints():

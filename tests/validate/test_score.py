@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+from infercast.cost.profiles import load_profile_set
 from infercast.validate.cases import load_cases
 from infercast.validate.evaluate import Evaluator
-from infercast.validate.profiles import load_profile_set
 from infercast.validate.score import assumed_layout, report
 
 # AIC-2074: an InferenceX-style disaggregated run without worker counts; AIC-0253: aiconfigurator's own

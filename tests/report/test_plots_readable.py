@@ -12,7 +12,7 @@ import numpy as np  # noqa: E402
 
 from infercast.report.axes import latency_axis, slo_line  # noqa: E402
 from infercast.report.plots import _label_clusters  # noqa: E402
-from infercast.validate.plot import _unit  # noqa: E402
+from infercast.report.validate_plots import _unit  # noqa: E402
 
 
 def test_narrow_latency_range_is_linear_wide_is_log():

@@ -6,7 +6,8 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from infercast.bench.mock import MockConfig, run_in_thread
+from infercast.bench.mock import MockConfig
+from infercast.bench.mock_http import run_in_thread
 from infercast.commands import bench, mock_server
 from infercast.errors import ConfigError
 

@@ -4,7 +4,7 @@ Hand-checked row TRT10-0130: Qwen3-235B-A22B FP4 on 8 x B200, "TP8", 1000/1000, 
 tok/s. The overview's MoE command is ``trtllm-bench --tp $tp_size --pp $pp_size --ep $ep_size``,
 so the row is predicted with the experts split over the TP group (ep = tp = 8, attention TP):
 each rank runs 1/8 of the token-expert rows with the full 4,096-wide hidden size, not all of
-them (tests/validate/test_r4_moe_activations.py has those bytes). Dense rows of the same source
+them (tests/cost/test_step_moe_activations.py has those bytes). Dense rows of the same source
 and MoE rows on one GPU are unchanged.
 """
 

@@ -8,8 +8,8 @@ import pytest
 
 from infercast.cli import main
 from infercast.cost.efficiency import EfficiencyProfile
+from infercast.cost.profiles import load_profile_set, resolve_profile
 from infercast.errors import ConfigError
-from infercast.validate.profiles import load_profile_set, resolve_profile
 
 SET = """[profile]
 name = "t"

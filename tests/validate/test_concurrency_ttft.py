@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import pytest
 
+from infercast.closedform.steady import closed_loop
+from infercast.cost.profiles import load_profile_set
 from infercast.validate.cases import load_cases
 from infercast.validate.evaluate import Evaluator
 from infercast.validate.ledger import profile_matrix
-from infercast.validate.profiles import load_profile_set
 from infercast.validate.simrun import CONCURRENCY_WAVES
-from infercast.validate.steady import closed_loop
 
 
 def test_spread_later_wave_by_hand():

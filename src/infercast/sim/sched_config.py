@@ -1,0 +1,23 @@
+"""A replica scheduler's limits from a simulator config (aggregated and disaggregated pools alike)."""
+
+from __future__ import annotations
+
+from infercast.sched import SchedulerConfig
+from infercast.sim.config import SimConfig
+
+
+def scheduler_config(cfg: SimConfig, kv_capacity_tokens: int, compact: bool = True) -> SchedulerConfig:
+    """The replica scheduler's limits; ``compact`` needs a cost that sees decode contexts by sum."""
+    s = cfg.scheduler
+    num_blocks = s.num_blocks or max(1, kv_capacity_tokens // s.block_size)
+    return SchedulerConfig(
+        policy=s.policy,
+        max_num_seqs=s.max_num_seqs,
+        max_num_batched_tokens=s.max_num_batched_tokens,
+        block_size=s.block_size,
+        num_blocks=num_blocks,
+        enable_prefix_caching=s.prefix_caching,
+        max_model_len=s.max_model_len,
+        emit_block_tables=False,
+        compact_decodes=compact,
+    )
