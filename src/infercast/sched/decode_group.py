@@ -10,8 +10,14 @@ This mixin only makes sense inside ``Scheduler``, whose state it shares.
 from __future__ import annotations
 
 import heapq
+from collections import deque
+from typing import TYPE_CHECKING, Any
 
+from infercast.sched.kv_cache import BlockManager
 from infercast.sched.request import Request, RequestStatus
+
+if TYPE_CHECKING:
+    from infercast.sched.scheduler import SchedulerConfig
 
 _heappush = heapq.heappush
 _FINISHED = RequestStatus.FINISHED  # a module constant: ~4x cheaper to read than the enum member
@@ -19,6 +25,26 @@ _FINISHED = RequestStatus.FINISHED  # a module constant: ~4x cheaper to read tha
 
 class DecodeGroupMixin:
     """Group bookkeeping on the scheduler's state (kv, group, explicit, dstep, ...)."""
+
+    # The scheduler's state this mixin works on (set by ``Scheduler.__init__``).
+    config: SchedulerConfig
+    kv: BlockManager
+    policy: Any  # a policy object of ``policies.make_policy`` (its methods take the Scheduler)
+    waiting: deque[Request]
+    running: dict[str, Request]
+    explicit: dict[str, Request]
+    group: dict[str, Request]
+    requests: dict[str, Request]
+    dstep: int
+    _phase: list[int]
+    _phased: int
+    _dsum: int
+    _finish_heap: list[tuple[int, int, Request]]
+    _heap_seq: int
+    _reserve: list[int]
+    _pending_group: int
+    _pending_blocks: int
+    _plain_chunked: bool
 
     @property
     def group_context_tokens(self) -> int:

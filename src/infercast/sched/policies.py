@@ -130,11 +130,11 @@ class StaticPolicy:
     def schedule(self, s: Scheduler) -> tuple[list[tuple[Request, int]], list[str]]:
         if s.running:  # KV was reserved at admission: the group step never lacks blocks
             preempted: list[str] = []
-            entries, _ = _with_group(s, lambda s: list(s.explicit.values()),
+            running, _ = _with_group(s, lambda s: list(s.explicit.values()),
                                      s.config.max_num_batched_tokens, preempted)
             if preempted:
                 raise RuntimeError("static batch outgrew its KV reservation")
-            return list(entries.values()), []
+            return list(running.values()), []
         entries: Entries = {}
         budget = s.config.max_num_batched_tokens
         bs = s.config.block_size
@@ -208,8 +208,9 @@ class PrefillFirstPolicy:
     def schedule(self, s: Scheduler) -> tuple[list[tuple[Request, int]], list[str]]:
         budget = s.config.max_num_batched_tokens
         preempted: list[str] = []
+        entries: Entries = {}
         while True:  # the unfinished chunked prompts first (a preemption may dissolve the group: retry)
-            entries: Entries = {}
+            entries = {}
             prefilling = [r for r in s.explicit.values() if r.num_remaining_tokens > 1]
             try:
                 left = _run_running(s, prefilling, budget, entries, preempted) if prefilling else budget
@@ -220,8 +221,8 @@ class PrefillFirstPolicy:
             admit_waiting(s, entries, left, chunked=True)
         if entries:
             return list(entries.values()), preempted
-        entries, _ = _with_group(s, lambda s: list(s.explicit.values()), budget, preempted)
-        return list(entries.values()), preempted
+        decodes, _ = _with_group(s, lambda s: list(s.explicit.values()), budget, preempted)
+        return list(decodes.values()), preempted
 
     def would_admit(self, s: Scheduler) -> bool:
         return _head_fits(s, s.config.max_num_batched_tokens, chunked=True)

@@ -64,7 +64,8 @@ class CompletionBuffer:
         reason = req.finish_reason
         if self.sink is not None:
             self.sink(RequestRecord(
-                req.request_id, req.arrival_s, req.prompt_tokens, req.num_output_tokens, times,
+                req.request_id, req.arrival_s, req.prompt_tokens, req.num_output_tokens,
+                times if times is not None else [],  # type: ignore[arg-type]  # (an array)
                 finish_s=finish_s, first_scheduled_s=first_scheduled_s, finish_reason=reason,
                 num_preemptions=req.num_preemptions, cached_prompt_tokens=req.num_cached_prompt_tokens))
         rows = self._rows

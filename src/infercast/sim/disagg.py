@@ -133,7 +133,8 @@ class PrefillReplica(Replica):
     """A prefill replica: every request runs to its first token only."""
 
     def __init__(self, *args, transfer: _Transfer, **kwargs):
-        super().__init__(*args, complete=transfer, **kwargs)
+        kwargs["complete"] = transfer
+        super().__init__(*args, **kwargs)
         self.transfer = transfer
 
     def submit(self, req: Request) -> None:

@@ -25,6 +25,10 @@ PRIO_KICK = 2
 _INF = float("inf")
 
 
+def _no_arrival(item: Any) -> None:
+    raise ValueError("Kernel.run got arrivals but no on_arrival to hand them to")
+
+
 class Kernel:
     """Event heap with cancellation; ``run()`` drains it."""
 
@@ -69,6 +73,7 @@ class Kernel:
         """
         heap, pop = self.heap, heapq.heappop
         stream = arrivals if arrivals is not None else iter(())
+        deliver = on_arrival if on_arrival is not None else _no_arrival
         item = next(stream, None)
         ta = self.arrival_s = _INF if item is None else item.arrival_s
         count = 0  # events run, added to num_events at the end (one store per run, not per event)
@@ -93,7 +98,7 @@ class Kernel:
                             f"arrival at {nxt} s after one at {ta} s: the stream must be in time order")
                     self.now = ta
                     count += 1
-                    on_arrival(cur)
+                    deliver(cur)
                     ta = nxt
                 else:
                     break

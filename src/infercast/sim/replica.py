@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
@@ -43,23 +44,18 @@ from infercast.sim.timer import FastStepTimer, StepTimer
 TIMELINE_COMPACT_MIN = 1 << 16
 
 
-def _step_arrays(batch) -> tuple[np.ndarray, np.ndarray]:
+def _step_lists(batch: Batch) -> tuple[list[int], list[float]]:
     """(new tokens, cached tokens) per sequence of a batch, for the cost model.
 
     A compact decode group of n requests whose contexts sum to S enters as n
     one-token decodes of S/n each: with full attention the cost model sees
     decode contexts only through their sum, so equal shares cost the same.
     """
-    seqs, nd = batch.seqs, batch.num_decode_seqs
-    k = len(seqs)
-    new = np.empty(k + nd)
-    cached = np.empty(k + nd)
-    for i, seq in enumerate(seqs):
-        new[i] = seq.num_new_tokens
-        cached[i] = seq.num_cached_tokens
+    nd = batch.num_decode_seqs
+    new = [s.num_new_tokens for s in batch.seqs] + [1] * nd
+    cached = [float(s.num_cached_tokens) for s in batch.seqs]
     if nd:
-        new[k:] = 1.0
-        cached[k:] = batch.decode_cached_tokens / nd
+        cached += [batch.decode_cached_tokens / nd] * nd
     return new, cached
 
 
@@ -209,8 +205,8 @@ class _Segment:
             for j in range(1, m + 1):
                 ends.append(s + j * c1 + c2 * (j * (j - 1)))
             return ends
-        j = np.arange(1, m + 1, dtype=np.float64)
-        return s + j * c1 + c2 * (j * (j - 1))
+        js = np.arange(1, m + 1, dtype=np.float64)
+        return s + js * c1 + c2 * (js * (js - 1))
 
     def first_end_after(self, t: float) -> int:
         """Smallest j in [1, steps] with step_end(j) >= t (root of the quadratic, then checked)."""
@@ -280,7 +276,7 @@ class Replica:
         # (both or neither; then every finished request is a record through ``emit``).
         self.complete = complete
         self._wants_times = complete is not None and complete.wants_times  # fixed for the run
-        self.gaps = GapTally(itl) if complete is not None else None
+        self.gaps = GapTally(itl) if complete is not None and itl is not None else None
         self.fast = fast
         self.max_segment_steps = max_segment_steps
         self.observe = observe  # returns (last sample, interval): see TimeSeries.observe
@@ -303,7 +299,7 @@ class Replica:
         # One plan object of each kind, refilled per step; ``_plan`` is the one under way.
         self._batch_step, self._group_step, self._segment = _BatchStep(self), _GroupStep(self), _Segment(self)
         self._plan: _BatchStep | _GroupStep | _Segment | None = None
-        self._handle: list | None = None  # the kernel entry of the plan's end
+        self._handle: list[Any] = []  # the kernel entry of the plan's end
         self._on_end, self._on_start = self._end, self._start  # bound once (one per event otherwise)
 
     # ---- arrivals ---------------------------------------------------------------
@@ -342,18 +338,21 @@ class Replica:
         k = self.sched.decode_horizon(self.max_segment_steps) if self.fast else 0
         if k and self._windowed:
             k = self._cap_by_window(k)
+        plan: _BatchStep | _GroupStep | _Segment
         if k >= 2:
             plan = self._segment
             plan.start(now, k)
         else:
-            plan = self._group_step if k else self._batch_step
-            dt = plan.start(now)
+            step = self._group_step if k else self._batch_step
+            dt = step.start(now)
             if dt is None:
                 self._busy = False
                 return
+            plan = step
             self.stats.add(1, dt, plan.num_seqs, self.sched.kv)  # a segment's, when it ends (cut or not)
-        if now >= self._obs_due:  # else ``observe`` would ignore the call (see ``_obs_due``)
-            last, interval = self.observe(now, self, plan.num_seqs)
+        observe = self.observe
+        if now >= self._obs_due and observe is not None:  # else ``observe`` would ignore the call
+            last, interval = observe(now, self, plan.num_seqs)
             self._obs_due = (last + interval) * (1.0 - 1e-12)
         self._busy = True
         self._plan = plan
@@ -363,6 +362,7 @@ class Replica:
         """The plan's step(s) ended: its token times, the scheduler's update, finishes, next step."""
         now = self.kernel.now
         plan, self._plan = self._plan, None
+        assert plan is not None, "a step ended that was never started"
         for req in plan.end(now):
             self._finish(req, now)
         if self.kernel.has_pending(now, PRIO_ARRIVAL):  # ``_kick``: none is pending at a step's end
@@ -382,7 +382,7 @@ class Replica:
         fast = self._fast_timer
         seqs, nd = batch.seqs, batch.num_decode_seqs
         if fast is None:
-            return self.timer.step_time_s(*_step_arrays(batch))
+            return self.timer.step_time_s(*_step_lists(batch))
         if len(seqs) == 1:  # one prefill chunk beside the group: no lists
             seq = seqs[0]
             return fast.chunk_step_time_s(nd, batch.decode_cached_tokens, seq.num_new_tokens,
@@ -392,6 +392,7 @@ class Replica:
 
     def _affine(self, n: int) -> tuple[float, float]:
         """(a, b) of a decode step of ``n`` sequences, ``a + b * context tokens``, into ``_affines``."""
+        assert self._fast_timer is not None, "only fast mode times steps by their affine form"
         ab = self._affines[n] = self._fast_timer.decode_affine(n)
         return ab
 
@@ -435,8 +436,9 @@ class Replica:
         if req.timeline_start >= 0:
             self._num_decoding -= 1
         self.outstanding_tokens -= req.prompt_tokens + req.max_output_tokens
-        rec = RequestRecord(
-            req.request_id, req.arrival_s, req.prompt_tokens, req.num_output_tokens, times,
+        rec = RequestRecord(  # (token times as an array, as records take them everywhere)
+            req.request_id, req.arrival_s, req.prompt_tokens, req.num_output_tokens,
+            times,  # type: ignore[arg-type]
             finish_s=now, first_scheduled_s=req.first_scheduled_s, finish_reason=req.finish_reason,
             num_preemptions=req.num_preemptions, cached_prompt_tokens=req.num_cached_prompt_tokens,
         )

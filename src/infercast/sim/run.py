@@ -14,7 +14,7 @@ import math
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -112,7 +112,8 @@ class _Driver:
     """Feeds arrivals (open or closed loop) to the router and collects records."""
 
     def __init__(self, cfg: SimConfig, columns: Iterator, replicas: list[Replica], kernel: Kernel,
-                 on_record: Callable[[RequestRecord], None]):
+                 on_record: Callable[[RequestRecord], None], completions: CompletionBuffer,
+                 itl: Callable[[np.ndarray, np.ndarray], None]):
         # ``request_columns`` chunks; ``stream`` yields them as ``request_stream``'s tuples (lazily: the
         # one-replica open loop reads the columns as Requests instead, see ``run``).
         self.columns, self.replicas, self.kernel = columns, replicas, kernel
@@ -120,8 +121,8 @@ class _Driver:
         self.stream = itertools.chain.from_iterable(zip(*c, strict=True) for c in columns)
         self.router = make_router(cfg.router)
         self.on_record = on_record
-        self.completions: CompletionBuffer | None = None  # set by simulate()
-        self.itl: Callable[[np.ndarray, np.ndarray], None] | None = None  # likewise
+        self.completions = completions  # completed requests, batched for the metrics
+        self.itl = itl  # per-step ITL values (``MetricsAccumulator.add_itl``)
         self.closed = cfg.workload.resolved_arrival == "closed"
         self.block_size = cfg.scheduler.block_size
         self.prefix_tokens = cfg.workload.prefix_tokens
@@ -236,9 +237,8 @@ def simulate(
             progress(done.num_done)
 
     replicas: list[Replica] = []
-    driver = _Driver(cfg, columns, replicas, kernel, on_record)
-    driver.completions = CompletionBuffer(acc, sink, progress=progress)
-    driver.itl = acc.add_itl
+    driver = _Driver(cfg, columns, replicas, kernel, on_record,
+                     CompletionBuffer(acc, sink, progress=progress), acc.add_itl)
     if cfg.disaggregation is not None:
         from infercast.sim.disagg import build_disagg
 
@@ -260,7 +260,8 @@ def simulate(
 def _build_replicas(cfg: SimConfig, timer, kernel: Kernel, driver: _Driver, series: TimeSeries):
     """``cfg.replicas`` aggregated replicas on the driver's list (speculative ones if asked)."""
     complete = driver if driver.closed else driver.completions  # closed loops send on each completion
-    cls, kwargs = Replica, {"fast": cfg.mode == "fast", "complete": complete, "itl": driver.itl}
+    cls: type[Replica] = Replica
+    kwargs: dict[str, Any] = {"fast": cfg.mode == "fast", "complete": complete, "itl": driver.itl}
     if cfg.speculative is not None:
         from infercast.sim.build import spec_timer
         from infercast.sim.speculative import SpecReplica, SpecTimer

@@ -98,6 +98,7 @@ class _SpecStep(_BatchStep):
     """A plan: a batch whose decoding sequences verify drafts (every request listed)."""
 
     __slots__ = ("verify",)
+    rep: SpecReplica
 
     def __init__(self, rep: SpecReplica) -> None:
         super().__init__(rep)
@@ -170,8 +171,9 @@ class SpecReplica(Replica):
         self._accept.pop(rid, None)
         chunks = self._chunks.pop(rid, [])
         self.outstanding_tokens -= req.prompt_tokens + req.max_output_tokens
+        times = np.asarray(req.token_times, dtype=np.float64)
         rec = RequestRecord(
-            rid, req.arrival_s, req.prompt_tokens, req.num_output_tokens, np.asarray(req.token_times, dtype=np.float64),
+            rid, req.arrival_s, req.prompt_tokens, req.num_output_tokens, times,  # type: ignore[arg-type]
             chunk_tokens=chunks, finish_s=now, first_scheduled_s=req.first_scheduled_s,
             finish_reason=req.finish_reason, num_preemptions=req.num_preemptions,
             cached_prompt_tokens=req.num_cached_prompt_tokens,

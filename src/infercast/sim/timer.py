@@ -25,7 +25,7 @@ class StepTimer(Protocol):
         """Tokens of KV cache the replica holds (its block pool's size)."""
         ...
 
-    def step_time_s(self, new: Sequence[int], cached: Sequence[int]) -> float:
+    def step_time_s(self, new: Sequence[int], cached: Sequence[float]) -> float:
         """One step in which sequence i computes ``new[i]`` tokens over ``cached[i]`` cached ones."""
         ...
 
