@@ -71,10 +71,7 @@ class DecodeGroupMixin:
         if self.waiting and self.policy.would_admit(self):
             return 0
         heap = self._finish_heap
-        while True:  # drop stale entries (a live one exists: the group is not empty)
-            f, _, req = heap[0]
-            if req.dbase >= 0 and req.finish_dstep == f:  # ``_live``
-                break
+        while not self._live(heap[0]):
             heapq.heappop(heap)
         return self._kv_horizon(min(max_steps, heap[0][0] - self.dstep))
 

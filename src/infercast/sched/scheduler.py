@@ -265,13 +265,9 @@ class Scheduler(DecodeGroupMixin):
             req.num_computed_tokens += seq.num_new_tokens
             if prefix_caching:
                 self._register_blocks(req)
-            if seq.samples:  # ``_sampled``, fused: one per prefill
-                req.num_output_tokens += _count(num_sampled.get(req.request_id, 1)) if num_sampled else 1
-                if req.num_output_tokens >= req.max_output_tokens:
-                    done.append(self._finish(req, "length"))
-                elif finished and req.request_id in finished:
-                    done.append(self._finish(req, "stop"))
-                else:
+            if seq.samples:
+                n = _count(num_sampled.get(req.request_id, 1)) if num_sampled else 1
+                if not self._sampled(req, n, finished, done):
                     self._join_group(req)
         return done
 

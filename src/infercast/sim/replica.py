@@ -365,11 +365,7 @@ class Replica:
         assert plan is not None, "a step ended that was never started"
         for req in plan.end(now):
             self._finish(req, now)
-        if self.kernel.has_pending(now, PRIO_ARRIVAL):  # ``_kick``: none is pending at a step's end
-            self._kicked = True
-            self.kernel.at(now, PRIO_KICK, self._on_start)
-        else:
-            self._start()
+        self._kick(now)
 
     def _cap_by_window(self, k: int) -> int:
         """Group-only steps ahead, at most ``k``, before the longest context reaches the window."""
