@@ -15,7 +15,8 @@ closed loop; KV-scarce runs with preemptions; prefix caching with and without
 scarcity; the code trace; 3 replicas; a small scheduler; rejections by
 max_model_len and by KV; gamma arrivals; the 50k-request speed benchmark; a
 sliding-window model and a disaggregated deployment.
-About a minute of CPU. ``python benchmarks/sim_fingerprint.py OUT.json NAME...`` runs only those cases;
+About a minute of CPU. ``python benchmarks/sim_fingerprint.py OUT.json NAME...`` runs only
+those cases;
 ``--quick`` runs the small cases the test suite compares with ``tests/sim/fingerprint_quick.json``
 (made on the code before the step lifecycle was unified, commit 4edeabe).
 
@@ -111,12 +112,13 @@ def quick_cases() -> dict:
     c["disagg"] = cfg(n=200, rate=12.0, disaggregation={
         "prefill": {"replicas": 1}, "decode": {"replicas": 2}, "transfer_latency_s": 0.002,
         "transfer_bandwidth_bytes_per_s": 2e10})
-    c["speculative"] = cfg(n=120, rate=8.0, speculative={"method": "eagle", "num_speculative_tokens": 3,
-                                                         "acceptance": 0.7})
+    c["speculative"] = cfg(n=120, rate=8.0, speculative={
+        "method": "eagle", "num_speculative_tokens": 3, "acceptance": 0.7})
     return c
 
 
-def run_cases(names: list[str], all_cases: dict, progress=None, series_digest: bool = False) -> dict:
+def run_cases(names: list[str], all_cases: dict, progress=None,
+              series_digest: bool = False) -> dict:
     """Fingerprints of the named cases (the cost model built once per model); ``series_digest``
     keeps each time-series array as [length, exact sum, min, max] (a smaller file)."""
     model = build_step_model(cfg())

@@ -67,7 +67,7 @@ def retained_bytes(n: int, model, column_cap: int | None) -> int:
     tracemalloc.start()
     try:
         base = tracemalloc.get_traced_memory()[0]
-        acc = MetricsAccumulator() if column_cap is None else MetricsAccumulator(column_cap=column_cap)
+        acc = MetricsAccumulator(column_cap=column_cap) if column_cap else MetricsAccumulator()
         simulate(config(n, "plain"), model, accumulator=acc)
         gc.collect()
         return tracemalloc.get_traced_memory()[0] - base
@@ -88,8 +88,9 @@ def main() -> None:
         dis = cpu_s(n, "disagg", model, args.repeats)
         pre = cpu_s(n, "prefix", model, args.repeats)
         k = n / 1000
-        print(f"{n:,} requests: CPU-s per 1k requests: plain {plain / k:.3f}, disaggregated {dis / k:.3f} "
-              f"({dis / plain:.2f}x), prefix caching with nothing shared {pre / k:.3f} ({pre / plain:.2f}x)")
+        print(f"{n:,} requests: CPU-s per 1k requests: plain {plain / k:.3f}, "
+              f"disaggregated {dis / k:.3f} ({dis / plain:.2f}x), "
+              f"prefix caching with nothing shared {pre / k:.3f} ({pre / plain:.2f}x)")
     caps: list[int | None] = [None, 4096]
     for cap in caps:
         try:
@@ -99,7 +100,8 @@ def main() -> None:
             continue
         label = "exact per-request columns" if cap is None else f"column_cap={cap}"
         print(f"memory, {label}: {a / 1e6:.2f} MB kept after {args.short:,} requests, "
-              f"{b / 1e6:.2f} MB at {args.long:,}: {(b - a) / (args.long - args.short):.1f} bytes per request")
+              f"{b / 1e6:.2f} MB at {args.long:,}: "
+              f"{(b - a) / (args.long - args.short):.1f} bytes per request")
 
 
 if __name__ == "__main__":

@@ -82,8 +82,8 @@ def test_run_merges_an_arrival_stream_with_the_heap_arrivals_first_at_equal_time
     items = [SimpleNamespace(arrival_s=t, name=name) for t, name in [(1.0, "a"), (1.0, "b"), (2.0, "c"), (4.0, "d")]]
     k.run(iter(items), arrive)
     inf = float("inf")
-    assert out == [("a", 1.0, 1.0, True), ("b", 1.0, 2.0, False), ("step", 1.0, 2.0), ("c", 2.0, 4.0, False),
-                   ("step", 2.5, 4.0), ("d", 4.0, inf, False)]
+    assert out == [("a", 1.0, 1.0, True), ("b", 1.0, 2.0, False), ("step", 1.0, 2.0),
+                   ("c", 2.0, 4.0, False), ("step", 2.5, 4.0), ("d", 4.0, inf, False)]
     assert k.num_events == 6 and k.now == 4.0 and k.arrival_s == inf
     with pytest.raises(ValueError, match="time order"):
         Kernel().run(iter(items[2::-2]), lambda item: None)

@@ -442,8 +442,9 @@ class MetricsAccumulator:
         """Completed requests meeting both limits (either may be None = no limit)."""
         if self._bounded:
             if (slo_ttft_s, slo_tpot_s) != (self.slo_ttft_s, self.slo_tpot_s):
-                raise ValueError("an accumulator with column_cap counts goodput for its own SLOs only "
-                                 f"(slo_ttft_s={self.slo_ttft_s}, slo_tpot_s={self.slo_tpot_s})")
+                raise ValueError(
+                    "an accumulator with column_cap counts goodput for its own SLOs only "
+                    f"(slo_ttft_s={self.slo_ttft_s}, slo_tpot_s={self.slo_tpot_s})")
             return self._num_good
         ttft, tpot = self._cols["ttft"].values(), self._cols["tpot"].values()
         return int(self._good(ttft, tpot, slo_ttft_s, slo_tpot_s).sum())

@@ -129,7 +129,7 @@ class DecodeGroupMixin:
         return self._pending_group
 
     def end_group_step(self) -> list[Request]:
-        """The scheduled group step (if any) ran: the members it finished (``update`` starts here)."""
+        """The scheduled group step (if any) ran: the members it finished (``update`` calls it)."""
         if not self._pending_group:
             return []
         self._pending_group = 0
@@ -199,7 +199,7 @@ class DecodeGroupMixin:
             self.explicit[req.request_id] = req
 
     def _live(self, entry: tuple[int, int, Request]) -> bool:
-        """The finish-heap entry is its request's current one. ``dbase >= 0`` (a group member) implies
+        """The finish-heap entry is its request's current one. ``dbase >= 0`` (a member) implies
         running: every way out of the group (``_leave_group``) sets ``dbase = -1``, and preemption,
         abort and finish leave the group."""
         req = entry[2]
@@ -213,7 +213,8 @@ class DecodeGroupMixin:
         """
         heap, dstep, pop = self._finish_heap, self.dstep, heapq.heappop
         bs, phases = self.config.block_size, self._phase
-        group, running, requests, kv, reserve = self.group, self.running, self.requests, self.kv, self._reserve
+        group, running, requests = self.group, self.running, self.requests
+        kv, reserve = self.kv, self._reserve
         done: list[Request] = []
         while heap and heap[0][0] <= dstep:
             f, _, req = pop(heap)

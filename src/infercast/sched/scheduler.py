@@ -194,19 +194,21 @@ class Scheduler(DecodeGroupMixin):
     def _schedule_plain_chunked(self) -> Batch | None:
         """``schedule()`` of the chunked policy when no request is outside the decode group, with
         compact decodes and no block tables (the simulator's usual step): the group step, then FCFS
-        prefill chunks of waiting requests in what is left of the budget, as ``ChunkedPolicy.schedule``
-        decides them, into one Batch refilled by every call (valid until the next ``schedule()``;
-        the simulator's replica runs each batch before it schedules the next). None when the group
-        could not get its KV blocks and dissolved: then the general path runs (preemption).
+        prefill chunks of waiting requests in what is left of the budget, as
+        ``ChunkedPolicy.schedule`` decides them, into one Batch refilled by every call (valid
+        until the next ``schedule()``; the simulator's replica runs each batch before it schedules
+        the next). None when the group could not get its KV blocks and dissolved: then the
+        general path runs (preemption).
         """
         n_group = len(self.group)
         if n_group and not self.start_group_step():
             return None
         cfg = self.config
-        bs, caching, budget = cfg.block_size, cfg.enable_prefix_caching, cfg.max_num_batched_tokens - n_group
+        bs, caching = cfg.block_size, cfg.enable_prefix_caching
+        budget = cfg.max_num_batched_tokens - n_group
         waiting, running, max_seqs = self.waiting, self.running, cfg.max_num_seqs
         seqs = []
-        while waiting and budget > 0 and len(running) < max_seqs:  # ``policies.admit_waiting``, fused
+        while waiting and budget > 0 and len(running) < max_seqs:  # ``admit_waiting``, fused
             req = waiting[0]
             total = req.prompt_tokens + req.num_output_tokens
             if caching:

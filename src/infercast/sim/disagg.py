@@ -93,7 +93,7 @@ class _Transfer:
     first scheduling on the prefill side; no record is built on the way.
     """
 
-    wants_times = False  # a prefill's one token time is not needed: the decode side streams them all
+    wants_times = False  # a prefill's one token time is not needed: decode streams them all
 
     def __init__(self, cfg, kernel: Kernel, driver, prefill_sm, decode_sm, decode: list[Replica]):
         d = cfg.disaggregation
@@ -101,11 +101,11 @@ class _Transfer:
         self.sm, self.overlap, self.latency = prefill_sm, d.layer_overlap, d.transfer_latency_s
         tp = min(prefill_sm.parallel.tp, decode_sm.parallel.tp)
         self.bandwidth = d.transfer_bandwidth_bytes_per_s or DEFAULT_LINK_PER_GPU_BYTES_PER_S * tp
-        self.outputs: dict[str, int] = {}  # request id -> output tokens it needs on decode (in prefill)
+        self.outputs: dict[str, int] = {}  # request id -> output tokens it will need on decode
         self.num_transfers, self.transfer_s = 0, 0.0
 
-    def add(self, req: Request, first_scheduled_s: float | None, first_token_s: float, finish_s: float,
-            times=None) -> None:
+    def add(self, req: Request, first_scheduled_s: float | None, first_token_s: float,
+            finish_s: float, times=None) -> None:
         """A prefill finished now: its KV leaves for the decode pool."""
         output = self.outputs.pop(req.request_id)
         p = req.prompt_tokens
@@ -114,7 +114,8 @@ class _Transfer:
                             prefill_s, self.sm.model.num_layers, self.overlap)
         self.num_transfers += 1
         self.transfer_s += t
-        moved = Request(req.request_id, p, output, req.arrival_s, first_scheduled_s=first_scheduled_s)
+        moved = Request(req.request_id, p, output, req.arrival_s,
+                        first_scheduled_s=first_scheduled_s)
         self.kernel.at(self.kernel.now + t, PRIO_ARRIVAL, self._arrive, moved)
 
     def _arrive(self, req: Request) -> None:
@@ -154,14 +155,15 @@ def build_disagg(cfg, timer, kernel: Kernel, driver, series):
                                   max_num_batched_tokens=DECODE_TOKEN_BUDGET, policy="chunked")
     decode: list[Replica] = []
     xfer = _Transfer(cfg, kernel, driver, pf_sm, dec_sm, decode)
-    complete = driver if driver.closed else driver.completions  # closed loops send on each completion
+    complete = driver if driver.closed else driver.completions  # a closed loop sends on each
     for i in range(d.decode.replicas):
-        decode.append(Replica(i, Scheduler(dec_cfg), DecodeTimer(dec_sm), kernel, driver.emit, fast=fast,
-                              observe=series.observe, complete=complete, itl=driver.itl))
+        decode.append(Replica(i, Scheduler(dec_cfg), DecodeTimer(dec_sm), kernel, driver.emit,
+                              fast=fast, observe=series.observe, complete=complete, itl=driver.itl))
     driver.unrouted.extend(decode)
     for i in range(d.prefill.replicas):
-        driver.replicas.append(PrefillReplica(i, Scheduler(pf_cfg), pf_sm, kernel, xfer.on_prefill_rejected,
-                                              fast=fast, observe=series.observe, transfer=xfer))
+        driver.replicas.append(PrefillReplica(i, Scheduler(pf_cfg), pf_sm, kernel,
+                                              xfer.on_prefill_rejected, fast=fast,
+                                              observe=series.observe, transfer=xfer))
 
     def extra() -> dict[str, object]:
         busy = sum(r.stats.busy_s for r in decode)

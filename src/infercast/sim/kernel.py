@@ -87,15 +87,15 @@ class Kernel:
                     count += 1
                     if args:
                         fn(*args)
-                    else:  # most events (step ends) take none: a plain call is cheaper than ``fn(*())``
+                    else:  # most events (step ends) take none: a plain call beats ``fn(*())``
                         fn()
                 elif ta != _INF:  # the arrival (ties too: it sorts first)
                     cur = item
                     item = next(stream, None)
                     nxt = self.arrival_s = _INF if item is None else item.arrival_s
                     if nxt < ta:
-                        raise ValueError(
-                            f"arrival at {nxt} s after one at {ta} s: the stream must be in time order")
+                        raise ValueError(f"arrival at {nxt} s after one at {ta} s: "
+                                         "the stream must be in time order")
                     self.now = ta
                     count += 1
                     deliver(cur)

@@ -73,7 +73,7 @@ class ReplicaStats:
         self.peak_kv_usage = 0.0
 
     def add(self, steps: int, duration_s: float, num_seqs: int, kv: BlockManager) -> None:
-        """``steps`` model steps of ``num_seqs`` sequences over ``duration_s``, KV as ``kv`` holds it."""
+        """``steps`` model steps of ``num_seqs`` sequences over ``duration_s``, KV as in ``kv``."""
         kv_usage = (kv.num_blocks - kv.num_free_blocks) / kv.num_blocks
         self.num_steps += steps
         self.busy_s += duration_s
@@ -114,7 +114,7 @@ class _BatchStep:
         return dt
 
     def end(self, now: float) -> list[Request]:
-        """First tokens of the listed requests and the decode step's entry; the scheduler's update."""
+        """First tokens of the listed requests, the decode step's entry, the scheduler's update."""
         rep = self.rep
         batch = self.batch
         gaps = rep.gaps
@@ -132,7 +132,8 @@ class _BatchStep:
                 started.append(req)
         if decoding:
             if decoding != rep._num_decoding:
-                raise RuntimeError("a step ran only some decoding requests; timeline would be wrong")
+                raise RuntimeError(
+                    "a step ran only some decoding requests; timeline would be wrong")
             rep._record(now, decoding)
         done = rep.sched.update(batch)
         size = rep.timeline.size
@@ -160,7 +161,7 @@ class _GroupStep:
     def start(self, now: float) -> float:
         rep = self.rep
         sched = rep.sched
-        sched.start_group_step()  # its new blocks: the horizon says they fit, and nothing is admitted
+        sched.start_group_step()  # its new blocks: the horizon says they fit; nothing is admitted
         n = self.num_seqs = len(sched.group)
         a, b = rep._affines.get(n) or rep._affine(n)
         dt = a + b * sched.group_context_tokens
@@ -190,7 +191,8 @@ class _Segment:
         n = self.num_seqs = len(sched.group)
         a, b = rep._affines.get(n) or rep._affine(n)
         # Step j (1-based) ends at t0 + j*c1 + c2*j*(j-1): sum of a + b*(S0 + n*i), i < j.
-        self.start_s, self.c1, self.c2, self.steps = now, a + b * sched.group_context_tokens, b * n * 0.5, k
+        self.start_s, self.steps = now, k
+        self.c1, self.c2 = a + b * sched.group_context_tokens, b * n * 0.5
         self.end_s = self.step_end(k)
         rep.stats.num_segments += 1
 
@@ -297,10 +299,12 @@ class Replica:
         self._context_limit = float(limit)
         self._windowed = self._context_limit != math.inf
         # One plan object of each kind, refilled per step; ``_plan`` is the one under way.
-        self._batch_step, self._group_step, self._segment = _BatchStep(self), _GroupStep(self), _Segment(self)
+        self._batch_step = _BatchStep(self)
+        self._group_step = _GroupStep(self)
+        self._segment = _Segment(self)
         self._plan: _BatchStep | _GroupStep | _Segment | None = None
         self._handle: list[Any] = []  # the kernel entry of the plan's end
-        self._on_end, self._on_start = self._end, self._start  # bound once (one per event otherwise)
+        self._on_end, self._on_start = self._end, self._start  # bound once, not once per event
 
     # ---- arrivals ---------------------------------------------------------------
     def submit(self, req: Request) -> None:
@@ -349,7 +353,8 @@ class Replica:
                 self._busy = False
                 return
             plan = step
-            self.stats.add(1, dt, plan.num_seqs, self.sched.kv)  # a segment's, when it ends (cut or not)
+            # (a segment is accounted when it ends, cut or not)
+            self.stats.add(1, dt, plan.num_seqs, self.sched.kv)
         observe = self.observe
         if now >= self._obs_due and observe is not None:  # else ``observe`` would ignore the call
             last, interval = observe(now, self, plan.num_seqs)
@@ -359,7 +364,7 @@ class Replica:
         self._handle = self.kernel.at(plan.end_s, PRIO_STEP_END, self._on_end)
 
     def _end(self) -> None:
-        """The plan's step(s) ended: its token times, the scheduler's update, finishes, next step."""
+        """The plan's steps ended: token times, the scheduler's update, finishes, the next step."""
         now = self.kernel.now
         plan, self._plan = self._plan, None
         assert plan is not None, "a step ended that was never started"
@@ -384,16 +389,17 @@ class Replica:
             return fast.chunk_step_time_s(nd, batch.decode_cached_tokens, seq.num_new_tokens,
                                           seq.num_cached_tokens)
         return fast.mixed_step_time_s(nd, batch.decode_cached_tokens,
-                                      [s.num_new_tokens for s in seqs], [s.num_cached_tokens for s in seqs])
+                                      [s.num_new_tokens for s in seqs],
+                                      [s.num_cached_tokens for s in seqs])
 
     def _affine(self, n: int) -> tuple[float, float]:
-        """(a, b) of a decode step of ``n`` sequences, ``a + b * context tokens``, into ``_affines``."""
+        """(a, b) of a decode step of ``n`` sequences (``a + b * context``), into ``_affines``."""
         assert self._fast_timer is not None, "only fast mode times steps by their affine form"
         ab = self._affines[n] = self._fast_timer.decode_affine(n)
         return ab
 
     def _record(self, now: float, num_decoding: int) -> None:
-        """A decode step of ``num_decoding`` requests ended now: a timeline entry (and its ITL gap)."""
+        """A decode step of ``num_decoding`` requests ended now: a timeline entry, its ITL gap."""
         data = self.timeline.data
         if len(data) >= self._compact_at:
             self._compact(1)

@@ -56,11 +56,12 @@ class SpecTimer:
         free = max(t.kv_capacity_tokens * t.kv_bytes_per_token - extra_weights, 0.0)
         return int(free * (1 - share) / t.kv_bytes_per_token)
 
-    def step_time_s(self, new: Sequence[int], cached: Sequence[int]) -> float:
+    def step_time_s(self, new: Sequence[int], cached: Sequence[float]) -> float:
         """A step without verification: the target's (a :class:`~infercast.sim.timer.StepTimer`)."""
-        return self.target.step_time_s(new, cached)
+        return self.target.step_time_s(new, cached)  # type: ignore[arg-type]  # (takes floats too)
 
-    def verify_step_time_s(self, new: Sequence[int], cached: Sequence[int], verify: Sequence[bool]) -> float:
+    def verify_step_time_s(self, new: Sequence[int], cached: Sequence[int],
+                           verify: Sequence[bool]) -> float:
         """Target step (sequences with ``verify`` widened to the verify width) + k drafter steps."""
         width = self.config.width
         wide = [max(n, width) if v else n for n, v in zip(new, verify, strict=True)]
@@ -126,7 +127,7 @@ class _SpecStep(_BatchStep):
         return dt
 
     def end(self, now: float) -> list[Request]:
-        """Each sampling sequence draws its tokens (one chunk at ``now``); the scheduler counts them."""
+        """Each sampling sequence draws its tokens (one chunk at ``now``); the scheduler counts."""
         rep = self.rep
         sampled: dict[str, int] = {}
         for seq, v in zip(self.batch.seqs, self.verify, strict=True):
@@ -173,7 +174,8 @@ class SpecReplica(Replica):
         self.outstanding_tokens -= req.prompt_tokens + req.max_output_tokens
         times = np.asarray(req.token_times, dtype=np.float64)
         rec = RequestRecord(
-            rid, req.arrival_s, req.prompt_tokens, req.num_output_tokens, times,  # type: ignore[arg-type]
+            rid, req.arrival_s, req.prompt_tokens, req.num_output_tokens,
+            times,  # type: ignore[arg-type]
             chunk_tokens=chunks, finish_s=now, first_scheduled_s=req.first_scheduled_s,
             finish_reason=req.finish_reason, num_preemptions=req.num_preemptions,
             cached_prompt_tokens=req.num_cached_prompt_tokens,

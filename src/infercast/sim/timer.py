@@ -26,7 +26,7 @@ class StepTimer(Protocol):
         ...
 
     def step_time_s(self, new: Sequence[int], cached: Sequence[float]) -> float:
-        """One step in which sequence i computes ``new[i]`` tokens over ``cached[i]`` cached ones."""
+        """One step in which sequence i computes ``new[i]`` tokens over ``cached[i]`` cached."""
         ...
 
 
