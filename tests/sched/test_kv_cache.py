@@ -44,7 +44,7 @@ def test_block_hashes_are_chained_and_synthetic_ones_group():
 
 
 def test_free_block_counter_follows_the_pool_under_random_operations():
-    """``num_free_blocks`` is a counter kept by allocate/free/share: it must equal the pool's size
+    """``num_free_blocks`` is a counter kept by take/give/share: it must equal the pool's size
     through evictions, shares and revivals (``check_invariants`` compares them)."""
     import random
 

@@ -241,7 +241,7 @@ class _Segment:
         rep.stats.add(m, now - self.start_s, n, rep.sched.kv)
         ends = self.ends(m)
         tl = rep.timeline
-        if len(tl.data) + m > rep._compact_at:
+        if tl.held + m > rep._compact_at:
             rep._compact(m)
         tl.extend(ends)
         if rep.gaps is not None:
@@ -400,10 +400,10 @@ class Replica:
 
     def _record(self, now: float, num_decoding: int) -> None:
         """A decode step of ``num_decoding`` requests ended now: a timeline entry, its ITL gap."""
-        data = self.timeline.data
-        if len(data) >= self._compact_at:
+        tl = self.timeline
+        if tl.held >= self._compact_at:
             self._compact(1)
-        data.append(now)
+        tl.append(now)
         if self.gaps is not None:
             self.gaps.entry(now, num_decoding)
 
