@@ -49,7 +49,8 @@ def free_port() -> int:
 
 
 def start_mock(port: int) -> subprocess.Popen:
-    code = ("from infercast.bench.mock import MockConfig; from infercast.bench.mock_http import serve; "
+    code = ("from infercast.bench.mock import MockConfig; "
+            "from infercast.bench.mock_http import serve; "
             f"serve(MockConfig(ttft_s={TTFT_S}, itl_s={ITL_S}), port={port})")
     proc = subprocess.Popen([sys.executable, "-c", code])
     for _ in range(200):

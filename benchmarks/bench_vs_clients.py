@@ -110,7 +110,8 @@ def start_mock(port: int, role_chunk: bool) -> subprocess.Popen:
 
     import httpx
 
-    code = ("from infercast.bench.mock import MockConfig; from infercast.bench.mock_http import serve; "
+    code = ("from infercast.bench.mock import MockConfig; "
+            "from infercast.bench.mock_http import serve; "
             f"serve(MockConfig(ttft_s=0.05, itl_s=0.01, role_chunk={role_chunk}), port={port})")
     proc = subprocess.Popen([sys.executable, "-c", code])
     for _ in range(200):

@@ -23,6 +23,7 @@
     python benchmarks/engine_loop.py                      # 100m random weights, ~1.5 min
     python benchmarks/engine_loop.py --rate 1.5 --num-requests 60
     python benchmarks/engine_loop.py --http     # also through `infercast serve` + bench client
+    python benchmarks/engine_loop.py --weights q4 --http   # a compact weight format (torch extra)
 """
 
 from __future__ import annotations
@@ -108,7 +109,8 @@ def retime(loaded, ecfg, steps, forward_s, reps: int = 3) -> list:
     return out
 
 
-def fit_profile(cfg, hw, steps, backend: str = "numpy") -> tuple[EfficiencyProfile, float]:
+def fit_profile(cfg, hw, steps, backend: str = "numpy",
+                weights: str = "fp32") -> tuple[EfficiencyProfile, float]:
     """Least squares on log(predicted / measured) step time over the calibration steps.
 
     Decode-only steps outnumber steps carrying prefill ~10:1, and one efficiency
@@ -127,7 +129,7 @@ def fit_profile(cfg, hw, steps, backend: str = "numpy") -> tuple[EfficiencyProfi
                                  step_overhead_s=x[3], name="engine-calibrated")
 
     def residuals(x) -> np.ndarray:
-        sm = step_model(cfg, hw, profile(x), backend=backend)
+        sm = step_model(cfg, hw, profile(x), backend=backend, weights=weights)
         pred = np.array([sm.step_time_s(n, c) for n, c, _ in steps])
         return weight * np.log(pred / measured)
 
@@ -137,7 +139,8 @@ def fit_profile(cfg, hw, steps, backend: str = "numpy") -> tuple[EfficiencyProfi
     return profile(fit.x), float(np.sqrt(np.mean(fit.fun ** 2)))
 
 
-def simulate_requests(cfg, hw, profile, reqs, ecfg, num_blocks, max_model_len):
+def simulate_requests(cfg, hw, profile, reqs, ecfg, num_blocks, max_model_len,
+                      weights: str = "fp32"):
     from infercast.sim.config import build_config
     from infercast.sim.run import simulate
     from infercast.sim.workload import Trace
@@ -154,7 +157,8 @@ def simulate_requests(cfg, hw, profile, reqs, ecfg, num_blocks, max_model_len):
         "workload": {"arrival": "trace", "trace": "engine-loop", "num_requests": len(reqs),
                      "input": {"dist": "trace"}, "output": {"dist": "trace"}},
     })
-    return simulate(sim_cfg, step_model(cfg, hw, profile, ecfg.max_num_seqs, ecfg.backend),
+    return simulate(sim_cfg, step_model(cfg, hw, profile, ecfg.max_num_seqs, ecfg.backend,
+                                        weights),
                     trace=trace).summary
 
 
@@ -180,7 +184,8 @@ def measure_http(args, reqs) -> list:
     cmd = [sys.executable, "-m", "infercast.cli", "serve", "--model", args.model, "--port",
            str(port), "--max-num-seqs", str(args.max_num_seqs), "--max-num-batched-tokens",
            str(args.max_num_batched_tokens), "--kv-cache-gib", "0.25", "--threads",
-           str(args.threads), "--max-waiting", "100000", "--backend", args.backend]
+           str(args.threads), "--max-waiting", "100000", "--backend", args.backend,
+           "--weights", args.weights]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
     try:
         proc.stdout.readline()  # the URL line: ready
@@ -228,6 +233,8 @@ def _args() -> argparse.Namespace:
     ap.add_argument("--max-num-batched-tokens", type=int, default=256)
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--backend", default="numpy", help="numpy (fp32) | torch (bf16 weights)")
+    ap.add_argument("--weights", default="fp32",
+                    help="serve --weights: fp32 | bf16 | int8 | q4 | auto (numpy backend)")
     ap.add_argument("--http", action="store_true",
                     help="also measure through `infercast serve` + the bench client")
     ap.add_argument("--profile", help="efficiency profile from `infercast machine --model M` "
@@ -246,7 +253,7 @@ def machine_profile(cfg, hw, args):
     from infercast.engine.profile_fit import fit_profile as fit_rates
     from infercast.engine.rate_probe import measure as measure_rates
 
-    sm = step_model(cfg, hw)
+    sm = step_model(cfg, hw, weights=args.weights)
     points = measure_rates(cfg, sm, runs=5, threads=args.threads, stream_bytes=stream_bytes())
     return fit_rates(points, sm.machine, name=f"kernel rates ({cfg.name})").profile
 
@@ -267,7 +274,8 @@ def main() -> None:
     args = _args()
     machine = probe(threads=args.threads, runs=5)
     hw = hardware_from_probe(machine)
-    loaded = load(args.model)
+    loaded = load(args.model, weights=args.weights)
+    fmt = loaded.weights_format
     cfg = loaded.cfg
     max_len = min(2048, cfg.max_position_embeddings)
     ecfg = EngineConfig(max_num_seqs=args.max_num_seqs, max_model_len=max_len,
@@ -281,7 +289,7 @@ def main() -> None:
                              np.random.default_rng(seed))
 
     def predict(profile: EfficiencyProfile, reqs):
-        return simulate_requests(cfg, hw, profile, reqs, ecfg, num_blocks, max_len)
+        return simulate_requests(cfg, hw, profile, reqs, ecfg, num_blocks, max_len, fmt)
 
     # Calibration: a shorter run of the same kind of load with another seed (held out
     # from the measured run), so its steps have the shapes serving produces.
@@ -290,23 +298,23 @@ def main() -> None:
                                                           args.seed + 1000), forward_s)
     with ThreadpoolController().limit(limits=args.threads):
         calib_steps = retime(loaded, ecfg, calib_steps, forward_s)
-    profile, rms = fit_profile(cfg, hw, calib_steps, args.backend)
+    profile, rms = fit_profile(cfg, hw, calib_steps, args.backend, fmt)
     reqs = requests(args.num_requests, args.seed)
     measured, steps, wall, cpu_share = measure(loaded, ecfg, reqs)
     # Step-level check: the calibrated model's time for the steps that ran vs their wall time.
-    sm = step_model(cfg, hw, profile, backend=args.backend)
+    sm = step_model(cfg, hw, profile, backend=args.backend, weights=fmt)
     step_error = sum(sm.step_time_s(n, c) for n, c, _ in steps) / sum(
         s for _, _, s in steps) - 1.0
     # In-run calibration: the same four factors fitted to the measured run's own step
     # times (not its latencies). It removes drift in machine load between runs and
     # tests what the simulator adds: scheduling and queueing, given the step costs.
-    in_run, in_rms = fit_profile(cfg, hw, steps, args.backend)
+    in_run, in_rms = fit_profile(cfg, hw, steps, args.backend, fmt)
     sims = {"calibrated": predict(profile, reqs), "in_run": predict(in_run, reqs),
             "default_profile": predict(EfficiencyProfile(), reqs)}
-    if args.backend == "numpy":
+    if args.backend == "numpy" and fmt == "fp32":  # the rate probe times fp32 kernels
         sims["machine_profile"] = predict(machine_profile(cfg, hw, args), reqs)
     out = {
-        "model": loaded.name, "threads": args.threads, "backend": args.backend,
+        "model": loaded.name, "threads": args.threads, "backend": args.backend, "weights": fmt,
         "machine": machine,
         "workload": vars(args), "engine_wall_s": wall,
         "calibration": {"steps": len(calib_steps), "rms_log_error": rms,

@@ -7,7 +7,11 @@ Two parts (issue 21):
   ``--context`` cached tokens) and prefills of 128 and 512 tokens. Prints ms per
   step, the bytes a decode step reads (the format's matrices once plus the KV),
   the floor those bytes set at the measured read bandwidth and the fraction of
-  it reached, and prefill's fraction of the measured float32 matmul peak.
+  it reached, and prefill's fraction of the measured float32 matmul peak. With
+  ``--llama-cpp-python PY``, llama.cpp's decode step on the same file, threads
+  and batches is timed the same way (in process, ``engine_llamacpp_steps.py``
+  run by PY: llama-cpp-python's bindings, no server) before and after
+  infercast's, and the better of the two printed.
 - ``serve`` (HTTP, as a user runs them): ``infercast serve --weights W`` and
   llama.cpp's server on the same file, one after the other, with the same
   ``--batches`` of concurrent streamed requests (128 output tokens each):
@@ -17,10 +21,12 @@ Two parts (issue 21):
   ``pip install 'llama-cpp-python[server]'``; that server runs one request at a
   time, so only its batch 1 compares).
 
-Wall times and best thread-CPU times are both printed: on a shared machine a
+Wall times and best process-CPU times are both printed: on a shared machine a
 CPU time well under the wall time means the run waited for a core.
 
-    python benchmarks/engine_vs_llamacpp.py steps --threads 1 --weights fp32,bf16,int8,auto
+    LLAMA_CPP_LIB_PATH=/tmp/llama_keep/build/bin python benchmarks/engine_vs_llamacpp.py steps \
+        --threads 1,2 --weights fp32,bf16,int8,q4,auto --batches 1,8 --prefill 128 \
+        --llama-cpp-python /tmp/llvenv/bin/python
     python benchmarks/engine_vs_llamacpp.py serve --threads 1,2 --batches 1,8,32 \
         --llama-cpp-python /tmp/llvenv/bin/python
 """
@@ -42,13 +48,15 @@ from engine_vs_vllm import _port, _wait_ready  # noqa: E402  (a sibling script)
 
 
 def _time(fn, runs: int) -> dict:
+    """Best/median wall and best process-CPU seconds (every thread of the process: torch's
+    and OpenBLAS's workers too)."""
     fn()  # warm-up
     wall, cpu = [], []
     for _ in range(runs):
-        t0, c0 = time.perf_counter(), time.thread_time()
+        t0, c0 = time.perf_counter(), time.process_time()
         fn()
         wall.append(time.perf_counter() - t0)
-        cpu.append(time.thread_time() - c0)
+        cpu.append(time.process_time() - c0)
     return {"best_s": min(wall), "median_s": statistics.median(wall), "best_cpu_s": min(cpu)}
 
 
@@ -119,6 +127,7 @@ def cmd_steps(args) -> list[dict]:
             peak = matmul_flops_fp32(1536, 3, threads).best
         print(f"# {threads} thread(s): read bandwidth {bw / 1e9:.1f} GB/s, "
               f"fp32 matmul peak {peak / 1e9:.0f} GFLOP/s", flush=True)
+        llama = llama_steps(args, threads)  # before and after infercast's: the best of both
         for fmt in args.weights.split(","):
             for r in step_rows(args.model, fmt, threads, [int(b) for b in args.batches.split(",")],
                                [int(n) for n in args.prefill.split(",")], args.context,
@@ -135,7 +144,38 @@ def cmd_steps(args) -> list[dict]:
                           f"{r['best_s'] * 1e3:7.0f} ms wall ({r['best_cpu_s'] * 1e3:6.0f} cpu), "
                           f"{r['frac_of_peak']:.2f} of matmul peak ({r['frac_of_peak_cpu']:.2f} "
                           f"cpu)", flush=True)
+        rows += _best_llama(llama + llama_steps(args, threads))
     return rows
+
+
+def llama_steps(args, threads: int) -> list[dict]:
+    """llama.cpp's decode steps at ``args.batches`` (engine_llamacpp_steps.py in the
+    ``--llama-cpp-python`` interpreter); [] without one."""
+    if not args.llama_cpp_python:
+        return []
+    from infercast.engine.loader import SMOLLM2_NAME, smollm2_path
+
+    gguf = str(smollm2_path()) if args.model == SMOLLM2_NAME else args.model
+    script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "engine_llamacpp_steps.py")
+    done = subprocess.run(
+        [args.llama_cpp_python, script, "--model", gguf, "--threads", str(threads),
+         "--batches", args.batches, "--context", str(args.context)],
+        capture_output=True, text=True, env={**os.environ, "OMP_WAIT_POLICY": "PASSIVE"})
+    if done.returncode:
+        raise SystemExit(f"llama.cpp steps failed: {done.stderr.strip()[-500:]}")
+    return [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
+
+
+def _best_llama(rows: list[dict]) -> list[dict]:
+    best: dict = {}
+    for r in rows:
+        key = (r["threads"], r["batch"])
+        if key not in best or r["best_ms"] < best[key]["best_ms"]:
+            best[key] = r
+    for r in best.values():
+        print(f"llama.cpp t={r['threads']} decode b={r['batch']:>2}: {r['best_ms']:7.1f} ms "
+              f"wall ({r['best_cpu_ms']:6.1f} cpu), median {r['median_ms']:.1f}", flush=True)
+    return [dict(r, kind="decode", weights="llama.cpp") for r in best.values()]
 
 
 def measure_batch(url: str, model: str, batch: int, prompt_tokens: int, output_tokens: int):
@@ -231,7 +271,9 @@ def main() -> None:
     ap.add_argument("--output-tokens", type=int, default=128)
     ap.add_argument("--startup-s", type=float, default=300)
     ap.add_argument("--llama-server", help="path of llama.cpp's llama-server binary")
-    ap.add_argument("--llama-cpp-python", help="python with llama-cpp-python[server]")
+    ap.add_argument("--llama-cpp-python",
+                    help="python with llama-cpp-python (steps: its ctypes bindings are enough, "
+                         "with LLAMA_CPP_LIB_PATH at built libraries; serve: its [server])")
     ap.add_argument("--json", help="write the rows to this file")
     args = ap.parse_args()
     rows = cmd_steps(args) if args.part == "steps" else cmd_serve(args)

@@ -1,8 +1,8 @@
-"""The score tables of README.md and docs/validation.md, from ``infercast validate --json``.
+"""The score tables of README.md and docs/accuracy.md, from ``infercast validate --json``.
 
     infercast validate --json > v.json
     python benchmarks/validate_tables.py readme < v.json   # README "Validation" table
-    python benchmarks/validate_tables.py docs < v.json     # docs/validation.md "Current scores"
+    python benchmarks/validate_tables.py docs < v.json     # docs/accuracy.md "Current scores"
 
 A row counts as "layout assumed" when its notes say so (disaggregated rows without
 worker counts, rows whose TP cannot shard the model's heads); "nothing assumed" is

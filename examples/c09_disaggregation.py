@@ -13,7 +13,7 @@ transfer time (bytes / link bandwidth + latency, default 50 GB/s per GPU).
 
 from __future__ import annotations
 
-from _gallery import CONDITIONAL, REFUTED, REPRODUCED, infercast, main
+from _gallery import CONDITIONAL, REFUTED, REPRODUCED, cheapest_option, infercast, main
 
 PLAN = ("infercast plan --profile builtin --model llama-3.1-8b --hardware h100-sxm --tp 1 --precision bf16/bf16 --batch-caps 256 "
         "--chunks 8192 --no-speculative --disagg-ratios 1:1,2:1,1:2 --executor serial --alternatives 10 --json")
@@ -34,22 +34,12 @@ CLAIM = {
 }
 
 
-def _cheapest(plan: dict, disaggregated: bool) -> dict | None:
-    options = ([plan["best"]] if plan["best"] else []) + plan["alternatives"]
-    fits = [o for o in options if o["meets_slo"] and o["disaggregated"] == disaggregated]
-    if not fits:
-        return None
-    o = min(fits, key=lambda x: x["cost_per_hour"])
-    return {"label": o["label"], "num_gpus": o["num_gpus"], "cost_per_hour": o["cost_per_hour"],
-            "ttft_p99_s": o["ttft_p99_s"], "tpot_p99_s": o["tpot_p99_s"]}
-
-
 def run() -> dict:
     plans = {}
     for wname, wflags in WORKLOADS.items():
         for sname, sflags in SLOS.items():
             p = infercast(f"{PLAN} {wflags} {sflags}")
-            agg, dis = _cheapest(p, False), _cheapest(p, True)
+            agg, dis = cheapest_option(p, False), cheapest_option(p, True)
             plans[f"{wname}/{sname}"] = {"aggregated": agg, "disaggregated": dis,
                                          "tco_benefit": agg["cost_per_hour"] / dis["cost_per_hour"]
                                          if agg and dis else None}

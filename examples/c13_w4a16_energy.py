@@ -48,7 +48,7 @@ def verdict(r: dict) -> tuple[str, str]:
     finding = (f"Compute-bound prefill (W4A16 at the BF16 peak, W8A8 at FP8's): W4A16 costs {pre:.2f}x the "
                f"joules per token; decode at batch 256: {b256:.2f}x; memory-bound decode at batch 1: "
                f"{b1:.2f}x (W4A16 reads half the weight bytes, so it is cheaper there). Power figures: "
-               f"data/power.csv (H100 SXM, cited), validated to -32% median error.")
+               f"data/power.csv (H100 SXM, cited), validated to -27% median error.")
     if 1.4 <= pre <= 2.1 and b1 < 1:
         return CONDITIONAL, finding + " The ~1.7x holds per operation when compute-bound, not per token at small batch."
     if 1.4 <= pre <= 2.1:

@@ -13,7 +13,7 @@ import sys
 
 import typer
 
-from infercast.errors import InfercastError
+from infercast.errors import InfercastError, with_flags
 
 # One line per command module; a face adds its own line here.
 COMMAND_MODULES = (
@@ -103,13 +103,32 @@ def _usage_line(exc: Exception) -> str:
     return message
 
 
+def command_flags(app: typer.Typer, argv: list[str]) -> dict[str, str]:
+    """Parameter name -> flag for the command ``argv`` runs: its options' own names, then the
+    ``PARAM_FLAGS`` its module declares for library parameters named otherwise."""
+    name = next((a for a in argv if not a.startswith("-")), None)
+    command = getattr(typer.main.get_command(app), "commands", {}).get(name) if name else None
+    if command is None:
+        return {}
+    flags = {}
+    for param in command.params:
+        longs = [o for o in param.opts if o.startswith("--")]
+        if param.name and longs:
+            flags[param.name] = longs[0]
+    for module in COMMAND_MODULES:
+        if module.rpartition(".")[2].replace("_", "-") == name:
+            flags.update(getattr(importlib.import_module(module), "PARAM_FLAGS", {}))
+    return flags
+
+
 def main(argv: list[str] | None = None) -> None:
     """Entry point of the ``infercast`` script."""
     app = build_app()
     try:
         app(args=argv, prog_name="infercast", standalone_mode=False)
     except InfercastError as exc:
-        print(f"infercast: error: {exc}", file=sys.stderr)
+        flags = command_flags(app, list(sys.argv[1:] if argv is None else argv))
+        print(f"infercast: error: {with_flags(str(exc), flags)}", file=sys.stderr)
         sys.exit(2)
     except ModuleNotFoundError as exc:
         extra = missing_extra(exc)

@@ -4,6 +4,10 @@ Every error a user can cause by what they type or the files they pass is an
 ``InfercastError``; the CLI prints its message on one line and exits with
 code 2. Anything else is a bug and keeps its traceback.
 
+Library messages name the parameter they are about in backticks ("`ep` 4 exceeds the GPUs of
+a replica"); the command line shows each such name as its flag (:func:`with_flags`), so the
+library never speaks of flags and the user still reads the one they typed.
+
     InfercastError
     +-- ConfigError            bad user input: flags, config files, values
     |   +-- UnknownModelError      a model name that is neither a preset nor a path
@@ -16,6 +20,17 @@ code 2. Anything else is a bug and keeps its traceback.
 """
 
 from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+
+_PARAM = re.compile(r"`([A-Za-z_][A-Za-z0-9_]*)`")
+
+
+def with_flags(message: str, flags: Mapping[str, str]) -> str:
+    """``message`` with each `parameter` it names written as ``flags[parameter]`` (e.g. the
+    command line's ``--ep``), or as the bare name where ``flags`` has none."""
+    return _PARAM.sub(lambda m: flags.get(m.group(1), m.group(1)), message)
 
 
 class InfercastError(Exception):

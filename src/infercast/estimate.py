@@ -9,14 +9,14 @@ prints (its keys are a contract other tools rely on; see docs/estimate.md).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from infercast.cost.dollars import dollars_per_million_tokens
 from infercast.cost.efficiency import EfficiencyProfile
 from infercast.cost.energy import PowerModel, power_dict, step_energy_dict, try_power_model
 from infercast.cost.experts import ExpertPrecision, resolve_precision
-from infercast.cost.memory import fit_suggestions
+from infercast.cost.memory import DEFAULT_MEMORY_FRACTION, fit_suggestions
 from infercast.cost.step import StepCost, StepModel
 from infercast.errors import ConfigError
 from infercast.specs.catalog import load_hardware, load_model
@@ -189,40 +189,77 @@ def _seed_formula_s(model: ModelSpec, prec: Precision, hw: HardwareSpec, par: Pa
 def _check_positive(name: str, values: Sequence[int]) -> None:
     for v in values:
         if not isinstance(v, int) or isinstance(v, bool) or v <= 0:
-            raise ConfigError(f"--{name} must be positive integers, got {v!r}")
+            raise ConfigError(f"`{name}` must be positive integers, got {v!r}")
 
 
-def estimate(model: str | ModelSpec = SEED["model"], hardware: str | HardwareSpec = SEED["hardware"],
-             weights: str = "checkpoint", kv_cache: str | None = None, compute: str | None = None,
-             batches: Sequence[int] = (1, 8, 32, 64), context: int | Sequence[int] = 2048, prompt: int = 1024,
-             parallel: Parallelism | None = None, profile: EfficiencyProfile | None = None,
-             price_per_hour: float | None = None, memory_fraction: float = 0.95,
-             use_floor: bool = False, add_max_batch: bool = False, experts: str | None = None) -> Estimate:
-    """Roofline estimate of prefill and decode; see module docstring.
+@dataclass(frozen=True)
+class EstimateRequest:
+    """What :func:`estimate` is asked: a model on a part, at a precision and layout, and the
+    prompt, contexts and batch sizes to report.
 
     ``context`` may be a list: decode rows cover every (context, batch) pair and
     the memory verdict uses the longest context. ``weights="checkpoint"`` serves the
     model as its checkpoint ships (:mod:`infercast.specs.checkpoint`: FP8 for
     DeepSeek-V3, MXFP4 experts beside BF16 for gpt-oss). ``experts`` sets the routed
     experts' own precision (``"mxfp4/bf16"``, ``"mxfp4/fp8"``, or ``"none"`` for the
-    weights' dtype); None keeps what ``weights`` implies.
+    weights' dtype); None keeps what ``weights`` implies. ``profile`` None: the code's
+    built-in efficiency profile; ``price_per_hour`` None: the part's median quote;
+    ``add_max_batch``: also report the largest batch that fits.
     """
+
+    model: str | ModelSpec = SEED["model"]
+    hardware: str | HardwareSpec = SEED["hardware"]
+    weights: str = "checkpoint"
+    kv_cache: str | None = None
+    compute: str | None = None
+    batches: Sequence[int] = (1, 8, 32, 64)
+    context: int | Sequence[int] = 2048
+    prompt: int = 1024
+    parallel: Parallelism | None = None
+    profile: EfficiencyProfile | None = None
+    price_per_hour: float | None = None
+    memory_fraction: float = DEFAULT_MEMORY_FRACTION
+    use_floor: bool = False
+    add_max_batch: bool = False
+    experts: str | None = None
+
+
+def estimate(*args: Any, **kwargs: Any) -> Estimate:
+    """Roofline estimate of prefill and decode (module docstring) for an :class:`EstimateRequest`.
+
+    ``estimate(request)``; ``estimate(request, batches=[1])`` (the request with those fields
+    changed); or the request's fields themselves, by name or in their order
+    (``estimate("llama-3.1-8b", "h100-sxm", weights="fp8")``).
+    """
+    if args and isinstance(args[0], EstimateRequest):
+        if len(args) > 1:
+            raise TypeError("estimate(request, ...) takes the request's fields by name only")
+        return _estimate(replace(args[0], **kwargs))
+    return _estimate(EstimateRequest(*args, **kwargs))
+
+
+def _estimate(r: EstimateRequest) -> Estimate:
+    model, hardware, weights, context, batches, prompt = (r.model, r.hardware, r.weights, r.context,
+                                                          r.batches, r.prompt)
+    memory_fraction, price_per_hour, parallel, use_floor = (r.memory_fraction, r.price_per_hour,
+                                                            r.parallel, r.use_floor)
     contexts = sorted(set([context] if isinstance(context, int) else list(context)))
-    _check_positive("batch", list(batches))
+    _check_positive("batches", list(batches))
     _check_positive("context", contexts)
     _check_positive("prompt", [prompt])
     if not 0 < memory_fraction <= 1:
-        raise ConfigError(f"--memory-fraction must be in (0, 1], got {memory_fraction}")
+        raise ConfigError(f"`memory_fraction` must be in (0, 1], got {memory_fraction}")
     m = load_model(model) if isinstance(model, str) else model
     h = load_hardware(hardware) if isinstance(hardware, str) else hardware
     if price_per_hour is not None:
         if price_per_hour < 0:
-            raise ConfigError(f"--price must be >= 0 $/GPU-hour, got {price_per_hour}")
+            raise ConfigError(f"`price_per_hour` must be >= 0 $/GPU-hour, got {price_per_hour}")
         h = h.with_price(price_per_hour, "--price")
-    weights, expert_spec, origin = resolve_precision(model if isinstance(model, str) else m.name, h, weights, experts)
-    prec = Precision.parse(weights, kv_cache, compute)
+    name = model if isinstance(model, str) else m.name
+    weights, expert_spec, origin = resolve_precision(name, h, weights, r.experts)
+    prec = Precision.parse(weights, r.kv_cache, r.compute)
     par = parallel or Parallelism()
-    sm = StepModel(m, h, prec, par, profile, memory_fraction=memory_fraction,
+    sm = StepModel(m, h, prec, par, r.profile, memory_fraction=memory_fraction,
                    experts=ExpertPrecision.parse(expert_spec) if expert_spec else None)
     mem = sm.memory
     context = contexts[-1]
@@ -231,7 +268,7 @@ def estimate(model: str | ModelSpec = SEED["model"], hardware: str | HardwareSpe
     for ctx in contexts:
         batch_list = sorted(set(batches))
         mb = mem.max_batch(ctx)
-        if add_max_batch and mb > 0 and mb not in batch_list:
+        if r.add_max_batch and mb > 0 and mb not in batch_list:
             batch_list = sorted(set(batch_list + [mb]))
         decode += [DecodePoint(b, ctx, sm.decode_cost(b, ctx), mem.fits(b, ctx), mem.required_bytes(b, ctx),
                                _seed_formula_s(m, prec, h, par, b, ctx, sm.experts.weight_bytes if sm.experts else None),

@@ -20,6 +20,12 @@ def _run(args, capsys):
     (["--peak-rate", "2", "--policy", "scheduled", "--schedule", "5:2"], "hour 0"),
     (["--peak-rate", "-3"], "peak-rate"),
     (["--policy", "magic", "--peak-rate", "2"], "--policy"),
+    (["--peak-rate", "2", "--trace-window", "0:1"], "--trace-window"),
+    (["--trace", "azure-conv", "--trace-window", "5:24"], "spans only"),
+    (["--peak-rate", "2", "--base-replicas", "2"], "--base-hardware"),
+    (["--peak-rate", "2", "--base-hardware", "h200-sxm"], "--base-replicas"),
+    (["--peak-rate", "2", "--base-hardware", "h200-sxm", "--base-replicas", "0"],
+     "--base-replicas"),
 ])
 def test_bad_input_is_one_line_and_exit_2(args, words, capsys):
     code, out = _run([*args, "--hours", "0.1"], capsys)

@@ -2,7 +2,15 @@
 
 import pytest
 
-from infercast.cost.energy import PowerModel, power_model, run_energy_j, step_energy_j, token_energy
+from infercast.cost.energy import (
+    PowerModel,
+    power_model,
+    run_energy_j,
+    step_energy_j,
+    tensor_activity,
+    token_energy,
+)
+from infercast.cost.ops import ATTENTION, GEMM
 from infercast.cost.step import StepModel
 from infercast.errors import ConfigError
 from infercast.specs.catalog import load_hardware, load_model
@@ -26,13 +34,32 @@ def test_busy_power_interpolates_and_caps():
 
 
 def test_step_energy_by_hand_tp2():
-    """A TP2 decode step: per-GPU FLOPs / (peak x t) -> watts per GPU, times 2 GPUs."""
+    """A TP2 decode step: each matmul op busy for its FLOPs at its achieved rate (bf16 GEMM:
+    gemm_compute_eff x m / (m + gemm_m_half) of the dense bf16 peak), over the step -> watts
+    per GPU, times 2 GPUs."""
     hw = load_hardware("h100-sxm")
     sm = StepModel(load_model("llama-3.1-8b"), hw, Precision.parse("bf16"), Parallelism(tp=2))
     cost = sm.decode_cost(32, 1024)
-    u = cost.flops / (sm.machine.peak_flops * cost.time_s)
-    hand = (267.0 + (700.0 - 267.0) * u) * cost.time_s * 2
+    eff, peak = sm.profile, hw.flops_per_s["bf16"]
+    busy = 0.0
+    for o in cost.ops:
+        if o.op.kind == GEMM:
+            busy += min(o.time_s, o.op.flops / (peak * eff.gemm_compute_eff * 32 / (32 + eff.gemm_m_half)))
+        elif o.op.kind == ATTENTION:
+            busy += min(o.time_s, o.op.flops / (sm.machine.attn_peak_flops * eff.attn_compute_eff))
+    hand = (267.0 + (700.0 - 267.0) * busy / cost.time_s) * cost.time_s * 2
     assert step_energy_j(sm, cost, power_model(hw)) == pytest.approx(hand, rel=1e-12)
+
+
+def test_tensor_activity_exceeds_flops_over_peak_and_grows_with_batch():
+    """A GEMM at a fraction of peak engages the tensor units longer than W / peak says."""
+    sm = StepModel(load_model("mistral-7b"), load_hardware("h100-sxm"), Precision.parse("bf16"))
+    acts = []
+    for b in (1, 32, 128):
+        c = sm.decode_cost(b, 256)
+        acts.append(tensor_activity(sm, c))
+        assert c.flops / (sm.machine.peak_flops * c.time_s) < acts[-1] <= 1.0
+    assert acts[0] < 0.1 < acts[1] < acts[2]
 
 
 def test_run_energy_is_idle_plus_token_dynamic():

@@ -90,3 +90,12 @@ def test_widening_kernel_agrees_with_numpy_and_the_packing_layout():
     expect = (rows.q.astype(np.float32) - 8) * m.scale_t.T.repeat(32, axis=1) \
         + m.zero_t.T.repeat(32, axis=1)
     np.testing.assert_allclose(a.T, expect, rtol=1e-6, atol=1e-6)
+
+
+def test_one_token_reaches_torch_as_a_plain_row():
+    from infercast.engine.qlinear import _to_torch_rows
+
+    x = np.arange(6, dtype=np.float32).reshape(6, 1)  # feature-major, one token
+    t = _to_torch_rows(x, torch, torch.bfloat16)
+    assert tuple(t.shape) == (1, 6) and t.stride() == (6, 1)  # (1, 1) sent bf16 to a slow path
+    assert t.float().numpy().ravel().tolist() == list(range(6))

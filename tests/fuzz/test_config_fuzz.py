@@ -110,7 +110,7 @@ HF_INT_FIELDS = ["hidden_size", "num_attention_heads", "num_key_value_heads", "h
 
 @pytest.mark.parametrize("field", HF_INT_FIELDS)
 def test_hf_config_integer_fields_refuse_wrong_values(field):
-    from infercast.specs.hf_config import model_from_hf_config
+    from infercast.specs.hf_reader import model_from_hf_config
 
     @SETTINGS
     @given(value=WRONG_FOR_INT | st.integers(max_value=-1) | st.just(10**30))
@@ -129,7 +129,7 @@ def test_hf_config_integer_fields_refuse_wrong_values(field):
 
 
 def test_hf_config_findings_of_the_issue():
-    from infercast.specs.hf_config import model_from_hf_config
+    from infercast.specs.hf_reader import model_from_hf_config
 
     for bad in ({"num_key_value_heads": "8"}, {"num_key_value_heads": -8}, {"head_dim": -128},
                 {"num_key_value_heads": 7}, {"num_hidden_layers": 1e30},

@@ -7,7 +7,7 @@ import pytest
 
 from infercast.errors import ModelConfigError
 from infercast.specs.catalog import load_model, published_sizes
-from infercast.specs.hf_config import model_from_hf_config
+from infercast.specs.hf_reader import model_from_hf_config
 
 # preset -> relative tolerance on the published total (PUBLISHED_SIZES.csv cites each figure).
 TOTALS = {

@@ -8,7 +8,7 @@ import pytest
 
 from infercast.errors import ModelConfigError, UnknownModelError
 from infercast.specs.catalog import load_model, model_names, published_sizes
-from infercast.specs.hf_config import model_from_hf_config
+from infercast.specs.hf_reader import model_from_hf_config
 
 # Published totals that are exact counts (not nominal names like "7B").
 EXACT = ["llama-3.1-8b", "llama-3.1-70b", "llama-3.1-405b", "llama-3.3-70b", "mixtral-8x7b",

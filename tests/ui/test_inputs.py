@@ -28,7 +28,7 @@ def test_form_values_are_checked_with_the_field_named(body, field, message):
     ({"model": "custom", "model_config_json": "{}"}, "model_config_json", "config.json: "),
     ({"hardware": "custom", "hardware_spec": "name = 'x'"}, "hardware_spec", ""),
     ({"weights": "fp7"}, "weights", "unknown weights dtype 'fp7'"),
-    ({"ep": 4}, "ep", "--ep 4 exceeds the GPUs of a replica"),
+    ({"ep": 4}, "ep", "ep 4 exceeds the GPUs of a replica"),  # the page names fields
     ({"engine": "vllm-9"}, "engine", ""),
 ])
 def test_specs_that_do_not_load_point_at_their_field(body, field, start):

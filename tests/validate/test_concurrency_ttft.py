@@ -9,7 +9,7 @@ from infercast.cost.profiles import load_profile_set
 from infercast.validate.cases import load_cases
 from infercast.validate.evaluate import Evaluator
 from infercast.validate.ledger import profile_matrix
-from infercast.validate.simrun import CONCURRENCY_WAVES
+from infercast.validate.predict import harness_waves
 
 
 def test_spread_later_wave_by_hand():
@@ -70,7 +70,7 @@ def test_shipped_rows_need_spread_arrivals(shipped_rows, row):
     preds, ev = shipped_rows
     i = next(j for j, c in enumerate(ev.cases) if c.id == row)
     plan, case = ev.plans[i], ev.cases[i]
-    assert case.concurrency == 16 and case.input_tokens == 1024 and CONCURRENCY_WAVES == 6
+    assert case.concurrency == 16 and case.input_tokens == 1024 and harness_waves(case, 16) == 10
     # the prompt the closed loop serves: 1,024 tokens, or InferenceX's mean of [0.8 L, L] (922)
     prompt = 922 if case.extra.get("length_range_ratio") == 0.8 else 1024
     assert plan.shapes[2][-1] == (1, prompt, 0) and plan.shapes[1][-1] == (8, prompt, 0)

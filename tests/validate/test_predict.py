@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 
 import pytest
@@ -88,14 +89,15 @@ def test_concurrency_splits_clients_over_replicas(models):
     c = case("c,concurrency,tpot_mean_s,1,llama-3.1-8b,h100-sxm,4,2,1,,fp8,,vllm-0.12.0,1024,256,,32,,synthetic-fixed")
     plan = plan_case(c, models)
     assert plan.layout.replicas == 2
-    assert plan.sim_key[2] == 16  # 32 clients over 2 replicas of tp=2
+    assert json.loads(plan.sim_key[1])["concurrency"] == 16  # 32 clients over 2 replicas of tp=2
     assert plan.combine is not None and plan.simulate is not None
 
 
 def test_server_row_uses_the_simulator_per_replica(models):
     c = case("v,server,output_throughput_total,1,llama-3.1-8b,h100-sxm,2,1,1,,bf16,,tensorrt-llm-0.14,128,128,,,4,synthetic-fixed;n_requests=500;poisson-arrivals")
     plan = plan_case(c, models)
-    assert plan.combine is None and plan.sim_key[1] == 2.0 and plan.sim_key[-1] == 250
+    workload = json.loads(plan.sim_key[1])
+    assert plan.combine is None and workload["rate"] == 2.0 and workload["num_requests"] == 250
     (pred,) = Evaluator([c]).predict(ProfileSet())
     assert pred.predicted == pytest.approx(4 * 128, rel=0.15)  # under capacity: throughput = rate x output
 

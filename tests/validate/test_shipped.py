@@ -27,7 +27,7 @@ def test_whole_shipped_set_runs_and_scores():
     assumed = [r for r in rep["rows"] if r["assumed_weights"]]
     assert len(assumed) == s["assumed_weights"]["count"] == 302  # rows without a dtype: marked, never silent
     assert not [r for r in rep["rows"] if "simulat" in (r["skipped_reason"] or "")]  # none waits for --simulate-all
-    # regression bands on the shipped profile (see docs/validation.md for the current numbers)
+    # regression bands on the shipped profile (see docs/accuracy.md for the current numbers)
     assert s["scenario_metric"]["offline/output_throughput_total"]["median_abs_error_pct"] < 20
     assert s["scenario_metric"]["concurrency/tpot_mean_s"]["median_abs_error_pct"] < 25
     assert s["scenario_metric"]["single_stream/ttft_mean_s"]["median_abs_error_pct"] < 20

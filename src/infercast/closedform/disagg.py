@@ -3,7 +3,7 @@
 The closed loop of ``C`` clients (fixed input ``I`` and output ``O``) over ``P``
 prefill workers and ``D`` decode workers, as ``sim/disagg.py`` runs it: a prompt
 is prefilled (chunked, ``T`` tokens per step, no decodes beside it), its KV
-crosses the link in ``x`` seconds (``sim.disagg.transfer_time_s``), then a decode
+crosses the link in ``x`` seconds (``cost.comm.kv_transfer_time_s``), then a decode
 worker streams its ``O`` tokens, the first one after one decode step. Each pool
 is a queue; Little's law ties them together.
 
@@ -18,7 +18,7 @@ prefill worker takes its ``C / P`` prompts in steps of ``g1 = min(g, C / P)``
 (``g = min(R T // I, seats)`` over its ``R`` attention-DP ranks; one prompt's chunks when ``I > T``) of ``t_1`` seconds
 each; a cohort then decodes in lockstep, finishes together and comes back as one,
 ``t_1`` after the cohort before it (the same pattern the simulator shows, and
-:mod:`infercast.validate.steady` uses for one replica). So a prompt's prefill
+:mod:`infercast.closedform.steady` uses for one replica). So a prompt's prefill
 takes ``t_1`` and a worker is busy ``rho = (X / P) t_1 / g1``.
 
 Closed loop: ``C = n + X (t_1 + x) + q``; ``n`` solves it by bisection (the left
@@ -29,12 +29,12 @@ for a prefill pool that runs at its full rate). Steady TTFT = ``t_1 + x + t_d + 
 Wave one: all ``C`` prompts reach the prefill pool at t = 0 and queue in
 ``n_1 = ceil(C / (P g1))`` cohorts, so their mean TTFT is ``t_1 (n_1 + 1) / 2 +
 x + t_d``; TTFT is the mean over ``W`` waves, the first one of them (as
-:mod:`infercast.validate.steady` does). Check: ``C = P = D = 1`` gives
+:mod:`infercast.closedform.steady` does). Check: ``C = P = D = 1`` gives
 TTFT = prefill + transfer + one decode step and TPOT = one batch-1 decode step.
 Near a saturated prefill pool later waves partly collide, which this ignores
 (up to ~12 % low TTFT in the tests); on the shipped rows with concurrency <= 512
 it is within a median 0.7 % of the simulator (TTFT and TPOT).
-``tests/validate/test_disagg.py`` compares it with the simulator.
+``tests/closedform/test_disagg.py`` compares it with the simulator.
 """
 
 from __future__ import annotations
@@ -54,7 +54,7 @@ from infercast.errors import Unpredictable
 # dsr1-fp4-b200-dynamo-trt 1k/1k at concurrency 4968: 3 prefill TP4 + 4 decode DEP8 workers, MTP 1;
 # at 10860: 3 + 5 DEP4, MTP 1) ran several workers a side, attention DP and MTP. One worker a
 # side is then a guess, marked on the row: 207 of those 398 TPOT rows measure below the physics
-# floor of a plain decode step at their concurrency on one decode worker (docs/validation-history.md, "Round 3: disaggregated").
+# floor of a plain decode step at their concurrency on one decode worker (docs/history/validation.md, "Round 3: disaggregated").
 UNSTATED_WORKERS_NOTE = ("worker counts not stated: 1 prefill + 1 decode worker assumed (the InferenceX runs "
                          "behind such rows had several, attention DP and MTP)")
 

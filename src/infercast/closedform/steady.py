@@ -9,7 +9,7 @@ prompts queue behind each other; their successors then arrive in the groups in
 which those prompts finished (one step's worth of prompts each), so later waves
 see no such collision. The simulator shows exactly this pattern; this closed
 form reproduces it with a handful of step times, cheap enough to calibrate on
-(``tests/validate/test_steady.py`` compares the two).
+(``tests/closedform/test_steady.py`` compares the two).
 
 Symbols. Prompts are prefilled in groups of ``g = max(1, T // I)`` (one step's
 budget); a group takes ``k = ceil(g I / T)`` steps; wave one has ``n = ceil(M /

@@ -24,6 +24,8 @@ def _floats(text: str | None, flag: str) -> list[float]:
 
 # BenchConfig fields whose flag is not the field's name (vLLM bench serve's vocabulary)
 FLAG_OF = {"num_requests": "--num-prompts", "concurrency": "--max-concurrency"}
+# Library parameters named otherwise than their flag (infercast.errors.with_flags).
+PARAM_FLAGS = {"config": "--sim-config"}
 
 
 def _config(**kw: object):  # noqa: ANN202 - BenchConfig, imported lazily

@@ -5,8 +5,10 @@ from __future__ import annotations
 import typer
 
 from infercast.commands._common import ENGINE_HELP, PROFILE_HELP
+from infercast.cost.memory import DEFAULT_MEMORY_FRACTION
 
-DEFAULT_ESTIMATE_MEMORY_FRACTION = 0.95
+# Library parameters named otherwise than their flag (infercast.errors.with_flags).
+PARAM_FLAGS = {"batches": "--batch", "price_per_hour": "--price", "path": "--plot"}
 
 HELP = "Roofline of prefill and decode: floor and expected times, bound, memory fit, max batch, tok/s, $/M tokens."
 
@@ -18,7 +20,7 @@ def run_estimate(model: str, hardware: str, weights: str, kv_cache: str | None, 
                  engine: str | None = None, experts: str | None = None) -> None:
     from infercast.commands._common import parse_int_list, print_json
     from infercast.cost.profiles import resolve_profile
-    from infercast.estimate import estimate
+    from infercast.estimate import EstimateRequest, estimate
     from infercast.report.console import make_console
     from infercast.report.tables import op_table, print_estimate
     from infercast.specs.catalog import load_hardware
@@ -36,16 +38,19 @@ def run_estimate(model: str, hardware: str, weights: str, kv_cache: str | None, 
         preset = load_engine(engine)
     hw_key = load_hardware(hardware).key
 
+    request = EstimateRequest(
+        model, hardware, weights, kv_cache, compute, batches, contexts, prompt,
+        Parallelism(tp=tp, pp=pp, ep=ep),
+        resolve_profile(profile, hw_key, preset.profile_group if preset else None), price,
+        use_floor=floor, add_max_batch=batch is None, experts=experts)
+
     def run(fraction: float):
-        return estimate(model, hardware, weights, kv_cache, compute, batches, contexts, prompt,
-                        Parallelism(tp=tp, pp=pp, ep=ep),
-                        resolve_profile(profile, hw_key, preset.profile_group if preset else None), price, fraction,
-                        use_floor=floor, add_max_batch=batch is None, experts=experts)
+        return estimate(request, memory_fraction=fraction)
     if memory_fraction is None and preset is not None:  # the engine's memory rule, on this model and part
         from infercast.sim.build import engine_memory_fraction
 
         memory_fraction = engine_memory_fraction(preset, run(1.0).step_model)
-    est = run(DEFAULT_ESTIMATE_MEMORY_FRACTION if memory_fraction is None else memory_fraction)
+    est = run(DEFAULT_MEMORY_FRACTION if memory_fraction is None else memory_fraction)
     if plot:
         from infercast.report.plots import plot_estimate
 
@@ -79,7 +84,7 @@ def run_default() -> None:
 
     run_estimate(SEED["model"], SEED["hardware"], SEED["weights"], SEED["kv_cache"], None,
                  ",".join(map(str, SEED["batches"])), SEED["context"], SEED["prompt"], 1, 1, 1, None, None,
-                 0.95, False, False, None, False)
+                 DEFAULT_MEMORY_FRACTION, False, False, None, False)
 
 
 def register(app: typer.Typer) -> None:
@@ -100,7 +105,9 @@ def register(app: typer.Typer) -> None:
         price: float | None = typer.Option(None, help="$/GPU-hour (default: median quote in prices.csv)"),
         profile: str | None = typer.Option(None, help=PROFILE_HELP),
         engine: str | None = typer.Option(None, "--engine", help=ENGINE_HELP),
-        memory_fraction: float | None = typer.Option(None, help="fraction of device memory the engine may use (default: 0.95, or --engine's memory rule)"),
+        memory_fraction: float | None = typer.Option(
+            None, help="fraction of device memory the engine may use "
+                       f"(default: {DEFAULT_MEMORY_FRACTION:g}, or --engine's memory rule)"),
         floor: bool = typer.Option(False, "--floor", help="report physics floors as the main numbers"),
         as_json: bool = typer.Option(False, "--json", help="print one JSON object"),
         plot: str | None = typer.Option(None, help="write roofline + throughput plot (PNG/SVG/PDF)"),

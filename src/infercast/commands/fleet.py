@@ -52,16 +52,23 @@ def run_fleet(o: dict) -> None:
         "tp": o["tp"], "slo_ttft_s": o["slo_ttft_s"], "slo_tpot_s": o["slo_tpot_s"], "seed": o["seed"],
         "scheduler": {"max_num_seqs": o["max_num_seqs"]} if o["max_num_seqs"] is not None else None,
     }.items() if v is not None})
-    load = day_load(o["peak_rate"], o["hours"], o["trace"], o["lengths"], o["input_tokens"], o["output_tokens"],
-                    o["trough_fraction"], o["peak_hour"])
+    from infercast.fleet.load import parse_window
+
+    window = parse_window(o["trace_window"]) if o["trace_window"] else None
+    load = day_load(o["peak_rate"], window[1] if window else o["hours"], o["trace"], o["lengths"],
+                    o["input_tokens"], o["output_tokens"], o["trough_fraction"], o["peak_hour"],
+                    window)
     schedule = parse_schedule(o["schedule"]) if o["schedule"] else None
     from infercast.cost.profiles import resolve_profile
     from infercast.specs.catalog import load_hardware
 
     profile = resolve_profile(o["profile"], load_hardware(cfg.hardware).key)  # default: the shipped one
     rep = build_replica(cfg, load, o["price"], o["storage_bandwidth"], o["warmup_s"], profile=profile)
+    base = _base_replica(cfg, load, o, profile)
+    base_rps = base.capacity_rps * o["base_replicas"] if base is not None else 0.0
     policies = [make_policy(n, rep, load, o["tick_s"], o["replicas"], o["min_replicas"], o["max_replicas"],
-                            o["metric"], o["scale_up"], o["scale_down"], schedule, o["headroom"], o["stabilization_s"])
+                            o["metric"], o["scale_up"], o["scale_down"], schedule, o["headroom"],
+                            o["stabilization_s"], base_rps)
                 for n in names]
     runs = {}
     if o["groups"] < 1:
@@ -72,12 +79,17 @@ def run_fleet(o: dict) -> None:
         if o["groups"] > 1:
             runs[pol.name] = _sharded(rep, load, pol, spec, o, schedule, profile)
         else:
-            runs[pol.name] = run_day(rep, load, pol, spec)
+            runs[pol.name] = run_day(rep, load, pol, spec, base, o["base_replicas"] or 0)
     header = {"model": cfg.model, "hardware": cfg.hardware, "weights": cfg.weights, "tp": cfg.tp,
               "load": load.source, "hours": load.duration_s / 3600, "expected_requests": load.expected_requests,
               "replica_start_s": rep.start_s, "replica_capacity_rps": rep.capacity_rps,
               "gpus_per_replica": rep.gpus, "price_per_gpu_hour": rep.price_per_gpu_hour,
               "price_source": rep.price_source, "slo": {"ttft_s": cfg.slo_ttft_s, "tpot_s": cfg.slo_tpot_s}}
+    if base is not None:
+        header["base_pool"] = {
+            "hardware": base.cfg.hardware, "tp": base.cfg.tp, "replicas": o["base_replicas"],
+            "replica_capacity_rps": base.capacity_rps, "gpus_per_replica": base.gpus,
+            "price_per_gpu_hour": base.price_per_gpu_hour, "price_source": base.price_source}
     if o["per_minute"]:
         _write_ticks(o["per_minute"], runs)
     if o["plot"]:
@@ -88,6 +100,34 @@ def run_fleet(o: dict) -> None:
         print_json({**header, "policies": {k: {"day": v["day"], "ticks": v["ticks"]} for k, v in runs.items()}})
         return
     _print(header, runs, o)
+
+
+def _base_replica(cfg, load, o: dict, profile):
+    """A mixed fleet's always-on base pool: the same model and precision on ``--base-hardware``
+    (its own TP, price and profile), or None."""
+    from infercast.errors import ConfigError
+    from infercast.fleet.day import build_replica
+    from infercast.validation import check_int
+
+    if o["base_hardware"] is None:
+        if any(o[k] is not None for k in ("base_replicas", "base_tp", "base_price")):
+            raise ConfigError("--base-replicas, --base-tp and --base-price describe a base pool: "
+                              "give --base-hardware too")
+        return None
+    if o["base_replicas"] is None:
+        raise ConfigError("--base-hardware needs --base-replicas N (the base pool's size)")
+    check_int(o["base_replicas"], "--base-replicas", 1, fix="give the base pool at least 1 replica")
+    if o["groups"] > 1:
+        raise ConfigError("a base pool (--base-hardware) runs in one router group: use --groups 1")
+    from infercast.cost.profiles import resolve_profile
+    from infercast.sim.config import build_config
+    from infercast.specs.catalog import load_hardware
+
+    data = cfg.model_dump(exclude={"workload", "hardware", "tp"})
+    bcfg = build_config({**data, "hardware": o["base_hardware"], "tp": o["base_tp"] or cfg.tp})
+    bprofile = resolve_profile(o["profile"], load_hardware(bcfg.hardware).key)
+    return build_replica(bcfg, load, o["base_price"], o["storage_bandwidth"], o["warmup_s"],
+                         profile=bprofile)
 
 
 def _sharded(rep, load, pol, spec, o: dict, schedule, profile) -> dict:
@@ -149,6 +189,12 @@ def _print(header: dict, runs: dict, o: dict) -> None:
                   _fmt(d["usd_per_million_tokens"], ",.3f"), _fmt(d["kwh_per_day"], ",.1f"),
                   _fmt(d.get("joules_per_output_token"), ",.3f"), _fmt(d["ttft_p99_s"], ",.2f"))
     c.print(t)
+    if "base_pool" in h:
+        b = h["base_pool"]
+        c.print(f"base pool: {b['replicas']} x {b['hardware']} TP{b['tp']} always on "
+                f"({b['replica_capacity_rps']:.2f} req/s each, "
+                f"{_fmt(b['price_per_gpu_hour'], ',.2f')} $/GPU-hour); "
+                "the policy scales the rest; replica-h, peak, $ and kWh include it")
     for name, out in runs.items():
         d = out["day"]
         changes = d.get("bottleneck_changes", [])
@@ -174,7 +220,13 @@ def register(app: typer.Typer) -> None:
         policy: str = typer.Option("all", "--policy", help="fixed | reactive | scheduled | predictive | all (compare)"),
         peak_rate: float | None = typer.Option(None, "--peak-rate", help="requests/s at the busiest minute (diurnal curve, or rescales --trace)"),
         hours: float = typer.Option(24.0, "--hours", help="length of the day simulated (a trace is stretched to it)"),
-        trace: str | None = typer.Option(None, "--trace", help="arrival trace (azure-conv | azure-code | CSV/JSONL): its per-minute rate"),
+        trace: str | None = typer.Option(
+            None, "--trace",
+            help="arrival trace: azure-conv | azure-code | CSV/JSONL (its per-minute rate), or a "
+                 "rate trace servegen-m-large | servegen-m-mid | servegen-m-small (14 days)"),
+        trace_window: str | None = typer.Option(
+            None, "--trace-window",
+            help="START_H:HOURS of a long --trace at its own time, not stretched (48:24: day 3)"),
         lengths: str | None = typer.Option(None, "--lengths", help="trace whose (prompt, output) pairs requests draw (default: --trace, else azure-conv)"),
         input_tokens: int | None = typer.Option(None, help="fixed prompt length (with --output-tokens: instead of trace lengths)"),
         output_tokens: int | None = typer.Option(None, help="fixed output length"),
@@ -203,6 +255,16 @@ def register(app: typer.Typer) -> None:
         plot: str | None = typer.Option(None, "--plot", help="PNG: cost vs SLO attainment and replicas over the day"),
         as_json: bool = typer.Option(False, "--json", help="print one JSON object"),
         profile: str | None = typer.Option(None, "--profile", help=PROFILE_HELP),
+        base_hardware: str | None = typer.Option(
+            None, "--base-hardware",
+            help="mixed fleet: a base pool of this part, always on, beside the policy's replicas"),
+        base_replicas: int | None = typer.Option(
+            None, "--base-replicas", help="mixed fleet: replicas in the base pool"),
+        base_tp: int | None = typer.Option(
+            None, "--base-tp", help="mixed fleet: GPUs per base replica (default --tp)"),
+        base_price: float | None = typer.Option(
+            None, "--base-price",
+            help="mixed fleet: $/GPU-hour of the base pool (default: its part's median)"),
         groups: int = typer.Option(1, "--groups", help="independent router groups the day is sharded over (fleet/shard.py)"),
         executor: str = typer.Option("local", "--executor", help="where groups run: local (process pool) | serial | ray"),
         workers: int | None = typer.Option(None, "--workers", help="local pool size (default: CPU count)"),

@@ -6,6 +6,10 @@ import typer
 
 from infercast.commands._common import ENGINE_HELP, PROFILE_HELP
 
+# Library parameters named otherwise than their flag (infercast.errors.with_flags).
+PARAM_FLAGS = {"precisions": "--precision", "slo_ttft_p99_s": "--slo-ttft-ms",
+               "slo_tpot_p99_s": "--slo-tpot-ms", "tps": "--tp", "prices": "--price"}
+
 HELP = ("Search part x GPUs x TP x precision x batch cap x chunk x speculative x disaggregation "
         "for the cheapest configuration meeting a p99 TTFT/TPOT SLO at a rate (simulated).")
 
@@ -75,6 +79,16 @@ def build_request(o: dict):
         prices = tuple((k, float(v)) for k, v in _pairs(o["price"], "--price", "=")) if o["price"] else ()
     except ValueError:
         raise ConfigError(f"--price expects part=dollars pairs, got {o['price']!r}") from None
+    from infercast.commands.simulate import lever_sections
+
+    # LoRA is not modelled with speculative decoding or disaggregation: those levers are not tried
+    levers = {k: {a: b for a, b in v.items() if b is not None} for k, v in lever_sections(o).items()}
+    levers.pop("kv_offload", None)  # plan's workloads have no shared prefixes for a host tier to keep
+    if levers:  # a bad value fails here, naming its field, before the search
+        from infercast.sim.build import step_model
+        from infercast.sim.config import build_config
+
+        step_model(build_config({"model": o["model"], "hardware": o["hardware"].split(",")[0].strip(), **levers}))
     return PlanRequest(
         model=o["model"], hardware=tuple(h.strip() for h in o["hardware"].split(",") if h.strip()),
         rate=o["rate"], slo_ttft_p99_s=o["slo_ttft_p99"], slo_tpot_p99_s=o["slo_tpot_p99"], trace=o["trace"],
@@ -84,10 +98,11 @@ def build_request(o: dict):
         precisions=_precisions(o["model"], _pairs(o["precision"], "--precision", "/")),
         batch_caps=tuple(parse_int_list(o["batch_caps"], "--batch-caps")),
         chunks=tuple(parse_int_list(o["chunks"], "--chunks")),
-        speculative=(False, True) if o["speculative"] else (False,),
-        acceptance=o["acceptance"], disagg_ratios=ratios, top_k=o["top_k"], exhaustive=o["exhaustive"],
-        objective=o["objective"],
+        speculative=(False, True) if o["speculative"] and "lora" not in levers else (False,),
+        acceptance=o["acceptance"], disagg_ratios=() if "lora" in levers else ratios, top_k=o["top_k"],
+        exhaustive=o["exhaustive"], objective=o["objective"],
         profile=o["profile"], engine=o["engine"],
+        levers=tuple((k, tuple(sorted(v.items()))) for k, v in sorted(levers.items())),
     )
 
 
@@ -181,6 +196,13 @@ def register(app: typer.Typer) -> None:
         as_json: bool = typer.Option(False, "--json", help="print one JSON object"),
         plot: str | None = typer.Option(None, "--plot", help="Pareto frontier PNG (throughput/GPU vs tokens/s/user)"),
         objective: str = typer.Option("cost", "--objective", help="rank configurations meeting the SLO by cost ($/hour) or energy (J per output token)"),
+        expert_skew: float | None = typer.Option(None, "--expert-skew", help="MoE routing skew every candidate serves: Zipf exponent"),
+        expert_loads: str | None = typer.Option(None, "--expert-loads", help="MoE routing: CSV of expert,load"),
+        redundant_experts: int | None = typer.Option(None, "--redundant-experts", help="EPLB redundant expert slots (default: 0)"),
+        lora_rank: int | None = typer.Option(None, "--lora-rank", help="serve LoRA adapters of this rank (no speculative or disaggregated candidates)"),
+        lora_targets: str | None = typer.Option(None, "--lora-targets", help="LoRA targets (default: attn)"),
+        lora_adapters: int | None = typer.Option(None, "--lora-adapters", help="distinct adapters in the workload (default: 1)"),
+        lora_slots: int | None = typer.Option(None, "--lora-slots", help="adapters resident per GPU (default: all)"),
         profile: str | None = typer.Option(None, "--profile", help=PROFILE_HELP),
         engine: str | None = typer.Option(None, "--engine", help=ENGINE_HELP),
     ) -> None:

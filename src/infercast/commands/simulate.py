@@ -42,6 +42,7 @@ def _overrides(o: dict) -> dict:
              for name in ("prefill", "decode")}
     disagg = {"transfer_bandwidth_bytes_per_s": o["transfer_bandwidth"], "transfer_latency_s": o["transfer_latency_s"],
               "layer_overlap": o["layer_overlap"], **pools}
+    out.update(lever_sections(o))
     if o["disaggregated"] or any(v is not None for p in pools.values() for v in p.values()):
         out["disaggregation"] = disagg
     else:
@@ -53,6 +54,20 @@ def _overrides(o: dict) -> dict:
                 raise ConfigError(f"{flag} applies to disaggregated runs: add --disaggregated "
                                   "(or drop it)")
     return out
+
+
+def lever_sections(o: dict) -> dict:
+    """``[kv_offload]``, ``[expert_routing]``, ``[lora]`` from their flags (a section only when
+    one of its flags is given: an empty one would switch the lever on)."""
+    sections = {
+        "kv_offload": {"gib": o.get("kv_offload_gib"), "host_link_gbps": o.get("host_link_gbps"),
+                       "overlap": o.get("kv_offload_overlap")},
+        "expert_routing": {"skew": o["expert_skew"], "loads": o["expert_loads"],
+                           "redundant": o["redundant_experts"]},
+        "lora": {"rank": o["lora_rank"], "targets": o["lora_targets"], "adapters": o["lora_adapters"],
+                 "slots": o["lora_slots"]},
+    }
+    return {k: v for k, v in sections.items() if any(x is not None for x in v.values())}
 
 
 def _vocabulary(o: dict) -> dict:
@@ -67,6 +82,36 @@ def _vocabulary(o: dict) -> dict:
         o[f"slo_{name}_s"] = renamed(None if ms is None else ms / 1e3, o[f"slo_{name}_s"],
                                      f"--slo-{name}-ms", f"--slo-{name}-s")
     return o
+
+
+def _harness(o: dict, base: dict):
+    """``--harness NAME``: a function config -> the workload fields that harness's closed loop sets
+    (:func:`infercast.sim.clients.closed_loop_workload`: request count unless --num-prompts is
+    given, length draws unless --input-dist/--output-dist are); None without the flag."""
+    if not o.get("harness"):
+        return None
+    from infercast.errors import ConfigError
+    from infercast.sim.clients import closed_loop_workload, load_harness
+
+    h = load_harness(o["harness"])
+    wl = base.get("workload") or {}
+    if o["concurrency"] is None and wl.get("concurrency") is None:
+        raise ConfigError(f"--harness {o['harness']}: a benchmark client runs a closed loop; give --max-concurrency")
+    keep_n = o["num_requests"] is not None or wl.get("num_requests") is not None
+    keep = [k for k in ("input", "output") if o[f"{k}_dist"] is not None or (wl.get(k) or {}).get("dist")]
+
+    def fields(cfg) -> dict:
+        w = cfg.workload
+        out = closed_loop_workload(h, w.concurrency, max(1, round(w.input.mean or 1024)),
+                                   max(1, round(w.output.mean or 256)))
+        out.pop("arrival")
+        out.pop("concurrency")
+        if keep_n:
+            out.pop("num_requests")
+        for k in keep:
+            out.pop(k)
+        return out
+    return fields
 
 
 def _trace_size(base: dict, o: dict) -> int | None:
@@ -108,6 +153,7 @@ def run_simulate(o: dict) -> None:
     check_writable_dir(o["plot"], "--plot")
 
     base = read_config_file(o["config"]) if o["config"] is not None else {}
+    harness = _harness(o, base)
     if o["num_requests"] is None:  # 0 is a bad value for the config's checks, not "default"
         o["num_requests"] = _trace_size(base, o)
     flags = _overrides(o)
@@ -120,9 +166,14 @@ def run_simulate(o: dict) -> None:
         if key is None:
             rate, conc = v
         wl = {"rate": v if key == "rate" else rate, "concurrency": v if key == "concurrency" else conc}
-        configs.append(build_config(merge(base, merge(flags, {"workload": wl}))))
+        cfg = build_config(merge(base, merge(flags, {"workload": wl})))
+        if harness is not None:  # the harness's request count and length draws at this concurrency
+            wl |= harness(cfg)
+            cfg = build_config(merge(base, merge(flags, {"workload": wl})))
+        configs.append(cfg)
     step_model = build_step_model(configs[0], o["profile"], preset)
     from infercast.sim.economics import economics, price_for
+    from infercast.sim.levers import lever_facts, lever_lines
 
     price, price_source = price_for(configs[0].hardware, o["price"])
     show_progress = o["progress"] and sys.stderr.isatty()
@@ -139,6 +190,7 @@ def run_simulate(o: dict) -> None:
                 _progress(show_progress, cfg.workload.num_requests, _label(cfg)) as progress:
             result = simulate(cfg, step_model, accumulator=acc, sink=sink, progress=progress)
         result.extra.update(economics(result, cfg, step_model, price), price_source=price_source)
+        result.extra.update(lever_facts(step_model))
         runs.append((_label(cfg), result, acc, cfg))
     if o["timeline"]:
         _write_timeline(o["timeline"], runs, key)
@@ -153,14 +205,16 @@ def run_simulate(o: dict) -> None:
                  engine=preset.name if preset else None)
     levers = None
     if o["what_if"]:
-        from infercast.sim.whatif import run_what_if
+        from infercast.whatif import simulate_what_if
 
-        levers = run_what_if(configs[0], profile=getattr(step_model, "profile", None))
+        levers = simulate_what_if(configs[0], profile=getattr(step_model, "profile", None))
         dicts[0]["what_if"] = levers
     if o["as_json"]:
         print_json({"sweep": key, "runs": dicts} if key else dicts[0])
         return
     _print_table(runs, configs[0])
+    for line in lever_lines(dicts[0]):
+        print(line)
     if levers:
         _print_what_if(levers)
 
@@ -446,8 +500,22 @@ def register(app: typer.Typer) -> None:
         transfer_bandwidth: float | None = typer.Option(None, "--transfer-bandwidth", help="KV transfer bytes/s (default: 50e9 x min TP)"),
         transfer_latency_s: float | None = typer.Option(None, "--transfer-latency-s", help="KV transfer latency (default: 0.001)"),
         layer_overlap: bool | None = typer.Option(None, "--layer-overlap/--no-layer-overlap", help="send KV layer by layer during prefill"),
+        kv_offload_gib: float | None = typer.Option(None, "--kv-offload-gib", help="host-DRAM KV tier per replica, GiB (needs --prefix-caching)"),
+        host_link_gbps: float | None = typer.Option(None, "--host-link-gbps", help="host-to-GPU GB/s per GPU for KV reloads and adapter loads (default: the part's measured link)"),
+        kv_offload_overlap: bool | None = typer.Option(None, "--kv-offload-overlap/--no-kv-offload-overlap", help="reload KV layer by layer under compute (default: the step waits)"),
+        expert_skew: float | None = typer.Option(None, "--expert-skew", help="MoE routing skew: Zipf exponent over experts by load (0 = uniform)"),
+        expert_loads: str | None = typer.Option(None, "--expert-loads", help="MoE routing: CSV of expert,load (a measured per-expert histogram)"),
+        redundant_experts: int | None = typer.Option(None, "--redundant-experts", help="EPLB: redundant expert slots over the EP group (default: 0)"),
+        lora_rank: int | None = typer.Option(None, "--lora-rank", help="serve LoRA adapters of this rank"),
+        lora_targets: str | None = typer.Option(None, "--lora-targets", help="LoRA targets: q,k,v,o,gate,up,down | attn | mlp | all (default: attn)"),
+        lora_adapters: int | None = typer.Option(None, "--lora-adapters", help="distinct, equally popular adapters in the workload (default: 1)"),
+        lora_slots: int | None = typer.Option(None, "--lora-slots", help="adapters resident on the GPU (vLLM --max-loras; default: all)"),
         profile: str | None = typer.Option(None, "--profile", help=PROFILE_HELP),
         engine: str | None = typer.Option(None, "--engine", help=ENGINE_HELP),
+        harness: str | None = typer.Option(
+            None, "--harness",
+            help="closed loop as a benchmark client runs it: inferencex, vllm-bench-serve, "
+                 "sglang-bench-serving or a .toml (its request count and length draws)"),
         price: float | None = typer.Option(None, "--price", help="$/GPU-hour for the dollar figures (default: the shipped price table's median)"),
         what_if: bool = typer.Option(False, "--what-if", help="re-run with int4 / fp8 weights, fp8 KV, 2x TP and compare"),
         as_json: bool = typer.Option(False, "--json", help="print one JSON object"),

@@ -6,6 +6,9 @@ import typer
 
 from infercast.commands._common import PROFILE_HELP
 
+# Library parameters named otherwise than their flag (infercast.errors.with_flags).
+PARAM_FLAGS = {"path": "--plot"}
+
 HELP = "Score predictions against published (or your own) measurements: per-row errors, summaries, floor check."
 
 
@@ -75,6 +78,14 @@ def print_report(rep: dict, by: str, console) -> None:
     for reason, n in list(s["skipped_reasons"].items())[:15]:
         skipped.add_row(str(n), reason)
     console.print(skipped)
+    cross = s.get("simulation_vs_closed_form")
+    if cross:
+        agree = Table(title="simulator vs closed form (rows predicted by both: --simulate-all)")
+        for col in ("scenario / metric", "rows", "median sim / closed", "median |diff|"):
+            agree.add_column(col)
+        for k, v in cross.items():
+            agree.add_row(k, str(v["rows"]), f"{v['median_ratio']:.3f}", f"{v['median_abs_diff_pct']:.1f} %")
+        console.print(agree)
     if "floor" in rep:
         fl = rep["floor"]
         console.print(f"physics floor: {fl['checked']} checks (rows, and closed-loop runs as TTFT + (O - 1) TPOT), "
@@ -139,7 +150,10 @@ def register(app: typer.Typer) -> None:
         as_json: bool = typer.Option(False, "--json", help="print one JSON object (rows, summary, floor)"),
         plot: str | None = typer.Option(None, "--plot", help="write predicted vs measured (log-log) to FILE.png"),
         by: str = typer.Option("scenario_metric", "--by", help="table breakdown: scenario, metric, scenario_metric, hardware, source, group"),
-        simulate_all: bool = typer.Option(False, "--simulate-all", help="use the simulator also for concurrency rows (slower)"),
+        simulate_all: bool = typer.Option(
+            False, "--simulate-all",
+            help="use the simulator also for concurrency and disaggregated rows, with clients as the "
+                 "row's benchmark harness runs them (slower; reports agreement with the closed form)"),
         floor: bool = typer.Option(True, "--floor/--no-floor", help="check that no measurement beats the physics floor"),
         assume_weights: str = typer.Option("checkpoint", "--assume-weights", help="weights of rows that state none: checkpoint (its config's dtype, marked per row), a dtype, or none (skip them)"),
         engine: str | None = typer.Option(None, "--engine", help="predict every row on this engine preset (infercast engines; a name or a .toml): its limits, memory rule, policy and profile group; default: each row's own engine"),

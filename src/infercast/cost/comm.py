@@ -33,6 +33,17 @@ def transfer_time_s(link_bytes: float, link_bw: float, latency_s: float, collect
     return link_bytes / link_bw + latency_s * collectives
 
 
+def kv_transfer_time_s(num_bytes: float, bandwidth: float, latency_s: float,
+                       prefill_s: float = 0.0, num_layers: int = 1, overlap: bool = False) -> float:
+    """A prompt's KV cache sent from a prefill to a decode worker (disaggregated serving):
+    latency + bytes / bandwidth; with ``overlap`` (each layer's KV sent as soon as the prefill
+    wrote it) only the part of the wire time not hidden under the prefill's other layers."""
+    wire = transfer_time_s(num_bytes, bandwidth, 0.0)
+    if overlap and num_layers > 1:
+        wire = max(wire - prefill_s * (num_layers - 1) / num_layers, wire / num_layers)
+    return latency_s + wire
+
+
 def ring_allreduce_time_s(buffer_bytes: float, num_gpus: int, link_bw: float, latency_s: float = 0.0) -> float:
     """Ring all-reduce time: 2 (n - 1) / n * bytes / link_bw + latency."""
     return transfer_time_s(ring_allreduce_link_bytes(buffer_bytes, num_gpus), link_bw, latency_s)

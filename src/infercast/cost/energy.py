@@ -1,12 +1,19 @@
-"""Energy of a step: board power as a function of the step's utilization, per GPU.
+"""Energy of a step: board power as a function of the step's tensor activity, per GPU.
 
 The model follows the energy roofline of Choi, Bedard, Fowler and Vuduc ("A roofline
-model of energy", IPDPS 2013): a constant power while the kernel runs plus an energy
-per FLOP. A GPU running a step of time t that does W FLOPs draws
+model of energy", IPDPS 2013): a constant power while the kernel runs plus a power that
+grows with the arithmetic units' activity. A GPU running a step of time t draws
 
-    P_busy = P_memory + (P_compute - P_memory) * u_compute,   u_compute = W / (t * peak)
+    P_busy = P_memory + (P_compute - P_memory) * a,   a = (seconds the matmul units are busy) / t
 
 capped at the board's TDP, so the step costs P_busy * t; an idle GPU draws P_idle.
+*Activity, not FLOP/s over peak* (``tensor_activity``): as in Hong and Kim's GPU power
+model ("An integrated GPU power and performance model", ISCA 2010: runtime power =
+idle power + each unit's access rate x its maximum power), a unit's power follows the
+fraction of time it is engaged. A GEMM or attention op keeps the tensor units engaged for
+its FLOPs at the throughput it achieves (the profile's batch-dependent efficiency, e.g.
+``gemm_eff`` at m rows), capped at the op's time, so a batch-128 decode GEMM running at
+a third of peak engages them three times longer than W / peak says.
 P_memory is the measured board power of a busy memory-bound step (batch-1 decode:
 HBM streaming, tensor cores nearly idle), P_compute the power at full tensor
 throughput (the TDP). The three powers per part are cited in ``data/power.csv``
@@ -27,6 +34,7 @@ import math
 from dataclasses import dataclass
 from functools import cache
 
+from infercast.cost.ops import ATTENTION, GEMM
 from infercast.cost.step import StepCost, StepModel
 from infercast.errors import ConfigError
 from infercast.specs.catalog import data_path
@@ -93,12 +101,36 @@ def try_power_model(hw: HardwareSpec) -> PowerModel | None:
         return None
 
 
-def step_energy_j(sm: StepModel, cost: StepCost, power: PowerModel, time_s: float | None = None) -> float:
-    """Joules of one step of a replica (all its GPUs): the ledger's per-GPU FLOPs over the
-    step's expected time (or ``time_s``) at the matmul peak."""
+def tensor_busy_s(sm: StepModel, cost: StepCost) -> float:
+    """Seconds of a step during which the matmul units are engaged: each GEMM's and attention
+    op's FLOPs at the throughput the profile says it achieves, at most the op's time."""
+    m, eff = sm.machine, sm.profile
+    busy = 0.0
+    for o in cost.ops:
+        if o.op.kind == GEMM:
+            peak, dtype = m.gemm_peak_dtype(o.op)
+            rate = peak * eff.gemm_eff(dtype, max(o.op.m_tokens, 1e-9))
+        elif o.op.kind == ATTENTION:
+            rate = m.attn_peak_flops * eff.attn_compute_eff
+        else:
+            continue
+        if rate > 0:
+            busy += min(o.time_s, o.op.flops / rate)
+    return busy
+
+
+def tensor_activity(sm: StepModel, cost: StepCost, time_s: float | None = None) -> float:
+    """Fraction (0-1) of a step of ``time_s`` (default: its expected time) with the matmul
+    units engaged (module docstring)."""
     t = cost.time_s if time_s is None else time_s
-    per_gpu = power.energy_j(t, cost.flops, sm.machine.peak_flops)
-    return per_gpu * sm.parallel.gpus_per_replica
+    return min(1.0, tensor_busy_s(sm, cost) / t) if t > 0 else 0.0
+
+
+def step_energy_j(sm: StepModel, cost: StepCost, power: PowerModel, time_s: float | None = None) -> float:
+    """Joules of one step of a replica (all its GPUs) over its expected time (or ``time_s``),
+    at the power of its tensor activity."""
+    t = cost.time_s if time_s is None else time_s
+    return power.busy_power_w(tensor_activity(sm, cost, t)) * t * sm.parallel.gpus_per_replica
 
 
 def step_power_w(sm: StepModel, cost: StepCost, power: PowerModel) -> float:

@@ -36,6 +36,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from infercast.cost.comm import alltoall_link_bytes, ring_allreduce_link_bytes
+from infercast.cost.expert_routing import ExpertRouting
 from infercast.specs.model import ATTN_CHUNKED, ATTN_FULL, ATTN_SLIDING, LayerSpec, ModelSpec
 from infercast.specs.parallel import Parallelism
 from infercast.specs.precision import Precision
@@ -152,8 +153,9 @@ class Shards:
     """Per-GPU shapes of a model under a parallel layout and precision."""
 
     def __init__(self, model: ModelSpec, precision: Precision, parallel: Parallelism,
-                 expert_weight_bytes: float | None = None):
+                 expert_weight_bytes: float | None = None, routing: ExpertRouting | None = None):
         a = model.attention
+        self.routing = routing  # skewed routing (cost/expert_routing.py); None = uniform
         tp = parallel.tp
         self.model, self.prec, self.par = model, precision, parallel
         self.h = model.hidden_size
@@ -262,6 +264,9 @@ class Shards:
         e, k, f = moe.num_experts, moe.experts_per_token, moe.expert_ffn_size
         touched = e * (1.0 - (1.0 - k / e) ** t) if t > 0 else 0.0
         rows = t * k  # token-expert pairs
+        if self.routing is not None:  # skew: the busiest EP rank's load, as if every rank carried it
+            rank_touched, rank_rows = self.routing.rank_load(t, k, ep)
+            touched, rows = rank_touched * ep, rank_rows * ep
         m_per_expert = rows / touched if touched else 0.0
         local = rows / ep  # rows this rank's experts run, each with the full hidden size
         gate_up = OpCost("moe.experts.gate_up", GEMM, 2.0 * rows * h * 2 * f / tp,
@@ -301,6 +306,8 @@ class Shards:
         if layer.moe and ep > 1 and self.attn_dp:
             reduces -= 1
             rows = t * self.attn_share * self.model.moe.experts_per_token  # type: ignore[union-attr]
+            if self.routing is not None and self.model.moe is not None:  # the busiest rank gets its share
+                rows *= self.routing.imbalance(self.model.moe.experts_per_token, ep)
             a2a = 2 * alltoall_link_bytes(rows * self.h * self.a, ep)  # dispatch + combine
             ops.append(OpCost("ep all-to-all", COMM, link_bytes=a2a, collectives=2))
         if tp > 1 and reduces:

@@ -37,7 +37,7 @@ from typing import Any
 from infercast.cost.efficiency import FIELD_NAMES, EfficiencyProfile
 from infercast.errors import ConfigError
 from infercast.specs.catalog import data_path, read_toml
-from infercast.specs.engines import engine_family  # noqa: F401 (re-exported: the profile group's engine half)
+from infercast.specs.engines import engine_family  # noqa: F401 (re-exported: a group's engine half)
 
 SHIPPED = "default.toml"
 BUILTIN = "builtin"

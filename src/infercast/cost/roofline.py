@@ -58,19 +58,43 @@ def op_floor_s(op: OpCost, m: Machine) -> tuple[float, str]:
     return (compute, COMPUTE) if compute > memory else (memory, MEMORY)
 
 
+def efficiencies(kind: str, eff: EfficiencyProfile, dtype: str = "",
+                 m_tokens: float = 0.0) -> tuple[float, float]:
+    """(compute, memory) efficiency factors an op of ``kind`` achieves: a GEMM its dtype's compute
+    efficiency at ``m_tokens`` rows (``EfficiencyProfile.gemm_eff``) and ``mem_bw_eff``,
+    attention its own pair, everything else (elementwise, gathers) the GEMM compute and
+    elementwise bandwidth."""
+    if kind == GEMM:
+        return eff.gemm_eff(dtype, max(m_tokens, 1e-9)), eff.mem_bw_eff
+    if kind == ATTENTION:
+        return eff.attn_compute_eff, eff.attn_bw_eff
+    return eff.gemm_compute_eff, eff.elementwise_bw_eff
+
+
+def expected_s(flops: float, nbytes: float, peak: float, bandwidth: float, c_eff: float,
+               b_eff: float) -> tuple[float, str]:
+    """The expected-time formula (module docstring): max(FLOPs / (peak c_eff), bytes / (bandwidth
+    b_eff)) and what binds. Every timer uses it: :func:`op_expected_s` per op, the step model's
+    affine ops, and (generated over sums) its attention function."""
+    compute = flops / (peak * c_eff)
+    memory = nbytes / (bandwidth * b_eff)
+    return (compute, COMPUTE) if compute > memory else (memory, MEMORY)
+
+
+def comm_expected_s(link_bytes: float, collectives: float, m: Machine,
+                    eff: EfficiencyProfile) -> float:
+    """Expected time of a collective: its link bytes at the profile's link efficiency, plus one
+    latency per collective."""
+    bandwidth = m.link_bandwidth * eff.comm_bw_eff
+    return transfer_time_s(link_bytes, bandwidth, eff.comm_latency_s, collectives)
+
+
 def op_expected_s(op: OpCost, m: Machine, eff: EfficiencyProfile) -> tuple[float, str]:
     """Expected time of an op with the profile's achieved-efficiency factors."""
     if op.kind == COMM:
-        return transfer_time_s(op.link_bytes, m.link_bandwidth * eff.comm_bw_eff, eff.comm_latency_s, op.collectives), LINK
-    if op.kind == GEMM:
-        c_eff, b_eff = eff.gemm_eff(m.gemm_peak_dtype(op)[1], max(op.m_tokens, 1e-9)), eff.mem_bw_eff
-    elif op.kind == ATTENTION:
-        c_eff, b_eff = eff.attn_compute_eff, eff.attn_bw_eff
-    else:
-        c_eff, b_eff = eff.gemm_compute_eff, eff.elementwise_bw_eff
-    compute = op.flops / (_peak(op, m) * c_eff)
-    memory = op.bytes / (m.bandwidth * b_eff)
-    return (compute, COMPUTE) if compute > memory else (memory, MEMORY)
+        return comm_expected_s(op.link_bytes, op.collectives, m, eff), LINK
+    c_eff, b_eff = efficiencies(op.kind, eff, m.gemm_peak_dtype(op)[1], op.m_tokens)
+    return expected_s(op.flops, op.bytes, _peak(op, m), m.bandwidth, c_eff, b_eff)
 
 
 def time_op(op: OpCost, m: Machine, eff: EfficiencyProfile) -> OpTime:

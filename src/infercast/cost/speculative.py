@@ -95,9 +95,10 @@ class SpeculativeConfig:
         if self.method not in METHODS:
             raise ConfigError(f"speculative method {self.method!r}: use one of {', '.join(METHODS)}")
         if self.num_speculative_tokens < 1:
-            raise ConfigError(f"--num-speculative-tokens must be >= 1, got {self.num_speculative_tokens}")
+            raise ConfigError("`num_speculative_tokens` must be >= 1, "
+                              f"got {self.num_speculative_tokens}")
         if not 0.0 <= self.acceptance <= 1.0:
-            raise ConfigError(f"--acceptance must be in [0, 1], got {self.acceptance}")
+            raise ConfigError(f"`acceptance` must be in [0, 1], got {self.acceptance}")
         if self.verify_tokens and self.verify_tokens < self.num_speculative_tokens + 1:
             raise ConfigError("verify_tokens must be at least num_speculative_tokens + 1")
 

@@ -15,15 +15,28 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from infercast.cost.efficiency import EfficiencyProfile
+from infercast.cost.expert_routing import ExpertRouting, replica_bytes
 from infercast.cost.experts import ExpertPrecision
 from infercast.cost.memory import DEFAULT_MEMORY_FRACTION, MemoryPlan, plan_memory
-from infercast.cost.ops import OpCost, Shards, SpanStats, span_stats
-from infercast.cost.roofline import COMPUTE, LINK, MEMORY, Machine, OpTime, time_op
+from infercast.cost.ops import ATTENTION, COMM, OpCost, Shards, SpanStats, span_stats
+from infercast.cost.roofline import (
+    COMPUTE,
+    LINK,
+    MEMORY,
+    Machine,
+    OpTime,
+    comm_expected_s,
+    efficiencies,
+    expected_s,
+    time_op,
+)
 from infercast.errors import ConfigError
 from infercast.specs.hardware import HardwareSpec
 from infercast.specs.model import ATTN_FULL, ModelSpec
 from infercast.specs.parallel import Parallelism, check_attention_split
 from infercast.specs.precision import Precision
+
+Tokens = Sequence[float] | np.ndarray  # per-sequence token counts: a list or a float array
 
 
 @dataclass(frozen=True)
@@ -91,12 +104,18 @@ class StepCost:
         return max(by, key=by.__getitem__)
 
 
-def _tp_link(hw: HardwareSpec, gpus_per_replica: int) -> tuple[HardwareSpec, tuple[str, ...]]:
-    """``hw`` with the link a multi-GPU replica's TP/PP traffic crosses, and a note when it is PCIe.
+def tp_link(hw: HardwareSpec, gpus_per_replica: int) -> HardwareSpec:
+    """``hw`` with the link a multi-GPU replica's TP/PP traffic crosses: PCIe when the part has
+    no scale-up link (NVLink/xGMI) but a PCIe bandwidth, as vLLM/TRT-LLM run TP on L40S, L4 and
+    RTX boxes (NCCL over PCIe); else ``hw`` itself."""
+    if gpus_per_replica > 1 and hw.link_bandwidth_bytes_per_s <= 0 < hw.pcie_bandwidth_bytes_per_s:
+        return replace(hw, link_bandwidth_bytes_per_s=hw.pcie_bandwidth_bytes_per_s)
+    return hw
 
-    A part without NVLink/xGMI (L40S, L4, RTX cards) still runs TP: its all-reduces go over
-    PCIe, as vLLM/TRT-LLM do on such boxes and as ``validate`` scores those rows.
-    """
+
+def _tp_link(hw: HardwareSpec, gpus_per_replica: int) -> tuple[HardwareSpec, tuple[str, ...]]:
+    """:func:`tp_link`, with a note when the link is PCIe; an error when a multi-GPU replica
+    has neither link."""
     if gpus_per_replica <= 1 or hw.link_bandwidth_bytes_per_s > 0:
         return hw, ()
     if hw.pcie_bandwidth_bytes_per_s <= 0:
@@ -104,7 +123,7 @@ def _tp_link(hw: HardwareSpec, gpus_per_replica: int) -> tuple[HardwareSpec, tup
                           "or add link_bandwidth_bytes_per_s (or pcie_bandwidth_bytes_per_s) to its spec")
     pcie = hw.pcie_bandwidth_bytes_per_s
     note = f"{hw.key} has no NVLink-class link: TP/PP traffic crosses PCIe at {pcie / 1e9:,.0f} GB/s per GPU"
-    return replace(hw, link_bandwidth_bytes_per_s=pcie), (note,)
+    return tp_link(hw, gpus_per_replica), (note,)
 
 
 def _expert_peak(hw: HardwareSpec, experts: ExpertPrecision | None, notes: list[str]) -> tuple[float, str]:
@@ -165,11 +184,13 @@ class StepModel:
     def __init__(self, model: ModelSpec, hardware: HardwareSpec, precision: Precision | None = None,
                  parallel: Parallelism | None = None, profile: EfficiencyProfile | None = None,
                  memory_fraction: float = DEFAULT_MEMORY_FRACTION, max_batched_tokens: int = 8192,
-                 max_seqs: int = 256, experts: ExpertPrecision | None = None, whole_heads: bool = True):
+                 max_seqs: int = 256, experts: ExpertPrecision | None = None, whole_heads: bool = True,
+                 routing: ExpertRouting | None = None):
         """``experts``: the routed experts' own storage and compute (``cost/experts.py``) when a
         checkpoint quantizes only them (gpt-oss: MXFP4 experts beside BF16 attention); None = ``precision``.
         ``whole_heads``: refuse a TP size that splits attention heads unevenly, as engines do
-        (``specs.parallel.check_attention_split``); False keeps the ideal even split (physics floors)."""
+        (``specs.parallel.check_attention_split``); False keeps the ideal even split (physics floors).
+        ``routing``: skewed expert routing and EPLB replicas (``cost/expert_routing.py``); None = uniform."""
         self.parallel = parallel or Parallelism()
         hardware, link_notes = _tp_link(hardware, self.parallel.gpus_per_replica)
         self.model, self.hardware = model, hardware
@@ -180,9 +201,13 @@ class StepModel:
         self.machine, self.precision, self.notes = _machine(hardware, precision or Precision(), self.experts)
         self.notes += link_notes
         expert_bytes = self.experts.weight_bytes if self.experts else None
-        self.shards = Shards(model, self.precision, self.parallel, expert_bytes)
+        self.routing = routing if model.is_moe else None
+        self.shards = Shards(model, self.precision, self.parallel, expert_bytes, self.routing)
         self.memory: MemoryPlan = plan_memory(model, hardware, self.precision, self.parallel,
                                               memory_fraction, max_batched_tokens, max_seqs, expert_bytes)
+        if self.routing is not None and self.routing.redundant:
+            self.memory = replace(self.memory, weight_bytes=self.memory.weight_bytes
+                                  + replica_bytes(self.routing, model, self.shards, self.parallel))
         self._token_cache: dict[tuple[int, int], tuple[tuple[OpTime, ...], float]] = {}
         self._affine_cache: dict[int, tuple[float, float]] = {}
         self._spans = tuple({(layer.attention, layer.window): 0 for layer in model.layers})
@@ -212,7 +237,7 @@ class StepModel:
         """Contexts up to which ``decode_affine`` is exact (window edge of windowed layers)."""
         return self.model.min_window - 1
 
-    def step_cost(self, new_tokens: Sequence[int], cached_tokens: Sequence[int],
+    def step_cost(self, new_tokens: Tokens, cached_tokens: Tokens,
                   num_logits: int | None = None) -> StepCost:
         """Itemised cost of one step (see module docstring for the batch description)."""
         new, cached = self._arrays(new_tokens, cached_tokens)
@@ -222,7 +247,7 @@ class StepModel:
         ops = token_ops + self._attention_times(new, cached, t)
         return StepCost(ops, self.profile.step_overhead_s, t, len(new), self.notes, self._overlap_floor(ops))
 
-    def step_time_s(self, new_tokens: Sequence[int], cached_tokens: Sequence[int]) -> float:
+    def step_time_s(self, new_tokens: Tokens, cached_tokens: Tokens) -> float:
         """Expected time of one step, seconds (overhead included)."""
         new, cached = self._arrays(new_tokens, cached_tokens)
         t = int(new.sum())
@@ -304,7 +329,8 @@ class StepModel:
         ``0.0 * x`` with finite ``x >= 0``, and adding 0.0 changes no partial sum.
         """
         eff, m = self.profile, self.machine
-        f_den, b_den = m.attn_peak_flops * eff.attn_compute_eff, m.bandwidth * eff.attn_bw_eff
+        c_eff, b_eff = efficiencies(ATTENTION, eff)  # expected_s's, as _attention_fn divides
+        f_den, b_den = m.attn_peak_flops * c_eff, m.bandwidth * b_eff
         return tuple(
             (tuple((i, c) for i, c in enumerate(fc) if c), tuple((i, c) for i, c in enumerate(bc) if c), f_den, b_den)
             for fc, bc in self._attn_lin
@@ -346,7 +372,7 @@ class StepModel:
         return max(compute, memory) + link
 
     @staticmethod
-    def _arrays(new_tokens: Sequence[int], cached_tokens: Sequence[int]) -> tuple[np.ndarray, np.ndarray]:
+    def _arrays(new_tokens: Tokens, cached_tokens: Tokens) -> tuple[np.ndarray, np.ndarray]:
         new = np.asarray(new_tokens, dtype=np.float64)
         cached = np.asarray(cached_tokens, dtype=np.float64)
         if new.shape != cached.shape:
@@ -464,19 +490,12 @@ class _LinOp:
     m1: float  # GEMM rows per unit of x (1 for token-count ops; 1/tp under attention DP)
 
     def time_s(self, x: float, m: Machine, eff: EfficiencyProfile) -> float:
-        """Same arithmetic as ``roofline.op_expected_s`` on the op at x."""
-        if self.kind == "comm":
-            link = self.l0 + self.l1 * x
-            if link <= 0:
-                return 0.0
-            bw = m.link_bandwidth * eff.comm_bw_eff
-            return link / bw + eff.comm_latency_s * (self.c0 + self.c1 * x) if bw > 0 else float("inf")
-        if self.kind == "gemm":
-            rows = self.m0 + self.m1 * x
-            c_eff, b_eff = eff.gemm_eff(m.compute_dtype, max(rows, 1e-9)), eff.mem_bw_eff
-        else:
-            c_eff, b_eff = eff.gemm_compute_eff, eff.elementwise_bw_eff
-        return max((self.f0 + self.f1 * x) / (m.peak_flops * c_eff), (self.b0 + self.b1 * x) / (m.bandwidth * b_eff))
+        """``roofline.op_expected_s`` of the op at x."""
+        if self.kind == COMM:
+            return comm_expected_s(self.l0 + self.l1 * x, self.c0 + self.c1 * x, m, eff)
+        c_eff, b_eff = efficiencies(self.kind, eff, m.compute_dtype, self.m0 + self.m1 * x)
+        flops, nbytes = self.f0 + self.f1 * x, self.b0 + self.b1 * x
+        return expected_s(flops, nbytes, m.peak_flops, m.bandwidth, c_eff, b_eff)[0]
 
 
 @dataclass(frozen=True)

@@ -97,6 +97,8 @@ def load_gguf(path: Path, weights: str = "auto"
     except Exception as exc:
         raise ModelConfigError(f"cannot read GGUF file {path}: {exc}") from None
     tensors = {t.name: t for t in reader.tensors}
+    for t in tensors.values():  # before any long work: one row of each tensor dequantizes
+        _check_type(t)
 
     def fmt(name: str) -> str:
         """The format a matrix is kept in: as stored (``auto``) or the one asked for."""
@@ -107,12 +109,7 @@ def load_gguf(path: Path, weights: str = "auto"
         if name not in tensors:
             raise ModelConfigError(f"GGUF file {path} has no tensor {name!r}")
         t = tensors[name]
-        try:
-            return np.asarray(dequantize(t.data, t.tensor_type), dtype=np.float32)
-        except (NotImplementedError, ValueError, KeyError):
-            raise ModelConfigError(
-                f"GGUF tensor {name} is {t.tensor_type.name}, a type this engine cannot run; "
-                f"use a file with Q4_0, Q4_1, Q8_0, F16 or F32 weights") from None
+        return np.asarray(dequantize(t.data, t.tensor_type), dtype=np.float32)
 
     def matrix(name: str) -> Rows:
         """Q4/Q8 blocks read as they are when kept in their own format, else float32."""
@@ -147,3 +144,15 @@ def load_gguf(path: Path, weights: str = "auto"
     w = ModelWeights(embed=embed, layers=layers, final_norm=get("output_norm.weight"),
                      lm_head=head)
     return cfg, w, tokenizer_from_gguf_fields(fields)
+
+
+def _check_type(t) -> None:
+    """A ModelConfigError naming a tensor whose type ``gguf`` cannot dequantize (e.g. Q8_K)."""
+    from gguf.quants import dequantize
+
+    try:
+        dequantize(t.data[:1], t.tensor_type)
+    except (NotImplementedError, ValueError, KeyError):
+        raise ModelConfigError(
+            f"GGUF tensor {t.name} is {t.tensor_type.name}, a type this engine cannot run; "
+            f"use a file with Q4_0, Q4_1, Q8_0, F16 or F32 weights") from None

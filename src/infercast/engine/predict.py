@@ -16,7 +16,7 @@ from infercast.engine.weights import ModelWeights
 
 def model_spec(cfg: EngineModelConfig):
     """The :class:`~infercast.specs.model.ModelSpec` of an engine config."""
-    from infercast.specs.hf_config import model_from_hf_config
+    from infercast.specs.hf_reader import model_from_hf_config
 
     return model_from_hf_config(cfg.to_hf_dict(), cfg.name)
 
@@ -29,17 +29,24 @@ def hardware_from_probe(result: Mapping[str, Any]):
     return hardware_from_mapping(profile_mapping(dict(result)), "infercast machine (in process)")
 
 
+# ``serve --weights`` formats as the cost model's weight precisions (a mixed file such as
+# SmolLM2's ``q4+int8``, Q4_1 layers and a Q8_0 head, is costed by its layers' format).
+WEIGHT_PRECISION = {"fp32": "fp32", "bf16": "bf16", "int8": "int8", "q4": "int4"}
+
+
 def step_model(cfg: EngineModelConfig, hardware, profile=None, max_seqs: int = 256,
-               backend: str = "numpy"):
+               backend: str = "numpy", weights: str = "fp32"):
     """A :class:`~infercast.cost.step.StepModel` for the engine.
 
-    numpy: fp32 weights, KV and compute. torch: bf16 weights and matmuls, fp32 KV.
+    numpy: fp32 KV and compute, weights as kept (``weights``: the loaded model's
+    ``weights_format``). torch: bf16 weights and matmuls, fp32 KV.
     """
     from infercast.cost.step import StepModel
     from infercast.specs.precision import Precision
 
     dtype = "bf16" if backend == "torch" else "fp32"
-    precision = Precision.parse(weights=dtype, kv_cache="fp32", compute=dtype)
+    stored = dtype if backend == "torch" else WEIGHT_PRECISION[weights.split("+")[0]]
+    precision = Precision.parse(weights=stored, kv_cache="fp32", compute=dtype)
     return StepModel(model_spec(cfg), hardware, precision, profile=profile, max_seqs=max_seqs)
 
 

@@ -23,7 +23,7 @@ from infercast.errors import ConfigError
 from infercast.fleet.ledger import replica_seconds_per_tick
 from infercast.fleet.load import DayLoad
 from infercast.fleet.policies import Fixed, Predictive, Reactive, Scheduled, schedule_from_rates
-from infercast.fleet.run import FleetResult, FleetSim, FleetSpec
+from infercast.fleet.run import BasePool, FleetResult, FleetSim, FleetSpec
 
 DEFAULT_STORAGE_BYTES_PER_S = 2e9
 DEFAULT_WARMUP_S = 60.0
@@ -88,9 +88,12 @@ def _capacity(cfg, timer, load: DayLoad) -> float:
 def make_policy(name: str, rep: Replica, load: DayLoad, tick_s: float, replicas: int | None = None,
                 min_replicas: int = 1, max_replicas: int | None = None, metric: str = "queue",
                 up: float | None = None, down: float | None = None, schedule: tuple[int, ...] | None = None,
-                headroom: float = 1.25, stabilization_s: float = 300.0):
-    """A policy by name, its unstated bounds sized from the day's peak and the replica's capacity."""
-    peak_need = max(1, math.ceil(float(load.rates_per_s.max()) * headroom / rep.capacity_rps))
+                headroom: float = 1.25, stabilization_s: float = 300.0,
+                base_capacity_rps: float = 0.0):
+    """A policy by name, its unstated bounds sized from the day's peak and the replica's capacity
+    (less ``base_capacity_rps``, what a mixed fleet's always-on base pool serves)."""
+    peak = float(load.rates_per_s.max()) * headroom - base_capacity_rps
+    peak_need = max(1, math.ceil(max(0.0, peak) / rep.capacity_rps))
     hi = max_replicas if max_replicas is not None else max(min_replicas, 2 * peak_need)
     if name == "fixed":
         return Fixed(replicas if replicas is not None else peak_need)
@@ -101,21 +104,32 @@ def make_policy(name: str, rep: Replica, load: DayLoad, tick_s: float, replicas:
     if name == "scheduled":
         if schedule is not None:
             return Scheduled(schedule)
-        return Scheduled(schedule_from_rates(load.rates_per_s.tolist(), rep.capacity_rps, headroom, min_replicas, hi),
-                         origin="sized per hour from the day's curve")
+        hours = schedule_from_rates(load.rates_per_s.tolist(), rep.capacity_rps, headroom,
+                                    min_replicas, hi, base_capacity_rps)
+        return Scheduled(hours, origin="sized per hour from the day's curve")
     if name == "predictive":
-        return Predictive(rep.capacity_rps, rep.start_s + tick_s, min_replicas, hi, headroom)
+        return Predictive(rep.capacity_rps, rep.start_s + tick_s, min_replicas, hi, headroom,
+                          base_capacity_rps=base_capacity_rps)
     raise ConfigError(f"--policy {name!r}: choose fixed, reactive, scheduled, predictive or all")
 
 
-def run_day(rep: Replica, load: DayLoad, policy, spec: FleetSpec) -> dict:
-    """One policy over the day: the per-tick table and the day's totals (JSON-ready)."""
+def run_day(rep: Replica, load: DayLoad, policy, spec: FleetSpec, base: Replica | None = None,
+            base_count: int = 0) -> dict:
+    """One policy over the day: the per-tick table and the day's totals (JSON-ready). A mixed
+    fleet adds ``base_count`` always-on replicas of ``base`` beside the policy's."""
     cfg = rep.cfg
     mean_in, mean_out = _mean_lengths(load)
+    pool = None
+    max_len = cfg.scheduler.max_model_len
+    if base is not None:
+        weight = base.capacity_rps / rep.capacity_rps
+        pool = BasePool(base.timer, base.sched_cfg, base_count, weight)
+        lens = [x for x in (max_len, base.cfg.scheduler.max_model_len) if x is not None]
+        max_len = min(lens) if lens else None
     sim = FleetSim(load, spec, policy, rep.timer, rep.sched_cfg, cfg.slo_ttft_s, cfg.slo_tpot_s,
-                   max(1, round(mean_in + mean_out / 2)))
-    result = sim.run(cfg.scheduler.max_model_len)
-    return report(result, rep, load, spec, policy)
+                   max(1, round(mean_in + mean_out / 2)), pool)
+    result = sim.run(max_len)
+    return report(result, rep, load, spec, policy, base)
 
 
 def _mean_lengths(load: DayLoad) -> tuple[float, float]:
@@ -124,25 +138,62 @@ def _mean_lengths(load: DayLoad) -> tuple[float, float]:
     return float(np.mean(load.lengths.prompt_tokens)), float(np.mean(load.lengths.output_tokens))
 
 
-def report(result: FleetResult, rep: Replica, load: DayLoad, spec: FleetSpec, policy) -> dict:
-    """Per-tick rows and day totals: SLO attainment, goodput, replicas, $, kWh, bottlenecks."""
+Arrays = tuple[np.ndarray, np.ndarray | None, np.ndarray | None]
+
+
+def _pool_cost(rep: Replica, rep_s: np.ndarray, in_tok: np.ndarray, out_tok: np.ndarray,
+               load: DayLoad, batch: int) -> Arrays:
+    """GPU-hours, dollars and joules per tick of one configuration's replicas: billed seconds x
+    GPUs x price; idle power over billed seconds plus each token's dynamic energy."""
+    gpu_h = rep_s * rep.gpus / 3600.0
+    usd = gpu_h * rep.price_per_gpu_hour if rep.price_per_gpu_hour is not None else None
+    power = try_power_model(rep.timer.hardware)
+    if power is None:
+        return gpu_h, usd, None
+    mean_in, mean_out = _mean_lengths(load)
+    context = max(1, round(mean_in + mean_out / 2))
+    te = token_energy(rep.timer, power, max(1, round(mean_in)), batch, context)
+    energy = (te.idle_w * rep_s + te.prefill_dynamic_j_per_token * in_tok
+              + te.decode_dynamic_j_per_token * out_tok)
+    return gpu_h, usd, energy
+
+
+def _sum_or_none(*parts: np.ndarray | None) -> np.ndarray | None:
+    return None if any(p is None for p in parts) else sum(parts[1:], parts[0])
+
+
+def report(result: FleetResult, rep: Replica, load: DayLoad, spec: FleetSpec, policy,
+           base: Replica | None = None) -> dict:
+    """Per-tick rows and day totals: SLO attainment, goodput, replicas, $, kWh, bottlenecks
+    (a mixed fleet's base pool billed and powered at its own part's figures)."""
     tick = spec.tick_s
     led = result.ledger
     end = float(result.summary["end_s"])
     n = max(len(led.rows), int(math.ceil(end / tick)) + 1, (max(led.bins) + 1) if led.bins else 0)
     cols = led.columns(n)
+    running = [r.running / max(r.ready + r.draining, 1) for r in led.rows if r.running]
+    batch = max(1, round(float(np.mean(running)))) if running else 1
     rep_s = replica_seconds_per_tick(result.intervals, tick, n)
-    gpu_h = rep_s * rep.gpus / 3600.0
-    usd = gpu_h * rep.price_per_gpu_hour if rep.price_per_gpu_hour is not None else None
-    power = try_power_model(rep.timer.hardware)
-    energy = None
-    if power is not None:
-        mean_in, mean_out = _mean_lengths(load)
-        running = [r.running / max(r.ready + r.draining, 1) for r in led.rows if r.running]
-        batch = max(1, round(float(np.mean(running)))) if running else 1
-        te = token_energy(rep.timer, power, max(1, round(mean_in)), batch, max(1, round(mean_in + mean_out / 2)))
-        energy = te.idle_w * rep_s + te.prefill_dynamic_j_per_token * cols["input_tokens"] \
-            + te.decode_dynamic_j_per_token * cols["output_tokens"]
+    in_tok, out_tok = cols["input_tokens"], cols["output_tokens"]
+    base_day = None
+    if base is not None:
+        bcols = result.extra["base_ledger"].columns(n)
+        base_s = replica_seconds_per_tick(result.extra["base_intervals"], tick, n)
+        in_tok, out_tok = in_tok - bcols["input_tokens"], out_tok - bcols["output_tokens"]
+        b_gpu_h, b_usd, b_energy = _pool_cost(base, base_s, bcols["input_tokens"],
+                                              bcols["output_tokens"], load, batch)
+        base_day = {
+            "hardware": base.timer.hardware.key, "replicas": len(result.extra["base_intervals"]),
+            "replica_hours": float(base_s.sum()) / 3600.0, "gpu_hours": float(b_gpu_h.sum()),
+            "usd": float(b_usd.sum()) if b_usd is not None else None,
+            "energy_kwh": float(b_energy.sum()) / J_PER_KWH if b_energy is not None else None,
+            "requests_completed": int(bcols["completed"].sum()),
+            "price_per_gpu_hour": base.price_per_gpu_hour, "capacity_rps": base.capacity_rps}
+    gpu_h, usd, energy = _pool_cost(rep, rep_s, in_tok, out_tok, load, batch)
+    if base is not None:
+        gpu_h = gpu_h + b_gpu_h
+        usd, energy = _sum_or_none(usd, b_usd), _sum_or_none(energy, b_energy)
+        rep_s = rep_s + base_s
     tot = led.totals()
     rows = []
     for r in led.rows:
@@ -188,6 +239,8 @@ def report(result: FleetResult, rep: Replica, load: DayLoad, spec: FleetSpec, po
         "sim_cpu_s": result.summary["sim_cpu_s"], "sim_wall_s": result.summary["sim_wall_s"],
         "end_s": end,
     }
+    if base_day is not None:
+        day["base_pool"] = base_day
     return {"day": day, "ticks": rows, "intervals": result.intervals}
 
 

@@ -8,6 +8,13 @@ Two sources of the rate:
 - ``trace_rates``: arrivals of a trace counted per minute (``load_trace``), optionally
   time-stretched (``stretch``: a one-hour trace replayed over a day keeps its shape
   and its total request count divided over the longer span, unless rescaled to a peak).
+- ``trace_window``: a window of a long trace at its own time, not stretched (day 3 of the
+  Azure 2024 week: ``--trace-window 48:24``); rates and lengths come from that window only.
+- ``rate_trace_rates``: a shipped *rate* trace (``RATE_TRACES``: request rates per window of
+  a production service, no per-request rows), repeated per minute within each window, for
+  its first ``hours`` or a window of it at its own time. ServeGen's 14 days of three
+  language models on Alibaba Cloud Model Studio ship (``data/traces/README.md``);
+  lengths then come from ``--lengths`` (default azure-conv) or fixed values.
 
 Requests are a non-homogeneous Poisson process at the per-minute rate (each minute's
 count Poisson, arrival times uniform within the minute; Lewis & Shedler 1979 for
@@ -27,6 +34,9 @@ from infercast.errors import ConfigError
 from infercast.sim.workload import Trace, load_trace
 
 MINUTE_S = 60.0
+# shipped rate traces: name -> (file in data/traces, column of requests/s per window)
+RATE_TRACES = {f"servegen-{m}": ("servegen-language-rates.csv", f"{m.replace('-', '_')}_rps")
+               for m in ("m-large", "m-mid", "m-small")}
 
 
 @dataclass(frozen=True)
@@ -80,34 +90,120 @@ def trace_rates(trace: Trace, hours: float | None = None, peak_rate: float | Non
         if target != minutes:  # stretch (or squeeze) the shape onto the target minutes
             x = (np.arange(target) + 0.5) / target * minutes
             rates = np.interp(x, np.arange(minutes) + 0.5, rates) * minutes / target
-    if peak_rate is not None:
-        if not (peak_rate > 0 and math.isfinite(peak_rate)):
-            raise ConfigError(f"--peak-rate must be a positive number of requests/s, got {peak_rate}")
-        top = rates.max()
-        rates = rates * (peak_rate / top) if top > 0 else rates
-    return rates
+    return _scaled(rates, peak_rate)
+
+
+def parse_window(text: str) -> tuple[float, float]:
+    """``START_H:HOURS`` (e.g. ``48:24``) as (start hour, hours), checked."""
+    parts = text.split(":")
+    try:
+        start, hours = (float(x) for x in parts) if len(parts) == 2 else (None, None)
+    except ValueError:
+        start = hours = None
+    if start is None or hours is None or not (start >= 0 and 0 < hours <= 24 * 14):
+        raise ConfigError(f"--trace-window {text!r}: give START_H:HOURS with START_H >= 0 and "
+                          "0 < HOURS <= 336, e.g. 48:24 for the third day")
+    return start, hours
+
+
+def trace_window(trace: Trace, start_h: float, hours: float) -> Trace:
+    """Requests ``[start_h, start_h + hours)`` hours into the trace, timed from the window start."""
+    span_h = float(trace.arrival_s[-1]) / 3600 if len(trace) else 0.0
+    flag = f"--trace-window {start_h:g}:{hours:g}"
+    if start_h + hours > span_h + 1 / 60:  # a minute of slack: the last arrival is not the end
+        raise ConfigError(f"{flag}: trace {trace.name!r} spans only {span_h:.2f} h; "
+                          "choose a window inside it")
+    lo, hi = np.searchsorted(trace.arrival_s, [start_h * 3600, (start_h + hours) * 3600])
+    if hi <= lo:
+        raise ConfigError(f"{flag}: trace {trace.name!r} has no request in it")
+    t0 = start_h * 3600
+    return Trace(f"{trace.name}[{start_h:g} h +{hours:g} h]", trace.arrival_s[lo:hi] - t0,
+                 trace.prompt_tokens[lo:hi], trace.output_tokens[lo:hi])
+
+
+def _window_rates(trace: Trace, hours: float, peak_rate: float | None) -> np.ndarray:
+    """Per-minute rates of a window at its own time (its first minute starts at 0 s)."""
+    minutes = max(1, round(hours * 60))
+    counts = np.bincount(np.minimum((trace.arrival_s // MINUTE_S).astype(np.int64), minutes - 1),
+                         minlength=minutes).astype(np.float64)
+    return _scaled(counts / MINUTE_S, peak_rate)
+
+
+def _scaled(rates: np.ndarray, peak_rate: float | None) -> np.ndarray:
+    if peak_rate is None:
+        return rates
+    if not (peak_rate > 0 and math.isfinite(peak_rate)):
+        raise ConfigError(f"--peak-rate must be a positive number of requests/s, got {peak_rate}")
+    top = rates.max()
+    return rates * (peak_rate / top) if top > 0 else rates
+
+
+def rate_trace_rates(name: str, start_h: float, hours: float,
+                     peak_rate: float | None) -> np.ndarray:
+    """Per-minute rates of ``hours`` of a shipped rate trace from ``start_h``, at its own time."""
+    import csv
+    from importlib import resources
+
+    fname, column = RATE_TRACES[name]
+    rows = list(csv.DictReader((resources.files("infercast") / "data" / "traces" / fname)
+                               .read_text().splitlines()))
+    t = np.array([float(r["t_s"]) for r in rows])
+    rate = np.array([float(r[column]) for r in rows])
+    window_s = float(t[1] - t[0])
+    span_h = (t[-1] + window_s) / 3600
+    if start_h + hours > span_h + 1e-9:
+        flag = f"--trace-window {start_h:g}:{hours:g}"
+        raise ConfigError(f"{flag}: trace {name!r} spans {span_h:g} h; choose a window inside it")
+    minutes = max(1, round(hours * 60))
+    at = start_h * 3600 + (np.arange(minutes) + 0.5) * MINUTE_S  # each minute's middle
+    return _scaled(rate[np.minimum((at // window_s).astype(np.int64), rate.size - 1)], peak_rate)
 
 
 def day_load(peak_rate: float | None, hours: float, trace: str | None = None, lengths: str | None = None,
              input_tokens: int | None = None, output_tokens: int | None = None,
-             trough_fraction: float = 0.2, peak_hour: float = 14.0) -> DayLoad:
-    """The day a command asks for: a trace's own rates (stretched to ``hours``) or a diurnal
-    curve; request lengths from ``lengths`` (a trace), the rate trace, or fixed values."""
-    tr = load_trace(trace) if trace else None
-    if tr is not None:
-        rates = trace_rates(tr, hours, peak_rate)
-        src = f"trace {trace} ({len(tr):,} requests over {float(tr.arrival_s[-1]) / 3600:.2f} h) stretched to {hours:g} h"
-    else:
-        if peak_rate is None:
-            raise ConfigError("give --peak-rate (requests/s at the busiest minute) or --trace")
-        rates = diurnal_rates(peak_rate, hours, trough_fraction, peak_hour)
-        src = f"diurnal curve: peak {peak_rate:g} req/s at hour {peak_hour:g}, trough {trough_fraction:.0%} of peak"
+             trough_fraction: float = 0.2, peak_hour: float = 14.0,
+             window: tuple[float, float] | None = None) -> DayLoad:
+    """The day a command asks for: a trace's own rates (stretched to ``hours``, or a ``window``
+    (start hour, hours) of it at its own time), a shipped rate trace, or a diurnal curve;
+    request lengths from ``lengths`` (a trace), the request trace (its window), or fixed values."""
     for name, v in (("--input-tokens", input_tokens), ("--output-tokens", output_tokens)):
         if v is not None and v < 1:
             raise ConfigError(f"{name} must be >= 1, got {v}")
+    rates, src, tr = _rates(peak_rate, hours, trace, trough_fraction, peak_hour, window)
     fixed = input_tokens is not None and output_tokens is not None
     len_trace = None if fixed else (load_trace(lengths) if lengths else tr or load_trace("azure-conv"))
     return DayLoad(rates, src, len_trace, input_tokens or 1024, output_tokens or 256)
+
+
+Rates = tuple[np.ndarray, str, Trace | None]
+
+
+def _rates(peak_rate: float | None, hours: float, trace: str | None, trough_fraction: float,
+           peak_hour: float, window: tuple[float, float] | None) -> Rates:
+    """(per-minute rates, how they were made, the request trace whose lengths they carry)."""
+    if trace in RATE_TRACES:  # rates only: its first ``hours`` unless a window is given
+        start_h, span = window if window is not None else (0.0, hours)
+        scale = f", scaled to a {peak_rate:g} req/s peak" if peak_rate is not None else ""
+        src = f"rate trace {trace}, hours {start_h:g}-{start_h + span:g} at its own time{scale}"
+        return rate_trace_rates(trace, start_h, span, peak_rate), src, None
+    tr = load_trace(trace) if trace else None
+    if window is not None:
+        if tr is None:
+            raise ConfigError("--trace-window needs --trace (a trace longer than the window)")
+        full_h = float(tr.arrival_s[-1]) / 3600
+        tr = trace_window(tr, *window)
+        return (_window_rates(tr, window[1], peak_rate),
+                f"trace {trace} hours {window[0]:g}-{window[0] + window[1]:g} of {full_h:.1f} "
+                f"({len(tr):,} requests), at its own time", tr)
+    if tr is not None:
+        span_h = float(tr.arrival_s[-1]) / 3600
+        src = f"trace {trace} ({len(tr):,} requests over {span_h:.2f} h) stretched to {hours:g} h"
+        return trace_rates(tr, hours, peak_rate), src, tr
+    if peak_rate is None:
+        raise ConfigError("give --peak-rate (requests/s at the busiest minute) or --trace")
+    return (diurnal_rates(peak_rate, hours, trough_fraction, peak_hour),
+            f"diurnal curve: peak {peak_rate:g} req/s at hour {peak_hour:g}, "
+            f"trough {trough_fraction:.0%} of peak", None)
 
 
 def request_chunks(load: DayLoad, rng: np.random.Generator, max_prompt: int | None = None,

@@ -148,6 +148,7 @@ class Predictive:
     headroom: float = 1.25
     alpha: float = 0.5
     beta: float = 0.2
+    base_capacity_rps: float = 0.0  # served by an always-on base pool (a mixed fleet)
     name: str = "predictive"
 
     def __post_init__(self) -> None:
@@ -169,7 +170,8 @@ class Predictive:
         return max(0.0, level + trend * self.lead_s / 60.0)
 
     def desired(self, obs: Observation) -> int:
-        want = math.ceil(self.forecast(obs.arrival_rates) * self.headroom / self.capacity_rps)
+        need = self.forecast(obs.arrival_rates) * self.headroom - self.base_capacity_rps
+        want = math.ceil(max(0.0, need) / self.capacity_rps)
         return min(max(want, self.min_replicas), self.max_replicas)
 
     def describe(self) -> str:
@@ -178,15 +180,17 @@ class Predictive:
 
 
 def schedule_from_rates(rates_per_minute: Sequence[float], capacity_rps: float, headroom: float,
-                        lo: int, hi: int) -> tuple[int, ...]:
+                        lo: int, hi: int, base_capacity_rps: float = 0.0) -> tuple[int, ...]:
     """24 hourly counts sized to each hour's busiest minute of a typical day (the operator's
-    calendar): ceil(max rate x headroom / capacity), within [lo, hi]; hours beyond the day repeat."""
+    calendar): ceil((max rate x headroom - an always-on base pool's capacity) / capacity), within
+    [lo, hi]; hours beyond the day repeat."""
     _bounds(lo, hi)
     out = []
     n = len(rates_per_minute)
     for h in range(24):
         window = [rates_per_minute[m] for m in range(h * 60, min((h + 1) * 60, n))] or [0.0]
-        out.append(min(max(math.ceil(max(window) * headroom / capacity_rps), lo), hi))
+        need = max(0.0, max(window) * headroom - base_capacity_rps)
+        out.append(min(max(math.ceil(need / capacity_rps), lo), hi))
     return tuple(out)
 
 

@@ -31,6 +31,7 @@ from infercast.fleet.load import DayLoad, request_chunks
 from infercast.metrics.records import RequestRecord
 from infercast.metrics.summary import MetricsAccumulator
 from infercast.sched import Request, Scheduler
+from infercast.sim.collect import rejected_record
 from infercast.sim.kernel import PRIO_ARRIVAL, Kernel
 from infercast.sim.replica import Replica
 
@@ -59,6 +60,23 @@ class FleetSpec:
             raise ConfigError(f"--max-queue-s must be > 0, got {self.max_queue_s}")
 
 
+@dataclass(frozen=True)
+class BasePool:
+    """A mixed fleet's second configuration: ``count`` replicas serving all day beside the
+    policy's pool (reserved capacity), with their own step model and scheduler limits."""
+
+    timer: object
+    sched_cfg: object
+    count: int
+    weight: float  # its saturated capacity over a policy replica's: the router divides load by it
+
+    def __post_init__(self) -> None:
+        if self.count < 1:
+            raise ConfigError(f"--base-replicas must be >= 1, got {self.count}")
+        if not self.weight > 0:
+            raise ConfigError(f"the base pool's relative capacity must be > 0, got {self.weight}")
+
+
 @dataclass
 class Member:
     """One replica's life in the fleet."""
@@ -70,6 +88,8 @@ class Member:
     stopped_s: float | None = None
     busy_mark: float = 0.0  # replica busy seconds at the last tick
     ready_event: list | None = None
+    base: bool = False  # in the always-on base pool (never scaled)
+    weight: float = 1.0  # capacity relative to a policy replica (the router's divisor)
 
 
 @dataclass
@@ -79,16 +99,18 @@ class FleetResult:
     policy: str
     ledger: Ledger
     summary: dict
-    intervals: list[tuple[float, float]]  # (billed from, billed to) per replica
-    extra: dict = field(default_factory=dict)
+    intervals: list[tuple[float, float]]  # (billed from, billed to) per policy replica
+    extra: dict = field(default_factory=dict)  # base_intervals, base_ledger: the base pool's
 
 
 class FleetSim:
     """One fleet, one day, one policy (see module doc)."""
 
     def __init__(self, load: DayLoad, spec: FleetSpec, policy, timer, sched_cfg, slo_ttft_s: float | None,
-                 slo_tpot_s: float | None, decode_context: int):
+                 slo_tpot_s: float | None, decode_context: int, base: BasePool | None = None):
         self.load, self.spec, self.policy, self.timer, self.sched_cfg = load, spec, policy, timer, sched_cfg
+        self.base = base
+        self.base_ledger = Ledger(spec.tick_s, slo_ttft_s, slo_tpot_s)  # the base pool's finishes
         self.kernel = Kernel()
         self.members: list[Member] = []
         self.queue: deque[Request] = deque()  # waiting at the router
@@ -107,7 +129,7 @@ class FleetSim:
     # ---- replicas ------------------------------------------------------------------
     def _start(self, now: float) -> None:
         for m in self.members:  # a draining replica is still up: take it back first
-            if m.state == DRAINING:
+            if m.state == DRAINING and not m.base:
                 m.state = READY
                 return
         rep = Replica(len(self.members), Scheduler(self.sched_cfg), self.timer, self.kernel, self._emit)
@@ -123,15 +145,15 @@ class FleetSim:
 
     def _stop_one(self, now: float) -> None:
         """Cancel the newest starting replica, else drain the least loaded serving one."""
-        starting = [m for m in self.members if m.state == STARTING]
+        starting = [m for m in self.members if m.state == STARTING and not m.base]
         if starting:
             m = starting[-1]
             self.kernel.cancel(m.ready_event)
             m.state, m.stopped_s = STOPPED, now
             return
-        ready = [m for m in self.members if m.state == READY]
+        ready = [m for m in self.members if m.state == READY and not m.base]
         if len(ready) <= 1 and not starting:
-            return  # keep one serving replica
+            return  # keep one serving policy replica
         m = min(ready, key=lambda x: x.replica.outstanding_tokens)
         m.state = DRAINING
         self._maybe_stop(m, now)
@@ -162,13 +184,18 @@ class FleetSim:
         if not serving:
             self.queue.append(req)
             return
-        target = min(serving, key=lambda m: m.replica.outstanding_tokens)
+        if self.base is None:
+            target = min(serving, key=lambda m: m.replica.outstanding_tokens)
+        else:  # replicas of unequal speed: load relative to each one's capacity
+            target = min(serving, key=lambda m: m.replica.outstanding_tokens / m.weight)
         target.replica.submit(req)
 
     def _emit(self, rec: RequestRecord, index: int) -> None:
         self.acc.add(rec)
         self.ledger.record(rec)
         m = self.members[index]
+        if m.base:
+            self.base_ledger.record(rec)
         if m.state == DRAINING:
             self._maybe_stop(m, self.kernel.now)
 
@@ -176,9 +203,7 @@ class FleetSim:
         limit = self.spec.max_queue_s
         while self.queue and now - self.queue[0].arrival_s > limit:
             req = self.queue.popleft()
-            rec = RequestRecord(req.request_id, req.arrival_s, req.prompt_tokens, 0, [], finish_s=now,
-                                finish_reason="rejected",
-                                error=f"no replica serving within {limit:g} s (router queue)")
+            rec = rejected_record(req, now, f"no replica serving within {limit:g} s (router queue)")
             self.acc.add(rec)
             self.ledger.record(rec)
 
@@ -231,7 +256,8 @@ class FleetSim:
         self._arrivals_in_tick = 0
         self._rates.append(rate)
         qpr = waiting / len(ready) if ready else (math.inf if waiting else 0.0)
-        obs = Observation(now, len(ready), starting, qpr, kv, util, tuple(self._rates[-180:]))
+        scaled = sum(1 for m in ready if not m.base)  # the policy counts its own replicas
+        obs = Observation(now, scaled, starting, qpr, kv, util, tuple(self._rates[-180:]))
         loads = [m.replica.sched.num_waiting + m.replica.sched.num_running for m in ready]
         bottleneck = self._bottleneck(obs, waiting, running, len(up), preempted, loads)
         row = MinuteRow(now, len(ready), starting, sum(1 for m in self.members if m.state == DRAINING),
@@ -265,12 +291,20 @@ class FleetSim:
             m = Member(Replica(len(self.members), Scheduler(self.sched_cfg), self.timer, self.kernel, self._emit),
                        READY, 0.0, 0.0)
             self.members.append(m)  # warm at the start of the day (the night before paid their start)
+        for _ in range(self.base.count if self.base else 0):
+            rep = Replica(len(self.members), Scheduler(self.base.sched_cfg), self.base.timer,
+                          self.kernel, self._emit)
+            self.members.append(Member(rep, READY, 0.0, 0.0, base=True, weight=self.base.weight))
         self._next_arrival()
         self.kernel.at(self.spec.tick_s, PRIO_TICK, self._tick)
         self.kernel.run()
         end = self.kernel.now
-        intervals = [(m.asked_s, m.stopped_s if m.stopped_s is not None else end) for m in self.members]
+        life = [(m.base, (m.asked_s, end if m.stopped_s is None else m.stopped_s))
+                for m in self.members]
+        intervals = [span for base, span in life if not base]
+        extra = {"base_intervals": [span for base, span in life if base],
+                 "base_ledger": self.base_ledger}
         summary = self.acc.summary().to_dict()
         summary.update(sim_wall_s=time.perf_counter() - wall0, sim_cpu_s=time.process_time() - cpu0,
                        sim_events=self.kernel.num_events, num_arrived=self._count, end_s=end)
-        return FleetResult(self.policy.name, self.ledger, summary, intervals)
+        return FleetResult(self.policy.name, self.ledger, summary, intervals, extra)

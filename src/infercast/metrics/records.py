@@ -9,6 +9,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import numpy as np
 
 # Where an output-token count came from (bench: usage > tokenizer > chunks).
 TOKEN_COUNT_SOURCES = ("exact", "usage", "tokenizer", "chunks")
@@ -30,7 +34,7 @@ class RequestRecord:
     arrival_s: float
     prompt_tokens: int
     output_tokens: int = 0
-    chunk_times_s: Sequence[float] = field(default_factory=list)
+    chunk_times_s: Sequence[float] | np.ndarray = field(default_factory=list)
     chunk_tokens: Sequence[int] | None = None
     finish_s: float | None = None
     first_scheduled_s: float | None = None  # first time a scheduler ran it (queueing delay)

@@ -101,6 +101,8 @@ def sim_config(cand: Candidate, req: PlanRequest, units: int, num_requests: int 
 
         preset = load_engine(req.engine)
         cfg["scheduler"].update(policy=preset.policy, block_size=preset.block_size)
+    for section, items in req.levers:  # the stated skew / adapters, the same for every candidate
+        cfg[section] = dict(items)
     if cand.speculative:
         cfg["speculative"] = {"method": "eagle", "num_speculative_tokens": req.num_speculative_tokens,
                               "acceptance": req.acceptance, "acceptance_std": 0.1}

@@ -28,18 +28,18 @@ def default_executor() -> str:
 def check_executor(executor: str) -> None:
     """Fail in well under a second on an unknown executor or a missing Ray, before any work."""
     if executor not in EXECUTORS:
-        raise ConfigError(f"--executor {executor!r}: use one of {', '.join(EXECUTORS)}")
+        raise ConfigError(f"`executor` {executor!r}: use one of {', '.join(EXECUTORS)}")
     if executor == "ray":
         import importlib.util
 
         if importlib.util.find_spec("ray") is None:
-            raise ConfigError("--executor ray needs Ray: pip install 'infercast[ray]'")
+            raise ConfigError("`executor` ray needs Ray: pip install 'infercast[ray]'")
 
 
 def run_map(fn: Callable[[T], R], items: Sequence[T], executor: str = "local", workers: int | None = None) -> list[R]:
     """``[fn(x) for x in items]`` on the chosen executor, in order."""
     if executor not in EXECUTORS:
-        raise ConfigError(f"--executor {executor!r}: use one of {', '.join(EXECUTORS)}")
+        raise ConfigError(f"`executor` {executor!r}: use one of {', '.join(EXECUTORS)}")
     if not items:
         return []
     if executor == "ray":
@@ -60,7 +60,7 @@ def _ray_map(fn: Callable[[T], R], items: Sequence[T]) -> list[R]:
     try:
         import ray
     except ImportError:
-        raise ConfigError("--executor ray needs Ray: pip install 'infercast[ray]'") from None
+        raise ConfigError("`executor` ray needs Ray: pip install 'infercast[ray]'") from None
     if not ray.is_initialized():
         ray.init(address=os.environ.get("RAY_ADDRESS"), include_dashboard=False, log_to_driver=False)
     remote = ray.remote(fn)

@@ -47,50 +47,53 @@ class PlanRequest:
     objective: str = "cost"  # rank configurations meeting the SLO by "cost" ($/hour) or "energy" (J/token)
     profile: str | None = None  # efficiency profile (cost.profiles.resolve_profile): None = the shipped one
     engine: str | None = None  # engine preset (specs.engines.load_engine): policy, block, memory rule, profile group
+    # Workload facts every candidate is simulated with: simulate's [expert_routing] and [lora] sections
+    # as sorted (section, ((key, value), ...)) pairs (sim/config.py; docs/production.md)
+    levers: tuple[tuple[str, tuple[tuple[str, object], ...]], ...] = ()
 
     def __post_init__(self) -> None:
         if self.objective not in ("cost", "energy"):
-            raise ConfigError(f"--objective {self.objective!r}: choose cost or energy")
-        check_number(self.rate, "--request-rate", 0, lo_open=True, fix="give requests/s, e.g. --request-rate 4")
-        for flag, value in (("--slo-ttft-ms", self.slo_ttft_p99_s),
-                            ("--slo-tpot-ms", self.slo_tpot_p99_s)):
+            raise ConfigError(f"`objective` {self.objective!r}: choose cost or energy")
+        check_number(self.rate, "`rate`", 0, lo_open=True, fix="give requests/s, e.g. `rate` 4")
+        for flag, value in (("`slo_ttft_p99_s`", self.slo_ttft_p99_s),
+                            ("`slo_tpot_p99_s`", self.slo_tpot_p99_s)):
             check_number(value, flag, 0, lo_open=True, fix="give a positive number of milliseconds")
-        check_number(self.acceptance, "--acceptance", 0, 1, fix="give a rate from 0 to 1")
-        check_seed(self.seed)
-        for flag, value in (("--input-tokens", self.input_tokens),
-                            ("--output-tokens", self.output_tokens)):
+        check_number(self.acceptance, "`acceptance`", 0, 1, fix="give a rate from 0 to 1")
+        check_seed(self.seed, "`seed`")
+        for flag, value in (("`input_tokens`", self.input_tokens),
+                            ("`output_tokens`", self.output_tokens)):
             if value is not None:
                 check_int(value, flag, 1, fix="give at least 1 token")
-        for flag, grid in (("--tp", self.tps), ("--batch-caps", self.batch_caps),
-                           ("--chunks", self.chunks)):
+        for flag, grid in (("`tps`", self.tps), ("`batch_caps`", self.batch_caps),
+                           ("`chunks`", self.chunks)):
             for value in grid:
                 check_int(value, flag, 1, fix="give positive integers")
         for p, d in self.disagg_ratios:
             if p < 1 or d < 1:
-                raise ConfigError(f"--disagg-ratios {p}:{d}: both pools need at least one "
+                raise ConfigError(f"`disagg_ratios` {p}:{d}: both pools need at least one "
                                   "replica; use e.g. 1:2, or 'none'")
         if not self.precisions:
-            raise ConfigError("--precision is empty: give weights/KV pairs, e.g. bf16/bf16")
+            raise ConfigError("`precisions` is empty: give weights/KV pairs, e.g. bf16/bf16")
         from infercast.specs.precision import Precision
 
         for w, kv in self.precisions:
-            check_str(w, "--precision weights", fix="write pairs like fp8/bf16")
-            check_str(kv, "--precision KV", fix="write pairs like fp8/bf16")
+            check_str(w, "`precisions` weights", fix="write pairs like fp8/bf16")
+            check_str(kv, "`precisions` KV", fix="write pairs like fp8/bf16")
             # an unknown dtype fails here, not as "no candidate meets the SLO"
             Precision.parse("bf16" if w.lower() == "checkpoint" else w, kv)
         for part, price in self.prices:
-            check_str(part, "--price part", fix="write part=dollars, e.g. h100-sxm=2.5")
-            check_number(price, f"--price {part}", 0, fix="give $/GPU-hour, finite and >= 0")
+            check_str(part, "`prices` part", fix="write part=dollars, e.g. h100-sxm=2.5")
+            check_number(price, f"`prices` {part}", 0, fix="give $/GPU-hour, finite and >= 0")
         if not self.hardware:
-            raise ConfigError("--hardware needs at least one part")
+            raise ConfigError("`hardware` needs at least one part")
         if self.trace is None and (self.input_tokens is None or self.output_tokens is None):
             raise ConfigError("give --trace, or both --input-tokens and --output-tokens")
         if self.num_requests < 10 or self.max_gpus < 1:
-            raise ConfigError("--num-prompts must be >= 10 and --max-gpus >= 1")
+            raise ConfigError("`num_requests` must be >= 10 and `max_gpus` >= 1")
         # names that cannot resolve fail here, one line and exit 2, not as "no candidate fits"
         from infercast.specs.catalog import load_hardware, load_model
 
-        check_str(self.model, "--model", fix="give a preset name or a config.json path")
+        check_str(self.model, "`model`", fix="give a preset name or a config.json path")
         load_model(self.model)
         for part in self.hardware:
             load_hardware(part)

@@ -2,7 +2,31 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
+
+from infercast.errors import ConfigError
+
+IMAGE_SUFFIXES = (".png", ".svg", ".pdf")
+
+
+def pyplot():
+    """matplotlib's pyplot on the Agg backend (files only: no display is needed or opened)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def image_path(path: str | Path) -> Path:
+    """``path`` as a Path if it names an image format the plots write, else a ConfigError."""
+    out = Path(path)
+    if out.suffix.lower() not in IMAGE_SUFFIXES:
+        raise ConfigError(f"`path` {str(path)!r}: use a .png, .svg or .pdf file name")
+    return out
 
 
 def latency_axis(ax, values_ms: np.ndarray, which: str = "x") -> None:

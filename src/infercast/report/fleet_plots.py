@@ -4,15 +4,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from infercast.report.axes import pyplot
+
 
 def plot_policies(runs: dict[str, dict], path: str, title: str) -> None:
     """Left: $ per day vs SLO attainment, one point per policy. Right: replicas and arrival rate
     per tick for each policy, and the per-tick SLO attainment."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = pyplot()
     fig, (ax, ax2, ax3) = plt.subplots(1, 3, figsize=(17, 4.8))
     for i, (name, out) in enumerate(runs.items()):
         d = out["day"]

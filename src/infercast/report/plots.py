@@ -4,17 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from infercast.errors import ConfigError
 from infercast.estimate import Estimate
-
-
-def _pyplot():
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    return plt
+from infercast.report.axes import image_path, pyplot
 
 
 def _label_clusters(points: list[tuple[float, float, str]], decades: float = 0.25) -> list[tuple[float, float, str]]:
@@ -42,10 +33,8 @@ def plot_estimate(est: Estimate, path: str | Path) -> Path:
     """Two panels: roofline with prefill/decode ops, and tokens/s vs batch."""
     import numpy as np
 
-    plt = _pyplot()
-    out = Path(path)
-    if out.suffix.lower() not in (".png", ".svg", ".pdf"):
-        raise ConfigError(f"--plot {path!r}: use a .png, .svg or .pdf file name")
+    plt = pyplot()
+    out = image_path(path)
     mach = est.step_model.machine
     fig, (ax, ax2) = plt.subplots(1, 2, figsize=(13, 5))
     x = np.logspace(-1, 4, 200)

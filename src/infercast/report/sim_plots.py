@@ -8,23 +8,14 @@ from pathlib import Path
 import numpy as np
 
 from infercast.metrics.summary import MetricsAccumulator
-from infercast.report.axes import latency_axis, slo_line
+from infercast.report.axes import latency_axis, pyplot, slo_line
 from infercast.sim.run import SimResult
-
-
-def _pyplot():
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    return plt
 
 
 def plot_runs(runs: Sequence[tuple[str, SimResult, MetricsAccumulator]], xs: Sequence[float | None],
               directory: str | Path, x_name: str = "rate") -> list[Path]:
     """Write ``latency_cdf.png``, ``timeline.png`` and, for sweeps, ``vs_<x_name>.png``."""
-    plt = _pyplot()
+    plt = pyplot()
     out = Path(directory)
     out.mkdir(parents=True, exist_ok=True)
     written = [_cdfs(plt, runs, out / "latency_cdf.png"), _timeline(plt, runs[-1], out / "timeline.png")]

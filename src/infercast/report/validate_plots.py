@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from infercast.errors import ConfigError
+from infercast.report.axes import image_path, pyplot
 from infercast.validate.evaluate import Prediction
 
 
@@ -33,13 +33,8 @@ PANELS = (("times (s)", lambda m: _unit(m) == "s"), ("token rates (tokens/s)", l
 
 def plot_predictions(preds: Sequence[Prediction], path: str | Path) -> Path:
     """Write the scatter to ``path`` (.png/.svg/.pdf); the diagonal and +-25 % bands are drawn."""
-    out = Path(path)
-    if out.suffix.lower() not in (".png", ".svg", ".pdf"):
-        raise ConfigError(f"--plot {path!r}: use a .png, .svg or .pdf file name")
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    out = image_path(path)
+    plt = pyplot()
     import numpy as np
     from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 

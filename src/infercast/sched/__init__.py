@@ -2,7 +2,8 @@
 
 Hardware-free (tokens and blocks, never seconds or bytes) so the simulator and
 the CPU engine share it unchanged. Entry points: :class:`Scheduler`,
-:class:`SchedulerConfig`, :class:`Request`, :class:`Batch`.
+:class:`SchedulerConfig`, :class:`Request`, :class:`Batch`; ``POLICY_NAMES`` lists the
+batching policies ``SchedulerConfig.policy`` accepts.
 """
 
 from infercast.sched.batch import Batch, ScheduledSeq

@@ -23,6 +23,7 @@ from collections import OrderedDict
 from collections.abc import Sequence
 
 from infercast.errors import ConfigError
+from infercast.sched.host_tier import HostTier
 
 
 def cdiv(a: int, b: int) -> int:
@@ -61,7 +62,8 @@ def synthetic_block_hashes(
 class BlockManager:
     """Free pool, ref counts and prefix-cache index of one replica's KV blocks."""
 
-    def __init__(self, num_blocks: int, block_size: int, enable_prefix_caching: bool = False):
+    def __init__(self, num_blocks: int, block_size: int, enable_prefix_caching: bool = False,
+                 host_tier: HostTier | None = None):
         if num_blocks < 1:
             raise ConfigError(f"num_blocks={num_blocks}: need at least 1 KV block")
         if block_size < 1:
@@ -69,6 +71,9 @@ class BlockManager:
         self.num_blocks = num_blocks
         self.block_size = block_size
         self.enable_prefix_caching = enable_prefix_caching
+        if host_tier is not None and not enable_prefix_caching:
+            raise ConfigError("a host KV tier keeps prefix-cache blocks: turn prefix caching on")
+        self.host_tier = host_tier  # evicted blocks go there (sched/host_tier.py); None = dropped
         # Plain free blocks, used as a stack (last freed is reused first: cheap slicing).
         self._free: list[int] = list(range(num_blocks - 1, -1, -1))
         # Free blocks that still hold a registered prefix; insertion order = LRU order.
@@ -121,7 +126,10 @@ class BlockManager:
         del free[k - take :]
         for _ in range(n - take):  # evict least recently freed cached blocks
             block, _ = self._cached_free.popitem(last=False)
-            del self._hash_to_block[self._block_to_hash.pop(block)]
+            evicted = self._block_to_hash.pop(block)
+            del self._hash_to_block[evicted]
+            if self.host_tier is not None:
+                self.host_tier.store(evicted)
             self.num_evictions += 1
             blocks.append(block)
         if self.enable_prefix_caching:
@@ -164,7 +172,29 @@ class BlockManager:
             if block is None:
                 break
             hits.append(block)
+        if self.host_tier is not None and len(hits) < min(max_blocks, len(block_hashes)):
+            hits += self._restore(self.host_tier, block_hashes[len(hits):max_blocks], hits)
         return hits
+
+    def _restore(self, tier: HostTier, block_hashes: Sequence[int], pinned: list[int]) -> list[int]:
+        """Copy the host tier's run of ``block_hashes`` back into fresh, registered HBM blocks
+        (left cached-free, so the caller shares them like HBM hits); ``pinned`` hits stay put."""
+        want = tier.match(block_hashes)
+        if not want:
+            return []
+        self.share(pinned)  # the HBM hits must not be evicted to make room
+        n = min(want, self.num_free_blocks)
+        blocks = self.take(n) or []
+        restored: list[int] = []
+        for block, h in zip(blocks, block_hashes, strict=False):
+            if h in self._hash_to_block:  # already back in HBM (a later block of the chain): stop
+                break
+            self.register(block, h)
+            restored.append(block)
+        self.give(blocks)
+        self.give(pinned)
+        tier.loaded(len(restored))
+        return restored
 
     def share(self, blocks: Sequence[int]) -> None:
         """Add one reference to each cached block (a prefix-cache hit)."""

@@ -49,6 +49,7 @@ from dataclasses import dataclass
 from infercast.errors import ConfigError
 from infercast.sched.batch import Batch, ScheduledSeq
 from infercast.sched.decode_group import DecodeGroupMixin
+from infercast.sched.host_tier import HostTier
 from infercast.sched.kv_cache import BlockManager, cdiv
 from infercast.sched.policies import make_policy
 from infercast.sched.request import Request, RequestStatus
@@ -83,6 +84,7 @@ class SchedulerConfig:
     max_model_len: int | None = None
     emit_block_tables: bool = True
     compact_decodes: bool = False
+    host_blocks: int = 0  # a host-memory KV tier of this many blocks (sched/host_tier.py); 0 = none
 
     def __post_init__(self) -> None:
         if self.policy not in POLICY_NAMES:
@@ -107,7 +109,8 @@ class Scheduler(DecodeGroupMixin):
 
     def __init__(self, config: SchedulerConfig):
         self.config = config
-        self.kv = BlockManager(config.num_blocks, config.block_size, config.enable_prefix_caching)
+        tier = HostTier(config.host_blocks) if config.host_blocks else None
+        self.kv = BlockManager(config.num_blocks, config.block_size, config.enable_prefix_caching, tier)
         self.policy = make_policy(config.policy)
         self.waiting: deque[Request] = deque()
         # Admission order (the last is preempted first); a dict: a finish removes in O(1).

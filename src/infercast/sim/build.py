@@ -46,18 +46,22 @@ def step_model(cfg, hardware=None, tp: int | None = None,
         probe = step_model(cfg, hardware, tp, max_num_seqs, max_num_batched_tokens, ep, attn_dp, profile, 1.0)
         memory_fraction = engine_memory_fraction(engine, probe)
     from infercast.cost.experts import ExpertPrecision
-    from infercast.cost.step import DEFAULT_MEMORY_FRACTION, StepModel
+    from infercast.cost.step import DEFAULT_MEMORY_FRACTION
+    from infercast.sim.levers import apply_kv_offload, lever_kwargs
     from infercast.specs.catalog import load_hardware, load_model
     from infercast.specs.precision import Precision
 
     hw = hardware or cfg.hardware
     spec = load_hardware(hw) if isinstance(hw, str) else hw
-    sm = StepModel(load_model(cfg.model), spec,
-                   Precision.parse(cfg.weights, cfg.kv_cache), _parallel(cfg, tp or cfg.tp, ep, attn_dp), profile,
-                   memory_fraction=memory_fraction or DEFAULT_MEMORY_FRACTION,
-                   max_batched_tokens=max_num_batched_tokens or cfg.scheduler.max_num_batched_tokens,
-                   max_seqs=max_num_seqs or cfg.scheduler.max_num_seqs,
-                   experts=ExpertPrecision.parse(cfg.experts) if cfg.experts else None)
+    model = load_model(cfg.model)
+    cls, extra = lever_kwargs(cfg, model, spec)
+    sm = cls(model, spec,
+             Precision.parse(cfg.weights, cfg.kv_cache), _parallel(cfg, tp or cfg.tp, ep, attn_dp), profile,
+             memory_fraction=memory_fraction or DEFAULT_MEMORY_FRACTION,
+             max_batched_tokens=max_num_batched_tokens or cfg.scheduler.max_num_batched_tokens,
+             max_seqs=max_num_seqs or cfg.scheduler.max_num_seqs,
+             experts=ExpertPrecision.parse(cfg.experts) if cfg.experts else None, **extra)
+    apply_kv_offload(cfg, sm)
     if cfg.scheduler.num_blocks is None and sm.kv_capacity_tokens < cfg.scheduler.block_size:
         raise DoesNotFitError(
             f"{cfg.model} on {spec.key} (TP {tp or cfg.tp}) leaves no memory for the KV cache "

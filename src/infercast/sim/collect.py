@@ -29,6 +29,25 @@ FLUSH_EVERY = 4096
 ROW_WIDTH = 7  # arrival, prompt, output, first token, finish, first scheduled, last token
 
 
+def finished_record(req, first_scheduled_s: float | None, finish_s: float, times,
+                    chunk_tokens: list[int] | None = None) -> RequestRecord:
+    """The one record of a simulated request that finished at ``finish_s``: ``times`` its token
+    times (None when no sink wants them), ``chunk_tokens`` tokens per emission (speculative
+    steps emit several; None: one each)."""
+    return RequestRecord(
+        req.request_id, req.arrival_s, req.prompt_tokens, req.num_output_tokens, times,
+        chunk_tokens=chunk_tokens, finish_s=finish_s, first_scheduled_s=first_scheduled_s,
+        finish_reason=req.finish_reason, num_preemptions=req.num_preemptions,
+        cached_prompt_tokens=req.num_cached_prompt_tokens)
+
+
+def rejected_record(req, now: float, error: str | None) -> RequestRecord:
+    """The record of a request turned away at ``now`` (never scheduled), with the reason."""
+    return RequestRecord(req.request_id, req.arrival_s, req.prompt_tokens, 0, [], finish_s=now,
+                         first_scheduled_s=req.first_scheduled_s,  # set: a disaggregated move
+                         finish_reason="rejected", error=error)
+
+
 class Completions(Protocol):
     """Where a replica sends completed requests (:class:`CompletionBuffer` behind the driver)."""
 
@@ -63,11 +82,7 @@ class CompletionBuffer:
         """A completed request whose last token came at ``finish_s``; ``times`` if :attr:`wants_times`."""
         reason = req.finish_reason
         if self.sink is not None:
-            self.sink(RequestRecord(
-                req.request_id, req.arrival_s, req.prompt_tokens, req.num_output_tokens,
-                times if times is not None else [],  # type: ignore[arg-type]  # (an array)
-                finish_s=finish_s, first_scheduled_s=first_scheduled_s, finish_reason=reason,
-                num_preemptions=req.num_preemptions, cached_prompt_tokens=req.num_cached_prompt_tokens))
+            self.sink(finished_record(req, first_scheduled_s, finish_s, times))
         rows = self._rows
         rows += (req.arrival_s, req.prompt_tokens, req.num_output_tokens, first_token_s, finish_s,
                  math.nan if first_scheduled_s is None else first_scheduled_s, finish_s)

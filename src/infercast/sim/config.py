@@ -47,6 +47,12 @@ File layout (every key optional; flags override the file)::
     acceptance_std = 0.1          # spread across requests (Beta)
     # draft_model = "llama-3.2-1b" # method "draft": the drafter (preset or config.json)
 
+    # [kv_offload]                # optional: host-DRAM KV tier (needs prefix_caching)
+    # gib = 256 ; overlap = false # host_link_gbps = 55.6 (default: the part's measured link)
+    # [expert_routing]            # optional (MoE): skew = 1.0 (Zipf) or loads = "loads.csv"
+    # redundant = 32              # EPLB redundant expert slots over the EP group
+    # [lora]                      # optional: rank = 16, targets = "attn", adapters = 8, slots = 8
+
     # [disaggregation]            # optional, instead of [speculative]: prefill and decode pools
     # transfer_latency_s = 0.001
     # transfer_bandwidth_bytes_per_s = 1e11   # default: 50 GB/s per GPU x min(TP)
@@ -182,6 +188,37 @@ class DisaggSection(_Frozen):
     layer_overlap: bool = False
 
 
+class KvOffloadSection(_Frozen):
+    """A host-DRAM KV tier below HBM (``sched/host_tier.py``, ``cost/kv_tier.py``)."""
+
+    gib: float = Field(gt=0)  # host memory per replica for KV, GiB
+    host_link_gbps: float | None = Field(default=None, gt=0)  # H2D GB/s per GPU; None = the part's measured
+    overlap: bool = False  # reload layer by layer under the step's compute (else the step waits)
+
+
+class ExpertRoutingSection(_Frozen):
+    """Skewed MoE routing and EPLB replicas (``cost/expert_routing.py``)."""
+
+    skew: float | None = Field(default=None, ge=0)  # Zipf exponent over experts ranked by load
+    loads: str | None = None  # CSV expert,load: a measured per-expert histogram
+    redundant: int = Field(default=0, ge=0)  # EPLB redundant expert slots over the EP group
+
+    @model_validator(mode="after")
+    def _one(self) -> ExpertRoutingSection:
+        if (self.skew is None) == (self.loads is None):
+            raise ValueError("expert routing needs exactly one of skew (Zipf exponent) or loads (CSV file)")
+        return self
+
+
+class LoraSection(_Frozen):
+    """LoRA adapters served beside the base model (``cost/lora.py``)."""
+
+    rank: int = Field(ge=1)
+    targets: str = "attn"  # q,k,v,o,gate,up,down or attn | mlp | all
+    adapters: int = Field(default=1, ge=1)  # distinct, equally popular adapters in the workload
+    slots: int | None = Field(default=None, ge=1)  # resident on the GPU (vLLM --max-loras)
+
+
 class SimConfig(_Frozen):
     """One simulation run, validated; see the module docstring for the file layout."""
 
@@ -203,6 +240,9 @@ class SimConfig(_Frozen):
     workload: WorkloadSection = WorkloadSection()
     speculative: SpeculativeSection | None = None
     disaggregation: DisaggSection | None = None
+    kv_offload: KvOffloadSection | None = None
+    expert_routing: ExpertRoutingSection | None = None
+    lora: LoraSection | None = None
 
     @model_validator(mode="before")
     @classmethod
@@ -237,6 +277,12 @@ class SimConfig(_Frozen):
     def _levers(self) -> SimConfig:
         if self.speculative is not None and self.disaggregation is not None:
             raise ValueError("speculative decoding with disaggregation is not modelled: drop one of them")
+        if self.kv_offload is not None and not self.scheduler.prefix_caching:
+            raise ValueError("kv_offload keeps prefix-cache blocks in host memory: turn on "
+                             "scheduler.prefix_caching / --prefix-caching")
+        for name in ("lora", "kv_offload"):
+            if getattr(self, name) is not None and (self.speculative is not None or self.disaggregation is not None):
+                raise ValueError(f"{name} with speculative decoding or disaggregation is not modelled: drop one")
         pools = [("", self.tp, self.ep)]
         if self.disaggregation is not None:
             for name in ("prefill", "decode"):
@@ -289,7 +335,7 @@ def build_config(data: dict[str, Any]) -> SimConfig:
 def read_config_file(path: str | Path) -> dict[str, Any]:
     """A TOML (``.toml``) or YAML (``.yaml``/``.yml``) file as a nested dict."""
     if not str(path).strip():
-        raise ConfigError("--config is empty: give a TOML or YAML file")
+        raise ConfigError("`config` is empty: give a TOML or YAML file")
     p = Path(path)
     if not p.is_file():
         raise ConfigError(f"config file {str(p)!r} does not exist")

@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import dataclasses
 
+from infercast.cost.comm import kv_transfer_time_s as transfer_time_s  # the one KV transfer time
 from infercast.sched import Request, Scheduler
 from infercast.sim.build import pool_step_model
 from infercast.sim.kernel import PRIO_ARRIVAL, Kernel
@@ -46,15 +47,6 @@ def kv_transfer_bytes(step_model, prompt_tokens: int) -> float:
     """Bytes of a prompt's KV cache, all shards (per-GPU bytes / the share one GPU keeps)."""
     mem = step_model.memory
     return prompt_tokens * mem.kv_bytes_per_token / mem.kv_shard
-
-
-def transfer_time_s(num_bytes: float, bandwidth: float, latency_s: float,
-                    prefill_s: float = 0.0, num_layers: int = 1, overlap: bool = False) -> float:
-    """latency + bytes / bandwidth; with ``overlap`` only the part not hidden under the prefill."""
-    wire = num_bytes / bandwidth
-    if overlap and num_layers > 1:
-        wire = max(wire - prefill_s * (num_layers - 1) / num_layers, wire / num_layers)
-    return latency_s + wire
 
 
 class DecodeTimer:

@@ -14,6 +14,8 @@ token at the run's mean batch size and mean decode context).
 
 from __future__ import annotations
 
+from typing import Any
+
 from infercast.cost.dollars import RunUsage, check_price, dollars
 from infercast.cost.energy import (
     PowerModel,
@@ -62,7 +64,7 @@ def run_usage(result, cfg) -> RunUsage:
                     float(result.mean_batch_size), cfg.replicas)
 
 
-def economics(result, cfg, sm, price_per_hour: float | None) -> dict[str, object]:
+def economics(result, cfg, sm, price_per_hour: float | None) -> dict[str, Any]:
     """Dollars and energy of a simulate run, as JSON keys.
 
     A disaggregated run bills every pool's GPUs (``num_gpus``) at ``price_per_hour``; the prefill
@@ -75,10 +77,10 @@ def economics(result, cfg, sm, price_per_hour: float | None) -> dict[str, object
         pre_gpus = d.prefill.replicas * (d.prefill.tp or cfg.tp)
         usage = RunUsage(usage.duration_s, gpus, usage.input_tokens, usage.output_tokens, usage.requests,
                          usage.busy_replica_s, usage.mean_batch, usage.replicas)
-        out: dict[str, object] = dollars(usage, price_per_hour, pre_gpus / gpus if gpus else 0.0)
-        out.update(energy_j=None, energy_note="energy is not modelled for disaggregated runs yet")
-        return out
-    out = dollars(usage, price_per_hour, prefill_share(sm, usage))
+        pools: dict[str, Any] = dollars(usage, price_per_hour, pre_gpus / gpus if gpus else 0.0)
+        pools.update(energy_j=None, energy_note="energy is not modelled for disaggregated runs yet")
+        return pools
+    out: dict[str, Any] = dollars(usage, price_per_hour, prefill_share(sm, usage))
     out.update(energy(sm, try_power_model(sm.hardware), usage))
     return out
 

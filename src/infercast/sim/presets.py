@@ -15,7 +15,8 @@ from infercast.specs.engines import EnginePreset, load_engine
 
 
 def build_step_model(cfg, profile: str | None = None, engine: EnginePreset | str | None = None):
-    """The cost model of one replica for a validated config (speculative/disaggregated runs wrap it).
+    """The cost model of one replica for a validated config (speculative and disaggregated runs
+    wrap it).
 
     ``profile``: the ``--profile`` flag (``cost.profiles.resolve_profile``; None = the shipped
     calibrated profile); ``engine``: an :class:`~infercast.specs.engines.EnginePreset` (or its
@@ -24,7 +25,8 @@ def build_step_model(cfg, profile: str | None = None, engine: EnginePreset | str
     if isinstance(engine, str):
         engine = load_engine(engine)
     group = engine.profile_group if engine is not None else None
-    return step_model(cfg, profile=resolve_profile(profile, load_hardware(cfg.hardware).key, group), engine=engine)
+    resolved = resolve_profile(profile, load_hardware(cfg.hardware).key, group)
+    return step_model(cfg, profile=resolved, engine=engine)
 
 
 def with_engine(data: dict, engine: str | None) -> tuple[dict, EnginePreset | None]:

@@ -35,7 +35,7 @@ import numpy as np
 
 from infercast.metrics.records import RequestRecord
 from infercast.sched import Batch, BlockManager, Request, RequestStatus, Scheduler
-from infercast.sim.collect import Completions, GapTally
+from infercast.sim.collect import Completions, GapTally, finished_record, rejected_record
 from infercast.sim.kernel import PRIO_ARRIVAL, PRIO_KICK, PRIO_STEP_END, Kernel
 from infercast.sim.timeline import Timeline
 from infercast.sim.timer import FastStepTimer, StepTimer
@@ -109,6 +109,8 @@ class _BatchStep:
             if req.first_scheduled_s is None:
                 req.first_scheduled_s = now
         dt = rep._batch_time_s(batch)
+        if rep._reload is not None:  # prefix blocks copied back from the host tier: the step waits
+            dt = rep._reload.step_time_s(dt, sched.kv.host_tier.take_loaded())
         self.num_seqs = len(seqs) + nd
         self.end_s = now + dt
         return dt
@@ -305,16 +307,15 @@ class Replica:
         self._plan: _BatchStep | _GroupStep | _Segment | None = None
         self._handle: list[Any] = []  # the kernel entry of the plan's end
         self._on_end, self._on_start = self._end, self._start  # bound once, not once per event
+        # A host KV tier's reloads (cost/kv_tier.KvReload): a step waits for the blocks copied back.
+        self._reload = getattr(timer, "kv_reload", None) if scheduler.kv.host_tier is not None else None
 
     # ---- arrivals ---------------------------------------------------------------
     def submit(self, req: Request) -> None:
         """A request arrives now (kernel time)."""
         now = self.kernel.now
         if not self.sched.add_request(req):
-            rec = RequestRecord(req.request_id, req.arrival_s, req.prompt_tokens, 0, [], finish_s=now,
-                                first_scheduled_s=req.first_scheduled_s,  # set: a moved request's
-                                finish_reason="rejected", error=req.reject_reason)
-            self.emit(rec, self.index)
+            self.emit(rejected_record(req, now, req.reject_reason), self.index)
             return
         self.outstanding_tokens += req.prompt_tokens + req.max_output_tokens
         plan = self._plan
@@ -438,13 +439,7 @@ class Replica:
         if req.timeline_start >= 0:
             self._num_decoding -= 1
         self.outstanding_tokens -= req.prompt_tokens + req.max_output_tokens
-        rec = RequestRecord(  # (token times as an array, as records take them everywhere)
-            req.request_id, req.arrival_s, req.prompt_tokens, req.num_output_tokens,
-            times,  # type: ignore[arg-type]
-            finish_s=now, first_scheduled_s=req.first_scheduled_s, finish_reason=req.finish_reason,
-            num_preemptions=req.num_preemptions, cached_prompt_tokens=req.num_cached_prompt_tokens,
-        )
-        self.emit(rec, self.index)
+        self.emit(finished_record(req, req.first_scheduled_s, now, times), self.index)
 
     def _token_times(self, req: Request) -> np.ndarray:
         """Every token time of a finishing request: explicit ones, then its timeline slice."""

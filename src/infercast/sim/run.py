@@ -271,7 +271,7 @@ def _build_replicas(cfg: SimConfig, timer, kernel: Kernel, driver: _Driver, seri
         compact = False  # every request listed: each draws its own token count per step
     else:  # windowed attention makes decode cost depend on each context, not just their sum
         compact = float(getattr(timer, "affine_context_limit", float("inf"))) == float("inf")
-    sched_cfg = scheduler_config(cfg, timer.kv_capacity_tokens, compact)
+    sched_cfg = scheduler_config(cfg, timer.kv_capacity_tokens, compact, getattr(timer, "kv_host_blocks", 0))
     for i in range(cfg.replicas):
         driver.replicas.append(cls(i, Scheduler(sched_cfg), timer, kernel, driver.emit,
                                    observe=series.observe, **kwargs))
@@ -279,6 +279,10 @@ def _build_replicas(cfg: SimConfig, timer, kernel: Kernel, driver: _Driver, seri
     if cfg.speculative is not None:
         extra = {"speculative_tokens_per_step_expected": timer.config.tokens_per_step,
                  "speculative_mode_note": "speculative runs are exact (one event per step)"}
+    if getattr(timer, "kv_host_blocks", 0):
+        from infercast.sim.levers import tier_extra
+
+        extra = tier_extra(driver.replicas, timer)  # a callable: read after the run
     return sched_cfg, extra
 
 

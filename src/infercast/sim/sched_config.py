@@ -1,4 +1,4 @@
-"""A replica scheduler's limits from a simulator config (aggregated and disaggregated pools alike)."""
+"""A replica scheduler's limits from a simulator config (aggregated and disaggregated pools)."""
 
 from __future__ import annotations
 
@@ -6,8 +6,10 @@ from infercast.sched import SchedulerConfig
 from infercast.sim.config import SimConfig
 
 
-def scheduler_config(cfg: SimConfig, kv_capacity_tokens: int, compact: bool = True) -> SchedulerConfig:
-    """The replica scheduler's limits; ``compact`` needs a cost that sees decode contexts by sum."""
+def scheduler_config(cfg: SimConfig, kv_capacity_tokens: int, compact: bool = True,
+                     host_blocks: int = 0) -> SchedulerConfig:
+    """The replica scheduler's limits; ``compact`` needs a cost that sees decode contexts by sum;
+    ``host_blocks``: a host-memory KV tier's size (``sim/levers.py``), 0 = none."""
     s = cfg.scheduler
     num_blocks = s.num_blocks or max(1, kv_capacity_tokens // s.block_size)
     return SchedulerConfig(
@@ -20,4 +22,5 @@ def scheduler_config(cfg: SimConfig, kv_capacity_tokens: int, compact: bool = Tr
         max_model_len=s.max_model_len,
         emit_block_tables=False,
         compact_decodes=compact,
+        host_blocks=host_blocks,
     )

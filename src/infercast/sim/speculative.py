@@ -32,8 +32,8 @@ from collections.abc import Sequence
 import numpy as np
 
 from infercast.cost.speculative import SpeculativeConfig, SpeculativeModel, beta_params
-from infercast.metrics.records import RequestRecord
 from infercast.sched import Request
+from infercast.sim.collect import finished_record
 from infercast.sim.replica import Replica, _BatchStep
 
 
@@ -58,7 +58,7 @@ class SpecTimer:
 
     def step_time_s(self, new: Sequence[int], cached: Sequence[float]) -> float:
         """A step without verification: the target's (a :class:`~infercast.sim.timer.StepTimer`)."""
-        return self.target.step_time_s(new, cached)  # type: ignore[arg-type]  # (takes floats too)
+        return self.target.step_time_s(new, cached)
 
     def verify_step_time_s(self, new: Sequence[int], cached: Sequence[int],
                            verify: Sequence[bool]) -> float:
@@ -173,11 +173,5 @@ class SpecReplica(Replica):
         chunks = self._chunks.pop(rid, [])
         self.outstanding_tokens -= req.prompt_tokens + req.max_output_tokens
         times = np.asarray(req.token_times, dtype=np.float64)
-        rec = RequestRecord(
-            rid, req.arrival_s, req.prompt_tokens, req.num_output_tokens,
-            times,  # type: ignore[arg-type]
-            chunk_tokens=chunks, finish_s=now, first_scheduled_s=req.first_scheduled_s,
-            finish_reason=req.finish_reason, num_preemptions=req.num_preemptions,
-            cached_prompt_tokens=req.num_cached_prompt_tokens,
-        )
+        rec = finished_record(req, req.first_scheduled_s, now, times, chunk_tokens=chunks)
         self.emit(rec, self.index)

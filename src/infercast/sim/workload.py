@@ -6,9 +6,10 @@ Public for reuse (the bench client replays the same traces)::
     tr = load_trace("azure-conv")          # or a path to .csv / .jsonl
     tr.arrival_s, tr.prompt_tokens, tr.output_tokens   # numpy arrays, sorted by arrival
 
-Trace files have columns ``arrival_s, prompt_tokens, output_tokens`` or Azure's
+Trace files have columns ``arrival_s, prompt_tokens, output_tokens``, Azure's
 original ``TIMESTAMP, ContextTokens, GeneratedTokens`` (TIMESTAMP as seconds or
-a date-time string; converted to seconds from the first request); ShareGPT JSON
+a date-time string; converted to seconds from the first request; the 2023 and
+2024 traces) or BurstGPT's ``Timestamp, Request tokens, Response tokens``; ShareGPT JSON
 and Mooncake JSONL are read too (:mod:`infercast.sim.trace_formats`). Shipped
 traces: ``azure-conv`` and ``azure-code`` (Azure LLM inference trace 2023,
 CC-BY 4.0; attribution in ``infercast/data/traces/README.md``).
@@ -38,6 +39,7 @@ TRACE_FILES = {
 _COLUMNS = (
     ("arrival_s", "prompt_tokens", "output_tokens"),
     ("TIMESTAMP", "ContextTokens", "GeneratedTokens"),
+    ("Timestamp", "Request tokens", "Response tokens"),  # BurstGPT (HPMLL/BurstGPT)
 )
 CHUNK = 8192
 
@@ -79,7 +81,7 @@ def _parse_csv(name: str, lines) -> Trace:
     lines = list(lines)
     header = next(csv.reader(lines[:1]), None)
     cols = None if header is None else next((c for c in _COLUMNS if set(c) <= set(header)), None)
-    if cols is not None and len(lines) > 1:
+    if header is not None and cols is not None and len(lines) > 1:
         idx = [header.index(c) for c in cols]
         try:  # plain numbers (the shipped traces): numpy's C reader, ~4x faster than csv + float()
             a = np.loadtxt(lines[1:], delimiter=",", usecols=idx, dtype=np.float64, ndmin=2, comments=None)
@@ -115,7 +117,8 @@ def _parse_rows(name: str, rows) -> Trace:
     if cols is None:
         raise DataError(
             f"trace {name}: columns {sorted(keys)}; need arrival_s, prompt_tokens, output_tokens "
-            "(or TIMESTAMP, ContextTokens, GeneratedTokens)"
+            "(or TIMESTAMP, ContextTokens, GeneratedTokens; "
+            "or Timestamp, Request tokens, Response tokens)"
         )
     t_col, p_col, o_col = cols
     try:
@@ -224,7 +227,7 @@ def request_columns(spec: WorkloadSpec, rng: np.random.Generator,
     last_s = 0.0
     for start in range(0, spec.num_requests, CHUNK):
         n = min(CHUNK, spec.num_requests - start)
-        rows = _trace_rows(start, n, len(trace), rng) if needs_trace else None
+        rows = _trace_rows(start, n, len(trace), rng) if needs_trace and trace is not None else None
         arrivals = _arrivals(spec, rng, n, last_s, rows, trace)
         if arrivals.size and not math.isnan(arrivals[-1]):
             last_s = float(arrivals[-1])
@@ -254,12 +257,13 @@ def _arrivals(spec: WorkloadSpec, rng: np.random.Generator, n: int, last_s: floa
         return np.full(n, math.nan)
     if spec.arrival == "offline":
         return np.zeros(n)
+    rate = float(spec.rate or 0.0)  # poisson and gamma: WorkloadSpec requires a positive rate
     if spec.arrival == "poisson":
-        gaps = rng.exponential(1.0 / spec.rate, n)
+        gaps = rng.exponential(1.0 / rate, n)
     elif spec.arrival == "gamma":  # shape k = 1/cv^2, scale = 1/(rate k): mean 1/rate, CV cv
         shape = 1.0 / spec.cv**2
-        gaps = rng.gamma(shape, 1.0 / (spec.rate * shape), n)
-    elif spec.arrival == "trace":
+        gaps = rng.gamma(shape, 1.0 / (rate * shape), n)
+    elif spec.arrival == "trace" and trace is not None and rows is not None:  # caller checked
         # Row i's gap to row i-1: in order this replays the trace's own times.
         gaps = np.diff(trace.arrival_s, prepend=trace.arrival_s[0])[rows]
     else:
@@ -273,7 +277,7 @@ def _arrivals(spec: WorkloadSpec, rng: np.random.Generator, n: int, last_s: floa
 def _lengths(dist: str, mean: float, std: float, hi: int | None, spec: WorkloadSpec,
              rng: np.random.Generator, n: int, rows: np.ndarray | None,
              column: np.ndarray | None) -> np.ndarray:
-    if dist == "trace":
+    if dist == "trace" and column is not None and rows is not None:  # checked by the caller
         x = column[rows]
         return np.clip(x, spec.min_tokens, hi) if hi is not None else x
     return sample_lengths(dist, mean, std, spec.min_tokens, hi, rng, n)

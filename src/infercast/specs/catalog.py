@@ -19,7 +19,7 @@ from typing import Any
 
 from infercast.errors import ConfigError, ModelConfigError, UnknownHardwareError, UnknownModelError
 from infercast.specs.hardware import COMPUTE_DTYPES, HardwareSpec, hardware_from_mapping
-from infercast.specs.hf_config import model_from_hf_config
+from infercast.specs.hf_reader import model_from_hf_config
 from infercast.specs.model import ModelSpec
 from infercast.validation import parse_json, read_text
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 from infercast.specs.catalog import data_path
 from infercast.specs.hardware import HardwareSpec
@@ -63,7 +64,7 @@ def _quantized_dtype(quant: dict) -> str | None:
         return {4: "int4", 8: "int8"}.get(int(bits)) if isinstance(bits, int | float) else None
     if method == "compressed-tensors":
         groups = quant.get("config_groups") or {}
-        first = next(iter(groups.values()), {}) if isinstance(groups, dict) else {}
+        first: Any = next(iter(groups.values()), {}) if isinstance(groups, dict) else {}
         w = first.get("weights") or {} if isinstance(first, dict) else {}
         bits, kind = w.get("num_bits"), str(w.get("type", "")).lower()
         if bits == 8:

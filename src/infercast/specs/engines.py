@@ -128,20 +128,22 @@ class EnginePreset(_Frozen):
         return (used + self.memory_fraction * max(device_bytes - used, 0.0)) / device_bytes
 
 
-def _one_line(exc: ValidationError, where: str) -> str:
-    err = exc.errors()[0]
-    field = ".".join(str(p) for p in err["loc"]) or "preset"
-    msg = err["msg"].removeprefix("Value error, ")
-    got = "" if err["type"] == "missing" or isinstance(err.get("input"), dict) else f" (got {err.get('input')!r})"
-    return f"engine preset {where}: {field}: {msg}{got}"
+def validated(model: type[BaseModel], data: dict, what: str, where: str):
+    """``model`` validated from parsed TOML; a missing, unknown or wrong field raises one
+    ConfigError line naming ``what`` (``engine preset``, ``harness preset``), ``where`` and the field."""
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        field = ".".join(str(p) for p in err["loc"]) or "preset"
+        msg = err["msg"].removeprefix("Value error, ")
+        got = "" if err["type"] == "missing" or isinstance(err.get("input"), dict) else f" (got {err.get('input')!r})"
+        raise ConfigError(f"{what} {where}: {field}: {msg}{got}") from None
 
 
 def parse_preset(data: dict, where: str) -> EnginePreset:
     """A validated preset from parsed TOML; a missing, unknown or wrong field raises ConfigError."""
-    try:
-        return EnginePreset.model_validate(data)
-    except ValidationError as exc:
-        raise ConfigError(_one_line(exc, where)) from None
+    return validated(EnginePreset, data, "engine preset", where)
 
 
 def preset_names() -> list[str]:
@@ -211,7 +213,7 @@ def trtllm_engine_flow(engine: str) -> bool:
     if "mlperf" in e:
         return True
     version = re.match(r"tensorrt-llm-(\d+)\.(\d+)", e)
-    return bool(version) and (int(version.group(1)), int(version.group(2))) < (0, 19)
+    return version is not None and (int(version.group(1)), int(version.group(2))) < (0, 19)
 
 
 def preset_name(engine: str) -> str | None:
@@ -225,5 +227,6 @@ def preset_name(engine: str) -> str | None:
         return "sglang-0.5"
     if family == "vllm":
         version = re.search(r"vllm-(\d+)\.(\d+)", engine.lower())
-        return "vllm-0.6" if version and (int(version.group(1)), int(version.group(2))) < (0, 8) else "vllm-0.12"
+        v0 = version is not None and (int(version.group(1)), int(version.group(2))) < (0, 8)
+        return "vllm-0.6" if v0 else "vllm-0.12"
     return None

@@ -222,7 +222,7 @@ def _deepseek(cfg: Cfg, arch: str, name: str) -> ModelSpec:
         LayerSpec(moe=True) if i >= first_dense and i % freq == 0 else LayerSpec(ffn_size=dense_ffn)
         for i in range(n)
     )
-    notes = ()
+    notes: tuple[str, ...] = ()
     if _opt_int(cfg, "num_nextn_predict_layers"):
         notes = ("multi-token-prediction layers excluded from parameters (as DeepSeek's 671B figure)",)
     return ModelSpec(attention=attn, layers=layers, moe=moe, notes=notes, **_common(cfg, arch, name))
@@ -353,27 +353,3 @@ READERS: dict[str, Callable[[Cfg, str, str], ModelSpec]] = {
     "falcon": _falcon,
     "bloom": _bloom,
 }
-
-
-def model_from_hf_config(cfg: Cfg, name: str = "custom") -> ModelSpec:
-    """Normalize a Hugging Face config dict into a :class:`ModelSpec`."""
-    if not isinstance(cfg, Mapping):
-        raise ModelConfigError(f"config for {name!r} must be a JSON object, got {type(cfg).__name__}")
-    arch = cfg.get("model_type")
-    if not arch:
-        raise ModelConfigError(f"config.json for {name!r} misses field 'model_type': add it (e.g. \"llama\")")
-    # The newer families build on this module's helpers, so they are imported here.
-    from infercast.specs import hf_families  # noqa: PLC0415
-
-    readers = {**READERS, **hf_families.FAMILY_READERS}
-    reader = readers.get(str(arch))
-    if reader is not None:
-        return reader(cfg, str(arch), name)
-    problem = hf_families.llama_like_problem(cfg)
-    if not problem:
-        return hf_families.llama_like(cfg, str(arch), name)
-    known = ", ".join(sorted(readers))
-    raise ModelConfigError(
-        f"unsupported model_type {arch!r} in {name!r}: no reader for it and not Llama-like "
-        f"({problem}); supported are {known}"
-    )

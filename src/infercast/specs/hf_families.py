@@ -18,7 +18,6 @@ from collections.abc import Callable, Mapping
 from dataclasses import replace
 from typing import Any
 
-from infercast.errors import ModelConfigError
 from infercast.specs.hf_config import (
     Cfg,
     _common,
@@ -28,7 +27,6 @@ from infercast.specs.hf_config import (
     _num_layers,
     _opt_int,
     _sliding_layers,
-    model_from_hf_config,
 )
 from infercast.specs.model import (
     ATTN_FULL,
@@ -54,8 +52,6 @@ GEMMA3_TEXT_DEFAULTS: dict[str, Any] = {
     "sliding_window_pattern": 6,
     "tie_word_embeddings": True,
 }
-# The text model type inside a multimodal wrapper whose text_config names none.
-WRAPPED_TEXT_TYPE = {"gemma3": "gemma3_text", "mistral3": "mistral"}
 
 LLAMA_LIKE_FIELDS = ("hidden_size", "num_hidden_layers", "num_attention_heads",
                      "intermediate_size", "vocab_size")
@@ -107,19 +103,6 @@ def _gemma(cfg: Cfg, arch: str, name: str) -> ModelSpec:
     attn = _mha(cfg, arch, qkv_bias=bias, o_bias=bias, qk_norm=arch == "gemma3_text")
     return ModelSpec(attention=attn, layers=layers, norms_per_layer=2 if arch == "gemma" else 4,
                      notes=notes, **common)
-
-
-def _text_model(cfg: Cfg, arch: str, name: str) -> ModelSpec:
-    """gemma3 / mistral3 (``...ForConditionalGeneration``): the text model in ``text_config``."""
-    text = cfg.get("text_config")
-    if not isinstance(text, Mapping):
-        raise ModelConfigError(f"config.json ({arch}) misses field 'text_config': add the text model's config")
-    inner = dict(text)
-    inner["model_type"] = text.get("model_type") or WRAPPED_TEXT_TYPE.get(arch, "")
-    if "tie_word_embeddings" not in inner and "tie_word_embeddings" in cfg:
-        inner["tie_word_embeddings"] = cfg["tie_word_embeddings"]
-    spec = model_from_hf_config(inner, name)
-    return replace(spec, arch=arch, notes=spec.notes + ("text model only: the vision encoder is not counted",))
 
 
 def _olmo2(cfg: Cfg, arch: str, name: str) -> ModelSpec:
@@ -226,8 +209,6 @@ FAMILY_READERS: dict[str, Callable[[Cfg, str, str], ModelSpec]] = {
     "gemma": _gemma,
     "gemma2": _gemma,
     "gemma3_text": _gemma,
-    "gemma3": _text_model,
-    "mistral3": _text_model,
     "olmo2": _olmo2,
     "olmo3": _olmo2,
     "cohere": _cohere,

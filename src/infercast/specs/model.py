@@ -96,7 +96,7 @@ class LayerSpec:
 class ModelSpec:
     """Normalized architecture of a decoder-only transformer.
 
-    Build it with :func:`infercast.specs.hf_config.model_from_hf_config`.
+    Build it with :func:`infercast.specs.hf_reader.model_from_hf_config`.
     """
 
     name: str

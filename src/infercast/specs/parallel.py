@@ -37,9 +37,10 @@ class Parallelism:
         for name in ("tp", "pp", "ep", "dp"):
             value = getattr(self, name)
             if not isinstance(value, int) or value < 1:
-                raise ConfigError(f"--{name} must be a positive integer, got {value!r}")
+                raise ConfigError(f"`{name}` must be a positive integer, got {value!r}")
         if self.ep > self.tp * self.pp and self.ep > 1:
-            raise ConfigError(f"--ep {self.ep} exceeds the GPUs of a replica (tp*pp = {self.tp * self.pp})")
+            raise ConfigError(f"`ep` {self.ep} exceeds the GPUs of a replica "
+                              f"(tp*pp = {self.tp * self.pp})")
 
     @property
     def gpus_per_replica(self) -> int:
@@ -74,5 +75,6 @@ def check_attention_split(model: ModelSpec, par: Parallelism) -> None:
     if problem is None:
         return
     ok = [t for t in range(1, model.attention.num_heads + 1) if attention_split_problem(model, t) is None]
-    raise ConfigError(f"--{problem} (engines shard whole heads): use --tp {', '.join(map(str, ok))}, "
-                      "or attention data parallel")
+    sizes = ", ".join(map(str, ok))
+    raise ConfigError(f"`tp`{problem.removeprefix('tp')} (engines shard whole heads): "
+                      f"use `tp` {sizes}, or attention data parallel")

@@ -45,7 +45,9 @@ def _json(data: Any, status: int = 200) -> JSONResponse:
 
 
 def _error(message: str, field: str | None = None, status: int = 400) -> JSONResponse:
-    return JSONResponse({"error": message, "field": field}, status_code=status)
+    from infercast.errors import with_flags
+
+    return JSONResponse({"error": with_flags(message, {}), "field": field}, status_code=status)
 
 
 async def _body(request: Request) -> Any:

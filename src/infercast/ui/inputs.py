@@ -14,7 +14,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from infercast.errors import InfercastError
+from infercast.errors import InfercastError, with_flags
 from infercast.specs.hardware import HardwareSpec
 from infercast.specs.model import ModelSpec
 
@@ -25,7 +25,7 @@ class FieldError(InfercastError):
     """A bad input, and the form field it belongs to (None = the form as a whole)."""
 
     def __init__(self, message: str, field: str | None = None):
-        super().__init__(message)
+        super().__init__(with_flags(message, {}))  # the page names fields, not flags
         self.field = field
 
 
@@ -94,7 +94,7 @@ def _close(name: str, choices: list[str]) -> str:
 def load_model_input(name: str, pasted: str) -> ModelSpec:
     """A preset name, or a pasted Hugging Face config.json (``name == "custom"``)."""
     from infercast.specs.catalog import load_model, model_names
-    from infercast.specs.hf_config import model_from_hf_config
+    from infercast.specs.hf_reader import model_from_hf_config
 
     if name == CUSTOM:
         if not pasted.strip():

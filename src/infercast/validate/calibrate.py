@@ -59,7 +59,7 @@ LOSS_SCALE = 0.1  # soft-L1 knee: residuals beyond ~10 % in log space count line
 DEFAULT_PRIOR, GROUP_PRIOR = 0.05, 0.2
 # A group's own profile from 30 fit rows: the smallest family in the shipped set, Ada (L40S, 33 rows,
 # GDDR6 and PCIe-only), fitted on alternate halves of its rows predicts the other half at 4-5 % median
-# error against 12 % with the default profile (benchmarks/calibrate_split_half.py, docs/validation-history.md "Round 5").
+# error against 12 % with the default profile (benchmarks/calibrate_split_half.py, docs/history/validation.md "Round 5").
 MIN_GROUP_ROWS = 30
 NOT_FITTED = ("disaggregated",)  # scenarios scored but left out of the fit (module docstring)
 

@@ -3,7 +3,7 @@
 The row's engine runs ``batch`` requests of ``input_tokens`` / ``output_tokens`` together
 (the steady state the published figures measure): one prefill of the batch, then
 ``O - 1`` decode steps at the mean context ``I + O/2``. Each step's energy is the
-power model's (:mod:`infercast.cost.energy`) at that step's tensor utilization over
+power model's (:mod:`infercast.cost.energy`) at that step's tensor activity over
 its predicted time; the value is the total over ``batch * O`` output tokens. A row that
 states no lengths may give ``assumed_input_tokens`` / ``assumed_output_tokens`` in
 ``extra`` (the prediction then carries the assumption as a note).
@@ -11,7 +11,7 @@ states no lengths may give ``assumed_input_tokens`` / ``assumed_output_tokens`` 
 
 from __future__ import annotations
 
-from infercast.cost.energy import power_model
+from infercast.cost.energy import power_model, tensor_busy_s
 from infercast.errors import InfercastError
 from infercast.validate.cases import Case
 from infercast.validate.setup import Unpredictable, group_key, layout
@@ -42,11 +42,13 @@ def energy_plan(case: Case, models, plan_cls):
     o = int(o if o is not None else case.extra["assumed_output_tokens"])
     b = case.batch or 1
     prefill, decode = ((b, i, 0),), ((b, 1, i + o // 2),)
-    flops = [sm.step_cost([n] * k, [c] * k).flops for k, n, c in (prefill[0], decode[0])]
-    peak, gpus = sm.machine.peak_flops, sm.parallel.gpus_per_replica
+    busy = [tensor_busy_s(sm, sm.step_cost([n] * k, [c] * k)) for k, n, c in (prefill[0], decode[0])]
+    gpus = sm.parallel.gpus_per_replica
+
+    def step_j(t: float, busy_s: float) -> float:
+        return power.busy_power_w(min(1.0, busy_s / t) if t > 0 else 0.0) * t * gpus
 
     def combine(t, p):
-        e_pre = power.energy_j(t[0], flops[0], peak) * gpus
-        e_dec = power.energy_j(t[1], flops[1], peak) * gpus
+        e_pre, e_dec = step_j(t[0], busy[0]), step_j(t[1], busy[1])
         return (e_pre + (o - 1) * e_dec) / (b * o)
     return plan_cls(case, group_key(case), lay, (prefill, decode), combine, tuple(notes))

@@ -35,6 +35,7 @@ class Prediction:
     group: str = ""
     notes: tuple[str, ...] = ()
     assumed_weights: str | None = None  # the dtype assumed for a row that states none
+    closed_form: float | None = None  # the closed form's value of a simulated row (the cross-check)
 
     @property
     def error_pct(self) -> float | None:
@@ -44,18 +45,57 @@ class Prediction:
         return (self.predicted - self.case.value) / self.case.value * 100.0
 
 
+def run_simulations(todo: dict, workers: int | None = None) -> dict:
+    """``{key: (task, profile)}`` -> ``{key: task(profile)}``, in a process pool when there is more
+    than one task and more than one worker (``workers``: None = one per CPU). Each task is one
+    independent simulation (``validate.simrun.SimTask``, picklable) with its own fixed seed, so the
+    results do not depend on the worker count or the order the pool runs them in."""
+    import os
+
+    keys = [k for k, (task, _) in todo.items() if hasattr(task, "config")]  # SimTasks pickle; closures do not
+    out = {k: task(prof) for k, (task, prof) in todo.items() if not hasattr(task, "config")}
+    n = min(len(keys), workers or os.cpu_count() or 1)
+    if n <= 1:
+        return out | {k: todo[k][0](todo[k][1]) for k in keys}
+    from concurrent.futures import ProcessPoolExecutor
+
+    # the longest runs first (more requests): the pool's last task is then a short one
+    keys.sort(key=lambda k: -_task_size(todo[k][0]))
+    with ProcessPoolExecutor(max_workers=n) as pool:
+        results = pool.map(_run_one, [todo[k] for k in keys], chunksize=1)
+        return out | dict(zip(keys, results, strict=True))
+
+
+def _run_one(item):
+    task, prof = item
+    return task(prof)
+
+
+def _task_size(task) -> float:
+    cfg = getattr(task, "config", None)
+    if cfg is None:
+        return 0.0
+    w = cfg.workload
+    return float(w.num_requests) * float(w.output.mean or 1)
+
+
 class Evaluator:
     """Plans for a list of cases, reusable across profile sets (calibration calls it often)."""
 
     def __init__(self, cases: Sequence[Case], simulate: bool = True, prefer_simulator: bool = False,
-                 assume_weights: str | None = None, engine: EnginePreset | None = None):
+                 assume_weights: str | None = None, engine: EnginePreset | None = None,
+                 workers: int | None = None):
         """``simulate=False`` skips rows only the simulator predicts; ``prefer_simulator`` uses
-        the simulator also where a closed form exists (concurrency rows); ``assume_weights``
-        fills a missing weight dtype instead of skipping the row: ``"checkpoint"`` = the
+        the simulator also where a closed form exists (concurrency and disaggregated rows, each
+        with its row's benchmark client; the closed form's value is kept as
+        ``Prediction.closed_form``); ``assume_weights`` fills a missing weight dtype instead of skipping the row: ``"checkpoint"`` = the
         checkpoint's own (``specs.checkpoint.checkpoint_weights``), else that dtype. Each such row
         carries ``assumed_weights``; its original case is kept for reporting. ``engine``: one
         engine preset for every row (``validate --engine``), its limits, memory rule and profile
-        group; None = each row's own (``setup.row_preset``)."""
+        group; None = each row's own (``setup.row_preset``). ``workers``: processes that run the
+        simulations (:func:`run_simulations`; None = one per CPU)."""
+        self.workers = workers
+        self.closed_form: dict[int, float] = {}  # row -> closed-form value, for simulated rows (last values())
         self.cases = with_acceptance(cases)
         self.assumed: dict[int, str] = {}
         if assume_weights:
@@ -120,7 +160,16 @@ class Evaluator:
             profiles = [EfficiencyProfile(**dict(zip(FIELD_NAMES, map(float, row), strict=True))) for row in params]
         out = np.full(len(self.cases), np.nan)
         cache = {} if sim_cache is None else sim_cache
-        for i in (range(len(self.cases)) if rows is None else rows):
+        picked = range(len(self.cases)) if rows is None else rows
+        todo = {}
+        for i in picked:
+            plan = self.plans[i]
+            if plan is not None and plan.simulate is not None:
+                prof = profiles[self.groups.index(plan.group)]
+                if (plan.sim_key, prof) not in cache:
+                    todo[(plan.sim_key, prof)] = (plan.simulate, prof)
+        cache.update(run_simulations(todo, self.workers))
+        for i in picked:
             plan = self.plans[i]
             if plan is None:
                 continue
@@ -130,6 +179,8 @@ class Evaluator:
                 if key not in cache:
                     cache[key] = plan.simulate(prof)
                 out[i] = plan.sim_combine(cache[key], prof)
+                if plan.combine is not None and plan.shapes:  # the closed form beside it (cross-check)
+                    self.closed_form[i] = plan.combine([times[j] for j in self._shape_idx[i]], prof)
             else:
                 out[i] = plan.combine([times[j] for j in self._shape_idx[i]], prof)
         return out
@@ -149,5 +200,7 @@ class Evaluator:
                 out.append(Prediction(case, None, f"the model gave no finite positive value ({v})", plan.group,
                                       plan.notes, assumed))
             else:
-                out.append(Prediction(case, float(v), None, plan.group, plan.notes, assumed))
+                cf = self.closed_form.get(i)
+                out.append(Prediction(case, float(v), None, plan.group, plan.notes, assumed,
+                                      None if cf is None or not math.isfinite(cf) else float(cf)))
         return out

@@ -28,12 +28,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from infercast.cost.step import StepModel
+from infercast.cost.step import StepModel, tp_link
 from infercast.errors import InfercastError
 from infercast.specs.catalog import load_hardware, load_model
 from infercast.specs.parallel import Parallelism
 from infercast.specs.precision import Precision
-from infercast.validate.ledger import tp_link
 
 TIME_METRICS = ("ttft_mean_s", "prefill_time_s", "decode_step_s", "e2e_latency_s",
                 "ttft_p99_s", "tpot_mean_s", "tpot_p99_s", "itl_mean_s")

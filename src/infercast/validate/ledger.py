@@ -12,7 +12,6 @@ calibration affordable: one evaluation of every shipped row takes milliseconds.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import replace
 
 import numpy as np
 
@@ -21,7 +20,7 @@ from infercast.cost.efficiency import FIELD_NAMES, EfficiencyProfile
 from infercast.cost.experts import ExpertPrecision
 from infercast.cost.memory import plan_memory
 from infercast.cost.ops import ATTENTION, COMM, GEMM
-from infercast.cost.step import StepModel
+from infercast.cost.step import StepModel, tp_link
 from infercast.errors import InfercastError
 from infercast.specs.catalog import load_hardware, load_model
 from infercast.specs.engines import EnginePreset
@@ -49,13 +48,6 @@ def setup_hardware(s: Setup) -> HardwareSpec:
     """The setup's part; a PCIe-only part (no scale-up link) uses PCIe for TP/PP traffic,
     as engines do on L40S / RTX cards (NCCL over PCIe)."""
     return tp_link(load_hardware(s.hardware), s.gpus_per_replica)
-
-
-def tp_link(hw: HardwareSpec, gpus_per_replica: int) -> HardwareSpec:
-    """``hw``, with PCIe as its TP/PP link when a multi-GPU replica has no scale-up link."""
-    if gpus_per_replica > 1 and hw.link_bandwidth_bytes_per_s <= 0 < hw.pcie_bandwidth_bytes_per_s:
-        return replace(hw, link_bandwidth_bytes_per_s=hw.pcie_bandwidth_bytes_per_s)
-    return hw
 
 
 def setup_step_model(s: Setup, profile: EfficiencyProfile | None = None) -> StepModel:

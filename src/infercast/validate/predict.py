@@ -244,23 +244,61 @@ def _offline(case: Case, models: StepModels) -> Plan:
 
 
 def _concurrency(case: Case, models: StepModels) -> Plan:
-    """Closed loop whose clients start together (closed form with waves; the simulator too)."""
-    from infercast.validate.simrun import CONCURRENCY_WAVES
-
+    """Closed loop whose clients start together: the closed form in waves (as many as the row's
+    harness sends requests per client, :func:`harness_waves`) and the simulator with that client."""
     if case.metric not in ("ttft_mean_s", "tpot_mean_s", "itl_mean_s"):
         raise _metric_error(case)
     clients = _need(case.concurrency, "concurrency")
-    closed = _closed_loop_plan(case, models, clients, CONCURRENCY_WAVES)
+    closed = _closed_loop_plan(case, models, clients, harness_waves(case, clients))
     sim = _server(case, models)
     combine = sim.sim_combine
     if case.metric == "ttft_mean_s":  # the simulator times the engine; the client adds the serving stack
         def combine(summary, p, inner=sim.sim_combine):
             return inner(summary, p) + p.request_overhead_s
-    return replace(closed, simulate=sim.simulate, sim_key=sim.sim_key, sim_combine=combine)
+    return replace(closed, simulate=sim.simulate, sim_key=sim.sim_key, sim_combine=combine, notes=sim.notes)
+
+
+def row_harness(case: Case):
+    """The benchmark client a closed-loop row ran (:mod:`infercast.sim.clients`) and the note saying
+    how it was chosen: ``extra.harness`` when the row names one, else InferenceX's client (the
+    silicon sample's runs that state a length range are InferenceX's; the others state no harness
+    and are run the same way, with their fixed lengths)."""
+    from infercast.sim.clients import load_harness
+
+    name = case.extra.get("harness")
+    if isinstance(name, str) and name:
+        try:
+            return load_harness(name), None
+        except InfercastError as exc:
+            raise Unpredictable(str(exc)) from None
+    note = None if length_range_ratio(case) is not None else "harness not stated: InferenceX's client assumed"
+    return load_harness("inferencex"), note
+
+
+def harness_waves(case: Case, clients: int) -> float:
+    """Requests per client the row's harness sends (``HarnessPreset.requests_for``): the closed
+    form's wave count, so it and the simulator run the same client."""
+    harness, _ = row_harness(case)
+    c = max(1, round(clients))
+    return harness.requests_for(c) / c
+
+
+def harness_workload(case: Case, clients: int) -> tuple[dict, str | None]:
+    """The simulator's closed-loop workload of a row at ``clients`` clients (per replica or per
+    disaggregated deployment), as its harness runs it, and the harness note."""
+    from infercast.sim.clients import closed_loop_workload
+
+    harness, note = row_harness(case)
+    i, o = case.input_tokens, case.output_tokens
+    if i is None or o is None:  # a dataset's mean lengths, run as fixed ones
+        i, o = _lengths(case)
+        return closed_loop_workload(harness, clients, i, o, fixed=True), note
+    r = length_range_ratio(case)
+    return closed_loop_workload(harness, clients, int(i), int(o), range_ratio=r, fixed=r is None), note
 
 
 def _server(case: Case, models: StepModels) -> Plan:
-    from infercast.validate.simrun import CONCURRENCY_WAVES, SIM_METRICS, sim_predictor
+    from infercast.validate.simrun import SIM_METRICS, sim_predictor
 
     if case.metric not in SIM_METRICS:
         raise _metric_error(case)
@@ -270,18 +308,23 @@ def _server(case: Case, models: StepModels) -> Plan:
     # One replica: round-robin gives each replica 1/replicas of the load (the split of a
     # Poisson stream by round-robin is a little more regular than Poisson; noted in the docs).
     reps = lay.replicas
-    rate = _need(case.request_rate, "request_rate") / reps if case.scenario == "server" else None
-    clients = None
     count = max(1, min(dataset_requests(case.dataset) or 500, 1000) // reps)
+    fixed = {"input": {"dist": "fixed", "mean": i}, "output": {"dist": "fixed", "mean": o}}
+    notes = lay.notes
     if case.scenario == "concurrency":
-        clients = max(1, round(case.concurrency / reps))
-        count = CONCURRENCY_WAVES * clients
-    key, run = sim_predictor(lay.setup, rate, i, o, count, clients)
+        workload, note = harness_workload(case, max(1, round(case.concurrency / reps)))
+        notes += (note,) if note else ()
+    elif case.scenario == "server":
+        rate = _need(case.request_rate, "request_rate") / reps
+        workload = {"num_requests": count, "arrival": "poisson", "rate": rate, **fixed}
+    else:
+        workload = {"num_requests": count, "arrival": "offline", **fixed}
+    key, run = sim_predictor(lay.setup, workload)
     pick = SIM_METRICS[case.metric]
     if case.metric == "output_throughput_total":
-        return Plan(case, group_key(case), lay, (), None, lay.notes, run, key,
+        return Plan(case, group_key(case), lay, (), None, notes, run, key,
                     lambda summary, p: float(pick(summary)) * reps)
-    return Plan(case, group_key(case), lay, (), None, lay.notes, run, key, lambda summary, p: float(pick(summary)))
+    return Plan(case, group_key(case), lay, (), None, notes, run, key, lambda summary, p: float(pick(summary)))
 
 
 def _speculative(case: Case, models: StepModels) -> Plan:
@@ -335,7 +378,7 @@ def _pool(p: dict, where: str, model: str) -> tuple[int, int, bool, str | None]:
 
 def _disaggregated(case: Case, models: StepModels) -> Plan:
     """Prefill and decode pools from ``extra``, closed loop at the row's concurrency: closed form
-    (:mod:`infercast.validate.disagg`), or the simulator's pools with ``--simulate-all``."""
+    (:mod:`infercast.closedform.disagg`), or the simulator's pools with ``--simulate-all``."""
     from infercast.closedform.disagg import (
         decode_running_limit,
         disagg_loop,
@@ -347,7 +390,7 @@ def _disaggregated(case: Case, models: StepModels) -> Plan:
         kv_transfer_bytes,
         transfer_time_s,
     )
-    from infercast.validate.simrun import CONCURRENCY_WAVES, SIM_METRICS, disagg_predictor
+    from infercast.validate.simrun import SIM_METRICS, disagg_predictor
 
     if case.metric not in ("ttft_mean_s", "tpot_mean_s", "itl_mean_s"):
         raise _metric_error(case)
@@ -371,11 +414,13 @@ def _disaggregated(case: Case, models: StepModels) -> Plan:
     limit = decode_running_limit(limit, case.extra["decode"], dec_sm.memory.max_batch(i + o))
     ranks_p = gp if dp_p else 1
     seats = prefill_seats(case.extra["prefill"], ranks_p, setup.max_seqs)
-    loop = disagg_loop(clients, workers, i, o, setup.max_batched_tokens, seats, limit, xfer, CONCURRENCY_WAVES,
+    loop = disagg_loop(clients, workers, i, o, setup.max_batched_tokens, seats, limit, xfer,
+                       harness_waves(case, clients),
                        prefill_ranks=ranks_p)
     npf = len(loop.prefill_shapes)
     key_m = "ttft_s" if case.metric == "ttft_mean_s" else "tpot_s"
-    key, run = disagg_predictor(setup, (gp, ep_p, dp_p), workers, clients, i, o, limit,
+    workload, _ = harness_workload(case, clients)
+    key, run = disagg_predictor(setup, (gp, ep_p, dp_p), workers, workload, limit,
                                 seats if seats != setup.max_seqs else None)
     pick = SIM_METRICS[case.metric]
     stack = 1.0 if key_m == "ttft_s" else 0.0  # the benchmark client's TTFT includes the serving stack

@@ -8,6 +8,7 @@ the absolute value. ``coverage`` = predicted rows / rows; ``within_10_pct`` and
 from __future__ import annotations
 
 import json
+import statistics
 from collections import Counter, defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import asdict
@@ -52,7 +53,8 @@ def row_dict(p: Prediction) -> dict[str, Any]:
     return {"id": c.id, "metric": c.metric, "measured": c.value, "predicted": p.predicted,
             "error_pct": e, "abs_error_pct": None if e is None else abs(e), "skipped_reason": p.skipped_reason,
             "scenario": c.scenario, "source": c.source, "model": c.model, "hardware": c.hardware,
-            "engine": c.engine, "group": p.group, "assumed_weights": p.assumed_weights, "notes": list(p.notes)}
+            "engine": c.engine, "group": p.group, "assumed_weights": p.assumed_weights, "notes": list(p.notes),
+            **({"closed_form": p.closed_form} if p.closed_form is not None else {})}
 
 
 def case_row(c: Case) -> dict[str, str]:
@@ -110,6 +112,18 @@ def assumed_layout(p: Prediction) -> bool:
     return UNSTATED_WORKERS_NOTE in p.notes or any(ASSUMED_DP_NOTE in n for n in p.notes)
 
 
+def agreement(preds: Sequence[Prediction]) -> dict[str, dict[str, Any]]:
+    """Per scenario/metric, how the simulator's value compares with the closed form's on the rows
+    predicted by both: rows, median ratio simulator / closed form, median |ratio - 1| %."""
+    groups: dict[str, list[float]] = {}
+    for p in preds:
+        if p.predicted is not None and p.closed_form:
+            groups.setdefault(f"{p.case.scenario}/{p.case.metric}", []).append(p.predicted / p.closed_form)
+    return {k: {"rows": len(v), "median_ratio": statistics.median(v),
+                "median_abs_diff_pct": statistics.median(abs(r - 1) * 100 for r in v)}
+            for k, v in sorted(groups.items())}
+
+
 def report(preds: Sequence[Prediction], profile_name: str, floor: dict[str, Any] | None = None) -> dict[str, Any]:
     """The ``--json`` object: rows, summary (per scenario, metric, hardware, source, group), worst rows."""
     predicted = [p for p in preds if p.predicted is not None]
@@ -129,6 +143,9 @@ def report(preds: Sequence[Prediction], profile_name: str, floor: dict[str, Any]
         "assumed_layout": stats([p for p in preds if assumed_layout(p)]),  # disaggregated rows without worker counts
         "nothing_assumed": stats([p for p in preds if not p.assumed_weights and not assumed_layout(p)]),
     }
+    cross = agreement(preds)
+    if cross:
+        summary["simulation_vs_closed_form"] = cross
     out = {"profile": profile_name, "rows": [row_dict(p) for p in preds], "summary": summary}
     if floor is not None:
         out["floor"] = floor

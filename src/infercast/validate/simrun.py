@@ -4,29 +4,27 @@ One replica of the row is simulated with its share of the load (the row's
 replicas sit behind a round-robin router and are identical); it runs chunked
 continuous batching with its engine's limits (:mod:`infercast.validate.setup`),
 timed by a :class:`~infercast.cost.step.StepModel` with the profile being
-scored. Lengths are fixed (the row's, or the dataset's means); arrivals are
-Poisson at the row's total rate (server), a closed loop whose clients all
-start at t = 0 (concurrency: the first wave's prompts collide, as they do in
-the benchmarks; later waves are staggered by the chunked prefill), or all at
-once (offline latency). The simulator runs in its fast (closed-form decode
-segment) mode with a fixed seed and a modest request count (the row's, at most
-1000; ``CONCURRENCY_WAVES`` x the concurrency for closed loops).
+scored. Arrivals are Poisson at the row's total rate (server, fixed lengths: the
+row's or the dataset's means), all at once (offline latency), or the closed loop
+of the benchmark client the row ran (concurrency and disaggregated rows:
+:mod:`infercast.sim.clients` as :func:`infercast.validate.predict.harness_workload`
+picks it: its request count and length draws; the first wave's prompts collide,
+as they do in the benchmarks). The simulator runs in its fast (closed-form decode
+segment) mode with a fixed seed; a :class:`SimTask` pickles, so
+``validate.evaluate.run_simulations`` runs them in a process pool.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import json
+from dataclasses import dataclass
 
 from infercast.cost.efficiency import EfficiencyProfile
 from infercast.metrics.summary import Summary
+from infercast.sim.config import SimConfig
 from infercast.validate.ledger import setup_step_model
 from infercast.validate.setup import Setup
 
-# Requests per client that a fixed-concurrency benchmark measures. Sources rarely say; the first
-# wave's collision is diluted over them. 6 scores best on the shipped concurrency rows with the
-# spread later waves and per-engine serving overheads (TTFT median |error| 31.8 % at 5, 29.0 % at 6,
-# 29.1 % at 7, 29.3 % at 8): a property of the benchmark, fitted, not derived.
-CONCURRENCY_WAVES = 6
 SIM_METRICS = {
     "ttft_mean_s": lambda s: s.ttft.mean,
     "ttft_p99_s": lambda s: s.ttft.percentiles[99.0],
@@ -37,48 +35,47 @@ SIM_METRICS = {
 }
 
 
-def sim_predictor(s: Setup, rate: float | None, input_tokens: int, output_tokens: int,
-                  num_requests: int, concurrency: int | None = None
-                  ) -> tuple[tuple, Callable[[EfficiencyProfile], Summary]]:
-    """(cache key, function profile -> simulated Summary); rows of one run share the key.
+@dataclass(frozen=True)
+class SimTask:
+    """One simulation to run under a profile: picklable, so a process pool can run it."""
 
-    ``rate``: Poisson arrivals; ``concurrency``: a closed loop of that many clients
-    (all starting at t = 0, as a benchmark client does); neither: all at t = 0.
-    """
-    from infercast.sim.config import build_config
+    setup: Setup  # the replica (decode worker) timed with the profile being scored
+    config: SimConfig
 
-    workload = {"num_requests": num_requests,
-                "input": {"dist": "fixed", "mean": input_tokens}, "output": {"dist": "fixed", "mean": output_tokens}}
-    if rate:
-        workload.update(arrival="poisson", rate=rate)
-    elif concurrency:
-        workload.update(arrival="closed", concurrency=concurrency)
-    else:
-        workload.update(arrival="offline")
-    cfg = build_config({"model": s.model, "hardware": s.hardware, "replicas": 1, "mode": "fast",
-                        "seed": 0, "scheduler": {"policy": s.policy, "max_num_seqs": s.max_seqs,
-                                                 "max_num_batched_tokens": s.max_batched_tokens},
-                        "workload": workload})
-    def run(profile: EfficiencyProfile) -> Summary:
+    def __call__(self, profile: EfficiencyProfile) -> Summary:
         from infercast.sim.run import simulate
 
-        timer = setup_step_model(s, profile)  # the closed forms' StepModel: same memory and precision rules
-        return simulate(cfg, timer).summary
-
-    return (s, rate, concurrency, input_tokens, output_tokens, num_requests), run
+        timer = setup_step_model(self.setup, profile)  # the closed forms' StepModel: same memory and precision rules
+        return simulate(self.config, timer).summary
 
 
-def disagg_predictor(s: Setup, prefill: tuple[int, int, bool], workers: tuple[int, int], concurrency: int,
-                     input_tokens: int, output_tokens: int, decode_limit: int | None = None,
-                     prefill_seats: int | None = None) -> tuple[tuple, Callable[[EfficiencyProfile], Summary]]:
-    """Disaggregated prefill/decode pools (``infercast.sim.disagg``), closed loop at ``concurrency``.
+def _scheduler(s: Setup) -> dict:
+    return {"policy": s.policy, "max_num_seqs": s.max_seqs, "max_num_batched_tokens": s.max_batched_tokens}
+
+
+def sim_predictor(s: Setup, workload: dict) -> tuple[tuple, SimTask]:
+    """(cache key, task profile -> simulated Summary) of one replica under ``workload`` (the
+    simulator's workload table: Poisson arrivals, a harness's closed loop from
+    :func:`infercast.sim.clients.closed_loop_workload`, or all requests at t = 0); rows of one
+    run share the key."""
+    from infercast.sim.config import build_config
+
+    cfg = build_config({"model": s.model, "hardware": s.hardware, "replicas": 1, "mode": "fast",
+                        "seed": 0, "scheduler": _scheduler(s), "workload": workload})
+    return (s, json.dumps(workload, sort_keys=True)), SimTask(s, cfg)
+
+
+def disagg_predictor(s: Setup, prefill: tuple[int, int, bool], workers: tuple[int, int], workload: dict,
+                     decode_limit: int | None = None,
+                     prefill_seats: int | None = None) -> tuple[tuple, SimTask]:
+    """Disaggregated prefill/decode pools (``infercast.sim.disagg``) under a closed-loop ``workload``.
 
     ``s`` is one decode worker (timed with the profile being scored); ``prefill`` is a
     prefill worker's (GPUs, EP, attention DP). The simulator builds the prefill pool's
     cost model itself from the decode worker's (``sim.build.pool_step_model``): same
     profile, part and memory fraction. ``decode_limit`` (running sequences per decode
     worker) and ``prefill_seats`` (prompts a prefill worker takes at once) are the
-    stated-layout rules of :mod:`infercast.validate.disagg` (``decode_running_limit``,
+    stated-layout rules of :mod:`infercast.closedform.disagg` (``decode_running_limit``,
     ``prefill_seats``), so the simulator and the closed form run the same engines.
     """
     from infercast.sim.config import build_config
@@ -86,10 +83,8 @@ def disagg_predictor(s: Setup, prefill: tuple[int, int, bool], workers: tuple[in
     gp, ep_p, dp_p = prefill
     cfg = build_config({
         "model": s.model, "hardware": s.hardware, "weights": s.weights, "kv_cache": s.kv_cache, "tp": s.tp,
-        "ep": s.ep, "attn_dp": s.attn_dp, "mode": "fast", "seed": 0,
-        "scheduler": {"policy": s.policy, "max_num_seqs": s.max_seqs, "max_num_batched_tokens": s.max_batched_tokens},
-        "workload": {"arrival": "closed", "concurrency": concurrency, "num_requests": CONCURRENCY_WAVES * concurrency,
-                     "input": {"dist": "fixed", "mean": input_tokens}, "output": {"dist": "fixed", "mean": output_tokens}},
+        "ep": s.ep, "attn_dp": s.attn_dp, "mode": "fast", "seed": 0, "scheduler": _scheduler(s),
+        "workload": workload,
         "disaggregation": {"prefill": {"replicas": workers[0], "tp": gp, "ep": ep_p, "attn_dp": dp_p,
                                        **({"max_num_seqs": prefill_seats} if prefill_seats else {})},
                            "decode": {"replicas": workers[1],
@@ -97,11 +92,5 @@ def disagg_predictor(s: Setup, prefill: tuple[int, int, bool], workers: tuple[in
                                           "max_num_batched_tokens": max(s.max_batched_tokens, decode_limit)}
                                          if decode_limit else {})}},
     })
-
-    def run(profile: EfficiencyProfile) -> Summary:
-        from infercast.sim.run import simulate
-
-        timer = setup_step_model(s, profile)
-        return simulate(cfg, timer).summary
-
-    return ("disagg", s, prefill, workers, concurrency, input_tokens, output_tokens, decode_limit, prefill_seats), run
+    key = ("disagg", s, prefill, workers, json.dumps(workload, sort_keys=True), decode_limit, prefill_seats)
+    return key, SimTask(s, cfg)

@@ -1,0 +1,76 @@
+"""Harness presets: each rule as the harness's code has it (the sources the TOML cites)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from infercast.errors import ConfigError
+from infercast.sim.clients import (
+    closed_loop_workload,
+    harness_names,
+    load_harness,
+    parse_harness,
+)
+from infercast.sim.config import build_config
+from infercast.sim.run import workload_spec
+from infercast.sim.workload import request_stream
+
+
+def test_shipped_harnesses_load_with_every_rule_cited():
+    assert {"inferencex", "vllm-bench-serve", "sglang-bench-serving"} <= set(harness_names())
+    for name in harness_names():
+        h = load_harness(name)
+        assert h.name == name and h.start == "burst" and h.ttft == "first_text"
+        assert all(h.sources[k] for k in ("start", "warmup_requests", "range_ratio", "length_rule", "ttft"))
+
+
+def test_inferencex_sends_ten_prompts_per_client():
+    # workflow: --num-prompts $(( $CONC * 10 )) --max-concurrency $CONC
+    assert load_harness("inferencex").requests_for(64) == 640
+
+
+def test_bench_serving_low_rule_is_randint_of_int_l_r_to_l():
+    # sample_random_requests: randint(int(input_len * range_ratio), input_len + 1)
+    assert load_harness("inferencex").length_range(1024) == (int(1024 * 0.8), 1024)
+    assert load_harness("inferencex").length_range(1000, 0.8) == (800, 1000)
+
+
+def test_sglang_default_ratio_draws_from_one_to_l():
+    # bench_serving.py: --random-range-ratio 0.0, randint(max(int(L r), 1), L + 1)
+    assert load_harness("sglang-bench-serving").length_range(1024) == (1, 1024)
+
+
+def test_vllm_symmetric_rule_spans_l_times_one_minus_to_one_plus_r():
+    # vllm/benchmarks/datasets.py RandomDataset: [floor(L (1 - r)), ceil(L (1 + r))]
+    h = load_harness("vllm-bench-serve")
+    assert h.length_range(1024) == (1024, 1024)
+    assert h.length_range(1000, 0.1) == (900, 1100)
+
+
+def test_closed_loop_workload_draws_the_harness_range_in_the_simulator():
+    h = load_harness("inferencex")
+    w = closed_loop_workload(h, 8, 1000, 500)
+    assert w["arrival"] == "closed" and w["concurrency"] == 8 and w["num_requests"] == 80
+    cfg = build_config({"model": "llama-3.1-8b", "hardware": "h100-sxm", "seed": 0,
+                        "workload": w | {"num_requests": 4000}})
+    prompts = np.array([r[1] for r in request_stream(workload_spec(cfg, None), np.random.default_rng(0))])
+    assert prompts.min() == 800 and prompts.max() == 1000
+    assert prompts.mean() == pytest.approx(900, rel=0.01)  # randint(800, 1001)'s mean
+
+
+def test_fixed_rows_run_their_stated_lengths():
+    w = closed_loop_workload(load_harness("sglang-bench-serving"), 4, 1024, 128, fixed=True)
+    assert w["input"] == {"dist": "fixed", "mean": 1024} and w["output"] == {"dist": "fixed", "mean": 128}
+
+
+def test_a_preset_without_a_source_is_one_line():
+    data = load_harness("inferencex").model_dump()
+    del data["sources"]["ttft"]
+    with pytest.raises(ConfigError, match=r"^harness preset x\.toml: .*add ttft to \[sources\]$"):
+        parse_harness(data, "x.toml")
+
+
+def test_unknown_harness_names_the_choices():
+    with pytest.raises(ConfigError, match="unknown harness 'wrk'.*inferencex"):
+        load_harness("wrk")

@@ -1,0 +1,59 @@
+"""Closed-loop rows are simulated with the client their harness runs (sim.clients)."""
+
+from __future__ import annotations
+
+import pytest
+
+from infercast.cost.efficiency import EfficiencyProfile
+from infercast.validate.cases import Case
+from infercast.validate.evaluate import Prediction, run_simulations
+from infercast.validate.predict import harness_workload, row_harness
+from infercast.validate.score import agreement
+from infercast.validate.setup import Setup, Unpredictable
+from infercast.validate.simrun import sim_predictor
+
+
+def _row(**kw) -> Case:
+    base = dict(id="R-1-ttft", scenario="concurrency", metric="ttft_mean_s", value=0.1, model="llama-3.1-8b",
+                hardware="h100-sxm", engine="vllm-0.12.0", weights="bf16", input_tokens=1024,
+                output_tokens=1024, concurrency=16)
+    return Case(**(base | kw))
+
+
+def test_a_row_with_inferencex_s_length_range_runs_its_client():
+    w, note = harness_workload(_row(extra={"length_range_ratio": 0.8}), 16)
+    assert note is None
+    assert w["num_requests"] == 160  # --num-prompts $(( $CONC * 10 ))
+    assert w["input"]["dist"] == "uniform" and w["input"]["mean"] == pytest.approx((819 + 1024) / 2)
+
+
+def test_a_row_without_a_harness_runs_its_fixed_lengths_and_says_so():
+    w, note = harness_workload(_row(), 16)
+    assert w["input"] == {"dist": "fixed", "mean": 1024} and w["num_requests"] == 160
+    assert note == "harness not stated: InferenceX's client assumed"
+
+
+def test_a_row_names_its_harness():
+    harness, note = row_harness(_row(extra={"harness": "sglang-bench-serving"}))
+    assert harness.name == "sglang-bench-serving" and note is None
+    with pytest.raises(Unpredictable, match="unknown harness 'ab'"):
+        row_harness(_row(extra={"harness": "ab"}))
+
+
+def test_pool_and_inline_runs_give_the_same_summary():
+    s = Setup("llama-3.1-8b", "h100-sxm", "bf16", "bf16", 1, 1, 1, 256, 8192)
+    todo = {}
+    for c in (2, 3):
+        key, task = sim_predictor(s, {"arrival": "closed", "concurrency": c, "num_requests": 4 * c,
+                                      "input": {"dist": "uniform", "mean": 300, "std": 40},
+                                      "output": {"dist": "fixed", "mean": 20}})
+        todo[key] = (task, EfficiencyProfile())
+    inline, pooled = run_simulations(todo, workers=1), run_simulations(todo, workers=2)
+    assert [inline[k].ttft.mean for k in todo] == [pooled[k].ttft.mean for k in todo]
+
+
+def test_agreement_is_the_median_ratio_of_simulated_to_closed_form():
+    rows = [Prediction(_row(), p, closed_form=c) for p, c in ((1.0, 1.0), (1.2, 1.0), (0.9, 1.0))]
+    got = agreement(rows)["concurrency/ttft_mean_s"]
+    assert got["rows"] == 3 and got["median_ratio"] == pytest.approx(1.0)
+    assert got["median_abs_diff_pct"] == pytest.approx(10.0)
