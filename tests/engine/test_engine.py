@@ -214,3 +214,22 @@ def test_prefix_cache_hits_reuse_kv_and_keep_outputs(tiny):
     assert {**first, **second} == alone
     hit = {r.request_id: r.cached_prompt_tokens for r in e.finished}
     assert hit == {"a": 0, "b": 32}  # b's 8 shared blocks came from the cache
+
+
+def test_next_turn_reuses_the_previous_answers_kv(tiny):
+    # Turn 2's prompt is turn 1's prompt + answer + a new message, as a chat history. Blocks of 4:
+    # turn 1 computed 18 + 9 - 1 = 26 tokens (its last sampled token is never computed), so turn 2
+    # reuses floor(26 / 4) = 6 blocks = 24 tokens, answer blocks included; the outputs are those
+    # of an engine without a cache (greedy).
+    params = SamplingParams(max_tokens=9, temperature=0.0, ignore_eos=True)
+    first = list(range(40, 58))
+    e = _engine(tiny, enable_prefix_caching=True)
+    e.add("t1", first, params)
+    answer = _ids_by_request(e)["t1"]
+    second = first + answer + [7, 8, 9]
+    e.add("t2", second, params)
+    cached_run = _ids_by_request(e)["t2"]
+    plain = _engine(tiny)
+    plain.add("t2", second, params)
+    assert cached_run == _ids_by_request(plain)["t2"]
+    assert {r.request_id: r.cached_prompt_tokens for r in e.finished} == {"t1": 0, "t2": 24}

@@ -71,3 +71,13 @@ def test_free_block_counter_follows_the_pool_under_random_operations():
             assert kv.num_free_blocks == kv.num_blocks - sum(1 for r in kv.ref_counts if r > 0), step
             kv.check_invariants()
         assert caching is False or kv.num_evictions > 0  # the eviction path ran
+
+
+def test_extended_hashes_equal_the_hashes_of_the_grown_sequence():
+    from infercast.sched.kv_cache import extend_block_hashes, hash_token_blocks
+
+    ids = list(range(100, 137))
+    hashes = list(hash_token_blocks(ids[:9], 4))
+    assert len(hashes) == 2
+    extend_block_hashes(hashes, ids, 4)
+    assert hashes == list(hash_token_blocks(ids, 4)) and len(hashes) == 9

@@ -108,7 +108,9 @@ class BenchClient:
                                 "temperature": 0.0}
         if self.config.ignore_eos:
             body["ignore_eos"] = True
-        if self.config.endpoint == "chat":
+        if spec.messages is not None:
+            body["messages"] = list(spec.messages)
+        elif self.config.endpoint == "chat":
             body["messages"] = [{"role": "user", "content": spec.prompt}]
         else:
             body["prompt"] = spec.prompt
@@ -141,10 +143,12 @@ class BenchClient:
 
         return sum(await asyncio.gather(*(one() for _ in range(connections))))
 
-    async def send(self, spec: RequestSpec, scheduled_s: float, body: bytes | None = None) -> RequestRecord:
+    async def send(self, spec: RequestSpec, scheduled_s: float, body: bytes | None = None,
+                   answer: list[str] | None = None) -> RequestRecord:
         """Send one request; its clock zero is ``scheduled_s`` (the scheduled send time).
 
-        ``body`` (from :meth:`encode`) lets the caller encode before the clock starts.
+        ``body`` (from :meth:`encode`) lets the caller encode before the clock starts; ``answer``
+        receives the streamed answer text (a conversation's next turn repeats it).
         """
         send_s = self.clock()
         self.in_flight += 1
@@ -152,7 +156,7 @@ class BenchClient:
         rec = RequestRecord(spec.request_id, scheduled_s, spec.prompt_tokens, send_s=send_s)
         try:
             stream = await self._stream_once(self.encode(spec) if body is None else body, rec)
-            _fill(rec, stream, self.config.endpoint == "chat", self.tokenizer)
+            _fill(rec, stream, self.config.endpoint == "chat", self.tokenizer, answer)
         except _Failed as exc:
             rec.error, rec.finish_reason, rec.finish_s = str(exc), "error", self.clock()
         finally:
@@ -206,8 +210,9 @@ class _RetryBeforeResponse(Exception):
     """The connection failed before any response arrived: safe to retry once."""
 
 
-def _fill(rec: RequestRecord, stream: _Stream, chat: bool, tokenizer: Any | None) -> None:
-    """Parse the stamped events into the record (times, texts, usage, finish)."""
+def _fill(rec: RequestRecord, stream: _Stream, chat: bool, tokenizer: Any | None,
+          answer: list[str] | None = None) -> None:
+    """Parse the stamped events into the record (times, texts, usage, finish; text: ``answer``)."""
     times, texts, usage, finish, done = [], [], None, None, False
     reasoning_seen = choices_seen = False
     for t, data in stream.events:
@@ -246,7 +251,19 @@ def _fill(rec: RequestRecord, stream: _Stream, chat: bool, tokenizer: Any | None
     prompt = usage.get("prompt_tokens") if usage else None
     if isinstance(prompt, int) and not isinstance(prompt, bool) and prompt > 0:
         rec.prompt_tokens = prompt
+    rec.cached_prompt_tokens = _cached_tokens(usage, rec.prompt_tokens)
     _count_tokens(rec, texts, usage, tokenizer)
+    if answer is not None:
+        answer.append("".join(texts))
+
+
+def _cached_tokens(usage: dict | None, prompt_tokens: int) -> int | None:
+    """``usage.prompt_tokens_details.cached_tokens`` (OpenAI's, vLLM's), None if not reported."""
+    details = usage.get("prompt_tokens_details") if usage else None
+    cached = details.get("cached_tokens") if isinstance(details, dict) else None
+    if isinstance(cached, int) and not isinstance(cached, bool) and 0 <= cached <= prompt_tokens:
+        return cached
+    return None
 
 
 def _texts(choice: dict[str, Any], chat: bool) -> tuple[str, str]:

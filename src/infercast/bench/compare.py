@@ -21,10 +21,20 @@ from infercast.metrics.summary import Summary
 
 
 def sim_config_dict(cfg: BenchConfig, model: str, hardware: str, weights: str,
-                    base: dict[str, Any] | None = None) -> dict[str, Any]:
-    """The simulator's nested config for the bench run's workload (``base``: a sim config file)."""
+                    base: dict[str, Any] | None = None,
+                    sessions_file: str | None = None) -> dict[str, Any]:
+    """The simulator's nested config for the bench run's workload (``base``: a sim config file).
+
+    A multi-turn run is simulated from ``sessions_file``, the measured sessions (each turn's new
+    tokens and answer as the server counted them, the same pauses: ``bench.conversations``).
+    """
     from infercast.sim.config import merge
 
+    if cfg.multi_turn:
+        flags = {"model": model, "hardware": hardware, "weights": weights, "seed": cfg.seed,
+                 "slo_ttft_s": cfg.slo_ttft_s, "slo_tpot_s": cfg.slo_tpot_s,
+                 "workload": _sessions_workload(cfg, sessions_file)}
+        return merge(base or {}, flags)
     if cfg.is_trace and cfg.request_rate is None:
         workload: dict[str, Any] = {"arrival": "trace", "trace": cfg.dataset}
     elif cfg.request_rate is not None and cfg.concurrency is None:
@@ -51,8 +61,30 @@ def sim_config_dict(cfg: BenchConfig, model: str, hardware: str, weights: str,
     return merge(base or {}, flags)
 
 
+def _sessions_workload(cfg: BenchConfig, sessions_file: str | None) -> dict[str, Any]:
+    if cfg.concurrency is not None:
+        wl: dict[str, Any] = {"arrival": "closed", "concurrency": cfg.concurrency}
+    elif math.isinf(cfg.request_rate):
+        wl = {"arrival": "offline"}
+    else:
+        wl = {"arrival": "poisson" if cfg.burstiness == 1.0 else "gamma", "rate": cfg.request_rate,
+              "cv": 1 / math.sqrt(cfg.burstiness)}
+    wl["num_requests"] = cfg.num_requests
+    if sessions_file is not None:  # the measured sessions, replayed in order with their pauses
+        return {**wl, "conversations": sessions_file}
+    # before the run (inputs checked): the requested sessions
+    src = cfg.conversations or "synthetic"
+    wl.update(conversations=src, turns=cfg.turns, think_time_s=cfg.think_time_s)
+    if src == "synthetic" or cfg.input_tokens_given:
+        wl["input"] = {"mean": cfg.input_tokens}
+    if src == "synthetic" or cfg.output_tokens_given:
+        wl["output"] = {"mean": cfg.output_tokens}
+    return wl
+
+
 def _sim_inputs(cfg: BenchConfig, model: str, hardware: str, weights: str, config_file: str | None,
-                profile: str | None = None, engine: str | None = None):
+                profile: str | None = None, engine: str | None = None,
+                sessions_file: str | None = None):
     """The simulator's validated config and cost model for the bench run's workload.
 
     ``profile``: the efficiency profile (``cost.profiles.resolve_profile``; None = the shipped one);
@@ -61,7 +93,8 @@ def _sim_inputs(cfg: BenchConfig, model: str, hardware: str, weights: str, confi
     from infercast.sim.presets import build_step_model, with_engine
 
     base = read_config_file(config_file) if config_file else None
-    data, preset = with_engine(sim_config_dict(cfg, model, hardware, weights, base), engine)
+    data = sim_config_dict(cfg, model, hardware, weights, base, sessions_file)
+    data, preset = with_engine(data, engine)
     sim_cfg = build_config(data)
     return sim_cfg, build_step_model(sim_cfg, profile, preset)
 
@@ -80,10 +113,23 @@ def check_sim_inputs(cfg: BenchConfig, model: str, hardware: str, weights: str =
 
 def run_sim(cfg: BenchConfig, model: str, hardware: str, weights: str = "bf16",
             config_file: str | None = None, profile: str | None = None,
-            engine: str | None = None) -> Summary:
-    """Simulate the bench run's workload; the simulator's :class:`Summary`."""
+            engine: str | None = None, turns=None) -> Summary:
+    """Simulate the bench run's workload; the simulator's :class:`Summary`.
+
+    ``turns``: a multi-turn run's sent turns (``BenchResult.turns``), replayed by the simulator.
+    """
     from infercast.sim.run import simulate
 
+    if cfg.multi_turn and turns is not None:
+        import tempfile
+        from pathlib import Path
+
+        with tempfile.TemporaryDirectory() as tmp:
+            path = str(Path(tmp) / "sessions.csv")
+            turns.write_csv(path)
+            sim_cfg, step_model = _sim_inputs(cfg, model, hardware, weights, config_file, profile,
+                                              engine, path)
+            return simulate(sim_cfg, step_model).summary
     sim_cfg, step_model = _sim_inputs(cfg, model, hardware, weights, config_file, profile, engine)
     return simulate(sim_cfg, step_model).summary
 
@@ -103,6 +149,10 @@ def comparison(measured: Summary, predicted: Summary) -> list[dict[str, Any]]:
     rows = []
     for label, metric, stat in ROWS:
         rows.append((label, _get(measured, metric, stat) * 1e3, _get(predicted, metric, stat) * 1e3))
+    for label, attr in (("prefix hit rate, tokens (%)", "prefix_hit_rate_tokens"),
+                        ("prefix hit rate, requests (%)", "prefix_hit_rate_requests")):
+        m, p = getattr(measured, attr), getattr(predicted, attr)
+        rows.append((label, math.nan if m is None else 100 * m, math.nan if p is None else 100 * p))
     rows.append(("requests/s", measured.request_throughput_rps, predicted.request_throughput_rps))
     rows.append(("output tokens/s", measured.output_throughput_tps, predicted.output_throughput_tps))
     out = []

@@ -41,6 +41,7 @@ class RequestSpec:
     prompt_tokens: int
     output_tokens: int
     arrival_s: float | None = None  # trace replay: offset from the run's start
+    messages: tuple[dict[str, str], ...] | None = None  # chat: the whole history (multi-turn runs)
 
 
 def count_tokens(tokenizer: Any, text: str) -> int:

@@ -20,10 +20,19 @@ def _f(x: float | None, digits: int = 2) -> str:
     return "-" if x is None or not math.isfinite(x) else f"{x:,.{digits}f}"
 
 
+def _hits(s) -> str:
+    """Prefix-cache hit rates of the requests whose server reported cached tokens."""
+    if not s.cache_known:
+        return "not reported by the server"
+    return (f"{_f(100 * s.prefix_hit_rate_tokens, 1)}% / {_f(100 * s.prefix_hit_rate_requests, 1)}%"
+            f" ({s.cache_known} of {s.completed} reported)")
+
+
 def result_table(result: BenchResult) -> Table:
     """One run: counts, throughput, and each latency's mean/median/p90/p99 in ms."""
     s, d = result.summary, result.to_json()
-    label = (f"rate {result.config.request_rate} req/s" if result.config.request_rate
+    unit = "sessions/s" if result.config.multi_turn else "req/s"
+    label = (f"rate {result.config.request_rate} {unit}" if result.config.request_rate
              else f"concurrency {result.config.concurrency}" if result.config.concurrency else "trace replay")
     t = Table(title=f"infercast bench: {result.config.model} at {label}", title_justify="left")
     t.add_column("metric")
@@ -41,7 +50,8 @@ def result_table(result: BenchResult) -> Table:
             ("output tokens/s", _f(s.output_throughput_tps)),
             ("output tokens (source)", f"{s.total_output_tokens} ({s.token_count_source})"),
             ("achieved concurrency", _f(d["achieved_concurrency"], 1)),
-            ("tokens per chunk", _f(s.tokens_per_chunk))]
+            ("tokens per chunk", _f(s.tokens_per_chunk)),
+            ("prefix cache hits: tokens / requests", _hits(s))]
     if s.goodput_rps is not None:
         rows.append(("goodput req/s (SLO met)", f"{_f(s.goodput_rps)} ({_f((s.slo_attainment or 0) * 100, 1)}%)"))
     if s.failure_reasons:

@@ -63,6 +63,14 @@ class BenchConfig(BaseModel):
     percentiles: tuple[float, ...] = (50.0, 90.0, 99.0)
     ignore_eos: bool = True
     api_key: str | None = None
+    # Multi-turn sessions (bench/conversations.py): num_requests counts sessions, request_rate is
+    # sessions/s; input/output tokens are each message's and answer's, replacing the source's
+    # lengths when given (*_given).
+    conversations: str | None = None  # builtin | synthetic | sessions CSV
+    turns: int | None = Field(None, ge=1)
+    think_time_s: float | None = Field(None, ge=0, allow_inf_nan=False)
+    input_tokens_given: bool = False
+    output_tokens_given: bool = False
 
     @model_validator(mode="after")
     def _load_given(self) -> BenchConfig:
@@ -82,6 +90,18 @@ class BenchConfig(BaseModel):
             raise ValueError(f"--max-concurrency {self.concurrency} for {self.num_requests} requests: "
                              f"at most {self.num_requests + self.warmup_requests} can be in flight; "
                              "lower it or raise --num-prompts")
+        if self.multi_turn:
+            if self.endpoint != "chat":
+                raise ValueError("multi-turn sessions send chat messages: add --endpoint chat")
+            if self.dataset is not None:
+                raise ValueError("--conversations replaces --dataset: drop one of them")
+            if self.request_rate is not None and self.concurrency is not None:
+                raise ValueError("sessions start at --request-rate or run as --max-concurrency "
+                                 "users, "
+                                 "not both")
+            if (self.conversations or "synthetic") == "synthetic" and self.turns is None:
+                raise ValueError("synthetic sessions need --turns (or --conversations "
+                                 "builtin|FILE)")
         url = urlsplit(self.base_url)
         try:
             url.port  # noqa: B018 - raises ValueError on a port out of range
@@ -91,6 +111,12 @@ class BenchConfig(BaseModel):
             raise ValueError(f"--base-url {self.base_url!r} is not an http(s) URL; use e.g. "
                              "http://127.0.0.1:8000/v1")
         return self
+
+    @property
+    def multi_turn(self) -> bool:
+        """True for a run of multi-turn sessions."""
+        return (self.conversations is not None or self.turns is not None
+                or self.think_time_s is not None)
 
     @property
     def is_trace(self) -> bool:
@@ -106,6 +132,7 @@ class BenchResult:
     summary: Summary
     load: LoadResult
     warnings: list[str]
+    turns: Any = None  # multi-turn runs: every turn sent (bench.conversations._Turns)
 
     @property
     def records(self) -> list[RequestRecord]:
@@ -132,6 +159,8 @@ class BenchResult:
             "max_concurrency": cfg.concurrency,
             "burstiness": cfg.burstiness,
             "num_prompts": cfg.num_requests,
+            "conversations": (cfg.conversations or "synthetic") if cfg.multi_turn else None,
+            "turns": cfg.turns, "think_time_s": cfg.think_time_s,
         }
         out.update(s.to_vllm_dict())
         out.update(per_request_arrays(ld.records))
@@ -205,21 +234,36 @@ async def run_bench_async(cfg: BenchConfig, on_done: Callable[[RequestRecord], N
     """Run one benchmark against a live server (:func:`run_bench` runs it on the loop of :mod:`infercast.bench.loops`)."""
     rng = np.random.default_rng(cfg.seed)
     tokenizer = load_tokenizer(cfg.tokenizer)
-    specs = build_specs(cfg, rng, tokenizer)
+    specs = [] if cfg.multi_turn else build_specs(cfg, rng, tokenizer)
     plan = LoadPlan(request_rate=cfg.request_rate, concurrency=cfg.concurrency, burstiness=cfg.burstiness,
                     ramp_to_rate=cfg.ramp_to_rate, replay_arrivals=cfg.is_trace and cfg.request_rate is None,
                     max_duration_s=cfg.max_duration_s, warmup_requests=cfg.warmup_requests)
     ccfg = ClientConfig(base_url=cfg.base_url, model=cfg.model, endpoint=cfg.endpoint, timeout_s=cfg.timeout_s,
                         ignore_eos=cfg.ignore_eos, api_key=cfg.api_key)
+    turns = None
     async with BenchClient(ccfg, tokenizer) as client:
-        load = await run_load(client, specs, plan, rng, on_done)
+        if cfg.multi_turn:
+            from infercast.bench.conversations import (
+                _Turns,
+                conversation_sessions,
+                run_conversations,
+            )
+
+            turns = _Turns()
+            sessions = conversation_sessions(cfg, rng)
+            load = await run_conversations(client, sessions, cfg, rng, on_done, turns)
+        else:
+            load = await run_load(client, specs, plan, rng, on_done)
     acc = MetricsAccumulator(cfg.percentiles, cfg.slo_ttft_s, cfg.slo_tpot_s)
     for rec in load.records:
         acc.add(rec)
     summary = acc.summary(duration_s=load.window_s)
     lag90 = float(np.percentile(summary_send_lags(load), 90)) if load.records else 0.0
-    warnings = client_warnings(plan, load, lag90)
-    return BenchResult(cfg, summary, load, warnings)
+    # sessions pause between turns: fewer streams in flight than users is the workload, not the
+    # client's fault
+    warn_plan = replace(plan, concurrency=None) if cfg.multi_turn else plan
+    warnings = client_warnings(warn_plan, load, lag90)
+    return BenchResult(cfg, summary, load, warnings, turns)
 
 
 def summary_send_lags(load: LoadResult) -> np.ndarray:

@@ -59,8 +59,22 @@ def register(app: typer.Typer) -> None:
         ramp_to_rate: float = typer.Option(None, "--ramp-to-rate", help="Ramp linearly up to this rate."),
         num_requests: int = typer.Option(None, "--num-prompts", "-n", help="Measured requests (default: 200)."),
         num_requests_old: int = typer.Option(None, "--num-requests", hidden=True),
-        input_tokens: int = typer.Option(128, "--input-tokens", help="Prompt tokens (random dataset)."),
-        output_tokens: int = typer.Option(128, "--output-tokens", help="max_tokens asked per request."),
+        input_tokens: int = typer.Option(
+            None, "--input-tokens",
+            help="Prompt tokens (random dataset; default 128); multi-turn: each new message's."),
+        output_tokens: int = typer.Option(
+            None, "--output-tokens",
+            help="max_tokens asked per request (default 128); multi-turn: each answer's."),
+        conversations: str = typer.Option(
+            None, "--conversations",
+            help="Multi-turn chat sessions: builtin (Mooncake's) | synthetic | sessions CSV; -n "
+                 "counts sessions, --request-rate is sessions/s; needs --endpoint chat."),
+        turns: int = typer.Option(
+            None, "--turns", help="Multi-turn: turns per session (alone: synthetic)."),
+        think_time_s: float = typer.Option(
+            None, "--think-time-s",
+            help="Multi-turn: seconds from an answer's last chunk to the next message "
+                 "(default: the source's)."),
         range_ratio: float = typer.Option(0.0, "--range-ratio", help="Lengths uniform in [1-r, 1+r] x given."),
         shared_prefix_tokens: int = typer.Option(0, "--shared-prefix-tokens", help="Common prompt prefix."),
         dataset: str = typer.Option(None, "--dataset", help="azure-conv | azure-code | trace.csv | sharegpt.json"),
@@ -121,7 +135,12 @@ def register(app: typer.Typer) -> None:
         base = _config(base_url=base_url, model=model, endpoint=endpoint, burstiness=burstiness,
                        request_rate=rates[0] if rates else (search_goodput or None),
                        concurrency=int(concs[0]) if concs else None, ramp_to_rate=ramp_to_rate,
-                       num_requests=num_requests, input_tokens=input_tokens, output_tokens=output_tokens,
+                       num_requests=num_requests,
+                       input_tokens=128 if input_tokens is None else input_tokens,
+                       output_tokens=128 if output_tokens is None else output_tokens,
+                       input_tokens_given=input_tokens is not None,
+                       output_tokens_given=output_tokens is not None,
+                       conversations=conversations, turns=turns, think_time_s=think_time_s,
                        range_ratio=range_ratio, shared_prefix_tokens=shared_prefix_tokens, dataset=dataset,
                        max_input_tokens=max_input_tokens, tokenizer=tokenizer, max_duration_s=max_duration,
                        warmup_requests=warmup, timeout_s=timeout, seed=seed,
@@ -190,9 +209,11 @@ def _compare(results: list, enabled: bool, model: str, hardware: str | None, wei
     from infercast.bench.compare import comparison, run_sim
 
     label = f"{model} on {hardware}, {weights}, profile {profile or 'shipped'}" + (f", engine {engine}" if engine else "")
-    return {i: {"simulated": label, "rows": comparison(r.summary, run_sim(r.config, model, hardware, weights,
-                                                                           config_file, profile, engine))}
-            for i, r in enumerate(results)}
+    out = {}
+    for i, r in enumerate(results):
+        sim = run_sim(r.config, model, hardware, weights, config_file, profile, engine, r.turns)
+        out[i] = {"simulated": label, "rows": comparison(r.summary, sim)}
+    return out
 
 
 def _emit_json(results: list, compared: dict, best_rate: float | None, attainment: float, console) -> None:

@@ -31,7 +31,9 @@ def _overrides(o: dict) -> dict:
         "workload": {
             "arrival": o["workload"], "cv": o["cv"], "concurrency": o["concurrency"],
             "num_requests": o["num_requests"], "trace": o["trace"],
-            "prefix_groups": o["prefix_groups"], "prefix_tokens": o["prefix_tokens"], **length,
+            "prefix_groups": o["prefix_groups"], "prefix_tokens": o["prefix_tokens"],
+            "conversations": o["conversations"], "turns": o["turns"],
+            "think_time_s": o["think_time_s"], **length,
         },
     }
     spec = {"method": o["speculative"], "num_speculative_tokens": o["num_speculative_tokens"],
@@ -243,6 +245,8 @@ def _print_what_if(rows: list[dict]) -> None:
 
 def _label(cfg) -> str:
     w = cfg.workload
+    if w.rate and w.resolved_conversations:
+        return f"{w.rate:g} sessions/s"
     if w.rate:
         return f"rate {w.rate:g}/s"
     if w.concurrency:
@@ -379,6 +383,8 @@ _ROWS = (
     ("KV used: mean / peak", lambda d: f"{_num(100 * d['mean_kv_usage'], '.0f')}% / "
                                        f"{_num(100 * d['peak_kv_usage'], '.0f')}%"),
     ("preemptions", lambda d: f"{d['num_preemptions']:,}"),
+    ("prefix cache hits: tokens / requests", lambda d: f"{_pct(d['prefix_hit_rate_tokens'])} / "
+                                                       f"{_pct(d['prefix_hit_rate_requests'])}"),
     ("GPU-hours / $ per hour", lambda d: f"{_num(d.get('gpu_hours'), ',.3f')} / {_usd(d.get('usd_per_hour'))}"),
     ("$/M tokens in / out", lambda d: f"{_usd(d.get('usd_per_million_input_tokens'))} / "
                                       f"{_usd(d.get('usd_per_million_output_tokens'))}"),
@@ -386,6 +392,10 @@ _ROWS = (
     ("J per output token / request", lambda d: f"{_num(d.get('joules_per_output_token'), ',.3f')} / "
                                                f"{_num(d.get('joules_per_request'), ',.1f')}"),
 )
+
+
+def _pct(v) -> str:
+    return "-" if v is None or v != v else f"{100 * v:.1f}%"
 
 
 def _usd(v) -> str:
@@ -479,6 +489,18 @@ def register(app: typer.Typer) -> None:
         output_std: float | None = typer.Option(None, help="output length standard deviation"),
         prefix_groups: int | None = typer.Option(None, help="number of shared-prefix groups"),
         prefix_tokens: int | None = typer.Option(None, help="tokens of each group's shared prefix"),
+        conversations: str | None = typer.Option(
+            None, "--conversations",
+            help="multi-turn sessions: builtin (Mooncake's chat trace) | synthetic | CSV; "
+                 "--num-prompts then counts sessions, --request-rate is sessions/s, "
+                 "--input/--output-tokens each message/answer"),
+        turns: int | None = typer.Option(
+            None, "--turns",
+            help="conversations: turns per session (default: the source's; alone: synthetic)"),
+        think_time_s: float | None = typer.Option(
+            None, "--think-time-s",
+            help="conversations: seconds from an answer's last token to the next message "
+                 "(default: the source's)"),
         seed: int | None = typer.Option(None, help="random seed (default: 0)"),
         mode: str | None = typer.Option(None, help="fast | exact (one event per step) (default: fast)"),
         slo_ttft_ms: float | None = typer.Option(None, "--slo-ttft-ms", help="goodput TTFT limit (ms)"),

@@ -25,7 +25,7 @@ from infercast.engine.sequence import Generation, TokenEvent
 from infercast.errors import ConfigError
 from infercast.metrics.records import RequestRecord
 from infercast.sched.batch import Batch
-from infercast.sched.kv_cache import hash_token_blocks
+from infercast.sched.kv_cache import extend_block_hashes, hash_token_blocks
 from infercast.sched.request import Request
 from infercast.sched.scheduler import Scheduler, SchedulerConfig
 from infercast.validation import check_int, check_number
@@ -116,6 +116,9 @@ class Engine:
         # on every call (~0.3 ms, measured), too much to pay per step.
         self._blas = ThreadpoolController()
         self.gens: dict[str, Generation] = {}
+        # Prefix caching: each request's block hashes, extended as it decodes (the scheduler
+        # registers its answer's blocks too, so a conversation's next turn reuses them).
+        self._hashes: dict[str, list[int]] = {}
         self.finished: list[RequestRecord] = []  # records of every finished request, in order
         self.num_steps = 0
 
@@ -132,12 +135,14 @@ class Engine:
         arrival = self.clock() if arrival_s is None else arrival_s
         gen = Generation(request_id, prompt_ids, params, self.loaded.tokenizer, seed_rng,
                          arrival, self.max_model_len)
-        hashes = (hash_token_blocks(prompt_ids, self.config.block_size)
-                  if self.config.enable_prefix_caching else ())
+        hashes = (list(hash_token_blocks(prompt_ids, self.config.block_size))
+                  if self.config.enable_prefix_caching else [])
         req = Request(request_id, len(prompt_ids), params.max_tokens, arrival, hashes)
         if not self.scheduler.add_request(req):
             raise ConfigError(f"request {request_id} cannot run: {req.reject_reason}")
         self.gens[request_id] = gen
+        if self.config.enable_prefix_caching:
+            self._hashes[request_id] = hashes
 
     def check_prompt(self, num_prompt_tokens: int, max_tokens: int = 1) -> None:
         """Raise ConfigError unless the prompt (and its output, clipped to the context) can run.
@@ -172,6 +177,7 @@ class Engine:
         if gen is None:
             return None
         self.scheduler.abort(request_id)
+        self._hashes.pop(request_id, None)
         ev = gen.finish("abort" if error is None else "error", self.clock(), error=error)
         self.finished.append(gen.record)
         return ev
@@ -237,14 +243,24 @@ class Engine:
             events.append(ev)
             if ev.finished:
                 stopped.add(s.request_id)
+            hashes = self._hashes.get(s.request_id)
+            if hashes is not None:
+                self._grow_hashes(gen, hashes)
         for req in self.scheduler.update(batch, None, stopped):
             gen = self.gens.pop(req.request_id)
+            self._hashes.pop(req.request_id, None)
             if gen.finish_reason is None:  # the scheduler's own length limit
                 events.append(gen.finish(req.finish_reason or "length", now))
             self.finished.append(gen.record)
         if self.step_observer is not None:
             self.step_observer(batch, time.perf_counter() - t0)
         return events
+
+    def _grow_hashes(self, gen: Generation, hashes: list[int]) -> None:
+        """Hash the output's newly full blocks (one block of ``block_size`` tokens at a time)."""
+        bs = self.config.block_size
+        if (len(gen.prompt_ids) + len(gen.output_ids)) // bs > len(hashes):
+            extend_block_hashes(hashes, gen.prompt_ids + gen.output_ids, bs)
 
     def run_until_done(self, max_steps: int | None = None) -> list[TokenEvent]:
         """Step until no request is left (tests, offline benchmarks)."""

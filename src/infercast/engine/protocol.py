@@ -158,9 +158,11 @@ class ChatRequest(_Common):
         return super().sampling(default_max_tokens)
 
 
-def usage(prompt_tokens: int, completion_tokens: int) -> dict[str, int]:
+def usage(prompt_tokens: int, completion_tokens: int, cached_tokens: int = 0) -> dict[str, Any]:
+    """OpenAI's usage object, with ``prompt_tokens_details.cached_tokens`` as OpenAI and vLLM."""
     return {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
-            "total_tokens": prompt_tokens + completion_tokens}
+            "total_tokens": prompt_tokens + completion_tokens,
+            "prompt_tokens_details": {"cached_tokens": cached_tokens}}
 
 
 def openai_finish(reason: str | None) -> str | None:

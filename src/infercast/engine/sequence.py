@@ -26,6 +26,7 @@ class TokenEvent:
     text: str
     finish_reason: str | None = None  # stop | length | abort | error
     error: str | None = None  # why, when finish_reason is "error"
+    cached_prompt_tokens: int = 0  # on the finishing event: prompt tokens the prefix cache served
 
     @property
     def finished(self) -> bool:
@@ -96,4 +97,5 @@ class Generation:
         self.record.finish_s = now_s
         self.record.error = error
         delta, self.sent = self.text[self.sent:], len(self.text)
-        return TokenEvent(self.request_id, token_id, delta, reason, error)
+        return TokenEvent(self.request_id, token_id, delta, reason, error,
+                          self.record.cached_prompt_tokens)

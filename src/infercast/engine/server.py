@@ -214,12 +214,15 @@ class _Stream:
         self.prompt_tokens, self.chat, self.include_usage = prompt_tokens, chat, include_usage
         self.created = int(time.time())
         self.completion_tokens = 0
+        self.cached_tokens = 0  # from the finishing event
         self.done = False
         self.error: str | None = None  # why the engine failed this request
 
     def _take(self, ev: TokenEvent) -> TokenEvent:
         self.completion_tokens += ev.token_id is not None
         self.done = ev.finished
+        if ev.finished:
+            self.cached_tokens = ev.cached_prompt_tokens
         if ev.finish_reason == "error":
             self.error = ev.error or "the request failed in the engine"
         return ev
@@ -255,7 +258,7 @@ class _Stream:
                 if ev.text or ev.finished:
                     yield _sse(self._chunk(ev.text, ev.finish_reason))
             if self.include_usage and self.error is None:
-                use = p.usage(self.prompt_tokens, self.completion_tokens)
+                use = p.usage(self.prompt_tokens, self.completion_tokens, self.cached_tokens)
                 obj = "chat.completion.chunk" if self.chat else "text_completion"
                 yield _sse(p.usage_chunk(self.rid, self.created, self.st.model_name, obj, use))
             yield "data: [DONE]\n\n"
@@ -287,7 +290,7 @@ class _Stream:
         if self.error is not None:
             status, err = self._failure()
             return JSONResponse(err, status_code=status)
-        use = p.usage(self.prompt_tokens, self.completion_tokens)
+        use = p.usage(self.prompt_tokens, self.completion_tokens, self.cached_tokens)
         name = self.st.model_name
         body = (p.chat_body(self.rid, self.created, name, text, reason, use) if self.chat
                 else p.completion_body(self.rid, self.created, name, text, reason, use))

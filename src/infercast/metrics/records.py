@@ -43,7 +43,7 @@ class RequestRecord:
     finish_reason: str | None = None  # stop | length | abort | error | rejected
     error: str | None = None
     num_preemptions: int = 0
-    cached_prompt_tokens: int = 0  # prompt tokens served from the prefix cache
+    cached_prompt_tokens: int | None = 0  # prompt tokens the prefix cache served (None: unknown)
     token_count_source: str = "exact"
     token_count_mismatch: str | None = None  # bench: sources disagree, e.g. "usage=32 tokenizer=35"
 

@@ -126,6 +126,23 @@ class Summary:
     num_good: int = 0
     percentiles: tuple[float, ...] = DEFAULT_PERCENTILES
     extra: dict[str, object] = field(default_factory=dict)
+    # Prefix cache, over the completed requests whose cached-token count is known (the simulator and
+    # the engine know every one; a bench run knows those the server reported in its usage).
+    cache_known: int = 0  # completed requests with a known count
+    cache_known_input_tokens: int = 0  # their prompt tokens
+    cached_prompt_tokens: int = 0  # of those, served from the prefix cache
+    prefix_hit_requests: int = 0  # requests with at least one cached prompt token
+
+    @property
+    def prefix_hit_rate_tokens(self) -> float | None:
+        """Cached / all prompt tokens of the requests with a known count; None if none is known."""
+        known = self.cache_known_input_tokens
+        return self.cached_prompt_tokens / known if known else None
+
+    @property
+    def prefix_hit_rate_requests(self) -> float | None:
+        """Share of those requests that reused at least one cached block; None if none is known."""
+        return self.prefix_hit_requests / self.cache_known if self.cache_known else None
 
     @property
     def total(self) -> int:
@@ -189,6 +206,10 @@ class Summary:
             "slo_ttft_s": self.slo_ttft_s, "slo_tpot_s": self.slo_tpot_s,
             "goodput_rps": _clean(self.goodput_rps) if self.goodput_rps is not None else None,
             "slo_attainment": _clean(self.slo_attainment) if self.slo_attainment is not None else None,
+            "cached_prompt_tokens": self.cached_prompt_tokens if self.cache_known else None,
+            "prefix_hit_rate_tokens": self.prefix_hit_rate_tokens,
+            "prefix_hit_rate_requests": self.prefix_hit_rate_requests,
+            "prefix_cache_known_requests": self.cache_known,
         }
         out.update({k: d.to_dict() for k, d in self.distributions().items()})
         out.update(self.extra)
@@ -310,6 +331,8 @@ class MetricsAccumulator:
         self._input_tokens = self._output_tokens = 0
         self._num_chunks = self._chunk_tokens = 0
         self._start_s, self._end_s = math.inf, -math.inf
+        # known requests, their prompt tokens, cached tokens, requests with a hit
+        self._cache = [0, 0, 0, 0]
 
     def add(self, rec: RequestRecord) -> None:
         """Account one finished (completed, failed or rejected) request."""
@@ -331,14 +354,16 @@ class MetricsAccumulator:
 
     def add_many(self, arrival_s: np.ndarray, prompt_tokens: np.ndarray, output_tokens: np.ndarray,
                  first_token_s: np.ndarray, last_token_s: np.ndarray, finish_s: np.ndarray,
-                 first_scheduled_s: np.ndarray, finish_reasons: Iterable[str] | None = None) -> None:
+                 first_scheduled_s: np.ndarray, finish_reasons: Iterable[str] | None = None,
+                 cached_prompt_tokens: np.ndarray | None = None) -> None:
         """Account many completed requests at once, each emitting one token per chunk.
 
         The same as :meth:`add` of, for request i, a ``RequestRecord`` with
         ``output_tokens[i] >= 1`` tokens from ``first_token_s[i]`` to
         ``last_token_s[i]``, ``chunk_tokens=None``, token count source ``exact``,
-        ``finish_reasons[i]`` (default ``length``) and ``first_scheduled_s[i]``
-        (NaN: unknown), except the per-token ITL values, which the caller gives
+        ``finish_reasons[i]`` (default ``length``), ``first_scheduled_s[i]``
+        (NaN: unknown) and ``cached_prompt_tokens[i]`` (default 0),
+        except the per-token ITL values, which the caller gives
         to :meth:`add_itl`. The simulator's path: numpy columns, no record objects.
         """
         k = int(arrival_s.size)
@@ -370,6 +395,12 @@ class MetricsAccumulator:
         self._cols["e2e"].extend(last - arrival_s)
         known = ~np.isnan(first_scheduled_s)
         self._cols["queueing"].extend((first_scheduled_s - arrival_s)[known])
+        c = self._cache
+        c[0] += k
+        c[1] += int(prompt_tokens.sum())
+        if cached_prompt_tokens is not None:
+            c[2] += int(cached_prompt_tokens.sum())
+            c[3] += int(np.count_nonzero(cached_prompt_tokens))
         self._num_chunks += out
         self._chunk_tokens += out
 
@@ -395,6 +426,12 @@ class MetricsAccumulator:
         self._sources[rec.token_count_source] += 1
         self._input_tokens += rec.prompt_tokens
         self._output_tokens += rec.output_tokens
+        if rec.cached_prompt_tokens is not None:
+            c = self._cache
+            c[0] += 1
+            c[1] += rec.prompt_tokens
+            c[2] += rec.cached_prompt_tokens
+            c[3] += rec.cached_prompt_tokens > 0
         ttft, tpot, e2e = rec.ttft_s, rec.tpot_s, rec.e2e_s
         self._cols["ttft"].append(math.nan if ttft is None else ttft)
         self._cols["tpot"].append(math.nan if tpot is None else tpot)
@@ -475,7 +512,8 @@ class MetricsAccumulator:
             tokens_per_chunk=self._chunk_tokens / self._num_chunks if self._num_chunks else math.nan,
             token_count_sources=dict(self._sources), slo_ttft_s=self.slo_ttft_s,
             slo_tpot_s=self.slo_tpot_s, num_good=self.count_good(self.slo_ttft_s, self.slo_tpot_s),
-            percentiles=qs)
+            percentiles=qs, cache_known=self._cache[0], cache_known_input_tokens=self._cache[1],
+            cached_prompt_tokens=self._cache[2], prefix_hit_requests=self._cache[3])
 
 
 def summarize(records: Iterable[RequestRecord], duration_s: float | None = None, **kwargs) -> Summary:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import heapq
 from collections import deque
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from infercast.sched.kv_cache import BlockManager
@@ -45,6 +46,7 @@ class DecodeGroupMixin:
     _pending_group: int
     _pending_blocks: int
     _plain_chunked: bool
+    _register_blocks: Callable[[Request], None]  # Scheduler's: make a request's full blocks findable
 
     @property
     def group_context_tokens(self) -> int:
@@ -215,6 +217,7 @@ class DecodeGroupMixin:
         bs, phases = self.config.block_size, self._phase
         group, running, requests = self.group, self.running, self.requests
         kv, reserve = self.kv, self._reserve
+        caching = self.config.enable_prefix_caching
         done: list[Request] = []
         while heap and heap[0][0] <= dstep:
             f, _, req = pop(heap)
@@ -236,6 +239,8 @@ class DecodeGroupMixin:
             del group[rid]
             req.dbase = -1
             del running[rid]  # ``_finish``
+            if caching:  # as ``_finish``: the decoded blocks stay findable
+                self._register_blocks(req)
             kv.give(table)
             req.block_table = []
             req.status = _FINISHED

@@ -46,6 +46,19 @@ def hash_token_blocks(token_ids: Sequence[int], block_size: int) -> tuple[int, .
     return tuple(hashes)
 
 
+def extend_block_hashes(hashes: list[int], token_ids: Sequence[int], block_size: int) -> None:
+    """Append to ``hashes`` (those of the first full blocks of ``token_ids``) the rest of the chain.
+
+    For a sequence that grows as it decodes: afterwards ``hashes`` equals
+    ``hash_token_blocks(token_ids, block_size)``, so an answer's blocks can be found by
+    the next turn of a conversation, whose prompt repeats them.
+    """
+    prev = hashes[-1] if hashes else 0
+    for start in range(len(hashes) * block_size, len(token_ids) - block_size + 1, block_size):
+        prev = hash((prev, tuple(token_ids[start : start + block_size])))
+        hashes.append(prev)
+
+
 def synthetic_block_hashes(
     prefix_group: int, prefix_tokens: int, block_size: int
 ) -> tuple[int, ...]:

@@ -37,9 +37,10 @@ class RequestStatus(enum.Enum):
 class Request:
     """One request as the scheduler sees it: token counts and KV blocks, no text.
 
-    ``block_hashes[i]`` identifies the content of the prompt's full block i
+    ``block_hashes[i]`` identifies the content of the sequence's full block i
     (chained, so it also identifies everything before it); only those blocks
-    can be shared through the prefix cache. Build it with
+    can be shared through the prefix cache. Hashes past the prompt (a known or
+    growing answer) let a finished request leave its decoded blocks cached too. Build it with
     :func:`infercast.sched.kv_cache.hash_token_blocks` from real token ids
     (engine) or :func:`~infercast.sched.kv_cache.synthetic_block_hashes`
     (simulator). Leave it empty to never share.

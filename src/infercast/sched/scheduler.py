@@ -411,6 +411,8 @@ class Scheduler(DecodeGroupMixin):
         del self.running[req.request_id]
         if explicit:
             del self.explicit[req.request_id]
+        if self.config.enable_prefix_caching:  # decoded blocks too: a chat's next turn reuses them
+            self._register_blocks(req)
         self.kv.give(req.block_table)
         req.block_table = []
         req.status = _FINISHED

@@ -26,7 +26,7 @@ from infercast.metrics.records import RequestRecord
 from infercast.metrics.summary import MetricsAccumulator
 
 FLUSH_EVERY = 4096
-ROW_WIDTH = 7  # arrival, prompt, output, first token, finish, first scheduled, last token
+ROW_WIDTH = 8  # arrival, prompt, output, first token, finish, first scheduled, last token, cached
 
 
 def finished_record(req, first_scheduled_s: float | None, finish_s: float, times,
@@ -85,7 +85,8 @@ class CompletionBuffer:
             self.sink(finished_record(req, first_scheduled_s, finish_s, times))
         rows = self._rows
         rows += (req.arrival_s, req.prompt_tokens, req.num_output_tokens, first_token_s, finish_s,
-                 math.nan if first_scheduled_s is None else first_scheduled_s, finish_s)
+                 math.nan if first_scheduled_s is None else first_scheduled_s, finish_s,
+                 req.num_cached_prompt_tokens)
         self._reasons.append(reason)
         if reason != "length":
             self._plain = False
@@ -101,8 +102,24 @@ class CompletionBuffer:
             return
         c = np.array(self._rows, dtype=np.float64).reshape(-1, ROW_WIDTH)
         self.acc.add_many(c[:, 0], c[:, 1].astype(np.int64), c[:, 2].astype(np.int64), c[:, 3], c[:, 4],
-                          c[:, 6], c[:, 5], None if self._plain else self._reasons)
+                          c[:, 6], c[:, 5], None if self._plain else self._reasons,
+                          c[:, 7].astype(np.int64))
         self._rows, self._reasons, self._plain = [], [], True
+
+
+class BufferedDriver:
+    """A run's driver whose completed requests go through ``completions`` (a CompletionBuffer)."""
+
+    completions: CompletionBuffer | None = None
+
+    @property
+    def num_done(self) -> int:
+        """Finished or rejected requests (counted by the completion buffer)."""
+        return self.completions.num_done
+
+    @property
+    def wants_times(self) -> bool:
+        return self.completions.wants_times
 
 
 class GapTally:

@@ -32,6 +32,9 @@ File layout (every key optional; flags override the file)::
     trace = "azure-conv"          # shipped name or CSV/JSONL path
     prefix_groups = 0
     prefix_tokens = 0
+    # conversations = "builtin"   # multi-turn: builtin | synthetic | CSV (sim/conversations.py);
+    # turns = 4                   # num_requests then counts sessions, rate is sessions/s,
+    # think_time_s = 30.0         # input/output are each message's and answer's length
     [workload.input]              # dist: fixed | uniform | normal | lognormal | trace
     dist = "fixed"
     mean = 1024
@@ -114,9 +117,37 @@ class WorkloadSection(_Frozen):
     output: LengthConfig = LengthConfig()
     prefix_groups: int = Field(default=0, ge=0)
     prefix_tokens: int = Field(default=0, ge=0)
+    conversations: str | None = None  # builtin | synthetic | CSV path (sim/conversations.py)
+    turns: int | None = Field(default=None, ge=1)
+    think_time_s: float | None = Field(default=None, ge=0)
+
+    @property
+    def resolved_conversations(self) -> str | None:
+        """The conversation source: as set, or ``synthetic`` when only turns / think time are."""
+        if self.conversations is not None:
+            return self.conversations
+        return "synthetic" if self.turns is not None or self.think_time_s is not None else None
+
+    def _check_conversations(self) -> None:
+        source = self.resolved_conversations
+        if source is None:
+            return
+        if self.resolved_arrival == "trace" or self.trace is not None:
+            raise ValueError("conversations replace the trace: drop --trace (sessions start by "
+                             "--request-rate, --max-concurrency or all at once)")
+        for name in ("input", "output"):
+            spec: LengthConfig = getattr(self, name)
+            if spec.dist not in (None, "trace", "fixed") and spec.mean is None:
+                raise ValueError(f"conversations: workload.{name}.dist={spec.dist!r} needs a mean "
+                                 f"(--{name}-tokens)")
+        lengths = self.input.mean is not None and self.output.mean is not None
+        if source == "synthetic" and (self.turns is None or not lengths):
+            raise ValueError("synthetic conversations need --turns, --input-tokens (each message) "
+                             "and --output-tokens (each answer); or use --conversations builtin")
 
     @model_validator(mode="after")
     def _consistent(self) -> WorkloadSection:
+        self._check_conversations()
         arrival = self.resolved_arrival
         if arrival in ("poisson", "gamma") and self.rate is None:
             raise ValueError(f"arrival {arrival!r} needs a rate (requests/s): set workload.rate / --request-rate")

@@ -38,7 +38,7 @@ from infercast.sched import Batch, BlockManager, Request, RequestStatus, Schedul
 from infercast.sim.collect import Completions, GapTally, finished_record, rejected_record
 from infercast.sim.kernel import PRIO_ARRIVAL, PRIO_KICK, PRIO_STEP_END, Kernel
 from infercast.sim.timeline import Timeline
-from infercast.sim.timer import FastStepTimer, StepTimer
+from infercast.sim.timer import AffineStepTimer, FastStepTimer, StepTimer
 
 # Timeline entries held before the first compaction (then the threshold doubles).
 TIMELINE_COMPACT_MIN = 1 << 16
@@ -272,8 +272,9 @@ class Replica:
         self.timer = timer
         # The cost model's sums-only methods, when it has them (checked once, here).
         self._fast_timer = timer if isinstance(timer, FastStepTimer) else None
-        if fast and self._fast_timer is None:
-            raise TypeError(f"fast mode needs a FastStepTimer; {type(timer).__name__} is not one")
+        self._affine_timer = timer if isinstance(timer, AffineStepTimer) else None
+        if fast and self._affine_timer is None:
+            raise TypeError(f"fast mode needs an AffineStepTimer; {type(timer).__name__} is not one")
         self.kernel = kernel
         self.emit = emit  # (record, replica index) for every finished or rejected request
         # Completed requests go to ``complete`` (no record) and their ITL values, per step, to ``itl``
@@ -297,7 +298,7 @@ class Replica:
         self._kicked = False
         self._num_decoding = 0
         self._affines: dict[int, tuple[float, float]] = {}
-        limit = self._fast_timer.affine_context_limit if self._fast_timer is not None else math.inf
+        limit = self._affine_timer.affine_context_limit if self._affine_timer else math.inf
         self._context_limit = float(limit)
         self._windowed = self._context_limit != math.inf
         # One plan object of each kind, refilled per step; ``_plan`` is the one under way.
@@ -395,8 +396,8 @@ class Replica:
 
     def _affine(self, n: int) -> tuple[float, float]:
         """(a, b) of a decode step of ``n`` sequences (``a + b * context``), into ``_affines``."""
-        assert self._fast_timer is not None, "only fast mode times steps by their affine form"
-        ab = self._affines[n] = self._fast_timer.decode_affine(n)
+        assert self._affine_timer is not None, "only fast mode times steps by their affine form"
+        ab = self._affines[n] = self._affine_timer.decode_affine(n)
         return ab
 
     def _record(self, now: float, num_decoding: int) -> None:

@@ -21,8 +21,9 @@ import numpy as np
 from infercast.metrics.records import RequestRecord
 from infercast.metrics.summary import MetricsAccumulator, Summary
 from infercast.sched import Request, Scheduler, synthetic_block_hashes
-from infercast.sim.collect import CompletionBuffer
+from infercast.sim.collect import BufferedDriver, CompletionBuffer
 from infercast.sim.config import SimConfig
+from infercast.sim.conversations import ConversationDriver, conversation_spec
 from infercast.sim.kernel import PRIO_ARRIVAL, Kernel
 from infercast.sim.replica import Replica
 from infercast.sim.router import make_router
@@ -68,6 +69,7 @@ class SimResult:
             mean_batch_size=self.mean_batch_size,
             mean_kv_usage=self.mean_kv_usage,
             peak_kv_usage=self.peak_kv_usage,
+            busy_replica_s=self.busy_replica_s,
             sim_events=self.num_events,
             sim_wall_s=self.wall_s,
             sim_cpu_s=self.cpu_s,
@@ -108,12 +110,11 @@ class _Arrival(NamedTuple):
     group: int
 
 
-class _Driver:
+class _Driver(BufferedDriver):
     """Feeds arrivals (open or closed loop) to the router and collects records."""
 
     def __init__(self, cfg: SimConfig, columns: Iterator, replicas: list[Replica], kernel: Kernel,
-                 on_record: Callable[[RequestRecord], None], completions: CompletionBuffer,
-                 itl: Callable[[np.ndarray, np.ndarray], None]):
+                 on_record: Callable[[RequestRecord], None]):
         # ``request_columns`` chunks; ``stream`` yields them as ``request_stream``'s tuples (lazily: the
         # one-replica open loop reads the columns as Requests instead, see ``run``).
         self.columns, self.replicas, self.kernel = columns, replicas, kernel
@@ -121,8 +122,7 @@ class _Driver:
         self.stream = itertools.chain.from_iterable(zip(*c, strict=True) for c in columns)
         self.router = make_router(cfg.router)
         self.on_record = on_record
-        self.completions = completions  # completed requests, batched for the metrics
-        self.itl = itl  # per-step ITL values (``MetricsAccumulator.add_itl``)
+        self.itl: Callable[[np.ndarray, np.ndarray], None] | None = None  # set by simulate()
         self.closed = cfg.workload.resolved_arrival == "closed"
         self.block_size = cfg.scheduler.block_size
         self.prefix_tokens = cfg.workload.prefix_tokens
@@ -190,15 +190,6 @@ class _Driver:
         if self.closed:  # a finished (or rejected) request frees a client slot
             self._next_at(self.kernel.now)
 
-    @property
-    def num_done(self) -> int:
-        """Finished or rejected requests (counted by the completion buffer)."""
-        return self.completions.num_done
-
-    @property
-    def wants_times(self) -> bool:
-        return self.completions.wants_times
-
     def add(self, req: Request, first_scheduled_s: float | None, first_token_s: float, finish_s: float,
             times: np.ndarray | None = None) -> None:
         """A completed request of a closed loop: batched for the metrics, and a client sends the next.
@@ -237,8 +228,14 @@ def simulate(
             progress(done.num_done)
 
     replicas: list[Replica] = []
-    driver = _Driver(cfg, columns, replicas, kernel, on_record,
-                     CompletionBuffer(acc, sink, progress=progress), acc.add_itl)
+    conv = conversation_spec(cfg)
+    driver: Any  # either feeds the replicas and collects what they finish
+    if conv is not None:  # multi-turn sessions (sim/conversations.py) instead of the request stream
+        driver = ConversationDriver(cfg, conv, replicas, kernel, on_record, rng)
+    else:
+        driver = _Driver(cfg, columns, replicas, kernel, on_record)
+    driver.completions = CompletionBuffer(acc, sink, progress=progress)
+    driver.itl = acc.add_itl
     if cfg.disaggregation is not None:
         from infercast.sim.disagg import build_disagg
 
@@ -247,13 +244,15 @@ def simulate(
         sched_cfg, extra = _build_replicas(cfg, timer, kernel, driver, series)
     driver.run()
     driver.completions.flush()
-    for rep in replicas + driver.unrouted:
+    for rep in replicas + getattr(driver, "unrouted", []):  # a decode pool behind the routed
         if rep.gaps is not None:
             rep.gaps.flush()
     if progress is not None:
         progress(driver.num_done)
     result = _result(acc, replicas, kernel, series, sched_cfg, wall0, cpu0)
     result.extra.update(extra() if callable(extra) else extra)
+    if conv is not None:
+        result.extra.update(driver.extra())
     return result
 
 

@@ -2,8 +2,8 @@
 
 :class:`StepTimer` is all a replica needs in exact mode (one event per step):
 the time of a batch given each sequence's new and cached tokens, and the KV
-capacity that sizes its block pool. :class:`FastStepTimer` adds the methods
-the fast mode uses, which see a step as sums (decode contexts enter a step's
+capacity that sizes its block pool. :class:`AffineStepTimer` adds the decode
+step's affine form the fast mode needs; :class:`FastStepTimer` adds the methods, which see a step as sums (decode contexts enter a step's
 cost only through their sum under full attention): a decode step's affine form
 for closed-form segments, and the mixed step of a decode group plus prefill
 chunks without per-sequence lists. ``infercast.cost.step.StepModel`` is both;
@@ -31,8 +31,8 @@ class StepTimer(Protocol):
 
 
 @runtime_checkable
-class FastStepTimer(StepTimer, Protocol):
-    """A :class:`StepTimer` that also times steps from sums (the fast mode's needs)."""
+class AffineStepTimer(StepTimer, Protocol):
+    """A :class:`StepTimer` with a decode step's affine form (what the fast mode needs)."""
 
     @property
     def affine_context_limit(self) -> float:
@@ -42,6 +42,11 @@ class FastStepTimer(StepTimer, Protocol):
     def decode_affine(self, num_seqs: int) -> tuple[float, float]:
         """(a, b): a decode step of ``num_seqs`` sequences whose contexts sum to S takes a + b*S."""
         ...
+
+
+@runtime_checkable
+class FastStepTimer(AffineStepTimer, Protocol):
+    """An :class:`AffineStepTimer` that also times mixed steps from sums (no per-sequence lists)."""
 
     def mixed_step_time_s(self, num_decode: int, decode_cached_sum: float,
                           new: Sequence[int], cached: Sequence[int]) -> float:
