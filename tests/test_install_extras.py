@@ -4,6 +4,7 @@ which one in one line."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import tomllib
@@ -37,9 +38,19 @@ def test_base_dependencies_leave_the_extras_out():
     assert not base & {m.lower() for m in EXTRA_OF}
     extras = project["optional-dependencies"]
     assert {"serve", "bench", "ray", "all", "test"} <= extras.keys()
-    # The README's test command installs every extra (torch too: claim 12 measures its kernels)
+    # The README's test command installs every extra but torch (a multi-GB CUDA build on PyPI's
+    # Linux index): .ci/run adds it, and test_ci_runs_the_torch_tests makes it stick
     own = [d for d in extras["test"] if d.startswith("infercast[")]
-    assert len(own) == 1 and {"all", "torch"} <= set(own[0][len("infercast["):-1].split(","))
+    assert len(own) == 1 and set(own[0][len("infercast["):-1].split(",")) == {"all"}
+
+
+def test_ci_runs_the_torch_tests():
+    """In CI (INFERCAST_REQUIRE_TORCH=1, set by .ci/run) the torch extra is installed, so the
+    compact-weight kernels' tests and the measured claim 12 run instead of skipping."""
+    if os.environ.get("INFERCAST_REQUIRE_TORCH") != "1":
+        pytest.skip("only in CI: INFERCAST_REQUIRE_TORCH=1 (set by .ci/run)")
+    import numba  # noqa: F401
+    import torch  # noqa: F401
 
 
 @pytest.mark.parametrize("args", [

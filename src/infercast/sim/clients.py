@@ -79,8 +79,10 @@ class HarnessPreset(BaseModel):
 
     def requests_for(self, concurrency: int) -> int:
         """Requests the timed run sends at this concurrency (at least one per client)."""
-        n = self.prompts_per_client * concurrency if self.prompts_per_client else self.num_prompts
-        return max(int(n), int(concurrency))
+        if self.prompts_per_client is not None:
+            return max(self.prompts_per_client * concurrency, concurrency)
+        assert self.num_prompts is not None  # the validator keeps exactly one of the two set
+        return max(self.num_prompts, concurrency)
 
     def length_range(self, tokens: int, range_ratio: float | None = None) -> tuple[int, int]:
         """(lowest, highest) length the harness draws for a stated ``tokens`` (its rule, its ratio
