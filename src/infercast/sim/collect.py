@@ -110,7 +110,7 @@ class CompletionBuffer:
 class BufferedDriver:
     """A run's driver whose completed requests go through ``completions`` (a CompletionBuffer)."""
 
-    completions: CompletionBuffer | None = None
+    completions: CompletionBuffer  # set by simulate() before the kernel runs
 
     @property
     def num_done(self) -> int:

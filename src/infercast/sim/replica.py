@@ -110,7 +110,9 @@ class _BatchStep:
                 req.first_scheduled_s = now
         dt = rep._batch_time_s(batch)
         if rep._reload is not None:  # prefix blocks copied back from the host tier: the step waits
-            dt = rep._reload.step_time_s(dt, sched.kv.host_tier.take_loaded())
+            tier = sched.kv.host_tier
+            assert tier is not None  # a reload timer exists only beside a host tier
+            dt = rep._reload.step_time_s(dt, tier.take_loaded())
         self.num_seqs = len(seqs) + nd
         self.end_s = now + dt
         return dt
