@@ -15,7 +15,10 @@ closed loop; KV-scarce runs with preemptions; prefix caching with and without
 scarcity; the code trace; 3 replicas; a small scheduler; rejections by
 max_model_len and by KV; gamma arrivals; the 50k-request speed benchmark; a
 sliding-window model and a disaggregated deployment.
-About a minute of CPU. ``python benchmarks/sim_fingerprint.py OUT.json NAME...`` runs only those cases.
+About a minute of CPU. ``python benchmarks/sim_fingerprint.py OUT.json NAME...`` runs only
+those cases;
+``--quick`` runs the small cases the test suite compares with ``tests/sim/fingerprint_quick.json``
+(made on the code before the step lifecycle was unified, commit 4edeabe).
 
 Since speed round 6 results need not be bit-identical, only equal within floating-point noise:
 
@@ -35,7 +38,11 @@ import math
 import sys
 
 from infercast.sim.config import build_config
-from infercast.sim.presets import build_step_model
+
+try:
+    from infercast.sim.presets import build_step_model
+except ImportError:  # a tree from before the move (A/B runs against an old commit)
+    from infercast.commands.simulate import build_step_model
 from infercast.sim.run import simulate
 
 BASE = {"model": "llama-3.1-8b", "hardware": "h100-sxm"}
@@ -82,6 +89,49 @@ def cases() -> dict:
         "prefill": {"replicas": 1}, "decode": {"replicas": 1}, "transfer_latency_s": 0.002,
         "transfer_bandwidth_bytes_per_s": 2e10})
     return c
+
+
+def quick_cases() -> dict:
+    """Small runs of the main paths, for the test suite (``tests/sim/test_run_fingerprint.py``):
+    fast and exact steps, segments cut by arrivals, preemption, prefix caching, several replicas,
+    closed loop, rejections, a sliding window, disaggregation and speculative decoding."""
+    c = {}
+    c["chunked-fast"] = cfg(n=300)
+    c["chunked-exact"] = cfg(n=200, mode="exact")
+    c["continuous-fast"] = cfg("continuous", n=200)
+    c["static-fast"] = cfg("static", n=120)
+    c["offline"] = cfg(rate="offline", n=300)
+    c["closed"] = cfg(rate="closed", n=300)
+    c["scarce"] = cfg(n=300, rate=30.0, sched={"num_blocks": 400})
+    c["scarce-exact"] = cfg(n=200, rate=30.0, mode="exact", sched={"num_blocks": 400})
+    c["prefix-scarce"] = cfg(n=300, rate=30, extra_wl={"prefix_groups": 8, "prefix_tokens": 1000},
+                             sched={"prefix_caching": True, "num_blocks": 600})
+    c["replicas"] = cfg(n=300, rate=40.0, replicas=3, router="least-tokens")
+    c["rej-kv"] = cfg(n=200, trace="azure-code", rate=3.0, seed=6, sched={"num_blocks": 150})
+    c["windowed"] = cfg(n=100, rate=10.0, model="mistral-7b")
+    c["disagg"] = cfg(n=200, rate=12.0, disaggregation={
+        "prefill": {"replicas": 1}, "decode": {"replicas": 2}, "transfer_latency_s": 0.002,
+        "transfer_bandwidth_bytes_per_s": 2e10})
+    c["speculative"] = cfg(n=120, rate=8.0, speculative={
+        "method": "eagle", "num_speculative_tokens": 3, "acceptance": 0.7})
+    return c
+
+
+def run_cases(names: list[str], all_cases: dict, progress=None,
+              series_digest: bool = False) -> dict:
+    """Fingerprints of the named cases (the cost model built once per model); ``series_digest``
+    keeps each time-series array as [length, exact sum, min, max] (a smaller file)."""
+    model = build_step_model(cfg())
+    out = {}
+    for name in names:
+        c = all_cases[name]
+        out[name] = d = fingerprint(c, model if c.model == BASE["model"] else build_step_model(c))
+        if series_digest:
+            d["_series"] = {k: [len(v), math.fsum(v), min(v, default=None), max(v, default=None)]
+                            for k, v in d["_series"].items()}
+        if progress is not None:
+            progress(name, d)
+    return json.loads(json.dumps(out, sort_keys=True, default=repr))  # as a saved file reads back
 
 
 def fingerprint(c, model) -> dict:
@@ -168,18 +218,20 @@ def main() -> None:
     if "--compare" in sys.argv[1:]:
         main_compare(sys.argv[1:])
         return
-    all_cases = cases()
-    only = sys.argv[2:] or list(all_cases)
-    model = build_step_model(cfg())
-    out = {}
-    for name in only:
-        c = all_cases[name]
-        out[name] = d = fingerprint(c, model if c.model == BASE["model"] else build_step_model(c))
+    args = sys.argv[1:]
+    quick = "--quick" in args
+    all_cases = quick_cases() if quick else cases()
+    args = [a for a in args if a != "--quick"]
+    only = args[1:] or list(all_cases)
+
+    def show(name: str, d: dict) -> None:
         print(name, d.get("num_completed"), d.get("num_rejected"), d.get("num_preemptions"), d["_records"][0],
               file=sys.stderr)
-    with open(sys.argv[1], "w") as fh:
-        json.dump(out, fh, indent=1, sort_keys=True, default=repr)
-    print("wrote", sys.argv[1])
+
+    out = run_cases(only, all_cases, show, series_digest=quick)
+    with open(args[0], "w") as fh:
+        json.dump(out, fh, indent=None if quick else 1, sort_keys=True, default=repr)
+    print("wrote", args[0])
 
 
 if __name__ == "__main__":

@@ -27,7 +27,11 @@ import sys
 import time
 
 from infercast.sim.config import build_config
-from infercast.sim.presets import build_step_model
+
+try:
+    from infercast.sim.presets import build_step_model
+except ImportError:  # a tree from before the move (A/B runs against an old commit)
+    from infercast.commands.simulate import build_step_model
 from infercast.sim.run import simulate
 
 

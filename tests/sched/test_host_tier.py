@@ -10,10 +10,10 @@ from .helpers import check_step, make_scheduler, req
 
 
 def _fill(kv: BlockManager, hashes) -> list[int]:
-    blocks = kv.allocate(len(hashes))
+    blocks = kv.take(len(hashes))
     for b, h in zip(blocks, hashes, strict=True):
         kv.register(b, h)
-    kv.free(blocks)
+    kv.give(blocks)
     return blocks
 
 
@@ -21,7 +21,7 @@ def test_evicted_prefix_blocks_come_back_from_host_memory():
     tier = HostTier(8)
     kv = BlockManager(4, 4, enable_prefix_caching=True, host_tier=tier)
     _fill(kv, (11, 12, 13))  # three cached-free blocks
-    kv.allocate(4)  # takes every block: the three cached ones are evicted into the tier
+    kv.take(4)  # takes every block: the three cached ones are evicted into the tier
     assert tier.num_stored == 3 and kv.match_prefix((11, 12, 13), 3) == []  # no HBM room to restore
     kv.check_invariants()
 
@@ -30,8 +30,8 @@ def test_a_match_restores_the_run_the_tier_holds_and_counts_the_copy():
     tier = HostTier(8)
     kv = BlockManager(6, 4, enable_prefix_caching=True, host_tier=tier)
     _fill(kv, (11, 12, 13))
-    taken = kv.allocate(6)  # evicts 11, 12, 13 to host
-    kv.free(taken[:4])  # four plain free blocks again
+    taken = kv.take(6)  # evicts 11, 12, 13 to host
+    kv.give(taken[:4])  # four plain free blocks again
     hits = kv.match_prefix((11, 12, 13, 99), 4)
     assert len(hits) == 3 and tier.take_loaded() == 3 and tier.take_loaded() == 0
     kv.share(hits)  # the scheduler shares them like any HBM hit

@@ -5,11 +5,11 @@ from infercast.sched.kv_cache import BlockManager, cdiv, hash_token_blocks, synt
 
 def test_allocation_is_all_or_nothing():
     kv = BlockManager(num_blocks=4, block_size=16)
-    a = kv.allocate(3)
+    a = kv.take(3)
     assert a is not None and len(set(a)) == 3
-    assert kv.allocate(2) is None
+    assert kv.take(2) is None
     assert kv.num_free_blocks == 1
-    kv.free(a)
+    kv.give(a)
     assert kv.num_free_blocks == 4
     kv.check_invariants()
 
@@ -17,20 +17,20 @@ def test_allocation_is_all_or_nothing():
 def test_prefix_hit_shares_and_survives_free_until_evicted():
     kv = BlockManager(num_blocks=4, block_size=4, enable_prefix_caching=True)
     hashes = hash_token_blocks(list(range(8)), 4)
-    blocks = kv.allocate(2)
+    blocks = kv.take(2)
     for b, h in zip(blocks, hashes, strict=True):
         kv.register(b, h)
     assert kv.match_prefix(hashes, 2) == blocks
     kv.share(blocks)  # a second request reuses both
     assert [kv.ref_counts[b] for b in blocks] == [2, 2]
-    kv.free(blocks)
-    kv.free(blocks)
+    kv.give(blocks)
+    kv.give(blocks)
     assert kv.num_free_blocks == 4
     assert kv.match_prefix(hashes, 2) == blocks  # still cached while free
-    taken = kv.allocate(3)  # 2 plain free blocks first, then one eviction (the tail block)
+    taken = kv.take(3)  # 2 plain free blocks first, then one eviction (the tail block)
     assert kv.num_evictions == 1
     assert kv.match_prefix(hashes, 2) == blocks[:1]
-    kv.free(taken)
+    kv.give(taken)
     kv.check_invariants()
 
 
@@ -44,7 +44,7 @@ def test_block_hashes_are_chained_and_synthetic_ones_group():
 
 
 def test_free_block_counter_follows_the_pool_under_random_operations():
-    """``num_free_blocks`` is a counter kept by allocate/free/share: it must equal the pool's size
+    """``num_free_blocks`` is a counter kept by take/give/share: it must equal the pool's size
     through evictions, shares and revivals (``check_invariants`` compares them)."""
     import random
 
@@ -55,13 +55,13 @@ def test_free_block_counter_follows_the_pool_under_random_operations():
         for step in range(400):
             op = rng.random()
             if op < 0.45:
-                blocks = kv.allocate(rng.randint(1, 6))
+                blocks = kv.take(rng.randint(1, 6))
                 if blocks is not None:
                     for b in blocks[: rng.randint(0, len(blocks))]:
                         kv.register(b, hash(("h", rng.randint(0, 30))))
                     owned.append(blocks)
             elif op < 0.75 and owned:
-                kv.free(owned.pop(rng.randrange(len(owned))))
+                kv.give(owned.pop(rng.randrange(len(owned))))
             elif caching:  # a prefix hit: share cached blocks (some may be free, some in use)
                 hashes = [hash(("h", rng.randint(0, 30))) for _ in range(3)]
                 hits = [b for b in (kv.match_prefix([h], 1) for h in hashes) for b in b]

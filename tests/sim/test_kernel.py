@@ -59,33 +59,31 @@ def test_time_series_says_when_a_replica_may_skip_observing():
     assert interval == 2.0 and ts.arrays()["time_s"].tolist() == [0.0, 2.0]
 
 
-def test_run_one_orders_an_owner_and_a_stream_as_the_heap_does():
-    """Same-instant arrivals before the owner's event; a moved event; events counted as run() counts them."""
+def test_run_merges_an_arrival_stream_with_the_heap_arrivals_first_at_equal_times():
+    """Same-instant arrivals before a heap event; a cancelled and reposted event; events counted."""
     from types import SimpleNamespace
 
     k = Kernel()
     out = []
-    owner = SimpleNamespace(next_s=1.0, next_fn=None)
+    pending = []
 
-    def owner_event():
-        out.append(("owner", k.now, k.arrival_s))
+    def step_end():
+        out.append(("step", k.now, k.arrival_s))
         if k.now < 2.0:
-            owner.next_s, owner.next_fn = 3.5, owner_event  # cut below by the arrival at 2.0
+            pending.append(k.at(3.5, 1, step_end))  # cut below by the arrival at 2.0
 
     def arrive(item):
-        out.append((item.name, k.now, k.arrival_s))
+        out.append((item.name, k.now, k.arrival_s, k.has_pending(k.now, 0)))
         if item.name == "c":
-            owner.next_s = 2.5  # moved: the 3.5 event never runs
+            k.cancel(pending.pop())
+            k.at(2.5, 1, step_end)
 
-    owner.next_fn = owner_event
+    k.at(1.0, 1, step_end)
     items = [SimpleNamespace(arrival_s=t, name=name) for t, name in [(1.0, "a"), (1.0, "b"), (2.0, "c"), (4.0, "d")]]
-    k.run_one(owner, iter(items), arrive)
+    k.run(iter(items), arrive)
     inf = float("inf")
-    assert out == [("a", 1.0, 1.0), ("b", 1.0, 2.0), ("owner", 1.0, 2.0), ("c", 2.0, 4.0),
-                   ("owner", 2.5, 4.0), ("d", 4.0, inf)]
+    assert out == [("a", 1.0, 1.0, True), ("b", 1.0, 2.0, False), ("step", 1.0, 2.0),
+                   ("c", 2.0, 4.0, False), ("step", 2.5, 4.0), ("d", 4.0, inf, False)]
     assert k.num_events == 6 and k.now == 4.0 and k.arrival_s == inf
     with pytest.raises(ValueError, match="time order"):
-        Kernel().run_one(SimpleNamespace(next_s=inf), iter(items[2::-2]), lambda item: None)
-    with pytest.raises(RuntimeError, match="run_one"):
-        k2 = Kernel()
-        k2.run_one(SimpleNamespace(next_s=inf), iter(items[:1]), lambda item: k2.at(5.0, 0, print))
+        Kernel().run(iter(items[2::-2]), lambda item: None)

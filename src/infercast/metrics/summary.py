@@ -262,6 +262,31 @@ class _Column:
     def values(self) -> np.ndarray:
         return self.data[: self.n]
 
+    def distribution(self, percentiles: Sequence[float]) -> Distribution:
+        return Distribution.of(self.values(), percentiles)
+
+
+class _SampledColumn:
+    """A per-request column in bounded memory: a :class:`BoundedSample` (NaN values skipped)."""
+
+    __slots__ = ("sample",)
+
+    def __init__(self, cap: int) -> None:
+        self.sample = BoundedSample(cap)
+
+    def append(self, x: float) -> None:
+        if not math.isnan(x):
+            self.sample.add(np.array([x]))
+
+    def extend(self, xs: np.ndarray) -> None:
+        self.sample.add(xs[~np.isnan(xs)])
+
+    def values(self) -> np.ndarray:
+        return self.sample.values()  # raises once folded into the histogram
+
+    def distribution(self, percentiles: Sequence[float]) -> Distribution:
+        return Distribution.of_sample(self.sample, percentiles)
+
 
 class MetricsAccumulator:
     """Streaming summary of request records in bounded memory.
@@ -275,17 +300,25 @@ class MetricsAccumulator:
     two :class:`BoundedSample` for ITL (per token, per chunk) capped at
     ``itl_exact_cap`` values each (8 bytes per value) before they fold into a
     fixed log histogram (~20 KB).
+
+    ``column_cap`` bounds the per-request columns too (a fleet day of millions of requests):
+    each is then a :class:`BoundedSample` of that cap, so memory stays constant; goodput is
+    counted as requests arrive, for the constructor's SLOs only (:meth:`count_good`).
     """
 
     def __init__(self, percentiles: Sequence[float] = DEFAULT_PERCENTILES,
                  slo_ttft_s: float | None = None, slo_tpot_s: float | None = None,
-                 itl_exact_cap: int = DEFAULT_EXACT_CAP) -> None:
+                 itl_exact_cap: int = DEFAULT_EXACT_CAP, column_cap: int | None = None) -> None:
         qs = sorted({float(q) for q in (*percentiles, 50.0)})
         if any(not 0.0 <= q <= 100.0 for q in qs):
             raise ValueError(f"percentiles {list(percentiles)} must lie in [0, 100]")
         self.percentiles = tuple(qs)
         self.slo_ttft_s, self.slo_tpot_s = slo_ttft_s, slo_tpot_s
-        self._cols = {k: _Column() for k in ("ttft", "tpot", "e2e", "queueing", "send_lag", "ttfa")}
+        names = ("ttft", "tpot", "e2e", "queueing", "send_lag", "ttfa")
+        self._bounded = column_cap is not None
+        self._cols: dict[str, _Column | _SampledColumn] = {
+            k: _Column() if column_cap is None else _SampledColumn(column_cap) for k in names}
+        self._num_good = 0  # with ``column_cap``: requests meeting the constructor's SLOs
         # One token per chunk (simulator, engine): per-token ITL = per-chunk gap, kept once in
         # _gaps1. Multi-token chunks (bench): per-token values in _itl_k, raw gaps in _gaps_k.
         self._gaps1 = BoundedSample(itl_exact_cap)
@@ -351,11 +384,14 @@ class MetricsAccumulator:
         self._input_tokens += int(prompt_tokens.sum())
         out = int(counts.sum())
         self._output_tokens += out
-        self._cols["ttft"].extend(first - arrival_s)
+        ttft = first - arrival_s
+        self._cols["ttft"].extend(ttft)
         tpot = np.full(k, math.nan)
         multi = counts > 1
         tpot[multi] = (last[multi] - first[multi]) / (counts[multi] - 1)
         self._cols["tpot"].extend(tpot)
+        if self._bounded:
+            self._num_good += int(self._good(ttft, tpot, self.slo_ttft_s, self.slo_tpot_s).sum())
         self._cols["e2e"].extend(last - arrival_s)
         known = ~np.isnan(first_scheduled_s)
         self._cols["queueing"].extend((first_scheduled_s - arrival_s)[known])
@@ -399,6 +435,10 @@ class MetricsAccumulator:
         ttft, tpot, e2e = rec.ttft_s, rec.tpot_s, rec.e2e_s
         self._cols["ttft"].append(math.nan if ttft is None else ttft)
         self._cols["tpot"].append(math.nan if tpot is None else tpot)
+        if self._bounded:
+            self._num_good += int(self._good(np.array([math.nan if ttft is None else ttft]),
+                                             np.array([math.nan if tpot is None else tpot]),
+                                             self.slo_ttft_s, self.slo_tpot_s)[0])
         self._cols["e2e"].append(math.nan if e2e is None else e2e)
         if rec.first_scheduled_s is not None:
             self._cols["queueing"].append(rec.first_scheduled_s - rec.arrival_s)
@@ -425,8 +465,9 @@ class MetricsAccumulator:
         keep = k > 0
         self._itl_k.add(gaps[keep] / k[keep], k[keep])
 
-    def _good_mask(self, slo_ttft_s: float | None, slo_tpot_s: float | None) -> np.ndarray:
-        ttft, tpot = self._cols["ttft"].values(), self._cols["tpot"].values()
+    @staticmethod
+    def _good(ttft: np.ndarray, tpot: np.ndarray, slo_ttft_s: float | None,
+              slo_tpot_s: float | None) -> np.ndarray:
         good = ~np.isnan(ttft)  # a request with no token never meets an SLO
         if slo_ttft_s is not None:
             good &= ttft <= slo_ttft_s
@@ -436,7 +477,14 @@ class MetricsAccumulator:
 
     def count_good(self, slo_ttft_s: float | None, slo_tpot_s: float | None) -> int:
         """Completed requests meeting both limits (either may be None = no limit)."""
-        return int(self._good_mask(slo_ttft_s, slo_tpot_s).sum())
+        if self._bounded:
+            if (slo_ttft_s, slo_tpot_s) != (self.slo_ttft_s, self.slo_tpot_s):
+                raise ValueError(
+                    "an accumulator with column_cap counts goodput for its own SLOs only "
+                    f"(slo_ttft_s={self.slo_ttft_s}, slo_tpot_s={self.slo_tpot_s})")
+            return self._num_good
+        ttft, tpot = self._cols["ttft"].values(), self._cols["tpot"].values()
+        return int(self._good(ttft, tpot, slo_ttft_s, slo_tpot_s).sum())
 
     def column(self, name: str) -> np.ndarray:
         """A copy of one per-request column: ttft, tpot, e2e, queueing, send_lag, ttfa (s)."""
@@ -451,7 +499,7 @@ class MetricsAccumulator:
         if duration_s is None:
             duration_s = self._end_s - self._start_s if self._end_s >= self._start_s else 0.0
         qs = self.percentiles
-        dist = {k: Distribution.of(c.values(), qs) for k, c in self._cols.items()}
+        dist = {k: c.distribution(qs) for k, c in self._cols.items()}
         return Summary(
             completed=self.completed, failed=self.failed, rejected=self.rejected,
             failure_reasons=dict(self._failure_reasons), finish_reasons=dict(self._finish_reasons),

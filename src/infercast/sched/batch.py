@@ -29,7 +29,8 @@ class ScheduledSeq:
     num_cached_tokens: int
     block_table: tuple[int, ...] = ()
     samples: bool = True
-    req: Request | None = field(default=None, compare=False, repr=False)  # state, not data: not compared
+    # State, not data: not compared. Set by the scheduler; None only in a batch built by hand.
+    req: Request = field(default=None, compare=False, repr=False)  # type: ignore[assignment]
 
 
 @dataclass(slots=True)

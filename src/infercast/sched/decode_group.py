@@ -11,26 +11,26 @@ from __future__ import annotations
 
 import heapq
 from collections import deque
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from infercast.sched.kv_cache import cdiv
+from infercast.sched.kv_cache import BlockManager
 from infercast.sched.request import Request, RequestStatus
 
 if TYPE_CHECKING:
-    from infercast.sched.kv_cache import BlockManager
+    from infercast.sched.scheduler import SchedulerConfig
 
-# Enum members read through the class cost ~60 ns each (EnumType lookup); module constants ~15.
-_FINISHED = RequestStatus.FINISHED
 _heappush = heapq.heappush
+_FINISHED = RequestStatus.FINISHED  # a module constant: ~4x cheaper to read than the enum member
 
 
 class DecodeGroupMixin:
     """Group bookkeeping on the scheduler's state (kv, group, explicit, dstep, ...)."""
 
-    # The scheduler's state this mixin reads and writes (set in ``Scheduler.__init__``).
-    config: Any  # SchedulerConfig
+    # The scheduler's state this mixin works on (set by ``Scheduler.__init__``).
+    config: SchedulerConfig
     kv: BlockManager
-    policy: Any
+    policy: Any  # a policy object of ``policies.make_policy`` (its methods take the Scheduler)
     waiting: deque[Request]
     running: dict[str, Request]
     explicit: dict[str, Request]
@@ -43,8 +43,10 @@ class DecodeGroupMixin:
     _finish_heap: list[tuple[int, int, Request]]
     _heap_seq: int
     _reserve: list[int]
+    _pending_group: int
+    _pending_blocks: int
     _plain_chunked: bool
-    _register_blocks: Any  # Scheduler._register_blocks
+    _register_blocks: Callable[[Request], None]  # Scheduler's: make a request's full blocks findable
 
     @property
     def group_context_tokens(self) -> int:
@@ -68,59 +70,23 @@ class DecodeGroupMixin:
         """
         if not self.group or self.explicit or max_steps < 1 or self._pending_group:
             return 0
-        waiting, kv = self.waiting, self.kv
-        if waiting:
-            if self._plain_chunked:  # ``ChunkedPolicy.would_admit`` without explicit requests or prefix caching
-                cfg = self.config
-                budget = cfg.max_num_batched_tokens - len(self.group)
-                if budget > 0 and len(self.running) < cfg.max_num_seqs:
-                    req = waiting[0]
-                    n = min(req.prompt_tokens + req.num_output_tokens, budget)
-                    if -(-n // cfg.block_size) <= kv.num_free_blocks:
-                        return 0
-            elif self.policy.would_admit(self):
-                return 0
+        if self.waiting and self.policy.would_admit(self):
+            return 0
         heap = self._finish_heap
-        while heap:  # drop stale entries (``_live``, inlined; ``dbase >= 0`` implies running, see there)
-            f, _, req = heap[0]
-            if req.dbase >= 0 and req.finish_dstep == f:
-                break
+        while not self._live(heap[0]):
             heapq.heappop(heap)
-        steps = heap[0][0] - self.dstep  # ``min(max_steps, ...)`` without the call
-        if steps > max_steps:
-            steps = max_steps
-        if (steps // self.config.block_size + 1) * self._phased <= kv.num_free_blocks:
-            return steps  # the first bound of ``_kv_horizon``, without the call
-        return self._kv_horizon(steps)
+        return self._kv_horizon(min(max_steps, heap[0][0] - self.dstep))
 
     def advance_decode(self, num_steps: int) -> list[Request]:
         """Apply ``num_steps`` group-only steps (at most :meth:`decode_horizon`)."""
-        bs, phase = self.config.block_size, self._phase  # ``_blocks_needed(num_steps)``, inlined
-        need = (num_steps // bs) * self._phased
-        r = num_steps % bs
-        if r:
-            lo = self.dstep % bs
-            hi = lo + r
-            need += sum(phase[lo:hi]) if hi <= bs else sum(phase[lo:]) + sum(phase[: hi - bs])
+        need = self._blocks_needed(num_steps)
         if need:
-            kv = self.kv
-            stack = kv.plain_stack
-            if stack is not None and need <= len(stack):  # ``kv.allocate(need)``, inlined
-                k = len(stack) - need
-                self._reserve += stack[k:]
-                del stack[k:]
-                kv.num_free_blocks -= need
-            else:
-                blocks = kv.allocate(need)
-                if blocks is None:
-                    raise RuntimeError("advance_decode beyond decode_horizon: KV ran out")
-                self._reserve.extend(blocks)
+            blocks = self.kv.take(need)
+            if blocks is None:
+                raise RuntimeError("advance_decode beyond decode_horizon: KV ran out")
+            self._reserve += blocks
         self.dstep += num_steps
-        done: list[Request] = []
-        heap = self._finish_heap
-        if heap and heap[0][0] <= self.dstep:
-            self._pop_finished(done)
-        return done
+        return self._pop_finished() if self._finish_heap[0][0] <= self.dstep else []
 
     def _blocks_needed(self, steps: int) -> int:
         """Blocks the group's next ``steps`` steps take: whole rounds, then a run of phases."""
@@ -155,41 +121,29 @@ class DecodeGroupMixin:
             return 0
         need = self._phase[self.dstep % self.config.block_size]
         if need:
-            kv = self.kv
-            stack = kv.plain_stack
-            if stack is not None and need <= len(stack):  # ``kv.allocate(need)``, inlined
-                k = len(stack) - need
-                self._reserve += stack[k:]
-                del stack[k:]
-                kv.num_free_blocks -= need
-            else:
-                blocks = kv.allocate(need)
-                if blocks is None:
-                    self.dissolve_group()
-                    return 0
-                self._reserve.extend(blocks)
+            blocks = self.kv.take(need)
+            if blocks is None:
+                self.dissolve_group()
+                return 0
+            self._reserve += blocks
         self._pending_group = len(self.group)
         self._pending_blocks = need
         return self._pending_group
 
     def end_group_step(self) -> list[Request]:
-        """``update()`` of a batch that is the scheduled group step alone: the requests it finished
-        (``Scheduler.update`` inlines this body on its hot path)."""
-        done: list[Request] = []
-        if self._pending_group:
-            self._pending_group = 0
-            self.dstep += 1
-            heap = self._finish_heap
-            if heap and heap[0][0] <= self.dstep:
-                self._pop_finished(done)
-        return done
+        """The scheduled group step (if any) ran: the members it finished (``update`` calls it)."""
+        if not self._pending_group:
+            return []
+        self._pending_group = 0
+        self.dstep += 1
+        return self._pop_finished() if self._finish_heap[0][0] <= self.dstep else []
 
     def undo_group_step(self) -> None:
         """Take back a scheduled group step (its blocks return to the pool)."""
         if self._pending_group:
             k = self._pending_blocks
             if k:
-                self.kv.free(self._reserve[-k:])
+                self.kv.give(self._reserve[-k:])
                 del self._reserve[-k:]
             self._pending_group = 0
 
@@ -206,7 +160,7 @@ class DecodeGroupMixin:
             req.num_output_tokens += d
             req.dbase = self.dstep
         bs = self.config.block_size
-        need = cdiv(req.num_computed_tokens + lookahead, bs) - len(req.block_table)
+        need = -(-(req.num_computed_tokens + lookahead) // bs) - len(req.block_table)
         if need > 0:
             req.block_table.extend(self._reserve[-need:])
             del self._reserve[-need:]
@@ -247,33 +201,36 @@ class DecodeGroupMixin:
             self.explicit[req.request_id] = req
 
     def _live(self, entry: tuple[int, int, Request]) -> bool:
-        """The entry is its request's current one. ``dbase >= 0`` (a group member) implies running:
-        every way out of the group (``_leave_group``, ``_pop_finished``) sets ``dbase = -1`` first,
-        and preemption, abort and finish leave the group; the hot copies of this test rely on it."""
+        """The finish-heap entry is its request's current one. ``dbase >= 0`` (a member) implies
+        running: every way out of the group (``_leave_group``) sets ``dbase = -1``, and preemption,
+        abort and finish leave the group."""
         req = entry[2]
-        return (
-            req.dbase >= 0 and req.finish_dstep == entry[0] and req.status is RequestStatus.RUNNING
-        )
+        return req.dbase >= 0 and req.finish_dstep == entry[0]
 
-    def _pop_finished(self, done: list[Request]) -> None:
+    def _pop_finished(self) -> list[Request]:
         """Finish every live member whose ``finish_dstep`` has come, in (finish step, join) order.
 
-        Each is ``_leave_group(req, explicit=False)`` then ``_finish(req, "length", explicit=False)``,
-        fused (the same changes in the same order; one per finished request, so calls count).
+        Each is ``_leave_group(req, explicit=False)`` then ``Scheduler._finish(req, "length",
+        explicit=False)``, fused: the same changes in the same order (see docs/performance.md).
         """
         heap, dstep, pop = self._finish_heap, self.dstep, heapq.heappop
         bs, phases = self.config.block_size, self._phase
-        group, runs, requests, kv, reserve = self.group, self.running, self.requests, self.kv, self._reserve
-        stack = kv.plain_stack
+        group, running, requests = self.group, self.running, self.requests
+        kv, reserve = self.kv, self._reserve
+        caching = self.config.enable_prefix_caching
+        done: list[Request] = []
         while heap and heap[0][0] <= dstep:
             f, _, req = pop(heap)
-            if req.dbase < 0 or req.finish_dstep != f:  # not ``_live`` (a member is running: see there)
+            if req.dbase < 0 or req.finish_dstep != f:  # not ``_live``
                 continue
-            c = req.num_computed_tokens + dstep - req.dbase  # ``_sync`` (its ``dbase = dstep`` is overwritten below)
+            c = req.num_computed_tokens + dstep - req.dbase  # ``_sync``
             req.num_computed_tokens = c
             req.num_output_tokens += dstep - req.dbase
             table = req.block_table
             need = -(-c // bs) - len(table)  # its blocks still in the reserve
+            if need > 0:
+                table += reserve[-need:]
+                del reserve[-need:]
             if req.group_phase >= 0:
                 phases[req.group_phase] -= 1
                 self._phased -= 1
@@ -281,22 +238,13 @@ class DecodeGroupMixin:
             rid = req.request_id
             del group[rid]
             req.dbase = -1
-            del runs[rid]
-            if stack is not None:  # the table synced and freed (``kv.free(table)``), inlined
-                stack += table  # no prefix caching: the order on the stack does not matter (see ``free``)
-                kv.num_free_blocks += len(table)
-                if need > 0:  # and its blocks from the reserve, as the table's tail would have been
-                    stack += reserve[-need:]
-                    del reserve[-need:]
-                    kv.num_free_blocks += need
-            else:
-                if need > 0:
-                    table.extend(reserve[-need:])
-                    del reserve[-need:]
-                self._register_blocks(req)  # as ``_finish``: the decoded blocks stay findable
-                kv.free(table)
+            del running[rid]  # ``_finish``
+            if caching:  # as ``_finish``: the decoded blocks stay findable
+                self._register_blocks(req)
+            kv.give(table)
             req.block_table = []
             req.status = _FINISHED
             req.finish_reason = "length"
             del requests[rid]
             done.append(req)
+        return done

@@ -5,9 +5,10 @@ simulator only counts them. Design after vLLM v1's ``KVCacheManager``:
 
 - A request's ``block_table`` lists the blocks holding its positions
   ``0 .. n-1`` (block ``i`` holds positions ``i*block_size .. (i+1)*block_size-1``).
-- Allocation is all-or-nothing: :meth:`BlockManager.allocate` returns ``None``
-  and changes nothing when too few blocks are free; the scheduler then preempts
-  and retries.
+- :meth:`BlockManager.take` and :meth:`BlockManager.give` are the only ways
+  in and out of the free pool. Taking is all-or-nothing: ``take`` returns
+  ``None`` and changes nothing when too few blocks are free; the scheduler then
+  preempts and retries.
 - Prefix caching: a full prompt block whose content hash is known is
   *registered* (hash -> block). A later request whose leading block hashes
   match reuses those blocks (ref count + 1) instead of recomputing them. A
@@ -88,9 +89,6 @@ class BlockManager:
         self.host_tier = host_tier  # evicted blocks go there (sched/host_tier.py); None = dropped
         # Plain free blocks, used as a stack (last freed is reused first: cheap slicing).
         self._free: list[int] = list(range(num_blocks - 1, -1, -1))
-        # The same list for the scheduler's inlined allocation and freeing without prefix caching
-        # (exactly what ``allocate``/``free`` do then, keeping ``num_free_blocks``); None with it.
-        self.plain_stack: list[int] | None = None if enable_prefix_caching else self._free
         # Free blocks that still hold a registered prefix; insertion order = LRU order.
         self._cached_free: OrderedDict[int, None] = OrderedDict()
         # Ref counts are kept only with prefix caching: without it no block is ever shared,
@@ -99,8 +97,8 @@ class BlockManager:
         self._hash_to_block: dict[int, int] = {}
         self._block_to_hash: dict[int, int] = {}
         self.num_evictions = 0
-        # Blocks an allocation can take now (plain free + evictable cached): read-only for callers.
-        # A counter kept by allocate/free/share, not a property: the schedulers read it every step.
+        # Blocks ``take`` can hand out now (plain free + evictable cached): read-only for callers.
+        # A counter kept by take/give/share, not a property: the schedulers read it every step.
         self.num_free_blocks = num_blocks
 
     @property
@@ -122,8 +120,8 @@ class BlockManager:
         """Fraction of blocks referenced by some request (0..1)."""
         return (self.num_blocks - self.num_free_blocks) / self.num_blocks
 
-    def allocate(self, n: int) -> list[int] | None:
-        """Take ``n`` blocks with ref count 1, or return None (and change nothing)."""
+    def take(self, n: int) -> list[int] | None:
+        """``n`` blocks with ref count 1, or None (and nothing changes) when too few are free."""
         if n <= 0:
             return []
         free = self._free
@@ -153,7 +151,7 @@ class BlockManager:
                 refs[block] = 1
         return blocks
 
-    def free(self, blocks: Sequence[int]) -> None:
+    def give(self, blocks: Sequence[int]) -> None:
         """Drop one reference to each block; blocks reaching 0 return to the pool.
 
         With prefix caching, freed in reverse so a request's tail blocks (least likely
@@ -199,15 +197,15 @@ class BlockManager:
             return []
         self.share(pinned)  # the HBM hits must not be evicted to make room
         n = min(want, self.num_free_blocks)
-        blocks = self.allocate(n) or []
+        blocks = self.take(n) or []
         restored: list[int] = []
         for block, h in zip(blocks, block_hashes, strict=False):
             if h in self._hash_to_block:  # already back in HBM (a later block of the chain): stop
                 break
             self.register(block, h)
             restored.append(block)
-        self.free(blocks)
-        self.free(pinned)
+        self.give(blocks)
+        self.give(pinned)
         tier.loaded(len(restored))
         return restored
 

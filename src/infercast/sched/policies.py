@@ -72,7 +72,7 @@ def _run_running(
     return budget
 
 
-def _admit_waiting(s: Scheduler, entries: Entries, budget: int, chunked: bool) -> None:
+def admit_waiting(s: Scheduler, entries: Entries, budget: int, chunked: bool) -> None:
     """Admit waiting requests FCFS while seats, budget and KV last."""
     bs, max_seqs, waiting, running = s.config.block_size, s.config.max_num_seqs, s.waiting, s.running
     caching = s.config.enable_prefix_caching
@@ -130,12 +130,12 @@ class StaticPolicy:
     def schedule(self, s: Scheduler) -> tuple[list[tuple[Request, int]], list[str]]:
         if s.running:  # KV was reserved at admission: the group step never lacks blocks
             preempted: list[str] = []
-            entries, _ = _with_group(s, lambda s: list(s.explicit.values()),
+            running, _ = _with_group(s, lambda s: list(s.explicit.values()),
                                      s.config.max_num_batched_tokens, preempted)
             if preempted:
                 raise RuntimeError("static batch outgrew its KV reservation")
-            return list(entries.values()), []
-        entries = {}
+            return list(running.values()), []
+        entries: Entries = {}
         budget = s.config.max_num_batched_tokens
         bs = s.config.block_size
         while s.waiting and len(s.running) < s.config.max_num_seqs:
@@ -162,7 +162,7 @@ class ContinuousPolicy:
 
     def schedule(self, s: Scheduler) -> tuple[list[tuple[Request, int]], list[str]]:
         entries: Entries = {}
-        _admit_waiting(s, entries, s.config.max_num_batched_tokens, chunked=False)
+        admit_waiting(s, entries, s.config.max_num_batched_tokens, chunked=False)
         if entries:
             return list(entries.values()), []
         preempted: list[str] = []
@@ -186,12 +186,12 @@ class ChunkedPolicy:
             left = budget - s.start_group_step()
             if not s.explicit:  # the group did not dissolve: nothing can be preempted
                 entries: Entries = {}
-                _admit_waiting(s, entries, left, chunked=True)
+                admit_waiting(s, entries, left, chunked=True)
                 return list(entries.values()), []
         preempted: list[str] = []
         entries, budget = _with_group(s, _decodes_first, budget, preempted)
         if not preempted:  # as vLLM v1: no new admissions in a step that had to preempt
-            _admit_waiting(s, entries, budget, chunked=True)
+            admit_waiting(s, entries, budget, chunked=True)
         return list(entries.values()), preempted
 
     def would_admit(self, s: Scheduler) -> bool:
@@ -208,7 +208,7 @@ class PrefillFirstPolicy:
     def schedule(self, s: Scheduler) -> tuple[list[tuple[Request, int]], list[str]]:
         budget = s.config.max_num_batched_tokens
         preempted: list[str] = []
-        entries: Entries
+        entries: Entries = {}
         while True:  # the unfinished chunked prompts first (a preemption may dissolve the group: retry)
             entries = {}
             prefilling = [r for r in s.explicit.values() if r.num_remaining_tokens > 1]
@@ -218,11 +218,11 @@ class PrefillFirstPolicy:
                 continue
             break
         if not preempted:
-            _admit_waiting(s, entries, left, chunked=True)
+            admit_waiting(s, entries, left, chunked=True)
         if entries:
             return list(entries.values()), preempted
-        entries, _ = _with_group(s, lambda s: list(s.explicit.values()), budget, preempted)
-        return list(entries.values()), preempted
+        decodes, _ = _with_group(s, lambda s: list(s.explicit.values()), budget, preempted)
+        return list(decodes.values()), preempted
 
     def would_admit(self, s: Scheduler) -> bool:
         return _head_fits(s, s.config.max_num_batched_tokens, chunked=True)

@@ -61,7 +61,6 @@ _WAITING = RequestStatus.WAITING
 
 POLICY_NAMES = ("static", "continuous", "chunked", "prefill-first")
 CHUNKING = ("chunked", "prefill-first")  # policies that split a prompt over steps (no prompt-length cap)
-_NO_HITS: list[int] = []  # no prefix-cache hits (never mutated)
 
 
 @dataclass(frozen=True, slots=True)
@@ -135,7 +134,7 @@ class Scheduler(DecodeGroupMixin):
         self._max_total = kv_total if config.max_model_len is None else min(kv_total, config.max_model_len)
         self._max_prompt = config.max_num_batched_tokens if config.policy not in CHUNKING else kv_total
         self._plain_chunked = (config.policy == "chunked" and config.compact_decodes
-                               and not config.emit_block_tables and not config.enable_prefix_caching)
+                               and not config.emit_block_tables)
         self._plain_batch = Batch()  # refilled by every ``_schedule_plain_chunked`` (see there)
 
     # ---- public API -------------------------------------------------------------
@@ -159,8 +158,8 @@ class Scheduler(DecodeGroupMixin):
     def schedule(self) -> Batch:
         """The next step's batch (empty when nothing can run).
 
-        With the simulator's settings (chunked, compact decodes, no block tables, no prefix
-        caching) the usual step's batch is one object refilled by each call: use it before the next.
+        With the simulator's settings (chunked, compact decodes, no block tables) the usual step's
+        batch is one object refilled by each call: use it before the next.
         """
         if self._plain_chunked and not self.explicit:
             batch = self._schedule_plain_chunked()
@@ -197,60 +196,50 @@ class Scheduler(DecodeGroupMixin):
 
     def _schedule_plain_chunked(self) -> Batch | None:
         """``schedule()`` of the chunked policy when no request is outside the decode group, with
-        compact decodes, no block tables and no prefix caching (the simulator's usual step), without
-        the policy's general machinery: the group step, then FCFS prefill chunks of waiting requests
-        in what is left of the budget, exactly as ``ChunkedPolicy.schedule`` decides them. None when
-        the group could not get its KV blocks and dissolved: then the general path runs (preemption).
-        The Batch is the same object every time, refilled: valid until the next ``schedule()``
-        (the simulator's replica runs each batch before it schedules the next).
+        compact decodes and no block tables (the simulator's usual step): the group step, then FCFS
+        prefill chunks of waiting requests in what is left of the budget, as
+        ``ChunkedPolicy.schedule`` decides them, into one Batch refilled by every call (valid
+        until the next ``schedule()``; the simulator's replica runs each batch before it schedules
+        the next). None when the group could not get its KV blocks and dissolved: then the
+        general path runs (preemption).
         """
-        cfg, kv = self.config, self.kv
-        # not None: no prefix caching here
-        stack: list[int] = kv.plain_stack  # type: ignore[assignment]
-        bs = cfg.block_size
         n_group = len(self.group)
-        if n_group:  # ``start_group_step()``, inlined: the group step's new blocks
-            need = self._phase[self.dstep % bs]
-            if need:
-                if need > len(stack):  # ``kv.allocate`` fails: per-request scheduling, preemption
-                    self.dissolve_group()
-                    return None
-                k = len(stack) - need
-                self._reserve += stack[k:]
-                del stack[k:]
-                kv.num_free_blocks -= need
-            self._pending_group = n_group
-            self._pending_blocks = need
+        if n_group and not self.start_group_step():
+            return None
+        cfg = self.config
+        bs, caching = cfg.block_size, cfg.enable_prefix_caching
         budget = cfg.max_num_batched_tokens - n_group
         waiting, running, max_seqs = self.waiting, self.running, cfg.max_num_seqs
         seqs = []
-        while waiting and budget > 0 and len(running) < max_seqs:  # as ``policies._admit_waiting``
+        while waiting and budget > 0 and len(running) < max_seqs:  # ``admit_waiting``, fused
             req = waiting[0]
             total = req.prompt_tokens + req.num_output_tokens
-            n = total if total < budget else budget
-            need = -(-n // bs)  # ``admit(req, [], n)``, inlined: fresh blocks only
-            if need > len(stack):
-                break
-            k = len(stack) - need
-            req.block_table = stack[k:]
-            del stack[k:]
-            kv.num_free_blocks -= need
-            req.num_computed_tokens = 0
-            if not req.admitted:
-                req.admitted = True
-                req.num_cached_prompt_tokens = 0
-            req.num_registered_blocks = 0
-            waiting.popleft()
-            req.status = _RUNNING
-            rid = req.request_id
-            running[rid] = req
-            self.explicit[rid] = req
-            seqs.append(ScheduledSeq(rid, n, 0, (), n == total, req))
+            if caching:
+                hits = self.prefix_hits(req)
+                n = min(total - len(hits) * bs, budget)
+                if not self.admit(req, hits, n):
+                    break
+            else:  # ``admit(req, [], n)``: fresh blocks only
+                n = total if total < budget else budget
+                blocks = self.kv.take(-(-n // bs))
+                if blocks is None:
+                    break
+                req.block_table = blocks
+                req.num_computed_tokens = 0
+                if not req.admitted:
+                    req.admitted = True
+                    req.num_cached_prompt_tokens = 0
+                req.num_registered_blocks = 0
+                waiting.popleft()
+                req.status = _RUNNING
+                running[req.request_id] = self.explicit[req.request_id] = req
+            c = req.num_computed_tokens
+            seqs.append(ScheduledSeq(req.request_id, n, c, (), c + n == total, req))
             budget -= n
         batch = self._plain_batch  # refilled, not built: a construction costs ~5x these stores
         batch.seqs = tuple(seqs)
         batch.num_decode_seqs = n_group
-        batch.decode_cached_tokens = self._dsum + len(self.group) * self.dstep if n_group else 0
+        batch.decode_cached_tokens = self.group_context_tokens if n_group else 0
         return batch
 
     def update(
@@ -260,13 +249,7 @@ class Scheduler(DecodeGroupMixin):
         finished: Collection[str] = (),
     ) -> list[Request]:
         """Apply a step's result; return the requests it finished (blocks freed)."""
-        done: list[Request] = []
-        if self._pending_group:  # ``self.end_group_step()``, inlined (every step): change both together
-            self._pending_group = 0
-            self.dstep += 1
-            heap = self._finish_heap
-            if heap and heap[0][0] <= self.dstep:
-                self._pop_finished(done)
+        done = self.end_group_step()
         requests = self.requests
         prefix_caching = self.config.enable_prefix_caching
         running = _RUNNING
@@ -287,14 +270,9 @@ class Scheduler(DecodeGroupMixin):
             req.num_computed_tokens += seq.num_new_tokens
             if prefix_caching:
                 self._register_blocks(req)
-            if seq.samples:  # as ``_sampled``, inlined: one per prefill, the common case
+            if seq.samples:
                 n = _count(num_sampled.get(req.request_id, 1)) if num_sampled else 1
-                req.num_output_tokens += n
-                if req.num_output_tokens >= req.max_output_tokens:
-                    done.append(self._finish(req, "length"))
-                elif finished and req.request_id in finished:
-                    done.append(self._finish(req, "stop"))
-                else:
+                if not self._sampled(req, n, finished, done):
                     self._join_group(req)
         return done
 
@@ -352,7 +330,7 @@ class Scheduler(DecodeGroupMixin):
         need = cdiv(req.num_computed_tokens + num_new, bs) - len(req.block_table)
         if need <= 0:
             return True
-        blocks = self.kv.allocate(need)
+        blocks = self.kv.take(need)
         if blocks is None:
             return False
         req.block_table.extend(blocks)
@@ -377,19 +355,9 @@ class Scheduler(DecodeGroupMixin):
     def admit(self, req: Request, hits: list[int], num_new: int) -> bool:
         """Move the head of ``waiting`` to running with its prefix hits and ``num_new`` tokens."""
         if not hits:  # the common case: fresh blocks only
-            n = -(-num_new // self.config.block_size)
-            kv = self.kv
-            stack = kv.plain_stack
-            if stack is not None and n <= len(stack):  # ``kv.allocate(n)``, inlined
-                k = len(stack) - n
-                blocks = stack[k:]
-                del stack[k:]
-                kv.num_free_blocks -= n
-            else:
-                allocated = kv.allocate(n)
-                if allocated is None:
-                    return False
-                blocks = allocated
+            blocks = self.kv.take(-(-num_new // self.config.block_size))
+            if blocks is None:
+                return False
             req.block_table = blocks
             req.num_computed_tokens = 0
         else:
@@ -416,7 +384,7 @@ class Scheduler(DecodeGroupMixin):
             self._leave_group(req)
         del self.running[req.request_id]
         del self.explicit[req.request_id]
-        self.kv.free(req.block_table)
+        self.kv.give(req.block_table)
         req.block_table = []
         req.num_computed_tokens = 0
         req.num_registered_blocks = 0
@@ -445,7 +413,7 @@ class Scheduler(DecodeGroupMixin):
             del self.explicit[req.request_id]
         if self.config.enable_prefix_caching:  # decoded blocks too: a chat's next turn reuses them
             self._register_blocks(req)
-        self.kv.free(req.block_table)
+        self.kv.give(req.block_table)
         req.block_table = []
         req.status = _FINISHED
         req.finish_reason = reason

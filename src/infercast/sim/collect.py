@@ -44,6 +44,7 @@ def finished_record(req, first_scheduled_s: float | None, finish_s: float, times
 def rejected_record(req, now: float, error: str | None) -> RequestRecord:
     """The record of a request turned away at ``now`` (never scheduled), with the reason."""
     return RequestRecord(req.request_id, req.arrival_s, req.prompt_tokens, 0, [], finish_s=now,
+                         first_scheduled_s=req.first_scheduled_s,  # set: a disaggregated move
                          finish_reason="rejected", error=error)
 
 
@@ -109,7 +110,7 @@ class CompletionBuffer:
 class BufferedDriver:
     """A run's driver whose completed requests go through ``completions`` (a CompletionBuffer)."""
 
-    completions: CompletionBuffer | None = None
+    completions: CompletionBuffer  # set by simulate() before the kernel runs
 
     @property
     def num_done(self) -> int:
@@ -139,8 +140,7 @@ class GapTally:
 
     def __init__(self, sink: Callable[[np.ndarray, np.ndarray], None]) -> None:
         self.sink = sink
-        # Gap values and their counts since the last flush (public: the replica appends a step's
-        # gap itself when ``off`` is empty and no flush is due, as ``entry`` would).
+        # Gap values and their counts since the last flush.
         self.vals: list[float] = []
         self.counts: list[int] = []
         self.off: dict[str, float] = {}  # request id -> its previous token time, not on the timeline
@@ -169,12 +169,7 @@ class GapTally:
     def entries(self, ends: list[float] | np.ndarray, num_decoding: int) -> None:
         """Timeline entries of a segment: ``num_decoding`` requests in each of its steps."""
         m = len(ends)
-        if self.off or num_decoding <= 0 or len(self.vals) >= 65_535:
-            self.entry(ends[0], num_decoding)  # the general case (and a flush) for the first end
-        else:  # ``entry(ends[0], num_decoding)``, inlined
-            self.vals.append(ends[0] - self.last)
-            self.counts.append(num_decoding)
-            self.last = ends[0]
+        self.entry(ends[0], num_decoding)
         if m > 1:
             if isinstance(ends, list):
                 self.vals.extend(map(operator.sub, ends[1:], ends))  # ends[j] - ends[j - 1], j >= 1

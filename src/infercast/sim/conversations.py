@@ -182,7 +182,9 @@ class SessionSampler:
 
     def session(self) -> list[tuple[int, int, float]]:
         spec, rng, t = self.spec, self.rng, self.table
+        rows: np.ndarray | None
         if t is None:
+            assert spec.turns is not None  # __init__ refuses synthetic sessions without --turns
             rows = None
             n = spec.turns
         elif spec.turns is None:  # a recorded session, whole
@@ -200,18 +202,19 @@ class SessionSampler:
             spec.input_mean,
             spec.input_std,
             n,
-            None if rows is None else t.new_tokens[rows],
+            None if t is None or rows is None else t.new_tokens[rows],
         )
         out = self._lengths(
             spec.output_dist,
             spec.output_mean,
             spec.output_std,
             n,
-            None if rows is None else t.output_tokens[rows],
+            None if t is None or rows is None else t.output_tokens[rows],
         )
         if spec.think_time_s is not None:
             think = np.full(n, float(spec.think_time_s))
         else:
+            assert t is not None and rows is not None  # synthetic sessions state --think-time-s
             think = t.gap_s[rows]
         think[0] = 0.0
         return self._fit(list(zip(new.tolist(), out.tolist(), think.tolist(), strict=True)))
@@ -226,7 +229,7 @@ class SessionSampler:
         limit = self.spec.max_model_len
         if limit is None:
             return turns
-        kept: list = []
+        kept: list[tuple[int, int, float]] = []
         history = 0
         for new, out, think in turns:
             if kept and history + new + out > limit:
@@ -289,7 +292,6 @@ class ConversationDriver(BufferedDriver):
         # message) are one of prefix_groups common prefixes.
         self.prefix_groups, self.prefix_tokens = w.prefix_groups, w.prefix_tokens
         self._shared: dict[int, list[int]] = {}
-        self.completions = None  # set by simulate()
         self.itl = None
         self._started = 0
         self._live: dict[str, _Session] = {}  # request id -> its session

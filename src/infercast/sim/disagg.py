@@ -33,6 +33,7 @@ from __future__ import annotations
 import dataclasses
 
 from infercast.cost.comm import kv_transfer_time_s as transfer_time_s  # the one KV transfer time
+from infercast.sched import Request, Scheduler
 from infercast.sim.build import pool_step_model
 from infercast.sim.kernel import PRIO_ARRIVAL, Kernel
 from infercast.sim.replica import Replica
@@ -69,25 +70,22 @@ class DecodeTimer:
         extra = sum(c + n - 1 for n, c in zip(new_tokens, cached_tokens, strict=True))
         return self.target.mixed_step_time_s(num_decode + len(new_tokens), decode_cached_sum + extra)
 
+    def chunk_step_time_s(self, num_decode, decode_cached_sum, n, c) -> float:
+        return self.target.mixed_step_time_s(num_decode + 1, decode_cached_sum + c + n - 1)
+
     def decode_affine(self, num_seqs: int) -> tuple[float, float]:
         return self.target.decode_affine(num_seqs)
 
 
-class PrefillReplica(Replica):
-    """A prefill replica: every request runs to its first token only."""
-
-    def __init__(self, *args, **kwargs):
-        super().__init__(*args, **kwargs)
-        self.outputs: dict[str, int] = {}  # request id -> output tokens it will need on decode
-
-    def submit(self, req) -> None:
-        self.outputs[req.request_id] = req.max_output_tokens
-        req.max_output_tokens = 1
-        super().submit(req)
-
-
 class _Transfer:
-    """Moves finished prefills to the decode pool after the transfer time."""
+    """Moves finished prefills to the decode pool after the transfer time.
+
+    The prefill replicas' completion sink (:class:`~infercast.sim.collect.Completions`): a finished
+    prefill becomes, after its transfer, a decode-side request that keeps its arrival and its
+    first scheduling on the prefill side; no record is built on the way.
+    """
+
+    wants_times = False  # a prefill's one token time is not needed: decode streams them all
 
     def __init__(self, cfg, kernel: Kernel, driver, prefill_sm, decode_sm, decode: list[Replica]):
         d = cfg.disaggregation
@@ -95,33 +93,47 @@ class _Transfer:
         self.sm, self.overlap, self.latency = prefill_sm, d.layer_overlap, d.transfer_latency_s
         tp = min(prefill_sm.parallel.tp, decode_sm.parallel.tp)
         self.bandwidth = d.transfer_bandwidth_bytes_per_s or DEFAULT_LINK_PER_GPU_BYTES_PER_S * tp
-        self.first_scheduled: dict[str, float | None] = {}
-        self.prefill: list[PrefillReplica] = []
+        self.outputs: dict[str, int] = {}  # request id -> output tokens it will need on decode
         self.num_transfers, self.transfer_s = 0, 0.0
 
-    def on_prefill_done(self, rec, index: int) -> None:
-        replica = self.prefill[index]
-        output = replica.outputs.pop(rec.request_id)
-        if rec.finish_reason == "rejected":
-            self.driver.emit(rec, index)
-            return
-        prefill_s = self.sm.step_time_s([rec.prompt_tokens], [0]) if self.overlap else 0.0
-        t = transfer_time_s(kv_transfer_bytes(self.sm, rec.prompt_tokens), self.bandwidth, self.latency,
+    def add(self, req: Request, first_scheduled_s: float | None, first_token_s: float,
+            finish_s: float, times=None) -> None:
+        """A prefill finished now: its KV leaves for the decode pool."""
+        output = self.outputs.pop(req.request_id)
+        p = req.prompt_tokens
+        prefill_s = self.sm.step_time_s([p], [0]) if self.overlap else 0.0
+        t = transfer_time_s(kv_transfer_bytes(self.sm, p), self.bandwidth, self.latency,
                             prefill_s, self.sm.model.num_layers, self.overlap)
         self.num_transfers += 1
         self.transfer_s += t
-        self.first_scheduled[rec.request_id] = rec.first_scheduled_s
-        self.kernel.at(self.kernel.now + t, PRIO_ARRIVAL, self._arrive, rec, output)
+        moved = Request(req.request_id, p, output, req.arrival_s,
+                        first_scheduled_s=first_scheduled_s)
+        self.kernel.at(self.kernel.now + t, PRIO_ARRIVAL, self._arrive, moved)
 
-    def _arrive(self, rec, output: int) -> None:
-        from infercast.sched import Request
+    def _arrive(self, req: Request) -> None:
+        min(self.decode, key=_outstanding).submit(req)
 
-        target = min(self.decode, key=lambda r: r.outstanding_tokens)
-        target.submit(Request(rec.request_id, rec.prompt_tokens, output, rec.arrival_s))
+    def on_prefill_rejected(self, rec, index: int) -> None:
+        self.outputs.pop(rec.request_id, None)
+        self.driver.emit(rec, index)
 
-    def on_decode_done(self, rec, index: int) -> None:
-        first = self.first_scheduled.pop(rec.request_id, rec.first_scheduled_s)
-        self.driver.emit(dataclasses.replace(rec, first_scheduled_s=first), index)
+
+def _outstanding(replica: Replica) -> int:
+    return replica.outstanding_tokens
+
+
+class PrefillReplica(Replica):
+    """A prefill replica: every request runs to its first token only."""
+
+    def __init__(self, *args, transfer: _Transfer, **kwargs):
+        kwargs["complete"] = transfer
+        super().__init__(*args, **kwargs)
+        self.transfer = transfer
+
+    def submit(self, req: Request) -> None:
+        self.transfer.outputs[req.request_id] = req.max_output_tokens
+        req.max_output_tokens = 1
+        super().submit(req)
 
 
 def build_disagg(cfg, timer, kernel: Kernel, driver, series):
@@ -133,18 +145,17 @@ def build_disagg(cfg, timer, kernel: Kernel, driver, series):
     pf_cfg = _pool_sched(cfg, d.prefill, pf_sm)
     dec_cfg = dataclasses.replace(_pool_sched(cfg, d.decode, dec_sm),
                                   max_num_batched_tokens=DECODE_TOKEN_BUDGET, policy="chunked")
-    from infercast.sched import Scheduler
-
     decode: list[Replica] = []
     xfer = _Transfer(cfg, kernel, driver, pf_sm, dec_sm, decode)
+    complete = driver if driver.closed else driver.completions  # a closed loop sends on each
     for i in range(d.decode.replicas):
-        decode.append(Replica(i, Scheduler(dec_cfg), DecodeTimer(dec_sm), kernel, xfer.on_decode_done,
-                              fast=fast, observe=series.observe))
+        decode.append(Replica(i, Scheduler(dec_cfg), DecodeTimer(dec_sm), kernel, driver.emit,
+                              fast=fast, observe=series.observe, complete=complete, itl=driver.itl))
+    driver.unrouted.extend(decode)
     for i in range(d.prefill.replicas):
-        rep = PrefillReplica(i, Scheduler(pf_cfg), pf_sm, kernel, xfer.on_prefill_done,
-                             fast=fast, observe=series.observe)
-        xfer.prefill.append(rep)
-        driver.replicas.append(rep)
+        driver.replicas.append(PrefillReplica(i, Scheduler(pf_cfg), pf_sm, kernel,
+                                              xfer.on_prefill_rejected, fast=fast,
+                                              observe=series.observe, transfer=xfer))
 
     def extra() -> dict[str, object]:
         busy = sum(r.stats.busy_s for r in decode)

@@ -1,102 +1,61 @@
 """One model replica: schedule -> cost model step time -> advance, on the event kernel.
 
 The replica owns a :class:`~infercast.sched.Scheduler` (the same one the CPU
-engine uses) and a *step timer* (``infercast.cost.step.StepModel`` or any
-object with ``step_time_s(new, cached)``, ``decode_affine(n)`` and
-``affine_context_limit``). Two modes:
+engine uses) and a *step timer* (:class:`~infercast.sim.timer.StepTimer`;
+``infercast.cost.step.StepModel`` is the usual one). Every step, whatever its
+kind, has one lifecycle::
 
-- exact (``fast=False``): one kernel event per model step, the reference.
-- fast: when the scheduler says the next ``k`` steps are the same all-decode
-  batch (:meth:`Scheduler.decode_horizon`), they become one *segment*: step j
-  of n sequences whose contexts sum to S0 takes ``a + b*(S0 + n*j)`` seconds
-  (``StepModel.decode_affine``), so the end time of step j (1-based) is
-  ``t0 + j*(a + b*S0) + b*n*j*(j-1)/2`` in closed form. An arrival routed here
-  mid-segment cuts it at the first step end at or after the arrival, which is
-  exactly when the exact mode would first see it.
+    _start: plan = the next step's plan      (a batch, one group step, or a segment)
+            account its time, observe, post its end on the kernel
+    _end:   plan.end(now)                    (its token times; the scheduler advances)
+            finish the requests it finished, then _start the next (after this
+            instant's arrivals)
+
+A plan is one of three kinds, each supplying its duration and its token ends:
+
+- :class:`_BatchStep`: the scheduler's :class:`~infercast.sched.Batch`, timed by
+  the cost model (the reference; ``fast=False`` runs only these).
+- :class:`_GroupStep`: the decode group's next step alone (fast mode, when
+  :meth:`Scheduler.decode_horizon` says 1): no batch, timed by the affine form.
+- :class:`_Segment`: the next ``k`` all-decode steps at once (fast mode, horizon
+  ``k >= 2``): step j of n sequences whose contexts sum to S0 takes
+  ``a + b*(S0 + n*j)`` seconds (``decode_affine``), so the end of step j
+  (1-based) is ``t0 + j*(a + b*S0) + b*n*j*(j-1)/2`` in closed form. An arrival
+  routed here mid-segment cuts it at the first step end at or after the arrival,
+  which is exactly when the exact mode would first see it.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from infercast.metrics.records import RequestRecord
-from infercast.sched import Request, RequestStatus, Scheduler
+from infercast.sched import Batch, BlockManager, Request, RequestStatus, Scheduler
 from infercast.sim.collect import Completions, GapTally, finished_record, rejected_record
 from infercast.sim.kernel import PRIO_ARRIVAL, PRIO_KICK, PRIO_STEP_END, Kernel
 from infercast.sim.timeline import Timeline
-
-# Enum members read through the class cost ~60 ns each (EnumType lookup); module constants ~15.
-_RUNNING = RequestStatus.RUNNING
-
+from infercast.sim.timer import AffineStepTimer, FastStepTimer, StepTimer
 
 # Timeline entries held before the first compaction (then the threshold doubles).
 TIMELINE_COMPACT_MIN = 1 << 16
 
 
-@dataclass(slots=True)
-class _Segment:
-    """k all-decode steps in closed form; step j (1-based) ends at ``end(j)``."""
-
-    start_s: float
-    c1: float  # a + b*S0
-    c2: float  # b*n/2
-    steps: int  # steps it will run (may be cut by an arrival)
-    handle: list | None
-    num_seqs: int
-
-    def end(self, j: int) -> float:
-        return self.start_s + j * self.c1 + self.c2 * (j * (j - 1))
-
-    def ends(self, m: int) -> list[float] | np.ndarray:
-        """End times of steps 1..m (same arithmetic as :meth:`end`; a list when short)."""
-        s, c1, c2 = self.start_s, self.c1, self.c2
-        if m <= 32:  # segments are mostly a few steps long (cut by arrivals): numpy costs more
-            return [s + j * c1 + c2 * (j * (j - 1)) for j in range(1, m + 1)]
-        j = np.arange(1, m + 1, dtype=np.float64)
-        return s + j * c1 + c2 * (j * (j - 1))
-
-    def first_end_after(self, t: float) -> int:
-        """Smallest j in [1, steps] with end(j) >= t (root of the quadratic, then checked)."""
-        c1, c2, dt = self.c1, self.c2, t - self.start_s
-        if c2 > 0:
-            lin = c1 - c2
-            j = math.ceil((-lin + math.sqrt(lin * lin + 4.0 * c2 * dt)) / (2.0 * c2))
-        else:
-            j = math.ceil(dt / c1)
-        steps, s0 = self.steps, self.start_s
-        if j < 1:  # ``min(max(j, 1), steps)`` without the calls
-            j = 1
-        elif j > steps:
-            j = steps
-        while j > 1 and s0 + (j - 1) * c1 + c2 * ((j - 1) * (j - 2)) >= t:  # end(j - 1) >= t
-            j -= 1
-        while j < steps and s0 + j * c1 + c2 * (j * (j - 1)) < t:  # end(j) < t
-            j += 1
-        return j
-
-
-def _step_arrays(batch) -> tuple[np.ndarray, np.ndarray]:
+def _step_lists(batch: Batch) -> tuple[list[int], list[float]]:
     """(new tokens, cached tokens) per sequence of a batch, for the cost model.
 
     A compact decode group of n requests whose contexts sum to S enters as n
     one-token decodes of S/n each: with full attention the cost model sees
     decode contexts only through their sum, so equal shares cost the same.
     """
-    seqs, nd = batch.seqs, batch.num_decode_seqs
-    k = len(seqs)
-    new = np.empty(k + nd)
-    cached = np.empty(k + nd)
-    for i, seq in enumerate(seqs):
-        new[i] = seq.num_new_tokens
-        cached[i] = seq.num_cached_tokens
+    nd = batch.num_decode_seqs
+    new = [s.num_new_tokens for s in batch.seqs] + [1] * nd
+    cached = [float(s.num_cached_tokens) for s in batch.seqs]
     if nd:
-        new[k:] = 1.0
-        cached[k:] = batch.decode_cached_tokens / nd
+        cached += [batch.decode_cached_tokens / nd] * nd
     return new, cached
 
 
@@ -113,12 +72,185 @@ class ReplicaStats:
         self.kv_time_s = 0.0  # integral of KV usage over busy time
         self.peak_kv_usage = 0.0
 
-    def add(self, steps: int, duration_s: float, num_seqs: int, kv_usage: float) -> None:
+    def add(self, steps: int, duration_s: float, num_seqs: int, kv: BlockManager) -> None:
+        """``steps`` model steps of ``num_seqs`` sequences over ``duration_s``, KV as in ``kv``."""
+        kv_usage = (kv.num_blocks - kv.num_free_blocks) / kv.num_blocks
         self.num_steps += steps
         self.busy_s += duration_s
         self.seq_time_s += num_seqs * duration_s
         self.kv_time_s += kv_usage * duration_s
-        self.peak_kv_usage = max(self.peak_kv_usage, kv_usage)
+        if kv_usage > self.peak_kv_usage:
+            self.peak_kv_usage = kv_usage
+
+
+class _BatchStep:
+    """A plan: the scheduler's batch, timed by the cost model."""
+
+    __slots__ = ("rep", "batch", "num_seqs", "end_s")
+
+    def __init__(self, rep: Replica) -> None:
+        self.rep = rep
+        self.batch = Batch()
+        self.num_seqs = 0
+        self.end_s = 0.0
+
+    def start(self, now: float) -> float | None:
+        """Schedule the batch; its duration (None: nothing to run)."""
+        rep = self.rep
+        sched = rep.sched
+        batch = self.batch = sched.schedule()
+        seqs, nd = batch.seqs, batch.num_decode_seqs
+        if not seqs and not nd:
+            return None
+        for rid in batch.preempted:
+            rep._flush(sched.requests[rid])
+        for seq in seqs:
+            req = seq.req
+            if req.first_scheduled_s is None:
+                req.first_scheduled_s = now
+        dt = rep._batch_time_s(batch)
+        if rep._reload is not None:  # prefix blocks copied back from the host tier: the step waits
+            tier = sched.kv.host_tier
+            assert tier is not None  # a reload timer exists only beside a host tier
+            dt = rep._reload.step_time_s(dt, tier.take_loaded())
+        self.num_seqs = len(seqs) + nd
+        self.end_s = now + dt
+        return dt
+
+    def end(self, now: float) -> list[Request]:
+        """First tokens of the listed requests, the decode step's entry, the scheduler's update."""
+        rep = self.rep
+        batch = self.batch
+        gaps = rep.gaps
+        decoding = batch.num_decode_seqs
+        started: list[Request] = []
+        for seq in batch.seqs:
+            req = seq.req
+            if req.timeline_start >= 0:
+                decoding += 1
+            elif seq.samples:
+                times = req.token_times
+                if times and gaps is not None:  # first token after a recompute
+                    gaps.explicit(now - times[-1])
+                times.append(now)  # first token (or first after a recompute)
+                started.append(req)
+        if decoding:
+            if decoding != rep._num_decoding:
+                raise RuntimeError(
+                    "a step ran only some decoding requests; timeline would be wrong")
+            rep._record(now, decoding)
+        done = rep.sched.update(batch)
+        size = rep.timeline.size
+        for req in started:
+            if req.status is RequestStatus.RUNNING:  # not finished by this step
+                req.timeline_start = size
+                rep._num_decoding += 1
+                if not decoding and gaps is not None:  # its token is not on the timeline
+                    gaps.off[req.request_id] = now
+        return done
+
+
+class _GroupStep:
+    """A plan: the decode group's next step alone, as ``schedule()`` would run it (its KV blocks
+    first, the same event), timed by the affine form ``a + b*S0`` (the cost model's mixed step
+    within ~1e-12 relative) and ended without a ``Batch``."""
+
+    __slots__ = ("rep", "num_seqs", "end_s")
+
+    def __init__(self, rep: Replica) -> None:
+        self.rep = rep
+        self.num_seqs = 0
+        self.end_s = 0.0
+
+    def start(self, now: float) -> float:
+        rep = self.rep
+        sched = rep.sched
+        sched.start_group_step()  # its new blocks: the horizon says they fit; nothing is admitted
+        n = self.num_seqs = len(sched.group)
+        a, b = rep._affines.get(n) or rep._affine(n)
+        dt = a + b * sched.group_context_tokens
+        self.end_s = now + dt
+        return dt
+
+    def end(self, now: float) -> list[Request]:
+        rep = self.rep
+        rep._record(now, rep._num_decoding)  # every decoding request is in the group and ran
+        return rep.sched.end_group_step()
+
+
+class _Segment:
+    """A plan: k all-decode steps in closed form; step j (1-based) ends at ``step_end(j)``."""
+
+    __slots__ = ("rep", "start_s", "c1", "c2", "steps", "num_seqs", "end_s")
+
+    def __init__(self, rep: Replica) -> None:
+        self.rep = rep
+        self.start_s = self.c1 = self.c2 = self.end_s = 0.0
+        self.steps = self.num_seqs = 0
+
+    def start(self, now: float, k: int) -> None:
+        """Duration unknown until it ends (an arrival may cut it): accounted by :meth:`end`."""
+        rep = self.rep
+        sched = rep.sched
+        n = self.num_seqs = len(sched.group)
+        a, b = rep._affines.get(n) or rep._affine(n)
+        # Step j (1-based) ends at t0 + j*c1 + c2*j*(j-1): sum of a + b*(S0 + n*i), i < j.
+        self.start_s, self.steps = now, k
+        self.c1, self.c2 = a + b * sched.group_context_tokens, b * n * 0.5
+        self.end_s = self.step_end(k)
+        rep.stats.num_segments += 1
+
+    def step_end(self, j: int) -> float:
+        return self.start_s + j * self.c1 + self.c2 * (j * (j - 1))
+
+    def ends(self, m: int) -> list[float] | np.ndarray:
+        """End times of steps 1..m (same arithmetic as :meth:`step_end`; a list when short)."""
+        s, c1, c2 = self.start_s, self.c1, self.c2
+        if m <= 32:  # segments are mostly a few steps long (cut by arrivals): numpy costs more
+            ends = []  # a loop: in 3.11 a list comprehension builds and calls a function
+            for j in range(1, m + 1):
+                ends.append(s + j * c1 + c2 * (j * (j - 1)))
+            return ends
+        js = np.arange(1, m + 1, dtype=np.float64)
+        return s + js * c1 + c2 * (js * (js - 1))
+
+    def first_end_after(self, t: float) -> int:
+        """Smallest j in [1, steps] with step_end(j) >= t (root of the quadratic, then checked)."""
+        c1, c2, dt = self.c1, self.c2, t - self.start_s
+        if c2 > 0:
+            lin = c1 - c2
+            j = math.ceil((-lin + math.sqrt(lin * lin + 4.0 * c2 * dt)) / (2.0 * c2))
+        else:
+            j = math.ceil(dt / c1)
+        j = min(max(j, 1), self.steps)
+        while j > 1 and self.step_end(j - 1) >= t:
+            j -= 1
+        while j < self.steps and self.step_end(j) < t:
+            j += 1
+        return j
+
+    def cut(self, now: float) -> bool:
+        """End at the first step end at or after ``now`` (an arrival); True if that is earlier."""
+        m = self.first_end_after(now)
+        if m >= self.steps:
+            return False
+        self.steps = m
+        self.end_s = self.step_end(m)
+        return True
+
+    def end(self, now: float) -> list[Request]:
+        """Its m steps' timeline entries (and ITL gaps), accounted now; the scheduler advances m."""
+        rep = self.rep
+        m, n = self.steps, self.num_seqs
+        rep.stats.add(m, now - self.start_s, n, rep.sched.kv)
+        ends = self.ends(m)
+        tl = rep.timeline
+        if tl.held + m > rep._compact_at:
+            rep._compact(m)
+        tl.extend(ends)
+        if rep.gaps is not None:
+            rep.gaps.entries(ends, n)
+        return rep.sched.advance_decode(m)
 
 
 class Replica:
@@ -128,7 +260,7 @@ class Replica:
         self,
         index: int,
         scheduler: Scheduler,
-        timer,
+        timer: StepTimer,
         kernel: Kernel,
         emit: Callable[[RequestRecord, int], None],
         fast: bool = True,
@@ -140,21 +272,25 @@ class Replica:
         self.index = index
         self.sched = scheduler
         self.timer = timer
+        # The cost model's sums-only methods, when it has them (checked once, here).
+        self._fast_timer = timer if isinstance(timer, FastStepTimer) else None
+        self._affine_timer = timer if isinstance(timer, AffineStepTimer) else None
+        if fast and self._affine_timer is None:
+            raise TypeError(f"fast mode needs an AffineStepTimer; {type(timer).__name__} is not one")
         self.kernel = kernel
         self.emit = emit  # (record, replica index) for every finished or rejected request
         # Completed requests go to ``complete`` (no record) and their ITL values, per step, to ``itl``
         # (both or neither; then every finished request is a record through ``emit``).
         self.complete = complete
-        self._complete_add = complete.add if complete is not None else None
         self._wants_times = complete is not None and complete.wants_times  # fixed for the run
-        self.gaps = GapTally(itl) if complete is not None else None
+        self.gaps = GapTally(itl) if complete is not None and itl is not None else None
         self.fast = fast
         self.max_segment_steps = max_segment_steps
         self.observe = observe  # returns (last sample, interval): see TimeSeries.observe
         # A lower bound of when the time series' next sample can be due: ``observe`` samples when
-        # ``now - last >= interval`` and returns (last, interval), the interval only growing, so every
-        # such ``now`` is >= (last + interval) * (1 - 1e-12) (times are >= 0; the margin dwarfs the
-        # subtraction's rounding). A step before it skips the call; after it, ``observe`` decides.
+        # ``now - last >= interval`` and returns (last, interval), the interval only growing, so
+        # every such ``now`` is >= (last + interval) * (1 - 1e-12) (times are >= 0; the margin
+        # dwarfs the subtraction's rounding). A step before it skips the call.
         self._obs_due = -math.inf if observe is not None else math.inf
         self.timeline = Timeline()
         self._compact_at = TIMELINE_COMPACT_MIN
@@ -162,25 +298,20 @@ class Replica:
         self.outstanding_tokens = 0  # prompt + max output of requests here, for routing
         self._busy = False
         self._kicked = False
-        self._batch: Any = None  # the step under way: a Batch ((Batch, verify) in SpecReplica)
-        self._segment: _Segment | None = None  # the segment under way (``_seg``), else None
-        self._seg = _Segment(0.0, 0.0, 0.0, 0, None, 0)  # refilled per segment: one object per replica
         self._num_decoding = 0
-        self._affine: dict[int, tuple[float, float]] = {}
-        self._context_limit = float(getattr(timer, "affine_context_limit", float("inf")))
-        self._windowed = self._context_limit != float("inf")
-        self._mixed = getattr(timer, "mixed_step_time_s", None)
-        self._chunk = getattr(timer, "chunk_step_time_s", None)  # ``mixed`` of one listed sequence
-        # A host KV tier's reloads (cost/kv_tier.KvReload): the step waits for the blocks copied back.
+        self._affines: dict[int, tuple[float, float]] = {}
+        limit = self._affine_timer.affine_context_limit if self._affine_timer else math.inf
+        self._context_limit = float(limit)
+        self._windowed = self._context_limit != math.inf
+        # One plan object of each kind, refilled per step; ``_plan`` is the one under way.
+        self._batch_step = _BatchStep(self)
+        self._group_step = _GroupStep(self)
+        self._segment = _Segment(self)
+        self._plan: _BatchStep | _GroupStep | _Segment | None = None
+        self._handle: list[Any] = []  # the kernel entry of the plan's end
+        self._on_end, self._on_start = self._end, self._start  # bound once, not once per event
+        # A host KV tier's reloads (cost/kv_tier.KvReload): a step waits for the blocks copied back.
         self._reload = getattr(timer, "kv_reload", None) if scheduler.kv.host_tier is not None else None
-        # Event callbacks bound once (reading ``self._end_step`` builds a bound method every time).
-        self._on_step_end, self._on_segment_end = self._end_step, self._end_segment
-        self._on_single_end = self._end_single
-        # Under ``Kernel.run_one`` (``solo``: the only replica, open loop) the replica's one pending
-        # event is these two fields instead of a heap entry (see there).
-        self.solo = False
-        self.next_s = math.inf
-        self.next_fn: Callable[[], None] | None = None
 
     # ---- arrivals ---------------------------------------------------------------
     def submit(self, req: Request) -> None:
@@ -190,312 +321,97 @@ class Replica:
             self.emit(rejected_record(req, now, req.reject_reason), self.index)
             return
         self.outstanding_tokens += req.prompt_tokens + req.max_output_tokens
-        seg = self._segment
-        if seg is not None:  # a segment under way: cut it at its first step end >= now
-            m = seg.first_end_after(now)
-            if m < seg.steps:
-                seg.steps = m
-                end = seg.start_s + m * seg.c1 + seg.c2 * (m * (m - 1))  # ``seg.end(m)``, inlined
-                if self.solo:  # its pending end moves
-                    self.next_s = end
-                else:
-                    seg.handle[3] = None  # ``Kernel.cancel(seg.handle)``, inlined
-                    seg.handle = self.kernel.at(end, PRIO_STEP_END, self._on_segment_end)
+        plan = self._plan
+        if plan is self._segment:  # a segment under way: cut it at its first step end >= now
+            if plan.cut(now):
+                Kernel.cancel(self._handle)
+                self._handle = self.kernel.at(plan.end_s, PRIO_STEP_END, self._on_end)
         elif not self._busy:
             self._kick(now)
 
     def _kick(self, now: float) -> None:
         """Start the next step now, but after every arrival of this same instant is queued."""
-        if self._kicked:
-            return
-        self._kicked = True
-        kernel = self.kernel  # ``kernel.has_pending(now, PRIO_ARRIVAL)``, inlined
-        heap = kernel.heap
-        if kernel.arrival_s == now or (heap and heap[0][0] == now and heap[0][1] <= PRIO_ARRIVAL):
-            self._post_kick(now)
-        else:  # no same-instant arrival can still come: skip the extra event
-            self._start_step()
+        if not self._kicked:
+            self._kicked = True
+            if self.kernel.has_pending(now, PRIO_ARRIVAL):
+                self.kernel.at(now, PRIO_KICK, self._on_start)
+            else:  # no same-instant arrival can still come: skip the extra event
+                self._start()
 
-    def _post_kick(self, now: float) -> None:
-        """Start the next step after this instant's arrivals (a kick event)."""
-        if self.solo:
-            self.next_s, self.next_fn = now, self._start_step
-        else:
-            self.kernel.at(now, PRIO_KICK, self._start_step)
-
-    # ---- stepping ---------------------------------------------------------------
-    def _start_step(self) -> None:
+    # ---- the step lifecycle -------------------------------------------------------
+    def _start(self) -> None:
+        """Plan the next step, account it, observe, and post its end (idle when nothing runs)."""
         self._kicked = False
         now = self.kernel.now
-        sched = self.sched
-        if self.fast:
-            k = sched.decode_horizon(self.max_segment_steps)
-            if k and self._windowed:
-                k = self._cap_by_context(k)
-            if k >= 2:
-                self._start_segment(now, k)
+        k = self.sched.decode_horizon(self.max_segment_steps) if self.fast else 0
+        if k and self._windowed:
+            k = self._cap_by_window(k)
+        plan: _BatchStep | _GroupStep | _Segment
+        if k >= 2:
+            plan = self._segment
+            plan.start(now, k)
+        else:
+            step = self._group_step if k else self._batch_step
+            dt = step.start(now)
+            if dt is None:
+                self._busy = False
                 return
-            if k:  # one group-only step (a member finishes after it): no batch, no cost-model call
-                self._start_single(now)
-                return
-        batch = sched.schedule()
-        seqs, nd = batch.seqs, batch.num_decode_seqs
-        if not seqs and not nd:
-            self._busy = False
-            return
-        for rid in batch.preempted:
-            self._flush(sched.requests[rid])
-        if len(seqs) == 1 and self._chunk is not None:  # one prefill chunk beside the group: no lists
-            seq = seqs[0]
-            req = seq.req
-            if req.first_scheduled_s is None:
-                req.first_scheduled_s = now
-            dt = self._chunk(nd, batch.decode_cached_tokens, seq.num_new_tokens, seq.num_cached_tokens)
-        else:
-            new: list[int] = []
-            cached: list[int] = []
-            for seq in seqs:
-                req = seq.req
-                if req.first_scheduled_s is None:
-                    req.first_scheduled_s = now
-                new.append(seq.num_new_tokens)
-                cached.append(seq.num_cached_tokens)
-            mixed = self._mixed
-            if mixed is not None:  # a StepModel: the batch as sums, no arrays
-                dt = mixed(nd, batch.decode_cached_tokens, new, cached)
-            else:
-                dt = self.timer.step_time_s(*_step_arrays(batch))
-        if self._reload is not None:
-            dt = self._reload.step_time_s(dt, sched.kv.host_tier.take_loaded())
-        num_seqs = len(seqs) + nd
-        kv = sched.kv  # ``self._account(1, dt, num_seqs)``, inlined
-        usage = (kv.num_blocks - kv.num_free_blocks) / kv.num_blocks
-        st = self.stats
-        st.num_steps += 1
-        st.busy_s += dt
-        st.seq_time_s += num_seqs * dt
-        st.kv_time_s += usage * dt
-        if usage > st.peak_kv_usage:
-            st.peak_kv_usage = usage
-        if now >= self._obs_due:  # else ``observe`` would ignore the call (see ``_obs_due``)
-            last, interval = self.observe(now, self, num_seqs)
+            plan = step
+            # (a segment is accounted when it ends, cut or not)
+            self.stats.add(1, dt, plan.num_seqs, self.sched.kv)
+        observe = self.observe
+        if now >= self._obs_due and observe is not None:  # else ``observe`` would ignore the call
+            last, interval = observe(now, self, plan.num_seqs)
             self._obs_due = (last + interval) * (1.0 - 1e-12)
         self._busy = True
-        self._batch = batch
-        if self.solo:
-            self.next_s, self.next_fn = now + dt, self._on_step_end
-        else:
-            self.kernel.at(now + dt, PRIO_STEP_END, self._on_step_end)
+        self._plan = plan
+        self._handle = self.kernel.at(plan.end_s, PRIO_STEP_END, self._on_end)
 
-    def _end_step(self) -> None:
+    def _end(self) -> None:
+        """The plan's steps ended: token times, the scheduler's update, finishes, the next step."""
         now = self.kernel.now
-        batch, self._batch = self._batch, None
-        gaps = self.gaps
-        decoding_in_step = batch.num_decode_seqs
-        started: list[Request] = []
-        for seq in batch.seqs:
-            req = seq.req
-            if req.timeline_start >= 0:
-                decoding_in_step += 1
-            elif seq.samples:
-                times = req.token_times
-                if times and gaps is not None:  # first token after a recompute
-                    gaps.explicit(now - times[-1])
-                times.append(now)  # first token (or first after a recompute)
-                started.append(req)
-        if decoding_in_step:
-            if decoding_in_step != self._num_decoding:
-                raise RuntimeError("a step ran only some decoding requests; timeline would be wrong")
-            if gaps is not None:
-                vals = gaps.vals
-                if gaps.off or len(vals) >= 65_535:
-                    gaps.entry(now, decoding_in_step)
-                else:  # ``gaps.entry(now, decoding_in_step)``, inlined: no flush is due after it
-                    vals.append(now - gaps.last)
-                    gaps.counts.append(decoding_in_step)
-                    gaps.last = now
-            data = self.timeline.data  # ``timeline.append(now)``; compaction keeps the list object
-            if len(data) >= self._compact_at:
-                self._compact(1)
-            data.append(now)
-        done = self.sched.update(batch)
-        if started:
-            tl = self.timeline
-            size = tl.base + len(tl.data)  # ``tl.size``
-            for req in started:
-                if req.status is _RUNNING:  # not finished by this step
-                    req.timeline_start = size
-                    self._num_decoding += 1
-                    if not decoding_in_step and gaps is not None:  # its token is not on the timeline
-                        gaps.off[req.request_id] = now
-        for req in done:
+        plan, self._plan = self._plan, None
+        assert plan is not None, "a step ended that was never started"
+        for req in plan.end(now):
             self._finish(req, now)
-        # ``_kick(now)``, inlined (no kick is pending at a step's end: one waits only while idle)
-        kernel = self.kernel
-        heap = kernel.heap
-        if kernel.arrival_s == now or (heap and heap[0][0] == now and heap[0][1] <= PRIO_ARRIVAL):
-            self._kicked = True
-            self._post_kick(now)
-        else:
-            self._start_step()
+        self._kick(now)
 
-    def _start_single(self, now: float) -> None:
-        """The group's next step alone (``decode_horizon`` said 1), as ``schedule()`` and the step
-        path would run it (the group step's KV blocks first, then the statistics and the time series,
-        the same event), but timed by the affine form, ``a + b*S0`` (equal to the cost model's
-        mixed step within ~1e-12 relative), and ended by :meth:`_end_single` without a ``Batch``."""
-        sched = self.sched
-        sched.start_group_step()  # its new blocks: the horizon says they fit, and nothing is admitted
-        n = len(sched.group)
-        ab = self._affine.get(n)
-        if ab is None:
-            ab = self._affine[n] = self.timer.decode_affine(n)
-        dt = ab[0] + ab[1] * (sched._dsum + n * sched.dstep)  # ``group_context_tokens``
-        kv = sched.kv  # ``self._account(1, dt, n)``, inlined
-        usage = (kv.num_blocks - kv.num_free_blocks) / kv.num_blocks
-        st = self.stats
-        st.num_steps += 1
-        st.busy_s += dt
-        st.seq_time_s += n * dt
-        st.kv_time_s += usage * dt
-        if usage > st.peak_kv_usage:
-            st.peak_kv_usage = usage
-        if now >= self._obs_due:  # else ``observe`` would ignore the call (see ``_obs_due``)
-            last, interval = self.observe(now, self, n)
-            self._obs_due = (last + interval) * (1.0 - 1e-12)
-        self._busy = True
-        if self.solo:
-            self.next_s, self.next_fn = now + dt, self._on_single_end
-        else:
-            self.kernel.at(now + dt, PRIO_STEP_END, self._on_single_end)
-
-    def _end_single(self) -> None:
-        """End of :meth:`_start_single`'s step: ``_end_step`` of a batch that is the group alone."""
-        now = self.kernel.now
-        n = self._num_decoding  # every decoding request is in the group and ran
-        gaps = self.gaps
-        if gaps is not None:
-            vals = gaps.vals
-            if gaps.off or len(vals) >= 65_535:
-                gaps.entry(now, n)
-            else:  # ``gaps.entry(now, n)``, inlined: no flush is due after it
-                vals.append(now - gaps.last)
-                gaps.counts.append(n)
-                gaps.last = now
-        data = self.timeline.data  # ``timeline.append(now)``; compaction keeps the list object
-        if len(data) >= self._compact_at:
-            self._compact(1)
-        data.append(now)
-        for req in self.sched.end_group_step():
-            self._finish(req, now)
-        # ``_kick(now)``, inlined (no kick is pending at a step's end: one waits only while idle)
-        kernel = self.kernel
-        heap = kernel.heap
-        if kernel.arrival_s == now or (heap and heap[0][0] == now and heap[0][1] <= PRIO_ARRIVAL):
-            self._kicked = True
-            self._post_kick(now)
-        else:
-            self._start_step()
-
-    def _start_segment(self, now: float, k: int) -> None:
-        sched = self.sched
-        group = sched.group
-        n = len(group)
-        s0 = sched._dsum + n * sched.dstep  # ``group_context_tokens``
-        ab = self._affine.get(n)
-        if ab is None:
-            ab = self._affine[n] = self.timer.decode_affine(n)
-        a, b = ab
-        # Step j (1-based) ends at t0 + j*c1 + c2*j*(j-1): sum of a + b*(S0 + n*i), i < j.
-        c1, c2 = a + b * s0, b * n * 0.5
-        seg = self._seg  # no segment is under way: refill it (a construction costs ~5x these stores)
-        seg.start_s, seg.c1, seg.c2, seg.steps, seg.num_seqs = now, c1, c2, k, n
-        if self.solo:
-            self.next_s, self.next_fn = now + k * c1 + c2 * (k * (k - 1)), self._on_segment_end  # end(k)
-        else:
-            seg.handle = self.kernel.at(now + k * c1 + c2 * (k * (k - 1)), PRIO_STEP_END, self._on_segment_end)
-        self._segment = seg
-        self._busy = True
-        self.stats.num_segments += 1
-        if now >= self._obs_due:  # else ``observe`` would ignore the call (see ``_obs_due``)
-            last, interval = self.observe(now, self, n)
-            self._obs_due = (last + interval) * (1.0 - 1e-12)
-
-    def _end_segment(self) -> None:
-        now = self.kernel.now
-        seg, self._segment = self._segment, None
-        m, n = seg.steps, seg.num_seqs
-        kv, dt = self.sched.kv, now - seg.start_s  # ``self._account(m, dt, n)``, inlined
-        usage = (kv.num_blocks - kv.num_free_blocks) / kv.num_blocks
-        st = self.stats
-        st.num_steps += m
-        st.busy_s += dt
-        st.seq_time_s += n * dt
-        st.kv_time_s += usage * dt
-        if usage > st.peak_kv_usage:
-            st.peak_kv_usage = usage
-        tl = self.timeline
-        if len(tl.data) + m > self._compact_at:
-            self._compact(m)
-        gaps = self.gaps
-        if m <= 32:  # ``seg.ends(m)`` and ``tl.extend(ends)`` without the calls
-            s0, c1, c2 = seg.start_s, seg.c1, seg.c2
-            ends: Any  # this list, or seg.ends()'s array below
-            ends = []  # a loop, not a list comprehension: in 3.11 that builds and calls a function
-            if gaps is not None and not gaps.off and len(gaps.vals) < 65_535:
-                # ``gaps.entries(ends, n)`` in the same loop: each step's gap to the one before,
-                # n times (the same counts and flush points; ``off`` empty: none alone). After the
-                # first, step j's gap is ``c1 + 2*c2*(j - 1)`` in closed form and its end the previous
-                # end plus that gap: ~10 bytecodes less per step than the closed form of each end, equal
-                # to it within a few ulps of the time (m <= 32 additions; within 1e-9 relative,
-                # ``benchmarks/sim_fingerprint.py --compare``).
-                vals, counts = gaps.vals, gaps.counts
-                t = s0 + c1
-                ends.append(t)
-                vals.append(t - gaps.last)
-                counts.append(n)
-                c22 = c2 + c2
-                d = c1 + c22
-                for _ in range(m - 1):
-                    t += d
-                    ends.append(t)
-                    vals.append(d)
-                    counts.append(n)
-                    d += c22
-                gaps.last = t
-                gaps = None  # done
-            else:
-                for j in range(1, m + 1):
-                    ends.append(s0 + j * c1 + c2 * (j * (j - 1)))
-            tl.data.extend(ends)
-        else:
-            ends = seg.ends(m)
-            tl.extend(ends)
-        if gaps is not None:
-            gaps.entries(ends, n)
-        done = self.sched.advance_decode(m)
-        for req in done:
-            self._finish(req, now)
-        # ``_kick(now)``, inlined (no kick is pending at a step's end: one waits only while idle)
-        kernel = self.kernel
-        heap = kernel.heap
-        if kernel.arrival_s == now or (heap and heap[0][0] == now and heap[0][1] <= PRIO_ARRIVAL):
-            self._kicked = True
-            self._post_kick(now)
-        else:
-            self._start_step()
-
-    def _cap_by_context(self, k: int) -> int:
+    def _cap_by_window(self, k: int) -> int:
+        """Group-only steps ahead, at most ``k``, before the longest context reaches the window."""
         s = self.sched
         longest = max(r.num_computed_tokens + s.dstep - r.dbase for r in s.group.values())
         return max(0, min(k, int(self._context_limit) - longest))
 
-    # ---- per-request records ----------------------------------------------------
-    def _append_time(self, t: float) -> None:
-        if self.timeline.held >= self._compact_at:
-            self._compact(1)
-        self.timeline.append(t)
+    def _batch_time_s(self, batch: Batch) -> float:
+        """The cost model's time of a batch: as sums when it can, else per-sequence arrays."""
+        fast = self._fast_timer
+        seqs, nd = batch.seqs, batch.num_decode_seqs
+        if fast is None:
+            return self.timer.step_time_s(*_step_lists(batch))
+        if len(seqs) == 1:  # one prefill chunk beside the group: no lists
+            seq = seqs[0]
+            return fast.chunk_step_time_s(nd, batch.decode_cached_tokens, seq.num_new_tokens,
+                                          seq.num_cached_tokens)
+        return fast.mixed_step_time_s(nd, batch.decode_cached_tokens,
+                                      [s.num_new_tokens for s in seqs],
+                                      [s.num_cached_tokens for s in seqs])
 
+    def _affine(self, n: int) -> tuple[float, float]:
+        """(a, b) of a decode step of ``n`` sequences (``a + b * context``), into ``_affines``."""
+        assert self._affine_timer is not None, "only fast mode times steps by their affine form"
+        ab = self._affines[n] = self._affine_timer.decode_affine(n)
+        return ab
+
+    def _record(self, now: float, num_decoding: int) -> None:
+        """A decode step of ``num_decoding`` requests ended now: a timeline entry, its ITL gap."""
+        tl = self.timeline
+        if tl.held >= self._compact_at:
+            self._compact(1)
+        tl.append(now)
+        if self.gaps is not None:
+            self.gaps.entry(now, num_decoding)
+
+    # ---- per-request records ----------------------------------------------------
     def _compact(self, extra: int) -> None:
         """Drop timeline entries no active request needs (amortized: the threshold doubles)."""
         tl = self.timeline
@@ -514,13 +430,13 @@ class Replica:
                 self.gaps.off.pop(req.request_id, None)
 
     def _finish(self, req: Request, now: float) -> None:
-        add = self._complete_add
-        if add is not None:  # token times only for a sink; ITLs went to the tally per step
+        complete = self.complete
+        if complete is not None:  # token times only for a sink; ITLs went to the tally per step
             if req.timeline_start >= 0:
                 self._num_decoding -= 1
             times = self._token_times(req) if self._wants_times else None
             self.outstanding_tokens -= req.prompt_tokens + req.max_output_tokens
-            add(req, req.first_scheduled_s, req.token_times[0], now, times)
+            complete.add(req, req.first_scheduled_s, req.token_times[0], now, times)
             return
         times = self._token_times(req)
         if req.timeline_start >= 0:

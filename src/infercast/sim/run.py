@@ -14,7 +14,7 @@ import math
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -101,6 +101,15 @@ def workload_spec(cfg: SimConfig, trace: Trace | None) -> WorkloadSpec:
     )
 
 
+class _Arrival(NamedTuple):
+    """One open-loop arrival of several replicas' run: ``request_stream``'s tuple, named."""
+
+    arrival_s: float
+    prompt: int
+    output: int
+    group: int
+
+
 class _Driver(BufferedDriver):
     """Feeds arrivals (open or closed loop) to the router and collects records."""
 
@@ -109,39 +118,29 @@ class _Driver(BufferedDriver):
         # ``request_columns`` chunks; ``stream`` yields them as ``request_stream``'s tuples (lazily: the
         # one-replica open loop reads the columns as Requests instead, see ``run``).
         self.columns, self.replicas, self.kernel = columns, replicas, kernel
+        self.unrouted: list[Replica] = []  # replicas behind the routed ones (a decode pool)
         self.stream = itertools.chain.from_iterable(zip(*c, strict=True) for c in columns)
         self.router = make_router(cfg.router)
         self.on_record = on_record
-        self.completions: CompletionBuffer | None = None  # set by simulate()
-        self.itl: Callable[[np.ndarray, np.ndarray], None] | None = None  # likewise
+        self.itl: Callable[[np.ndarray, np.ndarray], None] | None = None  # set by simulate()
         self.closed = cfg.workload.resolved_arrival == "closed"
         self.block_size = cfg.scheduler.block_size
         self.prefix_tokens = cfg.workload.prefix_tokens
         self.concurrency = cfg.workload.concurrency or 0
         self._hashes: dict[int, tuple[int, ...]] = {}
-        self._on_arrival = self._arrive  # bound once: one bound method less per request
         self._count = 0
 
     def start(self) -> None:
-        if self.closed:
-            for _ in range(self.concurrency):
-                self._next_at(0.0)
-        else:
-            self._next_open()
+        """A closed loop's first requests: one per client, at time 0."""
+        for _ in range(self.concurrency):
+            self._next_at(0.0)
 
-    def _next_open(self) -> None:
-        """``_next_at(None)``: the next arrival at its own time, the stream's tuple as its arguments."""
+    def _next_at(self, t: float) -> None:
+        """A closed loop's next request, sent at ``t``."""
         item = next(self.stream, None)
         if item is not None:
-            self.kernel.at(item[0], PRIO_ARRIVAL, self._on_arrival, *item)
-
-    def _next_at(self, t: float | None) -> None:
-        item = next(self.stream, None)
-        if item is None:
-            return
-        arrival, prompt, output, group = item
-        at = t if t is not None else arrival
-        self.kernel.at(at, PRIO_ARRIVAL, self._arrive, at, prompt, output, group)
+            _, prompt, output, group = item
+            self.kernel.at(t, PRIO_ARRIVAL, self._arrive, t, prompt, output, group)
 
     def _prefix_hashes(self, group: int) -> tuple[int, ...]:
         hashes = self._hashes.get(group)
@@ -151,13 +150,18 @@ class _Driver(BufferedDriver):
 
     def run(self) -> None:
         """Feed the stream and run the kernel until every request is done."""
-        rep = self.replicas[0] if len(self.replicas) == 1 else None
-        if not self.closed and type(rep) is Replica:
-            rep.solo = True  # the usual run: no heap (``Kernel.run_one``), the same order of events
-            self.kernel.run_one(rep, itertools.chain.from_iterable(self._request_chunks()), rep.submit)
-            return
-        self.start()
-        self.kernel.run()
+        if self.closed:
+            self.start()
+            self.kernel.run()
+        elif len(self.replicas) == 1:  # the usual run: requests straight to the one replica
+            reqs = itertools.chain.from_iterable(self._request_chunks())
+            self.kernel.run(reqs, self.replicas[0].submit)
+        else:
+            self.kernel.run(self._arrivals(), self._route)
+
+    def _arrivals(self) -> Iterator[_Arrival]:
+        """The open loop's arrivals (the columns' tuples), each with its ``arrival_s``."""
+        return map(_Arrival._make, self.stream)
 
     def _request_chunks(self) -> Iterator[Iterator[Request]]:
         """The open loop's requests, as ``_arrive`` would build them, a ``map`` per chunk of columns:
@@ -171,13 +175,14 @@ class _Driver(BufferedDriver):
                 yield map(Request, ids, prompts, outputs, arrivals)
             start += len(arrivals)
 
+    def _route(self, item: _Arrival) -> None:
+        self._arrive(*item)
+
     def _arrive(self, at: float, prompt: int, output: int, group: int) -> None:
         req = Request(str(self._count), prompt, output, at, self._prefix_hashes(group) if group >= 0 else ())
         self._count += 1
         replicas = self.replicas
         target = replicas[0] if len(replicas) == 1 else replicas[self.router.route(group, replicas)]
-        if not self.closed:
-            self._next_open()  # open loop: the next arrival is independent of this one
         target.submit(req)
 
     def emit(self, rec: RequestRecord, replica: int) -> None:
@@ -224,7 +229,7 @@ def simulate(
 
     replicas: list[Replica] = []
     conv = conversation_spec(cfg)
-    driver: Any  # a _Driver, or a ConversationDriver for multi-turn sessions
+    driver: Any  # either feeds the replicas and collects what they finish
     if conv is not None:  # multi-turn sessions (sim/conversations.py) instead of the request stream
         driver = ConversationDriver(cfg, conv, replicas, kernel, on_record, rng)
     else:
@@ -239,7 +244,7 @@ def simulate(
         sched_cfg, extra = _build_replicas(cfg, timer, kernel, driver, series)
     driver.run()
     driver.completions.flush()
-    for rep in replicas:
+    for rep in replicas + getattr(driver, "unrouted", []):  # a decode pool behind the routed
         if rep.gaps is not None:
             rep.gaps.flush()
     if progress is not None:

@@ -27,12 +27,14 @@ speculative decoding are always exact (one event per step).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 
 from infercast.cost.speculative import SpeculativeConfig, SpeculativeModel, beta_params
+from infercast.sched import Request
 from infercast.sim.collect import finished_record
-from infercast.sim.kernel import PRIO_STEP_END
-from infercast.sim.replica import Replica
+from infercast.sim.replica import Replica, _BatchStep
 
 
 class SpecTimer:
@@ -54,8 +56,13 @@ class SpecTimer:
         free = max(t.kv_capacity_tokens * t.kv_bytes_per_token - extra_weights, 0.0)
         return int(free * (1 - share) / t.kv_bytes_per_token)
 
-    def step_time_s(self, new: list[int], cached: list[int], verify: list[bool]) -> float:
-        """Target step (decoding sequences widened to the verify width) + k drafter steps."""
+    def step_time_s(self, new: Sequence[int], cached: Sequence[float]) -> float:
+        """A step without verification: the target's (a :class:`~infercast.sim.timer.StepTimer`)."""
+        return self.target.step_time_s(new, cached)
+
+    def verify_step_time_s(self, new: Sequence[int], cached: Sequence[int],
+                           verify: Sequence[bool]) -> float:
+        """Target step (sequences with ``verify`` widened to the verify width) + k drafter steps."""
         width = self.config.width
         wide = [max(n, width) if v else n for n, v in zip(new, verify, strict=True)]
         t = self.target.step_time_s(wide, cached)
@@ -88,8 +95,61 @@ def draw_tokens(rng: np.random.Generator, a: float, k: int) -> int:
     return 1 + min(int(rng.geometric(1.0 - a)) - 1, k)
 
 
+class _SpecStep(_BatchStep):
+    """A plan: a batch whose decoding sequences verify drafts (every request listed)."""
+
+    __slots__ = ("verify",)
+    rep: SpecReplica
+
+    def __init__(self, rep: SpecReplica) -> None:
+        super().__init__(rep)
+        self.verify: list[bool] = []
+
+    def start(self, now: float) -> float | None:
+        rep = self.rep
+        batch = self.batch = rep.sched.schedule()
+        if batch.is_empty:
+            return None
+        if batch.num_decode_seqs:
+            raise RuntimeError("speculative replicas need a scheduler with compact_decodes=False")
+        for rid in batch.preempted:
+            rep._flush(rep.sched.requests[rid])
+        seqs = batch.seqs
+        for seq in seqs:
+            req = seq.req
+            if req.first_scheduled_s is None:
+                req.first_scheduled_s = now
+        verify = self.verify = [_verifies(s) for s in seqs]
+        dt = rep.timer.verify_step_time_s([s.num_new_tokens for s in seqs],
+                                          [s.num_cached_tokens for s in seqs], verify)
+        self.num_seqs = batch.num_seqs
+        self.end_s = now + dt
+        return dt
+
+    def end(self, now: float) -> list[Request]:
+        """Each sampling sequence draws its tokens (one chunk at ``now``); the scheduler counts."""
+        rep = self.rep
+        sampled: dict[str, int] = {}
+        for seq, v in zip(self.batch.seqs, self.verify, strict=True):
+            if not seq.samples:
+                continue
+            req = seq.req
+            m = rep._draw(req) if v else 1
+            sampled[seq.request_id] = m
+            req.token_times.append(now)
+            rep._chunks.setdefault(seq.request_id, []).append(m)
+        return rep.sched.update(self.batch, sampled)
+
+
+def _verifies(seq) -> bool:
+    req = seq.req
+    return seq.samples and req.num_output_tokens > 0 and seq.num_cached_tokens >= req.prompt_tokens
+
+
 class SpecReplica(Replica):
     """A replica whose decode steps are speculative verify steps (exact mode only)."""
+
+    timer: SpecTimer
 
     def __init__(self, *args, rng: np.random.Generator, **kwargs):
         kwargs["fast"] = False
@@ -97,51 +157,7 @@ class SpecReplica(Replica):
         self.rng = rng
         self._accept: dict[str, float] = {}
         self._chunks: dict[str, list[int]] = {}  # tokens per chunk (one chunk per step), by request
-
-    def _verifies(self, seq) -> bool:
-        req = seq.req
-        return seq.samples and req.num_output_tokens > 0 and seq.num_cached_tokens >= req.prompt_tokens
-
-    def _start_step(self) -> None:
-        self._kicked = False
-        now = self.kernel.now
-        batch = self.sched.schedule()
-        if batch.is_empty:
-            self._busy = False
-            return
-        if batch.num_decode_seqs:
-            raise RuntimeError("speculative replicas need a scheduler with compact_decodes=False")
-        for rid in batch.preempted:
-            self._flush(self.sched.requests[rid])
-        for seq in batch.seqs:
-            req = seq.req
-            if req.first_scheduled_s is None:
-                req.first_scheduled_s = now
-        seqs = batch.seqs
-        verify = [self._verifies(s) for s in seqs]
-        dt = self.timer.step_time_s([s.num_new_tokens for s in seqs], [s.num_cached_tokens for s in seqs], verify)
-        self.stats.add(1, dt, batch.num_seqs, self.sched.kv.usage)
-        if self.observe is not None:
-            self.observe(now, self, batch.num_seqs)
-        self._busy = True
-        self._batch = (batch, verify)
-        self.kernel.at(now + dt, PRIO_STEP_END, self._end_step)
-
-    def _end_step(self) -> None:
-        now = self.kernel.now
-        (batch, verify), self._batch = self._batch, None
-        sampled: dict[str, int] = {}
-        for seq, v in zip(batch.seqs, verify, strict=True):
-            if not seq.samples:
-                continue
-            req = seq.req
-            m = self._draw(req) if v else 1
-            sampled[seq.request_id] = m
-            req.token_times.append(now)
-            self._chunks.setdefault(seq.request_id, []).append(m)
-        for req in self.sched.update(batch, sampled):
-            self._finish(req, now)
-        self._kick(now)
+        self._batch_step = _SpecStep(self)
 
     def _draw(self, req) -> int:
         c = self.timer.config

@@ -25,8 +25,7 @@ class Timeline:
 
     def __init__(self, capacity: int = 0) -> None:
         del capacity  # a list grows by itself; kept for callers that pass a size hint
-        # The held entries, oldest first. Public so the replica's hot paths can append to (and
-        # take the length of) the list without a method call; only ``drop_before`` removes entries.
+        # The held entries, oldest first (read-only for callers; ``drop_before`` removes entries).
         self.data: list[float] = []
         self.base = 0  # absolute index of data[0] (read-only for callers: ``size`` is base + len(data))
 
