@@ -50,12 +50,14 @@ def run_simulations(todo: dict, workers: int | None = None) -> dict:
     than one task and more than one worker (``workers``: None = one per CPU). Each task is one
     independent simulation (``validate.simrun.SimTask``, picklable) with its own fixed seed, so the
     results do not depend on the worker count or the order the pool runs them in."""
+    import multiprocessing
     import os
 
     keys = [k for k, (task, _) in todo.items() if hasattr(task, "config")]  # SimTasks pickle; closures do not
     out = {k: task(prof) for k, (task, prof) in todo.items() if not hasattr(task, "config")}
     n = min(len(keys), workers or os.cpu_count() or 1)
-    if n <= 1:
+    # a daemonic process (the ui's validation run) may not start a pool: run the tasks in it
+    if n <= 1 or multiprocessing.current_process().daemon:
         return out | {k: todo[k][0](todo[k][1]) for k in keys}
     from concurrent.futures import ProcessPoolExecutor
 
