@@ -11,21 +11,16 @@ from prometheus_client.parser import text_string_to_metric_families
 MODEL = "random-tiny"
 
 
-def _slow_down(engine, seconds: float = 0.003) -> None:
-    """Make each step take a little longer: the tiny model would finish before a client acts."""
-    fast_step = engine.step
-
-    def slow_step():
-        time.sleep(seconds)
-        return fast_step()
-
-    engine.step = slow_step
+@pytest.fixture(scope="module")
+def slow_down(server_helpers):
+    """conftest's slow_down: each step a little longer, or the tiny model finishes before a client acts."""
+    return server_helpers[0]
 
 
 @pytest.fixture(scope="module")
-def server(start_server):
+def server(start_server, slow_down):
     with start_server(max_model_len=512) as (url, engine):
-        _slow_down(engine)
+        slow_down(engine)
         yield url, engine
 
 
@@ -113,10 +108,10 @@ def test_metrics_parse_as_prometheus_text(server):
     assert count and count[0] >= 1
 
 
-def test_full_queue_gets_429_and_api_key_is_enforced(start_server):
+def test_full_queue_gets_429_and_api_key_is_enforced(start_server, slow_down):
     with start_server(max_waiting=1, max_num_seqs=1, max_model_len=512,
                         api_key="sesame") as (url, engine):
-        _slow_down(engine)
+        slow_down(engine)
         auth = {"authorization": "Bearer sesame"}
         assert httpx.get(f"{url}/v1/models").status_code == 401
         long = {"model": MODEL, "prompt": "a", "max_tokens": 500, "ignore_eos": True,
