@@ -49,9 +49,11 @@ def free_port() -> int:
 
 
 def start_mock(port: int) -> subprocess.Popen:
-    code = ("from infercast.bench.mock import MockConfig; "
-            "from infercast.bench.mock_http import serve; "
-            f"serve(MockConfig(ttft_s={TTFT_S}, itl_s={ITL_S}), port={port})")
+    code = (
+        "from infercast.bench.mock import MockConfig; "
+        "from infercast.bench.mock_http import serve; "
+        f"serve(MockConfig(ttft_s={TTFT_S}, itl_s={ITL_S}), port={port})"
+    )
     proc = subprocess.Popen([sys.executable, "-c", code])
     for _ in range(200):
         try:
@@ -69,45 +71,92 @@ def truth_rows(port: int) -> list[dict]:
 
 def one_run(port: int, label: str, **load) -> dict:
     before = max((r["index"] for r in truth_rows(port)), default=0)
-    cfg = BenchConfig(base_url=f"http://127.0.0.1:{port}/v1", model="mock", input_tokens=32,
-                      output_tokens=OUT, warmup_requests=1, **load)
+    cfg = BenchConfig(
+        base_url=f"http://127.0.0.1:{port}/v1",
+        model="mock",
+        input_tokens=32,
+        output_tokens=OUT,
+        warmup_requests=1,
+        **load,
+    )
     res = run_bench(cfg)
     rows = {r["request_id"]: r for r in truth_rows(port) if r["index"] > before}
     ok = [r for r in res.records if r.ok and r.request_id in rows]
     s, d = res.summary, res.to_json()
     m = [rows[r.request_id] for r in ok]
     # per request, on the host's one monotonic clock (client and mock both read perf_counter)
-    read = np.array([r.chunk_times_s[0] - t["first_write_s"] for r, t in zip(ok, m, strict=True)]) * 1e3
+    read = (
+        np.array([r.chunk_times_s[0] - t["first_write_s"] for r, t in zip(ok, m, strict=True)])
+        * 1e3
+    )
     to_server = np.array([t["receipt_s"] - r.send_s for r, t in zip(ok, m, strict=True)]) * 1e3
     # scheduled (or issued) -> request headers written: the client's own delay on the way out
     out = np.array([r.send_s - r.arrival_s for r in ok]) * 1e3
     client_ttft = np.mean([r.ttft_s for r in ok])
     mock_ttft, mock_tpot = np.mean([t["ttft_s"] for t in m]), np.mean([t["tpot_s"] for t in m])
-    return {"load": label, "completed": s.completed, "failed": s.failed,
-            "client_ttft_ms": client_ttft * 1e3, "mock_ttft_ms": mock_ttft * 1e3,
-            "err_ttft_ms": (client_ttft - mock_ttft) * 1e3, "err_ttft_vs_nominal_ms": (client_ttft - TTFT_S) * 1e3,
-            "err_tpot_ms": (np.mean([r.tpot_s for r in ok]) - mock_tpot) * 1e3,
-            "read_delay_p50_ms": np.percentile(read, 50), "read_delay_p99_ms": np.percentile(read, 99),
-            "client_own_mean_ms": float(np.mean(out) + np.mean(read)),
-            "client_out_p50_ms": np.percentile(out, 50), "client_out_p99_ms": np.percentile(out, 99),
-            "send_to_server_p50_ms": np.percentile(to_server, 50),
-            "send_to_server_p99_ms": np.percentile(to_server, 99),
-            "achieved_concurrency": d["achieved_concurrency"], "req_per_s": s.request_throughput_rps,
-            "p99_send_lag_ms": d["p99_send_lag_ms"], "p99_loop_lag_ms": d["p99_loop_lag_ms"],
-            "client_cpu": d["client_cpu_fraction"], "warnings": len(res.warnings)}
+    return {
+        "load": label,
+        "completed": s.completed,
+        "failed": s.failed,
+        "client_ttft_ms": client_ttft * 1e3,
+        "mock_ttft_ms": mock_ttft * 1e3,
+        "err_ttft_ms": (client_ttft - mock_ttft) * 1e3,
+        "err_ttft_vs_nominal_ms": (client_ttft - TTFT_S) * 1e3,
+        "err_tpot_ms": (np.mean([r.tpot_s for r in ok]) - mock_tpot) * 1e3,
+        "read_delay_p50_ms": np.percentile(read, 50),
+        "read_delay_p99_ms": np.percentile(read, 99),
+        "client_own_mean_ms": float(np.mean(out) + np.mean(read)),
+        "client_out_p50_ms": np.percentile(out, 50),
+        "client_out_p99_ms": np.percentile(out, 99),
+        "send_to_server_p50_ms": np.percentile(to_server, 50),
+        "send_to_server_p99_ms": np.percentile(to_server, 99),
+        "achieved_concurrency": d["achieved_concurrency"],
+        "req_per_s": s.request_throughput_rps,
+        "p99_send_lag_ms": d["p99_send_lag_ms"],
+        "p99_loop_lag_ms": d["p99_loop_lag_ms"],
+        "client_cpu": d["client_cpu_fraction"],
+        "warnings": len(res.warnings),
+    }
 
 
-POINTS = [("C=1", {"concurrency": 1, "num_requests": 30}), ("C=64", {"concurrency": 64, "num_requests": 640})]
-SWEEP = ([(f"C={c}", {"concurrency": c, "num_requests": max(5 * c, 64)}) for c in (16, 32, 128, 256, 512)]
-         + [(f"{r} req/s", {"request_rate": float(r), "num_requests": int(min(3 * r, 1500))})
-            for r in (20, 100, 200, 400, 800)])
-KEYS = ("err_ttft_ms", "client_own_mean_ms", "err_tpot_ms", "err_ttft_vs_nominal_ms", "read_delay_p50_ms", "read_delay_p99_ms",
-        "client_out_p50_ms", "client_out_p99_ms", "send_to_server_p50_ms", "send_to_server_p99_ms", "achieved_concurrency", "req_per_s",
-        "p99_loop_lag_ms", "client_cpu")
-COMPACT = (("err_ttft_ms", "err TTFT"), ("client_own_mean_ms", "client own"), ("send_to_server_p50_ms", "to server p50"),
-           ("send_to_server_p99_ms", "p99"), ("client_out_p99_ms", "client out p99"), ("read_delay_p99_ms", "read p99"),
-           ("err_tpot_ms", "err TPOT"), ("achieved_concurrency", "achieved C"), ("req_per_s", "req/s"),
-           ("client_cpu", "client CPU"))
+POINTS = [
+    ("C=1", {"concurrency": 1, "num_requests": 30}),
+    ("C=64", {"concurrency": 64, "num_requests": 640}),
+]
+SWEEP = [
+    (f"C={c}", {"concurrency": c, "num_requests": max(5 * c, 64)}) for c in (16, 32, 128, 256, 512)
+] + [
+    (f"{r} req/s", {"request_rate": float(r), "num_requests": int(min(3 * r, 1500))})
+    for r in (20, 100, 200, 400, 800)
+]
+KEYS = (
+    "err_ttft_ms",
+    "client_own_mean_ms",
+    "err_tpot_ms",
+    "err_ttft_vs_nominal_ms",
+    "read_delay_p50_ms",
+    "read_delay_p99_ms",
+    "client_out_p50_ms",
+    "client_out_p99_ms",
+    "send_to_server_p50_ms",
+    "send_to_server_p99_ms",
+    "achieved_concurrency",
+    "req_per_s",
+    "p99_loop_lag_ms",
+    "client_cpu",
+)
+COMPACT = (
+    ("err_ttft_ms", "err TTFT"),
+    ("client_own_mean_ms", "client own"),
+    ("send_to_server_p50_ms", "to server p50"),
+    ("send_to_server_p99_ms", "p99"),
+    ("client_out_p99_ms", "client out p99"),
+    ("read_delay_p99_ms", "read p99"),
+    ("err_tpot_ms", "err TPOT"),
+    ("achieved_concurrency", "achieved C"),
+    ("req_per_s", "req/s"),
+    ("client_cpu", "client CPU"),
+)
 BUDGET_MS = 2.0  # issue 6: the ceiling is where the client's error reaches 2 ms
 
 
@@ -122,27 +171,44 @@ def median_row(label: str, runs: list[dict]) -> dict:
 
 def print_tables(table: list[dict], trials: int, load_before: str, wide: bool) -> None:
     load_after = open("/proc/loadavg").read().split()[0]
-    print(f"medians of {trials} runs per point; mock {TTFT_S * 1e3:.0f} ms TTFT / {ITL_S * 1e3:.0f} ms ITL, "
-          f"{OUT} output tokens; load average {load_before} before, {load_after} after; times in ms")
-    cols = list(table[0]) if wide else ["load", "failed", *(k for k, _ in COMPACT), "err_ttft_range_ms"]
+    print(
+        f"medians of {trials} runs per point; mock {TTFT_S * 1e3:.0f} ms TTFT / {ITL_S * 1e3:.0f} ms ITL, "
+        f"{OUT} output tokens; load average {load_before} before, {load_after} after; times in ms"
+    )
+    cols = (
+        list(table[0])
+        if wide
+        else ["load", "failed", *(k for k, _ in COMPACT), "err_ttft_range_ms"]
+    )
     names = {k: n for k, n in COMPACT} | {"err_ttft_range_ms": "err TTFT range"}
     print("| " + " | ".join(names.get(c, c) for c in cols) + " |")
     print("|" + "---|" * len(cols))
     for r in table:
-        print("| " + " | ".join(f"{r[c]:.2f}" if isinstance(r[c], float) else str(r[c]) for c in cols) + " |")
-    for kind, pick in (("streams", lambda r: r["load"].startswith("C=")), ("req/s", lambda r: "req/s" in r["load"])):
+        print(
+            "| "
+            + " | ".join(f"{r[c]:.2f}" if isinstance(r[c], float) else str(r[c]) for c in cols)
+            + " |"
+        )
+    for kind, pick in (
+        ("streams", lambda r: r["load"].startswith("C=")),
+        ("req/s", lambda r: "req/s" in r["load"]),
+    ):
         pts = [r for r in table if pick(r)]
         under = [r["load"] for r in pts if r["err_ttft_ms"] < BUDGET_MS and not r["failed"]]
         over = [r["load"] for r in pts if r["err_ttft_ms"] >= BUDGET_MS or r["failed"]]
         if pts:
-            print(f"ceiling ({kind}): err TTFT < {BUDGET_MS:.0f} ms at {', '.join(under) or 'none'}; "
-                  f">= {BUDGET_MS:.0f} ms at {', '.join(over) or 'none'}")
+            print(
+                f"ceiling ({kind}): err TTFT < {BUDGET_MS:.0f} ms at {', '.join(under) or 'none'}; "
+                f">= {BUDGET_MS:.0f} ms at {', '.join(over) or 'none'}"
+            )
 
 
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true", help="only the two goal points")
-    ap.add_argument("--trials", type=int, default=3, help="runs per point (the machine is shared: medians)")
+    ap.add_argument(
+        "--trials", type=int, default=3, help="runs per point (the machine is shared: medians)"
+    )
     ap.add_argument("--wide", action="store_true", help="every column, not the compact table")
     args = ap.parse_args()
     load_before = open("/proc/loadavg").read().split()[0]

@@ -29,8 +29,10 @@ def split_half(group: str, min_group_rows: int) -> list[dict[str, float]]:
     every = cal.rows()
     mine = [int(i) for i in every if cal.ev.groups[cal.group_of[i]] == group]
     if len(mine) < 2 * min_group_rows:
-        raise SystemExit(f"group {group!r} has {len(mine)} fit rows; a half needs --min-group-rows "
-                         f"{min_group_rows} or fewer (at most {len(mine) // 2})")
+        raise SystemExit(
+            f"group {group!r} has {len(mine)} fit rows; a half needs --min-group-rows "
+            f"{min_group_rows} or fewer (at most {len(mine) // 2})"
+        )
     out = []
     for fold in (0, 1):
         held = np.array(mine[fold::2], dtype=np.int64)
@@ -42,24 +44,34 @@ def split_half(group: str, min_group_rows: int) -> list[dict[str, float]]:
         meas = cal.measured[held]
         err_group = np.abs(cal.predict(fitted, held) / meas - 1.0)
         err_default = np.abs(cal.predict(without, held) / meas - 1.0)
-        out.append({"fold": fold, "held_rows": int(held.size), "group_fitted": group in fitted.groups,
-                    "median_abs_error_default_pct": float(np.median(err_default) * 100),
-                    "median_abs_error_group_pct": float(np.median(err_group) * 100),
-                    "within_10_pct_default": float(np.mean(err_default <= 0.10)),
-                    "within_10_pct_group": float(np.mean(err_group <= 0.10))})
+        out.append(
+            {
+                "fold": fold,
+                "held_rows": int(held.size),
+                "group_fitted": group in fitted.groups,
+                "median_abs_error_default_pct": float(np.median(err_default) * 100),
+                "median_abs_error_group_pct": float(np.median(err_group) * 100),
+                "within_10_pct_default": float(np.mean(err_default <= 0.10)),
+                "within_10_pct_group": float(np.mean(err_group <= 0.10)),
+            }
+        )
     return out
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--group", required=True, help="profile group, e.g. ada/trtllm-engine")
-    ap.add_argument("--min-group-rows", type=int, default=15, help="rows a group needs in the half-fit")
+    ap.add_argument(
+        "--min-group-rows", type=int, default=15, help="rows a group needs in the half-fit"
+    )
     args = ap.parse_args()
     for r in split_half(args.group, args.min_group_rows):
-        print(f"fold {r['fold']}: {r['held_rows']} held-out rows (group fitted: {r['group_fitted']}): median |error| "
-              f"{r['median_abs_error_default_pct']:.1f} % with the default profile -> "
-              f"{r['median_abs_error_group_pct']:.1f} % with the group's; within 10 %: "
-              f"{r['within_10_pct_default']:.2f} -> {r['within_10_pct_group']:.2f}")
+        print(
+            f"fold {r['fold']}: {r['held_rows']} held-out rows (group fitted: {r['group_fitted']}): median |error| "
+            f"{r['median_abs_error_default_pct']:.1f} % with the default profile -> "
+            f"{r['median_abs_error_group_pct']:.1f} % with the group's; within 10 %: "
+            f"{r['within_10_pct_default']:.2f} -> {r['within_10_pct_group']:.2f}"
+        )
 
 
 if __name__ == "__main__":

@@ -32,9 +32,13 @@ from infercast.specs.catalog import data_path
 DOCS = Path(__file__).resolve().parents[1] / "docs"
 
 # (model, part, tp): a dense 8B, a dense 70B over two GPUs, two MoE models as they ship
-ESTIMATES = [("llama-3.1-8b", "h100-sxm", 1), ("llama-3.1-70b", "h100-sxm", 2),
-             ("qwen3-30b-a3b", "h100-sxm", 1), ("gpt-oss-120b", "h100-sxm", 1),
-             ("deepseek-v3", "b200", 8)]
+ESTIMATES = [
+    ("llama-3.1-8b", "h100-sxm", 1),
+    ("llama-3.1-70b", "h100-sxm", 2),
+    ("qwen3-30b-a3b", "h100-sxm", 1),
+    ("gpt-oss-120b", "h100-sxm", 1),
+    ("deepseek-v3", "b200", 8),
+]
 ESTIMATE_ARGS = ["--batch", "1,64", "--context", "2048", "--prompt", "1024", "--json"]
 SIM_ARGS = ["--request-rate", "10", "--num-prompts", "2000", "--seed", "0", "--json"]
 SCHEDULERS = ("static", "continuous", "chunked")
@@ -56,35 +60,46 @@ def run_json(args: list[str]) -> dict:
 
 
 def estimate_table() -> list[str]:
-    lines = [f"`infercast estimate -m MODEL -H PART --tp N {' '.join(ESTIMATE_ARGS[:-1])}` "
-             "(weights as the checkpoint ships, the shipped profile):", "",
-             "| model | part | TP | weights | TTFT, 1024-token prompt | TPOT, batch 1 "
-             "| tok/s, batch 1 "
-             "| tok/s, batch 64 | max batch at 2048 |",
-             "| --- | --- | ---: | --- | ---: | ---: | ---: | ---: | ---: |"]
+    lines = [
+        f"`infercast estimate -m MODEL -H PART --tp N {' '.join(ESTIMATE_ARGS[:-1])}` "
+        "(weights as the checkpoint ships, the shipped profile):",
+        "",
+        "| model | part | TP | weights | TTFT, 1024-token prompt | TPOT, batch 1 "
+        "| tok/s, batch 1 "
+        "| tok/s, batch 64 | max batch at 2048 |",
+        "| --- | --- | ---: | --- | ---: | ---: | ---: | ---: | ---: |",
+    ]
     for model, part, tp in ESTIMATES:
         d = run_json(["estimate", "-m", model, "-H", part, "--tp", str(tp), *ESTIMATE_ARGS])
         by_batch = {row["batch"]: row for row in d["decode"]}
         experts = d["precision"].get("experts")
         weights = d["precision"]["weights"] + (f" + {experts}" if experts else "")
-        lines.append(f"| {model} | {part} | {tp} | {weights} | {fmt_s(d['prefill']['ttft_s'])} "
-                     f"| {fmt_s(by_batch[1]['step_time_s'])} | {by_batch[1]['tokens_per_s']:,.0f} "
-                     f"| {by_batch[64]['tokens_per_s']:,.0f} | {d['memory']['max_batch']:,} |")
+        lines.append(
+            f"| {model} | {part} | {tp} | {weights} | {fmt_s(d['prefill']['ttft_s'])} "
+            f"| {fmt_s(by_batch[1]['step_time_s'])} | {by_batch[1]['tokens_per_s']:,.0f} "
+            f"| {by_batch[64]['tokens_per_s']:,.0f} | {d['memory']['max_batch']:,} |"
+        )
     return lines
 
 
 def simulate_table() -> list[str]:
-    lines = [f"`infercast simulate --scheduler S {' '.join(SIM_ARGS[:-1])}` (Llama-3.1-8B on one "
-             "H100 SXM, 1024-token prompts, 256-token outputs, Poisson arrivals; "
-             "the shipped profile):", "",
-             "| scheduler | output tok/s | TTFT p50 | TTFT p99 | TPOT p50 | TPOT p99 | mean batch "
-             "| preemptions |", "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    lines = [
+        f"`infercast simulate --scheduler S {' '.join(SIM_ARGS[:-1])}` (Llama-3.1-8B on one "
+        "H100 SXM, 1024-token prompts, 256-token outputs, Poisson arrivals; "
+        "the shipped profile):",
+        "",
+        "| scheduler | output tok/s | TTFT p50 | TTFT p99 | TPOT p50 | TPOT p99 | mean batch "
+        "| preemptions |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+    ]
     for scheduler in SCHEDULERS:
         d = run_json(["simulate", "--scheduler", scheduler, *SIM_ARGS])
         ttft, tpot = d["ttft_s"], d["tpot_s"]
-        lines.append(f"| {scheduler} | {d['output_throughput_tps']:,.0f} | {fmt_s(ttft['p50'])} "
-                     f"| {fmt_s(ttft['p99'])} | {fmt_s(tpot['p50'])} | {fmt_s(tpot['p99'])} "
-                     f"| {d['mean_batch_size']:.1f} | {d['num_preemptions']:,} |")
+        lines.append(
+            f"| {scheduler} | {d['output_throughput_tps']:,.0f} | {fmt_s(ttft['p50'])} "
+            f"| {fmt_s(ttft['p99'])} | {fmt_s(tpot['p50'])} | {fmt_s(tpot['p99'])} "
+            f"| {d['mean_batch_size']:.1f} | {d['num_preemptions']:,} |"
+        )
     return lines
 
 
@@ -101,15 +116,20 @@ def energy_table() -> list[str]:
             writer.writerows(energy)
         d = run_json(["validate", "--data", str(path), "--json", "--no-floor"])
     errors = [abs(r["error_pct"]) for r in d["rows"] if r["error_pct"] is not None]
-    lines = ["`infercast validate --json` on the shipped set's energy rows (the shipped profile); "
-             f"median absolute error {statistics.median(errors):.0f} %:", "",
-             "| row | model | part | engine | batch | measured J/token | predicted | error |",
-             "| --- | --- | --- | --- | ---: | ---: | ---: | ---: |"]
+    lines = [
+        "`infercast validate --json` on the shipped set's energy rows (the shipped profile); "
+        f"median absolute error {statistics.median(errors):.0f} %:",
+        "",
+        "| row | model | part | engine | batch | measured J/token | predicted | error |",
+        "| --- | --- | --- | --- | ---: | ---: | ---: | ---: |",
+    ]
     for r in d["rows"]:
         predicted = "-" if r["predicted"] is None else f"{r['predicted']:.3g}"
         error = "-" if r["error_pct"] is None else f"{r['error_pct']:+.0f} %"
-        lines.append(f"| {r['id']} | {r['model']} | {r['hardware']} | {r['engine']} "
-                     f"| {batch[r['id']]} | {r['measured']:.3g} | {predicted} | {error} |")
+        lines.append(
+            f"| {r['id']} | {r['model']} | {r['hardware']} | {r['engine']} "
+            f"| {batch[r['id']]} | {r['measured']:.3g} | {predicted} | {error} |"
+        )
     return lines
 
 

@@ -46,8 +46,9 @@ def time_steps(llama_cpp, model, threads: int, batch: int, context: int, steps: 
         raise SystemExit("llama_init_from_model failed")
     try:
         for seq in range(batch):  # the cached context: one prefill per sequence
-            b = _batch(llama_cpp, [(1 + (i * 7) % 1000, i, seq, i == context - 1)
-                                   for i in range(context)])
+            b = _batch(
+                llama_cpp, [(1 + (i * 7) % 1000, i, seq, i == context - 1) for i in range(context)]
+            )
             if llama_cpp.llama_decode(ctx, b) != 0:
                 raise SystemExit("prefill failed")
             llama_cpp.llama_batch_free(b)
@@ -64,9 +65,15 @@ def time_steps(llama_cpp, model, threads: int, batch: int, context: int, steps: 
                 wall.append(t1 - t0)
                 cpu.append(c1 - c0)
         best = min(range(len(wall)), key=wall.__getitem__)
-        return {"server": "llama.cpp", "threads": threads, "batch": batch, "context": context,
-                "best_ms": wall[best] * 1e3, "median_ms": statistics.median(wall) * 1e3,
-                "best_cpu_ms": cpu[best] * 1e3}
+        return {
+            "server": "llama.cpp",
+            "threads": threads,
+            "batch": batch,
+            "context": context,
+            "best_ms": wall[best] * 1e3,
+            "median_ms": statistics.median(wall) * 1e3,
+            "best_cpu_ms": cpu[best] * 1e3,
+        }
     finally:
         llama_cpp.llama_free(ctx)
 
@@ -82,14 +89,16 @@ def main() -> None:
     import llama_cpp
 
     llama_cpp.llama_backend_init()
-    model = llama_cpp.llama_model_load_from_file(args.model.encode(),
-                                                 llama_cpp.llama_model_default_params())
+    model = llama_cpp.llama_model_load_from_file(
+        args.model.encode(), llama_cpp.llama_model_default_params()
+    )
     if not model:
         raise SystemExit(f"cannot load {args.model}")
     for t in (int(x) for x in args.threads.split(",")):
         for b in (int(x) for x in args.batches.split(",")):
-            print(json.dumps(time_steps(llama_cpp, model, t, b, args.context, args.steps)),
-                  flush=True)
+            print(
+                json.dumps(time_steps(llama_cpp, model, t, b, args.context, args.steps)), flush=True
+            )
     llama_cpp.llama_model_free(model)
 
 

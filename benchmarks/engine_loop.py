@@ -45,22 +45,38 @@ from infercast.engine.predict import hardware_from_probe, step_model
 from infercast.metrics.summary import MetricsAccumulator
 
 
-def make_requests(n: int, rate: float, prompt_mean: int, output_mean: int, vocab: int,
-                  rng: np.random.Generator, t_scale: float = 1.0) -> list[TimedRequest]:
+def make_requests(
+    n: int,
+    rate: float,
+    prompt_mean: int,
+    output_mean: int,
+    vocab: int,
+    rng: np.random.Generator,
+    t_scale: float = 1.0,
+) -> list[TimedRequest]:
     """Poisson arrivals; prompt and output lengths uniform on [mean/2, 3*mean/2]."""
     gaps = rng.exponential(1.0 / rate, n) if rate > 0 else np.zeros(n)
     arrivals = np.cumsum(gaps) - gaps[0]
     prompts = rng.integers(prompt_mean // 2, prompt_mean * 3 // 2 + 1, n)
     outputs = rng.integers(max(2, output_mean // 2), output_mean * 3 // 2 + 1, n)
-    return [TimedRequest(float(a) * t_scale, rng.integers(0, min(vocab, 256), p).tolist(), int(o))
-            for a, p, o in zip(arrivals, prompts, outputs, strict=True)]
+    return [
+        TimedRequest(float(a) * t_scale, rng.integers(0, min(vocab, 256), p).tolist(), int(o))
+        for a, p, o in zip(arrivals, prompts, outputs, strict=True)
+    ]
 
 
 def new_engine(loaded, ecfg, steps=None, forward_s=None) -> Engine:
     """An engine that appends (new tokens, cached tokens, step seconds) of every step to
     ``steps`` and the forward pass's own seconds to ``forward_s``."""
-    observer = None if steps is None else (lambda b, s: steps.append(
-        ([q.num_new_tokens for q in b.seqs], [q.num_cached_tokens for q in b.seqs], s)))
+    observer = (
+        None
+        if steps is None
+        else (
+            lambda b, s: steps.append(
+                ([q.num_new_tokens for q in b.seqs], [q.num_cached_tokens for q in b.seqs], s)
+            )
+        )
+    )
     engine = Engine(loaded, ecfg, time.monotonic, np.random.default_rng(0), observer)
     if forward_s is not None:
         forward = engine.model.forward
@@ -89,8 +105,9 @@ def retime(loaded, ecfg, steps, forward_s, reps: int = 3) -> list:
 
     cfg, bs = loaded.cfg, ecfg.block_size
     outside = float(np.median([s - f for (_, _, s), f in zip(steps, forward_s, strict=True)]))
-    need = max(sum(-(-(n + c) // bs) for n, c in zip(new, cached, strict=True))
-               for new, cached, _ in steps)
+    need = max(
+        sum(-(-(n + c) // bs) for n, c in zip(new, cached, strict=True)) for new, cached, _ in steps
+    )
     kv = PagedKVStore(cfg, need, bs)
     model = make_model(loaded, ecfg.max_model_len, ecfg.backend, ecfg.num_threads)
     out = []
@@ -109,8 +126,9 @@ def retime(loaded, ecfg, steps, forward_s, reps: int = 3) -> list:
     return out
 
 
-def fit_profile(cfg, hw, steps, backend: str = "numpy",
-                weights: str = "fp32") -> tuple[EfficiencyProfile, float]:
+def fit_profile(
+    cfg, hw, steps, backend: str = "numpy", weights: str = "fp32"
+) -> tuple[EfficiencyProfile, float]:
     """Least squares on log(predicted / measured) step time over the calibration steps.
 
     Decode-only steps outnumber steps carrying prefill ~10:1, and one efficiency
@@ -125,41 +143,65 @@ def fit_profile(cfg, hw, steps, backend: str = "numpy",
     weight = np.sqrt(weight / weight.mean())
 
     def profile(x) -> EfficiencyProfile:
-        return EfficiencyProfile(mem_bw_eff=x[0], gemm_compute_eff=x[1], gemm_m_half=x[2],
-                                 step_overhead_s=x[3], name="engine-calibrated")
+        return EfficiencyProfile(
+            mem_bw_eff=x[0],
+            gemm_compute_eff=x[1],
+            gemm_m_half=x[2],
+            step_overhead_s=x[3],
+            name="engine-calibrated",
+        )
 
     def residuals(x) -> np.ndarray:
         sm = step_model(cfg, hw, profile(x), backend=backend, weights=weights)
         pred = np.array([sm.step_time_s(n, c) for n, c, _ in steps])
         return weight * np.log(pred / measured)
 
-    fit = least_squares(residuals, x0=[0.8, 0.6, 8.0, 1e-3],
-                        bounds=([0.1, 0.05, 0.0, 0.0], [1.0, 1.0, 512.0, 0.1]),
-                        diff_step=1e-2)
-    return profile(fit.x), float(np.sqrt(np.mean(fit.fun ** 2)))
+    fit = least_squares(
+        residuals,
+        x0=[0.8, 0.6, 8.0, 1e-3],
+        bounds=([0.1, 0.05, 0.0, 0.0], [1.0, 1.0, 512.0, 0.1]),
+        diff_step=1e-2,
+    )
+    return profile(fit.x), float(np.sqrt(np.mean(fit.fun**2)))
 
 
-def simulate_requests(cfg, hw, profile, reqs, ecfg, num_blocks, max_model_len,
-                      weights: str = "fp32"):
+def simulate_requests(
+    cfg, hw, profile, reqs, ecfg, num_blocks, max_model_len, weights: str = "fp32"
+):
     from infercast.sim.config import build_config
     from infercast.sim.run import simulate
     from infercast.sim.workload import Trace
 
-    trace = Trace("engine-loop", np.array([r.arrival_s for r in reqs]),
-                  np.array([len(r.prompt_ids) for r in reqs], dtype=np.int64),
-                  np.array([r.output_tokens for r in reqs], dtype=np.int64))
-    sim_cfg = build_config({
-        "seed": 0, "mode": "exact",
-        "scheduler": {"policy": ecfg.policy, "max_num_seqs": ecfg.max_num_seqs,
-                      "max_num_batched_tokens": ecfg.max_num_batched_tokens,
-                      "block_size": ecfg.block_size, "num_blocks": num_blocks,
-                      "max_model_len": max_model_len},
-        "workload": {"arrival": "trace", "trace": "engine-loop", "num_requests": len(reqs),
-                     "input": {"dist": "trace"}, "output": {"dist": "trace"}},
-    })
-    return simulate(sim_cfg, step_model(cfg, hw, profile, ecfg.max_num_seqs, ecfg.backend,
-                                        weights),
-                    trace=trace).summary
+    trace = Trace(
+        "engine-loop",
+        np.array([r.arrival_s for r in reqs]),
+        np.array([len(r.prompt_ids) for r in reqs], dtype=np.int64),
+        np.array([r.output_tokens for r in reqs], dtype=np.int64),
+    )
+    sim_cfg = build_config(
+        {
+            "seed": 0,
+            "mode": "exact",
+            "scheduler": {
+                "policy": ecfg.policy,
+                "max_num_seqs": ecfg.max_num_seqs,
+                "max_num_batched_tokens": ecfg.max_num_batched_tokens,
+                "block_size": ecfg.block_size,
+                "num_blocks": num_blocks,
+                "max_model_len": max_model_len,
+            },
+            "workload": {
+                "arrival": "trace",
+                "trace": "engine-loop",
+                "num_requests": len(reqs),
+                "input": {"dist": "trace"},
+                "output": {"dist": "trace"},
+            },
+        }
+    )
+    return simulate(
+        sim_cfg, step_model(cfg, hw, profile, ecfg.max_num_seqs, ecfg.backend, weights), trace=trace
+    ).summary
 
 
 def measure_http(args, reqs) -> list:
@@ -181,23 +223,48 @@ def measure_http(args, reqs) -> list:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
-    cmd = [sys.executable, "-m", "infercast.cli", "serve", "--model", args.model, "--port",
-           str(port), "--max-num-seqs", str(args.max_num_seqs), "--max-num-batched-tokens",
-           str(args.max_num_batched_tokens), "--kv-cache-gib", "0.25", "--threads",
-           str(args.threads), "--max-waiting", "100000", "--backend", args.backend,
-           "--weights", args.weights]
+    cmd = [
+        sys.executable,
+        "-m",
+        "infercast.cli",
+        "serve",
+        "--model",
+        args.model,
+        "--port",
+        str(port),
+        "--max-num-seqs",
+        str(args.max_num_seqs),
+        "--max-num-batched-tokens",
+        str(args.max_num_batched_tokens),
+        "--kv-cache-gib",
+        "0.25",
+        "--threads",
+        str(args.threads),
+        "--max-waiting",
+        "100000",
+        "--backend",
+        args.backend,
+        "--weights",
+        args.weights,
+    ]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
     try:
         proc.stdout.readline()  # the URL line: ready
-        specs = [RequestSpec(f"r{i}", "a" * len(r.prompt_ids), len(r.prompt_ids), r.output_tokens,
-                             r.arrival_s) for i, r in enumerate(reqs)]
-        client_cfg = ClientConfig(base_url=f"http://127.0.0.1:{port}/v1",
-                                  model=f"random-{args.model}")
+        specs = [
+            RequestSpec(
+                f"r{i}", "a" * len(r.prompt_ids), len(r.prompt_ids), r.output_tokens, r.arrival_s
+            )
+            for i, r in enumerate(reqs)
+        ]
+        client_cfg = ClientConfig(
+            base_url=f"http://127.0.0.1:{port}/v1", model=f"random-{args.model}"
+        )
 
         async def go():
             async with BenchClient(client_cfg) as client:
-                return await run_load(client, specs, LoadPlan(replay_arrivals=True),
-                                      np.random.default_rng(0))
+                return await run_load(
+                    client, specs, LoadPlan(replay_arrivals=True), np.random.default_rng(0)
+                )
 
         return asyncio.run(go()).records
     finally:
@@ -233,12 +300,21 @@ def _args() -> argparse.Namespace:
     ap.add_argument("--max-num-batched-tokens", type=int, default=256)
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--backend", default="numpy", help="numpy (fp32) | torch (bf16 weights)")
-    ap.add_argument("--weights", default="fp32",
-                    help="serve --weights: fp32 | bf16 | int8 | q4 | auto (numpy backend)")
-    ap.add_argument("--http", action="store_true",
-                    help="also measure through `infercast serve` + the bench client")
-    ap.add_argument("--profile", help="efficiency profile from `infercast machine --model M` "
-                    "(default: fitted here to the engine's kernel rates)")
+    ap.add_argument(
+        "--weights",
+        default="fp32",
+        help="serve --weights: fp32 | bf16 | int8 | q4 | auto (numpy backend)",
+    )
+    ap.add_argument(
+        "--http",
+        action="store_true",
+        help="also measure through `infercast serve` + the bench client",
+    )
+    ap.add_argument(
+        "--profile",
+        help="efficiency profile from `infercast machine --model M` "
+        "(default: fitted here to the engine's kernel rates)",
+    )
     ap.add_argument("--json", action="store_true")
     return ap.parse_args()
 
@@ -278,15 +354,25 @@ def main() -> None:
     fmt = loaded.weights_format
     cfg = loaded.cfg
     max_len = min(2048, cfg.max_position_embeddings)
-    ecfg = EngineConfig(max_num_seqs=args.max_num_seqs, max_model_len=max_len,
-                        max_num_batched_tokens=args.max_num_batched_tokens,
-                        kv_cache_bytes=256 * 2**20, num_threads=args.threads,
-                        backend=args.backend)
+    ecfg = EngineConfig(
+        max_num_seqs=args.max_num_seqs,
+        max_model_len=max_len,
+        max_num_batched_tokens=args.max_num_batched_tokens,
+        kv_cache_bytes=256 * 2**20,
+        num_threads=args.threads,
+        backend=args.backend,
+    )
     num_blocks = ecfg.num_blocks(PagedKVStore.bytes_per_token(cfg))
 
     def requests(n: int, seed: int) -> list[TimedRequest]:
-        return make_requests(n, args.rate, args.prompt_mean, args.output_mean, cfg.vocab_size,
-                             np.random.default_rng(seed))
+        return make_requests(
+            n,
+            args.rate,
+            args.prompt_mean,
+            args.output_mean,
+            cfg.vocab_size,
+            np.random.default_rng(seed),
+        )
 
     def predict(profile: EfficiencyProfile, reqs):
         return simulate_requests(cfg, hw, profile, reqs, ecfg, num_blocks, max_len, fmt)
@@ -294,8 +380,9 @@ def main() -> None:
     # Calibration: a shorter run of the same kind of load with another seed (held out
     # from the measured run), so its steps have the shapes serving produces.
     forward_s: list = []
-    _, calib_steps, _, _ = measure(loaded, ecfg, requests(max(12, args.num_requests // 3),
-                                                          args.seed + 1000), forward_s)
+    _, calib_steps, _, _ = measure(
+        loaded, ecfg, requests(max(12, args.num_requests // 3), args.seed + 1000), forward_s
+    )
     with ThreadpoolController().limit(limits=args.threads):
         calib_steps = retime(loaded, ecfg, calib_steps, forward_s)
     profile, rms = fit_profile(cfg, hw, calib_steps, args.backend, fmt)
@@ -303,33 +390,52 @@ def main() -> None:
     measured, steps, wall, cpu_share = measure(loaded, ecfg, reqs)
     # Step-level check: the calibrated model's time for the steps that ran vs their wall time.
     sm = step_model(cfg, hw, profile, backend=args.backend, weights=fmt)
-    step_error = sum(sm.step_time_s(n, c) for n, c, _ in steps) / sum(
-        s for _, _, s in steps) - 1.0
+    step_error = sum(sm.step_time_s(n, c) for n, c, _ in steps) / sum(s for _, _, s in steps) - 1.0
     # In-run calibration: the same four factors fitted to the measured run's own step
     # times (not its latencies). It removes drift in machine load between runs and
     # tests what the simulator adds: scheduling and queueing, given the step costs.
     in_run, in_rms = fit_profile(cfg, hw, steps, args.backend, fmt)
-    sims = {"calibrated": predict(profile, reqs), "in_run": predict(in_run, reqs),
-            "default_profile": predict(EfficiencyProfile(), reqs)}
+    sims = {
+        "calibrated": predict(profile, reqs),
+        "in_run": predict(in_run, reqs),
+        "default_profile": predict(EfficiencyProfile(), reqs),
+    }
     if args.backend == "numpy" and fmt == "fp32":  # the rate probe times fp32 kernels
         sims["machine_profile"] = predict(machine_profile(cfg, hw, args), reqs)
     out = {
-        "model": loaded.name, "threads": args.threads, "backend": args.backend, "weights": fmt,
+        "model": loaded.name,
+        "threads": args.threads,
+        "backend": args.backend,
+        "weights": fmt,
         "machine": machine,
-        "workload": vars(args), "engine_wall_s": wall,
-        "calibration": {"steps": len(calib_steps), "rms_log_error": rms,
-                        "profile": profile.to_dict()},
-        "measured_run": {"steps": len(steps), "busy_s": sum(s for _, _, s in steps),
-                         "cpu_share": cpu_share, "calibrated_step_time_error": step_error,
-                         "in_run_profile": in_run.to_dict(), "in_run_rms_log_error": in_rms},
+        "workload": vars(args),
+        "engine_wall_s": wall,
+        "calibration": {
+            "steps": len(calib_steps),
+            "rms_log_error": rms,
+            "profile": profile.to_dict(),
+        },
+        "measured_run": {
+            "steps": len(steps),
+            "busy_s": sum(s for _, _, s in steps),
+            "cpu_share": cpu_share,
+            "calibrated_step_time_error": step_error,
+            "in_run_profile": in_run.to_dict(),
+            "in_run_rms_log_error": in_rms,
+        },
     }
     for key, sim in sims.items():
-        out[key] = [_row("ttft_s", measured.ttft, sim.ttft), _row("tpot_s", measured.tpot, sim.tpot)]
+        out[key] = [
+            _row("ttft_s", measured.ttft, sim.ttft),
+            _row("tpot_s", measured.tpot, sim.tpot),
+        ]
     if args.http:
         http = summarize(measure_http(args, reqs))
         sim = sims["calibrated"]
-        out["calibrated_vs_http"] = [_row("ttft_s", http.ttft, sim.ttft),
-                                     _row("tpot_s", http.tpot, sim.tpot)]
+        out["calibrated_vs_http"] = [
+            _row("ttft_s", http.ttft, sim.ttft),
+            _row("tpot_s", http.tpot, sim.tpot),
+        ]
     print(json.dumps(out, indent=2) if args.json else _text(out))
 
 
@@ -345,21 +451,28 @@ def _text(out) -> str:
         f"gemm_m_half={p['gemm_m_half']:.1f} step_overhead={p['step_overhead_s'] * 1e3:.2f} ms",
     ]
     m = out["measured_run"]
-    lines.append(f"measured run: {m['steps']} steps, busy {m['busy_s']:.1f} s, engine CPU share "
-                 f"{m['cpu_share']:.2f}; held-out calibrated model's total time for those steps: "
-                 f"{m['calibrated_step_time_error']:+.0%}")
-    sections = [("held-out calibration", "calibrated"),
-                ("in-run step calibration", "in_run"), ("default profile", "default_profile"),
-                ("machine profile: kernel rates only", "machine_profile"),
-                ("calibrated profile) vs measured over HTTP (serve + bench client",
-                 "calibrated_vs_http")]
+    lines.append(
+        f"measured run: {m['steps']} steps, busy {m['busy_s']:.1f} s, engine CPU share "
+        f"{m['cpu_share']:.2f}; held-out calibrated model's total time for those steps: "
+        f"{m['calibrated_step_time_error']:+.0%}"
+    )
+    sections = [
+        ("held-out calibration", "calibrated"),
+        ("in-run step calibration", "in_run"),
+        ("default profile", "default_profile"),
+        ("machine profile: kernel rates only", "machine_profile"),
+        ("calibrated profile) vs measured over HTTP (serve + bench client", "calibrated_vs_http"),
+    ]
     for title, key in sections:
         if key not in out:
             continue
         lines.append(f"-- simulated ({title}), ms (error)")
         for row in out[key]:
-            cells = [f"{s} {row[s]['simulated_s'] * 1e3:8.1f} vs {row[s]['measured_s'] * 1e3:8.1f}"
-                     f" ({row[s]['error']:+.0%})" for s in ("mean", "p50", "p90")]
+            cells = [
+                f"{s} {row[s]['simulated_s'] * 1e3:8.1f} vs {row[s]['measured_s'] * 1e3:8.1f}"
+                f" ({row[s]['error']:+.0%})"
+                for s in ("mean", "p50", "p90")
+            ]
             lines.append(f"{row['metric']:7s} " + " | ".join(cells))
     return "\n".join(lines)
 

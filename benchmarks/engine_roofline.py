@@ -107,35 +107,52 @@ def finish_rows(dec, pre, cfg, w, model, sm, bw, peak, context, fitted=None) -> 
         b = r["batch"]
         floor = decode_read_bytes(cfg, w, [context + 1] * b, stored) / bw
         cost = sm.step_cost([1] * b, [context] * b)
-        r.update(floor_s=floor, frac_of_floor_best=floor / r["best_s"],
-                 frac_of_floor_median=floor / r["median_s"], tokens_per_s_best=b / r["best_s"],
-                 tokens_per_s_cpu=b / r["best_cpu_s"],
-                 model_floor_s=cost.floor_time_s, model_expected_s=cost.time_s,
-                 model_bound=cost.bound)
+        r.update(
+            floor_s=floor,
+            frac_of_floor_best=floor / r["best_s"],
+            frac_of_floor_median=floor / r["median_s"],
+            tokens_per_s_best=b / r["best_s"],
+            tokens_per_s_cpu=b / r["best_cpu_s"],
+            model_floor_s=cost.floor_time_s,
+            model_expected_s=cost.time_s,
+            model_bound=cost.bound,
+        )
         if fitted is not None:
             pred = fitted.step_cost([1] * b, [context] * b).time_s
-            r.update(predicted_s=pred, measured_over_predicted=r["best_s"] / pred,
-                     cpu_over_predicted=r["best_cpu_s"] / pred)
+            r.update(
+                predicted_s=pred,
+                measured_over_predicted=r["best_s"] / pred,
+                cpu_over_predicted=r["best_cpu_s"] / pred,
+            )
     for r in pre:
         flops = matmul_flops(cfg, r["tokens"], 0)
         cost = sm.step_cost([r["tokens"]], [0])
-        r.update(flops=flops, frac_of_peak_best=flops / r["best_s"] / peak,
-                 frac_of_peak_cpu=flops / r["best_cpu_s"] / peak,
-                 frac_of_peak_median=flops / r["median_s"] / peak,
-                 model_floor_s=cost.floor_time_s, model_expected_s=cost.time_s)
+        r.update(
+            flops=flops,
+            frac_of_peak_best=flops / r["best_s"] / peak,
+            frac_of_peak_cpu=flops / r["best_cpu_s"] / peak,
+            frac_of_peak_median=flops / r["median_s"] / peak,
+            model_floor_s=cost.floor_time_s,
+            model_expected_s=cost.time_s,
+        )
         if fitted is not None:
             pred = fitted.step_cost([r["tokens"]], [0]).time_s
-            r.update(predicted_s=pred, measured_over_predicted=r["best_s"] / pred,
-                     cpu_over_predicted=r["best_cpu_s"] / pred)
+            r.update(
+                predicted_s=pred,
+                measured_over_predicted=r["best_s"] / pred,
+                cpu_over_predicted=r["best_cpu_s"] / pred,
+            )
 
 
 def best_of(a: dict, b: dict) -> dict:
     """Two probe results merged: the larger best of every figure (the less contended run)."""
     out = dict(a)
-    out["memory_bandwidth_bytes_per_s"] = max(a["memory_bandwidth_bytes_per_s"],
-                                              b["memory_bandwidth_bytes_per_s"])
-    out["matmul_flops_per_s"] = {k: max(v, b["matmul_flops_per_s"].get(k, 0.0))
-                                 for k, v in a["matmul_flops_per_s"].items()}
+    out["memory_bandwidth_bytes_per_s"] = max(
+        a["memory_bandwidth_bytes_per_s"], b["memory_bandwidth_bytes_per_s"]
+    )
+    out["matmul_flops_per_s"] = {
+        k: max(v, b["matmul_flops_per_s"].get(k, 0.0)) for k, v in a["matmul_flops_per_s"].items()
+    }
     out["measurements_after"] = b["measurements"]
     return out
 
@@ -173,9 +190,14 @@ def main() -> None:
     ap.add_argument("--prefill", default="128,512")
     ap.add_argument("--context", type=int, default=128)
     ap.add_argument("--backend", default="numpy", help="numpy (fp32) | torch (bf16 weights)")
-    ap.add_argument("--hardware", help="hardware profile (infercast machine); default: measured here")
-    ap.add_argument("--profile", help="efficiency profile (infercast machine --model M); "
-                    "default: fitted here to this process's measurements")
+    ap.add_argument(
+        "--hardware", help="hardware profile (infercast machine); default: measured here"
+    )
+    ap.add_argument(
+        "--profile",
+        help="efficiency profile (infercast machine --model M); "
+        "default: fitted here to this process's measurements",
+    )
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
 
@@ -185,8 +207,7 @@ def main() -> None:
     cfg, w = loaded.cfg, loaded.weights
     batches = [int(x) for x in args.batches.split(",")]
     lengths = [int(x) for x in args.prefill.split(",")]
-    model = make_model(loaded, max(args.context + 2, max(lengths) + 1), args.backend,
-                       args.threads)
+    model = make_model(loaded, max(args.context + 2, max(lengths) + 1), args.backend, args.threads)
     block = 16
     kv = PagedKVStore(cfg, max(batches) * (-(-(args.context + 1) // block)), block)
     rates = engine_rates(cfg, machine, args)
@@ -197,8 +218,10 @@ def main() -> None:
     # so best-of-runs model times are compared with a best-of-runs machine.
     machine = best_of(machine, probe(threads=args.threads, runs=args.runs))
     if rates is not None:
-        rates = [min(a, b, key=lambda p: p.best_cpu_s)
-                 for a, b in zip(rates, engine_rates(cfg, machine, args), strict=True)]
+        rates = [
+            min(a, b, key=lambda p: p.best_cpu_s)
+            for a, b in zip(rates, engine_rates(cfg, machine, args), strict=True)
+        ]
     hw = hardware_from_probe(machine)
     if args.hardware:
         from infercast.specs.catalog import load_hardware
@@ -209,11 +232,18 @@ def main() -> None:
     profile = fitted_profile(cfg, sm, args, rates)
     fitted = step_model(cfg, hw, profile=profile) if profile is not None else None
     finish_rows(dec, pre, cfg, w, model, sm, bw, peak, args.context, fitted)
-    out = {"model": loaded.name, "params": cfg.num_params, "threads": args.threads,
-           "backend": args.backend, "dtype": dtype,
-           "weights_stored_bytes": loaded.stored_bytes, "machine": machine,
-           "profile": profile.to_dict() if profile is not None else None,
-           "decode": dec, "prefill": pre}
+    out = {
+        "model": loaded.name,
+        "params": cfg.num_params,
+        "threads": args.threads,
+        "backend": args.backend,
+        "dtype": dtype,
+        "weights_stored_bytes": loaded.stored_bytes,
+        "machine": machine,
+        "profile": profile.to_dict() if profile is not None else None,
+        "decode": dec,
+        "prefill": pre,
+    }
     if args.json:
         print(json.dumps(out, indent=2))
         return
@@ -221,62 +251,85 @@ def main() -> None:
 
 
 def _print(out, bw, peak) -> None:
-    print(f"{out['model']}: {out['params'] / 1e6:.0f}M params, {out['backend']} backend, "
-          f"{out['threads']} thread(s); read bandwidth {bw / 1e9:.1f} GB/s, {out['dtype']} "
-          f"matmul peak {peak / 1e9:.0f} GFLOP/s "
-          "(best of runs; GB = 1e9 B)")
-    print("decode  batch  best ms  median ms  floor ms  best/floor  med/floor  tok/s"
-          "  model floor ms  model expected ms  best cpu ms  tok/s cpu")
+    print(
+        f"{out['model']}: {out['params'] / 1e6:.0f}M params, {out['backend']} backend, "
+        f"{out['threads']} thread(s); read bandwidth {bw / 1e9:.1f} GB/s, {out['dtype']} "
+        f"matmul peak {peak / 1e9:.0f} GFLOP/s "
+        "(best of runs; GB = 1e9 B)"
+    )
+    print(
+        "decode  batch  best ms  median ms  floor ms  best/floor  med/floor  tok/s"
+        "  model floor ms  model expected ms  best cpu ms  tok/s cpu"
+    )
     for r in out["decode"]:
-        print(f"        {r['batch']:5d} {r['best_s'] * 1e3:8.2f} {r['median_s'] * 1e3:10.2f} "
-              f"{r['floor_s'] * 1e3:9.2f} {r['frac_of_floor_best']:11.2f} "
-              f"{r['frac_of_floor_median']:10.2f} {r['tokens_per_s_best']:6.1f} "
-              f"{r['model_floor_s'] * 1e3:15.2f} {r['model_expected_s'] * 1e3:18.2f} "
-              f"{r['best_cpu_s'] * 1e3:12.2f} {r['tokens_per_s_cpu']:10.1f}")
+        print(
+            f"        {r['batch']:5d} {r['best_s'] * 1e3:8.2f} {r['median_s'] * 1e3:10.2f} "
+            f"{r['floor_s'] * 1e3:9.2f} {r['frac_of_floor_best']:11.2f} "
+            f"{r['frac_of_floor_median']:10.2f} {r['tokens_per_s_best']:6.1f} "
+            f"{r['model_floor_s'] * 1e3:15.2f} {r['model_expected_s'] * 1e3:18.2f} "
+            f"{r['best_cpu_s'] * 1e3:12.2f} {r['tokens_per_s_cpu']:10.1f}"
+        )
     if out["profile"] is not None:
         _print_shape(out)
     one = next((r for r in out["decode"] if r["batch"] == 1), None)
     if one is not None:
         stored = out["weights_stored_bytes"]
-        print(f"batch 1: {one['best_s'] * 1e3:.2f} ms/step; weights as stored {stored / 1e6:.0f} MB "
-              f"-> stored-bytes floor {stored / bw * 1e3:.2f} ms; the engine reads {out['dtype']} "
-              f"(floor {one['floor_s'] * 1e3:.2f} ms). llama.cpp reference for SmolLM2-135M "
-              f"Q4_1 on this kind of machine: {LLAMA_CPP_SMOLLM2_STEP_S * 1e3:.1f} ms/step.")
-    print("prefill tokens  best ms  median ms  GFLOP/s  frac of peak (best, median)"
-          "  model floor ms  model expected ms  best cpu ms  cpu frac of peak")
+        print(
+            f"batch 1: {one['best_s'] * 1e3:.2f} ms/step; weights as stored {stored / 1e6:.0f} MB "
+            f"-> stored-bytes floor {stored / bw * 1e3:.2f} ms; the engine reads {out['dtype']} "
+            f"(floor {one['floor_s'] * 1e3:.2f} ms). llama.cpp reference for SmolLM2-135M "
+            f"Q4_1 on this kind of machine: {LLAMA_CPP_SMOLLM2_STEP_S * 1e3:.1f} ms/step."
+        )
+    print(
+        "prefill tokens  best ms  median ms  GFLOP/s  frac of peak (best, median)"
+        "  model floor ms  model expected ms  best cpu ms  cpu frac of peak"
+    )
     for r in out["prefill"]:
-        print(f"        {r['tokens']:6d} {r['best_s'] * 1e3:8.1f} {r['median_s'] * 1e3:10.1f} "
-              f"{r['flops'] / r['best_s'] / 1e9:8.1f} {r['frac_of_peak_best']:10.2f} "
-              f"{r['frac_of_peak_median']:7.2f} {r['model_floor_s'] * 1e3:20.1f} "
-              f"{r['model_expected_s'] * 1e3:18.1f} {r['best_cpu_s'] * 1e3:12.1f} "
-              f"{r['frac_of_peak_cpu']:16.2f}")
+        print(
+            f"        {r['tokens']:6d} {r['best_s'] * 1e3:8.1f} {r['median_s'] * 1e3:10.1f} "
+            f"{r['flops'] / r['best_s'] / 1e9:8.1f} {r['frac_of_peak_best']:10.2f} "
+            f"{r['frac_of_peak_median']:7.2f} {r['model_floor_s'] * 1e3:20.1f} "
+            f"{r['model_expected_s'] * 1e3:18.1f} {r['best_cpu_s'] * 1e3:12.1f} "
+            f"{r['frac_of_peak_cpu']:16.2f}"
+        )
 
 
 def _print_shape(out) -> None:
     """Tokens/s vs batch: measured, the pure floor, and the machine-profile prediction."""
     p = out["profile"]
-    print(f"machine profile {p['name']!r}: gemm_compute_eff {p['gemm_compute_eff']:.3f}, "
-          f"gemm_m_half {p['gemm_m_half']:.1f}, mem_bw_eff {p['mem_bw_eff']:.3f}, attn_bw_eff "
-          f"{p['attn_bw_eff']:.3f}, step overhead {p['step_overhead_s'] * 1e3:.2f} ms + "
-          f"{p.get('layer_overhead_s', 0.0) * 1e3:.3f} ms per layer")
-    print("shape   batch  tok/s measured  tok/s floor (peak)  tok/s predicted  measured/predicted"
-          "  cpu/predicted")
+    print(
+        f"machine profile {p['name']!r}: gemm_compute_eff {p['gemm_compute_eff']:.3f}, "
+        f"gemm_m_half {p['gemm_m_half']:.1f}, mem_bw_eff {p['mem_bw_eff']:.3f}, attn_bw_eff "
+        f"{p['attn_bw_eff']:.3f}, step overhead {p['step_overhead_s'] * 1e3:.2f} ms + "
+        f"{p.get('layer_overhead_s', 0.0) * 1e3:.3f} ms per layer"
+    )
+    print(
+        "shape   batch  tok/s measured  tok/s floor (peak)  tok/s predicted  measured/predicted"
+        "  cpu/predicted"
+    )
     for r in out["decode"]:
         b = r["batch"]
-        print(f"        {b:5d} {b / r['best_s']:15.1f} {b / r['model_floor_s']:19.1f} "
-              f"{b / r['predicted_s']:16.1f} {r['measured_over_predicted']:19.2f} "
-              f"{r['cpu_over_predicted']:14.2f}")
+        print(
+            f"        {b:5d} {b / r['best_s']:15.1f} {b / r['model_floor_s']:19.1f} "
+            f"{b / r['predicted_s']:16.1f} {r['measured_over_predicted']:19.2f} "
+            f"{r['cpu_over_predicted']:14.2f}"
+        )
     for r in out["prefill"]:
         n = r["tokens"]
-        print(f"   prefill {n:4d} {n / r['best_s']:13.1f} {n / r['model_floor_s']:19.1f} "
-              f"{n / r['predicted_s']:16.1f} {r['measured_over_predicted']:19.2f} "
-              f"{r['cpu_over_predicted']:14.2f}")
+        print(
+            f"   prefill {n:4d} {n / r['best_s']:13.1f} {n / r['model_floor_s']:19.1f} "
+            f"{n / r['predicted_s']:16.1f} {r['measured_over_predicted']:19.2f} "
+            f"{r['cpu_over_predicted']:14.2f}"
+        )
     for key, what in (("measured_over_predicted", "wall"), ("cpu_over_predicted", "cpu")):
         ratios = [r[key] for r in out["decode"]]
         every = ratios + [r[key] for r in out["prefill"]]
-        print(f"{what}/predicted spread: decode {min(ratios):.2f}-{max(ratios):.2f} "
-              f"(max/min {max(ratios) / min(ratios):.2f}); with prefill "
-              f"{min(every):.2f}-{max(every):.2f} (max/min {max(every) / min(every):.2f})")
+        print(
+            f"{what}/predicted spread: decode {min(ratios):.2f}-{max(ratios):.2f} "
+            f"(max/min {max(ratios) / min(ratios):.2f}); with prefill "
+            f"{min(every):.2f}-{max(every):.2f} (max/min {max(every) / min(every):.2f})"
+        )
+
 
 if __name__ == "__main__":
     main()

@@ -74,8 +74,17 @@ def matrix_bytes(w) -> int:
     return int(sum(m.nbytes for m in mats) + w.lm_head.nbytes)
 
 
-def step_rows(model: str, fmt: str, threads: int, batches, prefills, context: int,
-              runs: int, bandwidth: float, peak: float) -> list[dict]:
+def step_rows(
+    model: str,
+    fmt: str,
+    threads: int,
+    batches,
+    prefills,
+    context: int,
+    runs: int,
+    bandwidth: float,
+    peak: float,
+) -> list[dict]:
     """Decode and prefill step times of one weight format (see the module doc)."""
     from threadpoolctl import threadpool_limits
 
@@ -93,25 +102,37 @@ def step_rows(model: str, fmt: str, threads: int, batches, prefills, context: in
     out = []
     with threadpool_limits(threads):
         for b in batches:
-            seqs = [SeqInput([7], context, list(range(i * per_seq, (i + 1) * per_seq)))
-                    for i in range(b)]
+            seqs = [
+                SeqInput([7], context, list(range(i * per_seq, (i + 1) * per_seq)))
+                for i in range(b)
+            ]
             r = _time(lambda seqs=seqs: net.forward(seqs, kv), runs)
             read = decode_read_bytes(cfg, w, [context + 1] * b, matrix_bytes(w))
-            r.update(kind="decode", batch=b, bytes_read=read, floor_s=read / bandwidth,
-                     frac_of_floor=read / bandwidth / r["best_s"],
-                     frac_of_floor_cpu=read / bandwidth / r["best_cpu_s"])
+            r.update(
+                kind="decode",
+                batch=b,
+                bytes_read=read,
+                floor_s=read / bandwidth,
+                frac_of_floor=read / bandwidth / r["best_s"],
+                frac_of_floor_cpu=read / bandwidth / r["best_cpu_s"],
+            )
             out.append(r)
         for n in prefills:
             kvp = PagedKVStore(cfg, -(-n // 16) + 1, 16)
             seq = [SeqInput(list(np.arange(n) % cfg.vocab_size), 0, list(range(-(-n // 16))))]
             r = _time(lambda seq=seq, kvp=kvp: net.forward(seq, kvp), max(2, runs // 2))
             flops = matmul_flops(cfg, n, 0)
-            r.update(kind="prefill", tokens=n, frac_of_peak=flops / r["best_s"] / peak,
-                     frac_of_peak_cpu=flops / r["best_cpu_s"] / peak)
+            r.update(
+                kind="prefill",
+                tokens=n,
+                frac_of_peak=flops / r["best_s"] / peak,
+                frac_of_peak_cpu=flops / r["best_cpu_s"] / peak,
+            )
             out.append(r)
     for r in out:
-        r.update(weights=loaded.weights_format, asked=fmt, threads=threads,
-                 weight_bytes=matrix_bytes(w))
+        r.update(
+            weights=loaded.weights_format, asked=fmt, threads=threads, weight_bytes=matrix_bytes(w)
+        )
     return out
 
 
@@ -125,25 +146,41 @@ def cmd_steps(args) -> list[dict]:
         bw = args.bandwidth_gbs * 1e9 if args.bandwidth_gbs else read_bandwidth(3, threads)
         with threadpool_limits(threads):
             peak = matmul_flops_fp32(1536, 3, threads).best
-        print(f"# {threads} thread(s): read bandwidth {bw / 1e9:.1f} GB/s, "
-              f"fp32 matmul peak {peak / 1e9:.0f} GFLOP/s", flush=True)
+        print(
+            f"# {threads} thread(s): read bandwidth {bw / 1e9:.1f} GB/s, "
+            f"fp32 matmul peak {peak / 1e9:.0f} GFLOP/s",
+            flush=True,
+        )
         llama = llama_steps(args, threads)  # before and after infercast's: the best of both
         for fmt in args.weights.split(","):
-            for r in step_rows(args.model, fmt, threads, [int(b) for b in args.batches.split(",")],
-                               [int(n) for n in args.prefill.split(",")], args.context,
-                               args.runs, bw, peak):
+            for r in step_rows(
+                args.model,
+                fmt,
+                threads,
+                [int(b) for b in args.batches.split(",")],
+                [int(n) for n in args.prefill.split(",")],
+                args.context,
+                args.runs,
+                bw,
+                peak,
+            ):
                 rows.append(r)
                 if r["kind"] == "decode":
-                    print(f"{r['weights']:>9} t={threads} decode b={r['batch']:>2}: "
-                          f"{r['best_s'] * 1e3:7.1f} ms wall ({r['best_cpu_s'] * 1e3:6.1f} cpu), "
-                          f"reads {r['bytes_read'] / 1e6:6.1f} MB, floor {r['floor_s'] * 1e3:5.1f}"
-                          f" ms: {r['frac_of_floor']:.2f} of it ({r['frac_of_floor_cpu']:.2f} cpu)",
-                          flush=True)
+                    print(
+                        f"{r['weights']:>9} t={threads} decode b={r['batch']:>2}: "
+                        f"{r['best_s'] * 1e3:7.1f} ms wall ({r['best_cpu_s'] * 1e3:6.1f} cpu), "
+                        f"reads {r['bytes_read'] / 1e6:6.1f} MB, floor {r['floor_s'] * 1e3:5.1f}"
+                        f" ms: {r['frac_of_floor']:.2f} of it ({r['frac_of_floor_cpu']:.2f} cpu)",
+                        flush=True,
+                    )
                 else:
-                    print(f"{r['weights']:>9} t={threads} prefill {r['tokens']}: "
-                          f"{r['best_s'] * 1e3:7.0f} ms wall ({r['best_cpu_s'] * 1e3:6.0f} cpu), "
-                          f"{r['frac_of_peak']:.2f} of matmul peak ({r['frac_of_peak_cpu']:.2f} "
-                          f"cpu)", flush=True)
+                    print(
+                        f"{r['weights']:>9} t={threads} prefill {r['tokens']}: "
+                        f"{r['best_s'] * 1e3:7.0f} ms wall ({r['best_cpu_s'] * 1e3:6.0f} cpu), "
+                        f"{r['frac_of_peak']:.2f} of matmul peak ({r['frac_of_peak_cpu']:.2f} "
+                        f"cpu)",
+                        flush=True,
+                    )
         rows += _best_llama(llama + llama_steps(args, threads))
     return rows
 
@@ -158,9 +195,22 @@ def llama_steps(args, threads: int) -> list[dict]:
     gguf = str(smollm2_path()) if args.model == SMOLLM2_NAME else args.model
     script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "engine_llamacpp_steps.py")
     done = subprocess.run(
-        [args.llama_cpp_python, script, "--model", gguf, "--threads", str(threads),
-         "--batches", args.batches, "--context", str(args.context)],
-        capture_output=True, text=True, env={**os.environ, "OMP_WAIT_POLICY": "PASSIVE"})
+        [
+            args.llama_cpp_python,
+            script,
+            "--model",
+            gguf,
+            "--threads",
+            str(threads),
+            "--batches",
+            args.batches,
+            "--context",
+            str(args.context),
+        ],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "OMP_WAIT_POLICY": "PASSIVE"},
+    )
     if done.returncode:
         raise SystemExit(f"llama.cpp steps failed: {done.stderr.strip()[-500:]}")
     return [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
@@ -173,8 +223,11 @@ def _best_llama(rows: list[dict]) -> list[dict]:
         if key not in best or r["best_ms"] < best[key]["best_ms"]:
             best[key] = r
     for r in best.values():
-        print(f"llama.cpp t={r['threads']} decode b={r['batch']:>2}: {r['best_ms']:7.1f} ms "
-              f"wall ({r['best_cpu_ms']:6.1f} cpu), median {r['median_ms']:.1f}", flush=True)
+        print(
+            f"llama.cpp t={r['threads']} decode b={r['batch']:>2}: {r['best_ms']:7.1f} ms "
+            f"wall ({r['best_cpu_ms']:6.1f} cpu), median {r['median_ms']:.1f}",
+            flush=True,
+        )
     return [dict(r, kind="decode", weights="llama.cpp") for r in best.values()]
 
 
@@ -187,13 +240,22 @@ def measure_batch(url: str, model: str, batch: int, prompt_tokens: int, output_t
     from infercast.bench.load import LoadPlan, run_load
     from infercast.metrics.summary import MetricsAccumulator
 
-    specs = [RequestSpec(f"r{i}", "The quick brown fox jumps. " * (prompt_tokens // 6),
-                         prompt_tokens, output_tokens, 0.0) for i in range(batch)]
+    specs = [
+        RequestSpec(
+            f"r{i}",
+            "The quick brown fox jumps. " * (prompt_tokens // 6),
+            prompt_tokens,
+            output_tokens,
+            0.0,
+        )
+        for i in range(batch)
+    ]
 
     async def go():
         async with BenchClient(ClientConfig(base_url=f"{url}/v1", model=model)) as client:
-            return await run_load(client, specs, LoadPlan(replay_arrivals=True),
-                                  np.random.default_rng(0))
+            return await run_load(
+                client, specs, LoadPlan(replay_arrivals=True), np.random.default_rng(0)
+            )
 
     acc = MetricsAccumulator()
     for rec in asyncio.run(go()).records:
@@ -211,11 +273,18 @@ def serve_rows(name: str, cmd: list[str], url: str, model: str, batches, args) -
         measure_batch(url, model, 1, args.prompt_tokens, 8)  # warm-up
         for b in batches:
             s = measure_batch(url, model, b, args.prompt_tokens, args.output_tokens)
-            row = {"server": name, "batch": b, "tpot_ms": s.tpot.mean * 1e3,
-                   "ttft_ms": s.ttft.mean * 1e3,
-                   "output_tokens_per_s": s.output_throughput_tps}
-            print(f"{name:>32} b={b:>2}: TPOT {row['tpot_ms']:6.1f} ms, TTFT "
-                  f"{row['ttft_ms']:7.0f} ms, {row['output_tokens_per_s']:6.1f} tok/s", flush=True)
+            row = {
+                "server": name,
+                "batch": b,
+                "tpot_ms": s.tpot.mean * 1e3,
+                "ttft_ms": s.ttft.mean * 1e3,
+                "output_tokens_per_s": s.output_throughput_tps,
+            }
+            print(
+                f"{name:>32} b={b:>2}: TPOT {row['tpot_ms']:6.1f} ms, TTFT "
+                f"{row['ttft_ms']:7.0f} ms, {row['output_tokens_per_s']:6.1f} tok/s",
+                flush=True,
+            )
             rows.append(row)
     finally:
         proc.terminate()
@@ -235,23 +304,73 @@ def cmd_serve(args) -> list[dict]:
     for threads in [int(t) for t in args.threads.split(",")]:
         for fmt in args.weights.split(","):
             port = _port()
-            cmd = [sys.executable, "-m", "infercast.cli", "serve", "--model", gguf,
-                   "--port", str(port), "--threads", str(threads), "--weights", fmt,
-                   "--max-num-seqs", str(max(batches)), "--max-model-len", "1024"]
-            rows += [dict(r, threads=threads) for r in serve_rows(
-                f"infercast --weights {fmt} t={threads}", cmd, f"http://127.0.0.1:{port}",
-                "any", batches, args)]
+            cmd = [
+                sys.executable,
+                "-m",
+                "infercast.cli",
+                "serve",
+                "--model",
+                gguf,
+                "--port",
+                str(port),
+                "--threads",
+                str(threads),
+                "--weights",
+                fmt,
+                "--max-num-seqs",
+                str(max(batches)),
+                "--max-model-len",
+                "1024",
+            ]
+            rows += [
+                dict(r, threads=threads)
+                for r in serve_rows(
+                    f"infercast --weights {fmt} t={threads}",
+                    cmd,
+                    f"http://127.0.0.1:{port}",
+                    "any",
+                    batches,
+                    args,
+                )
+            ]
         port = _port()
         if args.llama_server:
-            cmd = [args.llama_server, "-m", gguf, "--port", str(port), "-t", str(threads),
-                   "-np", str(max(batches)), "-c", str(1024 * max(batches)), "-cb"]
+            cmd = [
+                args.llama_server,
+                "-m",
+                gguf,
+                "--port",
+                str(port),
+                "-t",
+                str(threads),
+                "-np",
+                str(max(batches)),
+                "-c",
+                str(1024 * max(batches)),
+                "-cb",
+            ]
         elif args.llama_cpp_python:
-            cmd = [args.llama_cpp_python, "-m", "llama_cpp.server", "--model", gguf,
-                   "--port", str(port), "--n_threads", str(threads), "--n_ctx", "1024"]
+            cmd = [
+                args.llama_cpp_python,
+                "-m",
+                "llama_cpp.server",
+                "--model",
+                gguf,
+                "--port",
+                str(port),
+                "--n_threads",
+                str(threads),
+                "--n_ctx",
+                "1024",
+            ]
         else:
             continue
-        rows += [dict(r, threads=threads) for r in serve_rows(
-            f"llama.cpp t={threads}", cmd, f"http://127.0.0.1:{port}", gguf, batches, args)]
+        rows += [
+            dict(r, threads=threads)
+            for r in serve_rows(
+                f"llama.cpp t={threads}", cmd, f"http://127.0.0.1:{port}", gguf, batches, args
+            )
+        ]
     return rows
 
 
@@ -259,8 +378,11 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("part", choices=["steps", "serve"])
     ap.add_argument("--model", default="smollm2-135m", help="smollm2-135m or a .gguf path")
-    ap.add_argument("--weights", default="fp32,bf16,int8,auto",
-                    help="formats to run (auto: the file's own, q4+int8 for SmolLM2's Q4_1)")
+    ap.add_argument(
+        "--weights",
+        default="fp32,bf16,int8,auto",
+        help="formats to run (auto: the file's own, q4+int8 for SmolLM2's Q4_1)",
+    )
     ap.add_argument("--threads", default="1", help="comma-separated thread counts")
     ap.add_argument("--batches", default="1,8,32")
     ap.add_argument("--prefill", default="128,512")
@@ -271,9 +393,11 @@ def main() -> None:
     ap.add_argument("--output-tokens", type=int, default=128)
     ap.add_argument("--startup-s", type=float, default=300)
     ap.add_argument("--llama-server", help="path of llama.cpp's llama-server binary")
-    ap.add_argument("--llama-cpp-python",
-                    help="python with llama-cpp-python (steps: its ctypes bindings are enough, "
-                         "with LLAMA_CPP_LIB_PATH at built libraries; serve: its [server])")
+    ap.add_argument(
+        "--llama-cpp-python",
+        help="python with llama-cpp-python (steps: its ctypes bindings are enough, "
+        "with LLAMA_CPP_LIB_PATH at built libraries; serve: its [server])",
+    )
     ap.add_argument("--json", help="write the rows to this file")
     args = ap.parse_args()
     rows = cmd_steps(args) if args.part == "steps" else cmd_serve(args)

@@ -42,9 +42,16 @@ def write_model_dir(path: Path, size: str) -> None:
     tok.decoder = decoders.ByteLevel()
     tok.add_special_tokens(["<s>", "</s>"])  # ids 256, 257: the engine's BOS/EOS
     tok.save(str(path / "tokenizer.json"))
-    (path / "tokenizer_config.json").write_text(json.dumps({
-        "tokenizer_class": "PreTrainedTokenizerFast", "bos_token": "<s>", "eos_token": "</s>",
-        "model_max_length": 2048}))
+    (path / "tokenizer_config.json").write_text(
+        json.dumps(
+            {
+                "tokenizer_class": "PreTrainedTokenizerFast",
+                "bos_token": "<s>",
+                "eos_token": "</s>",
+                "model_max_length": 2048,
+            }
+        )
+    )
 
 
 def _port() -> int:
@@ -53,8 +60,9 @@ def _port() -> int:
         return s.getsockname()[1]
 
 
-def _wait_ready(url: str, proc: subprocess.Popen, timeout_s: float,
-                paths: tuple[str, ...] = ("/health",)) -> None:
+def _wait_ready(
+    url: str, proc: subprocess.Popen, timeout_s: float, paths: tuple[str, ...] = ("/health",)
+) -> None:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         if proc.poll() is not None:
@@ -80,8 +88,9 @@ def run_load(url: str, model: str, reqs, seed: int):
 
     async def go():
         async with BenchClient(ClientConfig(base_url=f"{url}/v1", model=model)) as client:
-            return await bench_load(client, specs, LoadPlan(replay_arrivals=True),
-                                    np.random.default_rng(seed))
+            return await bench_load(
+                client, specs, LoadPlan(replay_arrivals=True), np.random.default_rng(seed)
+            )
 
     acc = MetricsAccumulator()
     for rec in asyncio.run(go()).records:
@@ -90,8 +99,9 @@ def run_load(url: str, model: str, reqs, seed: int):
 
 
 def serve_and_measure(cmd, env, url, model, reqs, seed, timeout_s):
-    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                            text=True)
+    proc = subprocess.Popen(
+        cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
+    )
     try:
         _wait_ready(url, proc, timeout_s)
         run_load(url, model, reqs[:2], seed)  # warm-up (first-request compilation, caches)
@@ -114,33 +124,76 @@ def main() -> None:
     args = ap.parse_args()
     rng = np.random.default_rng(args.seed)
     gaps = rng.exponential(1.0 / args.rate, args.num_requests)
-    reqs = list(zip((np.cumsum(gaps) - gaps[0]).tolist(),
-                    rng.integers(48, 145, args.num_requests).tolist(),
-                    rng.integers(16, 49, args.num_requests).tolist(), strict=True))
-    one_thread = {**os.environ, "OMP_NUM_THREADS": "1", "VLLM_CPU_KVCACHE_SPACE": "1",
-                  "VLLM_CPU_OMP_THREADS_BIND": "0"}
+    reqs = list(
+        zip(
+            (np.cumsum(gaps) - gaps[0]).tolist(),
+            rng.integers(48, 145, args.num_requests).tolist(),
+            rng.integers(16, 49, args.num_requests).tolist(),
+            strict=True,
+        )
+    )
+    one_thread = {
+        **os.environ,
+        "OMP_NUM_THREADS": "1",
+        "VLLM_CPU_KVCACHE_SPACE": "1",
+        "VLLM_CPU_OMP_THREADS_BIND": "0",
+    }
     results = {}
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / f"random-{args.model}"
         write_model_dir(path, args.model)
         port = _port()
-        vllm_cmd = [args.vllm_python, "-m", "vllm.entrypoints.openai.api_server", "--model",
-                    str(path), "--dtype", "float32", "--max-model-len", "1024",
-                    "--enforce-eager", "--port", str(port), "--max-num-seqs", "8"]
-        results["vllm"] = serve_and_measure(vllm_cmd, one_thread, f"http://127.0.0.1:{port}",
-                                            str(path), reqs, args.seed, 600)
+        vllm_cmd = [
+            args.vllm_python,
+            "-m",
+            "vllm.entrypoints.openai.api_server",
+            "--model",
+            str(path),
+            "--dtype",
+            "float32",
+            "--max-model-len",
+            "1024",
+            "--enforce-eager",
+            "--port",
+            str(port),
+            "--max-num-seqs",
+            "8",
+        ]
+        results["vllm"] = serve_and_measure(
+            vllm_cmd, one_thread, f"http://127.0.0.1:{port}", str(path), reqs, args.seed, 600
+        )
         port = _port()
-        ours = [sys.executable, "-m", "infercast.cli", "serve", "--model", str(path), "--port",
-                str(port), "--max-num-seqs", "8", "--max-num-batched-tokens", "256",
-                "--max-model-len", "1024", "--max-waiting", "100000"]
-        results["infercast"] = serve_and_measure(ours, one_thread, f"http://127.0.0.1:{port}",
-                                                 path.name, reqs, args.seed, 120)
-    print(f"{args.num_requests} requests, Poisson {args.rate}/s, random-{args.model} float32, "
-          "1 thread each; ms")
+        ours = [
+            sys.executable,
+            "-m",
+            "infercast.cli",
+            "serve",
+            "--model",
+            str(path),
+            "--port",
+            str(port),
+            "--max-num-seqs",
+            "8",
+            "--max-num-batched-tokens",
+            "256",
+            "--max-model-len",
+            "1024",
+            "--max-waiting",
+            "100000",
+        ]
+        results["infercast"] = serve_and_measure(
+            ours, one_thread, f"http://127.0.0.1:{port}", path.name, reqs, args.seed, 120
+        )
+    print(
+        f"{args.num_requests} requests, Poisson {args.rate}/s, random-{args.model} float32, "
+        "1 thread each; ms"
+    )
     for name, s in results.items():
-        cells = [f"{m} mean {d.mean * 1e3:.1f} p50 {d.median * 1e3:.1f} "
-                 f"p90 {d.percentiles[90.0] * 1e3:.1f}" for m, d in (("TTFT", s.ttft),
-                                                                     ("TPOT", s.tpot))]
+        cells = [
+            f"{m} mean {d.mean * 1e3:.1f} p50 {d.median * 1e3:.1f} "
+            f"p90 {d.percentiles[90.0] * 1e3:.1f}"
+            for m, d in (("TTFT", s.ttft), ("TPOT", s.tpot))
+        ]
         print(f"{name:9s} completed {s.completed:3d} | " + " | ".join(cells))
 
 

@@ -28,14 +28,30 @@ def timeit(fn, repeat: int) -> tuple[float, float]:
 def main() -> None:
     estimate()  # warm the preset caches
     med, best = timeit(lambda: estimate(weights="fp8", kv_cache="fp8", batches=(1, 8, 32, 64)), 200)
-    print(f"estimate() seed case, 4 batches + prefill: median {med * 1e3:.3f} ms, best {best * 1e3:.3f} ms")
+    print(
+        f"estimate() seed case, 4 batches + prefill: median {med * 1e3:.3f} ms, best {best * 1e3:.3f} ms"
+    )
     sm = StepModel(load_model("llama-3.1-8b"), load_hardware("h100-sxm"), Precision.parse("bf16"))
     ctx = [1000 + i for i in range(64)]
     med, best = timeit(lambda: sm.step_time_s([1] * 64, ctx), 2000)
-    print(f"StepModel.step_time_s, 64-seq decode: median {med * 1e6:.1f} us, best {best * 1e6:.1f} us")
+    print(
+        f"StepModel.step_time_s, 64-seq decode: median {med * 1e6:.1f} us, best {best * 1e6:.1f} us"
+    )
     med, best = timeit(lambda: sm.step_time_s([512] + [1] * 63, [0] + ctx[1:]), 2000)
-    print(f"StepModel.step_time_s, mixed prefill+decode: median {med * 1e6:.1f} us, best {best * 1e6:.1f} us")
-    cli = [sys.executable, "-m", "infercast.cli", "estimate", "--weights", "fp8", "--kv-cache", "fp8", "--json"]
+    print(
+        f"StepModel.step_time_s, mixed prefill+decode: median {med * 1e6:.1f} us, best {best * 1e6:.1f} us"
+    )
+    cli = [
+        sys.executable,
+        "-m",
+        "infercast.cli",
+        "estimate",
+        "--weights",
+        "fp8",
+        "--kv-cache",
+        "fp8",
+        "--json",
+    ]
     med, best = timeit(lambda: subprocess.run(cli, check=True, capture_output=True), 7)
     print(f"CLI end to end (new process, --json): median {med:.3f} s, best {best:.3f} s")
 

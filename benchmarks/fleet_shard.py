@@ -34,32 +34,61 @@ KEYS = ("slo_attainment", "usd", "energy_kwh", "replica_hours")
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("--peak-rate", type=float, default=30.0)
     ap.add_argument("--hours", type=float, default=0.5)
     ap.add_argument("--replicas", type=int, default=4)
     ap.add_argument("--groups", type=int, default=2)
     ap.add_argument("--tolerance", type=float, default=0.02)
     a = ap.parse_args()
-    cfg = build_config({"model": "llama-3.1-8b", "hardware": "h100-sxm", "weights": "bf16",
-                        "slo_ttft_s": 2.0, "slo_tpot_s": 0.1})
-    load = day_load(a.peak_rate, a.hours, input_tokens=512, output_tokens=128, peak_hour=a.hours / 2,
-                    trough_fraction=0.3)
+    cfg = build_config(
+        {
+            "model": "llama-3.1-8b",
+            "hardware": "h100-sxm",
+            "weights": "bf16",
+            "slo_ttft_s": 2.0,
+            "slo_tpot_s": 0.1,
+        }
+    )
+    load = day_load(
+        a.peak_rate,
+        a.hours,
+        input_tokens=512,
+        output_tokens=128,
+        peak_hour=a.hours / 2,
+        trough_fraction=0.3,
+    )
     rep = build_replica(cfg, load)
     spec = FleetSpec(rep.start_s, a.replicas)
-    print(f"day: {load.source}; ~{load.expected_requests:,.0f} requests over {a.hours:g} h; "
-          f"{a.replicas} fixed replicas; replica capacity {rep.capacity_rps:.1f} req/s")
+    print(
+        f"day: {load.source}; ~{load.expected_requests:,.0f} requests over {a.hours:g} h; "
+        f"{a.replicas} fixed replicas; replica capacity {rep.capacity_rps:.1f} req/s"
+    )
     t0 = time.perf_counter()
-    base = run_day(rep, load, make_policy("fixed", rep, load, 60.0, replicas=a.replicas), spec)["day"]
+    base = run_day(rep, load, make_policy("fixed", rep, load, 60.0, replicas=a.replicas), spec)[
+        "day"
+    ]
     rows = [("unsharded", 1, base, time.perf_counter() - t0)]
     cores = [1, 2] + ([os.cpu_count()] if (os.cpu_count() or 1) > 2 else [])
     for n in cores:
         t0 = time.perf_counter()
-        day = run_sharded(rep, load, "fixed", {"replicas": a.replicas}, spec, a.groups,
-                          "serial" if n == 1 else "local", n)["day"]
+        day = run_sharded(
+            rep,
+            load,
+            "fixed",
+            {"replicas": a.replicas},
+            spec,
+            a.groups,
+            "serial" if n == 1 else "local",
+            n,
+        )["day"]
         rows.append((f"{a.groups} groups", n, day, time.perf_counter() - t0))
-    print(f"{'run':<12} {'cores':>5} {'requests':>9} {'CPU s':>7} {'req/CPU-s':>10} {'wall s':>7}  "
-          + "  ".join(f"d{k}" for k in KEYS))
+    print(
+        f"{'run':<12} {'cores':>5} {'requests':>9} {'CPU s':>7} {'req/CPU-s':>10} {'wall s':>7}  "
+        + "  ".join(f"d{k}" for k in KEYS)
+    )
     ok = True
     for name, n, d, wall in rows:
         diffs = []
@@ -68,9 +97,13 @@ def main() -> None:
             rel = abs(x - b) / abs(b) if b else abs(x - b)
             ok &= rel <= a.tolerance
             diffs.append(f"{rel:+.4f}" if name != "unsharded" else "      -")
-        print(f"{name:<12} {n:>5} {d['requests_arrived']:>9,} {d['sim_cpu_s']:>7.2f} "
-              f"{d['requests_arrived'] / d['sim_cpu_s']:>10,.0f} {wall:>7.2f}  " + "  ".join(diffs))
-    print(f"agreement within {a.tolerance:.0%} (relative) on {', '.join(KEYS)}: {'yes' if ok else 'NO'}")
+        print(
+            f"{name:<12} {n:>5} {d['requests_arrived']:>9,} {d['sim_cpu_s']:>7.2f} "
+            f"{d['requests_arrived'] / d['sim_cpu_s']:>10,.0f} {wall:>7.2f}  " + "  ".join(diffs)
+        )
+    print(
+        f"agreement within {a.tolerance:.0%} (relative) on {', '.join(KEYS)}: {'yes' if ok else 'NO'}"
+    )
 
 
 if __name__ == "__main__":

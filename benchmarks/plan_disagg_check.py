@@ -62,24 +62,53 @@ def cases(max_conc: int) -> list[dict]:
         w = workers(extra, int(r["n_gpus"] or 0), p[0], d[0])
         if w is None:
             continue
-        out.append({"key": key, "model": r["model"], "hardware": r["hardware"], "weights": r["weights"],
-                    "input": int(r["input_tokens"]), "output": int(r["output_tokens"]), "concurrency": conc,
-                    "prefill": p, "decode": d, "workers": w, "engine": r["engine"],
-                    "ttft": float(m["ttft_mean_s"]["value"]), "tpot": float(r["value"])})
+        out.append(
+            {
+                "key": key,
+                "model": r["model"],
+                "hardware": r["hardware"],
+                "weights": r["weights"],
+                "input": int(r["input_tokens"]),
+                "output": int(r["output_tokens"]),
+                "concurrency": conc,
+                "prefill": p,
+                "decode": d,
+                "workers": w,
+                "engine": r["engine"],
+                "ttft": float(m["ttft_mean_s"]["value"]),
+                "tpot": float(r["value"]),
+            }
+        )
     return out
 
 
 def run_case(c: dict) -> tuple[float, float]:
     (gp, ep_p, dp_p), (gd, ep_d, dp_d) = c["prefill"], c["decode"]
-    cfg = build_config({
-        "model": c["model"], "hardware": c["hardware"], "weights": c["weights"], "tp": gd, "ep": ep_d,
-        "attn_dp": dp_d, "seed": 0,
-        "scheduler": {"max_num_seqs": max(256, c["concurrency"]), "max_num_batched_tokens": max(8192, c["concurrency"])},
-        "workload": {"concurrency": c["concurrency"], "num_requests": 3 * c["concurrency"],
-                     "input": {"mean": c["input"]}, "output": {"mean": c["output"]}},
-        "disaggregation": {"prefill": {"replicas": c["workers"][0], "tp": gp, "ep": ep_p, "attn_dp": dp_p},
-                           "decode": {"replicas": c["workers"][1]}},
-    })
+    cfg = build_config(
+        {
+            "model": c["model"],
+            "hardware": c["hardware"],
+            "weights": c["weights"],
+            "tp": gd,
+            "ep": ep_d,
+            "attn_dp": dp_d,
+            "seed": 0,
+            "scheduler": {
+                "max_num_seqs": max(256, c["concurrency"]),
+                "max_num_batched_tokens": max(8192, c["concurrency"]),
+            },
+            "workload": {
+                "concurrency": c["concurrency"],
+                "num_requests": 3 * c["concurrency"],
+                "input": {"mean": c["input"]},
+                "output": {"mean": c["output"]},
+            },
+            "disaggregation": {
+                "prefill": {"replicas": c["workers"][0], "tp": gp, "ep": ep_p, "attn_dp": dp_p},
+                "decode": {"replicas": c["workers"][1]},
+            },
+        }
+    )
     target = pool_step_model(cfg, cfg.disaggregation.decode, None)
     s = simulate(cfg, target).summary
     return s.ttft.mean, s.tpot.mean
@@ -92,8 +121,10 @@ def main() -> None:
     args = ap.parse_args()
     all_cases = cases(args.max_concurrency)
     step = max(1, len(all_cases) // args.max_rows)
-    chosen = all_cases[::step][:args.max_rows]
-    print(f"{len(all_cases)} representable row pairs with concurrency <= {args.max_concurrency}; running {len(chosen)}")
+    chosen = all_cases[::step][: args.max_rows]
+    print(
+        f"{len(all_cases)} representable row pairs with concurrency <= {args.max_concurrency}; running {len(chosen)}"
+    )
     errs: dict[str, list[float]] = {"ttft": [], "tpot": []}
     t0 = time.process_time()
     for c in chosen:
@@ -105,9 +136,11 @@ def main() -> None:
         e1, e2 = ttft / c["ttft"] - 1, tpot / c["tpot"] - 1
         errs["ttft"].append(e1)
         errs["tpot"].append(e2)
-        print(f"  {c['key']:44} {c['hardware']:8} {c['weights']} {c['input']}/{c['output']} c={c['concurrency']:<4} "
-              f"P {c['workers'][0]}x{c['prefill'][0]} D {c['workers'][1]}x{c['decode'][0]}: "
-              f"TTFT {c['ttft']:.3f} vs {ttft:.3f} ({e1:+.0%})  TPOT {c['tpot'] * 1e3:.1f} vs {tpot * 1e3:.1f} ms ({e2:+.0%})")
+        print(
+            f"  {c['key']:44} {c['hardware']:8} {c['weights']} {c['input']}/{c['output']} c={c['concurrency']:<4} "
+            f"P {c['workers'][0]}x{c['prefill'][0]} D {c['workers'][1]}x{c['decode'][0]}: "
+            f"TTFT {c['ttft']:.3f} vs {ttft:.3f} ({e1:+.0%})  TPOT {c['tpot'] * 1e3:.1f} vs {tpot * 1e3:.1f} ms ({e2:+.0%})"
+        )
     for name, e in errs.items():
         if e:
             gm = math.exp(sum(math.log(1 + x) for x in e) / len(e)) - 1

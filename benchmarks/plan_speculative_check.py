@@ -34,7 +34,11 @@ from infercast.sim.run import simulate
 from infercast.specs.catalog import load_hardware, load_model
 from infercast.specs.precision import Precision
 
-TREES = {"eagle-3": (7, 60), "eagle-2": (7, 60), "eagle": (5, 26)}  # method: (depth, verified tokens)
+TREES = {
+    "eagle-3": (7, 60),
+    "eagle-2": (7, 60),
+    "eagle": (5, 26),
+}  # method: (depth, verified tokens)
 
 
 def rows() -> list[dict[str, str]]:
@@ -49,15 +53,22 @@ def batch_one_check(data) -> list[float]:
             method = r["engine"].removeprefix("hf research impl + ")
             if method in TREES:
                 pairs[(method, r["dataset"])][r["metric"]] = float(r["value"])
-    target = StepModel(load_model("llama-2-13b"), load_hardware("rtx-3090"), Precision.parse("fp16"))
+    target = StepModel(
+        load_model("llama-2-13b"), load_hardware("rtx-3090"), Precision.parse("fp16")
+    )
     errors = []
     print("1. batch 1, Vicuna-13B (as Llama-2-13B) on RTX 3090, HF implementation")
     print(f"{'method':9} {'dataset':30} {'tau':>5} {'measured':>9} {'predicted':>9} {'error':>7}")
     for (method, dataset), m in sorted(pairs.items()):
         depth, width = TREES[method]
         tau = m["acceptance_length"]
-        cfg = SpeculativeConfig("eagle", depth, acceptance_from_tau(min(tau, depth + 1), depth), 0.0,
-                                verify_tokens=width)
+        cfg = SpeculativeConfig(
+            "eagle",
+            depth,
+            acceptance_from_tau(min(tau, depth + 1), depth),
+            0.0,
+            verify_tokens=width,
+        )
         step = SpeculativeModel(target, cfg).step(1, 512)
         pred = tau * step.plain_s / step.step_s
         err = pred / m["speedup"] - 1
@@ -67,16 +78,36 @@ def batch_one_check(data) -> list[float]:
 
 
 def sim_speedup(hw: str, batch: int, k: int, a: float, std: float, cache: dict) -> float:
-    base = {"model": "llama-3.1-8b", "hardware": hw, "mode": "exact", "seed": 1,
-            "workload": {"concurrency": batch, "num_requests": max(8, 3 * batch),
-                         "input": {"mean": 128}, "output": {"mean": 256}}}
+    base = {
+        "model": "llama-3.1-8b",
+        "hardware": hw,
+        "mode": "exact",
+        "seed": 1,
+        "workload": {
+            "concurrency": batch,
+            "num_requests": max(8, 3 * batch),
+            "input": {"mean": 128},
+            "output": {"mean": 256},
+        },
+    }
     key = (hw, batch)
     if key not in cache:
         cfg = build_config(base)
         cache[key] = (step_model(cfg), simulate(cfg, step_model(cfg)).summary.output_throughput_tps)
     sm, plain = cache[key]
-    spec = simulate(build_config({**base, "speculative": {"num_speculative_tokens": k, "acceptance": a,
-                                                          "acceptance_std": std}}), sm)
+    spec = simulate(
+        build_config(
+            {
+                **base,
+                "speculative": {
+                    "num_speculative_tokens": k,
+                    "acceptance": a,
+                    "acceptance_std": std,
+                },
+            }
+        ),
+        sm,
+    )
     return spec.summary.output_throughput_tps / plain
 
 
@@ -98,7 +129,9 @@ def batch_curve_check(data) -> dict[str, list[float]]:
             curves[(f"{engine} {method}", hw, k)].append((int(r["batch"]), float(r["value"])))
     errors: dict[str, list[float]] = {"assumed": [], "fitted": []}
     cache: dict = {}
-    print("\n2. speedup vs batch, Llama-3.1-8B, simulated closed loop (assumed a | a fitted at the first batch)")
+    print(
+        "\n2. speedup vs batch, Llama-3.1-8B, simulated closed loop (assumed a | a fitted at the first batch)"
+    )
     for (name, hw, k), pts in sorted(curves.items()):
         pts.sort()
         assumed = 0.75 if "eagle-3" in name else 0.6
@@ -110,16 +143,20 @@ def batch_curve_check(data) -> dict[str, list[float]]:
             errors["assumed"].append(p1 / meas - 1)
             if i:
                 errors["fitted"].append(p2 / meas - 1)
-            print(f"  batch {batch:3d}: measured {meas:4.2f}  assumed {p1:4.2f} ({p1 / meas - 1:+6.1%})  "
-                  f"fitted {p2:4.2f} ({p2 / meas - 1:+6.1%})")
+            print(
+                f"  batch {batch:3d}: measured {meas:4.2f}  assumed {p1:4.2f} ({p1 / meas - 1:+6.1%})  "
+                f"fitted {p2:4.2f} ({p2 / meas - 1:+6.1%})"
+            )
     return errors
 
 
 def summary(name: str, errs: list[float]) -> None:
     mape = sum(abs(e) for e in errs) / len(errs)
     gmean = math.exp(sum(math.log(1 + e) for e in errs) / len(errs)) - 1
-    print(f"{name}: {len(errs)} rows, mean |error| {mape:.1%}, geometric-mean bias {gmean:+.1%}, "
-          f"worst {max(errs, key=abs):+.1%}")
+    print(
+        f"{name}: {len(errs)} rows, mean |error| {mape:.1%}, geometric-mean bias {gmean:+.1%}, "
+        f"worst {max(errs, key=abs):+.1%}"
+    )
 
 
 def main() -> None:

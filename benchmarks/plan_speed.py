@@ -18,8 +18,14 @@ from infercast.plan import PlanRequest, plan
 
 
 def request() -> PlanRequest:
-    return PlanRequest(model="llama-3.1-70b", hardware=("h100-sxm", "h200-sxm", "b200"), rate=10.0,
-                       trace="azure-conv", slo_ttft_p99_s=2.0, slo_tpot_p99_s=0.05)
+    return PlanRequest(
+        model="llama-3.1-70b",
+        hardware=("h100-sxm", "h200-sxm", "b200"),
+        rate=10.0,
+        trace="azure-conv",
+        slo_ttft_p99_s=2.0,
+        slo_tpot_p99_s=0.05,
+    )
 
 
 def main() -> None:
@@ -41,9 +47,11 @@ def main() -> None:
         wall = time.perf_counter() - t0
         best = d["best"]
         answers.append((best, d["alternatives"]))
-        print(f"{name:6}: {wall:6.1f} s wall, {time.process_time() - cpu0:6.1f} s driver CPU, "
-              f"{d['num_candidates']} candidates, {d['num_simulations']} simulations -> "
-              f"{best['label']} x{best['replicas']} ({best['num_gpus']} GPUs, ${best['cost_per_hour']:.2f}/h)")
+        print(
+            f"{name:6}: {wall:6.1f} s wall, {time.process_time() - cpu0:6.1f} s driver CPU, "
+            f"{d['num_candidates']} candidates, {d['num_simulations']} simulations -> "
+            f"{best['label']} x{best['replicas']} ({best['num_gpus']} GPUs, ${best['cost_per_hour']:.2f}/h)"
+        )
     print("all executors agree:", all(a == answers[0] for a in answers))
 
 

@@ -44,21 +44,43 @@ ROWS = [
 ]
 
 
-def predict(tp: int, inp: int, out: int, memory_bytes: float | None, num_requests: int = 600) -> tuple[float, int]:
+def predict(
+    tp: int, inp: int, out: int, memory_bytes: float | None, num_requests: int = 600
+) -> tuple[float, int]:
     hw = load_hardware("h100-sxm")
     if memory_bytes is not None:
         hw = dataclasses.replace(hw, memory_bytes=memory_bytes)
-    sm = StepModel(load_model("llama-3.3-70b"), hw, Precision.parse("fp8", "fp8"), Parallelism(tp=tp),
-                   max_batched_tokens=8192, max_seqs=512)
-    cfg = build_config({"model": "llama-3.3-70b", "hardware": "h100-sxm", "weights": "fp8", "kv_cache": "fp8",
-                        "tp": tp, "scheduler": {"max_num_seqs": 512, "max_num_batched_tokens": 8192},
-                        "workload": {"arrival": "offline", "num_requests": num_requests,
-                                     "input": {"mean": inp}, "output": {"mean": out}}})
+    sm = StepModel(
+        load_model("llama-3.3-70b"),
+        hw,
+        Precision.parse("fp8", "fp8"),
+        Parallelism(tp=tp),
+        max_batched_tokens=8192,
+        max_seqs=512,
+    )
+    cfg = build_config(
+        {
+            "model": "llama-3.3-70b",
+            "hardware": "h100-sxm",
+            "weights": "fp8",
+            "kv_cache": "fp8",
+            "tp": tp,
+            "scheduler": {"max_num_seqs": 512, "max_num_batched_tokens": 8192},
+            "workload": {
+                "arrival": "offline",
+                "num_requests": num_requests,
+                "input": {"mean": inp},
+                "output": {"mean": out},
+            },
+        }
+    )
     return simulate(cfg, sm).summary.output_throughput_tps, sm.kv_capacity_tokens
 
 
 def main() -> None:
-    print(f"{'TP':>2} {'in/out':>10} {'measured':>9} {'80e9 B':>8} {'err':>7} {'85.0e9 B':>9} {'err':>7}  row")
+    print(
+        f"{'TP':>2} {'in/out':>10} {'measured':>9} {'80e9 B':>8} {'err':>7} {'85.0e9 B':>9} {'err':>7}  row"
+    )
     cache: dict = {}
     for tp, inp, out, meas, row in ROWS:
         preds = []
@@ -67,13 +89,20 @@ def main() -> None:
             if key not in cache:
                 cache[key] = predict(tp, inp, out, mem)
             preds.append(cache[key][0])
-        print(f"{tp:>2} {inp:>5}/{out:<4} {meas:9.0f} {preds[0]:8.0f} {preds[0] / meas - 1:+7.0%} "
-              f"{preds[1]:9.0f} {preds[1] / meas - 1:+7.0%}  {row}")
-    for mem, name in ((DATASHEET_H100_BYTES, "datasheet 80e9 B"), (None, "CUDA-visible 85.0e9 B (shipped)")):
+        print(
+            f"{tp:>2} {inp:>5}/{out:<4} {meas:9.0f} {preds[0]:8.0f} {preds[0] / meas - 1:+7.0%} "
+            f"{preds[1]:9.0f} {preds[1] / meas - 1:+7.0%}  {row}"
+        )
+    for mem, name in (
+        (DATASHEET_H100_BYTES, "datasheet 80e9 B"),
+        (None, "CUDA-visible 85.0e9 B (shipped)"),
+    ):
         t1, k1 = cache[(1, 1000, 1000, mem)]
         t2, k2 = cache[(2, 1000, 1000, mem)]
-        print(f"{name}: KV capacity {k1:,} tokens at TP1 vs {k2:,} at TP2; 1000/1000 throughput ratio "
-              f"TP2/TP1 = {t2 / t1:.1f}x (issue: 4247/742 = {4247 / 742:.1f}x)")
+        print(
+            f"{name}: KV capacity {k1:,} tokens at TP1 vs {k2:,} at TP2; 1000/1000 throughput ratio "
+            f"TP2/TP1 = {t2 / t1:.1f}x (issue: 4247/742 = {4247 / 742:.1f}x)"
+        )
 
 
 if __name__ == "__main__":

@@ -29,7 +29,9 @@ def _median_abs_pct(engine: np.ndarray, measured: np.ndarray, overhead: float) -
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--write", action="store_true", help="write the refitted values into the shipped profile")
+    ap.add_argument(
+        "--write", action="store_true", help="write the refitted values into the shipped profile"
+    )
     ap.add_argument("--min-rows", type=int, default=30)
     args = ap.parse_args()
 
@@ -60,12 +62,26 @@ def main() -> None:
         errs = [_median_abs_pct(engine, measured, float(g)) for g in grid]
         best = float(grid[int(np.argmin(errs))])
         bound = " (at a bound)" if best in (low, high) else ""
-        print(f"{group}: {len(rows)} rows, {old:.4f} -> {best:.4f} s{bound}, "
-              f"median |err| {before:.1f} -> {min(errs):.1f} %")
+        print(
+            f"{group}: {len(rows)} rows, {old:.4f} -> {best:.4f} s{bound}, "
+            f"median |err| {before:.1f} -> {min(errs):.1f} %"
+        )
         new[group] = best
     all_before = statistics.median(abs(p.error_pct) for p in preds if p.error_pct is not None)
-    after = [abs((p.predicted - prof.for_group(p.group).request_overhead_s + new.get(p.group, prof.for_group(
-        p.group).request_overhead_s)) / p.case.value - 1) * 100 for p in preds if p.predicted is not None]
+    after = [
+        abs(
+            (
+                p.predicted
+                - prof.for_group(p.group).request_overhead_s
+                + new.get(p.group, prof.for_group(p.group).request_overhead_s)
+            )
+            / p.case.value
+            - 1
+        )
+        * 100
+        for p in preds
+        if p.predicted is not None
+    ]
     print(f"concurrency TTFT median |err|: {all_before:.1f} -> {statistics.median(after):.1f} %")
     if args.write:
         path = data_path("profiles", "default.toml")
@@ -75,7 +91,11 @@ def main() -> None:
             start = text.index(head)
             end = text.find("\n[", start + len(head))
             end = len(text) if end < 0 else end
-            section = re.sub(r"request_overhead_s = [0-9.e+-]+", f"request_overhead_s = {value:g}", text[start:end])
+            section = re.sub(
+                r"request_overhead_s = [0-9.e+-]+",
+                f"request_overhead_s = {value:g}",
+                text[start:end],
+            )
             text = text[:start] + section + text[end:]
         path.write_text(text)
         print(f"wrote {path}")

@@ -48,8 +48,17 @@ from infercast.sim.run import simulate
 BASE = {"model": "llama-3.1-8b", "hardware": "h100-sxm"}
 
 
-def cfg(policy="chunked", mode="fast", n=3000, rate=16.0, trace="azure-conv", extra_wl=None, sched=None,
-        seed=3, **kw):
+def cfg(
+    policy="chunked",
+    mode="fast",
+    n=3000,
+    rate=16.0,
+    trace="azure-conv",
+    extra_wl=None,
+    sched=None,
+    seed=3,
+    **kw,
+):
     wl = {"num_requests": n, "trace": trace}
     if rate == "offline":
         wl["arrival"] = "offline"
@@ -73,21 +82,38 @@ def cases() -> dict:
     c["chunked-scarce"] = cfg(n=1500, rate=30.0, sched={"num_blocks": 900})
     c["chunked-scarce-exact"] = cfg(n=1500, rate=30.0, mode="exact", sched={"num_blocks": 900})
     c["cont-scarce"] = cfg("continuous", n=1500, rate=30.0, sched={"num_blocks": 900})
-    c["prefix"] = cfg(n=2000, extra_wl={"prefix_groups": 4, "prefix_tokens": 2000}, sched={"prefix_caching": True})
-    c["prefix-scarce"] = cfg(n=1500, rate=30, extra_wl={"prefix_groups": 8, "prefix_tokens": 1000},
-                             sched={"prefix_caching": True, "num_blocks": 1200})
+    c["prefix"] = cfg(
+        n=2000, extra_wl={"prefix_groups": 4, "prefix_tokens": 2000}, sched={"prefix_caching": True}
+    )
+    c["prefix-scarce"] = cfg(
+        n=1500,
+        rate=30,
+        extra_wl={"prefix_groups": 8, "prefix_tokens": 1000},
+        sched={"prefix_caching": True, "num_blocks": 1200},
+    )
     c["code"] = cfg(n=2000, trace="azure-code", rate=4.0)
     c["replicas"] = cfg(n=3000, rate=40.0, replicas=3)
-    c["small-seqs"] = cfg(n=2000, rate=20.0, sched={"max_num_seqs": 16, "max_num_batched_tokens": 512})
+    c["small-seqs"] = cfg(
+        n=2000, rate=20.0, sched={"max_num_seqs": 16, "max_num_batched_tokens": 512}
+    )
     c["rej-mml"] = cfg(n=3000, trace="azure-code", rate=6.0, seed=5, sched={"max_model_len": 1500})
     c["rej-kv"] = cfg(n=2000, trace="azure-code", rate=3.0, seed=6, sched={"num_blocks": 150})
     c["gamma"] = cfg(n=3000, rate=12.0, seed=7, extra_wl={"arrival": "gamma", "cv": 3.0})
     c["big50k"] = cfg(n=50000, rate=16.35)
     # Since round 6 (results within 1e-9, not bit for bit): the other timers a fast replica uses.
-    c["windowed"] = cfg(n=600, rate=10.0, model="mistral-7b")  # sliding window: segments capped by it
-    c["disagg"] = cfg(n=1500, rate=12.0, disaggregation={  # the decode pool's DecodeTimer
-        "prefill": {"replicas": 1}, "decode": {"replicas": 1}, "transfer_latency_s": 0.002,
-        "transfer_bandwidth_bytes_per_s": 2e10})
+    c["windowed"] = cfg(
+        n=600, rate=10.0, model="mistral-7b"
+    )  # sliding window: segments capped by it
+    c["disagg"] = cfg(
+        n=1500,
+        rate=12.0,
+        disaggregation={  # the decode pool's DecodeTimer
+            "prefill": {"replicas": 1},
+            "decode": {"replicas": 1},
+            "transfer_latency_s": 0.002,
+            "transfer_bandwidth_bytes_per_s": 2e10,
+        },
+    )
     return c
 
 
@@ -104,21 +130,36 @@ def quick_cases() -> dict:
     c["closed"] = cfg(rate="closed", n=300)
     c["scarce"] = cfg(n=300, rate=30.0, sched={"num_blocks": 400})
     c["scarce-exact"] = cfg(n=200, rate=30.0, mode="exact", sched={"num_blocks": 400})
-    c["prefix-scarce"] = cfg(n=300, rate=30, extra_wl={"prefix_groups": 8, "prefix_tokens": 1000},
-                             sched={"prefix_caching": True, "num_blocks": 600})
+    c["prefix-scarce"] = cfg(
+        n=300,
+        rate=30,
+        extra_wl={"prefix_groups": 8, "prefix_tokens": 1000},
+        sched={"prefix_caching": True, "num_blocks": 600},
+    )
     c["replicas"] = cfg(n=300, rate=40.0, replicas=3, router="least-tokens")
     c["rej-kv"] = cfg(n=200, trace="azure-code", rate=3.0, seed=6, sched={"num_blocks": 150})
     c["windowed"] = cfg(n=100, rate=10.0, model="mistral-7b")
-    c["disagg"] = cfg(n=200, rate=12.0, disaggregation={
-        "prefill": {"replicas": 1}, "decode": {"replicas": 2}, "transfer_latency_s": 0.002,
-        "transfer_bandwidth_bytes_per_s": 2e10})
-    c["speculative"] = cfg(n=120, rate=8.0, speculative={
-        "method": "eagle", "num_speculative_tokens": 3, "acceptance": 0.7})
+    c["disagg"] = cfg(
+        n=200,
+        rate=12.0,
+        disaggregation={
+            "prefill": {"replicas": 1},
+            "decode": {"replicas": 2},
+            "transfer_latency_s": 0.002,
+            "transfer_bandwidth_bytes_per_s": 2e10,
+        },
+    )
+    c["speculative"] = cfg(
+        n=120,
+        rate=8.0,
+        speculative={"method": "eagle", "num_speculative_tokens": 3, "acceptance": 0.7},
+    )
     return c
 
 
-def run_cases(names: list[str], all_cases: dict, progress=None,
-              series_digest: bool = False) -> dict:
+def run_cases(
+    names: list[str], all_cases: dict, progress=None, series_digest: bool = False
+) -> dict:
     """Fingerprints of the named cases (the cost model built once per model); ``series_digest``
     keeps each time-series array as [length, exact sum, min, max] (a smaller file)."""
     model = build_step_model(cfg())
@@ -127,8 +168,10 @@ def run_cases(names: list[str], all_cases: dict, progress=None,
         c = all_cases[name]
         out[name] = d = fingerprint(c, model if c.model == BASE["model"] else build_step_model(c))
         if series_digest:
-            d["_series"] = {k: [len(v), math.fsum(v), min(v, default=None), max(v, default=None)]
-                            for k, v in d["_series"].items()}
+            d["_series"] = {
+                k: [len(v), math.fsum(v), min(v, default=None), max(v, default=None)]
+                for k, v in d["_series"].items()
+            }
         if progress is not None:
             progress(name, d)
     return json.loads(json.dumps(out, sort_keys=True, default=repr))  # as a saved file reads back
@@ -144,8 +187,14 @@ def fingerprint(c, model) -> dict:
         h.update(repr(rec).encode())
         times = rec.chunk_times_s
         nums[rec.request_id] = [  # what the hash covers, as numbers a tolerance can compare
-            rec.finish_s, rec.first_scheduled_s, float(times[0]) if len(times) else None,
-            math.fsum(times), len(times), rec.output_tokens, rec.num_preemptions, rec.finish_reason,
+            rec.finish_s,
+            rec.first_scheduled_s,
+            float(times[0]) if len(times) else None,
+            math.fsum(times),
+            len(times),
+            rec.output_tokens,
+            rec.num_preemptions,
+            rec.finish_reason,
         ]
 
     r = simulate(c, model, sink=sink)
@@ -159,7 +208,9 @@ def fingerprint(c, model) -> dict:
     return d
 
 
-def compare(a, b, rtol: float, atol: float, path: str = "", worst: list | None = None) -> str | None:
+def compare(
+    a, b, rtol: float, atol: float, path: str = "", worst: list | None = None
+) -> str | None:
     """First path where ``a`` and ``b`` differ beyond the tolerance (None: equal); ``worst`` becomes
     [the largest relative difference of two floats seen, its path]."""
     worst = worst if worst is not None else [0.0, ""]
@@ -184,7 +235,11 @@ def compare(a, b, rtol: float, atol: float, path: str = "", worst: list | None =
                 return bad
         return None
     if isinstance(a, float) or isinstance(b, float):
-        if not (isinstance(a, int | float) and isinstance(b, int | float)) or isinstance(a, bool) or isinstance(b, bool):
+        if (
+            not (isinstance(a, int | float) and isinstance(b, int | float))
+            or isinstance(a, bool)
+            or isinstance(b, bool)
+        ):
             return f"{path}: {a!r} != {b!r}"
         if a == b or (math.isnan(a) and math.isnan(b)):
             return None
@@ -193,7 +248,11 @@ def compare(a, b, rtol: float, atol: float, path: str = "", worst: list | None =
         rel = diff / scale if scale else math.inf
         if rel > worst[0]:
             worst[0], worst[1:] = rel, [path]
-        return None if diff <= atol or diff <= rtol * scale else f"{path}: {a!r} != {b!r} (rel {diff / scale:.3g})"
+        return (
+            None
+            if diff <= atol or diff <= rtol * scale
+            else f"{path}: {a!r} != {b!r} (rel {diff / scale:.3g})"
+        )
     return None if type(a) is type(b) and a == b else f"{path}: {a!r} != {b!r}"
 
 
@@ -225,8 +284,14 @@ def main() -> None:
     only = args[1:] or list(all_cases)
 
     def show(name: str, d: dict) -> None:
-        print(name, d.get("num_completed"), d.get("num_rejected"), d.get("num_preemptions"), d["_records"][0],
-              file=sys.stderr)
+        print(
+            name,
+            d.get("num_completed"),
+            d.get("num_rejected"),
+            d.get("num_preemptions"),
+            d["_records"][0],
+            file=sys.stderr,
+        )
 
     out = run_cases(only, all_cases, show, series_digest=quick)
     with open(args[0], "w") as fh:

@@ -36,8 +36,12 @@ try:
 except ImportError:  # a tree from before the move (A/B runs against an old commit)
     from infercast.commands.simulate import build_step_model
 
-DISAGG = {"prefill": {"replicas": 1}, "decode": {"replicas": 1}, "transfer_latency_s": 0.002,
-          "transfer_bandwidth_bytes_per_s": 2e10}
+DISAGG = {
+    "prefill": {"replicas": 1},
+    "decode": {"replicas": 1},
+    "transfer_latency_s": 0.002,
+    "transfer_bandwidth_bytes_per_s": 2e10,
+}
 
 
 def config(n: int, kind: str):
@@ -48,8 +52,17 @@ def config(n: int, kind: str):
         extra["disaggregation"] = DISAGG
     elif kind == "prefix":
         sched["prefix_caching"] = True
-    return build_config({"model": "llama-3.1-8b", "hardware": "h100-sxm", "mode": "fast", "seed": 1,
-                         "scheduler": sched, "workload": wl, **extra})
+    return build_config(
+        {
+            "model": "llama-3.1-8b",
+            "hardware": "h100-sxm",
+            "mode": "fast",
+            "seed": 1,
+            "scheduler": sched,
+            "workload": wl,
+            **extra,
+        }
+    )
 
 
 def cpu_s(n: int, kind: str, model, repeats: int) -> float:
@@ -88,9 +101,11 @@ def main() -> None:
         dis = cpu_s(n, "disagg", model, args.repeats)
         pre = cpu_s(n, "prefix", model, args.repeats)
         k = n / 1000
-        print(f"{n:,} requests: CPU-s per 1k requests: plain {plain / k:.3f}, "
-              f"disaggregated {dis / k:.3f} ({dis / plain:.2f}x), "
-              f"prefix caching with nothing shared {pre / k:.3f} ({pre / plain:.2f}x)")
+        print(
+            f"{n:,} requests: CPU-s per 1k requests: plain {plain / k:.3f}, "
+            f"disaggregated {dis / k:.3f} ({dis / plain:.2f}x), "
+            f"prefix caching with nothing shared {pre / k:.3f} ({pre / plain:.2f}x)"
+        )
     caps: list[int | None] = [None, 4096]
     for cap in caps:
         try:
@@ -99,9 +114,11 @@ def main() -> None:
             print(f"column_cap={cap}: not available on this tree")
             continue
         label = "exact per-request columns" if cap is None else f"column_cap={cap}"
-        print(f"memory, {label}: {a / 1e6:.2f} MB kept after {args.short:,} requests, "
-              f"{b / 1e6:.2f} MB at {args.long:,}: "
-              f"{(b - a) / (args.long - args.short):.1f} bytes per request")
+        print(
+            f"memory, {label}: {a / 1e6:.2f} MB kept after {args.short:,} requests, "
+            f"{b / 1e6:.2f} MB at {args.long:,}: "
+            f"{(b - a) / (args.long - args.short):.1f} bytes per request"
+        )
 
 
 if __name__ == "__main__":

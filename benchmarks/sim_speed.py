@@ -97,8 +97,16 @@ class ConstantModel:
 def config(num_requests: int, rate: float | None, mode: str = "fast"):
     wl = {"num_requests": num_requests, "trace": "azure-conv"}
     wl.update({"rate": rate} if rate else {"arrival": "offline"})
-    return build_config({"model": "llama-3.1-8b", "hardware": "h100-sxm", "mode": mode, "seed": 1,
-                         "scheduler": {"policy": "chunked"}, "workload": wl})
+    return build_config(
+        {
+            "model": "llama-3.1-8b",
+            "hardware": "h100-sxm",
+            "mode": mode,
+            "seed": 1,
+            "scheduler": {"policy": "chunked"},
+            "workload": wl,
+        }
+    )
 
 
 def run(label: str, cfg, model, n: int) -> float:
@@ -114,11 +122,13 @@ def run(label: str, cfg, model, n: int) -> float:
     cpu = time.process_time() - t0
     rate = n / cpu
     s = result.summary
-    print(f"{label}: {n:,} requests in {cpu:,.3f} CPU-s = {rate:,.0f} requests/CPU-s; "
-          f"{result.num_steps:,} model steps, {result.num_segments:,} closed-form segments, "
-          f"{result.num_events:,} events; RSS growth {peak[0] - base:,.0f} MB; "
-          f"TTFT p50 {s.ttft.median * 1e3:.1f} ms, TPOT p50 {s.tpot.median * 1e3:.2f} ms, "
-          f"mean batch {result.mean_batch_size:.0f}")
+    print(
+        f"{label}: {n:,} requests in {cpu:,.3f} CPU-s = {rate:,.0f} requests/CPU-s; "
+        f"{result.num_steps:,} model steps, {result.num_segments:,} closed-form segments, "
+        f"{result.num_events:,} events; RSS growth {peak[0] - base:,.0f} MB; "
+        f"TTFT p50 {s.ttft.median * 1e3:.1f} ms, TPOT p50 {s.tpot.median * 1e3:.2f} ms, "
+        f"mean batch {result.mean_batch_size:.0f}"
+    )
     return cpu
 
 
@@ -143,8 +153,10 @@ def count_opcodes(cfg, model, n: int, top: int = 25) -> None:
         simulate(cfg, model)
     finally:
         sys.settrace(None)
-    print(f"opcode count, {n:,} requests: {sum(ops.values()) / n:,.0f} bytecodes and "
-          f"{sum(calls.values()) / n:.1f} Python calls per request")
+    print(
+        f"opcode count, {n:,} requests: {sum(ops.values()) / n:,.0f} bytecodes and "
+        f"{sum(calls.values()) / n:.1f} Python calls per request"
+    )
     for key, v in ops.most_common(top):
         print(f"  {v / n:7.1f} bytecodes {calls[key] / n:5.2f} calls  {key[0]} ({key[1]})")
 
@@ -153,17 +165,29 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--num-requests", type=int, default=50_000)
     ap.add_argument("--no-exact", action="store_true", help="skip the exact-mode comparison")
-    ap.add_argument("--no-alone", action="store_true", help="skip the constant-time cost stand-in run")
-    ap.add_argument("--fast-only", action="store_true",
-                    help="only the fast-mode run (A/B samples: alternate two trees via PYTHONPATH)")
-    ap.add_argument("--opcodes", type=int, default=0, metavar="N",
-                    help="only count Python bytecodes per request over N requests (deterministic)")
+    ap.add_argument(
+        "--no-alone", action="store_true", help="skip the constant-time cost stand-in run"
+    )
+    ap.add_argument(
+        "--fast-only",
+        action="store_true",
+        help="only the fast-mode run (A/B samples: alternate two trees via PYTHONPATH)",
+    )
+    ap.add_argument(
+        "--opcodes",
+        type=int,
+        default=0,
+        metavar="N",
+        help="only count Python bytecodes per request over N requests (deterministic)",
+    )
     args = ap.parse_args()
     n = args.num_requests
     model = build_step_model(config(1, None))
     cap = simulate(config(10_000, None), model).summary.request_throughput_rps
     rate = 0.8 * cap
-    print(f"capacity (offline, 10k azure-conv requests): {cap:.2f} req/s -> Poisson at {rate:.2f} req/s")
+    print(
+        f"capacity (offline, 10k azure-conv requests): {cap:.2f} req/s -> Poisson at {rate:.2f} req/s"
+    )
     simulate(config(2_000, rate), model)  # warm the cost model's caches, as a long run would
     if args.opcodes:
         count_opcodes(config(args.opcodes, rate), model, args.opcodes)
@@ -175,11 +199,18 @@ def main() -> None:
     m = min(n, 50_000)
     timed = TimedModel(model)
     timed_cpu = run("  same, cost model timed", config(m, rate), timed, m)
-    print(f"  cost model: {timed.calls:,} calls, {timed.cpu_s:,.2f} CPU-s "
-          f"({100 * timed.cpu_s / timed_cpu:.0f} % of that run, {timed.cpu_s / max(timed.calls, 1) * 1e6:.0f} us/call; "
-          f"~{timed.cpu_s / timed_cpu * cpu:,.1f} CPU-s of the fast-mode run)")
+    print(
+        f"  cost model: {timed.calls:,} calls, {timed.cpu_s:,.2f} CPU-s "
+        f"({100 * timed.cpu_s / timed_cpu:.0f} % of that run, {timed.cpu_s / max(timed.calls, 1) * 1e6:.0f} us/call; "
+        f"~{timed.cpu_s / timed_cpu * cpu:,.1f} CPU-s of the fast-mode run)"
+    )
     if not args.no_alone:
-        run("simulator alone (constant-time cost stand-in)", config(n, rate), ConstantModel(model), n)
+        run(
+            "simulator alone (constant-time cost stand-in)",
+            config(n, rate),
+            ConstantModel(model),
+            n,
+        )
     if not args.no_exact:
         m = min(n, 20_000)
         exact = run("exact mode (one event per step)", config(m, rate, "exact"), model, m)

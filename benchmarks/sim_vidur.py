@@ -35,9 +35,15 @@ VIDUR_PUBLISHED_REQ_PER_CPU_S = (400.0, 600.0)  # issue 3: 64k requests in 110-1
 
 
 def infercast_speed(n: int, qps: float) -> tuple[float, float]:
-    cfg = build_config({"model": "llama-3.1-8b", "hardware": "h100-sxm", "seed": 1,
-                        "scheduler": {"policy": "chunked", "max_num_seqs": 256, "max_num_batched_tokens": 8192},
-                        "workload": {"rate": qps, "num_requests": n, "trace": "azure-conv"}})
+    cfg = build_config(
+        {
+            "model": "llama-3.1-8b",
+            "hardware": "h100-sxm",
+            "seed": 1,
+            "scheduler": {"policy": "chunked", "max_num_seqs": 256, "max_num_batched_tokens": 8192},
+            "workload": {"rate": qps, "num_requests": n, "trace": "azure-conv"},
+        }
+    )
     model = build_step_model(cfg)
     t0 = time.process_time()
     simulate(cfg, model)
@@ -48,23 +54,41 @@ def infercast_speed(n: int, qps: float) -> tuple[float, float]:
 def vidur_command(python: str, trace_file: Path, n: int, qps: float, out_dir: Path) -> list[str]:
     """Vidur's CLI as documented in its README (flat ``--<config>_<field>`` flags)."""
     return [
-        python, "-m", "vidur.main",
-        "--replica_config_device", "h100",
-        "--replica_config_model_name", "meta-llama/Meta-Llama-3-8B",
-        "--cluster_config_num_replicas", "1",
-        "--replica_config_tensor_parallel_size", "1",
-        "--replica_config_num_pipeline_stages", "1",
-        "--request_generator_config_type", "synthetic",
-        "--synthetic_request_generator_config_num_requests", str(n),
-        "--length_generator_config_type", "trace",
-        "--trace_request_length_generator_config_max_tokens", "16384",
-        "--trace_request_length_generator_config_trace_file", str(trace_file),
-        "--interval_generator_config_type", "poisson",
-        "--poisson_request_interval_generator_config_qps", str(qps),
-        "--replica_scheduler_config_type", "sarathi",
-        "--sarathi_scheduler_config_batch_size_cap", "256",
-        "--sarathi_scheduler_config_chunk_size", "8192",
-        "--metrics_config_output_dir", str(out_dir),
+        python,
+        "-m",
+        "vidur.main",
+        "--replica_config_device",
+        "h100",
+        "--replica_config_model_name",
+        "meta-llama/Meta-Llama-3-8B",
+        "--cluster_config_num_replicas",
+        "1",
+        "--replica_config_tensor_parallel_size",
+        "1",
+        "--replica_config_num_pipeline_stages",
+        "1",
+        "--request_generator_config_type",
+        "synthetic",
+        "--synthetic_request_generator_config_num_requests",
+        str(n),
+        "--length_generator_config_type",
+        "trace",
+        "--trace_request_length_generator_config_max_tokens",
+        "16384",
+        "--trace_request_length_generator_config_trace_file",
+        str(trace_file),
+        "--interval_generator_config_type",
+        "poisson",
+        "--poisson_request_interval_generator_config_qps",
+        str(qps),
+        "--replica_scheduler_config_type",
+        "sarathi",
+        "--sarathi_scheduler_config_batch_size_cap",
+        "256",
+        "--sarathi_scheduler_config_chunk_size",
+        "8192",
+        "--metrics_config_output_dir",
+        str(out_dir),
     ]
 
 
@@ -78,8 +102,12 @@ def run_vidur(python: str, n: int, qps: float) -> float | None:
             w.writerow(["num_prefill_tokens", "num_decode_tokens"])
             w.writerows(zip(tr.prompt_tokens.tolist(), tr.output_tokens.tolist(), strict=True))
         before = resource.getrusage(resource.RUSAGE_CHILDREN)
-        proc = subprocess.run(vidur_command(python, trace_file, n, qps, Path(tmp) / "out"),
-                              capture_output=True, text=True, timeout=3600)
+        proc = subprocess.run(
+            vidur_command(python, trace_file, n, qps, Path(tmp) / "out"),
+            capture_output=True,
+            text=True,
+            timeout=3600,
+        )
         after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if proc.returncode != 0:
         tail = (proc.stderr or proc.stdout).strip().splitlines()[-3:]
@@ -95,19 +123,29 @@ def main() -> None:
     ap.add_argument("--vidur-python", help="Python of a virtual environment with a runnable Vidur")
     args = ap.parse_args()
     cpu, rate = infercast_speed(args.num_requests, args.qps)
-    print(f"infercast: {args.num_requests:,} requests at {args.qps} req/s in {cpu:.2f} CPU-s "
-          f"= {rate:,.0f} requests/CPU-s")
-    vidur_cpu = run_vidur(args.vidur_python, args.num_requests, args.qps) if args.vidur_python else None
+    print(
+        f"infercast: {args.num_requests:,} requests at {args.qps} req/s in {cpu:.2f} CPU-s "
+        f"= {rate:,.0f} requests/CPU-s"
+    )
+    vidur_cpu = (
+        run_vidur(args.vidur_python, args.num_requests, args.qps) if args.vidur_python else None
+    )
     if vidur_cpu is not None:
         v = args.num_requests / vidur_cpu
-        print(f"Vidur: {vidur_cpu:.1f} CPU-s = {v:,.0f} requests/CPU-s; infercast is {rate / v:.0f}x faster")
+        print(
+            f"Vidur: {vidur_cpu:.1f} CPU-s = {v:,.0f} requests/CPU-s; infercast is {rate / v:.0f}x faster"
+        )
         return
     if not args.vidur_python:
-        print("Vidur not run: it cannot run offline (it fetches profiling data from a model hub at "
-              "run time); pass --vidur-python to try an environment that has the data cached.")
+        print(
+            "Vidur not run: it cannot run offline (it fetches profiling data from a model hub at "
+            "run time); pass --vidur-python to try an environment that has the data cached."
+        )
     lo, hi = VIDUR_PUBLISHED_REQ_PER_CPU_S
-    print(f"Against Vidur's published {lo:.0f}-{hi:.0f} requests/CPU-s (issue 3): "
-          f"infercast is {rate / hi:.0f}-{rate / lo:.0f}x faster")
+    print(
+        f"Against Vidur's published {lo:.0f}-{hi:.0f} requests/CPU-s (issue 3): "
+        f"infercast is {rate / hi:.0f}-{rate / lo:.0f}x faster"
+    )
 
 
 if __name__ == "__main__":

@@ -49,19 +49,38 @@ def rss_mib() -> float:
 def _raw(url: str, payload: bytes, headers: bytes = b"") -> socket.socket:
     host, port = url.removeprefix("http://").split(":")
     sock = socket.create_connection((host, int(port)), timeout=10)
-    sock.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-                 + headers + b"Content-Length: " + str(len(payload)).encode() + b"\r\n\r\n"
-                 + payload)
+    sock.sendall(
+        b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+        + headers
+        + b"Content-Length: "
+        + str(len(payload)).encode()
+        + b"\r\n\r\n"
+        + payload
+    )
     return sock
 
 
 def one_request(url: str, rng: random.Random, client: httpx.Client) -> str:
     """Send one request of a random kind; return its outcome label."""
-    kind = rng.choices(["ok", "ok_stream", "chat", "odd_sampling", "invalid", "big",
-                        "leave", "leave_stream", "slowloris"],
-                       weights=[30, 20, 10, 10, 12, 3, 6, 6, 3])[0]
-    body = {"model": MODEL, "prompt": "soak " * rng.randint(1, 20),
-            "max_tokens": rng.randint(1, 24)}
+    kind = rng.choices(
+        [
+            "ok",
+            "ok_stream",
+            "chat",
+            "odd_sampling",
+            "invalid",
+            "big",
+            "leave",
+            "leave_stream",
+            "slowloris",
+        ],
+        weights=[30, 20, 10, 10, 12, 3, 6, 6, 3],
+    )[0]
+    body = {
+        "model": MODEL,
+        "prompt": "soak " * rng.randint(1, 20),
+        "max_tokens": rng.randint(1, 24),
+    }
     if kind in ("leave", "leave_stream"):
         body.update(max_tokens=200, ignore_eos=True, stream=kind == "leave_stream")
         sock = _raw(url, json.dumps(body).encode())
@@ -77,19 +96,39 @@ def one_request(url: str, rng: random.Random, client: httpx.Client) -> str:
         sock.close()
         return "slowloris_closed" if closed else "slowloris_UNEXPECTED"
     if kind == "odd_sampling":
-        body.update(rng.choice([{"seed": -rng.randint(1, 2**63)}, {"temperature": 1e-320},
-                                {"temperature": 5e-324, "top_p": 1e-300}]))
+        body.update(
+            rng.choice(
+                [
+                    {"seed": -rng.randint(1, 2**63)},
+                    {"temperature": 1e-320},
+                    {"temperature": 5e-324, "top_p": 1e-300},
+                ]
+            )
+        )
     if kind == "invalid":
-        body.update(rng.choice([{"max_tokens": "4"}, {"max_tokens": True},
-                                {"temperature": float("nan")}, {"prompt": "\ud800"},
-                                {"seed": 2**70}, {"stop": [""]}, {"top_p": 0}]))
+        body.update(
+            rng.choice(
+                [
+                    {"max_tokens": "4"},
+                    {"max_tokens": True},
+                    {"temperature": float("nan")},
+                    {"prompt": "\ud800"},
+                    {"seed": 2**70},
+                    {"stop": [""]},
+                    {"top_p": 0},
+                ]
+            )
+        )
     if kind == "big":
         body["prompt"] = "x" * 5_000_000
     path = "/v1/completions"
     if kind == "chat":
         path = "/v1/chat/completions"
-        body = {"model": MODEL, "messages": [{"role": "user", "content": body["prompt"]}],
-                "max_tokens": body["max_tokens"]}
+        body = {
+            "model": MODEL,
+            "messages": [{"role": "user", "content": body["prompt"]}],
+            "max_tokens": body["max_tokens"],
+        }
     if kind == "ok_stream":
         body["stream"] = True
     raw = json.dumps(body).encode("utf-8", "surrogatepass")
@@ -108,8 +147,10 @@ def main() -> None:
     from infercast.engine.http_limits import ServerLimits
 
     limits = ServerLimits(header_timeout_s=2.0, body_timeout_s=5.0)
-    with running_server(max_model_len=512, max_waiting=16, max_num_seqs=8,
-                        limits=limits) as (url, engine):
+    with running_server(max_model_len=512, max_waiting=16, max_num_seqs=8, limits=limits) as (
+        url,
+        engine,
+    ):
         httpx.get(f"{url}/health")
         rss_before = rss_mib()
         outcomes: Counter = Counter()
@@ -142,17 +183,24 @@ def main() -> None:
         while engine.scheduler.kv.num_used_blocks and time.monotonic() < deadline:
             time.sleep(0.05)
         health = httpx.get(f"{url}/health")
-        after = httpx.post(f"{url}/v1/completions", timeout=30,
-                           json={"model": MODEL, "prompt": "after", "max_tokens": 3})
+        after = httpx.post(
+            f"{url}/v1/completions",
+            timeout=30,
+            json={"model": MODEL, "prompt": "after", "max_tokens": 3},
+        )
         report = {
-            "requests": sum(outcomes.values()), "wall_s": round(wall, 1),
+            "requests": sum(outcomes.values()),
+            "wall_s": round(wall, 1),
             "unexpected": sum(n for k, n in outcomes.items() if k.endswith("_UNEXPECTED")),
             "outcomes": dict(sorted(outcomes.items())),
-            "rss_before_mib": round(rss_before, 1), "rss_after_mib": round(rss_mib(), 1),
+            "rss_before_mib": round(rss_before, 1),
+            "rss_after_mib": round(rss_mib(), 1),
             "kv_blocks_used_after": engine.scheduler.kv.num_used_blocks,
             "kv_blocks_total": engine.scheduler.config.num_blocks,
-            "running_after": engine.num_running, "waiting_after": engine.num_waiting,
-            "health_status": health.status_code, "step_failures": health.json()["step_failures"],
+            "running_after": engine.num_running,
+            "waiting_after": engine.num_waiting,
+            "health_status": health.status_code,
+            "step_failures": health.json()["step_failures"],
             "request_after_soak": after.status_code,
         }
         print(json.dumps(report, indent=1))

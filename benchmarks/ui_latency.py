@@ -29,8 +29,11 @@ def _server():
     from infercast.ui.app import create_app
 
     port = free_port("127.0.0.1")
-    srv = uvicorn.Server(uvicorn.Config(create_app(validate_on_start=False), host="127.0.0.1", port=port,
-                                        log_level="warning"))
+    srv = uvicorn.Server(
+        uvicorn.Config(
+            create_app(validate_on_start=False), host="127.0.0.1", port=port, log_level="warning"
+        )
+    )
     threading.Thread(target=srv.run, daemon=True).start()
     while not srv.started:
         time.sleep(0.05)
@@ -40,8 +43,10 @@ def _server():
 def _summary(name: str, xs: list[float]) -> str:
     xs = sorted(xs)
     p90 = xs[min(len(xs) - 1, int(0.9 * len(xs)))]
-    return (f"{name}: n={len(xs)} median {statistics.median(xs):.1f} ms, p90 {p90:.1f} ms, "
-            f"min {xs[0]:.1f} ms, max {xs[-1]:.1f} ms")
+    return (
+        f"{name}: n={len(xs)} median {statistics.median(xs):.1f} ms, p90 {p90:.1f} ms, "
+        f"min {xs[0]:.1f} ms, max {xs[-1]:.1f} ms"
+    )
 
 
 def main() -> None:
@@ -75,9 +80,11 @@ def main() -> None:
         fetches = page.evaluate("window.__perf.fetch")
         browser.close()
     srv.should_exit = True
-    print(f"first contentful paint: {fcp:.0f} ms; first chart drawn: {first_chart:.0f} ms (from navigation start)")
+    print(
+        f"first contentful paint: {fcp:.0f} ms; first chart drawn: {first_chart:.0f} ms (from navigation start)"
+    )
     print(_summary("slider move -> updated chart", updates))
-    print(_summary("  of which the API round trip (fetch in the page)", fetches[-len(updates):]))
+    print(_summary("  of which the API round trip (fetch in the page)", fetches[-len(updates) :]))
     print(_summary("POST /api/estimate alone (httpx)", api))
 
 

@@ -19,7 +19,10 @@ import time
 
 
 def _cpu_s() -> float:
-    me, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    me, kids = (
+        resource.getrusage(resource.RUSAGE_SELF),
+        resource.getrusage(resource.RUSAGE_CHILDREN),
+    )
     return me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime
 
 
@@ -27,7 +30,9 @@ def _scores(preds) -> str:
     out = []
     for m in ("ttft_mean_s", "tpot_mean_s"):
         e = [abs(p.error_pct) for p in preds if p.case.metric == m and p.error_pct is not None]
-        out.append(f"{m} {len(e)} rows, median |err| {statistics.median(e):.1f} %" if e else f"{m}: none")
+        out.append(
+            f"{m} {len(e)} rows, median |err| {statistics.median(e):.1f} %" if e else f"{m}: none"
+        )
     return "; ".join(out)
 
 
@@ -53,8 +58,12 @@ def main() -> None:
     preds = ev.predict(prof)
     wall, cpu = time.perf_counter() - t0, _cpu_s() - c0
     closed = Evaluator(cases, assume_weights="checkpoint").predict(prof)
-    print(f"{args.scenario}: {len(cases)} of {len(every)} rows, {len(sims)} simulations, {args.workers} workers")
-    print(f"wall {wall:.1f} s, CPU {cpu:.1f} s (this process + workers), load average {os.getloadavg()}")
+    print(
+        f"{args.scenario}: {len(cases)} of {len(every)} rows, {len(sims)} simulations, {args.workers} workers"
+    )
+    print(
+        f"wall {wall:.1f} s, CPU {cpu:.1f} s (this process + workers), load average {os.getloadavg()}"
+    )
     print(f"whole scenario by extrapolation: {cpu * len(every) / max(len(cases), 1):.0f} CPU-s")
     print(f"simulator:   {_scores(preds)}")
     print(f"closed form: {_scores(closed)}")

@@ -24,7 +24,10 @@ def timed(label: str, fn, repeat: int = 3):
     for _ in range(repeat):
         w, c = time.perf_counter(), time.process_time()
         out = fn()
-        best_wall, best_cpu = min(best_wall, time.perf_counter() - w), min(best_cpu, time.process_time() - c)
+        best_wall, best_cpu = (
+            min(best_wall, time.perf_counter() - w),
+            min(best_cpu, time.process_time() - c),
+        )
     print(f"{label:<44} best wall {best_wall:7.2f} s  cpu {best_cpu:7.2f} s  (of {repeat})")
     return out
 

@@ -45,8 +45,12 @@ def decode_row(est: dict[str, Any], batch: int, context: int | None = None) -> d
 
 def serving_row(sim: dict[str, Any]) -> dict[str, Any]:
     """Output tokens/s, p50 TPOT and TTFT and KV blocks of a ``simulate --json`` output."""
-    return {"output_tokens_per_s": sim["output_throughput_tokens_per_s"], "tpot_p50_s": sim["tpot_s"]["p50"],
-            "ttft_p50_s": sim["ttft_s"]["p50"], "kv_blocks": sim["num_kv_blocks"]}
+    return {
+        "output_tokens_per_s": sim["output_throughput_tokens_per_s"],
+        "tpot_p50_s": sim["tpot_s"]["p50"],
+        "ttft_p50_s": sim["ttft_s"]["p50"],
+        "kv_blocks": sim["num_kv_blocks"],
+    }
 
 
 def variants(command: str, setups: dict[str, str]) -> dict[str, dict[str, Any]]:
@@ -62,13 +66,27 @@ def cheapest_option(plan: dict[str, Any], disaggregated: bool) -> dict[str, Any]
     if not fits:
         return None
     o = min(fits, key=lambda x: x["cost_per_hour"])
-    return {"label": o["label"], "num_gpus": o["num_gpus"], "cost_per_hour": o["cost_per_hour"],
-            "ttft_p99_s": o["ttft_p99_s"], "tpot_p99_s": o["tpot_p99_s"]}
+    return {
+        "label": o["label"],
+        "num_gpus": o["num_gpus"],
+        "cost_per_hour": o["cost_per_hour"],
+        "ttft_p99_s": o["ttft_p99_s"],
+        "tpot_p99_s": o["tpot_p99_s"],
+    }
 
 
 def main(module: Any) -> None:
     """Print an example's numbers and its verdict (what ``python examples/cNN_*.py`` shows)."""
     result = module.run()
     verdict, finding = module.verdict(result)
-    print(json.dumps({"claim": module.CLAIM["claim"], "verdict": verdict, "finding": finding,
-                      "result": result}, indent=2))
+    print(
+        json.dumps(
+            {
+                "claim": module.CLAIM["claim"],
+                "verdict": verdict,
+                "finding": finding,
+                "result": result,
+            },
+            indent=2,
+        )
+    )

@@ -19,17 +19,21 @@ from importlib.resources import files
 
 from _gallery import CONDITIONAL, REFUTED, REPRODUCED, infercast, main
 
-BASE = "infercast estimate --profile builtin --model llama-3.1-8b --hardware h100-sxm --weights bf16"
+BASE = (
+    "infercast estimate --profile builtin --model llama-3.1-8b --hardware h100-sxm --weights bf16"
+)
 PROMPTS = (512, 2048, 8192)
 CLAIM = {
     "id": 3,
     "claim": "prefill pins the math units at 90-95% utilization; decode leaves them 60-80% idle "
-             "(20-40% utilized)",
+    "(20-40% utilized)",
     "where": "seed, the prefill-vs-decode section",
-    "commands": [f"{BASE} --prompt N --batch 1 --json   (N = {', '.join(map(str, PROMPTS))})",
-                 f"{BASE} --context 2048 --json   (batch 1, 8, 32, 64 and the max batch that fits)",
-                 "infercast estimate --profile builtin --model M --hardware H --weights fp8 --tp T --prompt 2048 --batch 1 --json   "
-                 "(per measured TTFT row)"],
+    "commands": [
+        f"{BASE} --prompt N --batch 1 --json   (N = {', '.join(map(str, PROMPTS))})",
+        f"{BASE} --context 2048 --json   (batch 1, 8, 32, 64 and the max batch that fits)",
+        "infercast estimate --profile builtin --model M --hardware H --weights fp8 --tp T --prompt 2048 --batch 1 --json   "
+        "(per measured TTFT row)",
+    ],
 }
 
 
@@ -40,18 +44,33 @@ def _util(flops: float, time_s: float, peak: float) -> float:
 def _measured_prefill() -> list[dict]:
     """Utilization implied by measured TTFTs of 2048-token prompts (single stream, H100/H200)."""
     with (files("infercast") / "data" / "measurements.csv").open(newline="") as f:
-        rows = [r for r in csv.DictReader(f) if r["scenario"] == "single_stream" and r["metric"] == "ttft_mean_s"
-                and r["hardware"] in ("h100-sxm", "h200-sxm") and r["input_tokens"] == "2048"]
+        rows = [
+            r
+            for r in csv.DictReader(f)
+            if r["scenario"] == "single_stream"
+            and r["metric"] == "ttft_mean_s"
+            and r["hardware"] in ("h100-sxm", "h200-sxm")
+            and r["input_tokens"] == "2048"
+        ]
     out = []
     for r in rows:
-        e = infercast(f"infercast estimate --profile builtin --model {r['model']} --hardware {r['hardware']} --weights {r['weights']} "
-                      f"--tp {r['tp']} --prompt 2048 --batch 1 --json")
+        e = infercast(
+            f"infercast estimate --profile builtin --model {r['model']} --hardware {r['hardware']} --weights {r['weights']} "
+            f"--tp {r['tp']} --prompt 2048 --batch 1 --json"
+        )
         peak = e["hardware"]["peak_flops_per_s"][e["precision"]["compute"]]
-        out.append({"id": r["id"], "model": r["model"], "hardware": r["hardware"], "tp": int(r["tp"]),
-                    "ttft_s": float(r["value"]),
-                    "utilization": e["prefill"]["flops"] / (float(r["value"]) * int(r["tp"]) * peak),
-                    "utilization_vs_bf16_peak": e["prefill"]["flops"] / (float(r["value"]) * int(r["tp"])
-                                                                        * e["hardware"]["peak_flops_per_s"]["bf16"])})
+        out.append(
+            {
+                "id": r["id"],
+                "model": r["model"],
+                "hardware": r["hardware"],
+                "tp": int(r["tp"]),
+                "ttft_s": float(r["value"]),
+                "utilization": e["prefill"]["flops"] / (float(r["value"]) * int(r["tp"]) * peak),
+                "utilization_vs_bf16_peak": e["prefill"]["flops"]
+                / (float(r["value"]) * int(r["tp"]) * e["hardware"]["peak_flops_per_s"]["bf16"]),
+            }
+        )
     return out
 
 
@@ -64,35 +83,47 @@ def run() -> dict:
     e = infercast(f"{BASE} --context 2048 --json")
     decode = {str(d["batch"]): _util(d["flops"], d["step_time_s"], peak) for d in e["decode"]}
     measured = _measured_prefill()
-    return {"measured_prefill": measured,
-            "measured_prefill_utilization_max": max(m["utilization"] for m in measured),
-            "measured_prefill_utilization_median": statistics.median(m["utilization"] for m in measured),
-            "measured_prefill_vs_bf16_peak_median": statistics.median(m["utilization_vs_bf16_peak"] for m in measured),
-            "gemm_compute_eff": e["profile"]["gemm_compute_eff"], "prefill_utilization": prefill,
-            "decode_utilization": decode, "max_batch": e["memory"]["max_batch"]}
+    return {
+        "measured_prefill": measured,
+        "measured_prefill_utilization_max": max(m["utilization"] for m in measured),
+        "measured_prefill_utilization_median": statistics.median(
+            m["utilization"] for m in measured
+        ),
+        "measured_prefill_vs_bf16_peak_median": statistics.median(
+            m["utilization_vs_bf16_peak"] for m in measured
+        ),
+        "gemm_compute_eff": e["profile"]["gemm_compute_eff"],
+        "prefill_utilization": prefill,
+        "decode_utilization": decode,
+        "max_batch": e["memory"]["max_batch"],
+    }
 
 
 def verdict(r: dict) -> tuple[str, str]:
     p, d = r["prefill_utilization"], r["decode_utilization"]
     mb = str(r["max_batch"])
-    finding = (f"prefill {min(p.values()):.0%}-{max(p.values()):.0%} of the BF16 peak (prompts "
-               f"{', '.join(p)}; capped by the GEMM efficiency {r['gemm_compute_eff']:.2f}); decode "
-               f"at context 2048: {d['1']:.2%} at batch 1, {d['32']:.1%} at 32, {d['64']:.1%} at 64, "
-               f"{d[mb]:.1%} at the max batch {mb} (still memory-bound: KV reads grow with the batch). "
-               f"Measured: {len(r['measured_prefill'])} TensorRT-LLM TTFTs of 2048-token prompts on H100/H200 "
-               f"imply {r['measured_prefill_utilization_median']:.0%} of the FP8 peak (median; best "
-               f"{r['measured_prefill_utilization_max']:.0%}); only if this FP8 work is divided by the BF16 "
-               f"peak does it read {r['measured_prefill_vs_bf16_peak_median']:.0%}.")
+    finding = (
+        f"prefill {min(p.values()):.0%}-{max(p.values()):.0%} of the BF16 peak (prompts "
+        f"{', '.join(p)}; capped by the GEMM efficiency {r['gemm_compute_eff']:.2f}); decode "
+        f"at context 2048: {d['1']:.2%} at batch 1, {d['32']:.1%} at 32, {d['64']:.1%} at 64, "
+        f"{d[mb]:.1%} at the max batch {mb} (still memory-bound: KV reads grow with the batch). "
+        f"Measured: {len(r['measured_prefill'])} TensorRT-LLM TTFTs of 2048-token prompts on H100/H200 "
+        f"imply {r['measured_prefill_utilization_median']:.0%} of the FP8 peak (median; best "
+        f"{r['measured_prefill_utilization_max']:.0%}); only if this FP8 work is divided by the BF16 "
+        f"peak does it read {r['measured_prefill_vs_bf16_peak_median']:.0%}."
+    )
     prefill_ok = max(p.values()) >= 0.9 or r["measured_prefill_utilization_max"] >= 0.9
     decode_ok = any(0.2 <= v <= 0.4 for v in d.values())
     if prefill_ok and decode_ok:
         return REPRODUCED, finding
     if not prefill_ok and not decode_ok:
-        return REFUTED, (finding + " Both halves are off: prefill tops out near the achievable GEMM efficiency "
-                         "(the best H100 BF16 GEMM reaches ~80% of spec) and measured prefills sit lower still, "
-                         "not 90-95%; decode math units "
-                         "are >99% idle at batch 1 and stay under 20% busy up to the largest batch that "
-                         "fits at this context.")
+        return REFUTED, (
+            finding + " Both halves are off: prefill tops out near the achievable GEMM efficiency "
+            "(the best H100 BF16 GEMM reaches ~80% of spec) and measured prefills sit lower still, "
+            "not 90-95%; decode math units "
+            "are >99% idle at batch 1 and stay under 20% busy up to the largest batch that "
+            "fits at this context."
+        )
     return CONDITIONAL, finding
 
 

@@ -14,32 +14,48 @@ import math
 
 from _gallery import CONDITIONAL, REFUTED, REPRODUCED, decode_row, infercast, main
 
-CASES = {"llama-3.1-8b bf16": "--model llama-3.1-8b --weights bf16",
-         "llama-3.1-70b fp8/fp8 KV": "--model llama-3.1-70b --weights fp8 --kv-cache fp8"}
+CASES = {
+    "llama-3.1-8b bf16": "--model llama-3.1-8b --weights bf16",
+    "llama-3.1-70b fp8/fp8 KV": "--model llama-3.1-70b --weights fp8 --kv-cache fp8",
+}
 CONTEXTS = (2048, 8192, 32768, 131072)
 CLAIM = {
     "id": 5,
     "claim": "the KV cache, not the weights, becomes the wall at long context or large batch",
     "where": "seed, the KV-cache / memory-wall section",
-    "commands": [f"infercast estimate --profile builtin --hardware h100-sxm {flags} --context C --batch 1,B --json   "
-                 f"(C = {', '.join(map(str, CONTEXTS))}; B = the crossover batch)" for flags in CASES.values()],
+    "commands": [
+        f"infercast estimate --profile builtin --hardware h100-sxm {flags} --context C --batch 1,B --json   "
+        f"(C = {', '.join(map(str, CONTEXTS))}; B = the crossover batch)"
+        for flags in CASES.values()
+    ],
 }
 
 
 def _case(flags: str) -> dict:
-    base = infercast(f"infercast estimate --profile builtin --hardware h100-sxm {flags} --batch 1 --json")
+    base = infercast(
+        f"infercast estimate --profile builtin --hardware h100-sxm {flags} --batch 1 --json"
+    )
     weight_b, kv_tok = base["memory"]["weight_bytes"], base["model"]["kv_bytes_per_token"]
     cross_tokens = weight_b / kv_tok
     rows = {}
     for ctx in CONTEXTS:
         b = max(1, math.ceil(cross_tokens / ctx))
-        e = infercast(f"infercast estimate --profile builtin --hardware h100-sxm {flags} --context {ctx} --batch 1,{b} --json")
+        e = infercast(
+            f"infercast estimate --profile builtin --hardware h100-sxm {flags} --context {ctx} --batch 1,{b} --json"
+        )
         d1, db = decode_row(e, 1), decode_row(e, b)
-        rows[str(ctx)] = {"crossover_batch": b, "max_batch": e["memory"]["max_batch"],
-                          "kv_share_of_bytes": kv_tok * ctx * b / db["bytes"],
-                          "step_ratio_vs_batch1": db["step_time_s"] / d1["step_time_s"]}
-    return {"weight_bytes": weight_b, "kv_bytes_per_token": kv_tok, "crossover_tokens": cross_tokens,
-            "by_context": rows}
+        rows[str(ctx)] = {
+            "crossover_batch": b,
+            "max_batch": e["memory"]["max_batch"],
+            "kv_share_of_bytes": kv_tok * ctx * b / db["bytes"],
+            "step_ratio_vs_batch1": db["step_time_s"] / d1["step_time_s"],
+        }
+    return {
+        "weight_bytes": weight_b,
+        "kv_bytes_per_token": kv_tok,
+        "crossover_tokens": cross_tokens,
+        "by_context": rows,
+    }
 
 
 def run() -> dict:
@@ -49,26 +65,40 @@ def run() -> dict:
 def _line(name: str, c: dict) -> str:
     parts = []
     for ctx, row in c["by_context"].items():
-        fit = (f"fits; KV {row['kv_share_of_bytes']:.0%} of the step's bytes"
-               if row["crossover_batch"] <= row["max_batch"] else f"does not fit: max batch {row['max_batch']}")
+        fit = (
+            f"fits; KV {row['kv_share_of_bytes']:.0%} of the step's bytes"
+            if row["crossover_batch"] <= row["max_batch"]
+            else f"does not fit: max batch {row['max_batch']}"
+        )
         parts.append(f"{int(ctx) // 1024}k: batch {row['crossover_batch']} ({fit})")
-    return (f"{name}: weights {c['weight_bytes'] / 1e9:.1f} GB, KV {c['kv_bytes_per_token'] / 1e3:.0f} kB/token, "
-            f"KV passes weights at context x batch = {c['crossover_tokens'] / 1e3:.0f}k tokens; "
-            + ", ".join(parts))
+    return (
+        f"{name}: weights {c['weight_bytes'] / 1e9:.1f} GB, KV {c['kv_bytes_per_token'] / 1e3:.0f} kB/token, "
+        f"KV passes weights at context x batch = {c['crossover_tokens'] / 1e3:.0f}k tokens; "
+        + ", ".join(parts)
+    )
 
 
 def verdict(r: dict) -> tuple[str, str]:
     finding = "; ".join(_line(n, c) for n, c in r.items()) + "."
-    reachable = [n for n, c in r.items() if any(row["crossover_batch"] <= row["max_batch"]
-                                                for row in c["by_context"].values())]
-    capacity_bound = [n for n, c in r.items() if n not in reachable
-                      and all(row["max_batch"] < row["crossover_batch"] for row in c["by_context"].values())]
+    reachable = [
+        n
+        for n, c in r.items()
+        if any(row["crossover_batch"] <= row["max_batch"] for row in c["by_context"].values())
+    ]
+    capacity_bound = [
+        n
+        for n, c in r.items()
+        if n not in reachable
+        and all(row["max_batch"] < row["crossover_batch"] for row in c["by_context"].values())
+    ]
     if len(reachable) == len(r):
         return REPRODUCED, finding + " KV traffic passes the weights within memory in every case."
     if reachable and len(reachable) + len(capacity_bound) == len(r):
-        return REPRODUCED, (finding + f" For {', '.join(reachable)} KV traffic passes the weights within memory; "
-                            f"for {', '.join(capacity_bound)} the KV cache is the wall as capacity first (the "
-                            "few GB left beside the weights cap the batch before KV traffic can pass them).")
+        return REPRODUCED, (
+            finding + f" For {', '.join(reachable)} KV traffic passes the weights within memory; "
+            f"for {', '.join(capacity_bound)} the KV cache is the wall as capacity first (the "
+            "few GB left beside the weights cap the batch before KV traffic can pass them)."
+        )
     if reachable:
         return CONDITIONAL, finding
     return REFUTED, finding

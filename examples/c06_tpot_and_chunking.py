@@ -15,18 +15,25 @@ from _gallery import CONDITIONAL, REFUTED, REPRODUCED, decode_row, infercast, ma
 
 EST = "infercast estimate --profile builtin --model llama-3.1-8b --hardware h100-sxm --weights bf16 --context 2048"
 BATCHES = (1, 8, 32, 64, 128, 237)
-SIM = ("infercast simulate --profile builtin --model llama-3.1-8b --hardware h100-sxm --request-rate 2 --num-prompts 200 "
-       "--input-tokens 4000 --input-dist uniform --input-std 2000 --output-tokens 300 --seed 1 --no-progress --json")
-SCHEDULERS = {"continuous": "--scheduler continuous", "chunked_8192": "--scheduler chunked",
-              "chunked_2048": "--scheduler chunked --max-num-batched-tokens 2048",
-              "chunked_512": "--scheduler chunked --max-num-batched-tokens 512"}
+SIM = (
+    "infercast simulate --profile builtin --model llama-3.1-8b --hardware h100-sxm --request-rate 2 --num-prompts 200 "
+    "--input-tokens 4000 --input-dist uniform --input-std 2000 --output-tokens 300 --seed 1 --no-progress --json"
+)
+SCHEDULERS = {
+    "continuous": "--scheduler continuous",
+    "chunked_8192": "--scheduler chunked",
+    "chunked_2048": "--scheduler chunked --max-num-batched-tokens 2048",
+    "chunked_512": "--scheduler chunked --max-num-batched-tokens 512",
+}
 CLAIM = {
     "id": 6,
     "claim": "bigger batches raise TPOT for every user; chunked prefill stops a long prompt from stalling "
-             "in-flight streams (\"my stream stuttered\")",
+    'in-flight streams ("my stream stuttered")',
     "where": "seed, the batching trade-off and chunked-prefill passages",
-    "commands": [f"{EST} --batch {','.join(map(str, BATCHES))} --json",
-                 f"{SIM} --scheduler continuous|chunked [--max-num-batched-tokens 2048|512]"],
+    "commands": [
+        f"{EST} --batch {','.join(map(str, BATCHES))} --json",
+        f"{SIM} --scheduler continuous|chunked [--max-num-batched-tokens 2048|512]",
+    ],
 }
 
 
@@ -36,27 +43,40 @@ def run() -> dict:
     sims = {}
     for name, flags in SCHEDULERS.items():
         d = infercast(f"{SIM} {flags}")
-        sims[name] = {"completed": d["completed"], "itl_p99_s": d["itl_s"]["p99"], "itl_max_s": d["itl_s"]["max"],
-                      "tpot_p99_s": d["tpot_s"]["p99"], "ttft_p50_s": d["ttft_s"]["p50"],
-                      "ttft_p99_s": d["ttft_s"]["p99"]}
+        sims[name] = {
+            "completed": d["completed"],
+            "itl_p99_s": d["itl_s"]["p99"],
+            "itl_max_s": d["itl_s"]["max"],
+            "tpot_p99_s": d["tpot_s"]["p99"],
+            "ttft_p50_s": d["ttft_s"]["p50"],
+            "ttft_p99_s": d["ttft_s"]["p99"],
+        }
     return {"tpot_by_batch_s": tpot, "sim": sims}
 
 
 def verdict(r: dict) -> tuple[str, str]:
     t, s = r["tpot_by_batch_s"], r["sim"]
     c, k = s["continuous"], s["chunked_512"]
-    sched = "; ".join(f"{n}: ITL p99 {v['itl_p99_s'] * 1e3:.0f} ms, max {v['itl_max_s'] * 1e3:.0f} ms, "
-                      f"TTFT p50 {v['ttft_p50_s'] * 1e3:.0f} ms" for n, v in s.items())
-    finding = (f"TPOT at context 2048: {' / '.join(f'{v * 1e3:.1f}' for v in t.values())} ms at batch "
-               f"{' / '.join(t)} ({t[str(BATCHES[-1])] / t['1']:.1f}x from 1 to {BATCHES[-1]}). {sched}.")
+    sched = "; ".join(
+        f"{n}: ITL p99 {v['itl_p99_s'] * 1e3:.0f} ms, max {v['itl_max_s'] * 1e3:.0f} ms, "
+        f"TTFT p50 {v['ttft_p50_s'] * 1e3:.0f} ms"
+        for n, v in s.items()
+    )
+    finding = (
+        f"TPOT at context 2048: {' / '.join(f'{v * 1e3:.1f}' for v in t.values())} ms at batch "
+        f"{' / '.join(t)} ({t[str(BATCHES[-1])] / t['1']:.1f}x from 1 to {BATCHES[-1]}). {sched}."
+    )
     by_batch = [t[b] for b in sorted(t, key=int)]
     monotone = all(a <= b for a, b in zip(by_batch, by_batch[1:], strict=False))
     stall_cut = k["itl_max_s"] < 0.25 * c["itl_max_s"] and k["itl_p99_s"] < c["itl_p99_s"]
     if monotone and stall_cut:
-        return REPRODUCED, (finding + f" Small chunks cut the worst stall {c['itl_max_s'] / k['itl_max_s']:.0f}x at "
-                            f"a TTFT p50 cost of {k['ttft_p50_s'] / c['ttft_p50_s'] - 1:+.0%}; the default 8192-token "
-                            f"chunk moves ITL p99 by {s['chunked_8192']['itl_p99_s'] / c['itl_p99_s'] - 1:+.0%}: "
-                            "the chunk size is the knob.")
+        return REPRODUCED, (
+            finding
+            + f" Small chunks cut the worst stall {c['itl_max_s'] / k['itl_max_s']:.0f}x at "
+            f"a TTFT p50 cost of {k['ttft_p50_s'] / c['ttft_p50_s'] - 1:+.0%}; the default 8192-token "
+            f"chunk moves ITL p99 by {s['chunked_8192']['itl_p99_s'] / c['itl_p99_s'] - 1:+.0%}: "
+            "the chunk size is the knob."
+        )
     if monotone or stall_cut:
         return CONDITIONAL, finding
     return REFUTED, finding

@@ -17,21 +17,27 @@ WEIGHTS = ("bf16", "int4", "fp8")
 CLAIM = {
     "id": 7,
     "claim": "INT4 weight-only quantization often does not speed up a busy, compute-bound server, while it "
-             "does at batch 1; W8A8 / FP8 does both",
+    "does at batch 1; W8A8 / FP8 does both",
     "where": "seed, the quantization section",
-    "commands": [f"{BASE} --weights W --prompt 8192 --batch 1,256 --context 256 --json   (W = bf16, int4, fp8)",
-                 f"{BASE} --weights W --batch 1,237 --context 2048 --json"],
+    "commands": [
+        f"{BASE} --weights W --prompt 8192 --batch 1,256 --context 256 --json   (W = bf16, int4, fp8)",
+        f"{BASE} --weights W --batch 1,237 --context 2048 --json",
+    ],
 }
 
 
 def _times(w: str) -> dict:
     short = infercast(f"{BASE} --weights {w} --prompt 8192 --batch 1,256 --context 256 --json")
     long_ = infercast(f"{BASE} --weights {w} --batch 1,237 --context 2048 --json")
-    return {"decode_b1_s": decode_row(long_, 1)["step_time_s"], "prefill_8192_s": short["prefill"]["time_s"],
-            "decode_b256_ctx256_s": decode_row(short, 256)["step_time_s"],
-            "decode_b237_ctx2048_s": decode_row(long_, 237)["step_time_s"],
-            "bound_b256_ctx256": decode_row(short, 256)["bound"], "bound_prefill": short["prefill"]["bound"],
-            "bound_b237_ctx2048": decode_row(long_, 237)["bound"]}
+    return {
+        "decode_b1_s": decode_row(long_, 1)["step_time_s"],
+        "prefill_8192_s": short["prefill"]["time_s"],
+        "decode_b256_ctx256_s": decode_row(short, 256)["step_time_s"],
+        "decode_b237_ctx2048_s": decode_row(long_, 237)["step_time_s"],
+        "bound_b256_ctx256": decode_row(short, 256)["bound"],
+        "bound_prefill": short["prefill"]["bound"],
+        "bound_b237_ctx2048": decode_row(long_, 237)["bound"],
+    }
 
 
 def run() -> dict:
@@ -45,19 +51,26 @@ def verdict(r: dict) -> tuple[str, str]:
     i4, f8, b = r["speedup"]["int4"], r["speedup"]["fp8"], r["times"]["bf16"]
 
     def row(s: dict) -> str:
-        return (f"{s['decode_b1_s']:.2f}x at batch 1, {s['prefill_8192_s']:.2f}x on an 8192-token prefill, "
-                f"{s['decode_b256_ctx256_s']:.2f}x at batch 256 (context 256), "
-                f"{s['decode_b237_ctx2048_s']:.2f}x at batch 237 (context 2048)")
-    finding = (f"speedup over BF16, INT4 W4A16: {row(i4)}; FP8 W8A8: {row(f8)}. BF16 bounds: prefill "
-               f"{b['bound_prefill']}, batch 256 / context 256 {b['bound_b256_ctx256']}, batch 237 / context "
-               f"2048 {b['bound_b237_ctx2048']}.")
+        return (
+            f"{s['decode_b1_s']:.2f}x at batch 1, {s['prefill_8192_s']:.2f}x on an 8192-token prefill, "
+            f"{s['decode_b256_ctx256_s']:.2f}x at batch 256 (context 256), "
+            f"{s['decode_b237_ctx2048_s']:.2f}x at batch 237 (context 2048)"
+        )
+
+    finding = (
+        f"speedup over BF16, INT4 W4A16: {row(i4)}; FP8 W8A8: {row(f8)}. BF16 bounds: prefill "
+        f"{b['bound_prefill']}, batch 256 / context 256 {b['bound_b256_ctx256']}, batch 237 / context "
+        f"2048 {b['bound_b237_ctx2048']}."
+    )
     int4_b1 = i4["decode_b1_s"] > 1.5
     int4_busy_flat = i4["prefill_8192_s"] < 1.1
     fp8_both = f8["decode_b1_s"] > 1.3 and f8["prefill_8192_s"] > 1.3
     if int4_b1 and int4_busy_flat and fp8_both:
-        return REPRODUCED, (finding + " INT4 wins only where weight bytes bind; FP8 also doubles the math peak. "
-                            "Where KV reads bind (large batch, long context) neither weight format helps much: "
-                            "that server needs an FP8 KV cache.")
+        return REPRODUCED, (
+            finding + " INT4 wins only where weight bytes bind; FP8 also doubles the math peak. "
+            "Where KV reads bind (large batch, long context) neither weight format helps much: "
+            "that server needs an FP8 KV cache."
+        )
     if int4_b1 or fp8_both:
         return CONDITIONAL, finding
     return REFUTED, finding

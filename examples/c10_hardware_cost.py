@@ -13,27 +13,41 @@ from __future__ import annotations
 from _gallery import CONDITIONAL, REFUTED, REPRODUCED, infercast, main
 
 PARTS = ("h100-sxm", "h200-sxm", "b200", "mi300x")
-H100_TP2 = " --tp 2"  # two H100s: the same 160 GB class of memory as one H200, at H100 bandwidth per GPU
+H100_TP2 = (
+    " --tp 2"  # two H100s: the same 160 GB class of memory as one H200, at H100 bandwidth per GPU
+)
 SLO_TPOT_S = 0.050
 BATCHES = ",".join(map(str, sorted({1, 2, 4} | set(range(8, 1025, 8)))))
-EST = ("infercast estimate --profile builtin --model llama-3.1-70b --hardware {part} --weights fp8 --kv-cache fp8 --context 2048 "
-       "--batch {batches}{price} --json")
+EST = (
+    "infercast estimate --profile builtin --model llama-3.1-70b --hardware {part} --weights fp8 --kv-cache fp8 --context 2048 "
+    "--batch {batches}{price} --json"
+)
 CLAIM = {
     "id": 10,
     "claim": "H200's 4.8 TB/s and 141 GB and B200's 8 TB/s shift decode cost: $/M tokens for one model on "
-             "H100, H200, B200 (and MI300X) at the same SLO",
+    "H100, H200, B200 (and MI300X) at the same SLO",
     "where": "seed, the hardware section",
-    "commands": [EST.format(part="PART", batches="1,2,4,8,16,...,1024", price="") + "   (PART = "
-                 + ", ".join(PARTS) + "; MI300X with --price = the H100 quote, an assumption; and H100 with --tp 2)"],
+    "commands": [
+        EST.format(part="PART", batches="1,2,4,8,16,...,1024", price="")
+        + "   (PART = "
+        + ", ".join(PARTS)
+        + "; MI300X with --price = the H100 quote, an assumption; and H100 with --tp 2)"
+    ],
 }
 
 
 def _best(est: dict) -> dict:
     ok = [d for d in est["decode"] if d["fits"] and d["step_time_s"] <= SLO_TPOT_S]
     d = max(ok, key=lambda x: x["batch"])
-    return {"batch": d["batch"], "tpot_s": d["step_time_s"], "tokens_per_s": d["tokens_per_s"],
-            "max_batch_memory": est["memory"]["max_batch"], "price_per_hour": est["cost"]["price_per_hour"],
-            "price_source": est["cost"]["price_source"], "usd_per_million": d["cost_per_million_output_tokens"]}
+    return {
+        "batch": d["batch"],
+        "tpot_s": d["step_time_s"],
+        "tokens_per_s": d["tokens_per_s"],
+        "max_batch_memory": est["memory"]["max_batch"],
+        "price_per_hour": est["cost"]["price_per_hour"],
+        "price_source": est["cost"]["price_source"],
+        "usd_per_million": d["cost_per_million_output_tokens"],
+    }
 
 
 def run() -> dict:
@@ -52,17 +66,23 @@ def run() -> dict:
 
 def verdict(r: dict) -> tuple[str, str]:
     p = r["parts"]
-    rows = "; ".join(f"{k}: batch {v['batch']} (memory allows {v['max_batch_memory']}), {v['tokens_per_s']:,.0f} "
-                     f"tok/s/GPU, ${v['usd_per_million']:.2f}/M at ${v['price_per_hour']:.2f}/GPU-h"
-                     + (" (assumed = H100 price)" if k == "mi300x" else "") for k, v in p.items())
+    rows = "; ".join(
+        f"{k}: batch {v['batch']} (memory allows {v['max_batch_memory']}), {v['tokens_per_s']:,.0f} "
+        f"tok/s/GPU, ${v['usd_per_million']:.2f}/M at ${v['price_per_hour']:.2f}/GPU-h"
+        + (" (assumed = H100 price)" if k == "mi300x" else "")
+        for k, v in p.items()
+    )
     finding = f"TPOT <= {r['slo_tpot_s'] * 1e3:.0f} ms, context 2048: {rows}."
     h100 = p["h100-sxm"]
     cheaper = [k for k in ("h200-sxm", "b200") if p[k]["usd_per_million"] < h100["usd_per_million"]]
     if len(cheaper) == 2:
-        return REPRODUCED, (finding + f" H200 and B200 cut $/M by {h100['usd_per_million'] / p['h200-sxm']['usd_per_million']:.1f}x "
-                            f"and {h100['usd_per_million'] / p['b200']['usd_per_million']:.1f}x vs H100; on one "
-                            f"GPU the H100 is capacity-bound (70 GB of FP8 weights leave little KV room): two H100s at "
-                            f"TP2 reach ${p['h100-sxm x2 (TP2)']['usd_per_million']:.2f}/M. Prices are single median quotes; MI300X's $/M is an assumption.")
+        return REPRODUCED, (
+            finding
+            + f" H200 and B200 cut $/M by {h100['usd_per_million'] / p['h200-sxm']['usd_per_million']:.1f}x "
+            f"and {h100['usd_per_million'] / p['b200']['usd_per_million']:.1f}x vs H100; on one "
+            f"GPU the H100 is capacity-bound (70 GB of FP8 weights leave little KV room): two H100s at "
+            f"TP2 reach ${p['h100-sxm x2 (TP2)']['usd_per_million']:.2f}/M. Prices are single median quotes; MI300X's $/M is an assumption."
+        )
     if cheaper:
         return CONDITIONAL, finding
     return REFUTED, finding

@@ -39,13 +39,15 @@ NEW_TOKENS = 8
 CLAIM = {
     "id": 12,
     "claim": "Measured on this CPU's engine: INT4 weights speed up a memory-bound batch-1 decode and do "
-             "little for a compute-bound batch (claim 7, run for real)",
+    "little for a compute-bound batch (claim 7, run for real)",
     "where": "seed, the quantization section (as claim 7)",
     "measured": True,
-    "commands": ["infercast machine --output H.toml --model none --runs 2 --json",
-                 f"infercast estimate --model smollm2-model.json --hardware H.toml --weights W --compute fp32 "
-                 f"--kv-cache fp32 --batch 1,{BUSY_BATCH} --context {CONTEXT} --json   (W = fp32, bf16, int8, int4)",
-                 "infercast serve --model smollm2-135m --weights W   (W = fp32, bf16, int8, q4), timed in process"],
+    "commands": [
+        "infercast machine --output H.toml --model none --runs 2 --json",
+        f"infercast estimate --model smollm2-model.json --hardware H.toml --weights W --compute fp32 "
+        f"--kv-cache fp32 --batch 1,{BUSY_BATCH} --context {CONTEXT} --json   (W = fp32, bf16, int8, int4)",
+        "infercast serve --model smollm2-135m --weights W   (W = fp32, bf16, int8, q4), timed in process",
+    ],
 }
 
 
@@ -62,8 +64,13 @@ def _engines():
     for fmt in ("bf16", "int8"):
         w = fp32.weights
         copy = ModelWeights(w.embed, list(w.layers), w.final_norm, w.lm_head)
-        models[fmt] = LoadedModel(fp32.name, fp32.cfg, convert_weights(copy, lambda m, f=fmt: to_format(m, f)),
-                                  fp32.tokenizer, 0)
+        models[fmt] = LoadedModel(
+            fp32.name,
+            fp32.cfg,
+            convert_weights(copy, lambda m, f=fmt: to_format(m, f)),
+            fp32.tokenizer,
+            0,
+        )
     models["q4"] = load("smollm2-135m", weights="auto")
     return {f: (m, LlamaModel(m.cfg, m.weights, 256)) for f, m in models.items()}
 
@@ -111,15 +118,25 @@ def _predicted(tmp: Path, cfg) -> dict:
     model_json.write_text(json.dumps(cfg.to_hf_dict()))
     pred = {}
     for fmt, w in ESTIMATE_WEIGHTS.items():
-        est = infercast(f"infercast estimate --model {model_json} --hardware {hw} --weights {w} --compute fp32 "
-                        f"--kv-cache fp32 --batch 1,{BUSY_BATCH} --context {CONTEXT} --json")
+        est = infercast(
+            f"infercast estimate --model {model_json} --hardware {hw} --weights {w} --compute fp32 "
+            f"--kv-cache fp32 --batch 1,{BUSY_BATCH} --context {CONTEXT} --json"
+        )
         b1, busy = decode_row(est, 1), decode_row(est, BUSY_BATCH)
-        pred[fmt] = {"b1_floor_s": b1["floor_step_time_s"], "b1_s": b1["step_time_s"],
-                     f"b{BUSY_BATCH}_floor_s": busy["floor_step_time_s"],
-                     f"b{BUSY_BATCH}_s": busy["step_time_s"], f"b{BUSY_BATCH}_bound": busy["bound"]}
-    return {"hardware": {"read_gb_per_s": machine["memory_bandwidth_bytes_per_s"] / 1e9,
-                         "fp32_gflop_per_s": machine["matmul_flops_per_s"]["fp32"] / 1e9},
-            "predicted": pred}
+        pred[fmt] = {
+            "b1_floor_s": b1["floor_step_time_s"],
+            "b1_s": b1["step_time_s"],
+            f"b{BUSY_BATCH}_floor_s": busy["floor_step_time_s"],
+            f"b{BUSY_BATCH}_s": busy["step_time_s"],
+            f"b{BUSY_BATCH}_bound": busy["bound"],
+        }
+    return {
+        "hardware": {
+            "read_gb_per_s": machine["memory_bandwidth_bytes_per_s"] / 1e9,
+            "fp32_gflop_per_s": machine["matmul_flops_per_s"]["fp32"] / 1e9,
+        },
+        "predicted": pred,
+    }
 
 
 def run() -> dict:
@@ -134,13 +151,28 @@ def run() -> dict:
         for fmt, (loaded, net) in engines.items():
             b1 = _step_cpu_s(net, cfg, 1, 4)
             busy = _step_cpu_s(net, cfg, BUSY_BATCH, 2)
-            measured[fmt] = {"b1_cpu_s": b1[0], "b1_wall_s": b1[1], f"b{BUSY_BATCH}_cpu_s": busy[0],
-                             f"b{BUSY_BATCH}_wall_s": busy[1], "weight_bytes": int(loaded.weights.nbytes)}
+            measured[fmt] = {
+                "b1_cpu_s": b1[0],
+                "b1_wall_s": b1[1],
+                f"b{BUSY_BATCH}_cpu_s": busy[0],
+                f"b{BUSY_BATCH}_wall_s": busy[1],
+                "weight_bytes": int(loaded.weights.nbytes),
+            }
             toks, first = _greedy(loaded, net)
-            agree = sum(a == b for x, y in zip(toks, ref_tokens, strict=True) for a, b in zip(x, y, strict=True))
-            diff = max(float(np.abs(a - b).max() / np.abs(b).max()) for a, b in zip(first, ref_first, strict=True))
-            quality[fmt] = {"tokens_agreeing": agree, "tokens": len(PROMPTS) * NEW_TOKENS,
-                            "max_rel_logit_diff": diff}
+            agree = sum(
+                a == b
+                for x, y in zip(toks, ref_tokens, strict=True)
+                for a, b in zip(x, y, strict=True)
+            )
+            diff = max(
+                float(np.abs(a - b).max() / np.abs(b).max())
+                for a, b in zip(first, ref_first, strict=True)
+            )
+            quality[fmt] = {
+                "tokens_agreeing": agree,
+                "tokens": len(PROMPTS) * NEW_TOKENS,
+                "max_rel_logit_diff": diff,
+            }
     with tempfile.TemporaryDirectory() as tmp:
         pred = _predicted(Path(tmp), cfg)
     base, pbase = measured["fp32"], pred["predicted"]["fp32"]
@@ -148,10 +180,19 @@ def run() -> dict:
 
     def ratio(f: str, key: str) -> float:
         return pbase[key] / pred["predicted"][f][key]
-    speedup = {f: {"b1": base["b1_cpu_s"] / m["b1_cpu_s"], busy: base[f"{busy}_cpu_s"] / m[f"{busy}_cpu_s"],
-                   "b1_roofline": ratio(f, "b1_floor_s"), f"{busy}_roofline": ratio(f, f"{busy}_floor_s"),
-                   "b1_expected": ratio(f, "b1_s"), f"{busy}_expected": ratio(f, f"{busy}_s")}
-               for f, m in measured.items() if f != "fp32"}
+
+    speedup = {
+        f: {
+            "b1": base["b1_cpu_s"] / m["b1_cpu_s"],
+            busy: base[f"{busy}_cpu_s"] / m[f"{busy}_cpu_s"],
+            "b1_roofline": ratio(f, "b1_floor_s"),
+            f"{busy}_roofline": ratio(f, f"{busy}_floor_s"),
+            "b1_expected": ratio(f, "b1_s"),
+            f"{busy}_expected": ratio(f, f"{busy}_s"),
+        }
+        for f, m in measured.items()
+        if f != "fp32"
+    }
     return {"measured": measured, "speedup": speedup, "quality": quality, **pred}
 
 
@@ -159,25 +200,38 @@ def verdict(r: dict) -> tuple[str, str]:
     s, q, busy = r["speedup"], r["quality"], f"b{BUSY_BATCH}"
 
     def row(f: str) -> str:
-        return (f"{f} {s[f]['b1']:.2f}x at batch 1 (roofline {s[f]['b1_roofline']:.2f}x), "
-                f"{s[f][busy]:.2f}x at batch {BUSY_BATCH} (roofline {s[f][busy + '_roofline']:.2f}x)")
+        return (
+            f"{f} {s[f]['b1']:.2f}x at batch 1 (roofline {s[f]['b1_roofline']:.2f}x), "
+            f"{s[f][busy]:.2f}x at batch {BUSY_BATCH} (roofline {s[f][busy + '_roofline']:.2f}x)"
+        )
+
     hw = r["hardware"]
-    quality = ", ".join(f"{f} {q[f]['tokens_agreeing']}/{q[f]['tokens']} greedy tokens as fp32 "
-                        f"(logits within {q[f]['max_rel_logit_diff']:.1%})" for f in FORMATS if f != "fp32")
-    finding = (f"SmolLM2-135M on the CPU engine, one thread ({hw['read_gb_per_s']:.1f} GB/s read, "
-               f"{hw['fp32_gflop_per_s']:.0f} GFLOP/s fp32 measured by infercast machine); speed-up over fp32 "
-               f"(thread CPU time) next to estimate's roofline floor: {'; '.join(row(f) for f in ('bf16', 'int8', 'q4'))}"
-               f". estimate's expected time with the default efficiency profile predicts "
-               f"{s['q4']['b1_expected']:.2f}x and {s['q4'][busy + '_expected']:.2f}x for q4 (it rates a one-row "
-               f"CPU GEMM as compute-bound). Quality: {quality}.")
+    quality = ", ".join(
+        f"{f} {q[f]['tokens_agreeing']}/{q[f]['tokens']} greedy tokens as fp32 "
+        f"(logits within {q[f]['max_rel_logit_diff']:.1%})"
+        for f in FORMATS
+        if f != "fp32"
+    )
+    finding = (
+        f"SmolLM2-135M on the CPU engine, one thread ({hw['read_gb_per_s']:.1f} GB/s read, "
+        f"{hw['fp32_gflop_per_s']:.0f} GFLOP/s fp32 measured by infercast machine); speed-up over fp32 "
+        f"(thread CPU time) next to estimate's roofline floor: {'; '.join(row(f) for f in ('bf16', 'int8', 'q4'))}"
+        f". estimate's expected time with the default efficiency profile predicts "
+        f"{s['q4']['b1_expected']:.2f}x and {s['q4'][busy + '_expected']:.2f}x for q4 (it rates a one-row "
+        f"CPU GEMM as compute-bound). Quality: {quality}."
+    )
     q4_b1, q4_busy = s["q4"]["b1"], s["q4"][busy]
     if q4_b1 >= 1.5 and q4_busy < 1.2:
-        return REPRODUCED, finding + (" 4-bit weights pay where the step streams them and stop paying once "
-                                      "the step is compute-bound.")
+        return REPRODUCED, finding + (
+            " 4-bit weights pay where the step streams them and stop paying once "
+            "the step is compute-bound."
+        )
     if q4_b1 > 1.1 and q4_busy < 1.2:
-        return CONDITIONAL, finding + (" The direction holds (INT4 helps batch 1, not batch 32) but batch 1 gains "
-                                       "far less than the bandwidth roofline allows: this engine's batch-1 step is "
-                                       "not at the memory floor (kernel arithmetic, per-product and per-layer costs).")
+        return CONDITIONAL, finding + (
+            " The direction holds (INT4 helps batch 1, not batch 32) but batch 1 gains "
+            "far less than the bandwidth roofline allows: this engine's batch-1 step is "
+            "not at the memory floor (kernel arithmetic, per-product and per-layer costs)."
+        )
     if q4_b1 > 1.1:
         return CONDITIONAL, finding + " INT4 also sped up the batch-32 step here."
     return REFUTED, finding + " INT4 did not speed up batch-1 decode on this engine."

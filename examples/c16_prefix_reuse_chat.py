@@ -14,14 +14,16 @@ from __future__ import annotations
 
 from _gallery import CONDITIONAL, REFUTED, REPRODUCED, infercast, main
 
-BASE = ("infercast simulate --profile builtin --model llama-3.1-8b --hardware h100-sxm --weights bf16 "
-        "--replicas 2 --router prefix-affinity --conversations builtin --request-rate 2.28 "
-        "--num-prompts 1000 --seed 1 --no-progress --json")
+BASE = (
+    "infercast simulate --profile builtin --model llama-3.1-8b --hardware h100-sxm --weights bf16 "
+    "--replicas 2 --router prefix-affinity --conversations builtin --request-rate 2.28 "
+    "--num-prompts 1000 --seed 1 --no-progress --json"
+)
 CMDS = [BASE + " --no-prefix-caching", BASE + " --prefix-caching"]
 CLAIM = {
     "id": 16,
     "claim": "In multi-turn chat, prefix caching reuses the history's KV: less prefill compute, "
-             "GPU time and TTFT for the same conversations",
+    "GPU time and TTFT for the same conversations",
     "where": "issue 20 (workloads as production runs them): what prefix reuse saves in a chat day",
     "commands": CMDS,
 }
@@ -30,12 +32,26 @@ PARAMS = 8_030_261_248  # llama-3.1-8b, `infercast models --json` (total = activ
 
 def _run(cmd: str) -> dict:
     d = infercast(cmd)
-    return {k: d[k] for k in ("completed", "rejected", "total_input_tokens", "cached_prompt_tokens",
-                              "prefix_hit_rate_tokens", "prefix_hit_rate_requests", "busy_replica_s",
-                              "conversation_sessions", "conversation_turns", "usd_per_hour",
-                              "gpu_hours")} | {
-        "ttft_mean_s": d["ttft_s"]["mean"], "ttft_p99_s": d["ttft_s"]["p99"],
-        "price_per_gpu_hour": d["usd_per_hour"] / 2}
+    return {
+        k: d[k]
+        for k in (
+            "completed",
+            "rejected",
+            "total_input_tokens",
+            "cached_prompt_tokens",
+            "prefix_hit_rate_tokens",
+            "prefix_hit_rate_requests",
+            "busy_replica_s",
+            "conversation_sessions",
+            "conversation_turns",
+            "usd_per_hour",
+            "gpu_hours",
+        )
+    } | {
+        "ttft_mean_s": d["ttft_s"]["mean"],
+        "ttft_p99_s": d["ttft_s"]["p99"],
+        "price_per_gpu_hour": d["usd_per_hour"] / 2,
+    }
 
 
 def run() -> dict:
@@ -44,7 +60,8 @@ def run() -> dict:
     computed_on = on["total_input_tokens"] - on["cached_prompt_tokens"]
     price = on["price_per_gpu_hour"]
     return {
-        "off": off, "on": on,
+        "off": off,
+        "on": on,
         "prefill_tokens_saved": computed_off - computed_on,
         "prefill_pflop_saved": 2 * PARAMS * (computed_off - computed_on) / 1e15,
         "busy_gpu_hours_saved": (off["busy_replica_s"] - on["busy_replica_s"]) / 3600,
@@ -66,10 +83,13 @@ def verdict(r: dict) -> tuple[str, str]:
         f"({r['busy_gpu_hours_saved']:.3f} GPU-hours, ${r['busy_usd_saved']:.2f} at "
         f"${on['price_per_gpu_hour']:.2f}/GPU-h), TTFT mean {off['ttft_mean_s'] * 1e3:,.0f} -> "
         f"{on['ttft_mean_s'] * 1e3:,.0f} ms, p99 {off['ttft_p99_s'] * 1e3:,.0f} -> "
-        f"{on['ttft_p99_s'] * 1e3:,.0f} ms.")
+        f"{on['ttft_p99_s'] * 1e3:,.0f} ms."
+    )
     if off["ttft_mean_s"] > 10 * on["ttft_mean_s"]:
-        finding += (" Without the cache the two replicas fall behind the sessions' arrivals (a queue "
-                    "builds: TTFT in minutes); with it they keep up, which is where reuse pays most.")
+        finding += (
+            " Without the cache the two replicas fall behind the sessions' arrivals (a queue "
+            "builds: TTFT in minutes); with it they keep up, which is where reuse pays most."
+        )
     if r["busy_time_cut"] <= 0 or r["ttft_mean_cut"] <= 0:
         return REFUTED, finding
     if on["prefix_hit_rate_tokens"] < 0.25:
@@ -78,7 +98,8 @@ def verdict(r: dict) -> tuple[str, str]:
             "first prompt of a session (a long document, ~11k tokens) is never cached; "
             "reuse across sessions (a shared system prompt: --prefix-groups/--prefix-tokens) is "
             "left out, as the trace does not say how long it is. Longer sessions save more: the "
-            "k-th turn reuses all but its new message.")
+            "k-th turn reuses all but its new message."
+        )
     return REPRODUCED, finding
 
 

@@ -19,24 +19,41 @@ from _gallery import CONDITIONAL, REFUTED, REPRODUCED, infercast, main
 
 PARTS = ("h100-sxm", "gh200", "l40s", "a100-sxm-80gb")
 # (label, estimate flags, part): Llama-3.1-8B on every part, then two other shapes on H100
-CASES = tuple((f"llama-3.1-8b on {hw}", "--model llama-3.1-8b --weights bf16", hw) for hw in PARTS) + (
+CASES = tuple(
+    (f"llama-3.1-8b on {hw}", "--model llama-3.1-8b --weights bf16", hw) for hw in PARTS
+) + (
     ("llama-3.1-70b fp8 TP4 on h100-sxm", "--model llama-3.1-70b --weights fp8 --tp 4", "h100-sxm"),
-    ("qwen3-30b-a3b (MoE, 3B active) on h100-sxm", "--model qwen3-30b-a3b --weights bf16", "h100-sxm"))
+    (
+        "qwen3-30b-a3b (MoE, 3B active) on h100-sxm",
+        "--model qwen3-30b-a3b --weights bf16",
+        "h100-sxm",
+    ),
+)
 EST = "infercast estimate --profile builtin {model} --hardware {hw} --prompt 4096 --json"
-LINK = ("infercast simulate --profile builtin --model llama-3.1-8b --hardware {hw} --weights bf16 --num-prompts 2 "
-        "--request-rate 1 --prefix-caching --kv-offload-gib 1 --no-progress --json")
-SIM = ("infercast simulate --profile builtin --model llama-3.1-8b --hardware h100-sxm --weights bf16 "
-       "--max-concurrency 64 --num-prompts 1500 --input-tokens 4500 --output-tokens 128 --prefix-groups 160 "
-       "--prefix-tokens 4096 --prefix-caching --seed 1 --no-progress --json")
+LINK = (
+    "infercast simulate --profile builtin --model llama-3.1-8b --hardware {hw} --weights bf16 --num-prompts 2 "
+    "--request-rate 1 --prefix-caching --kv-offload-gib 1 --no-progress --json"
+)
+SIM = (
+    "infercast simulate --profile builtin --model llama-3.1-8b --hardware h100-sxm --weights bf16 "
+    "--max-concurrency 64 --num-prompts 1500 --input-tokens 4500 --output-tokens 128 --prefix-groups 160 "
+    "--prefix-tokens 4096 --prefix-caching --seed 1 --no-progress --json"
+)
 SETUPS = {"TP1": "--tp 1", "TP1 + 128 GiB host KV": "--tp 1 --kv-offload-gib 128", "TP2": "--tp 2"}
 CLAIM = {
     "id": 17,
     "claim": "KV offload to host memory beats a bigger TP when shared prefixes outgrow HBM: reloading "
-             "a token's KV over the host link is cheaper than recomputing it",
+    "a token's KV over the host link is cheaper than recomputing it",
     "where": "issue 20 (production levers): a KV tier below HBM",
-    "commands": [EST.format(model="MODEL", hw="PART") + "   and   " + LINK.format(hw="PART")
-                 + "   (" + "; ".join(f"{m} on {hw}" for _, m, hw in CASES) + ")",
-                 SIM + "   with " + " | ".join(SETUPS.values())],
+    "commands": [
+        EST.format(model="MODEL", hw="PART")
+        + "   and   "
+        + LINK.format(hw="PART")
+        + "   ("
+        + "; ".join(f"{m} on {hw}" for _, m, hw in CASES)
+        + ")",
+        SIM + "   with " + " | ".join(SETUPS.values()),
+    ],
 }
 
 
@@ -46,9 +63,13 @@ def _per_token(model: str, hw: str) -> dict:
     kv_bytes = mem["kv_bytes"] / (mem["batch"] * mem["context"])  # per token, per GPU
     recompute = est["prefill"]["time_s"] / est["prefill"]["prompt_tokens"]
     reload = kv_bytes / link["kv_offload_link_bytes_per_s"]
-    return {"kv_bytes_per_token": kv_bytes, "link_bytes_per_s": link["kv_offload_link_bytes_per_s"],
-            "recompute_s_per_token": recompute, "reload_s_per_token": reload,
-            "recompute_over_reload": recompute / reload}
+    return {
+        "kv_bytes_per_token": kv_bytes,
+        "link_bytes_per_s": link["kv_offload_link_bytes_per_s"],
+        "recompute_s_per_token": recompute,
+        "reload_s_per_token": reload,
+        "recompute_over_reload": recompute / reload,
+    }
 
 
 def run() -> dict:
@@ -57,32 +78,44 @@ def run() -> dict:
     for name, flags in SETUPS.items():
         d = infercast(f"{SIM} {flags}")
         gpus = d["config"]["tp"]
-        sims[name] = {"gpus": gpus, "output_tokens_per_s_per_gpu": d["output_throughput_tokens_per_s"] / gpus,
-                      "ttft_p50_s": d["ttft_s"]["p50"], "mean_batch": d["mean_batch_size"],
-                      "blocks_reloaded": d.get("kv_offload_blocks_loaded", 0),
-                      "reload_s": d.get("kv_offload_reload_s", 0.0), "duration_s": d["duration_s"]}
+        sims[name] = {
+            "gpus": gpus,
+            "output_tokens_per_s_per_gpu": d["output_throughput_tokens_per_s"] / gpus,
+            "ttft_p50_s": d["ttft_s"]["p50"],
+            "mean_batch": d["mean_batch_size"],
+            "blocks_reloaded": d.get("kv_offload_blocks_loaded", 0),
+            "reload_s": d.get("kv_offload_reload_s", 0.0),
+            "duration_s": d["duration_s"],
+        }
     return {"per_token": parts, "simulated": sims}
 
 
 def verdict(r: dict) -> tuple[str, str]:
     p, s = r["per_token"], r["simulated"]
-    ratios = ", ".join(f"{k} {v['recompute_over_reload']:.1f}x ({v['kv_bytes_per_token'] / 1024:.0f} KiB/token/GPU "
-                       f"at {v['link_bytes_per_s'] / 1e9:.0f} GB/s)" for k, v in p.items())
+    ratios = ", ".join(
+        f"{k} {v['recompute_over_reload']:.1f}x ({v['kv_bytes_per_token'] / 1024:.0f} KiB/token/GPU "
+        f"at {v['link_bytes_per_s'] / 1e9:.0f} GB/s)"
+        for k, v in p.items()
+    )
     one, off, two = s["TP1"], s["TP1 + 128 GiB host KV"], s["TP2"]
     gain = off["output_tokens_per_s_per_gpu"] / one["output_tokens_per_s_per_gpu"]
     vs_tp2 = off["output_tokens_per_s_per_gpu"] / two["output_tokens_per_s_per_gpu"]
-    finding = (f"Recomputing a prompt token costs, vs reloading its KV: {ratios}. Simulated on H100 with 655k tokens of shared prefixes: TP1 "
-               f"{one['output_tokens_per_s_per_gpu']:,.0f} output tok/s per GPU (TTFT p50 "
-               f"{one['ttft_p50_s'] * 1e3:,.0f} ms); TP1 + 128 GiB host KV {off['output_tokens_per_s_per_gpu']:,.0f} "
-               f"({gain:.2f}x; {off['blocks_reloaded']:,} blocks reloaded in {off['reload_s']:.1f} s of PCIe "
-               f"transfer, TTFT p50 {off['ttft_p50_s'] * 1e3:,.0f} ms); TP2 {two['output_tokens_per_s_per_gpu']:,.0f} "
-               f"per GPU (TTFT p50 {two['ttft_p50_s'] * 1e3:,.0f} ms).")
+    finding = (
+        f"Recomputing a prompt token costs, vs reloading its KV: {ratios}. Simulated on H100 with 655k tokens of shared prefixes: TP1 "
+        f"{one['output_tokens_per_s_per_gpu']:,.0f} output tok/s per GPU (TTFT p50 "
+        f"{one['ttft_p50_s'] * 1e3:,.0f} ms); TP1 + 128 GiB host KV {off['output_tokens_per_s_per_gpu']:,.0f} "
+        f"({gain:.2f}x; {off['blocks_reloaded']:,} blocks reloaded in {off['reload_s']:.1f} s of PCIe "
+        f"transfer, TTFT p50 {off['ttft_p50_s'] * 1e3:,.0f} ms); TP2 {two['output_tokens_per_s_per_gpu']:,.0f} "
+        f"per GPU (TTFT p50 {two['ttft_p50_s'] * 1e3:,.0f} ms)."
+    )
     if min(v["recompute_over_reload"] for v in p.values()) > 1 and vs_tp2 > 1:
         if two["ttft_p50_s"] < off["ttft_p50_s"]:
-            return CONDITIONAL, (finding + f" Per GPU (so per dollar) the host tier wins: {vs_tp2:.2f}x TP2's "
-                                 "throughput. TP2 answers far sooner: its KV pool keeps the prefixes resident "
-                                 "(no copy, no queue behind recomputes) and its compute is doubled. Offload is the "
-                                 "throughput-per-dollar choice; a tight TTFT SLO still wants the second GPU.")
+            return CONDITIONAL, (
+                finding + f" Per GPU (so per dollar) the host tier wins: {vs_tp2:.2f}x TP2's "
+                "throughput. TP2 answers far sooner: its KV pool keeps the prefixes resident "
+                "(no copy, no queue behind recomputes) and its compute is doubled. Offload is the "
+                "throughput-per-dollar choice; a tight TTFT SLO still wants the second GPU."
+            )
         return REPRODUCED, finding
     return REFUTED, finding
 

@@ -17,17 +17,29 @@ from __future__ import annotations
 from _gallery import CONDITIONAL, REFUTED, REPRODUCED, infercast, main
 
 KV = ("bf16", "fp8")
-CMD = ("infercast fleet --profile builtin --model llama-3.1-70b --hardware h100-sxm --weights fp8 --kv-cache {kv} "
-       "--max-num-seqs 64 --input-tokens 1024 --output-tokens 256 --peak-rate 2 --hours 12 --peak-hour 12 "
-       "--tick-s 600 --policy scheduled --json")
+CMD = (
+    "infercast fleet --profile builtin --model llama-3.1-70b --hardware h100-sxm --weights fp8 --kv-cache {kv} "
+    "--max-num-seqs 64 --input-tokens 1024 --output-tokens 256 --peak-rate 2 --hours 12 --peak-hour 12 "
+    "--tick-s 600 --policy scheduled --json"
+)
 CLAIM = {
     "id": 21,
     "claim": "an FP8 KV cache cuts a fleet's cost per day at the same SLO",
     "where": "issue 22 (fleet economics): what FP8 KV saves per day",
     "commands": [CMD.format(kv="KV") + "   (KV = " + ", ".join(KV) + ")"],
 }
-KEYS = ("slo_attainment", "replica_hours", "usd_per_day", "kwh_per_day", "peak_replicas", "mean_replicas",
-        "usd_per_million_tokens", "requests_arrived", "ttft_p99_s", "tpot_p99_s")
+KEYS = (
+    "slo_attainment",
+    "replica_hours",
+    "usd_per_day",
+    "kwh_per_day",
+    "peak_replicas",
+    "mean_replicas",
+    "usd_per_million_tokens",
+    "requests_arrived",
+    "ttft_p99_s",
+    "tpot_p99_s",
+)
 
 
 def run() -> dict:
@@ -41,23 +53,33 @@ def run() -> dict:
 
 def verdict(r: dict) -> tuple[str, str]:
     b, f = r["kv_cache"]["bf16"], r["kv_cache"]["fp8"]
-    rows = "; ".join(f"{k} KV: {v['capacity_rps']:.2f} req/s per replica, {v['mean_replicas']:.2f} replicas on "
-                     f"average (peak {v['peak_replicas']}), ${v['usd_per_day']:.0f}/day, {v['kwh_per_day']:.1f} "
-                     f"kWh/day, SLO {v['slo_attainment']:.1%}" for k, v in r["kv_cache"].items())
+    rows = "; ".join(
+        f"{k} KV: {v['capacity_rps']:.2f} req/s per replica, {v['mean_replicas']:.2f} replicas on "
+        f"average (peak {v['peak_replicas']}), ${v['usd_per_day']:.0f}/day, {v['kwh_per_day']:.1f} "
+        f"kWh/day, SLO {v['slo_attainment']:.1%}"
+        for k, v in r["kv_cache"].items()
+    )
     saved = b["usd_per_day"] - f["usd_per_day"]
     finding = rows + f". FP8 KV saves ${saved:,.0f}/day ({saved / b['usd_per_day']:.0%})"
     finding += f" and {b['kwh_per_day'] - f['kwh_per_day']:.1f} kWh/day."
     same_slo = f["slo_attainment"] >= b["slo_attainment"] - 0.01
     gain = f["capacity_rps"] / b["capacity_rps"] - 1
-    why = (f" One replica's saturated capacity rises {gain:.0%} (twice the cached tokens: a larger batch), "
-           f"but a day buys whole replicas over a curve, so the bill falls {saved / b['usd_per_day']:.0%}: "
-           "the saving is where the peak's rounding and the night's minimum of one replica let it show.")
+    why = (
+        f" One replica's saturated capacity rises {gain:.0%} (twice the cached tokens: a larger batch), "
+        f"but a day buys whole replicas over a curve, so the bill falls {saved / b['usd_per_day']:.0%}: "
+        "the saving is where the peak's rounding and the night's minimum of one replica let it show."
+    )
     if saved > 0.05 * b["usd_per_day"] and same_slo:
         return REPRODUCED, finding + why
     if saved > 0 and same_slo:
         return CONDITIONAL, finding + why + " Here that is small."
-    return REFUTED, (finding + " FP8 KV does not lower the day's cost here"
-                     + ("" if same_slo else " at the same SLO") + ": the replicas were not KV-bound.")
+    return REFUTED, (
+        finding
+        + " FP8 KV does not lower the day's cost here"
+        + ("" if same_slo else " at the same SLO")
+        + ": the replicas were not KV-bound."
+    )
+
 
 if __name__ == "__main__":
     main(__import__(__name__))

@@ -75,7 +75,12 @@ def load_example(path: Path) -> ModuleType:
 def output_of(module: ModuleType, result: dict[str, Any]) -> dict[str, Any]:
     """What the example prints: its claim, verdict, finding and numbers."""
     verdict, finding = module.verdict(result)
-    return {"claim": module.CLAIM["claim"], "verdict": verdict, "finding": finding, "result": result}
+    return {
+        "claim": module.CLAIM["claim"],
+        "verdict": verdict,
+        "finding": finding,
+        "result": result,
+    }
 
 
 def expected_path(path: Path) -> Path:
@@ -105,14 +110,18 @@ def render() -> str:
         verdict, finding = module.verdict(saved["result"])
         c = module.CLAIM
         commands = "<br>".join(f"`{_cell(cmd)}`" for cmd in c["commands"])
-        lines.append(f"| {c['id']} | {_cell(c['claim'])} | {_cell(c['where'])} | {commands}<br>"
-                     f"script: `examples/{path.name}` | {_cell(finding)} | **{verdict}** |\n")
+        lines.append(
+            f"| {c['id']} | {_cell(c['claim'])} | {_cell(c['where'])} | {commands}<br>"
+            f"script: `examples/{path.name}` | {_cell(finding)} | **{verdict}** |\n"
+        )
     return "".join(lines)
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--refresh", action="store_true", help="rerun the examples and save their outputs first")
+    parser.add_argument(
+        "--refresh", action="store_true", help="rerun the examples and save their outputs first"
+    )
     parser.add_argument("--check", action="store_true", help="exit 1 if docs/claims.md is stale")
     args = parser.parse_args(argv)
     if args.refresh:

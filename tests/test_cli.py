@@ -34,8 +34,12 @@ def test_bad_int_value_names_the_option(capsys):
 
 
 def test_unknown_command_exits_2_through_the_real_script():
-    proc = subprocess.run([sys.executable, "-m", "infercast.cli", "no-such-command"],
-                          capture_output=True, text=True, timeout=60)
+    proc = subprocess.run(
+        [sys.executable, "-m", "infercast.cli", "no-such-command"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert proc.returncode == 2
     assert "Traceback" not in proc.stderr and "no-such-command" in proc.stderr
 

@@ -12,8 +12,12 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 HISTORY = ROOT / "docs" / "history"
 REFERENCE = sorted(p for p in (ROOT / "docs").glob("*.md"))
-PAGES = [ROOT / "README.md", ROOT / "examples" / "README.md", *REFERENCE,
-         *sorted(HISTORY.glob("*.md"))]
+PAGES = [
+    ROOT / "README.md",
+    ROOT / "examples" / "README.md",
+    *REFERENCE,
+    *sorted(HISTORY.glob("*.md")),
+]
 MAX_REFERENCE_LINES = 275  # "about 250": a longer page splits, or its dated logs go to history
 
 LINK = re.compile(r"\[[^\]]*\]\(([^)\s]+)\)")
@@ -67,7 +71,8 @@ def test_named_repository_files_exist(page):
 def test_reference_pages_stay_short(page):
     lines = len(page.read_text().splitlines())
     assert lines <= MAX_REFERENCE_LINES, (
-        f"{_rel(page)} has {lines} lines: split it, or move dated measurements to docs/history/")
+        f"{_rel(page)} has {lines} lines: split it, or move dated measurements to docs/history/"
+    )
 
 
 def _current_numbers():
@@ -85,4 +90,5 @@ CURRENT = _current_numbers()
 def test_current_numbers_are_current(name):
     assert CURRENT.committed(name) == CURRENT.generated(name), (
         f"docs/{CURRENT.TABLES[name][0]}'s {name} table is stale: "
-        "run python benchmarks/current_numbers.py")
+        "run python benchmarks/current_numbers.py"
+    )

@@ -8,7 +8,10 @@ from infercast.errors import with_flags
 
 def test_named_parameters_become_the_given_flags_or_bare_names():
     message = "`ep` 4 exceeds the GPUs of a replica (tp*pp = 2); `other` stays"
-    assert with_flags(message, {"ep": "--ep"}) == "--ep 4 exceeds the GPUs of a replica (tp*pp = 2); other stays"
+    assert (
+        with_flags(message, {"ep": "--ep"})
+        == "--ep 4 exceeds the GPUs of a replica (tp*pp = 2); other stays"
+    )
     assert with_flags("no parameter named", {"ep": "--ep"}) == "no parameter named"
 
 

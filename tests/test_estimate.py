@@ -13,8 +13,15 @@ KV_PER_TOKEN = 163_840  # 2 * 80 * 8 * 128 * 1 byte
 
 @pytest.fixture(scope="module")
 def seed():
-    return estimate("llama-3.1-70b", "h100-sxm", weights="fp8", kv_cache="fp8", batches=(1, 8, 32, 64),
-                    context=2048, prompt=1024)
+    return estimate(
+        "llama-3.1-70b",
+        "h100-sxm",
+        weights="fp8",
+        kv_cache="fp8",
+        batches=(1, 8, 32, 64),
+        context=2048,
+        prompt=1024,
+    )
 
 
 def test_seed_formula_with_round_params():
@@ -58,7 +65,12 @@ def test_seed_case_is_memory_bound_and_attention_is_itemized(seed):
     for d in seed.decode:
         assert d.cost.bound == "memory"
         names = {o.op.name for o in d.cost.ops}
-        assert {"attention (cached KV)", "attention (new tokens)", "embedding gather", "lm_head"} <= names
+        assert {
+            "attention (cached KV)",
+            "attention (new tokens)",
+            "embedding gather",
+            "lm_head",
+        } <= names
         attn = next(o for o in d.cost.ops if o.op.name == "attention (cached KV)")
         # GQA: the KV read is 8 kv heads' worth, once per sequence per step.
         assert attn.op.compulsory_bytes == pytest.approx(d.batch * 2047 * KV_PER_TOKEN)
@@ -67,8 +79,12 @@ def test_seed_case_is_memory_bound_and_attention_is_itemized(seed):
 def test_estimate_takes_a_request_or_its_fields_alike():
     from infercast.estimate import EstimateRequest, estimate
 
-    request = EstimateRequest("llama-3.1-8b", "h100-sxm", weights="bf16", batches=(1, 8), context=1024)
-    by_request, by_fields = estimate(request), estimate("llama-3.1-8b", "h100-sxm", weights="bf16",
-                                                           batches=(1, 8), context=1024)
+    request = EstimateRequest(
+        "llama-3.1-8b", "h100-sxm", weights="bf16", batches=(1, 8), context=1024
+    )
+    by_request, by_fields = (
+        estimate(request),
+        estimate("llama-3.1-8b", "h100-sxm", weights="bf16", batches=(1, 8), context=1024),
+    )
     assert by_request.to_dict() == by_fields.to_dict()
     assert estimate(request, batches=(4,)).decode[0].batch == 4

@@ -26,8 +26,11 @@ def _packages() -> list[str]:
 
 def _public(module: types.ModuleType) -> set[str]:
     """Names a user sees in the package's namespace (submodules are not exports)."""
-    return {name for name, value in vars(module).items()
-            if not name.startswith("_") and not isinstance(value, types.ModuleType)}
+    return {
+        name
+        for name, value in vars(module).items()
+        if not name.startswith("_") and not isinstance(value, types.ModuleType)
+    }
 
 
 def _own_docstring(obj: object) -> str:

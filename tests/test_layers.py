@@ -30,7 +30,8 @@ def _module_name(path: Path) -> str:
 
 def _is_type_checking(test: ast.expr) -> bool:
     return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
-        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
+    )
 
 
 def _imports(tree: ast.AST, package: str) -> list[tuple[str, list[str], bool]]:
@@ -107,7 +108,7 @@ def find_cycle(graph: dict[str, dict[str, bool]]) -> list[str] | None:
         path.append(m)
         for t in edges.get(m, ()):
             if state.get(t) == 1:
-                return path[path.index(t):] + [t]
+                return path[path.index(t) :] + [t]
             if t not in state:
                 found = visit(t)
                 if found:
@@ -133,8 +134,12 @@ def test_every_package_is_in_the_layer_order():
 
 def test_imports_follow_the_layer_order():
     rank = {name: i for i, layer in enumerate(layer_order()) for name in layer}
-    bad = sorted(f"{m} -> {t}" for m, targets in import_graph().items() for t in targets
-                 if layer_of(m) != layer_of(t) and rank[layer_of(t)] >= rank[layer_of(m)])
+    bad = sorted(
+        f"{m} -> {t}"
+        for m, targets in import_graph().items()
+        for t in targets
+        if layer_of(m) != layer_of(t) and rank[layer_of(t)] >= rank[layer_of(m)]
+    )
     assert bad == []
 
 
@@ -143,24 +148,35 @@ def test_no_import_cycles():
 
 
 def test_only_the_cli_imports_commands():
-    bad = sorted(f"{m} -> {t}" for m, targets in import_graph().items() for t in targets
-                 if layer_of(t) == "commands" and layer_of(m) not in ("commands", "cli"))
+    bad = sorted(
+        f"{m} -> {t}"
+        for m, targets in import_graph().items()
+        for t in targets
+        if layer_of(t) == "commands" and layer_of(m) not in ("commands", "cli")
+    )
     assert bad == []
 
 
 def test_the_graph_sees_lazy_and_type_only_imports():
     """The reader itself: a function-level import and a TYPE_CHECKING import are both edges."""
-    tree = ast.parse("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n"
-                     "    from infercast.a import B\ndef f():\n    from .c import d\n")
+    tree = ast.parse(
+        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n"
+        "    from infercast.a import B\ndef f():\n    from .c import d\n"
+    )
     assert _imports(tree, "infercast.x") == [
-        ("typing", ["TYPE_CHECKING"], False), ("infercast.a", ["B"], True),
-        ("infercast.x.c", ["d"], False)]
+        ("typing", ["TYPE_CHECKING"], False),
+        ("infercast.a", ["B"], True),
+        ("infercast.x.c", ["d"], False),
+    ]
 
 
-@pytest.mark.parametrize("edges, cycle", [
-    ({"a": {"b": False}, "b": {"a": False}}, True),
-    ({"a": {"b": False}, "b": {"a": True}}, False),  # type-only back edge
-    ({"a": {"b": False}, "b": {"c": False}}, False),
-])
+@pytest.mark.parametrize(
+    "edges, cycle",
+    [
+        ({"a": {"b": False}, "b": {"a": False}}, True),
+        ({"a": {"b": False}, "b": {"a": True}}, False),  # type-only back edge
+        ({"a": {"b": False}, "b": {"c": False}}, False),
+    ],
+)
 def test_find_cycle(edges, cycle):
     assert (find_cycle(edges) is not None) == cycle

@@ -18,4 +18,6 @@ def test_quickstart_has_two_commands_and_ci_runs_the_test_one_verbatim():
     assert install_and_run.startswith("pip install") and test.startswith("pip install")
     ci = (ROOT / ".ci" / "run").read_text().splitlines()
     assert test in ci, f"{test!r} is not a line of .ci/run"
-    assert any("python3 -m venv" in line for line in ci), ".ci/run must use a brand-new virtual environment"
+    assert any("python3 -m venv" in line for line in ci), (
+        ".ci/run must use a brand-new virtual environment"
+    )

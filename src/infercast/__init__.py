@@ -24,7 +24,18 @@ from infercast.specs.precision import Precision
 __version__ = "0.1.0"
 
 __all__ = [
-    "EfficiencyProfile", "Estimate", "EstimateRequest", "HardwareSpec", "InfercastError",
-    "ModelSpec", "Parallelism",
-    "Precision", "StepCost", "StepModel", "estimate", "load_hardware", "load_model", "load_profile",
+    "EfficiencyProfile",
+    "Estimate",
+    "EstimateRequest",
+    "HardwareSpec",
+    "InfercastError",
+    "ModelSpec",
+    "Parallelism",
+    "Precision",
+    "StepCost",
+    "StepModel",
+    "estimate",
+    "load_hardware",
+    "load_model",
+    "load_profile",
 ]

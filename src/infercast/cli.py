@@ -48,7 +48,9 @@ def build_app() -> typer.Typer:
     @app.callback()
     def _root(
         ctx: typer.Context,
-        version: bool = typer.Option(False, "--version", is_eager=True, help="Print the version and exit."),
+        version: bool = typer.Option(
+            False, "--version", is_eager=True, help="Print the version and exit."
+        ),
     ) -> None:
         """With no command, analyze the seed case (Llama-3.1-70B FP8 on one H100)."""
         if version:
@@ -81,8 +83,18 @@ def _click_classes(name: str) -> tuple[type, ...]:
 
 # Which extra installs a module the base install leaves out (pyproject.toml).
 EXTRA_OF = {
-    **dict.fromkeys(("fastapi", "uvicorn", "gguf", "threadpoolctl", "safetensors", "prometheus_client", "jinja2"),
-                    "serve"),
+    **dict.fromkeys(
+        (
+            "fastapi",
+            "uvicorn",
+            "gguf",
+            "threadpoolctl",
+            "safetensors",
+            "prometheus_client",
+            "jinja2",
+        ),
+        "serve",
+    ),
     **dict.fromkeys(("aiohttp", "httptools", "uvloop", "tokenizers"), "bench"),
     "ray": "ray",
     "torch": "torch",
@@ -134,8 +146,11 @@ def main(argv: list[str] | None = None) -> None:
         extra = missing_extra(exc)
         if extra is None:
             raise
-        print(f"infercast: error: this command needs the {extra!r} extra (no module {exc.name!r}): "
-              f"pip install 'infercast[{extra}]'", file=sys.stderr)
+        print(
+            f"infercast: error: this command needs the {extra!r} extra (no module {exc.name!r}): "
+            f"pip install 'infercast[{extra}]'",
+            file=sys.stderr,
+        )
         sys.exit(2)
     except Exception as exc:
         # Usage errors (unknown option, bad value) carry their own message and exit code 2;

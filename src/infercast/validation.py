@@ -41,8 +41,10 @@ def _fail(field: str, value: Any, problem: str, fix: str) -> ConfigError:
 
 def _range_text(lo: float | None, hi: float | None, lo_open: bool) -> str:
     if lo is not None and hi is not None:
-        return f"use a value {'above' if lo_open else 'from'} {lo:g} {'' if lo_open else ''}" \
-               f"up to {hi:g}".replace("  ", " ")
+        return (
+            f"use a value {'above' if lo_open else 'from'} {lo:g} {'' if lo_open else ''}"
+            f"up to {hi:g}".replace("  ", " ")
+        )
     if lo is not None:
         return f"use a value {'above' if lo_open else 'of at least'} {lo:g}"
     if hi is not None:
@@ -50,12 +52,22 @@ def _range_text(lo: float | None, hi: float | None, lo_open: bool) -> str:
     return "use a finite number"
 
 
-def check_number(value: Any, field: str, lo: float | None = None, hi: float | None = None,
-                 lo_open: bool = False, fix: str | None = None) -> float:
+def check_number(
+    value: Any,
+    field: str,
+    lo: float | None = None,
+    hi: float | None = None,
+    lo_open: bool = False,
+    fix: str | None = None,
+) -> float:
     """A finite real number in [lo, hi] (``lo_open``: strictly above lo); bools refused."""
     if isinstance(value, bool) or not isinstance(value, int | float):
-        raise _fail(field, value, f"expected a number, got {type(value).__name__}",
-                    fix or _range_text(lo, hi, lo_open))
+        raise _fail(
+            field,
+            value,
+            f"expected a number, got {type(value).__name__}",
+            fix or _range_text(lo, hi, lo_open),
+        )
     number = float(value) if not isinstance(value, int) or abs(value) < 2**1023 else math.inf
     if not math.isfinite(number):
         raise _fail(field, value, "not a finite number", fix or _range_text(lo, hi, lo_open))
@@ -65,15 +77,24 @@ def check_number(value: Any, field: str, lo: float | None = None, hi: float | No
     return number
 
 
-def check_int(value: Any, field: str, lo: int | None = None, hi: int | None = None,
-              fix: str | None = None, whole_floats: bool = False) -> int:
+def check_int(
+    value: Any,
+    field: str,
+    lo: int | None = None,
+    hi: int | None = None,
+    fix: str | None = None,
+    whole_floats: bool = False,
+) -> int:
     """An integer in [lo, hi]; bools refused; ``whole_floats`` also takes 4.0 (untyped files)."""
-    if isinstance(value, float) and whole_floats and math.isfinite(value) \
-            and value.is_integer():
+    if isinstance(value, float) and whole_floats and math.isfinite(value) and value.is_integer():
         value = int(value)
     if isinstance(value, bool) or not isinstance(value, int):
-        raise _fail(field, value, f"expected an integer, got {type(value).__name__}",
-                    fix or _range_text(lo, hi, False))
+        raise _fail(
+            field,
+            value,
+            f"expected an integer, got {type(value).__name__}",
+            fix or _range_text(lo, hi, False),
+        )
     if (lo is not None and value < lo) or (hi is not None and value > hi):
         raise _fail(field, value, "out of range", fix or _range_text(lo, hi, False))
     return value
@@ -91,8 +112,12 @@ def check_str(value: Any, field: str, fix: str = "give a non-empty string") -> s
 def check_bool(value: Any, field: str) -> bool:
     """A real boolean (true/false), not 0/1 or "yes"."""
     if not isinstance(value, bool):
-        raise _fail(field, value, f"expected true or false, got {type(value).__name__}",
-                    "write true or false")
+        raise _fail(
+            field,
+            value,
+            f"expected true or false, got {type(value).__name__}",
+            "write true or false",
+        )
     return value
 
 
@@ -109,8 +134,12 @@ def check_port(value: Any, field: str = "--port") -> int:
 def check_mapping(value: Any, field: str) -> dict:
     """A JSON/TOML/YAML object (a table), not a list, string or number."""
     if not isinstance(value, dict):
-        raise _fail(field, value, f"expected an object of fields, got {type(value).__name__}",
-                    "write a JSON object / TOML table of name = value fields")
+        raise _fail(
+            field,
+            value,
+            f"expected an object of fields, got {type(value).__name__}",
+            "write a JSON object / TOML table of name = value fields",
+        )
     return value
 
 
@@ -139,26 +168,48 @@ def check_writable_dir(path: str | os.PathLike | None, flag: str) -> Path | None
         probe.write_bytes(b"")
         probe.unlink()
     except OSError as exc:
-        raise _fail(flag, text, f"cannot be written ({exc.strerror})",
-                    "choose another folder") from None
+        raise _fail(
+            flag, text, f"cannot be written ({exc.strerror})", "choose another folder"
+        ) from None
     return out
 
 
 # The image formats matplotlib's Agg backend writes (no suffix: PNG, its default).
-PLOT_SUFFIXES = (".png", ".pdf", ".svg", ".svgz", ".jpg", ".jpeg", ".tif", ".tiff", ".webp", ".eps",
-                 ".ps", ".pgf", ".raw", ".rgba", ".gif", ".avif")
+PLOT_SUFFIXES = (
+    ".png",
+    ".pdf",
+    ".svg",
+    ".svgz",
+    ".jpg",
+    ".jpeg",
+    ".tif",
+    ".tiff",
+    ".webp",
+    ".eps",
+    ".ps",
+    ".pgf",
+    ".raw",
+    ".rgba",
+    ".gif",
+    ".avif",
+)
 
 
 def check_plot_path(path: str | os.PathLike | None, flag: str = "--plot") -> Path | None:
     """An image path ``flag`` can write: a format matplotlib writes, in a writable folder."""
     if path is not None and Path(os.fspath(path)).suffix.lower() not in ("", *PLOT_SUFFIXES):
-        raise _fail(flag, os.fspath(path), "is not an image format matplotlib writes",
-                    "end it in .png, .svg or .pdf")
+        raise _fail(
+            flag,
+            os.fspath(path),
+            "is not an image format matplotlib writes",
+            "end it in .png, .svg or .pdf",
+        )
     return check_writable(path, flag)
 
 
-def check_writable(path: str | os.PathLike | None, flag: str,
-                   make_parents: bool = False) -> Path | None:
+def check_writable(
+    path: str | os.PathLike | None, flag: str, make_parents: bool = False
+) -> Path | None:
     """The output ``path`` of ``flag`` if it can be written, checked before any work starts.
 
     The folder must exist (``make_parents``: its nearest existing ancestor) and be
@@ -186,8 +237,9 @@ def check_writable(path: str | os.PathLike | None, flag: str,
         with open(out, "a"):
             pass
     except OSError as exc:
-        raise _fail(flag, text, f"cannot be written ({exc.strerror})",
-                    "choose another path") from None
+        raise _fail(
+            flag, text, f"cannot be written ({exc.strerror})", "choose another path"
+        ) from None
     if not existed:
         out.unlink(missing_ok=True)
     return out
@@ -198,8 +250,9 @@ def read_text(path: str | os.PathLike, what: str) -> str:
     try:
         return Path(path).read_text(encoding="utf-8")
     except UnicodeDecodeError as exc:
-        raise ConfigError(f"{what} {os.fspath(path)!r} is not UTF-8 text (byte {exc.start}); "
-                          "save it as UTF-8") from None
+        raise ConfigError(
+            f"{what} {os.fspath(path)!r} is not UTF-8 text (byte {exc.start}); save it as UTF-8"
+        ) from None
     except IsADirectoryError:
         raise ConfigError(f"{what} {os.fspath(path)!r} is a folder; give a file") from None
     except OSError as exc:

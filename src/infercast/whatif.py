@@ -42,10 +42,14 @@ class WhatIf:
         big = sm.decode_cost(mb, context) if mb > 0 else None
         return {
             "lever": self.lever,
-            "weights": sm.precision.weights, "compute": sm.precision.compute, "kv_cache": sm.precision.kv_cache,
+            "weights": sm.precision.weights,
+            "compute": sm.precision.compute,
+            "kv_cache": sm.precision.kv_cache,
             "experts": sm.experts.spec if sm.experts else None,
-            "tp": e.parallel.tp, "ttft_s": e.ttft_s,
-            "tpot_batch1_s": one.time_s, "bound_batch1": one.bound,
+            "tp": e.parallel.tp,
+            "ttft_s": e.ttft_s,
+            "tpot_batch1_s": one.time_s,
+            "bound_batch1": one.bound,
             "max_batch": mb,
             "tokens_per_s_max_batch": (mb / big.time_s) if big else 0.0,
             "bound_max_batch": big.bound if big else None,
@@ -85,9 +89,17 @@ def what_if(base: Estimate) -> list[WhatIf]:
     """Re-run ``base`` with each lever moved; a lever the part cannot do carries its error."""
     sm = base.step_model
     request = EstimateRequest(
-        model=base.model, hardware=base.hardware, weights=sm.precision.weights, kv_cache=sm.precision.kv_cache,
-        compute=sm.precision.compute, batches=[1], context=base.context, prompt=base.prompt_tokens,
-        parallel=base.parallel, profile=base.profile, memory_fraction=sm.memory.available_bytes / sm.memory.device_bytes,
+        model=base.model,
+        hardware=base.hardware,
+        weights=sm.precision.weights,
+        kv_cache=sm.precision.kv_cache,
+        compute=sm.precision.compute,
+        batches=[1],
+        context=base.context,
+        prompt=base.prompt_tokens,
+        parallel=base.parallel,
+        profile=base.profile,
+        memory_fraction=sm.memory.available_bytes / sm.memory.device_bytes,
         experts=sm.experts.spec if sm.experts else "none",
     )
     results = []
@@ -103,13 +115,19 @@ def _sim_row(name: str, cfg, result) -> dict[str, Any]:
     s = result.summary
     gpus = cfg.tp * cfg.replicas
     return {
-        "lever": name, "weights": cfg.weights, "kv_cache": cfg.kv_cache or "bf16", "tp": cfg.tp,
+        "lever": name,
+        "weights": cfg.weights,
+        "kv_cache": cfg.kv_cache or "bf16",
+        "tp": cfg.tp,
         "num_gpus": gpus,
-        "num_kv_blocks": result.num_blocks, "mean_batch_size": result.mean_batch_size,
+        "num_kv_blocks": result.num_blocks,
+        "mean_batch_size": result.mean_batch_size,
         "output_throughput_tokens_per_s": s.output_throughput_tps,
         "output_throughput_per_gpu": s.output_throughput_tps / gpus,
-        "ttft_p99_s": s.ttft.percentiles[99.0], "tpot_p99_s": s.tpot.percentiles[99.0],
-        "num_preemptions": result.num_preemptions, "num_completed": s.completed,
+        "ttft_p99_s": s.ttft.percentiles[99.0],
+        "tpot_p99_s": s.tpot.percentiles[99.0],
+        "num_preemptions": result.num_preemptions,
+        "num_completed": s.completed,
     }
 
 

@@ -18,10 +18,20 @@ def word_tokenizer() -> Tokenizer:
     return tok
 
 
-def bench_mock(mock: MockConfig, tokenizer_path: str | None = None, **bench) -> tuple[BenchResult, list]:
+def bench_mock(
+    mock: MockConfig, tokenizer_path: str | None = None, **bench
+) -> tuple[BenchResult, list]:
     """Serve ``mock`` in a thread, run the bench against it; returns (result, the mock's truth rows)."""
-    defaults = dict(model="mock", endpoint="chat", num_requests=6, concurrency=2, input_tokens=8,
-                    output_tokens=8, warmup_requests=1, tokenizer=tokenizer_path)
+    defaults = dict(
+        model="mock",
+        endpoint="chat",
+        num_requests=6,
+        concurrency=2,
+        input_tokens=8,
+        output_tokens=8,
+        warmup_requests=1,
+        tokenizer=tokenizer_path,
+    )
     defaults.update(bench)
     with run_in_thread(mock) as (url, server):
         result = run_bench(BenchConfig(base_url=url, **defaults))

@@ -42,18 +42,28 @@ def test_usage_larger_than_the_streamed_text_is_not_trusted():
     _count_tokens(rec, [" a", " b", " c", " d"], {"completion_tokens": 1000}, None)
     assert rec.output_tokens == 4 and rec.token_count_source == "chunks"
     assert "usage=1000" in rec.token_count_mismatch
-    for bad in ({"completion_tokens": "7"}, {"completion_tokens": True},
-                {"completion_tokens": -3}, {"completion_tokens": 2.5}):
+    for bad in (
+        {"completion_tokens": "7"},
+        {"completion_tokens": True},
+        {"completion_tokens": -3},
+        {"completion_tokens": 2.5},
+    ):
         _count_tokens(rec, [" a", " b"], bad, None)
         assert rec.token_count_source == "chunks" and rec.output_tokens == 2
 
 
-@pytest.mark.parametrize("body, reason", [
-    (b'data: {"usage":{"completion_tokens":5}}\n\ndata: [DONE]\n\n', "no choices in the stream"),
-    (b"data: [DONE]\n\n", "no choices in the stream"),
-    (b"data: [1, 2]\n\ndata: [DONE]\n\n", "malformed chunk: not a JSON object"),
-    (b'data: {"choices": "x"}\n\ndata: [DONE]\n\n', "malformed chunk: choices"),
-])
+@pytest.mark.parametrize(
+    "body, reason",
+    [
+        (
+            b'data: {"usage":{"completion_tokens":5}}\n\ndata: [DONE]\n\n',
+            "no choices in the stream",
+        ),
+        (b"data: [DONE]\n\n", "no choices in the stream"),
+        (b"data: [1, 2]\n\ndata: [DONE]\n\n", "malformed chunk: not a JSON object"),
+        (b'data: {"choices": "x"}\n\ndata: [DONE]\n\n', "malformed chunk: choices"),
+    ],
+)
 def test_streams_without_choices_are_failures_not_completions(body, reason):
     recs, _ = asyncio.run(_send_all(lambda conn, req: body, 1))
     assert not recs[0].ok and recs[0].error.startswith(reason)

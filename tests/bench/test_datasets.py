@@ -28,14 +28,22 @@ def test_random_range_ratio_and_bad_lengths():
 
 
 def test_sharegpt(tmp_path):
-    data = [{"conversations": [{"from": "human", "value": "hello there friend"},
-                               {"from": "gpt", "value": "one two three four five"}]},
-            {"conversations": [{"from": "human", "value": "only one turn"}]}]
+    data = [
+        {
+            "conversations": [
+                {"from": "human", "value": "hello there friend"},
+                {"from": "gpt", "value": "one two three four five"},
+            ]
+        },
+        {"conversations": [{"from": "human", "value": "only one turn"}]},
+    ]
     path = tmp_path / "sg.json"
     path.write_text(json.dumps(data))
     specs = sharegpt_specs(str(path), 3, np.random.default_rng(0))
     # without a tokenizer: characters / 4, rounded up (18 and 23 characters)
-    assert [(s.prompt, s.prompt_tokens, s.output_tokens) for s in specs] == [("hello there friend", 5, 6)] * 3
+    assert [(s.prompt, s.prompt_tokens, s.output_tokens) for s in specs] == [
+        ("hello there friend", 5, 6)
+    ] * 3
     path.write_text("[]")
     with pytest.raises(DataError):
         sharegpt_specs(str(path), 1, np.random.default_rng(0))

@@ -21,7 +21,9 @@ def test_poisson_counts_per_second_are_poisson():
     off = arrival_offsets(30_000, rate=10.0, rng=np.random.default_rng(3))
     counts = np.bincount(off.astype(int))[:-1]  # drop the partial last second
     assert counts.mean() == pytest.approx(10.0, rel=0.03)
-    assert counts.var() / counts.mean() == pytest.approx(1.0, abs=0.08)  # dispersion index of Poisson
+    assert counts.var() / counts.mean() == pytest.approx(
+        1.0, abs=0.08
+    )  # dispersion index of Poisson
 
 
 def test_infinite_rate_and_bad_rate():
@@ -36,7 +38,9 @@ def test_ramp_gets_faster():
 
 
 def test_achieved_concurrency_counts_only_while_sending():
-    recs = [RequestRecord(str(i), 0.0, 1, send_s=float(i), finish_s=float(i) + 2.0) for i in range(5)]
+    recs = [
+        RequestRecord(str(i), 0.0, 1, send_s=float(i), finish_s=float(i) + 2.0) for i in range(5)
+    ]
     # sends at 0..4, each lasts 2 s: in flight 1 on [0,1), 2 after -> (1 + 2 + 2 + 2) / 4
     assert achieved_concurrency(recs, 0.0) == pytest.approx(7 / 4)
 

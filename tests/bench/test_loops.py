@@ -31,7 +31,9 @@ async def _scenario() -> None:
     loop.set_task_factory(loops._eager_body_writes)
     req = ClientRequest()
     done = asyncio.create_task(req.write_bytes(None))
-    assert req.log == ["first step"] and done.done() and done.result() == "written"  # ran before any yield
+    assert (
+        req.log == ["first step"] and done.done() and done.result() == "written"
+    )  # ran before any yield
 
     gate = loop.create_future()
     task = asyncio.create_task(req.write_bytes(gate))

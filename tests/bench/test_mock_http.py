@@ -17,13 +17,18 @@ def test_routes_framing_and_errors():
             assert http.get("/models").json()["data"][0]["id"] == "m1"
             assert http.get("/nope").status_code == 404
             assert http.post("/completions", content=b"{not json").status_code == 400
-            full = http.post("/chat/completions", json={"messages": [{"role": "user", "content": "a b c"}],
-                                                        "max_tokens": 3})
+            full = http.post(
+                "/chat/completions",
+                json={"messages": [{"role": "user", "content": "a b c"}], "max_tokens": 3},
+            )
             doc = full.json()
             assert doc["choices"][0]["message"]["content"] == " t0 t1 t2"
             assert doc["usage"] == {"prompt_tokens": 3, "completion_tokens": 3, "total_tokens": 6}
-            stream = http.post("/completions", json={"prompt": "x", "max_tokens": 2, "stream": True},
-                               headers={"x-request-id": "r-1"})
+            stream = http.post(
+                "/completions",
+                json={"prompt": "x", "max_tokens": 2, "stream": True},
+                headers={"x-request-id": "r-1"},
+            )
             assert stream.headers["transfer-encoding"] == "chunked"
             assert stream.text.count("data: ") == 4 and stream.text.endswith("data: [DONE]\n\n")
             truth = http.get(url.removesuffix("/v1") + "/mock/truth").json()["requests"]

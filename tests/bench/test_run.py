@@ -21,13 +21,30 @@ def _serve_tiny(**engine_kw):
     from infercast.engine.server import create_app
 
     loaded = load("tiny", seed=0)
-    engine = Engine(loaded, EngineConfig(max_num_batched_tokens=64, block_size=4, kv_cache_bytes=8e6,
-                                         max_model_len=256, **engine_kw), time.monotonic, np.random.default_rng(0))
+    engine = Engine(
+        loaded,
+        EngineConfig(
+            max_num_batched_tokens=64,
+            block_size=4,
+            kv_cache_bytes=8e6,
+            max_model_len=256,
+            **engine_kw,
+        ),
+        time.monotonic,
+        np.random.default_rng(0),
+    )
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    server = uvicorn.Server(uvicorn.Config(create_app(engine, loaded.name), host="127.0.0.1", port=port,
-                                           log_level="error", timeout_graceful_shutdown=2))
+    server = uvicorn.Server(
+        uvicorn.Config(
+            create_app(engine, loaded.name),
+            host="127.0.0.1",
+            port=port,
+            log_level="error",
+            timeout_graceful_shutdown=2,
+        )
+    )
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
     deadline = time.monotonic() + 20
@@ -50,8 +67,16 @@ def _bench_tiny(engine_kw: dict, **bench_kw):
 def test_bench_measures_infercast_serve(endpoint):
     server, thread, url, name, engine = _serve_tiny()
     try:
-        cfg = BenchConfig(base_url=url, model=name, endpoint=endpoint, concurrency=2, num_requests=4,
-                          input_tokens=12, output_tokens=6, warmup_requests=1)
+        cfg = BenchConfig(
+            base_url=url,
+            model=name,
+            endpoint=endpoint,
+            concurrency=2,
+            num_requests=4,
+            input_tokens=12,
+            output_tokens=6,
+            warmup_requests=1,
+        )
         res = asyncio.run(run_bench_async(cfg))
     finally:
         server.should_exit = True
@@ -69,9 +94,19 @@ def test_bench_measures_infercast_serve(endpoint):
 
 
 def test_multi_turn_sessions_carry_the_history_and_hit_the_prefix_cache():
-    res = _bench_tiny({"enable_prefix_caching": True}, endpoint="chat", concurrency=2,
-                      num_requests=2, turns=3, think_time_s=0.05, input_tokens=3, output_tokens=4,
-                      input_tokens_given=True, output_tokens_given=True, warmup_requests=0)
+    res = _bench_tiny(
+        {"enable_prefix_caching": True},
+        endpoint="chat",
+        concurrency=2,
+        num_requests=2,
+        turns=3,
+        think_time_s=0.05,
+        input_tokens=3,
+        output_tokens=4,
+        input_tokens_given=True,
+        output_tokens_given=True,
+        warmup_requests=0,
+    )
     s = res.summary
     assert s.completed == 6 and s.failed == 0, s.failure_reasons
     assert s.cache_known == 6  # infercast serve reports usage.prompt_tokens_details.cached_tokens

@@ -5,9 +5,13 @@ from infercast.bench.sse import SSEDecoder
 
 def test_event_gets_time_of_block_that_completes_it():
     d = SSEDecoder()
-    assert d.feed(b"data: {\"a\"", 1.0) == []
+    assert d.feed(b'data: {"a"', 1.0) == []
     assert d.feed(b": 1}\n", 2.0) == []
-    assert d.feed(b"\ndata: x\n\ndata: [DONE]\n\n", 3.0) == [(3.0, b'{"a": 1}'), (3.0, b"x"), (3.0, b"[DONE]")]
+    assert d.feed(b"\ndata: x\n\ndata: [DONE]\n\n", 3.0) == [
+        (3.0, b'{"a": 1}'),
+        (3.0, b"x"),
+        (3.0, b"[DONE]"),
+    ]
 
 
 def test_crlf_comments_multiline_and_unterminated_tail():

@@ -19,8 +19,14 @@ from infercast.validate.evaluate import Evaluator
 COLS = "id,scenario,metric,value,model,hardware,n_gpus,weights,engine,input_tokens,output_tokens,concurrency,extra\n"
 
 
-def _row(rid: str, extra: dict, n_gpus: int = 2, concurrency: int = 16, metric: str = "tpot_mean_s",
-         lengths: tuple[int, int] = (1024, 256)) -> str:
+def _row(
+    rid: str,
+    extra: dict,
+    n_gpus: int = 2,
+    concurrency: int = 16,
+    metric: str = "tpot_mean_s",
+    lengths: tuple[int, int] = (1024, 256),
+) -> str:
     cell = '"' + json.dumps(extra).replace('"', '""') + '"'
     i, o = lengths
     return f"{rid},disaggregated,{metric},0.01,llama-3.1-8b,h100-sxm,{n_gpus},bf16,vllm,{i},{o},{concurrency},{cell}"
@@ -34,9 +40,17 @@ def _predict(*lines: str):
 def test_unstated_worker_counts_are_assumed_and_marked():
     # InferenceX runs imported into aiconfigurator's sample drop num_workers; their recipes ran
     # xP/yD pools (e.g. 3 prefill + 4 decode workers at concurrency 4968): one of each is marked
-    bare = {"prefill": {"tp_size": "1", "num_workers": ""}, "decode": {"tp_size": "1", "num_workers": ""}}
-    stated = {"prefill": {"tp_size": "1", "num_workers": "1"}, "decode": {"tp_size": "1", "num_workers": "1"}}
-    assumed, given, odd = _predict(_row("a-tpot", bare), _row("b-tpot", stated), _row("c-tpot", bare, n_gpus=3))
+    bare = {
+        "prefill": {"tp_size": "1", "num_workers": ""},
+        "decode": {"tp_size": "1", "num_workers": ""},
+    }
+    stated = {
+        "prefill": {"tp_size": "1", "num_workers": "1"},
+        "decode": {"tp_size": "1", "num_workers": "1"},
+    }
+    assumed, given, odd = _predict(
+        _row("a-tpot", bare), _row("b-tpot", stated), _row("c-tpot", bare, n_gpus=3)
+    )
     assert assumed.predicted == pytest.approx(given.predicted)
     assert UNSTATED_WORKERS_NOTE in assumed.notes and UNSTATED_WORKERS_NOTE not in given.notes
     assert odd.predicted is None and "how many prefill and decode workers" in odd.skipped_reason
@@ -47,7 +61,9 @@ def test_stated_decode_batch_raises_the_running_limit_within_the_kv():
     dep32 = {"batch_size": "256", "attention_dp_size": "32", "num_workers": "1"}
     assert decode_running_limit(2048, dep32, kv_fit=1_000_000) == 8192
     assert decode_running_limit(2048, dep32, kv_fit=5000) == 5000  # never beyond the KV that fits
-    assert decode_running_limit(2048, {"batch_size": "64"}, kv_fit=10_000) == 2048  # never below the default
+    assert (
+        decode_running_limit(2048, {"batch_size": "64"}, kv_fit=10_000) == 2048
+    )  # never below the default
     assert decode_running_limit(2048, {"batch_size": ""}, kv_fit=10_000) == 2048
 
 
@@ -55,11 +71,24 @@ def test_deep_decode_pool_runs_its_stated_batch_without_a_queue():
     # 1 decode worker of 8 ranks x 512 sequences, 4,096 clients of 128-token prompts (cheap prefill):
     # with the engine default (1,024 for vLLM) three quarters of the clients wait for a decode seat
     def rows(batch: str) -> list[str]:
-        layout = {"prefill": {"tp_size": "1", "num_workers": "4"},
-                  "decode": {"tp_size": "1", "attention_dp_size": "8", "batch_size": batch, "num_workers": "1"}}
-        return [_row(f"{batch or 'x'}-{m}", layout, 12, 4096, m, (128, 256)) for m in ("ttft_mean_s", "tpot_mean_s")]
+        layout = {
+            "prefill": {"tp_size": "1", "num_workers": "4"},
+            "decode": {
+                "tp_size": "1",
+                "attention_dp_size": "8",
+                "batch_size": batch,
+                "num_workers": "1",
+            },
+        }
+        return [
+            _row(f"{batch or 'x'}-{m}", layout, 12, 4096, m, (128, 256))
+            for m in ("ttft_mean_s", "tpot_mean_s")
+        ]
+
     stated_ttft, _, bare_ttft, bare_tpot = _predict(*rows("512"), *rows(""))
-    assert bare_ttft.predicted > 256 * bare_tpot.predicted  # queued: waits more than a request's stay
+    assert (
+        bare_ttft.predicted > 256 * bare_tpot.predicted
+    )  # queued: waits more than a request's stay
     assert stated_ttft.predicted < 0.1 * bare_ttft.predicted
 
 
@@ -86,8 +115,15 @@ def test_shipped_rows_without_workers_do_not_determine_their_run():
     # worker counts): why such rows are marked rather than trusted; rows with workers never collide
     groups: dict[tuple, list[float]] = {}
     for c in _shipped_tpot_rows():
-        key = (c.hardware, c.engine, c.weights, c.input_tokens, c.output_tokens, c.concurrency,
-               json.dumps(c.extra, sort_keys=True))
+        key = (
+            c.hardware,
+            c.engine,
+            c.weights,
+            c.input_tokens,
+            c.output_tokens,
+            c.concurrency,
+            json.dumps(c.extra, sort_keys=True),
+        )
         groups.setdefault(key, []).append(c.value)
     apart = [k for k, v in groups.items() if max(v) > 1.5 * min(v)]
     assert len(apart) >= 20
@@ -99,11 +135,26 @@ def test_prefill_worker_takes_its_stated_batch_per_rank():
     # per attention-DP rank, each rank with its own token budget
     assert prefill_seats({"batch_size": "1"}, ranks=4, default=2048) == 4
     assert prefill_seats({"batch_size": ""}, ranks=4, default=2048) == 2048
-    tp = disagg_loop(64, (1, 1), 1024, 128, 8192, prefill_seats({"batch_size": "1"}, 1, 2048), 512, 0.0)
-    dp = disagg_loop(64, (1, 1), 8192, 128, 8192, prefill_seats({"batch_size": "1"}, 4, 2048), 512, 0.0,
-                     prefill_ranks=4)
-    assert tp.prefill_shapes == (((1, 1024, 0),),)  # one 1k prompt per step, not the 8 a budget would hold
-    assert dp.prefill_shapes == (((4, 8192, 0),),)  # one 8k prompt per rank, each within its own budget
+    tp = disagg_loop(
+        64, (1, 1), 1024, 128, 8192, prefill_seats({"batch_size": "1"}, 1, 2048), 512, 0.0
+    )
+    dp = disagg_loop(
+        64,
+        (1, 1),
+        8192,
+        128,
+        8192,
+        prefill_seats({"batch_size": "1"}, 4, 2048),
+        512,
+        0.0,
+        prefill_ranks=4,
+    )
+    assert tp.prefill_shapes == (
+        ((1, 1024, 0),),
+    )  # one 1k prompt per step, not the 8 a budget would hold
+    assert dp.prefill_shapes == (
+        ((4, 8192, 0),),
+    )  # one 8k prompt per rank, each within its own budget
 
 
 def test_ttft_includes_the_serving_stack_overhead_tpot_does_not():
@@ -111,7 +162,10 @@ def test_ttft_includes_the_serving_stack_overhead_tpot_does_not():
     # profile's fitted request_overhead_s, held out (disaggregated rows are not fitted)
     from infercast.cost.efficiency import EfficiencyProfile
 
-    layout = {"prefill": {"tp_size": "1", "num_workers": "1"}, "decode": {"tp_size": "1", "num_workers": "1"}}
+    layout = {
+        "prefill": {"tp_size": "1", "num_workers": "1"},
+        "decode": {"tp_size": "1", "num_workers": "1"},
+    }
     lines = [_row(f"r-{m}", layout, metric=m) for m in ("ttft_mean_s", "tpot_mean_s")]
     cases = read_cases(COLS + "\n".join(lines) + "\n")
     plain = Evaluator(cases).predict(ProfileSet())
@@ -123,8 +177,15 @@ def test_ttft_includes_the_serving_stack_overhead_tpot_does_not():
 def test_simulator_runs_the_stated_layout_too():
     # --simulate-all: the simulator's pools get the same stated decode batch and prefill seats as the
     # closed form (before, its decode pool kept the engine default and queued three quarters)
-    layout = {"prefill": {"tp_size": "1", "num_workers": "4", "batch_size": "1"},
-              "decode": {"tp_size": "1", "attention_dp_size": "8", "batch_size": "512", "num_workers": "1"}}
+    layout = {
+        "prefill": {"tp_size": "1", "num_workers": "4", "batch_size": "1"},
+        "decode": {
+            "tp_size": "1",
+            "attention_dp_size": "8",
+            "batch_size": "512",
+            "num_workers": "1",
+        },
+    }
     lines = [_row(f"s-{m}", layout, 12, 4096, m, (128, 64)) for m in ("ttft_mean_s", "tpot_mean_s")]
     cases = read_cases(COLS + "\n".join(lines) + "\n")
     closed = Evaluator(cases).predict(ProfileSet())

@@ -22,9 +22,27 @@ def run(args, capsys):
 
 
 def test_contract_keys(capsys):
-    code, out, _ = run(["estimate", "--model", "llama-3.1-70b", "--hardware", "h100-sxm", "--weights", "fp8",
-                        "--kv-cache", "fp8", "--batch", "1,8,32,64", "--context", "2048", "--prompt", "1024",
-                        "--json"], capsys)
+    code, out, _ = run(
+        [
+            "estimate",
+            "--model",
+            "llama-3.1-70b",
+            "--hardware",
+            "h100-sxm",
+            "--weights",
+            "fp8",
+            "--kv-cache",
+            "fp8",
+            "--batch",
+            "1,8,32,64",
+            "--context",
+            "2048",
+            "--prompt",
+            "1024",
+            "--json",
+        ],
+        capsys,
+    )
     assert code in (0, None)
     d = json.loads(out)
     for key in ("total_params", "active_params", "kv_bytes_per_token"):
@@ -35,33 +53,61 @@ def test_contract_keys(capsys):
         assert key in d["prefill"]
     assert [row["batch"] for row in d["decode"]] == [1, 8, 32, 64]
     for row in d["decode"]:
-        for key in ("batch", "context", "step_time_s", "floor_step_time_s", "tokens_per_s", "bound", "fits"):
+        for key in (
+            "batch",
+            "context",
+            "step_time_s",
+            "floor_step_time_s",
+            "tokens_per_s",
+            "bound",
+            "fits",
+        ):
             assert key in row
     assert d["memory"]["fits"] is False
     assert d["decode"][0]["floor_step_time_s"] == pytest.approx(0.020847, rel=1e-3)
 
 
 def test_tp2_and_floor_flag(capsys):
-    code, out, _ = run(["estimate", "--weights", "fp8", "--kv-cache", "fp8", "--batch", "64", "--tp", "2",
-                        "--floor", "--json"], capsys)
+    code, out, _ = run(
+        [
+            "estimate",
+            "--weights",
+            "fp8",
+            "--kv-cache",
+            "fp8",
+            "--batch",
+            "64",
+            "--tp",
+            "2",
+            "--floor",
+            "--json",
+        ],
+        capsys,
+    )
     d = json.loads(out)
     assert d["mode"] == "floor" and d["memory"]["fits"] is True
     row = d["decode"][0]
     assert row["tokens_per_s"] == pytest.approx(64 / row["floor_step_time_s"])
 
 
-@pytest.mark.parametrize("args,needle", [
-    (["estimate", "--model", "no-such-model"], "unknown model 'no-such-model'"),
-    (["estimate", "--hardware", "h900"], "unknown hardware 'h900'"),
-    (["estimate", "--batch", "0"], "--batch values must be positive"),
-    (["estimate", "--batch", "-4"], "--batch values must be positive"),
-    (["estimate", "--weights", "fp7"], "unknown weights dtype 'fp7'"),
-    (["estimate", "--kv-cache", "int3"], "unknown kv-cache dtype 'int3'"),
-    (["estimate", "--context", "0"], "--context values must be positive"),
-    (["estimate", "--context", "1k"], "--context expects comma-separated integers"),
-    (["estimate", "--tp", "0"], "--tp must be a positive integer"),
-    (["estimate", "--model", "llama-3.1-8b", "--tp", "3"], "--tp 3 does not divide llama-3.1-8b's 32 attention heads"),
-])
+@pytest.mark.parametrize(
+    "args,needle",
+    [
+        (["estimate", "--model", "no-such-model"], "unknown model 'no-such-model'"),
+        (["estimate", "--hardware", "h900"], "unknown hardware 'h900'"),
+        (["estimate", "--batch", "0"], "--batch values must be positive"),
+        (["estimate", "--batch", "-4"], "--batch values must be positive"),
+        (["estimate", "--weights", "fp7"], "unknown weights dtype 'fp7'"),
+        (["estimate", "--kv-cache", "int3"], "unknown kv-cache dtype 'int3'"),
+        (["estimate", "--context", "0"], "--context values must be positive"),
+        (["estimate", "--context", "1k"], "--context expects comma-separated integers"),
+        (["estimate", "--tp", "0"], "--tp must be a positive integer"),
+        (
+            ["estimate", "--model", "llama-3.1-8b", "--tp", "3"],
+            "--tp 3 does not divide llama-3.1-8b's 32 attention heads",
+        ),
+    ],
+)
 def test_bad_input_one_line_exit_2(args, needle, capsys):
     code, _, err = run(args, capsys)
     assert code == 2
@@ -78,9 +124,14 @@ def test_malformed_config_file(tmp_path, capsys):
 
 def test_user_hardware_file(tmp_path, capsys):
     spec = tmp_path / "part.toml"
-    spec.write_text('name = "my-part"\nmemory_bytes = 192e9\nmemory_bandwidth_bytes_per_s = 5e12\n'
-                    "link_bandwidth_bytes_per_s = 4e11\nprice_per_hour = 3.0\n[flops_per_s]\nbf16 = 1.2e15\nfp8 = 2.4e15\n")
-    code, out, _ = run(["estimate", "--hardware", str(spec), "--model", "llama-3.1-8b", "--batch", "1", "--json"], capsys)
+    spec.write_text(
+        'name = "my-part"\nmemory_bytes = 192e9\nmemory_bandwidth_bytes_per_s = 5e12\n'
+        "link_bandwidth_bytes_per_s = 4e11\nprice_per_hour = 3.0\n[flops_per_s]\nbf16 = 1.2e15\nfp8 = 2.4e15\n"
+    )
+    code, out, _ = run(
+        ["estimate", "--hardware", str(spec), "--model", "llama-3.1-8b", "--batch", "1", "--json"],
+        capsys,
+    )
     d = json.loads(out)
     assert d["hardware"]["name"] == "my-part" and d["cost"]["price_per_hour"] == 3.0
     spec.write_text('name = "x"\nmemory_bytes = 1e9\n')
@@ -89,8 +140,13 @@ def test_user_hardware_file(tmp_path, capsys):
 
 
 def test_no_arguments_prints_the_seed_table():
-    out = subprocess.run([sys.executable, "-m", "infercast.cli"], capture_output=True, text=True, timeout=60,
-                         env={"COLUMNS": "160", "PATH": ""})
+    out = subprocess.run(
+        [sys.executable, "-m", "infercast.cli"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={"COLUMNS": "160", "PATH": ""},
+    )
     assert out.returncode == 0, out.stderr
     assert "llama-3.1-70b" in out.stdout and "20.85" in out.stdout and "does not fit" in out.stdout
 
@@ -116,9 +172,11 @@ def test_quickstart_tables_read_at_80_columns():
     from infercast.estimate import estimate
     from infercast.report.tables import estimate_tables
 
-    for est in (estimate("llama-3.1-70b", "h100-sxm", weights="fp8", kv_cache="fp8"),
-                estimate("llama-3.1-8b", "h100-sxm", context=[1024, 8192]),
-                estimate("mixtral-8x7b", "h200-sxm")):
+    for est in (
+        estimate("llama-3.1-70b", "h100-sxm", weights="fp8", kv_cache="fp8"),
+        estimate("llama-3.1-8b", "h100-sxm", context=[1024, 8192]),
+        estimate("mixtral-8x7b", "h200-sxm"),
+    ):
         console = Console(width=80, record=True)
         console.print(estimate_tables(est))
         text = console.export_text()

@@ -13,20 +13,40 @@ def _run(args, capsys):
     return exc.value.code, capsys.readouterr()
 
 
-@pytest.mark.parametrize("args, words", [
-    (["--peak-rate", "2", "--price", "-1"], "--price"),
-    (["--peak-rate", "2", "--policy", "reactive", "--min-replicas", "4", "--max-replicas", "2"], "max-replicas"),
-    (["--peak-rate", "2", "--policy", "reactive", "--scale-up", "1", "--scale-down", "3"], "scale-down"),
-    (["--peak-rate", "2", "--policy", "scheduled", "--schedule", "5:2"], "hour 0"),
-    (["--peak-rate", "-3"], "peak-rate"),
-    (["--policy", "magic", "--peak-rate", "2"], "--policy"),
-    (["--peak-rate", "2", "--trace-window", "0:1"], "--trace-window"),
-    (["--trace", "azure-conv", "--trace-window", "5:24"], "spans only"),
-    (["--peak-rate", "2", "--base-replicas", "2"], "--base-hardware"),
-    (["--peak-rate", "2", "--base-hardware", "h200-sxm"], "--base-replicas"),
-    (["--peak-rate", "2", "--base-hardware", "h200-sxm", "--base-replicas", "0"],
-     "--base-replicas"),
-])
+@pytest.mark.parametrize(
+    "args, words",
+    [
+        (["--peak-rate", "2", "--price", "-1"], "--price"),
+        (
+            [
+                "--peak-rate",
+                "2",
+                "--policy",
+                "reactive",
+                "--min-replicas",
+                "4",
+                "--max-replicas",
+                "2",
+            ],
+            "max-replicas",
+        ),
+        (
+            ["--peak-rate", "2", "--policy", "reactive", "--scale-up", "1", "--scale-down", "3"],
+            "scale-down",
+        ),
+        (["--peak-rate", "2", "--policy", "scheduled", "--schedule", "5:2"], "hour 0"),
+        (["--peak-rate", "-3"], "peak-rate"),
+        (["--policy", "magic", "--peak-rate", "2"], "--policy"),
+        (["--peak-rate", "2", "--trace-window", "0:1"], "--trace-window"),
+        (["--trace", "azure-conv", "--trace-window", "5:24"], "spans only"),
+        (["--peak-rate", "2", "--base-replicas", "2"], "--base-hardware"),
+        (["--peak-rate", "2", "--base-hardware", "h200-sxm"], "--base-replicas"),
+        (
+            ["--peak-rate", "2", "--base-hardware", "h200-sxm", "--base-replicas", "0"],
+            "--base-replicas",
+        ),
+    ],
+)
 def test_bad_input_is_one_line_and_exit_2(args, words, capsys):
     code, out = _run([*args, "--hours", "0.1"], capsys)
     lines = [x for x in out.err.strip().splitlines() if x]
@@ -43,8 +63,24 @@ def test_trace_missing_columns_is_one_line(tmp_path, capsys):
 def test_tiny_day_runs_as_json(tmp_path, capsys):
     code = 0
     try:
-        main(["fleet", "--peak-rate", "1", "--hours", "0.1", "--input-tokens", "64", "--output-tokens", "16",
-              "--policy", "fixed,predictive", "--json", "--per-minute", str(tmp_path / "m.csv")])
+        main(
+            [
+                "fleet",
+                "--peak-rate",
+                "1",
+                "--hours",
+                "0.1",
+                "--input-tokens",
+                "64",
+                "--output-tokens",
+                "16",
+                "--policy",
+                "fixed,predictive",
+                "--json",
+                "--per-minute",
+                str(tmp_path / "m.csv"),
+            ]
+        )
     except SystemExit as exc:
         code = exc.code
     out = json.loads(capsys.readouterr().out)

@@ -17,7 +17,17 @@ step_overhead_s = 0.004
 [groups."hopper/vllm"]
 step_overhead_s = 0.02
 """
-SIM = ["simulate", "-m", "llama-3.1-8b", "--rate", "5", "--num-requests", "30", "--json", "--no-progress"]
+SIM = [
+    "simulate",
+    "-m",
+    "llama-3.1-8b",
+    "--rate",
+    "5",
+    "--num-requests",
+    "30",
+    "--json",
+    "--no-progress",
+]
 EST = ["estimate", "-m", "llama-3.1-8b", "--batch", "8", "--json"]
 
 
@@ -37,8 +47,12 @@ def test_resolve_profile_groups(pset):
     assert resolve_profile("builtin", "h100-sxm") == EfficiencyProfile()
     assert resolve_profile(pset, "h100-sxm").step_overhead_s == 0.004
     assert resolve_profile(pset, "h100-sxm", "vLLM 0.8").step_overhead_s == 0.02
-    assert resolve_profile(pset, "b200", "vllm").step_overhead_s == 0.004  # no blackwell group: default
-    assert resolve_profile("builtin", "h100-sxm", "vllm") == EfficiencyProfile()  # no groups: its one profile
+    assert (
+        resolve_profile(pset, "b200", "vllm").step_overhead_s == 0.004
+    )  # no blackwell group: default
+    assert (
+        resolve_profile("builtin", "h100-sxm", "vllm") == EfficiencyProfile()
+    )  # no groups: its one profile
 
 
 def test_shipped_profile_is_every_commands_default():
@@ -50,8 +64,14 @@ def test_shipped_profile_is_every_commands_default():
 
 
 def test_simulate_profile_and_engine(pset, capsys):
-    tpot = {k: run_json(SIM + a, capsys)["tpot_s"]["mean"] for k, a in
-            {"builtin": ["--profile", "builtin"], "file": ["--profile", pset], "group": ["--profile", pset, "--engine", "vllm"]}.items()}
+    tpot = {
+        k: run_json(SIM + a, capsys)["tpot_s"]["mean"]
+        for k, a in {
+            "builtin": ["--profile", "builtin"],
+            "file": ["--profile", pset],
+            "group": ["--profile", pset, "--engine", "vllm"],
+        }.items()
+    }
     # the overhead is charged once per step (4 ms vs 20 ms); slower steps batch a little more
     assert tpot["group"] - tpot["file"] == pytest.approx(0.016, rel=0.15)
     assert tpot["builtin"] != tpot["file"]
@@ -61,7 +81,9 @@ def test_estimate_engine_group(pset, capsys):
     d = run_json(EST + ["--profile", pset, "--engine", "vllm"], capsys)
     assert d["profile"]["step_overhead_s"] == 0.02
     assert run_json(EST, capsys)["profile"]["name"] == "shipped"  # the default
-    assert run_json(EST + ["--profile", "builtin"], capsys)["profile"] == EfficiencyProfile().to_dict()
+    assert (
+        run_json(EST + ["--profile", "builtin"], capsys)["profile"] == EfficiencyProfile().to_dict()
+    )
     with pytest.raises(SystemExit) as exc:
         main(EST + ["--profile", "missing.toml"])
     assert exc.value.code == 2

@@ -24,10 +24,25 @@ def _free_port() -> int:
 def test_serve_prints_url_serves_and_stops_on_sigint():
     port = _free_port()
     proc = subprocess.Popen(
-        [sys.executable, "-m", "infercast.cli", "serve", "--model", "tiny", "--port", str(port),
-         "--max-num-seqs", "4", "--scheduler", "chunked"],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-        env={**os.environ, "PYTHONUNBUFFERED": "1"})
+        [
+            sys.executable,
+            "-m",
+            "infercast.cli",
+            "serve",
+            "--model",
+            "tiny",
+            "--port",
+            str(port),
+            "--max-num-seqs",
+            "4",
+            "--scheduler",
+            "chunked",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )
     try:
         line = proc.stdout.readline()  # blocks until the server says it is ready
         assert f"http://127.0.0.1:{port}/v1" in line
@@ -50,8 +65,12 @@ def test_serve_prints_url_serves_and_stops_on_sigint():
 
 
 def test_serve_rejects_bad_flags_with_one_line():
-    out = subprocess.run([sys.executable, "-m", "infercast.cli", "serve", "--model", "nope"],
-                         capture_output=True, text=True, timeout=60)
+    out = subprocess.run(
+        [sys.executable, "-m", "infercast.cli", "serve", "--model", "nope"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert out.returncode == 2
     assert "unknown engine model 'nope'" in out.stderr and "Traceback" not in out.stderr
 
@@ -77,8 +96,12 @@ def test_serve_refuses_bad_limits_and_seed_before_binding(capsys):
 
     from infercast.cli import main
 
-    for args in (["--seed", "-1"], ["--max-body-bytes", "0"], ["--header-timeout", "inf"],
-                 ["--port", "70000"]):
+    for args in (
+        ["--seed", "-1"],
+        ["--max-body-bytes", "0"],
+        ["--header-timeout", "inf"],
+        ["--port", "70000"],
+    ):
         with pytest.raises(SystemExit) as exc:
             main(["serve", "--model", "tiny", *args])
         assert exc.value.code == 2, args
@@ -113,19 +136,34 @@ def _gguf(path: Path, arch: str = "llama", raw_type=None) -> Path:
 
 
 def _serve(model: Path) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "infercast.cli", "serve", "--model", str(model)],
-                          capture_output=True, text=True, timeout=120, cwd=ROOT)
+    return subprocess.run(
+        [sys.executable, "-m", "infercast.cli", "serve", "--model", str(model)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=ROOT,
+    )
 
 
-@pytest.mark.parametrize("make, says", [
-    (lambda d: _gguf(d / "mamba.gguf", arch="mamba"), "architecture 'mamba' is not supported"),
-    (lambda d: _gguf(d / "q8k.gguf", raw_type=gguf.GGMLQuantizationType.Q8_K),
-     "is Q8_K, a type this engine cannot run"),
-    (lambda d: (d / "junk.gguf").write_bytes(b"not a gguf file at all") and d / "junk.gguf",
-     "cannot read GGUF file"),
-    (lambda d: (d / "model.onnx").write_bytes(b"\x08\x07") and d / "model.onnx",
-     "is neither a .gguf file nor a model directory"),
-], ids=["architecture", "tensor-type", "not-gguf", "other-format"])
+@pytest.mark.parametrize(
+    "make, says",
+    [
+        (lambda d: _gguf(d / "mamba.gguf", arch="mamba"), "architecture 'mamba' is not supported"),
+        (
+            lambda d: _gguf(d / "q8k.gguf", raw_type=gguf.GGMLQuantizationType.Q8_K),
+            "is Q8_K, a type this engine cannot run",
+        ),
+        (
+            lambda d: (d / "junk.gguf").write_bytes(b"not a gguf file at all") and d / "junk.gguf",
+            "cannot read GGUF file",
+        ),
+        (
+            lambda d: (d / "model.onnx").write_bytes(b"\x08\x07") and d / "model.onnx",
+            "is neither a .gguf file nor a model directory",
+        ),
+    ],
+    ids=["architecture", "tensor-type", "not-gguf", "other-format"],
+)
 def test_a_model_the_engine_cannot_run_is_one_line_and_exit_2(tmp_path, make, says):
     out = _serve(make(tmp_path))
     assert out.returncode == 2, out.stderr

@@ -6,8 +6,17 @@ import pytest
 
 from infercast.cli import main
 
-ARGS = ["simulate", "--engine", "vllm-0.12", "--input-tokens", "1000", "--output-tokens", "100",
-        "--json", "--no-progress"]
+ARGS = [
+    "simulate",
+    "--engine",
+    "vllm-0.12",
+    "--input-tokens",
+    "1000",
+    "--output-tokens",
+    "100",
+    "--json",
+    "--no-progress",
+]
 
 
 def _run(capsys, *extra):
@@ -26,7 +35,12 @@ def test_inferencex_sends_ten_prompts_per_client_with_drawn_lengths(capsys):
 
 
 def test_the_user_s_request_count_wins(capsys):
-    assert _run(capsys, "--max-concurrency", "4", "--harness", "inferencex", "--num-prompts", "12")["num_requests"] == 12
+    assert (
+        _run(capsys, "--max-concurrency", "4", "--harness", "inferencex", "--num-prompts", "12")[
+            "num_requests"
+        ]
+        == 12
+    )
 
 
 def test_a_harness_needs_a_concurrency(capsys):

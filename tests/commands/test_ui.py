@@ -11,8 +11,12 @@ import httpx
 
 def _start(*args: str) -> tuple[subprocess.Popen, str]:
     """Start ``infercast ui`` and read the address it prints."""
-    proc = subprocess.Popen([sys.executable, "-m", "infercast.cli", "ui", *args], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "infercast.cli", "ui", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     line = proc.stdout.readline()
     assert line.startswith("infercast ui: serving on http://"), line
     return proc, line.split("serving on ")[1].split()[0]
@@ -58,7 +62,11 @@ def test_ui_warns_when_bound_beyond_loopback():
 
 
 def test_ui_rejects_a_bad_port():
-    out = subprocess.run([sys.executable, "-m", "infercast.cli", "ui", "--port", "70000"], capture_output=True,
-                         text=True, timeout=60)
+    out = subprocess.run(
+        [sys.executable, "-m", "infercast.cli", "ui", "--port", "70000"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert out.returncode == 2
     assert out.stderr.strip() == "infercast: error: --port must be 1..65535, got 70000"

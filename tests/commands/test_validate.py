@@ -37,7 +37,10 @@ def data(tmp_path):
 
 def test_validate_json_contract(data, tmp_path, capsys):
     plot = tmp_path / "v.png"
-    code, out, _ = run(["validate", "--data", str(data), "--json", "--plot", str(plot), "--profile", "builtin"], capsys)
+    code, out, _ = run(
+        ["validate", "--data", str(data), "--json", "--plot", str(plot), "--profile", "builtin"],
+        capsys,
+    )
     assert code in (0, None)
     d = json.loads(out)
     rows = {r["id"]: r for r in d["rows"]}
@@ -46,12 +49,24 @@ def test_validate_json_contract(data, tmp_path, capsys):
         assert {"id", "metric", "measured", "predicted", "error_pct", "skipped_reason"} <= set(r)
     assert rows["a"]["predicted"] > 0 and rows["a"]["skipped_reason"] is None
     assert rows["a"]["error_pct"] == pytest.approx((rows["a"]["predicted"] - 0.012) / 0.012 * 100)
-    assert rows["e"]["predicted"] is None and "value='not-a-number' is not a number" in rows["e"]["skipped_reason"]
+    assert (
+        rows["e"]["predicted"] is None
+        and "value='not-a-number' is not a number" in rows["e"]["skipped_reason"]
+    )
     for part in ("scenario", "metric"):
         for s in d["summary"][part].values():
-            assert {"count", "predicted", "median_abs_error_pct", "mean_abs_error_pct", "within_10_pct",
-                    "within_25_pct"} <= set(s)
-    assert d["summary"]["scenario"]["kernel"]["count"] == 2 and d["summary"]["scenario"]["kernel"]["predicted"] == 1
+            assert {
+                "count",
+                "predicted",
+                "median_abs_error_pct",
+                "mean_abs_error_pct",
+                "within_10_pct",
+                "within_25_pct",
+            } <= set(s)
+    assert (
+        d["summary"]["scenario"]["kernel"]["count"] == 2
+        and d["summary"]["scenario"]["kernel"]["predicted"] == 1
+    )
     assert d["summary"]["overall"]["coverage"] == pytest.approx(0.8)
     assert "floor" in d and plot.stat().st_size > 10_000
 
@@ -67,13 +82,28 @@ def test_validate_table_and_bad_input(data, capsys):
 
 def test_calibrate_writes_a_profile_validate_and_estimate_accept(data, tmp_path, capsys):
     out_path = tmp_path / "p.toml"
-    code, out, _ = run(["calibrate", "--data", str(data), "--out", str(out_path), "--json", "--min-group-rows", "2"], capsys)
+    code, out, _ = run(
+        [
+            "calibrate",
+            "--data",
+            str(data),
+            "--out",
+            str(out_path),
+            "--json",
+            "--min-group-rows",
+            "2",
+        ],
+        capsys,
+    )
     assert code in (0, None)
     d = json.loads(out)
     assert d["fit"]["rows"] == 4  # every row but the malformed one has a closed form
     assert d["leave_one_source_out"] == {}  # no source has the 10 rows a fold needs
     assert load_profile(out_path).name == "calibrated"
-    code, out, _ = run(["validate", "--data", str(data), "--json", "--profile", str(out_path), "--no-floor"], capsys)
+    code, out, _ = run(
+        ["validate", "--data", str(data), "--json", "--profile", str(out_path), "--no-floor"],
+        capsys,
+    )
     assert code in (0, None) and json.loads(out)["profile"] == "calibrated"
     code, _, _ = run(["estimate", "--profile", str(out_path), "--json"], capsys)
     assert code in (0, None)
@@ -81,17 +111,31 @@ def test_calibrate_writes_a_profile_validate_and_estimate_accept(data, tmp_path,
 
 def test_assume_weights_fills_missing_dtypes(tmp_path, capsys):
     p = tmp_path / "w.csv"
-    p.write_text("id,scenario,metric,value,model,hardware,n_gpus,tp,input_tokens,output_tokens,batch\n"
-                 "a,kernel,decode_step_s,0.01,llama-3.1-8b,h100-sxm,1,1,1024,32,8\n"
-                 "b,kernel,decode_step_s,0.01,deepseek-r1,h200-sxm,8,8,1024,32,8\n")
-    code, out, _ = run(["validate", "--data", str(p), "--json", "--no-floor", "--assume-weights", "none"], capsys)
-    assert json.loads(out)["rows"][0]["skipped_reason"] == "the source does not state the weight precision"
-    code, out, _ = run(["validate", "--data", str(p), "--json", "--no-floor"], capsys)  # default: the checkpoint's
+    p.write_text(
+        "id,scenario,metric,value,model,hardware,n_gpus,tp,input_tokens,output_tokens,batch\n"
+        "a,kernel,decode_step_s,0.01,llama-3.1-8b,h100-sxm,1,1,1024,32,8\n"
+        "b,kernel,decode_step_s,0.01,deepseek-r1,h200-sxm,8,8,1024,32,8\n"
+    )
+    code, out, _ = run(
+        ["validate", "--data", str(p), "--json", "--no-floor", "--assume-weights", "none"], capsys
+    )
+    assert (
+        json.loads(out)["rows"][0]["skipped_reason"]
+        == "the source does not state the weight precision"
+    )
+    code, out, _ = run(
+        ["validate", "--data", str(p), "--json", "--no-floor"], capsys
+    )  # default: the checkpoint's
     rep = json.loads(out)
-    assert [r["assumed_weights"] for r in rep["rows"]] == ["bf16", "fp8"]  # torch_dtype; quantization_config
+    assert [r["assumed_weights"] for r in rep["rows"]] == [
+        "bf16",
+        "fp8",
+    ]  # torch_dtype; quantization_config
     assert rep["summary"]["assumed_weights"]["count"] == 2 and rep["rows"][0]["predicted"] > 0
     assert "weights not stated: bf16 assumed" in rep["rows"][0]["notes"]
-    code, out, _ = run(["validate", "--data", str(p), "--json", "--no-floor", "--assume-weights", "fp8"], capsys)
+    code, out, _ = run(
+        ["validate", "--data", str(p), "--json", "--no-floor", "--assume-weights", "fp8"], capsys
+    )
     assert json.loads(out)["rows"][0]["assumed_weights"] == "fp8"
     code, _, err = run(["validate", "--data", str(p), "--assume-weights", "fp7"], capsys)
     assert code == 2 and "fp7" in err

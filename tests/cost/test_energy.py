@@ -44,7 +44,9 @@ def test_step_energy_by_hand_tp2():
     busy = 0.0
     for o in cost.ops:
         if o.op.kind == GEMM:
-            busy += min(o.time_s, o.op.flops / (peak * eff.gemm_compute_eff * 32 / (32 + eff.gemm_m_half)))
+            busy += min(
+                o.time_s, o.op.flops / (peak * eff.gemm_compute_eff * 32 / (32 + eff.gemm_m_half))
+            )
         elif o.op.kind == ATTENTION:
             busy += min(o.time_s, o.op.flops / (sm.machine.attn_peak_flops * eff.attn_compute_eff))
     hand = (267.0 + (700.0 - 267.0) * busy / cost.time_s) * cost.time_s * 2
@@ -69,24 +71,36 @@ def test_run_energy_is_idle_plus_token_dynamic():
     assert te.idle_w == 80.3
     dec = sm.decode_cost(16, 700)
     assert te.decode_dynamic_j_per_token == pytest.approx(
-        (step_energy_j(sm, dec, power_model(hw)) - 80.3 * dec.time_s) / 16)
+        (step_energy_j(sm, dec, power_model(hw)) - 80.3 * dec.time_s) / 16
+    )
     assert run_energy_j(te, 3600.0, 1e6, 2e5) == pytest.approx(
-        80.3 * 3600 + te.prefill_dynamic_j_per_token * 1e6 + te.decode_dynamic_j_per_token * 2e5)
+        80.3 * 3600 + te.prefill_dynamic_j_per_token * 1e6 + te.decode_dynamic_j_per_token * 2e5
+    )
 
 
 def test_part_without_row_uses_tdp_fractions_and_without_tdp_errors():
     p = power_model(load_hardware("l40s"))
     assert p.max_w == 350 and p.idle_w == pytest.approx(350 * 80.3 / 700) and "assumed" in p.source
-    bare = HardwareSpec(key="mine", name="mine", memory_bytes=1e9, memory_bandwidth_bytes_per_s=1e11,
-                        flops_per_s={"bf16": 1e13})
+    bare = HardwareSpec(
+        key="mine",
+        name="mine",
+        memory_bytes=1e9,
+        memory_bandwidth_bytes_per_s=1e11,
+        flops_per_s={"bf16": 1e13},
+    )
     with pytest.raises(ConfigError, match="tdp_w"):
         power_model(bare)
 
 
 def test_estimate_reports_energy_per_decode_row():
     from infercast.estimate import estimate
-    e = estimate("llama-3.1-8b", "h100-sxm", weights="bf16", batches=(1, 64), context=1024).to_dict()
+
+    e = estimate(
+        "llama-3.1-8b", "h100-sxm", weights="bf16", batches=(1, 64), context=1024
+    ).to_dict()
     rows = e["decode"]
     assert rows[0]["joules_per_output_token"] > rows[1]["joules_per_output_token"] > 0
-    assert rows[1]["average_power_w"] == pytest.approx(rows[1]["joules_per_output_token"] * rows[1]["tokens_per_s"])
+    assert rows[1]["average_power_w"] == pytest.approx(
+        rows[1]["joules_per_output_token"] * rows[1]["tokens_per_s"]
+    )
     assert e["energy"]["power"]["source"] == "power.csv"

@@ -47,14 +47,21 @@ def test_uneven_slots_are_refused():
 
 
 def _sm(routing, ep=8):
-    return StepModel(load_model("qwen3-30b-a3b"), load_hardware("h100-sxm"), Precision.parse("bf16", None),
-                     Parallelism(tp=8, ep=ep, attn_dp=True), routing=routing)
+    return StepModel(
+        load_model("qwen3-30b-a3b"),
+        load_hardware("h100-sxm"),
+        Precision.parse("bf16", None),
+        Parallelism(tp=8, ep=ep, attn_dp=True),
+        routing=routing,
+    )
 
 
 def test_zero_skew_is_the_uniform_model():
     uniform, zipf0 = _sm(None), _sm(ExpertRouting.zipf(128, 0.0))
     for batch in (1, 16, 256):
-        assert zipf0.decode_cost(batch, 1000).time_s == pytest.approx(uniform.decode_cost(batch, 1000).time_s, rel=1e-12)
+        assert zipf0.decode_cost(batch, 1000).time_s == pytest.approx(
+            uniform.decode_cost(batch, 1000).time_s, rel=1e-12
+        )
 
 
 def test_the_busiest_rank_sets_the_expert_gemm_flops():

@@ -43,7 +43,9 @@ def test_mxfp4_bytes_and_parse():
 def test_memory_counts_experts_in_mxfp4_rest_in_bf16(oss):
     hw = load_hardware("b200")
     plain = StepModel(oss, hw, Precision.parse("bf16")).memory.weight_bytes
-    mixed = StepModel(oss, hw, Precision.parse("bf16"), experts=ExpertPrecision.parse("mxfp4/fp8")).memory.weight_bytes
+    mixed = StepModel(
+        oss, hw, Precision.parse("bf16"), experts=ExpertPrecision.parse("mxfp4/fp8")
+    ).memory.weight_bytes
     routed = 36 * 128 * oss.expert_params
     assert 3 * 2880 * 2880 <= oss.expert_params < 3 * 2880 * 2880 * 1.001  # biases only on top
     assert plain - mixed == pytest.approx(routed * (2.0 - 0.53125))
@@ -52,7 +54,12 @@ def test_memory_counts_experts_in_mxfp4_rest_in_bf16(oss):
 
 def test_expert_gemms_run_at_their_own_peak(oss):
     """B200 under TensorRT-LLM: experts at the FP8 rate (MXFP8 activations), attention projections BF16."""
-    sm = StepModel(oss, load_hardware("b200"), Precision.parse("bf16"), experts=ExpertPrecision.parse("mxfp4/fp8"))
+    sm = StepModel(
+        oss,
+        load_hardware("b200"),
+        Precision.parse("bf16"),
+        experts=ExpertPrecision.parse("mxfp4/fp8"),
+    )
     assert (sm.machine.peak_flops, sm.machine.expert_peak_flops) == (2.25e15, 4.5e15)
     ops = {o.op.name: o for o in sm.decode_cost(1, 1024).ops}
     gate_up = ops["moe.experts.gate_up"]
@@ -64,23 +71,40 @@ def test_expert_gemms_run_at_their_own_peak(oss):
     assert big.floor_s == pytest.approx(big.op.flops / 4.5e15)
 
 
-@pytest.mark.parametrize("hardware,engine,weights,experts", [
-    ("h100-sxm", "tensorrt-llm (latest)", "fp8", "mxfp4/bf16"),  # Hopper: W4A16_MXFP4
-    ("b200", "tensorrt-llm (latest)", "fp4", "mxfp4/fp8"),  # Blackwell TRT-LLM: W4A8_MXFP4_MXFP8
-    ("b200", "vllm-0.15.1", "fp4", "mxfp4/bf16"),
-    ("b200", "llama.cpp b6918", "fp4", ""),  # its own kernels: row precision as stated
-    ("h200-sxm", "tensorrt-llm (latest)", "bf16", ""),  # a BF16 (dequantized) run stays BF16
-])
+@pytest.mark.parametrize(
+    "hardware,engine,weights,experts",
+    [
+        ("h100-sxm", "tensorrt-llm (latest)", "fp8", "mxfp4/bf16"),  # Hopper: W4A16_MXFP4
+        (
+            "b200",
+            "tensorrt-llm (latest)",
+            "fp4",
+            "mxfp4/fp8",
+        ),  # Blackwell TRT-LLM: W4A8_MXFP4_MXFP8
+        ("b200", "vllm-0.15.1", "fp4", "mxfp4/bf16"),
+        ("b200", "llama.cpp b6918", "fp4", ""),  # its own kernels: row precision as stated
+        ("h200-sxm", "tensorrt-llm (latest)", "bf16", ""),  # a BF16 (dequantized) run stays BF16
+    ],
+)
 def test_setup_serves_the_checkpoint(hardware, engine, weights, experts):
-    c = case(f"x,offline,output_throughput_total,1,gpt-oss-120b,{hardware},1,1,,{weights},,{engine},1000,1000")
+    c = case(
+        f"x,offline,output_throughput_total,1,gpt-oss-120b,{hardware},1,1,,{weights},,{engine},1000,1000"
+    )
     s = layout(c).setup
     assert s.experts == experts
     if experts:
-        assert (s.weights, s.kv_cache) == ("bf16", "bf16")  # attention/router/embeddings as shipped, KV unquantized
+        assert (s.weights, s.kv_cache) == (
+            "bf16",
+            "bf16",
+        )  # attention/router/embeddings as shipped, KV unquantized
     else:
         assert s.weights == weights
 
 
 def test_other_models_unchanged():
-    s = layout(case("x,offline,output_throughput_total,1,qwen3-235b-a22b,b200,8,8,,fp4,,tensorrt-llm,1000,1000")).setup
+    s = layout(
+        case(
+            "x,offline,output_throughput_total,1,qwen3-235b-a22b,b200,8,8,,fp4,,tensorrt-llm,1000,1000"
+        )
+    ).setup
     assert (s.weights, s.kv_cache, s.experts) == ("fp4", "fp8", "")

@@ -16,8 +16,13 @@ QV_BYTES = QV_PARAMS * 2
 
 
 def _sm(lora=None, tp=1, bw=5.563e10, max_seqs=256):
-    args = (load_model("llama-3.1-8b"), load_hardware("h100-sxm"), Precision.parse("bf16", None),
-            Parallelism(tp=tp), EfficiencyProfile())
+    args = (
+        load_model("llama-3.1-8b"),
+        load_hardware("h100-sxm"),
+        Precision.parse("bf16", None),
+        Parallelism(tp=tp),
+        EfficiencyProfile(),
+    )
     if lora is None:
         return StepModel(*args, max_seqs=max_seqs)
     return LoraStepModel(*args, max_seqs=max_seqs, lora=lora, host_bandwidth_bytes_per_s=bw)
@@ -50,13 +55,18 @@ def test_distinct_adapters_in_a_batch():
 
 
 def test_mixing_adapters_reads_each_distinct_adapters_weights():
-    one, many = _sm(LoraSpec(16, ("q", "v"), adapters=1)), _sm(LoraSpec(16, ("q", "v"), adapters=64))
+    one, many = (
+        _sm(LoraSpec(16, ("q", "v"), adapters=1)),
+        _sm(LoraSpec(16, ("q", "v"), adapters=64)),
+    )
     a, b = one.lora_op(32, 32), many.lora_op(32, 32)
     d = 64 * (1 - (63 / 64) ** 32)
     assert b.op.compulsory_bytes - a.op.compulsory_bytes == pytest.approx((d - 1) * QV_BYTES)
     # a decode step is memory bound here: the extra time is the extra bytes at the profile's bandwidth
     bw = load_hardware("h100-sxm").memory_bandwidth_bytes_per_s
-    assert b.time_s - a.time_s == pytest.approx((d - 1) * QV_BYTES / (bw * EfficiencyProfile().mem_bw_eff), rel=1e-9)
+    assert b.time_s - a.time_s == pytest.approx(
+        (d - 1) * QV_BYTES / (bw * EfficiencyProfile().mem_bw_eff), rel=1e-9
+    )
     base = _sm().decode_cost(32, 1000).time_s
     assert one.decode_cost(32, 1000).time_s == pytest.approx(base + a.time_s)
     assert many.step_time_s([1] * 32, [999] * 32) == pytest.approx(base + b.time_s)
@@ -72,7 +82,11 @@ def test_a_missing_adapter_is_loaded_over_the_host_link_before_its_first_step():
     spec = LoraSpec(16, ("q", "v"), adapters=64, slots=8)
     sm = _sm(spec, bw=5.563e10)
     assert sm.hit_ratio == pytest.approx(8 / 64)
-    start = sm.step_time_s([512], [0]) - StepModel.step_time_s(sm, [512], [0]) - sm.lora_op(512, 1).time_s
+    start = (
+        sm.step_time_s([512], [0])
+        - StepModel.step_time_s(sm, [512], [0])
+        - sm.lora_op(512, 1).time_s
+    )
     assert start == pytest.approx((1 - 8 / 64) * QV_BYTES / 5.563e10)
     # a later chunk of the same prompt (cached > 0) and decodes load nothing
     later = sm.step_time_s([512], [512]) - StepModel.step_time_s(sm, [512], [512])

@@ -102,11 +102,13 @@ def test_attention_data_parallel_replicates_attention_weights(h100):
     assert plan.kv_bytes_per_token == 131_072 / 2  # each GPU holds its own sequences' KV
 
 
-@pytest.mark.parametrize(("model", "published_gib"),
-                         [("gpt-oss-120b", 60.8), ("gpt-oss-20b", 12.8)])
+@pytest.mark.parametrize(
+    ("model", "published_gib"), [("gpt-oss-120b", 60.8), ("gpt-oss-20b", 12.8)]
+)
 def test_mxfp4_experts_weigh_what_the_checkpoint_does(h100, model, published_gib):
-    plan = plan_memory(load_model(model), h100, BF16, Parallelism(),
-                       expert_weight_bytes=MXFP4_BYTES_PER_WEIGHT)
+    plan = plan_memory(
+        load_model(model), h100, BF16, Parallelism(), expert_weight_bytes=MXFP4_BYTES_PER_WEIGHT
+    )
     assert plan.weight_bytes / GiB == pytest.approx(published_gib, rel=0.01)
 
 

@@ -180,8 +180,9 @@ def test_moe_touches_the_expected_number_of_distinct_experts():
     assert touched(64) == pytest.approx(8.0, rel=1e-7)  # a large batch touches all 8
 
     rng = np.random.default_rng(0)  # Monte Carlo of the same routing: 4 tokens, top-2 of 8
-    draws = [len({e for _ in range(4) for e in rng.choice(8, 2, replace=False)})
-             for _ in range(20000)]
+    draws = [
+        len({e for _ in range(4) for e in rng.choice(8, 2, replace=False)}) for _ in range(20000)
+    ]
     assert touched(4) == pytest.approx(np.mean(draws), rel=0.01)
 
 
@@ -197,6 +198,7 @@ def test_moe_flops_follow_the_routed_rows_not_the_touched_experts():
 
 def _brute_force(kind: str, window: int, new: int, cached: int) -> tuple[int, int, int]:
     """(pairs with cached keys, pairs with new keys, cached entries read), by enumeration."""
+
     def visible(p: int, key: int) -> bool:
         if key > p:
             return False

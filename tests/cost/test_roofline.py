@@ -28,8 +28,15 @@ from infercast.specs.catalog import load_hardware, load_model
 from infercast.specs.precision import Precision
 
 PEAK, FP8_PEAK, BW, LINK_BW = 989e12, 1979e12, 3.35e12, 450e9
-H100 = Machine(peak_flops=PEAK, attn_peak_flops=PEAK, bandwidth=BW, link_bandwidth=LINK_BW,
-               compute_dtype="bf16", expert_peak_flops=FP8_PEAK, expert_dtype="fp8")
+H100 = Machine(
+    peak_flops=PEAK,
+    attn_peak_flops=PEAK,
+    bandwidth=BW,
+    link_bandwidth=LINK_BW,
+    compute_dtype="bf16",
+    expert_peak_flops=FP8_PEAK,
+    expert_dtype="fp8",
+)
 PROFILE = EfficiencyProfile()  # defaults: gemm 0.75 * m / (m + 16), memory 0.80, link 0.75 + 10 us
 
 
@@ -70,15 +77,17 @@ def test_expected_time_applies_the_profile_factors():
 
 
 def test_the_floor_counts_only_compulsory_bytes_and_expected_time_all_bytes():
-    op = OpCost("act", "elementwise", flops=1e6, bytes_read=1e9, bytes_written=1e9,
-                compulsory_bytes=0.0)
+    op = OpCost(
+        "act", "elementwise", flops=1e6, bytes_read=1e9, bytes_written=1e9, compulsory_bytes=0.0
+    )
     assert op_floor_s(op, H100) == (pytest.approx(1e6 / PEAK), COMPUTE)
     assert op_expected_s(op, H100, PROFILE)[0] == pytest.approx(2e9 / (BW * 0.60))
 
 
 def test_attention_runs_at_the_attention_peak():
-    machine = Machine(PEAK, attn_peak_flops=PEAK / 2, bandwidth=BW, link_bandwidth=LINK_BW,
-                      compute_dtype="fp8")
+    machine = Machine(
+        PEAK, attn_peak_flops=PEAK / 2, bandwidth=BW, link_bandwidth=LINK_BW, compute_dtype="fp8"
+    )
     op = OpCost("attention", ATTENTION, flops=1e12, bytes_read=1e6, compulsory_bytes=1e6)
     assert op_floor_s(op, machine) == (pytest.approx(1e12 / (PEAK / 2)), COMPUTE)
     assert op_expected_s(op, machine, PROFILE)[0] == pytest.approx(1e12 / (PEAK / 2 * 0.55))
@@ -86,12 +95,21 @@ def test_attention_runs_at_the_attention_peak():
 
 def test_routed_expert_gemms_run_at_the_experts_dtype():
     dense = square(4096)
-    expert = OpCost(dense.name, dense.kind, dense.flops, dense.bytes_read, dense.bytes_written,
-                    dense.m_tokens, compulsory_bytes=dense.compulsory_bytes, expert=True)
+    expert = OpCost(
+        dense.name,
+        dense.kind,
+        dense.flops,
+        dense.bytes_read,
+        dense.bytes_written,
+        dense.m_tokens,
+        compulsory_bytes=dense.compulsory_bytes,
+        expert=True,
+    )
     assert op_floor_s(expert, H100)[0] == pytest.approx(dense.flops / FP8_PEAK)
     # 8-bit GEMMs reach gemm_compute_eff_8bit (0.70) of their peak
     assert op_expected_s(expert, H100, PROFILE)[0] == pytest.approx(
-        dense.flops / (FP8_PEAK * 0.70 * 4096 / (4096 + 16)))
+        dense.flops / (FP8_PEAK * 0.70 * 4096 / (4096 + 16))
+    )
 
 
 def test_a_ring_all_reduce_over_nvlink():

@@ -67,7 +67,9 @@ def test_zero_acceptance_costs_the_draft(target):
 
 
 def test_separate_draft_model(target):
-    draft = StepModel(load_model("llama-3.1-8b"), load_hardware("h100-sxm"), Precision.parse("int4"))
+    draft = StepModel(
+        load_model("llama-3.1-8b"), load_hardware("h100-sxm"), Precision.parse("int4")
+    )
     spec = SpeculativeModel(target, SpeculativeConfig("draft", 4, 0.7), draft)
     assert spec.step(1, 512).draft_s > 0
     with pytest.raises(ConfigError, match="draft-model"):

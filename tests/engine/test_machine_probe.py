@@ -19,8 +19,10 @@ def result():
 def test_probe_reports_median_and_best(result):
     for m in result["measurements"].values():
         assert 0 < m["median"] <= m["best"] and m["runs"] == 2
-    assert result["memory_bandwidth_bytes_per_s"] >= (
-        result["measurements"]["matvec_fp32_bandwidth_bytes_per_s"]["best"])
+    assert (
+        result["memory_bandwidth_bytes_per_s"]
+        >= (result["measurements"]["matvec_fp32_bandwidth_bytes_per_s"]["best"])
+    )
     assert 1e8 < result["matmul_flops_per_s"]["fp32"] < 1e14  # a CPU core, in FLOP/s
     assert result["memory_bytes"] > 2**30
 
@@ -32,7 +34,8 @@ def test_profile_is_accepted_by_load_hardware(result, tmp_path, suffix):
     path.write_text(to_toml(profile, "test") if suffix == "toml" else json.dumps(profile))
     hw = load_hardware(str(path))
     assert hw.memory_bandwidth_bytes_per_s == pytest.approx(
-        result["memory_bandwidth_bytes_per_s"], rel=1e-5)
+        result["memory_bandwidth_bytes_per_s"], rel=1e-5
+    )
     assert hw.peak_flops("fp32") == pytest.approx(result["matmul_flops_per_s"]["fp32"], rel=1e-5)
 
 
@@ -48,10 +51,17 @@ def test_machine_command_rejects_a_bad_output_name(tmp_path, capsys):
 def _hardware(bw=17e9, peak=1.6e11):
     from infercast.specs.hardware import hardware_from_mapping
 
-    return hardware_from_mapping({"name": "test-cpu", "memory_bytes": 2**34,
-                                  "memory_bandwidth_bytes_per_s": bw,
-                                  "link_bandwidth_bytes_per_s": 0.0, "price_per_hour": 0.0,
-                                  "flops_per_s": {"fp32": peak}}, "test")
+    return hardware_from_mapping(
+        {
+            "name": "test-cpu",
+            "memory_bytes": 2**34,
+            "memory_bandwidth_bytes_per_s": bw,
+            "link_bandwidth_bytes_per_s": 0.0,
+            "price_per_hour": 0.0,
+            "flops_per_s": {"fp32": peak},
+        },
+        "test",
+    )
 
 
 def test_fit_recovers_the_profile_that_made_the_times():
@@ -64,20 +74,39 @@ def test_fit_recovers_the_profile_that_made_the_times():
 
     cfg = named_config("100m")
     sm = step_model(cfg, _hardware())
-    truth = EfficiencyProfile(gemm_compute_eff=0.55, gemm_m_half=24.0, mem_bw_eff=0.9,
-                              attn_bw_eff=0.35, attn_compute_eff=0.3, step_overhead_s=2e-4,
-                              layer_overhead_s=5e-5)
-    points = [Point("gemm", f"M={m}", tuple(o.scaled(12) for o in layer_ops(cfg, m)), 0, 0, 0, 1)
-              for m in (1, 4, 8, 16, 32, 64, 128, 512)]
+    truth = EfficiencyProfile(
+        gemm_compute_eff=0.55,
+        gemm_m_half=24.0,
+        mem_bw_eff=0.9,
+        attn_bw_eff=0.35,
+        attn_compute_eff=0.3,
+        step_overhead_s=2e-4,
+        layer_overhead_s=5e-5,
+    )
+    points = [
+        Point("gemm", f"M={m}", tuple(o.scaled(12) for o in layer_ops(cfg, m)), 0, 0, 0, 1)
+        for m in (1, 4, 8, 16, 32, 64, 128, 512)
+    ]
     for new, cached in (([1] * 8, [128] * 8), ([1] * 32, [512] * 32), ([512], [0])):
-        ops = tuple(o.op for o in sm.step_cost(new, cached).ops if o.op.name.startswith("attention"))
+        ops = tuple(
+            o.op for o in sm.step_cost(new, cached).ops if o.op.name.startswith("attention")
+        )
         points.append(Point("attention", str(len(new)), ops, 0, 0, 0, 1))
     points += [Point("overhead", "step", (), 0, 0, 0, 1, n) for n in (1, 12)]
-    points = [Point(p.kind, p.label, p.ops, 0, 0, predict_s(p, sm.machine, truth), 1, p.layers)
-              for p in points]
+    points = [
+        Point(p.kind, p.label, p.ops, 0, 0, predict_s(p, sm.machine, truth), 1, p.layers)
+        for p in points
+    ]
     fit = fit_profile(points, sm.machine)
-    for name in ("gemm_compute_eff", "gemm_m_half", "mem_bw_eff", "attn_bw_eff",
-                 "attn_compute_eff", "step_overhead_s", "layer_overhead_s"):
+    for name in (
+        "gemm_compute_eff",
+        "gemm_m_half",
+        "mem_bw_eff",
+        "attn_bw_eff",
+        "attn_compute_eff",
+        "step_overhead_s",
+        "layer_overhead_s",
+    ):
         assert getattr(fit.profile, name) == pytest.approx(getattr(truth, name), rel=1e-3), name
     assert max(fit.ratios()) == pytest.approx(1.0, abs=1e-4)
 
@@ -94,7 +123,9 @@ def test_engine_rates_give_a_profile_that_load_profile_reads(tmp_path):
     sm = step_model(cfg, _hardware())
     points = measure(cfg, sm, rows=(1, 8, 128), runs=1, stream_bytes=2**20)
     kinds = [p.kind for p in points]
-    assert kinds.count("gemm") == 3 and kinds.count("attention") == 5 and kinds.count("overhead") == 2
+    assert (
+        kinds.count("gemm") == 3 and kinds.count("attention") == 5 and kinds.count("overhead") == 2
+    )
     assert "LM head" in points[1].label and "LM head" not in points[2].label  # M=8 has it, 128 not
     assert all(0 < p.best_s <= p.median_s and 0 < p.best_cpu_s for p in points)
     fit = fit_profile(points, sm.machine, name="tiny fit")
@@ -107,8 +138,15 @@ def test_engine_rates_give_a_profile_that_load_profile_reads(tmp_path):
     assert step_model(cfg, _hardware(), profile=loaded).step_time_s([1], [8]) > 0
 
 
-@pytest.mark.parametrize("args", [["--rows", "1,x"], ["--rows", "0,4"], ["--model", "nope"],
-                                  ["--output", "/nonexistent-dir/x.toml"]])
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["--rows", "1,x"],
+        ["--rows", "0,4"],
+        ["--model", "nope"],
+        ["--output", "/nonexistent-dir/x.toml"],
+    ],
+)
 def test_machine_command_rejects_bad_rows_models_and_folders(args, capsys):
     from infercast.cli import main
 

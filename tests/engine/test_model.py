@@ -24,9 +24,15 @@ def _run_scheduled(cfg, w, sequences, budget, block_size, num_blocks):
     "sampled" tokens are the sequence's own next tokens, so the logits of every
     computed position can be compared with one reference pass over the sequence.
     """
-    sched = Scheduler(SchedulerConfig(policy="chunked", max_num_seqs=8,
-                                      max_num_batched_tokens=budget, block_size=block_size,
-                                      num_blocks=num_blocks))
+    sched = Scheduler(
+        SchedulerConfig(
+            policy="chunked",
+            max_num_seqs=8,
+            max_num_batched_tokens=budget,
+            block_size=block_size,
+            num_blocks=num_blocks,
+        )
+    )
     n_out = 4
     for rid, seq in sequences.items():
         sched.add_request(Request(rid, len(seq) - n_out, n_out + 1))
@@ -36,9 +42,16 @@ def _run_scheduled(cfg, w, sequences, budget, block_size, num_blocks):
     shapes = set()
     while sched.has_unfinished:
         batch = sched.schedule()
-        inputs = [SeqInput(sequences[s.request_id][s.num_cached_tokens:
-                                                   s.num_cached_tokens + s.num_new_tokens],
-                           s.num_cached_tokens, s.block_table) for s in batch.seqs]
+        inputs = [
+            SeqInput(
+                sequences[s.request_id][
+                    s.num_cached_tokens : s.num_cached_tokens + s.num_new_tokens
+                ],
+                s.num_cached_tokens,
+                s.block_table,
+            )
+            for s in batch.seqs
+        ]
         shapes.add(tuple((s.num_new_tokens > 1, s.num_cached_tokens > 0) for s in batch.seqs))
         for s, lg in zip(batch.seqs, model.forward(inputs, kv, all_logits=True), strict=True):
             for i in range(s.num_new_tokens):
@@ -52,8 +65,9 @@ def test_paged_batched_chunked_matches_reference(size):
     cfg = named_config(size)
     w = random_weights(cfg, seed=3)
     rng = np.random.default_rng(7)
-    sequences = {f"r{i}": [int(t) for t in rng.integers(0, 256, n)]
-                 for i, n in enumerate((29, 11, 45, 6))}
+    sequences = {
+        f"r{i}": [int(t) for t in rng.integers(0, 256, n)] for i, n in enumerate((29, 11, 45, 6))
+    }
     got, shapes = _run_scheduled(cfg, w, sequences, budget=13, block_size=4, num_blocks=64)
     # The schedule really mixed chunked prefills with decodes in one step.
     assert any(len(s) > 1 and any(p and c for p, c in s) for s in shapes)
@@ -71,10 +85,12 @@ def test_attention_reads_through_block_table():
     w = random_weights(cfg, seed=1)
     model = LlamaModel(cfg, w, 64)
     toks = list(range(40, 62))
-    a = model.forward([SeqInput(toks, 0, [0, 1, 2, 3, 4, 5])], PagedKVStore(cfg, 16, 4),
-                      all_logits=True)[0]
-    b = model.forward([SeqInput(toks, 0, [13, 2, 9, 15, 0, 7])], PagedKVStore(cfg, 16, 4),
-                      all_logits=True)[0]
+    a = model.forward(
+        [SeqInput(toks, 0, [0, 1, 2, 3, 4, 5])], PagedKVStore(cfg, 16, 4), all_logits=True
+    )[0]
+    b = model.forward(
+        [SeqInput(toks, 0, [13, 2, 9, 15, 0, 7])], PagedKVStore(cfg, 16, 4), all_logits=True
+    )[0]
     np.testing.assert_allclose(a, b, atol=1e-5)
 
 
@@ -105,8 +121,14 @@ def test_config_errors_name_the_value():
     from infercast.errors import ModelConfigError
 
     with pytest.raises(ModelConfigError, match="num_key_value_heads=3"):
-        EngineModelConfig(hidden_size=64, num_layers=1, num_heads=4, num_kv_heads=3,
-                          intermediate_size=8, vocab_size=10)
+        EngineModelConfig(
+            hidden_size=64,
+            num_layers=1,
+            num_heads=4,
+            num_kv_heads=3,
+            intermediate_size=8,
+            vocab_size=10,
+        )
     with pytest.raises(ModelConfigError, match="yarn"):
         named_config("tiny").replace(rope_scaling={"rope_type": "yarn", "factor": 2.0})
 
@@ -131,14 +153,18 @@ def test_packed_weights_are_the_same_model_in_one_buffer(size):
     cfg = named_config(size)
     packed = pack_weights(random_weights(cfg, seed=5))
     plain = random_weights(cfg, seed=5)
-    mats = [getattr(lw, f) for lw in packed.layers
-            for f in ("wqkv", "wo", "w_gate_up", "w_down")] + [packed.lm_head]
+    mats = [
+        getattr(lw, f) for lw in packed.layers for f in ("wqkv", "wo", "w_gate_up", "w_down")
+    ] + [packed.lm_head]
     assert all(m.flags.c_contiguous and m.base is mats[0].base for m in mats)
     assert (packed.lm_head is packed.embed) == cfg.tie_word_embeddings
     seq = [3, 141, 59, 26, 5, 35]
-    got, want = ([LlamaModel(cfg, w, 64).forward([SeqInput(seq, 0, [0, 1])],
-                                                 PagedKVStore(cfg, 4, 4), all_logits=True)[0]
-                  for w in (packed, plain)])
+    got, want = [
+        LlamaModel(cfg, w, 64).forward(
+            [SeqInput(seq, 0, [0, 1])], PagedKVStore(cfg, 4, 4), all_logits=True
+        )[0]
+        for w in (packed, plain)
+    ]
     np.testing.assert_array_equal(got, want)
 
 
@@ -151,8 +177,9 @@ def test_blocked_linear_equals_one_product(rows):
     x = rng.standard_normal((rows, 256), dtype=np.float32)
     got = linear(x, w)
     assert got.shape == (rows, 2600) and got.flags.c_contiguous
-    np.testing.assert_allclose(got, x.astype(np.float64) @ w.T.astype(np.float64),
-                               rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(
+        got, x.astype(np.float64) @ w.T.astype(np.float64), rtol=1e-4, atol=1e-4
+    )
 
 
 @pytest.mark.parametrize("tokens", [1, 3, 4, 5, 17, 28, 29, 32, 33])
@@ -165,8 +192,9 @@ def test_feature_major_linear_equals_one_product(tokens):
     x = rng.standard_normal((256, tokens), dtype=np.float32)
     got = linear_fm(w, x)
     assert got.shape == (2600, tokens) and got.flags.c_contiguous
-    np.testing.assert_allclose(got, w.astype(np.float64) @ x.astype(np.float64),
-                               rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(
+        got, w.astype(np.float64) @ x.astype(np.float64), rtol=1e-4, atol=1e-4
+    )
 
 
 def test_decode_batch_of_uneven_contexts_matches_reference():
@@ -207,13 +235,19 @@ def test_decode_reads_runs_of_blocks_as_views_and_masks_the_rest():
     cfg = named_config("tiny")
     w = random_weights(cfg, seed=11)
     rng = np.random.default_rng(12)
-    tables = [[9, 8, 7, 6, 5, 4, 3, 2, 1, 0], [10, 11, 12, 40, 13, 14, 15, 16, 30, 17],
-              [50, 20, 51, 21, 52, 22, 53, 23, 54, 55], [34, 35, 36, 37, 38, 39, 33, 32]]
+    tables = [
+        [9, 8, 7, 6, 5, 4, 3, 2, 1, 0],
+        [10, 11, 12, 40, 13, 14, 15, 16, 30, 17],
+        [50, 20, 51, 21, 52, 22, 53, 23, 54, 55],
+        [34, 35, 36, 37, 38, 39, 33, 32],
+    ]
     lengths = (37, 30, 38, 29)
     seqs = [[int(t) for t in rng.integers(0, 256, n + 1)] for n in lengths]
     model, kv = LlamaModel(cfg, w, 64), PagedKVStore(cfg, 64, 4)
     for s, t in zip(seqs, tables, strict=True):
         model.forward([SeqInput(s[:-1], 0, t)], kv)
-    got = model.forward([SeqInput([s[-1]], len(s) - 1, t) for s, t in zip(seqs, tables, strict=True)], kv)
+    got = model.forward(
+        [SeqInput([s[-1]], len(s) - 1, t) for s, t in zip(seqs, tables, strict=True)], kv
+    )
     for s, lg in zip(seqs, got, strict=True):
         assert np.abs(lg - reference_logits(cfg, w, s)[-1]).max() < 1e-4

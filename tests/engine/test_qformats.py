@@ -60,8 +60,9 @@ def test_rows_concatenate_and_permute_like_their_dense_matrices():
     a, b = (quantize_q4(rng.standard_normal((n, 32)).astype(np.float32)) for n in (4, 6))
     both = concat_rows([a, b])
     assert isinstance(both, Q4Rows)
-    np.testing.assert_array_equal(both.dequantize(),
-                                  np.concatenate([a.dequantize(), b.dequantize()]))
+    np.testing.assert_array_equal(
+        both.dequantize(), np.concatenate([a.dequantize(), b.dequantize()])
+    )
     rev = map_rows(a, lambda x: x[::-1])
     np.testing.assert_array_equal(rev.dequantize(), a.dequantize()[::-1])
     mixed = concat_rows([a, np.ones((2, 32), dtype=np.float32)])  # widened to float32

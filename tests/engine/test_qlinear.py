@@ -87,8 +87,9 @@ def test_widening_kernel_agrees_with_numpy_and_the_packing_layout():
     _widen_int4_numpy(m.packed.numpy(), m.scale_t, m.zero_t, b)
     np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-7)
     # The layout assumed: per block of 32 rows, column-major bytes, low nibble = rows 0-15.
-    expect = (rows.q.astype(np.float32) - 8) * m.scale_t.T.repeat(32, axis=1) \
-        + m.zero_t.T.repeat(32, axis=1)
+    expect = (rows.q.astype(np.float32) - 8) * m.scale_t.T.repeat(32, axis=1) + m.zero_t.T.repeat(
+        32, axis=1
+    )
     np.testing.assert_allclose(a.T, expect, rtol=1e-6, atol=1e-6)
 
 

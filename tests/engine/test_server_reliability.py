@@ -15,8 +15,9 @@ from infercast.engine.http_limits import ServerLimits
 from infercast.engine.sampling import SamplingError, SamplingParams, sample
 
 MODEL = "random-tiny"
-LIMITS = ServerLimits(max_body_bytes=20_000, max_prompt_chars=5_000, header_timeout_s=0.5,
-                      body_timeout_s=0.5)
+LIMITS = ServerLimits(
+    max_body_bytes=20_000, max_prompt_chars=5_000, header_timeout_s=0.5, body_timeout_s=0.5
+)
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -53,8 +54,15 @@ def test_negative_seed_maps_to_a_numpy_seed():
 
 
 # ---- requests that used to kill the engine ------------------------------------------
-@pytest.mark.parametrize("extra", [{"seed": -5}, {"seed": -(2**63)}, {"temperature": 1e-320},
-                                   {"temperature": 5e-324, "top_p": 1e-300}])
+@pytest.mark.parametrize(
+    "extra",
+    [
+        {"seed": -5},
+        {"seed": -(2**63)},
+        {"temperature": 1e-320},
+        {"temperature": 5e-324, "top_p": 1e-300},
+    ],
+)
 def test_odd_but_valid_sampling_requests_are_served_and_the_engine_survives(server, extra):
     url, _ = server
     r = _ok(url, **extra)
@@ -70,15 +78,27 @@ def test_seeded_negative_requests_are_reproducible(server):
 
 
 # ---- strict validation --------------------------------------------------------------
-@pytest.mark.parametrize("extra, param", [
-    ({"max_tokens": "4"}, "max_tokens"), ({"max_tokens": True}, "max_tokens"),
-    ({"max_tokens": 4.5}, "max_tokens"), ({"temperature": "0.5"}, "temperature"),
-    ({"temperature": True}, "temperature"), ({"top_k": 2.0}, "top_k"),
-    ({"seed": 2**64}, "seed"), ({"seed": "1"}, "seed"), ({"stream": 1}, "stream"),
-    ({"prompt": [1, "a"]}, "prompt"), ({"prompt": [True]}, "prompt"),
-    ({"model": 5}, "model"), ({"presence_penalty": 0.5}, "presence_penalty"),
-    ({"stop": [""]}, "stop"), ({"prompt": [10**9]}, "prompt"), ({"top_p": 0}, "top_p"),
-])
+@pytest.mark.parametrize(
+    "extra, param",
+    [
+        ({"max_tokens": "4"}, "max_tokens"),
+        ({"max_tokens": True}, "max_tokens"),
+        ({"max_tokens": 4.5}, "max_tokens"),
+        ({"temperature": "0.5"}, "temperature"),
+        ({"temperature": True}, "temperature"),
+        ({"top_k": 2.0}, "top_k"),
+        ({"seed": 2**64}, "seed"),
+        ({"seed": "1"}, "seed"),
+        ({"stream": 1}, "stream"),
+        ({"prompt": [1, "a"]}, "prompt"),
+        ({"prompt": [True]}, "prompt"),
+        ({"model": 5}, "model"),
+        ({"presence_penalty": 0.5}, "presence_penalty"),
+        ({"stop": [""]}, "stop"),
+        ({"prompt": [10**9]}, "prompt"),
+        ({"top_p": 0}, "top_p"),
+    ],
+)
 def test_wrong_types_and_ranges_are_openai_400s(server, extra, param):
     url, _ = server
     r = _ok(url, **extra)
@@ -87,18 +107,24 @@ def test_wrong_types_and_ranges_are_openai_400s(server, extra, param):
     assert err["type"] == "invalid_request_error" and param in err["message"]
 
 
-@pytest.mark.parametrize("raw", [
-    b'{"model": "random-tiny", "prompt": "x", "temperature": NaN}',
-    b'{"model": "random-tiny", "prompt": "x", "temperature": Infinity}',
-    b'{"model": "random-tiny", "prompt": "\\ud800"}',
-    b'{"model": "random-tiny", "prompt": "x", "stop": "\\udfff"}',
-    b'{"model": "random-tiny", "prompt": "x", "user": "a\\ud800b"}',
-    b'[1, 2]', b'"text"', b'\xff\xfe',
-])
+@pytest.mark.parametrize(
+    "raw",
+    [
+        b'{"model": "random-tiny", "prompt": "x", "temperature": NaN}',
+        b'{"model": "random-tiny", "prompt": "x", "temperature": Infinity}',
+        b'{"model": "random-tiny", "prompt": "\\ud800"}',
+        b'{"model": "random-tiny", "prompt": "x", "stop": "\\udfff"}',
+        b'{"model": "random-tiny", "prompt": "x", "user": "a\\ud800b"}',
+        b"[1, 2]",
+        b'"text"',
+        b"\xff\xfe",
+    ],
+)
 def test_non_finite_numbers_lone_surrogates_and_non_objects_are_400(server, raw):
     url, _ = server
-    r = httpx.post(f"{url}/v1/completions", content=raw,
-                   headers={"content-type": "application/json"})
+    r = httpx.post(
+        f"{url}/v1/completions", content=raw, headers={"content-type": "application/json"}
+    )
     assert r.status_code == 400, r.text
     assert r.json()["error"]["type"] == "invalid_request_error"
 
@@ -106,13 +132,16 @@ def test_non_finite_numbers_lone_surrogates_and_non_objects_are_400(server, raw)
 def test_chat_message_with_lone_surrogate_is_400(server):
     url, _ = server
     raw = b'{"model": "random-tiny", "messages": [{"role": "user", "content": "\\ud83d"}]}'
-    r = httpx.post(f"{url}/v1/chat/completions", content=raw,
-                   headers={"content-type": "application/json"})
+    r = httpx.post(
+        f"{url}/v1/chat/completions", content=raw, headers={"content-type": "application/json"}
+    )
     assert r.status_code == 400 and "messages" in r.json()["error"]["message"]
 
 
-@pytest.mark.parametrize("method, path, status", [
-    ("GET", "/nope", 404), ("GET", "/v1/completions", 405), ("POST", "/v1/models", 405)])
+@pytest.mark.parametrize(
+    "method, path, status",
+    [("GET", "/nope", 404), ("GET", "/v1/completions", 405), ("POST", "/v1/models", 405)],
+)
 def test_unknown_routes_and_methods_answer_in_openai_format(server, method, path, status):
     url, _ = server
     r = httpx.request(method, f"{url}{path}")
@@ -130,8 +159,9 @@ def test_body_over_the_limit_is_413_by_header_and_by_chunks(server):
         for _ in range(30):
             yield b"x" * 1000
 
-    r = httpx.post(f"{url}/v1/completions", content=chunks(),
-                   headers={"content-type": "application/json"})
+    r = httpx.post(
+        f"{url}/v1/completions", content=chunks(), headers={"content-type": "application/json"}
+    )
     assert r.status_code == 413
 
 
@@ -162,8 +192,10 @@ def test_slowloris_headers_are_cut_off(server):
 def test_slow_body_gets_408(server):
     url, _ = server
     with _connect(url) as sock:
-        sock.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\n"
-                     b"Content-Type: application/json\r\nContent-Length: 100\r\n\r\n{\"mo")
+        sock.sendall(
+            b"POST /v1/completions HTTP/1.1\r\nHost: x\r\n"
+            b'Content-Type: application/json\r\nContent-Length: 100\r\n\r\n{"mo'
+        )
         sock.settimeout(5)
         answer = sock.recv(4096)
     assert answer.startswith(b"HTTP/1.1 408")
@@ -227,8 +259,7 @@ def test_stream_of_a_failed_request_ends_with_an_error_event(start_server):
         engine.model.forward = lambda *a, **k: (_ for _ in ()).throw(RuntimeError("boom"))
         body = {"model": MODEL, "prompt": "Hi", "max_tokens": 4, "stream": True}
         r = httpx.post(f"{url}/v1/completions", json=body, timeout=20)
-        events = [json.loads(x[6:]) for x in r.text.split("\n\n")
-                  if x.startswith("data: {")]
+        events = [json.loads(x[6:]) for x in r.text.split("\n\n") if x.startswith("data: {")]
         assert events and events[-1]["error"]["type"] == "server_error"
         engine.model.forward = real
 
@@ -249,20 +280,27 @@ def test_a_dead_engine_makes_health_non_200_and_requests_503(start_server):
 def test_non_streaming_client_that_leaves_is_aborted_and_frees_kv(start_server):
     with start_server(max_model_len=512) as (url, engine):
         _slow_down(engine, 0.01)
-        body = json.dumps({"model": MODEL, "prompt": "a long story", "max_tokens": 400,
-                           "ignore_eos": True}).encode()
+        body = json.dumps(
+            {"model": MODEL, "prompt": "a long story", "max_tokens": 400, "ignore_eos": True}
+        ).encode()
         socks = []
         for _ in range(4):
             sock = _connect(url)
-            sock.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: "
-                         b"application/json\r\nContent-Length: " + str(len(body)).encode()
-                         + b"\r\n\r\n" + body)
+            sock.sendall(
+                b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: "
+                b"application/json\r\nContent-Length: "
+                + str(len(body)).encode()
+                + b"\r\n\r\n"
+                + body
+            )
             socks.append(sock)
         assert _wait(lambda: engine.num_running == 4)
         assert engine.scheduler.kv.num_used_blocks > 0
         for sock in socks:
             sock.close()
         # 400 tokens at >= 10 ms a step would hold the blocks for 4 s; aborts free them at once
-        assert _wait(lambda: engine.scheduler.kv.num_used_blocks == 0 and not engine.num_running,
-                     timeout_s=2.5)
+        assert _wait(
+            lambda: engine.scheduler.kv.num_used_blocks == 0 and not engine.num_running,
+            timeout_s=2.5,
+        )
         assert _ok(url).status_code == 200

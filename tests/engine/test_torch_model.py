@@ -34,12 +34,18 @@ def test_torch_paged_chunked_forward_is_bf16_close_to_reference(size):
     kv = PagedKVStore(cfg, 64, 4)
     rng = np.random.default_rng(3)
     a, b = rng.integers(0, 256, 37).tolist(), rng.integers(0, 256, 9).tolist()
-    first = model.forward([SeqInput(a[:16], 0, [5, 9, 1, 3, 60, 2, 7, 8, 10, 11]),
-                           SeqInput(b, 0, [20, 21, 22])], kv, all_logits=True)
-    rest = model.forward([SeqInput(a[16:], 16, [5, 9, 1, 3, 60, 2, 7, 8, 10, 11])], kv,
-                         all_logits=True)[0]
-    for got, ref in ((np.concatenate([first[0], rest]), reference_logits(cfg, w, a)),
-                     (first[1], reference_logits(cfg, w, b))):
+    first = model.forward(
+        [SeqInput(a[:16], 0, [5, 9, 1, 3, 60, 2, 7, 8, 10, 11]), SeqInput(b, 0, [20, 21, 22])],
+        kv,
+        all_logits=True,
+    )
+    rest = model.forward(
+        [SeqInput(a[16:], 16, [5, 9, 1, 3, 60, 2, 7, 8, 10, 11])], kv, all_logits=True
+    )[0]
+    for got, ref in (
+        (np.concatenate([first[0], rest]), reference_logits(cfg, w, a)),
+        (first[1], reference_logits(cfg, w, b)),
+    ):
         assert np.abs(got - ref).max() < 2e-2 * np.abs(ref).max()  # bf16: 8 mantissa bits
         assert (got.argmax(-1) == ref.argmax(-1)).mean() > 0.9
 
@@ -52,12 +58,18 @@ def test_torch_engine_serves_requests_to_completion():
     from infercast.engine.loader import load
     from infercast.engine.sampling import SamplingParams
 
-    e = Engine(load("tiny"), EngineConfig(backend="torch", block_size=4, kv_cache_bytes=4e6,
-                                          max_num_batched_tokens=24),
-               time.monotonic, np.random.default_rng(0))
+    e = Engine(
+        load("tiny"),
+        EngineConfig(backend="torch", block_size=4, kv_cache_bytes=4e6, max_num_batched_tokens=24),
+        time.monotonic,
+        np.random.default_rng(0),
+    )
     for i in range(3):
         e.add(f"r{i}", list(range(10 + 9 * i)), SamplingParams(max_tokens=6, ignore_eos=True))
     e.run_until_done()
     assert sorted((r.request_id, r.output_tokens) for r in e.finished) == [
-        ("r0", 6), ("r1", 6), ("r2", 6)]
+        ("r0", 6),
+        ("r1", 6),
+        ("r2", 6),
+    ]
     assert e.scheduler.kv.num_used_blocks == 0

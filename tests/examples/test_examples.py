@@ -24,7 +24,9 @@ REFRESH = "python examples/make_claims_table.py --refresh"
 
 
 def _generator():
-    spec = importlib.util.spec_from_file_location("make_claims_table", ROOT / "examples" / "make_claims_table.py")
+    spec = importlib.util.spec_from_file_location(
+        "make_claims_table", ROOT / "examples" / "make_claims_table.py"
+    )
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
@@ -37,7 +39,9 @@ PATHS = GEN.example_paths()
 def assert_close(live, saved, where: str = "result", values: bool = True) -> None:
     """Same structure; numbers within RTOL; everything else equal (``values=False``: structure only)."""
     if isinstance(saved, dict):
-        assert isinstance(live, dict) and set(live) == set(saved), f"{where}: keys {sorted(live)} vs {sorted(saved)}"
+        assert isinstance(live, dict) and set(live) == set(saved), (
+            f"{where}: keys {sorted(live)} vs {sorted(saved)}"
+        )
         for k in saved:
             assert_close(live[k], saved[k], f"{where}.{k}", values)
     elif isinstance(saved, list):
@@ -49,9 +53,12 @@ def assert_close(live, saved, where: str = "result", values: bool = True) -> Non
     elif isinstance(saved, bool) or saved is None or isinstance(saved, str):
         assert live == saved, f"{where}: {live!r} vs saved {saved!r}"
     else:
-        assert isinstance(live, int | float) and not isinstance(live, bool), f"{where}: {live!r} is not a number"
+        assert isinstance(live, int | float) and not isinstance(live, bool), (
+            f"{where}: {live!r} is not a number"
+        )
         assert math.isclose(live, saved, rel_tol=RTOL, abs_tol=ATOL), (
-            f"{where}: {live!r} vs saved {saved!r} (rtol {RTOL}); if the model changed on purpose: {REFRESH}")
+            f"{where}: {live!r} vs saved {saved!r} (rtol {RTOL}); if the model changed on purpose: {REFRESH}"
+        )
 
 
 def test_gallery_numbers_its_claims_one_to_n():
@@ -79,7 +86,9 @@ def test_example_reproduces_its_saved_output(path):
     assert live["verdict"] in ("reproduced", "holds only under stated conditions", "refuted")
     assert live["claim"] == saved["claim"]
     assert_close(live["result"], saved["result"])
-    assert live["verdict"] == saved["verdict"], f"verdict moved: {saved['verdict']!r} -> {live['verdict']!r}"
+    assert live["verdict"] == saved["verdict"], (
+        f"verdict moved: {saved['verdict']!r} -> {live['verdict']!r}"
+    )
 
 
 def test_assert_close_catches_a_drifted_number():
@@ -92,6 +101,10 @@ def test_assert_close_catches_a_drifted_number():
 
 def test_claims_page_is_generated_from_the_saved_outputs():
     doc = ROOT / "docs" / "claims.md"
-    assert doc.read_text() == GEN.render(), "docs/claims.md is stale: run python examples/make_claims_table.py"
-    rows = [line for line in doc.read_text().splitlines() if line[:2] == "| " and line[2:3].isdigit()]
+    assert doc.read_text() == GEN.render(), (
+        "docs/claims.md is stale: run python examples/make_claims_table.py"
+    )
+    rows = [
+        line for line in doc.read_text().splitlines() if line[:2] == "| " and line[2:3].isdigit()
+    ]
     assert len(rows) == len(PATHS)

@@ -21,10 +21,20 @@ PRICE = 3.0
 @pytest.fixture(scope="module")
 def day():
     """40 minutes: 2 req/s rising to 12 req/s and back, short requests, a 5-minute replica start."""
-    cfg = build_config({"model": "llama-3.1-8b", "hardware": "h100-sxm", "weights": "bf16",
-                        "slo_ttft_s": 1.0, "slo_tpot_s": 0.05, "scheduler": {"max_model_len": 2048, "max_num_seqs": 24}})
+    cfg = build_config(
+        {
+            "model": "llama-3.1-8b",
+            "hardware": "h100-sxm",
+            "weights": "bf16",
+            "slo_ttft_s": 1.0,
+            "slo_tpot_s": 0.05,
+            "scheduler": {"max_model_len": 2048, "max_num_seqs": 24},
+        }
+    )
     rates = np.concatenate([np.full(10, 2.0), np.full(20, 12.0), np.full(10, 2.0)])
-    lengths = Trace("t", np.zeros(4), np.array([200, 400, 3000, 100]), np.array([400, 800, 20, 300]))
+    lengths = Trace(
+        "t", np.zeros(4), np.array([200, 400, 3000, 100]), np.array([400, 800, 20, 300])
+    )
     load = DayLoad(rates, "test", lengths)
     rep = build_replica(cfg, load, PRICE, storage_bytes_per_s=16e9 / 240, warmup_s=60.0)
     return cfg, load, rep
@@ -82,12 +92,24 @@ def test_energy_by_hand(day):
     out = _run(day, "fixed", replicas=2)
     d = out["day"]
     pw = power_model(rep.timer.hardware)
-    running = [t["running"] / max(t["replicas_ready"] + t["replicas_draining"], 1) for t in out["ticks"] if t["running"]]
+    running = [
+        t["running"] / max(t["replicas_ready"] + t["replicas_draining"], 1)
+        for t in out["ticks"]
+        if t["running"]
+    ]
     mean_in, mean_out = np.mean(load.lengths.prompt_tokens), np.mean(load.lengths.output_tokens)
-    te = token_energy(rep.timer, pw, round(mean_in), max(1, round(float(np.mean(running)))),
-                      round(mean_in + mean_out / 2))
-    hand = (80.3 * d["replica_hours"] * 3600 + te.prefill_dynamic_j_per_token * d["input_tokens"]
-            + te.decode_dynamic_j_per_token * d["output_tokens"])
+    te = token_energy(
+        rep.timer,
+        pw,
+        round(mean_in),
+        max(1, round(float(np.mean(running)))),
+        round(mean_in + mean_out / 2),
+    )
+    hand = (
+        80.3 * d["replica_hours"] * 3600
+        + te.prefill_dynamic_j_per_token * d["input_tokens"]
+        + te.decode_dynamic_j_per_token * d["output_tokens"]
+    )
     assert d["energy_kwh"] * 3.6e6 == pytest.approx(hand, rel=1e-9)
 
 
@@ -128,7 +150,11 @@ def test_reactive_and_predictive_decisions():
 
 def test_load_curves():
     r = diurnal_rates(10.0, 24.0, 0.2, 14.0)
-    assert r.size == 1440 and r.max() == pytest.approx(10.0, rel=1e-4) and r.min() == pytest.approx(2.0, rel=1e-4)
+    assert (
+        r.size == 1440
+        and r.max() == pytest.approx(10.0, rel=1e-4)
+        and r.min() == pytest.approx(2.0, rel=1e-4)
+    )
     assert int(np.argmax(r)) // 60 in (13, 14)
     tr = Trace("t", np.array([0.0, 10.0, 70.0, 130.0, 150.0]), np.ones(5, int), np.ones(5, int))
     assert trace_rates(tr).tolist() == pytest.approx([2 / 60, 1 / 60, 2 / 60])
@@ -154,8 +180,18 @@ def test_sharded_day_adds_up_and_agrees_with_one_group(day):
     assert two["requests_arrived"] == sum(g["requests_arrived"] for g in groups)
     assert two["usd"] == pytest.approx(sum(g["usd"] for g in groups))
     assert two["requests_completed"] + two["requests_rejected"] == two["requests_arrived"]
-    assert two["replica_hours"] == pytest.approx(one["replica_hours"], rel=0.01)  # 1 + 1 replicas vs 2
-    assert abs(two["requests_arrived"] - one["requests_arrived"]) < 5 * math.sqrt(one["requests_arrived"])
-    assert split_bounds({"replicas": 5, "max_replicas": 9, "min_replicas": 1}, 2) == \
-        {"replicas": 3, "max_replicas": 5, "min_replicas": 1}
-    assert merge([{"day": groups[0]}], load.duration_s)["day"]["requests_arrived"] == groups[0]["requests_arrived"]
+    assert two["replica_hours"] == pytest.approx(
+        one["replica_hours"], rel=0.01
+    )  # 1 + 1 replicas vs 2
+    assert abs(two["requests_arrived"] - one["requests_arrived"]) < 5 * math.sqrt(
+        one["requests_arrived"]
+    )
+    assert split_bounds({"replicas": 5, "max_replicas": 9, "min_replicas": 1}, 2) == {
+        "replicas": 3,
+        "max_replicas": 5,
+        "min_replicas": 1,
+    }
+    assert (
+        merge([{"day": groups[0]}], load.duration_s)["day"]["requests_arrived"]
+        == groups[0]["requests_arrived"]
+    )

@@ -40,9 +40,11 @@ def test_window_rescaled_to_a_peak_keeps_its_shape(tmp_path):
 
 def test_burstgpt_columns_are_read(tmp_path):
     path = tmp_path / "burst.csv"
-    path.write_text("Timestamp,Model,Request tokens,Response tokens,Total tokens,Log Type\n"
-                    "5,ChatGPT,472,18,490,Conversation log\n65,GPT-4,1087,230,1317,API log\n"
-                    "125,GPT-4,9,9,18,API log\n")
+    path.write_text(
+        "Timestamp,Model,Request tokens,Response tokens,Total tokens,Log Type\n"
+        "5,ChatGPT,472,18,490,Conversation log\n65,GPT-4,1087,230,1317,API log\n"
+        "125,GPT-4,9,9,18,API log\n"
+    )
     load = day_load(None, 2 / 60, str(path), window=(0, 2 / 60))
     assert load.rates_per_s.tolist() == pytest.approx([1 / 60, 1 / 60])
     assert sorted(load.lengths.output_tokens.tolist()) == [18, 230]

@@ -17,13 +17,22 @@ PRICE, BASE_PRICE = 3.0, 2.0
 @pytest.fixture(scope="module")
 def mixed_day():
     """20 minutes at 3 -> 15 -> 3 req/s; H100 replicas scaled, one H200 always on."""
-    common = {"model": "llama-3.1-8b", "weights": "bf16", "slo_ttft_s": 1.0, "slo_tpot_s": 0.05,
-              "scheduler": {"max_model_len": 2048, "max_num_seqs": 16}}
+    common = {
+        "model": "llama-3.1-8b",
+        "weights": "bf16",
+        "slo_ttft_s": 1.0,
+        "slo_tpot_s": 0.05,
+        "scheduler": {"max_model_len": 2048, "max_num_seqs": 16},
+    }
     rates = np.concatenate([np.full(5, 3.0), np.full(10, 15.0), np.full(5, 3.0)])
     lengths = Trace("t", np.zeros(3), np.array([300, 600, 1500]), np.array([200, 400, 50]))
     load = DayLoad(rates, "test", lengths)
-    main = build_replica(build_config({**common, "hardware": "h100-sxm"}), load, PRICE, warmup_s=30.0)
-    base = build_replica(build_config({**common, "hardware": "h200-sxm"}), load, BASE_PRICE, warmup_s=30.0)
+    main = build_replica(
+        build_config({**common, "hardware": "h100-sxm"}), load, PRICE, warmup_s=30.0
+    )
+    base = build_replica(
+        build_config({**common, "hardware": "h200-sxm"}), load, BASE_PRICE, warmup_s=30.0
+    )
     pol = make_policy("predictive", main, load, 60.0, base_capacity_rps=base.capacity_rps)
     out = run_day(main, load, pol, FleetSpec(main.start_s, 1), base, 1)
     return main, base, out
@@ -40,7 +49,9 @@ def test_mixed_day_dollars_are_each_pools_hours_times_its_price(mixed_day):
     main, base, out = mixed_day
     d, b = out["day"], out["day"]["base_pool"]
     main_h = d["replica_hours"] - b["replica_hours"]
-    assert b["replicas"] == 1 and 20 / 60 <= b["replica_hours"] <= d["end_s"] / 3600  # on all day, then drained
+    assert (
+        b["replicas"] == 1 and 20 / 60 <= b["replica_hours"] <= d["end_s"] / 3600
+    )  # on all day, then drained
     assert b["usd"] == pytest.approx(b["replica_hours"] * base.gpus * BASE_PRICE)
     assert d["usd"] == pytest.approx(main_h * main.gpus * PRICE + b["usd"])
     assert d["usd"] == pytest.approx(sum(t["usd"] for t in out["ticks"]))

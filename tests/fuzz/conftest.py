@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 _spec = importlib.util.spec_from_file_location(
-    "engine_conftest", Path(__file__).parents[1] / "engine" / "conftest.py")
+    "engine_conftest", Path(__file__).parents[1] / "engine" / "conftest.py"
+)
 _engine = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(_engine)
 

@@ -34,8 +34,13 @@ from hypothesis import strategies as st
 import infercast.cli as cli
 
 FUZZ_EXAMPLES = int(os.environ.get("INFERCAST_FUZZ_EXAMPLES", "5"))
-SETTINGS = settings(max_examples=FUZZ_EXAMPLES, deadline=None, derandomize=True,
-                    suppress_health_check=list(HealthCheck), database=None)
+SETTINGS = settings(
+    max_examples=FUZZ_EXAMPLES,
+    deadline=None,
+    derandomize=True,
+    suppress_health_check=list(HealthCheck),
+    database=None,
+)
 
 # ---- what each kind must refuse --------------------------------------------------
 NONFINITE = st.sampled_from(["nan", "NaN", "inf", "-inf", "Infinity", "1e400", "-1e400"])
@@ -56,10 +61,12 @@ def _floats_below(lo: float, inclusive: bool) -> st.SearchStrategy[str]:
 
 def _not_a_name() -> st.SearchStrategy[str]:
     """Text that names no preset and no file (a filter keeps real paths out)."""
-    text = st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00"),
-                   max_size=24)
-    return (text.filter(lambda s: not s.startswith("-") and not _exists(s))
-            | st.sampled_from(["", " ", "no-such-thing", "/nonexistent/x.json", "."]))
+    text = st.text(
+        st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00"), max_size=24
+    )
+    return text.filter(lambda s: not s.startswith("-") and not _exists(s)) | st.sampled_from(
+        ["", " ", "no-such-thing", "/nonexistent/x.json", "."]
+    )
 
 
 def _exists(text: str) -> bool:
@@ -76,104 +83,315 @@ KINDS: dict[str, st.SearchStrategy[str]] = {
     "port": _ints_below(1) | st.integers(min_value=65536).map(str),
     "positive": _floats_below(0.0, inclusive=True),
     "nonneg": _floats_below(0.0, inclusive=False),
-    "fraction": _floats_below(0.0, inclusive=False) | st.floats(min_value=1.0, exclude_min=True,
-                                                                allow_infinity=False).map(repr),
+    "fraction": _floats_below(0.0, inclusive=False)
+    | st.floats(min_value=1.0, exclude_min=True, allow_infinity=False).map(repr),
     "percent": st.sampled_from(["0", "-5", "150", "100.5", "nan", "x", "50,,x", "inf"]),
     "int_list": st.sampled_from(["", ",", "0", "-1", "1,,0", "x", "nan", "2.5", "1e400", "8,-8"]),
     "pos_list": st.sampled_from(["0", "-1", "nan", "x", "1,-1", "1e400,x"]),
-    "out_file": st.sampled_from(["/proc/infercast-nope/x.png", "/nonexistent-dir-xyz/out.json",
-                                 "", " ", "/", "/proc/version"]),
+    "out_file": st.sampled_from(
+        [
+            "/proc/infercast-nope/x.png",
+            "/nonexistent-dir-xyz/out.json",
+            "",
+            " ",
+            "/",
+            "/proc/version",
+        ]
+    ),
     "out_dir": st.sampled_from(["/proc/version", "", "/proc/infercast-nope"]),
-    "in_file": st.sampled_from(["/nonexistent-dir-xyz/f.toml", "", "/", "/proc/infercast-nope",
-                                str(Path(__file__).parent / "data" / "not_utf8.bin")]),
+    "in_file": st.sampled_from(
+        [
+            "/nonexistent-dir-xyz/f.toml",
+            "",
+            "/",
+            "/proc/infercast-nope",
+            str(Path(__file__).parent / "data" / "not_utf8.bin"),
+        ]
+    ),
     "name": _not_a_name(),
     "pair_list": st.sampled_from(["", "/", "bf16", "bf16/", "/bf16", ",", "x/y/z"]),
     "ratio_list": st.sampled_from(["0:1", "1:0", "-1:2", "x:1", "1", ":", "1:2:3"]),
-    "price_list": st.sampled_from(["h100-sxm=nan", "h100-sxm=-1", "=2", "h100-sxm=", "x",
-                                   "h100-sxm=inf"]),
+    "price_list": st.sampled_from(
+        ["h100-sxm=nan", "h100-sxm=-1", "=2", "h100-sxm=", "x", "h100-sxm=inf"]
+    ),
 }
 
 # ---- every value-taking flag of every command (machine excluded: minutes of work) ----
 TWO_ROWS = str(Path(__file__).parent / "data" / "two_rows.csv")  # a validate run in 0.1 s
 SIM = ["simulate", "--num-requests", "12", "--input-tokens", "64", "--output-tokens", "8"]
-PLAN = ["plan", "-m", "llama-3.1-8b", "--rate", "1", "--slo-ttft-p99", "1", "--slo-tpot-p99",
-        "0.1", "--input-tokens", "64", "--output-tokens", "8", "--executor", "serial"]
-BENCH = ["bench", "--model", "m", "--concurrency", "1", "--num-requests", "2",
-         "--base-url", "http://127.0.0.1:9/v1", "--timeout", "2"]
-FLEET = ["fleet", "--policy", "fixed", "--replicas", "1", "--peak-rate", "0.5", "--hours", "0.02",
-         "--input-tokens", "64", "--output-tokens", "8", "--executor", "serial"]
+PLAN = [
+    "plan",
+    "-m",
+    "llama-3.1-8b",
+    "--rate",
+    "1",
+    "--slo-ttft-p99",
+    "1",
+    "--slo-tpot-p99",
+    "0.1",
+    "--input-tokens",
+    "64",
+    "--output-tokens",
+    "8",
+    "--executor",
+    "serial",
+]
+BENCH = [
+    "bench",
+    "--model",
+    "m",
+    "--concurrency",
+    "1",
+    "--num-requests",
+    "2",
+    "--base-url",
+    "http://127.0.0.1:9/v1",
+    "--timeout",
+    "2",
+]
+FLEET = [
+    "fleet",
+    "--policy",
+    "fixed",
+    "--replicas",
+    "1",
+    "--peak-rate",
+    "0.5",
+    "--hours",
+    "0.02",
+    "--input-tokens",
+    "64",
+    "--output-tokens",
+    "8",
+    "--executor",
+    "serial",
+]
 COMMANDS: dict[str, tuple[list[str], dict[str, str]]] = {
-    "estimate": (["estimate"], {
-        "--model": "name", "--hardware": "name", "--weights": "name", "--experts": "name",
-        "--kv-cache": "name", "--compute": "name", "--batch": "int_list",
-        "--context": "int_list", "--prompt": "count", "--tp": "count", "--pp": "count",
-        "--ep": "count", "--price": "nonneg", "--profile": "in_file", "--engine": "name",
-        "--memory-fraction": "fraction", "--plot": "out_file"}),
+    "estimate": (
+        ["estimate"],
+        {
+            "--model": "name",
+            "--hardware": "name",
+            "--weights": "name",
+            "--experts": "name",
+            "--kv-cache": "name",
+            "--compute": "name",
+            "--batch": "int_list",
+            "--context": "int_list",
+            "--prompt": "count",
+            "--tp": "count",
+            "--pp": "count",
+            "--ep": "count",
+            "--price": "nonneg",
+            "--profile": "in_file",
+            "--engine": "name",
+            "--memory-fraction": "fraction",
+            "--plot": "out_file",
+        },
+    ),
     "hardware": (["hardware"], {"--show": "name"}),
-    "simulate": (SIM, {
-        "--config": "in_file", "--model": "name", "--hardware": "name", "--weights": "name",
-        "--experts": "name", "--kv-cache": "name", "--tp": "count", "--ep": "count",
-        "--scheduler": "name", "--max-num-seqs": "count", "--max-num-batched-tokens": "count",
-        "--block-size": "count", "--num-blocks": "count", "--max-model-len": "count",
-        "--replicas": "count", "--router": "name", "--workload": "name", "--rate": "pos_list",
-        "--cv": "positive", "--concurrency": "pos_list", "--num-requests": "count",
-        "--trace": "name", "--input-tokens": "positive", "--input-dist": "name",
-        "--input-std": "nonneg", "--output-tokens": "positive", "--output-dist": "name",
-        "--output-std": "nonneg", "--prefix-groups": "nonneg_int", "--prefix-tokens": "nonneg_int",
-        "--seed": "seed", "--mode": "name", "--slo-ttft-s": "positive", "--slo-tpot-s": "positive",
-        "--speculative": "name", "--num-speculative-tokens": "count", "--acceptance": "fraction",
-        "--acceptance-std": "nonneg", "--draft-model": "name", "--profile": "in_file",
-        "--engine": "name", "--records": "out_file", "--plot": "out_dir",
-        "--prefill-replicas": "count", "--decode-replicas": "count", "--prefill-tp": "count",
-        "--decode-tp": "count", "--prefill-hardware": "name", "--decode-hardware": "name",
-        "--transfer-bandwidth": "positive", "--transfer-latency-s": "nonneg"}),
-    "plan": (PLAN, {
-        "--model": "name", "--hardware": "name", "--rate": "positive",
-        "--slo-ttft-p99": "positive", "--slo-tpot-p99": "positive", "--trace": "name",
-        "--input-tokens": "count", "--output-tokens": "count", "--tp": "int_list",
-        "--precision": "pair_list", "--batch-caps": "int_list", "--chunks": "int_list",
-        "--acceptance": "fraction", "--disagg-ratios": "ratio_list", "--num-requests": "count",
-        "--seed": "seed", "--max-gpus": "count", "--price": "price_list", "--executor": "name",
-        "--workers": "count", "--top-k": "count", "--alternatives": "nonneg_int",
-        "--plot": "out_file"}),
-    "bench": (BENCH, {
-        "--base-url": "name", "--endpoint": "name", "--request-rate": "pos_list",
-        "--concurrency": "pos_list", "--burstiness": "positive", "--ramp-to-rate": "positive",
-        "--num-requests": "count", "--input-tokens": "count", "--output-tokens": "count",
-        "--range-ratio": "fraction", "--shared-prefix-tokens": "nonneg_int",
-        "--dataset": "name", "--max-input-tokens": "count", "--tokenizer": "in_file",
-        "--max-duration": "positive", "--warmup": "nonneg_int", "--timeout": "positive",
-        "--seed": "seed", "--slo-ttft-ms": "positive", "--slo-tpot-ms": "positive",
-        "--slo-attainment": "fraction", "--search-goodput": "positive",
-        "--percentiles": "percent", "--jsonl": "out_file", "--plot": "out_file",
-        "--sim-hardware": "name", "--sim-config": "in_file"}),
-    "validate": (["validate", "--data", TWO_ROWS], {"--data": "in_file", "--profile": "in_file",
-                                "--plot": "out_file", "--by": "name",
-                                "--assume-weights": "name"}),
-    "calibrate": (["calibrate", "--data", TWO_ROWS, "--out", "/nonexistent-dir-xyz/p.toml"], {
-        "--data": "in_file", "--out": "out_file", "--min-group-rows": "count", "--name": "name"}),
-    "serve": (["serve"], {
-        "--model": "name", "--max-num-seqs": "count", "--max-num-batched-tokens": "count",
-        "--scheduler": "name", "--max-model-len": "count", "--kv-cache-gib": "positive",
-        "--threads": "count", "--max-waiting": "count", "--seed": "seed", "--backend": "name",
-        "--max-body-bytes": "count", "--max-prompt-chars": "count",
-        "--header-timeout": "positive", "--body-timeout": "positive", "--port": "port"}),
-    "mock-server": (["mock-server"], {
-        "--ttft-ms": "nonneg", "--itl-ms": "nonneg", "--tokens-per-chunk": "count",
-        "--default-max-tokens": "count", "--stop-after": "count",
-        "--reasoning-tokens": "nonneg_int", "--http-error-every": "nonneg_int",
-        "--midstream-close-every": "nonneg_int", "--midstream-close-after": "nonneg_int",
-        "--hang-every": "nonneg_int", "--port": "port"}),
-    "fleet": (FLEET, {
-        "--model": "name", "--hardware": "name", "--weights": "name", "--kv-cache": "name",
-        "--tp": "count", "--max-num-seqs": "count", "--policy": "name", "--peak-rate": "positive",
-        "--hours": "positive", "--trace": "name", "--lengths": "name", "--input-tokens": "count",
-        "--output-tokens": "count", "--trough-fraction": "fraction", "--replicas": "count",
-        "--max-replicas": "count", "--metric": "name", "--headroom": "positive",
-        "--storage-bandwidth": "positive", "--warmup-s": "nonneg", "--tick-s": "positive",
-        "--max-queue-s": "positive", "--slo-ttft-ms": "positive", "--slo-tpot-ms": "positive",
-        "--price": "nonneg", "--seed": "seed", "--per-minute": "out_file", "--plot": "out_file",
-        "--groups": "count", "--executor": "name", "--workers": "count"}),
+    "simulate": (
+        SIM,
+        {
+            "--config": "in_file",
+            "--model": "name",
+            "--hardware": "name",
+            "--weights": "name",
+            "--experts": "name",
+            "--kv-cache": "name",
+            "--tp": "count",
+            "--ep": "count",
+            "--scheduler": "name",
+            "--max-num-seqs": "count",
+            "--max-num-batched-tokens": "count",
+            "--block-size": "count",
+            "--num-blocks": "count",
+            "--max-model-len": "count",
+            "--replicas": "count",
+            "--router": "name",
+            "--workload": "name",
+            "--rate": "pos_list",
+            "--cv": "positive",
+            "--concurrency": "pos_list",
+            "--num-requests": "count",
+            "--trace": "name",
+            "--input-tokens": "positive",
+            "--input-dist": "name",
+            "--input-std": "nonneg",
+            "--output-tokens": "positive",
+            "--output-dist": "name",
+            "--output-std": "nonneg",
+            "--prefix-groups": "nonneg_int",
+            "--prefix-tokens": "nonneg_int",
+            "--seed": "seed",
+            "--mode": "name",
+            "--slo-ttft-s": "positive",
+            "--slo-tpot-s": "positive",
+            "--speculative": "name",
+            "--num-speculative-tokens": "count",
+            "--acceptance": "fraction",
+            "--acceptance-std": "nonneg",
+            "--draft-model": "name",
+            "--profile": "in_file",
+            "--engine": "name",
+            "--records": "out_file",
+            "--plot": "out_dir",
+            "--prefill-replicas": "count",
+            "--decode-replicas": "count",
+            "--prefill-tp": "count",
+            "--decode-tp": "count",
+            "--prefill-hardware": "name",
+            "--decode-hardware": "name",
+            "--transfer-bandwidth": "positive",
+            "--transfer-latency-s": "nonneg",
+        },
+    ),
+    "plan": (
+        PLAN,
+        {
+            "--model": "name",
+            "--hardware": "name",
+            "--rate": "positive",
+            "--slo-ttft-p99": "positive",
+            "--slo-tpot-p99": "positive",
+            "--trace": "name",
+            "--input-tokens": "count",
+            "--output-tokens": "count",
+            "--tp": "int_list",
+            "--precision": "pair_list",
+            "--batch-caps": "int_list",
+            "--chunks": "int_list",
+            "--acceptance": "fraction",
+            "--disagg-ratios": "ratio_list",
+            "--num-requests": "count",
+            "--seed": "seed",
+            "--max-gpus": "count",
+            "--price": "price_list",
+            "--executor": "name",
+            "--workers": "count",
+            "--top-k": "count",
+            "--alternatives": "nonneg_int",
+            "--plot": "out_file",
+        },
+    ),
+    "bench": (
+        BENCH,
+        {
+            "--base-url": "name",
+            "--endpoint": "name",
+            "--request-rate": "pos_list",
+            "--concurrency": "pos_list",
+            "--burstiness": "positive",
+            "--ramp-to-rate": "positive",
+            "--num-requests": "count",
+            "--input-tokens": "count",
+            "--output-tokens": "count",
+            "--range-ratio": "fraction",
+            "--shared-prefix-tokens": "nonneg_int",
+            "--dataset": "name",
+            "--max-input-tokens": "count",
+            "--tokenizer": "in_file",
+            "--max-duration": "positive",
+            "--warmup": "nonneg_int",
+            "--timeout": "positive",
+            "--seed": "seed",
+            "--slo-ttft-ms": "positive",
+            "--slo-tpot-ms": "positive",
+            "--slo-attainment": "fraction",
+            "--search-goodput": "positive",
+            "--percentiles": "percent",
+            "--jsonl": "out_file",
+            "--plot": "out_file",
+            "--sim-hardware": "name",
+            "--sim-config": "in_file",
+        },
+    ),
+    "validate": (
+        ["validate", "--data", TWO_ROWS],
+        {
+            "--data": "in_file",
+            "--profile": "in_file",
+            "--plot": "out_file",
+            "--by": "name",
+            "--assume-weights": "name",
+        },
+    ),
+    "calibrate": (
+        ["calibrate", "--data", TWO_ROWS, "--out", "/nonexistent-dir-xyz/p.toml"],
+        {"--data": "in_file", "--out": "out_file", "--min-group-rows": "count", "--name": "name"},
+    ),
+    "serve": (
+        ["serve"],
+        {
+            "--model": "name",
+            "--max-num-seqs": "count",
+            "--max-num-batched-tokens": "count",
+            "--scheduler": "name",
+            "--max-model-len": "count",
+            "--kv-cache-gib": "positive",
+            "--threads": "count",
+            "--max-waiting": "count",
+            "--seed": "seed",
+            "--backend": "name",
+            "--max-body-bytes": "count",
+            "--max-prompt-chars": "count",
+            "--header-timeout": "positive",
+            "--body-timeout": "positive",
+            "--port": "port",
+        },
+    ),
+    "mock-server": (
+        ["mock-server"],
+        {
+            "--ttft-ms": "nonneg",
+            "--itl-ms": "nonneg",
+            "--tokens-per-chunk": "count",
+            "--default-max-tokens": "count",
+            "--stop-after": "count",
+            "--reasoning-tokens": "nonneg_int",
+            "--http-error-every": "nonneg_int",
+            "--midstream-close-every": "nonneg_int",
+            "--midstream-close-after": "nonneg_int",
+            "--hang-every": "nonneg_int",
+            "--port": "port",
+        },
+    ),
+    "fleet": (
+        FLEET,
+        {
+            "--model": "name",
+            "--hardware": "name",
+            "--weights": "name",
+            "--kv-cache": "name",
+            "--tp": "count",
+            "--max-num-seqs": "count",
+            "--policy": "name",
+            "--peak-rate": "positive",
+            "--hours": "positive",
+            "--trace": "name",
+            "--lengths": "name",
+            "--input-tokens": "count",
+            "--output-tokens": "count",
+            "--trough-fraction": "fraction",
+            "--replicas": "count",
+            "--max-replicas": "count",
+            "--metric": "name",
+            "--headroom": "positive",
+            "--storage-bandwidth": "positive",
+            "--warmup-s": "nonneg",
+            "--tick-s": "positive",
+            "--max-queue-s": "positive",
+            "--slo-ttft-ms": "positive",
+            "--slo-tpot-ms": "positive",
+            "--price": "nonneg",
+            "--seed": "seed",
+            "--per-minute": "out_file",
+            "--plot": "out_file",
+            "--groups": "count",
+            "--executor": "name",
+            "--workers": "count",
+        },
+    ),
     "engines": (["engines"], {"--show": "name"}),
     # ui: only the port (a host that happens to be valid would start a server that never ends)
     "ui": (["ui", "--host", "127.0.0.1"], {"--port": "port"}),
@@ -251,20 +469,29 @@ def test_the_fuzz_covers_every_command_but_machine_and_models():
 
 def test_generated_values_really_are_bad():
     """The strategies themselves: nothing they draw for a number is a valid number of its kind."""
+
     @SETTINGS
-    @given(st.sampled_from(["count", "positive", "fraction", "seed"]).flatmap(
-        lambda k: st.tuples(st.just(k), KINDS[k])))
+    @given(
+        st.sampled_from(["count", "positive", "fraction", "seed"]).flatmap(
+            lambda k: st.tuples(st.just(k), KINDS[k])
+        )
+    )
     def check(pair: tuple[str, str]) -> None:
         kind, value = pair
         try:
             x = float(value)
         except ValueError:
             return
-        ok = {"count": math.isfinite(x) and x >= 1 and x == int(x) and "." not in value
-              and "e" not in value.lower(),
-              "positive": math.isfinite(x) and x > 0,
-              "fraction": math.isfinite(x) and 0 <= x <= 1,
-              "seed": math.isfinite(x) and 0 <= x < 2**64 and "." not in value}[kind]
+        ok = {
+            "count": math.isfinite(x)
+            and x >= 1
+            and x == int(x)
+            and "." not in value
+            and "e" not in value.lower(),
+            "positive": math.isfinite(x) and x > 0,
+            "fraction": math.isfinite(x) and 0 <= x <= 1,
+            "seed": math.isfinite(x) and 0 <= x < 2**64 and "." not in value,
+        }[kind]
         assert not ok, (kind, value)
 
     check()

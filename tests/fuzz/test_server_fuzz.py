@@ -26,40 +26,94 @@ from infercast.engine.http_limits import ServerLimits
 
 MODEL = "random-tiny"
 SERVER_EXAMPLES = 60
-SETTINGS = settings(max_examples=SERVER_EXAMPLES, deadline=None, derandomize=True,
-                    suppress_health_check=list(HealthCheck), database=None)
+SETTINGS = settings(
+    max_examples=SERVER_EXAMPLES,
+    deadline=None,
+    derandomize=True,
+    suppress_health_check=list(HealthCheck),
+    database=None,
+)
 
-FIELDS = ["model", "prompt", "messages", "max_tokens", "max_completion_tokens", "temperature",
-          "top_p", "top_k", "n", "seed", "stop", "stream", "stream_options", "ignore_eos",
-          "presence_penalty", "frequency_penalty", "user", "logprobs", "best_of", "echo",
-          "logit_bias"]
-ODD_TEXT = st.sampled_from(["", " ", "\ud800", "a\udfffb", "\x00", "x" * 32_000, "🙂" * 50,
-                            "<|endoftext|>", "\\u0000"])
-SCALARS = (st.none() | st.booleans() | st.integers(min_value=-(2**70), max_value=2**70)
-           | st.floats(allow_nan=False, allow_infinity=False) | st.text(max_size=30) | ODD_TEXT)
-JSON = st.recursive(SCALARS, lambda kids: st.lists(kids, max_size=4)
-                    | st.dictionaries(st.text(max_size=8), kids, max_size=4), max_leaves=12)
+FIELDS = [
+    "model",
+    "prompt",
+    "messages",
+    "max_tokens",
+    "max_completion_tokens",
+    "temperature",
+    "top_p",
+    "top_k",
+    "n",
+    "seed",
+    "stop",
+    "stream",
+    "stream_options",
+    "ignore_eos",
+    "presence_penalty",
+    "frequency_penalty",
+    "user",
+    "logprobs",
+    "best_of",
+    "echo",
+    "logit_bias",
+]
+ODD_TEXT = st.sampled_from(
+    ["", " ", "\ud800", "a\udfffb", "\x00", "x" * 32_000, "🙂" * 50, "<|endoftext|>", "\\u0000"]
+)
+SCALARS = (
+    st.none()
+    | st.booleans()
+    | st.integers(min_value=-(2**70), max_value=2**70)
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(max_size=30)
+    | ODD_TEXT
+)
+JSON = st.recursive(
+    SCALARS,
+    lambda kids: (
+        st.lists(kids, max_size=4) | st.dictionaries(st.text(max_size=8), kids, max_size=4)
+    ),
+    max_leaves=12,
+)
 # Mostly plausible values, so requests get past the type checks and reach the engine too.
 PLAUSIBLE = {
-    "model": st.just(MODEL), "prompt": st.text(max_size=40) | st.lists(
-        st.integers(min_value=-5, max_value=600), min_size=0, max_size=8),
-    "max_tokens": st.integers(min_value=-3, max_value=6), "temperature": st.floats(
-        min_value=0, max_value=2) | st.sampled_from([1e-320, 5e-324, 2.0000001, -0.0]),
-    "top_p": st.floats(min_value=0, max_value=1), "top_k": st.integers(-2, 2000),
-    "seed": st.integers(min_value=-(2**64), max_value=2**65), "stream": st.booleans(),
+    "model": st.just(MODEL),
+    "prompt": st.text(max_size=40)
+    | st.lists(st.integers(min_value=-5, max_value=600), min_size=0, max_size=8),
+    "max_tokens": st.integers(min_value=-3, max_value=6),
+    "temperature": st.floats(min_value=0, max_value=2)
+    | st.sampled_from([1e-320, 5e-324, 2.0000001, -0.0]),
+    "top_p": st.floats(min_value=0, max_value=1),
+    "top_k": st.integers(-2, 2000),
+    "seed": st.integers(min_value=-(2**64), max_value=2**65),
+    "stream": st.booleans(),
     "stop": st.lists(st.text(max_size=3), max_size=5) | st.text(max_size=3),
-    "messages": st.lists(st.fixed_dictionaries(
-        {"role": st.sampled_from(["user", "system", "assistant", "robot"]),
-         "content": st.text(max_size=20) | st.none() | st.lists(st.fixed_dictionaries(
-             {"type": st.just("text"), "text": st.text(max_size=10)}), max_size=2)}),
-        max_size=3),
+    "messages": st.lists(
+        st.fixed_dictionaries(
+            {
+                "role": st.sampled_from(["user", "system", "assistant", "robot"]),
+                "content": st.text(max_size=20)
+                | st.none()
+                | st.lists(
+                    st.fixed_dictionaries({"type": st.just("text"), "text": st.text(max_size=10)}),
+                    max_size=2,
+                ),
+            }
+        ),
+        max_size=3,
+    ),
 }
-BODIES = st.fixed_dictionaries(
-    {}, optional={f: (PLAUSIBLE.get(f, JSON) | JSON) if f in PLAUSIBLE else JSON
-                  for f in FIELDS}).map(lambda d: {"model": MODEL, "max_tokens": 2, **d}) | JSON
+BODIES = (
+    st.fixed_dictionaries(
+        {},
+        optional={f: (PLAUSIBLE.get(f, JSON) | JSON) if f in PLAUSIBLE else JSON for f in FIELDS},
+    ).map(lambda d: {"model": MODEL, "max_tokens": 2, **d})
+    | JSON
+)
 
-LIMITS = ServerLimits(max_body_bytes=64_000, max_prompt_chars=20_000, header_timeout_s=1.0,
-                      body_timeout_s=1.0)
+LIMITS = ServerLimits(
+    max_body_bytes=64_000, max_prompt_chars=20_000, header_timeout_s=1.0, body_timeout_s=1.0
+)
 
 
 @pytest.fixture(scope="module")
@@ -90,8 +144,12 @@ def test_generated_requests_never_break_the_server(server):
     def check(body, chat):
         path = "/v1/chat/completions" if chat else "/v1/completions"
         seen["chat" if chat else "completions"] += 1
-        r = httpx.post(f"{url}{path}", content=_encode(body), timeout=30,
-                       headers={"content-type": "application/json"})
+        r = httpx.post(
+            f"{url}{path}",
+            content=_encode(body),
+            timeout=30,
+            headers={"content-type": "application/json"},
+        )
         _check_answer(r, body)
 
     check()
@@ -105,15 +163,29 @@ def test_generated_requests_never_break_the_server(server):
 
 
 @SETTINGS
-@given(raw=st.binary(max_size=200) | st.sampled_from(
-    [b"", b"{", b"null", b"[]", b'{"model": "random-tiny", "prompt": "\\ud800"}',
-     b'{"model": "random-tiny", "prompt": "x", "max_tokens": 1e400}',
-     b'{"model": "random-tiny", "prompt": "x", "temperature": -Infinity}',
-     b'\xef\xbb\xbf{"model": "random-tiny", "prompt": "x"}']))
+@given(
+    raw=st.binary(max_size=200)
+    | st.sampled_from(
+        [
+            b"",
+            b"{",
+            b"null",
+            b"[]",
+            b'{"model": "random-tiny", "prompt": "\\ud800"}',
+            b'{"model": "random-tiny", "prompt": "x", "max_tokens": 1e400}',
+            b'{"model": "random-tiny", "prompt": "x", "temperature": -Infinity}',
+            b'\xef\xbb\xbf{"model": "random-tiny", "prompt": "x"}',
+        ]
+    )
+)
 def test_generated_raw_bytes_get_openai_errors(server, raw):
     url, _ = server
-    r = httpx.post(f"{url}/v1/completions", content=raw, timeout=30,
-                   headers={"content-type": "application/json"})
+    r = httpx.post(
+        f"{url}/v1/completions",
+        content=raw,
+        timeout=30,
+        headers={"content-type": "application/json"},
+    )
     _check_answer(r, raw)
 
 
@@ -121,8 +193,10 @@ def test_generated_raw_bytes_get_openai_errors(server, raw):
 def _raw_post(url: str, body: bytes) -> socket.socket:
     host, port = url.removeprefix("http://").split(":")
     sock = socket.create_connection((host, int(port)), timeout=10)
-    sock.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json"
-                 b"\r\nContent-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body)
+    sock.sendall(
+        b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json"
+        b"\r\nContent-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body
+    )
     return sock
 
 
@@ -139,8 +213,13 @@ def test_burst_disconnects_and_slow_clients_leave_the_server_serving(start_serve
         lock = threading.Lock()
 
         def one(stream: bool) -> None:
-            body = {"model": MODEL, "prompt": "burst", "max_tokens": 30, "ignore_eos": True,
-                    "stream": stream}
+            body = {
+                "model": MODEL,
+                "prompt": "burst",
+                "max_tokens": 30,
+                "ignore_eos": True,
+                "stream": stream,
+            }
             r = httpx.post(f"{url}/v1/completions", json=body, timeout=60)
             with lock:
                 statuses.append(r.status_code)
@@ -150,11 +229,19 @@ def test_burst_disconnects_and_slow_clients_leave_the_server_serving(start_serve
         for t in burst:
             t.start()
         # 2. meanwhile: clients that leave, streaming and not, and a slow body
-        long = json.dumps({"model": MODEL, "prompt": "leave", "max_tokens": 200,
-                           "ignore_eos": True}).encode()
+        long = json.dumps(
+            {"model": MODEL, "prompt": "leave", "max_tokens": 200, "ignore_eos": True}
+        ).encode()
         leavers = [_raw_post(url, long) for _ in range(3)]
-        streamed = json.dumps({"model": MODEL, "prompt": "leave", "max_tokens": 200,
-                               "ignore_eos": True, "stream": True}).encode()
+        streamed = json.dumps(
+            {
+                "model": MODEL,
+                "prompt": "leave",
+                "max_tokens": 200,
+                "ignore_eos": True,
+                "stream": True,
+            }
+        ).encode()
         leavers += [_raw_post(url, streamed) for _ in range(3)]
         host, port = url.removeprefix("http://").split(":")
         slow = socket.create_connection((host, int(port)), timeout=10)
@@ -169,11 +256,15 @@ def test_burst_disconnects_and_slow_clients_leave_the_server_serving(start_serve
         assert statuses.count(200) >= 4
         # 3. everything freed, and the server still answers
         deadline = time.monotonic() + 15
-        while (engine.scheduler.kv.num_used_blocks or engine.num_running
-               or engine.num_waiting) and time.monotonic() < deadline:
+        while (
+            engine.scheduler.kv.num_used_blocks or engine.num_running or engine.num_waiting
+        ) and time.monotonic() < deadline:
             time.sleep(0.05)
         assert engine.scheduler.kv.num_used_blocks == 0 and not engine.num_running
-        r = httpx.post(f"{url}/v1/completions", json={"model": MODEL, "prompt": "after",
-                                                      "max_tokens": 3}, timeout=30)
+        r = httpx.post(
+            f"{url}/v1/completions",
+            json={"model": MODEL, "prompt": "after", "max_tokens": 3},
+            timeout=30,
+        )
         assert r.status_code == 200 and r.json()["usage"]["completion_tokens"] == 3
         assert httpx.get(f"{url}/health").json()["step_failures"] == 0

@@ -64,7 +64,11 @@ def test_merged_union_matches_numpy(caps):
     b.add(b_vals)
     m = a.merged(b)
     both = np.concatenate([a_vals, b_vals])
-    assert m.count == both.size and m.mean == pytest.approx(both.mean()) and m.std == pytest.approx(both.std())
+    assert (
+        m.count == both.size
+        and m.mean == pytest.approx(both.mean())
+        and m.std == pytest.approx(both.std())
+    )
     srt = np.sort(both)
     for q in (10, 50, 99):
         if m.is_exact:
@@ -83,9 +87,11 @@ def test_add_weighted_equals_add_with_weights_exact_and_folded():
     for cap in (10**6, 1000):  # stays exact; folds into the histogram
         a, b = BoundedSample(cap), BoundedSample(cap)
         for lo in range(0, 3000, 700):
-            a.add(vals[lo:lo + 700], counts[lo:lo + 700])
-            b.add_weighted(vals[lo:lo + 700], counts[lo:lo + 700])
+            a.add(vals[lo : lo + 700], counts[lo : lo + 700])
+            b.add_weighted(vals[lo : lo + 700], counts[lo : lo + 700])
         assert (a.count, a.min, a.max, a.is_exact) == (b.count, b.min, b.max, b.is_exact)
-        assert b.mean == pytest.approx(a.mean, rel=1e-12) and b.std == pytest.approx(a.std, rel=1e-9)
+        assert b.mean == pytest.approx(a.mean, rel=1e-12) and b.std == pytest.approx(
+            a.std, rel=1e-9
+        )
         for q in (1, 50, 90, 99, 99.9):
             assert b.percentile(q) == a.percentile(q)

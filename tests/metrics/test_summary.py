@@ -12,9 +12,17 @@ from infercast.metrics.summary import MetricsAccumulator, summarize
 
 def rec(i, arrival, chunks, tokens=None, n=None, **kw):
     n = n if n is not None else (sum(tokens) if tokens else len(chunks))
-    return RequestRecord(f"r{i}", arrival, prompt_tokens=10, output_tokens=n, chunk_times_s=chunks,
-                         chunk_tokens=tokens, finish_s=chunks[-1] if chunks else None,
-                         finish_reason=kw.pop("finish_reason", "length"), **kw)
+    return RequestRecord(
+        f"r{i}",
+        arrival,
+        prompt_tokens=10,
+        output_tokens=n,
+        chunk_times_s=chunks,
+        chunk_tokens=tokens,
+        finish_s=chunks[-1] if chunks else None,
+        finish_reason=kw.pop("finish_reason", "length"),
+        **kw,
+    )
 
 
 def test_one_request_by_hand():
@@ -33,11 +41,13 @@ def test_one_request_by_hand():
 
 
 def test_failures_rejections_and_reasons_are_counted():
-    recs = [rec(0, 0.0, [0.1, 0.2]),
-            RequestRecord("f1", 0.0, 5, error="HTTP 500", finish_reason="error"),
-            RequestRecord("f2", 0.0, 5, error="HTTP 500", finish_reason="error"),
-            RequestRecord("f3", 0.0, 5, error="timeout", finish_reason="error"),
-            RequestRecord("x", 0.0, 5, finish_reason="rejected", error="prompt too long")]
+    recs = [
+        rec(0, 0.0, [0.1, 0.2]),
+        RequestRecord("f1", 0.0, 5, error="HTTP 500", finish_reason="error"),
+        RequestRecord("f2", 0.0, 5, error="HTTP 500", finish_reason="error"),
+        RequestRecord("f3", 0.0, 5, error="timeout", finish_reason="error"),
+        RequestRecord("x", 0.0, 5, finish_reason="rejected", error="prompt too long"),
+    ]
     s = summarize(recs)
     assert (s.completed, s.failed, s.rejected, s.total) == (1, 3, 1, 5)
     assert s.failure_reasons == {"HTTP 500": 2, "timeout": 1, "prompt too long": 1}
@@ -46,7 +56,9 @@ def test_failures_rejections_and_reasons_are_counted():
 
 def test_throughput_over_window_and_goodput():
     # 4 requests arriving 1 s apart, each 2 tokens; window 0 .. 3.5 s
-    recs = [rec(i, float(i), [i + ttft, i + 0.5], n=2) for i, ttft in enumerate([0.1, 0.2, 0.3, 0.4])]
+    recs = [
+        rec(i, float(i), [i + ttft, i + 0.5], n=2) for i, ttft in enumerate([0.1, 0.2, 0.3, 0.4])
+    ]
     s = summarize(recs, slo_ttft_s=0.25, slo_tpot_s=0.35)
     assert s.duration_s == pytest.approx(3.5)
     assert s.request_throughput_rps == pytest.approx(4 / 3.5)
@@ -65,9 +77,19 @@ def test_percentiles_configurable_and_vllm_keys():
     assert s.ttft.percentiles[25.0] == pytest.approx(np.percentile(ttfts, 25))
     assert s.ttft.percentiles[50.0] == pytest.approx(np.median(ttfts))
     v = s.to_vllm_dict()
-    for key in ("mean_ttft_ms", "median_ttft_ms", "p99.9_ttft_ms", "p25_tpot_ms", "mean_itl_ms",
-                "mean_e2el_ms", "request_throughput", "output_throughput", "total_output_tokens",
-                "duration", "completed"):
+    for key in (
+        "mean_ttft_ms",
+        "median_ttft_ms",
+        "p99.9_ttft_ms",
+        "p25_tpot_ms",
+        "mean_itl_ms",
+        "mean_e2el_ms",
+        "request_throughput",
+        "output_throughput",
+        "total_output_tokens",
+        "duration",
+        "completed",
+    ):
         assert key in v
     assert v["mean_ttft_ms"] == pytest.approx(ttfts.mean() * 1e3)
     assert v["mean_tpot_ms"] == pytest.approx(15.0)
@@ -117,8 +139,18 @@ def test_add_many_and_add_itl_equal_add_record_by_record():
         n = int(rng.integers(1, 40))
         arrival = float(rng.uniform(0, 10))
         t = arrival + np.cumsum(rng.exponential(0.02, n))
-        recs.append(RequestRecord(f"r{i}", arrival, int(rng.integers(1, 900)), n, t, finish_s=float(t[-1]),
-                                  first_scheduled_s=arrival + 0.001, finish_reason="length"))
+        recs.append(
+            RequestRecord(
+                f"r{i}",
+                arrival,
+                int(rng.integers(1, 900)),
+                n,
+                t,
+                finish_s=float(t[-1]),
+                first_scheduled_s=arrival + 0.001,
+                finish_reason="length",
+            )
+        )
     one = MetricsAccumulator(slo_ttft_s=0.05, slo_tpot_s=0.03, itl_exact_cap=2000)
     for r in recs:
         one.add(r)
@@ -128,13 +160,25 @@ def test_add_many_and_add_itl_equal_add_record_by_record():
         return np.array([f(r) for r in part])
 
     for lo in range(0, 300, 128):
-        part = recs[lo:lo + 128]
-        many.add_many(*(col(f, part) for f in (
-            lambda r: r.arrival_s, lambda r: r.prompt_tokens, lambda r: r.output_tokens,
-            lambda r: r.chunk_times_s[0], lambda r: r.chunk_times_s[-1], lambda r: r.finish_s,
-            lambda r: r.first_scheduled_s)))
+        part = recs[lo : lo + 128]
+        many.add_many(
+            *(
+                col(f, part)
+                for f in (
+                    lambda r: r.arrival_s,
+                    lambda r: r.prompt_tokens,
+                    lambda r: r.output_tokens,
+                    lambda r: r.chunk_times_s[0],
+                    lambda r: r.chunk_times_s[-1],
+                    lambda r: r.finish_s,
+                    lambda r: r.first_scheduled_s,
+                )
+            )
+        )
         gaps = np.concatenate([np.diff(r.chunk_times_s) for r in part])
-        vals, counts = np.unique(gaps, return_counts=True)  # repeated values may come once, with a count
+        vals, counts = np.unique(
+            gaps, return_counts=True
+        )  # repeated values may come once, with a count
         many.add_itl(vals[::2], counts[::2])
         many.add_itl(vals[1::2], counts[1::2])
     a, b = one.summary().to_dict(), many.summary().to_dict()
@@ -142,7 +186,10 @@ def test_add_many_and_add_itl_equal_add_record_by_record():
     for key, value in a.items():
         if isinstance(value, dict) and "mean" in value:  # moments of ITLs: merge order, ulps
             assert value.keys() == b[key].keys(), key
-            for stat, x in value.items():  # approx takes no None (pytest >= 9.2): compare those as is
+            for (
+                stat,
+                x,
+            ) in value.items():  # approx takes no None (pytest >= 9.2): compare those as is
                 if x is None or b[key][stat] is None:
                     assert x == b[key][stat], (key, stat)
                 else:
@@ -160,8 +207,18 @@ def test_column_cap_bounds_the_per_request_columns_and_keeps_the_summary():
         n = int(rng.integers(1, 30))
         arrival = float(rng.uniform(0, 20))
         t = arrival + float(rng.uniform(0.01, 0.3)) + np.cumsum(rng.exponential(0.02, n))
-        recs.append(RequestRecord(f"r{i}", arrival, 100, n, t, finish_s=float(t[-1]),
-                                  first_scheduled_s=arrival + 0.001, finish_reason="length"))
+        recs.append(
+            RequestRecord(
+                f"r{i}",
+                arrival,
+                100,
+                n,
+                t,
+                finish_s=float(t[-1]),
+                first_scheduled_s=arrival + 0.001,
+                finish_reason="length",
+            )
+        )
     exact = summarize(recs, slo_ttft_s=0.15, slo_tpot_s=0.025)
     bounded = summarize(recs, slo_ttft_s=0.15, slo_tpot_s=0.025, column_cap=50)
     assert bounded.num_good == exact.num_good and bounded.completed == exact.completed == 400

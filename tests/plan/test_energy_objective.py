@@ -7,10 +7,24 @@ from infercast.plan import PlanRequest, plan
 
 
 def _req(objective: str) -> PlanRequest:
-    return PlanRequest(model="llama-3.1-8b", hardware=("h100-sxm", "h200-sxm"), rate=4.0, slo_ttft_p99_s=2.0,
-                       slo_tpot_p99_s=0.05, input_tokens=512, output_tokens=128, num_requests=100, tps=(1,),
-                       precisions=(("bf16", "bf16"), ("fp8", "fp8")), batch_caps=(64,), chunks=(2048,),
-                       speculative=(False,), disagg_ratios=(), objective=objective, exhaustive=True)
+    return PlanRequest(
+        model="llama-3.1-8b",
+        hardware=("h100-sxm", "h200-sxm"),
+        rate=4.0,
+        slo_ttft_p99_s=2.0,
+        slo_tpot_p99_s=0.05,
+        input_tokens=512,
+        output_tokens=128,
+        num_requests=100,
+        tps=(1,),
+        precisions=(("bf16", "bf16"), ("fp8", "fp8")),
+        batch_caps=(64,),
+        chunks=(2048,),
+        speculative=(False,),
+        disagg_ratios=(),
+        objective=objective,
+        exhaustive=True,
+    )
 
 
 def test_energy_objective_orders_by_joules_and_reports_them():

@@ -10,8 +10,15 @@ from infercast.plan import PlanRequest
 from infercast.plan.evaluate import plan_profile, sim_config
 from infercast.plan.space import Candidate
 
-REQ = dict(model="llama-3.1-8b", hardware=("h100-sxm",), rate=1.0, input_tokens=256, output_tokens=64,
-           slo_ttft_p99_s=1.0, slo_tpot_p99_s=0.1)
+REQ = dict(
+    model="llama-3.1-8b",
+    hardware=("h100-sxm",),
+    rate=1.0,
+    input_tokens=256,
+    output_tokens=64,
+    slo_ttft_p99_s=1.0,
+    slo_tpot_p99_s=0.1,
+)
 
 
 def _cand() -> Candidate:
@@ -29,13 +36,32 @@ def test_plan_engine_sets_policy_and_profile_group():
     req = PlanRequest(**REQ, engine="sglang")
     assert sim_config(cand, req, 1)["scheduler"]["policy"] == "prefill-first"
     assert plan_profile(cand, req) == load_profile_set(None).for_group("hopper/sglang")
-    assert sim_config(cand, PlanRequest(**REQ), 1)["scheduler"].get("policy") is None  # the simulator's default
+    assert (
+        sim_config(cand, PlanRequest(**REQ), 1)["scheduler"].get("policy") is None
+    )  # the simulator's default
 
 
 def test_plan_cli_rejects_a_bad_engine_before_searching():
     from infercast.cli import main
 
     with pytest.raises(SystemExit) as exc:
-        main(["plan", "-m", "llama-3.1-8b", "--rate", "1", "--slo-ttft-p99", "1", "--slo-tpot-p99", "0.1",
-              "--input-tokens", "256", "--output-tokens", "64", "--engine", "nope"])
+        main(
+            [
+                "plan",
+                "-m",
+                "llama-3.1-8b",
+                "--rate",
+                "1",
+                "--slo-ttft-p99",
+                "1",
+                "--slo-tpot-p99",
+                "0.1",
+                "--input-tokens",
+                "256",
+                "--output-tokens",
+                "64",
+                "--engine",
+                "nope",
+            ]
+        )
     assert exc.value.code == 2

@@ -29,8 +29,12 @@ def check_step(s: Scheduler, batch) -> None:
         assert len(r.block_table) * cfg.block_size >= q.num_cached_tokens + q.num_new_tokens
 
 
-def drive(s: Scheduler, max_steps: int = 100_000, use_fast_path: bool = False,
-          finish_step: dict | None = None) -> tuple[list, int]:
+def drive(
+    s: Scheduler,
+    max_steps: int = 100_000,
+    use_fast_path: bool = False,
+    finish_step: dict | None = None,
+) -> tuple[list, int]:
     """Run to completion; return (finished requests in finish order, steps).
 
     ``finish_step``, when given, is filled with the step count at which each request finished

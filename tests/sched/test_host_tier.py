@@ -56,7 +56,9 @@ def test_the_tier_needs_prefix_caching():
 def test_scheduler_reuses_an_offloaded_prefix_instead_of_recomputing_it():
     prefix = tuple(range(100, 104))  # 4 blocks of 4 tokens
     for host_blocks, expect_cached in ((0, 0), (16, 16)):
-        s = make_scheduler(num_blocks=8, block_size=4, enable_prefix_caching=True, host_blocks=host_blocks)
+        s = make_scheduler(
+            num_blocks=8, block_size=4, enable_prefix_caching=True, host_blocks=host_blocks
+        )
         s.add_request(req(0, 17, 1, prefix))
         while s.has_unfinished:  # the first request computes and registers the prefix
             b = s.schedule()

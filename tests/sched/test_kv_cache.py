@@ -68,7 +68,9 @@ def test_free_block_counter_follows_the_pool_under_random_operations():
                 if hits:
                     kv.share(hits)
                     owned.append(hits)
-            assert kv.num_free_blocks == kv.num_blocks - sum(1 for r in kv.ref_counts if r > 0), step
+            assert kv.num_free_blocks == kv.num_blocks - sum(1 for r in kv.ref_counts if r > 0), (
+                step
+            )
             kv.check_invariants()
         assert caching is False or kv.num_evictions > 0  # the eviction path ran
 

@@ -203,8 +203,12 @@ def _trace_steps(s, use_fast_path=False):
 
 
 @settings(max_examples=30, deadline=None)
-@given(workloads, st.sampled_from(["static", "continuous", "chunked", "prefill-first"]), st.integers(8, 40),
-       st.booleans())
+@given(
+    workloads,
+    st.sampled_from(["static", "continuous", "chunked", "prefill-first"]),
+    st.integers(8, 40),
+    st.booleans(),
+)
 def test_compact_decode_group_matches_listed_batches(lengths, policy, num_blocks, prefix):
     """The simulator's compact batches run the same steps as the engine's listed ones."""
     runs = []
@@ -249,8 +253,12 @@ def test_update_takes_counts_or_token_ids_and_stops():
 
 def _plain_chunked_trace(lengths, num_blocks, plain: bool):
     """Every batch and decode horizon of a chunked run with requests arriving one per step."""
-    s = make_scheduler(num_blocks=num_blocks, max_num_batched_tokens=48, compact_decodes=True,
-                       emit_block_tables=False)
+    s = make_scheduler(
+        num_blocks=num_blocks,
+        max_num_batched_tokens=48,
+        compact_decodes=True,
+        emit_block_tables=False,
+    )
     assert s._plain_chunked
     s._plain_chunked = plain  # False: the policy's general path, the reference
     out, pending = [], [req(i, p, o) for i, (p, o) in enumerate(lengths)]
@@ -270,4 +278,6 @@ def _plain_chunked_trace(lengths, num_blocks, plain: bool):
 @given(workloads, st.integers(8, 40))
 def test_plain_chunked_fast_path_equals_the_policy(lengths, num_blocks):
     """The simulator's chunked shortcut (group only, no prefix caching) decides as ChunkedPolicy."""
-    assert _plain_chunked_trace(lengths, num_blocks, True) == _plain_chunked_trace(lengths, num_blocks, False)
+    assert _plain_chunked_trace(lengths, num_blocks, True) == _plain_chunked_trace(
+        lengths, num_blocks, False
+    )

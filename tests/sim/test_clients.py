@@ -22,7 +22,9 @@ def test_shipped_harnesses_load_with_every_rule_cited():
     for name in harness_names():
         h = load_harness(name)
         assert h.name == name and h.start == "burst" and h.ttft == "first_text"
-        assert all(h.sources[k] for k in ("start", "warmup_requests", "range_ratio", "length_rule", "ttft"))
+        assert all(
+            h.sources[k] for k in ("start", "warmup_requests", "range_ratio", "length_rule", "ttft")
+        )
 
 
 def test_inferencex_sends_ten_prompts_per_client():
@@ -52,16 +54,27 @@ def test_closed_loop_workload_draws_the_harness_range_in_the_simulator():
     h = load_harness("inferencex")
     w = closed_loop_workload(h, 8, 1000, 500)
     assert w["arrival"] == "closed" and w["concurrency"] == 8 and w["num_requests"] == 80
-    cfg = build_config({"model": "llama-3.1-8b", "hardware": "h100-sxm", "seed": 0,
-                        "workload": w | {"num_requests": 4000}})
-    prompts = np.array([r[1] for r in request_stream(workload_spec(cfg, None), np.random.default_rng(0))])
+    cfg = build_config(
+        {
+            "model": "llama-3.1-8b",
+            "hardware": "h100-sxm",
+            "seed": 0,
+            "workload": w | {"num_requests": 4000},
+        }
+    )
+    prompts = np.array(
+        [r[1] for r in request_stream(workload_spec(cfg, None), np.random.default_rng(0))]
+    )
     assert prompts.min() == 800 and prompts.max() == 1000
     assert prompts.mean() == pytest.approx(900, rel=0.01)  # randint(800, 1001)'s mean
 
 
 def test_fixed_rows_run_their_stated_lengths():
     w = closed_loop_workload(load_harness("sglang-bench-serving"), 4, 1024, 128, fixed=True)
-    assert w["input"] == {"dist": "fixed", "mean": 1024} and w["output"] == {"dist": "fixed", "mean": 128}
+    assert w["input"] == {"dist": "fixed", "mean": 1024} and w["output"] == {
+        "dist": "fixed",
+        "mean": 128,
+    }
 
 
 def test_a_preset_without_a_source_is_one_line():

@@ -10,7 +10,9 @@ from infercast.sim.presets import build_step_model
 
 
 def test_default_weights_are_the_checkpoints():
-    assert build_config({}).weights == "bf16" and build_config({}).experts is None  # llama-3.1-8b: bfloat16
+    assert (
+        build_config({}).weights == "bf16" and build_config({}).experts is None
+    )  # llama-3.1-8b: bfloat16
     ds = build_config({"model": "deepseek-v3", "hardware": "h200-sxm", "tp": 8})
     assert (ds.weights, ds.experts) == ("fp8", None)
     oss = build_config({"model": "gpt-oss-120b", "hardware": "b200"})
@@ -32,4 +34,6 @@ def test_mxfp4_checkpoint_fits_where_bf16_does_not():
     sm = build_step_model(build_config({"model": "gpt-oss-120b", "hardware": "h200-sxm"}))
     assert sm.experts is not None and sm.kv_capacity_tokens > 500_000
     with pytest.raises(DoesNotFitError, match="leaves no memory for the KV cache"):
-        build_step_model(build_config({"model": "gpt-oss-120b", "hardware": "h200-sxm", "experts": "none"}))
+        build_step_model(
+            build_config({"model": "gpt-oss-120b", "hardware": "h200-sxm", "experts": "none"})
+        )

@@ -159,20 +159,33 @@ def test_engine_measures_the_hit_rates_the_simulator_predicts(tmp_path):
             return 0.0
 
     bs = 4
-    eng = Engine(load("tiny", seed=5),
-                 EngineConfig(max_num_batched_tokens=32, block_size=bs, kv_cache_bytes=4e6,
-                              enable_prefix_caching=True, max_num_seqs=4),
-                 Clock(), np.random.default_rng(0))
+    eng = Engine(
+        load("tiny", seed=5),
+        EngineConfig(
+            max_num_batched_tokens=32,
+            block_size=bs,
+            kv_cache_bytes=4e6,
+            enable_prefix_caching=True,
+            max_num_seqs=4,
+        ),
+        Clock(),
+        np.random.default_rng(0),
+    )
     rng = np.random.default_rng(3)
-    plan = {s: [(int(rng.integers(5, 14)), int(rng.integers(3, 9))) for _ in range(3)] for s in range(3)}
+    plan = {
+        s: [(int(rng.integers(5, 14)), int(rng.integers(3, 9))) for _ in range(3)] for s in range(3)
+    }
     rows, prompts = [], {}
     for group in ([0, 1], [2]):
         for k in range(3):
             for s in group:
                 new, out = plan[s][k]
                 prompts[s] = prompts.get(s, []) + rng.integers(0, 200, new).tolist()
-                eng.add(f"{s}-{k}", prompts[s], SamplingParams(max_tokens=out, temperature=0.0,
-                                                               ignore_eos=True))
+                eng.add(
+                    f"{s}-{k}",
+                    prompts[s],
+                    SamplingParams(max_tokens=out, temperature=0.0, ignore_eos=True),
+                )
             answers: dict[str, list[int]] = {}
             while eng.has_unfinished:
                 for ev in eng.step():
@@ -183,14 +196,30 @@ def test_engine_measures_the_hit_rates_the_simulator_predicts(tmp_path):
                 rows.append(f"{s},{k + 1},{k},{plan[s][k][0]},{plan[s][k][1]},0")
     measured = {r.request_id: r.cached_prompt_tokens for r in eng.finished}
     f = tmp_path / "sessions.csv"
-    f.write_text("session,turn,arrival_s,new_input_tokens,output_tokens,think_s\n" + "\n".join(rows))
-    cfg = build_config({"model": "llama-3.1-8b", "hardware": "h100-sxm", "mode": "exact",
-                        "scheduler": {"prefix_caching": True, "num_blocks": 4096, "block_size": bs,
-                                      "max_num_batched_tokens": 32, "max_num_seqs": 4},
-                        "workload": {"conversations": str(f), "num_requests": 3, "concurrency": 2}})
+    f.write_text(
+        "session,turn,arrival_s,new_input_tokens,output_tokens,think_s\n" + "\n".join(rows)
+    )
+    cfg = build_config(
+        {
+            "model": "llama-3.1-8b",
+            "hardware": "h100-sxm",
+            "mode": "exact",
+            "scheduler": {
+                "prefix_caching": True,
+                "num_blocks": 4096,
+                "block_size": bs,
+                "max_num_batched_tokens": 32,
+                "max_num_seqs": 4,
+            },
+            "workload": {"conversations": str(f), "num_requests": 3, "concurrency": 2},
+        }
+    )
     predicted = simulate(cfg, _FlatTimer()).summary
-    total_prompt = sum(sum(n for n, _ in plan[s][: k + 1]) + sum(o for _, o in plan[s][:k])
-                       for s in plan for k in range(3))
+    total_prompt = sum(
+        sum(n for n, _ in plan[s][: k + 1]) + sum(o for _, o in plan[s][:k])
+        for s in plan
+        for k in range(3)
+    )
     assert predicted.total_input_tokens == total_prompt
     assert predicted.cached_prompt_tokens == sum(measured.values())
     assert predicted.prefix_hit_requests == sum(1 for v in measured.values() if v > 0) == 6
@@ -201,7 +230,8 @@ def test_a_shared_system_prompt_is_cached_across_sessions():
     # first turn reuses it (the first's was computed first: sessions start one after the other
     # in a closed loop of one user); follow-ups as in the hand count above.
     records = []
-    s = simulate(_cfg(concurrency=1, prefix_groups=1, prefix_tokens=20), _FlatTimer(),
-                 sink=records.append).summary
+    s = simulate(
+        _cfg(concurrency=1, prefix_groups=1, prefix_tokens=20), _FlatTimer(), sink=records.append
+    ).summary
     assert sorted(r.cached_prompt_tokens for r in records) == [0, 16, 48, 48, 112, 112]
     assert s.prefix_hit_rate_requests == pytest.approx(5 / 6)

@@ -11,8 +11,12 @@ from infercast.sim.config import build_config
 from infercast.sim.disagg import kv_transfer_bytes, transfer_time_s
 from infercast.sim.run import simulate
 
-DISAGG = {"prefill": {"replicas": 1}, "decode": {"replicas": 1}, "transfer_latency_s": 0.002,
-          "transfer_bandwidth_bytes_per_s": 2e10}
+DISAGG = {
+    "prefill": {"replicas": 1},
+    "decode": {"replicas": 1},
+    "transfer_latency_s": 0.002,
+    "transfer_bandwidth_bytes_per_s": 2e10,
+}
 
 
 def _run(step_model, workload: dict, disagg: dict | None = None, **top):
@@ -29,8 +33,9 @@ def test_transfer_time_is_bytes_over_bandwidth_plus_latency(step_model):
     assert nbytes == pytest.approx(1000 * step_model.model.kv_bytes_per_token(2))  # bf16 KV, TP 1
     assert transfer_time_s(nbytes, 2e10, 0.002) == pytest.approx(nbytes / 2e10 + 0.002)
     # Layer overlap hides what fits under the prefill, never the last layer's share.
-    assert transfer_time_s(nbytes, 2e10, 0.002, prefill_s=1.0, num_layers=32, overlap=True) == \
-        pytest.approx(0.002 + nbytes / 2e10 / 32)
+    assert transfer_time_s(
+        nbytes, 2e10, 0.002, prefill_s=1.0, num_layers=32, overlap=True
+    ) == pytest.approx(0.002 + nbytes / 2e10 / 32)
 
 
 def test_ttft_grows_by_the_transfer_time(step_model):
@@ -39,7 +44,9 @@ def test_ttft_grows_by_the_transfer_time(step_model):
     dis, _ = _run(step_model, one, DISAGG)
     transfer = transfer_time_s(kv_transfer_bytes(step_model, 2000), 2e10, 0.002)
     first_decode = step_model.step_time_s([1], [1999])  # the decode side emits the first token
-    assert dis.summary.ttft.mean == pytest.approx(agg.summary.ttft.mean + transfer + first_decode, rel=1e-9)
+    assert dis.summary.ttft.mean == pytest.approx(
+        agg.summary.ttft.mean + transfer + first_decode, rel=1e-9
+    )
     assert dis.extra["kv_transfer_s_mean"] == pytest.approx(transfer)
     assert dis.summary.tpot.mean == pytest.approx(agg.summary.tpot.mean, rel=0.01)
 
@@ -64,8 +71,25 @@ def test_decode_admission_waits_for_kv(step_model):
 
 
 def test_cli_disaggregated_flags(capsys):
-    main(["simulate", "--disaggregated", "--prefill-replicas", "1", "--decode-replicas", "2",
-          "--rate", "2", "--num-requests", "20", "--input-tokens", "512", "--output-tokens", "32", "--json"])
+    main(
+        [
+            "simulate",
+            "--disaggregated",
+            "--prefill-replicas",
+            "1",
+            "--decode-replicas",
+            "2",
+            "--rate",
+            "2",
+            "--num-requests",
+            "20",
+            "--input-tokens",
+            "512",
+            "--output-tokens",
+            "32",
+            "--json",
+        ]
+    )
     d = json.loads(capsys.readouterr().out)
     assert d["disaggregated"] is True and d["num_gpus"] == 3 and d["num_completed"] == 20
 

@@ -47,8 +47,9 @@ def test_time_series_says_when_a_replica_may_skip_observing():
 
     from infercast.sim.series import TimeSeries
 
-    rep = SimpleNamespace(index=0, sched=SimpleNamespace(kv=SimpleNamespace(usage=0.5), waiting=(),
-                                                         num_preemptions=0))
+    rep = SimpleNamespace(
+        index=0, sched=SimpleNamespace(kv=SimpleNamespace(usage=0.5), waiting=(), num_preemptions=0)
+    )
     ts = TimeSeries(max_points=4, interval_s=1.0)
     assert ts.observe(0.0, rep, 3) == (0.0, 1.0)
     assert ts.observe(0.5, rep, 3) == (0.0, 1.0)  # too soon: not sampled
@@ -79,11 +80,20 @@ def test_run_merges_an_arrival_stream_with_the_heap_arrivals_first_at_equal_time
             k.at(2.5, 1, step_end)
 
     k.at(1.0, 1, step_end)
-    items = [SimpleNamespace(arrival_s=t, name=name) for t, name in [(1.0, "a"), (1.0, "b"), (2.0, "c"), (4.0, "d")]]
+    items = [
+        SimpleNamespace(arrival_s=t, name=name)
+        for t, name in [(1.0, "a"), (1.0, "b"), (2.0, "c"), (4.0, "d")]
+    ]
     k.run(iter(items), arrive)
     inf = float("inf")
-    assert out == [("a", 1.0, 1.0, True), ("b", 1.0, 2.0, False), ("step", 1.0, 2.0),
-                   ("c", 2.0, 4.0, False), ("step", 2.5, 4.0), ("d", 4.0, inf, False)]
+    assert out == [
+        ("a", 1.0, 1.0, True),
+        ("b", 1.0, 2.0, False),
+        ("step", 1.0, 2.0),
+        ("c", 2.0, 4.0, False),
+        ("step", 2.5, 4.0),
+        ("d", 4.0, inf, False),
+    ]
     assert k.num_events == 6 and k.now == 4.0 and k.arrival_s == inf
     with pytest.raises(ValueError, match="time order"):
         Kernel().run(iter(items[2::-2]), lambda item: None)

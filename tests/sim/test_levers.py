@@ -12,10 +12,21 @@ from infercast.sim.run import simulate
 
 # 40 prefix groups of 1,024 tokens (64 blocks each) on a KV pool of 600 blocks: the groups do not
 # fit together, so HBM's prefix cache evicts what a later request of the same group wants.
-OFFLOAD = {"model": "llama-3.1-8b", "hardware": "h100-sxm", "mode": "exact", "seed": 3,
-           "scheduler": {"prefix_caching": True, "num_blocks": 600, "max_num_seqs": 16},
-           "workload": {"arrival": "offline", "num_requests": 200, "prefix_groups": 40, "prefix_tokens": 1024,
-                        "input": {"mean": 1100}, "output": {"mean": 16}}}
+OFFLOAD = {
+    "model": "llama-3.1-8b",
+    "hardware": "h100-sxm",
+    "mode": "exact",
+    "seed": 3,
+    "scheduler": {"prefix_caching": True, "num_blocks": 600, "max_num_seqs": 16},
+    "workload": {
+        "arrival": "offline",
+        "num_requests": 200,
+        "prefix_groups": 40,
+        "prefix_tokens": 1024,
+        "input": {"mean": 1100},
+        "output": {"mean": 16},
+    },
+}
 
 
 def _run(data):
@@ -30,7 +41,9 @@ def test_reloads_are_charged_at_the_host_link_bandwidth_by_hand():
     fast = _run({**OFFLOAD, "kv_offload": {"gib": 64, "host_link_gbps": 1e6}})
     loaded = slow.extra["kv_offload_blocks_loaded"]
     assert loaded == fast.extra["kv_offload_blocks_loaded"] > 0
-    bytes_per_block = 16 * 131072  # llama-3.1-8b bf16 KV: 32 layers x 8 kv heads x 128 x 2 x 2 B per token
+    bytes_per_block = (
+        16 * 131072
+    )  # llama-3.1-8b bf16 KV: 32 layers x 8 kv heads x 128 x 2 x 2 B per token
     expect = loaded * bytes_per_block * (1 / 10e9 - 1 / 1e15)
     assert slow.summary.duration_s - fast.summary.duration_s == pytest.approx(expect, rel=1e-6)
     assert slow.extra["kv_offload_reload_s"] == pytest.approx(loaded * bytes_per_block / 10e9)
@@ -50,13 +63,22 @@ def test_overlap_hides_reloads_under_compute():
     assert overlap.summary.duration_s < serial.summary.duration_s
 
 
-@pytest.mark.parametrize(("data", "msg"), [
-    ({"kv_offload": {"gib": 8}}, "prefix_caching"),
-    ({"kv_offload": {"gib": 8}, "scheduler": {"prefix_caching": True}, "speculative": {"method": "eagle"}},
-     "not modelled"),
-    ({"expert_routing": {"redundant": 2}}, "exactly one of skew"),
-    ({"lora": {"rank": 0}}, "lora.rank"),
-])
+@pytest.mark.parametrize(
+    ("data", "msg"),
+    [
+        ({"kv_offload": {"gib": 8}}, "prefix_caching"),
+        (
+            {
+                "kv_offload": {"gib": 8},
+                "scheduler": {"prefix_caching": True},
+                "speculative": {"method": "eagle"},
+            },
+            "not modelled",
+        ),
+        ({"expert_routing": {"redundant": 2}}, "exactly one of skew"),
+        ({"lora": {"rank": 0}}, "lora.rank"),
+    ],
+)
 def test_bad_lever_configs_name_the_field(data, msg):
     with pytest.raises(ConfigError, match=msg):
         build_config(data)
@@ -70,10 +92,43 @@ def test_expert_skew_on_a_dense_model_is_one_line(capsys):
 
 
 def test_flags_reach_the_run(capsys):
-    main(["simulate", "--model", "qwen3-30b-a3b", "--tp", "4", "--ep", "4", "--attn-dp", "--expert-skew", "1.2",
-          "--redundant-experts", "8", "--num-prompts", "20", "--request-rate", "5", "--json", "--no-progress"])
+    main(
+        [
+            "simulate",
+            "--model",
+            "qwen3-30b-a3b",
+            "--tp",
+            "4",
+            "--ep",
+            "4",
+            "--attn-dp",
+            "--expert-skew",
+            "1.2",
+            "--redundant-experts",
+            "8",
+            "--num-prompts",
+            "20",
+            "--request-rate",
+            "5",
+            "--json",
+            "--no-progress",
+        ]
+    )
     skewed = json.loads(capsys.readouterr().out)
     assert skewed["config"]["expert_routing"] == {"skew": 1.2, "loads": None, "redundant": 8}
-    main(["simulate", "--lora-rank", "16", "--lora-adapters", "8", "--num-prompts", "20", "--request-rate", "5",
-          "--json", "--no-progress"])
+    main(
+        [
+            "simulate",
+            "--lora-rank",
+            "16",
+            "--lora-adapters",
+            "8",
+            "--num-prompts",
+            "20",
+            "--request-rate",
+            "5",
+            "--json",
+            "--no-progress",
+        ]
+    )
     assert json.loads(capsys.readouterr().out)["config"]["lora"]["adapters"] == 8

@@ -9,8 +9,21 @@ import pytest
 
 from infercast.cli import main
 
-RUN = ["simulate", "--profile", "builtin", "--concurrency", "64", "--num-requests", "256", "--input-tokens", "2048",
-       "--output-tokens", "128", "--no-progress", "--json"]
+RUN = [
+    "simulate",
+    "--profile",
+    "builtin",
+    "--concurrency",
+    "64",
+    "--num-requests",
+    "256",
+    "--input-tokens",
+    "2048",
+    "--output-tokens",
+    "128",
+    "--no-progress",
+    "--json",
+]
 
 
 def _run(engine: str, capsys) -> dict:
@@ -32,14 +45,43 @@ def test_vllm_and_sglang_ttft_distributions_differ_as_their_schedulers_do(capsys
     # plain (low ITL p99, lower TPOT).
     assert v["ttft_s"]["p50"] < 0.5 * s["ttft_s"]["p50"]
     assert s["ttft_s"]["p50"] == pytest.approx(s["ttft_s"]["mean"], rel=0.1)
-    assert v["ttft_s"]["p50"] < 0.5 * v["ttft_s"]["mean"]  # vLLM: a long tail (the first, lockstep wave)
+    assert (
+        v["ttft_s"]["p50"] < 0.5 * v["ttft_s"]["mean"]
+    )  # vLLM: a long tail (the first, lockstep wave)
     assert s["itl_s"]["p99"] < 0.2 * v["itl_s"]["p99"]
     assert s["tpot_s"]["mean"] < v["tpot_s"]["mean"]
 
 
 def test_engine_preset_sets_the_scheduler_under_explicit_flags(capsys):
-    main(["simulate", "--engine", "vllm-0.6", "--rate", "2", "--num-requests", "20", "--no-progress", "--json"])
+    main(
+        [
+            "simulate",
+            "--engine",
+            "vllm-0.6",
+            "--rate",
+            "2",
+            "--num-requests",
+            "20",
+            "--no-progress",
+            "--json",
+        ]
+    )
     assert json.loads(capsys.readouterr().out)["scheduler"] == "continuous"
-    main(["simulate", "--engine", "vllm-0.6", "--scheduler", "chunked", "--rate", "2", "--num-requests", "20",
-          "--no-progress", "--json"])
-    assert json.loads(capsys.readouterr().out)["scheduler"] == "chunked"  # a flag wins over the preset
+    main(
+        [
+            "simulate",
+            "--engine",
+            "vllm-0.6",
+            "--scheduler",
+            "chunked",
+            "--rate",
+            "2",
+            "--num-requests",
+            "20",
+            "--no-progress",
+            "--json",
+        ]
+    )
+    assert (
+        json.loads(capsys.readouterr().out)["scheduler"] == "chunked"
+    )  # a flag wins over the preset

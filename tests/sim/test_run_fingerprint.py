@@ -41,7 +41,8 @@ def test_the_comparison_catches_a_drift_beyond_the_tolerance():
     a = {"x": {"t": [1.0, 2.0], "n": 3, "_records": [5, "h1"]}}
     near = {"x": {"t": [1.0, 2.0 * (1 + 1e-10)], "n": 3, "_records": [5, "h2"]}}
     assert fp.compare(a, near, 1e-9, 0.0) is None  # the records' hash may differ, their count not
-    assert fp.compare(a, {"x": {"t": [1.0, 2.0 * (1 + 1e-8)], "n": 3, "_records": [5, "h1"]}},
-                      1e-9, 0.0)
+    assert fp.compare(
+        a, {"x": {"t": [1.0, 2.0 * (1 + 1e-8)], "n": 3, "_records": [5, "h1"]}}, 1e-9, 0.0
+    )
     assert fp.compare(a, {"x": {"t": [1.0, 2.0], "n": 4, "_records": [5, "h1"]}}, 1e-9, 0.0)
     assert fp.compare(a, {"x": {"t": [1.0, 2.0], "n": 3, "_records": [6, "h1"]}}, 1e-9, 0.0)

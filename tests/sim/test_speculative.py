@@ -14,10 +14,21 @@ from infercast.sim.run import simulate
 from infercast.sim.speculative import draw_acceptance, draw_tokens
 
 
-def _run(step_model, concurrency: int, spec: dict | None, num: int | None = None, output: int = 128):
-    cfg = {"model": "llama-3.1-8b", "hardware": "h100-sxm", "mode": "exact", "seed": 3,
-           "workload": {"concurrency": concurrency, "num_requests": num or 2 * concurrency,
-                        "input": {"mean": 256}, "output": {"mean": output}}}
+def _run(
+    step_model, concurrency: int, spec: dict | None, num: int | None = None, output: int = 128
+):
+    cfg = {
+        "model": "llama-3.1-8b",
+        "hardware": "h100-sxm",
+        "mode": "exact",
+        "seed": 3,
+        "workload": {
+            "concurrency": concurrency,
+            "num_requests": num or 2 * concurrency,
+            "input": {"mean": 256},
+            "output": {"mean": output},
+        },
+    }
     if spec is not None:
         cfg["speculative"] = spec
     records = []
@@ -43,7 +54,9 @@ def test_acceptance_draws_have_the_asked_mean_and_spread():
 def test_simulated_tokens_per_step_match_the_expectation(step_model):
     spec = {"num_speculative_tokens": 3, "acceptance": 0.7}
     _, records = _run(step_model, 4, spec, num=16, output=400)
-    chunks = [c for r in records for c in r.chunk_tokens[1:]]  # the first token comes from the prefill
+    chunks = [
+        c for r in records for c in r.chunk_tokens[1:]
+    ]  # the first token comes from the prefill
     assert sum(r.output_tokens for r in records) == 16 * 400
     assert np.mean(chunks) == pytest.approx(expected_tokens(0.7, 3), rel=0.05)
 
@@ -74,10 +87,30 @@ def test_per_request_acceptance_spreads_tpot(step_model):
 
 
 def test_cli_speculative_flags(capsys):
-    main(["simulate", "--speculative", "eagle", "--num-speculative-tokens", "2", "--acceptance", "0.6",
-          "--concurrency", "2", "--num-requests", "4", "--output-tokens", "32", "--input-tokens", "64", "--json"])
+    main(
+        [
+            "simulate",
+            "--speculative",
+            "eagle",
+            "--num-speculative-tokens",
+            "2",
+            "--acceptance",
+            "0.6",
+            "--concurrency",
+            "2",
+            "--num-requests",
+            "4",
+            "--output-tokens",
+            "32",
+            "--input-tokens",
+            "64",
+            "--json",
+        ]
+    )
     d = json.loads(capsys.readouterr().out)
-    assert d["num_completed"] == 4 and d["speculative_tokens_per_step_expected"] == pytest.approx(1 + 0.6 + 0.36)
+    assert d["num_completed"] == 4 and d["speculative_tokens_per_step_expected"] == pytest.approx(
+        1 + 0.6 + 0.36
+    )
     with pytest.raises(SystemExit) as exc:
         main(["simulate", "--speculative", "draft", "--concurrency", "2"])
     assert exc.value.code == 2 and "draft_model" in capsys.readouterr().err
@@ -85,12 +118,27 @@ def test_cli_speculative_flags(capsys):
 
 @pytest.mark.parametrize("policy", ["chunked", "continuous", "static"])
 def test_conservation_under_kv_pressure(step_model, policy):
-    cfg = build_config({
-        "model": "llama-3.1-8b", "hardware": "h100-sxm", "seed": 5, "mode": "exact",
-        "scheduler": {"policy": policy, "num_blocks": 60, "max_num_seqs": 16, "max_num_batched_tokens": 512},
-        "workload": {"rate": 30, "num_requests": 120, "input": {"mean": 200, "dist": "uniform", "std": 50},
-                     "output": {"mean": 100, "dist": "uniform", "std": 50}},
-        "speculative": {"acceptance": 0.7, "acceptance_std": 0.15, "num_speculative_tokens": 4}})
+    cfg = build_config(
+        {
+            "model": "llama-3.1-8b",
+            "hardware": "h100-sxm",
+            "seed": 5,
+            "mode": "exact",
+            "scheduler": {
+                "policy": policy,
+                "num_blocks": 60,
+                "max_num_seqs": 16,
+                "max_num_batched_tokens": 512,
+            },
+            "workload": {
+                "rate": 30,
+                "num_requests": 120,
+                "input": {"mean": 200, "dist": "uniform", "std": 50},
+                "output": {"mean": 100, "dist": "uniform", "std": 50},
+            },
+            "speculative": {"acceptance": 0.7, "acceptance_std": 0.15, "num_speculative_tokens": 4},
+        }
+    )
     records = []
     result = simulate(cfg, step_model, sink=records.append)
     assert result.summary.completed == 120 and result.blocks_in_use_at_end == 0

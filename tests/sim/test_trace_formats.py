@@ -21,7 +21,11 @@ def test_sharegpt_lengths_from_text_and_no_times():
     tr = load_trace(DATA / "sharegpt_small.json")
     # 3 of the 4 conversations have a prompt and a reply; lengths are characters / 4 rounded up
     assert len(tr) == 3 and not tr.arrival_s.any()
-    assert tr.prompt_tokens[0] == approx_tokens("What is the capital of France? Answer in one word.") == 13
+    assert (
+        tr.prompt_tokens[0]
+        == approx_tokens("What is the capital of France? Answer in one word.")
+        == 13
+    )
     assert tr.output_tokens[0] == 2  # "Paris." is 6 characters
 
 
@@ -39,12 +43,15 @@ def test_azure_csv_date_times():
     assert tr.arrival_s[1] == pytest.approx(4.314579)
 
 
-@pytest.mark.parametrize("text, why", [
-    ("[1, 2]", "row 1 is not a JSON object"),
-    ('[{"conversations": [{"from": "human", "value": "hi"}]}]', "no ShareGPT conversation"),
-    ('{"timestamp": 1, "input_length": 5}\n', "columns"),
-    ("[{not json", "not valid JSON"),
-])
+@pytest.mark.parametrize(
+    "text, why",
+    [
+        ("[1, 2]", "row 1 is not a JSON object"),
+        ('[{"conversations": [{"from": "human", "value": "hi"}]}]', "no ShareGPT conversation"),
+        ('{"timestamp": 1, "input_length": 5}\n', "columns"),
+        ("[{not json", "not valid JSON"),
+    ],
+)
 def test_bad_json_traces_are_data_errors(tmp_path, text, why):
     path = tmp_path / "t.json"
     path.write_text(text)
@@ -53,8 +60,21 @@ def test_bad_json_traces_are_data_errors(tmp_path, text, why):
 
 
 def _simulate(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "infercast.cli", "simulate", "--model", "llama-3.1-8b",
-                           "--no-progress", "--json", *args], capture_output=True, text=True)
+    return subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "infercast.cli",
+            "simulate",
+            "--model",
+            "llama-3.1-8b",
+            "--no-progress",
+            "--json",
+            *args,
+        ],
+        capture_output=True,
+        text=True,
+    )
 
 
 def test_simulate_replays_a_trace_once_by_default():

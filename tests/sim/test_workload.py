@@ -20,14 +20,21 @@ def test_shipped_traces_match_their_readme():
 
 def test_azure_original_columns_csv_and_jsonl(tmp_path):
     csv = tmp_path / "t.csv"
-    csv.write_text("TIMESTAMP,ContextTokens,GeneratedTokens\n"
-                   "2023-11-16 18:15:50.9951690,396,109\n2023-11-16 18:15:46.6805900,374,44\n")
+    csv.write_text(
+        "TIMESTAMP,ContextTokens,GeneratedTokens\n"
+        "2023-11-16 18:15:50.9951690,396,109\n2023-11-16 18:15:46.6805900,374,44\n"
+    )
     tr = load_trace(csv)
     assert tr.arrival_s.tolist() == pytest.approx([0.0, 4.314579])
     assert tr.prompt_tokens.tolist() == [374, 396]  # sorted by arrival
     jl = tmp_path / "t.jsonl"
-    jl.write_text("\n".join(json.dumps({"arrival_s": t, "prompt_tokens": 10, "output_tokens": 5})
-                            for t in (1.5, 2.5)) + "\n")
+    jl.write_text(
+        "\n".join(
+            json.dumps({"arrival_s": t, "prompt_tokens": 10, "output_tokens": 5})
+            for t in (1.5, 2.5)
+        )
+        + "\n"
+    )
     assert load_trace(jl).arrival_s.tolist() == [0.0, 1.0]
 
 
@@ -39,12 +46,15 @@ def test_bad_traces_fail_with_one_line(tmp_path):
 HEADER = "arrival_s,prompt_tokens,output_tokens\n"
 
 
-@pytest.mark.parametrize(("text", "message"), [
-    ("time,in,out\n1,2,3\n", "columns"),
-    (HEADER + "1,0,3\n", "row 1"),
-    (HEADER + "1,2,3\n2,5\n", "fewer fields"),
-    (HEADER + "1,2,x\n", "integers"),
-])
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("time,in,out\n1,2,3\n", "columns"),
+        (HEADER + "1,0,3\n", "row 1"),
+        (HEADER + "1,2,3\n2,5\n", "fewer fields"),
+        (HEADER + "1,2,x\n", "integers"),
+    ],
+)
 def test_bad_csv_traces_name_the_problem(tmp_path, text, message):
     bad = tmp_path / "b.csv"
     bad.write_text(text)
@@ -67,7 +77,11 @@ def test_trace_replay_then_sampling_with_replacement(tmp_path):
     tr = load_trace(f)
     spec = WorkloadSpec("trace", 10, input_dist="trace", output_dist="trace")
     items = list(request_stream(spec, np.random.default_rng(0), tr))
-    assert [i[0] for i in items[:3]] == [0.0, 1.0, 3.0] and [i[1] for i in items[:3]] == [10, 20, 30]
+    assert [i[0] for i in items[:3]] == [0.0, 1.0, 3.0] and [i[1] for i in items[:3]] == [
+        10,
+        20,
+        30,
+    ]
     assert len(items) == 10 and {i[1] for i in items[3:]} <= {10, 20, 30}
     assert all(b[0] >= a[0] for a, b in zip(items, items[1:], strict=False))
     again = list(request_stream(spec, np.random.default_rng(0), tr))

@@ -15,7 +15,9 @@ from infercast.specs.checkpoint import checkpoint_weights, served_precision
 GiB = 2**30
 
 
-@pytest.mark.parametrize(("model", "published_gib"), [("gpt-oss-120b", 60.8), ("gpt-oss-20b", 12.8)])
+@pytest.mark.parametrize(
+    ("model", "published_gib"), [("gpt-oss-120b", 60.8), ("gpt-oss-20b", 12.8)]
+)
 def test_gpt_oss_checkpoint_size_matches_the_model_card(model, published_gib):
     # gpt-oss model card (OpenAI, arXiv:2508.10925), table 1: checkpoint size 60.8 GiB and 12.8 GiB
     # (MXFP4 routed experts with their block scales, everything else BF16)
@@ -36,7 +38,9 @@ def test_expert_compute_follows_the_part():
 def test_stated_weights_and_experts_override_the_checkpoint():
     uniform = estimate("gpt-oss-120b", "h200-sxm", weights="bf16", batches=[1])
     assert uniform.step_model.experts is None
-    assert uniform.step_model.memory.weight_bytes == pytest.approx(uniform.model.total_params * 2, rel=1e-6)
+    assert uniform.step_model.memory.weight_bytes == pytest.approx(
+        uniform.model.total_params * 2, rel=1e-6
+    )
     w4a8 = estimate("gpt-oss-120b", "h200-sxm", batches=[1], experts="mxfp4/fp8")
     assert w4a8.step_model.experts.compute == "fp8"
     plain = estimate("gpt-oss-120b", "h200-sxm", batches=[1], experts="none")
@@ -67,8 +71,12 @@ def test_cli_reports_the_experts_and_rejects_a_bad_spec(capsys):
 def _config(tmp_path, quant: dict | None, torch_dtype: str = "float16"):
     import pathlib
 
-    base = json.loads(pathlib.Path(__file__).parents[2].joinpath(
-        "src/infercast/data/models/llama-3.1-8b.json").read_text())
+    base = json.loads(
+        pathlib.Path(__file__)
+        .parents[2]
+        .joinpath("src/infercast/data/models/llama-3.1-8b.json")
+        .read_text()
+    )
     base["torch_dtype"] = torch_dtype
     if quant is not None:
         base["quantization_config"] = quant
@@ -77,20 +85,41 @@ def _config(tmp_path, quant: dict | None, torch_dtype: str = "float16"):
     return str(path)
 
 
-@pytest.mark.parametrize(("quant", "expected"), [
-    ({"quant_method": "awq", "bits": 4, "group_size": 128}, "int4"),
-    ({"quant_method": "gptq", "bits": 8}, "int8"),
-    ({"quant_method": "bitsandbytes", "load_in_4bit": True}, "int4"),
-    ({"quant_method": "fbgemm_fp8"}, "fp8"),
-    ({"quant_method": "compressed-tensors", "format": "float-quantized",
-      "config_groups": {"group_0": {"weights": {"num_bits": 8, "type": "float"}}}}, "fp8"),
-    ({"quant_method": "compressed-tensors", "format": "pack-quantized",
-      "config_groups": {"group_0": {"weights": {"num_bits": 4, "type": "int"}}}}, "int4"),
-    ({"quant_method": "compressed-tensors", "format": "nvfp4-pack-quantized",
-      "config_groups": {"group_0": {"weights": {"num_bits": 4, "type": "float"}}}}, "fp4"),
-    ({"quant_method": "modelopt", "quant_algo": "NVFP4"}, "fp4"),
-    (None, "fp16"),
-])
+@pytest.mark.parametrize(
+    ("quant", "expected"),
+    [
+        ({"quant_method": "awq", "bits": 4, "group_size": 128}, "int4"),
+        ({"quant_method": "gptq", "bits": 8}, "int8"),
+        ({"quant_method": "bitsandbytes", "load_in_4bit": True}, "int4"),
+        ({"quant_method": "fbgemm_fp8"}, "fp8"),
+        (
+            {
+                "quant_method": "compressed-tensors",
+                "format": "float-quantized",
+                "config_groups": {"group_0": {"weights": {"num_bits": 8, "type": "float"}}},
+            },
+            "fp8",
+        ),
+        (
+            {
+                "quant_method": "compressed-tensors",
+                "format": "pack-quantized",
+                "config_groups": {"group_0": {"weights": {"num_bits": 4, "type": "int"}}},
+            },
+            "int4",
+        ),
+        (
+            {
+                "quant_method": "compressed-tensors",
+                "format": "nvfp4-pack-quantized",
+                "config_groups": {"group_0": {"weights": {"num_bits": 4, "type": "float"}}},
+            },
+            "fp4",
+        ),
+        ({"quant_method": "modelopt", "quant_algo": "NVFP4"}, "fp4"),
+        (None, "fp16"),
+    ],
+)
 def test_quantized_checkpoints_are_read(tmp_path, quant, expected):
     path = _config(tmp_path, quant)
     assert checkpoint_weights(path) == expected

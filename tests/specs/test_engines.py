@@ -24,12 +24,23 @@ GB = 1e9
 
 def test_every_shipped_preset_loads_and_cites_each_value():
     presets = shipped_presets()
-    assert {p.name for p in presets} == set(preset_names()) >= {
-        "vllm-0.12", "vllm-0.6", "sglang-0.5", "trtllm-1.0", "trtllm-engine-0.17"}
+    assert (
+        {p.name for p in presets}
+        == set(preset_names())
+        >= {"vllm-0.12", "vllm-0.6", "sglang-0.5", "trtllm-1.0", "trtllm-engine-0.17"}
+    )
     for p in presets:
         for field in EnginePreset.model_fields:
-            if field not in ("name", "engine", "version", "description", "profile_group", "sources", "by_gpu",
-                             "memory_fraction_by_tp"):
+            if field not in (
+                "name",
+                "engine",
+                "version",
+                "description",
+                "profile_group",
+                "sources",
+                "by_gpu",
+                "memory_fraction_by_tp",
+            ):
                 assert len(p.sources[field]) > 20, (p.name, field)
 
 
@@ -58,9 +69,15 @@ def test_vllm_06_runs_prefill_only_steps():
     from infercast.sched import Request, Scheduler, SchedulerConfig
 
     v = load_engine("vllm-0.6")
-    s = Scheduler(SchedulerConfig(policy=v.policy, max_num_seqs=v.max_num_seqs,
-                                  max_num_batched_tokens=v.max_num_batched_tokens, block_size=v.block_size,
-                                  num_blocks=1000))
+    s = Scheduler(
+        SchedulerConfig(
+            policy=v.policy,
+            max_num_seqs=v.max_num_seqs,
+            max_num_batched_tokens=v.max_num_batched_tokens,
+            block_size=v.block_size,
+            num_blocks=1000,
+        )
+    )
     s.add_request(Request("a", prompt_tokens=100, max_output_tokens=10))
     s.update(s.schedule())
     s.add_request(Request("b", prompt_tokens=100, max_output_tokens=10))
@@ -88,12 +105,17 @@ def test_trtllm_kv_is_a_fraction_of_the_free_memory(name):
     fraction = t.memory_fraction_for(weights, act, device)
     assert fraction * device - weights - act == pytest.approx(0.9 * (device - weights - act))
     vllm = load_engine("vllm").memory_fraction_for(weights, act, device)
-    assert vllm * device - weights - act == pytest.approx(0.9 * device - weights - act)  # of the total
+    assert vllm * device - weights - act == pytest.approx(
+        0.9 * device - weights - act
+    )  # of the total
     assert t.preemption == "reserve" and "KV reserved" in " ".join(t.unmodelled)
 
 
 def test_validate_rows_map_to_presets():
-    assert preset_name("tensorrt-llm-0.17 (trtllm-bench; gh200: gptManagerBenchmark)") == "trtllm-engine-0.17"
+    assert (
+        preset_name("tensorrt-llm-0.17 (trtllm-bench; gh200: gptManagerBenchmark)")
+        == "trtllm-engine-0.17"
+    )
     assert preset_name("tensorrt-llm-1.0 (pytorch, trtllm-bench)") == "trtllm-1.0"
     assert preset_name("vllm-0.12.0") == "vllm-0.12"
     assert preset_name("vllm-0.6.3") == "vllm-0.6"
@@ -126,24 +148,45 @@ def test_bad_presets_fail_in_one_line(tmp_path):
 def test_cli_bad_engine_exits_2(tmp_path, capsys):
     bad = tmp_path / "mine.toml"
     bad.write_text('name = "mine"\n')
-    for args in (["simulate", "--engine", "nope", "--rate", "1", "--num-requests", "5", "--no-progress"],
-                 ["estimate", "--engine", str(bad)],
-                 ["validate", "--engine", "nope"]):
+    for args in (
+        ["simulate", "--engine", "nope", "--rate", "1", "--num-requests", "5", "--no-progress"],
+        ["estimate", "--engine", str(bad)],
+        ["validate", "--engine", "nope"],
+    ):
         with pytest.raises(SystemExit) as exc:
             main(args)
         assert exc.value.code == 2
         err = capsys.readouterr().err.strip()
-        assert len(err.splitlines()) == 1 and ("unknown engine" in err or "engine preset" in err), err
+        assert len(err.splitlines()) == 1 and ("unknown engine" in err or "engine preset" in err), (
+            err
+        )
 
 
 def test_user_preset_file_is_accepted(tmp_path, capsys):
     import json
 
     mine = tmp_path / "mine.toml"
-    mine.write_text(data_path("engines", "vllm-0.12.toml").read_text().replace(
-        'name = "vllm-0.12"', 'name = "mine"').replace("max_num_seqs = 1024", "max_num_seqs = 3"))
-    main(["simulate", "--engine", str(mine), "--profile", "builtin", "--concurrency", "8", "--num-requests", "16",
-          "--no-progress", "--json"])
+    mine.write_text(
+        data_path("engines", "vllm-0.12.toml")
+        .read_text()
+        .replace('name = "vllm-0.12"', 'name = "mine"')
+        .replace("max_num_seqs = 1024", "max_num_seqs = 3")
+    )
+    main(
+        [
+            "simulate",
+            "--engine",
+            str(mine),
+            "--profile",
+            "builtin",
+            "--concurrency",
+            "8",
+            "--num-requests",
+            "16",
+            "--no-progress",
+            "--json",
+        ]
+    )
     assert json.loads(capsys.readouterr().out)["mean_batch_size"] <= 3
     main(["engines", "--show", str(mine)])
     assert json.loads(capsys.readouterr().out)["max_num_seqs"] == 3

@@ -15,7 +15,14 @@ from infercast.specs.catalog import (
 )
 from infercast.specs.parallel import Parallelism
 
-WEIGHT_DTYPES = ("bf16", "fp16", "fp8", "int8", "fp4", "fp32")  # tf32 is a compute mode, not a weight format
+WEIGHT_DTYPES = (
+    "bf16",
+    "fp16",
+    "fp8",
+    "int8",
+    "fp4",
+    "fp32",
+)  # tf32 is a compute mode, not a weight format
 
 
 @pytest.mark.parametrize("key", listed_hardware_names())
@@ -28,9 +35,15 @@ def test_listed_part_estimates_at_each_dtype_it_has_a_peak_for(key):
         assert est.decode[0].step_time_s > 0, (key, dtype)
 
 
-@pytest.mark.parametrize("key", [k for k in listed_hardware_names()
-                                 if load_hardware(k).link_bandwidth_bytes_per_s <= 0
-                                 and load_hardware(k).pcie_bandwidth_bytes_per_s > 0])
+@pytest.mark.parametrize(
+    "key",
+    [
+        k
+        for k in listed_hardware_names()
+        if load_hardware(k).link_bandwidth_bytes_per_s <= 0
+        and load_hardware(k).pcie_bandwidth_bytes_per_s > 0
+    ],
+)
 def test_tp_over_pcie(key):
     hw = load_hardware(key)
     dtype = next(d for d in WEIGHT_DTYPES if hw.flops_per_s.get(d, 0) > 0)
@@ -44,7 +57,10 @@ def test_tp_over_pcie(key):
 def test_l40s_tp2_all_reduce_is_paid_at_pcie_speed():
     # The cost model's TP link is the L40S's PCIe Gen4 x16 (31 GB/s per direction), not zero.
     est = estimate("llama-3.1-8b", "l40s", weights="bf16", batches=(1,), parallel=Parallelism(tp=2))
-    assert est.step_model.hardware.link_bandwidth_bytes_per_s == load_hardware("l40s").pcie_bandwidth_bytes_per_s
+    assert (
+        est.step_model.hardware.link_bandwidth_bytes_per_s
+        == load_hardware("l40s").pcie_bandwidth_bytes_per_s
+    )
 
 
 def test_unlisted_parts_lack_bandwidth_or_a_peak_and_say_so():
@@ -55,7 +71,11 @@ def test_unlisted_parts_lack_bandwidth_or_a_peak_and_say_so():
 
 
 def test_tp_without_any_link_is_one_clear_error():
-    no_link = next(k for k in listed_hardware_names() if load_hardware(k).link_bandwidth_bytes_per_s <= 0
-                   and load_hardware(k).pcie_bandwidth_bytes_per_s <= 0)
+    no_link = next(
+        k
+        for k in listed_hardware_names()
+        if load_hardware(k).link_bandwidth_bytes_per_s <= 0
+        and load_hardware(k).pcie_bandwidth_bytes_per_s <= 0
+    )
     with pytest.raises(ConfigError, match="no scale-up link and no PCIe bandwidth"):
         estimate("llama-3.1-8b", no_link, weights="bf16", parallel=Parallelism(tp=2))

@@ -89,29 +89,60 @@ def test_mistral_nemo_head_dim_is_read_not_derived():
 
 
 def test_chatglm_remote_code_config_matches_glm_reader():
-    chatglm = {"model_type": "chatglm", "hidden_size": 4096, "num_layers": 40, "num_attention_heads": 32,
-               "multi_query_attention": True, "multi_query_group_num": 2, "kv_channels": 128,
-               "ffn_hidden_size": 13696, "padded_vocab_size": 151552, "add_qkv_bias": True,
-               "seq_length": 131072}
+    chatglm = {
+        "model_type": "chatglm",
+        "hidden_size": 4096,
+        "num_layers": 40,
+        "num_attention_heads": 32,
+        "multi_query_attention": True,
+        "multi_query_group_num": 2,
+        "kv_channels": 128,
+        "ffn_hidden_size": 13696,
+        "padded_vocab_size": 151552,
+        "add_qkv_bias": True,
+        "seq_length": 131072,
+    }
     assert model_from_hf_config(chatglm).total_params == load_model("glm-4-9b").total_params
 
 
 def test_unknown_llama_like_type_is_read_and_says_what_it_assumed():
-    cfg = {"model_type": "exaone_like", "hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4,
-           "num_key_value_heads": 2, "intermediate_size": 128, "vocab_size": 100}
+    cfg = {
+        "model_type": "exaone_like",
+        "hidden_size": 64,
+        "num_hidden_layers": 2,
+        "num_attention_heads": 4,
+        "num_key_value_heads": 2,
+        "intermediate_size": 128,
+        "vocab_size": 100,
+    }
     m = model_from_hf_config(cfg)
     per_layer = 64 * 64 * 2 + 2 * 64 * 32 + 3 * 64 * 128 + 2 * 64
     assert m.total_params == 2 * per_layer + 2 * 100 * 64 + 64
     assert any("read as Llama-like" in n and "gated MLP" in n for n in m.notes)
 
 
-@pytest.mark.parametrize("cfg,why", [
-    ({"model_type": "mamba", "hidden_size": 64, "vocab_size": 10}, "lacks num_hidden_layers"),
-    ({"model_type": "t5", "is_encoder_decoder": True}, "encoder-decoder"),
-    ({"model_type": "newmoe", "hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4,
-      "intermediate_size": 128, "vocab_size": 100, "num_experts": 8}, "expert fields"),
-])
+@pytest.mark.parametrize(
+    "cfg,why",
+    [
+        ({"model_type": "mamba", "hidden_size": 64, "vocab_size": 10}, "lacks num_hidden_layers"),
+        ({"model_type": "t5", "is_encoder_decoder": True}, "encoder-decoder"),
+        (
+            {
+                "model_type": "newmoe",
+                "hidden_size": 64,
+                "num_hidden_layers": 2,
+                "num_attention_heads": 4,
+                "intermediate_size": 128,
+                "vocab_size": 100,
+                "num_experts": 8,
+            },
+            "expert fields",
+        ),
+    ],
+)
 def test_unknown_architecture_is_one_clear_line(cfg, why):
     with pytest.raises(ModelConfigError, match=why) as err:
         model_from_hf_config(cfg, "x")
-    assert "\n" not in str(err.value) and f"unsupported model_type {cfg['model_type']!r}" in str(err.value)
+    assert "\n" not in str(err.value) and f"unsupported model_type {cfg['model_type']!r}" in str(
+        err.value
+    )

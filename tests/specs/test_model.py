@@ -11,12 +11,28 @@ from infercast.specs.catalog import load_model, model_names, published_sizes
 from infercast.specs.hf_reader import model_from_hf_config
 
 # Published totals that are exact counts (not nominal names like "7B").
-EXACT = ["llama-3.1-8b", "llama-3.1-70b", "llama-3.1-405b", "llama-3.3-70b", "mixtral-8x7b",
-         "deepseek-v3", "deepseek-r1", "gpt-oss-120b", "gpt-oss-20b", "gpt-j-6b",
-         "deepseek-r1-distill-llama-8b"]
+EXACT = [
+    "llama-3.1-8b",
+    "llama-3.1-70b",
+    "llama-3.1-405b",
+    "llama-3.3-70b",
+    "mixtral-8x7b",
+    "deepseek-v3",
+    "deepseek-r1",
+    "gpt-oss-120b",
+    "gpt-oss-20b",
+    "gpt-j-6b",
+    "deepseek-r1-distill-llama-8b",
+]
 # Nominal figures ("7B", "180B", Meta's totals that include a vision tower): checked loosely.
-NOMINAL_TOLERANCE = {"llama-2-7b": 0.05, "llama-7b": 0.05, "llama-2-70b": 0.02, "falcon-180b": 0.01,
-                     "llama-4-scout": 0.02, "mistral-7b": 0.01}
+NOMINAL_TOLERANCE = {
+    "llama-2-7b": 0.05,
+    "llama-7b": 0.05,
+    "llama-2-70b": 0.02,
+    "falcon-180b": 0.01,
+    "llama-4-scout": 0.02,
+    "mistral-7b": 0.01,
+}
 
 
 def test_all_40_presets_load():
@@ -98,15 +114,31 @@ def test_unknown_architecture_names_the_type():
 
 
 def test_missing_field_is_named():
-    cfg = json.loads(json.dumps({"model_type": "llama", "hidden_size": 64, "num_attention_heads": 4,
-                                 "num_hidden_layers": 2, "vocab_size": 100}))
+    cfg = json.loads(
+        json.dumps(
+            {
+                "model_type": "llama",
+                "hidden_size": 64,
+                "num_attention_heads": 4,
+                "num_hidden_layers": 2,
+                "vocab_size": 100,
+            }
+        )
+    )
     with pytest.raises(ModelConfigError, match="intermediate_size"):
         model_from_hf_config(cfg)
 
 
 def test_config_path_and_directory(tmp_path):
-    cfg = {"model_type": "llama", "hidden_size": 64, "num_attention_heads": 4, "num_key_value_heads": 2,
-           "num_hidden_layers": 2, "vocab_size": 100, "intermediate_size": 128}
+    cfg = {
+        "model_type": "llama",
+        "hidden_size": 64,
+        "num_attention_heads": 4,
+        "num_key_value_heads": 2,
+        "num_hidden_layers": 2,
+        "vocab_size": 100,
+        "intermediate_size": 128,
+    }
     (tmp_path / "config.json").write_text(json.dumps(cfg))
     by_dir = load_model(str(tmp_path))
     by_file = load_model(str(tmp_path / "config.json"))

@@ -66,8 +66,14 @@ def server(validation_csv):
     from infercast.ui.app import create_app
 
     port = free_port("127.0.0.1")
-    srv = uvicorn.Server(uvicorn.Config(create_app(validation_data=str(validation_csv)), host="127.0.0.1",
-                                        port=port, log_level="warning"))
+    srv = uvicorn.Server(
+        uvicorn.Config(
+            create_app(validation_data=str(validation_csv)),
+            host="127.0.0.1",
+            port=port,
+            log_level="warning",
+        )
+    )
     thread = threading.Thread(target=srv.run, daemon=True)
     thread.start()
     deadline = time.monotonic() + 20
@@ -104,8 +110,14 @@ def page(browser, server):
     errors: list[str] = []
     pg.on("pageerror", lambda e: errors.append(f"page error: {e}"))
     # a 400 answer to a bad input is expected (the page shows its message); anything else is not
-    pg.on("console", lambda m: errors.append(f"console: {m.text}")
-          if m.type == "error" and "status of 400" not in m.text else None)
+    pg.on(
+        "console",
+        lambda m: (
+            errors.append(f"console: {m.text}")
+            if m.type == "error" and "status of 400" not in m.text
+            else None
+        ),
+    )
     pg.base = server
     yield pg
     ctx.close()

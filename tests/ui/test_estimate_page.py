@@ -11,8 +11,18 @@ from infercast.specs.parallel import Parallelism
 
 def api_point(batch: int, hardware: str = "h100-sxm", **kw):
     """The library's answer for the view's default form at ``batch`` (as the CLI computes it)."""
-    est = estimate("llama-3.1-70b", hardware, kw.get("weights", "fp8"), kw.get("kv", "fp8"), None, [batch], 2048,
-                   1024, Parallelism(tp=kw.get("tp", 1)), resolve_profile("shipped", hardware))
+    est = estimate(
+        "llama-3.1-70b",
+        hardware,
+        kw.get("weights", "fp8"),
+        kw.get("kv", "fp8"),
+        None,
+        [batch],
+        2048,
+        1024,
+        Parallelism(tp=kw.get("tp", 1)),
+        resolve_profile("shipped", hardware),
+    )
     return est, est.to_dict()
 
 
@@ -23,7 +33,9 @@ def stat(page, name: str) -> float:
 def wait_batch(page, batch: int) -> None:
     """Until the page shows the estimate at ``batch`` (its TPOT card names it)."""
     page.wait_for_function(
-        "b => (document.querySelector('#stat-tpot .sub') || {}).textContent?.includes(`batch ${b},`)", arg=batch)
+        "b => (document.querySelector('#stat-tpot .sub') || {}).textContent?.includes(`batch ${b},`)",
+        arg=batch,
+    )
 
 
 def check_numbers(page, batch: int, **kw) -> dict:
@@ -37,7 +49,9 @@ def check_numbers(page, batch: int, **kw) -> dict:
     assert stat(page, "maxb") == d["memory"]["max_batch"]
     shown_ms = page.locator("#stat-tpot .value").inner_text()
     value, unit = shown_ms.split()
-    assert unit == "ms" and float(value.replace(",", "")) == pytest.approx(point["step_time_s"] * 1e3, abs=0.005)
+    assert unit == "ms" and float(value.replace(",", "")) == pytest.approx(
+        point["step_time_s"] * 1e3, abs=0.005
+    )
     return d
 
 
@@ -69,9 +83,12 @@ def test_estimate_view_matches_api_follows_links_and_flags_bad_input(page, tmp_p
     # another configuration by select: H200 with TP 2
     page.select_option("#f-hardware", "h200-sxm")
     page.fill("#f-tp", "2")
-    page.wait_for_function("() => location.search.includes('tp=2') && location.search.includes('h200')")
     page.wait_for_function(
-        "() => (document.querySelector('#stat-cost .sub') || {}).textContent?.includes('× 2 GPU')")
+        "() => location.search.includes('tp=2') && location.search.includes('h200')"
+    )
+    page.wait_for_function(
+        "() => (document.querySelector('#stat-cost .sub') || {}).textContent?.includes('× 2 GPU')"
+    )
     check_numbers(page, 76, hardware="h200-sxm", tp=2)
     shared = page.url
     page.screenshot(path=tmp_path / "estimate-h200-tp2.png", full_page=True)
@@ -96,10 +113,14 @@ def test_estimate_view_matches_api_follows_links_and_flags_bad_input(page, tmp_p
 
     page.select_option("#f-model", "custom")
     page.fill("#f-model_config_json", '{"architectures": ["LlamaForCausalLM"], broken')
-    page.wait_for_function("() => document.querySelector('#err-model_config_json').textContent.length > 0")
+    page.wait_for_function(
+        "() => document.querySelector('#err-model_config_json').textContent.length > 0"
+    )
     assert "config.json is not valid JSON" in page.locator("#err-model_config_json").inner_text()
     page.select_option("#f-model", "llama-3.1-8b")
-    page.wait_for_function("() => document.querySelector('#err-model_config_json').textContent === ''")
+    page.wait_for_function(
+        "() => document.querySelector('#err-model_config_json').textContent === ''"
+    )
 
     page.goto(f"{page.base}/?view=estimate&hardware=h900")
     page.wait_for_function("() => document.querySelector('#err-hardware').textContent.length > 0")
@@ -111,10 +132,22 @@ def test_estimate_view_takes_an_uploaded_config(page):
 
     path = data_path("models", "llama-3.1-8b.json")
     page.goto(f"{page.base}/?view=estimate&model=custom&weights=bf16&kv_cache=&batch=8")
-    page.wait_for_function("() => document.querySelector('#err-model_config_json').textContent.startsWith('paste')")
+    page.wait_for_function(
+        "() => document.querySelector('#err-model_config_json').textContent.startsWith('paste')"
+    )
     page.set_input_files("#f-model_config_json-file", str(path))
     wait_batch(page, 8)
     assert page.input_value("#f-model_config_json") == path.read_text()
-    est = estimate("llama-3.1-8b", "h100-sxm", "bf16", None, None, [8], 2048, 1024, Parallelism(),
-                   resolve_profile("shipped", "h100-sxm"))
+    est = estimate(
+        "llama-3.1-8b",
+        "h100-sxm",
+        "bf16",
+        None,
+        None,
+        [8],
+        2048,
+        1024,
+        Parallelism(),
+        resolve_profile("shipped", "h100-sxm"),
+    )
     assert stat(page, "tpot") == pytest.approx(est.decode[-1].step_time_s, rel=1e-12)

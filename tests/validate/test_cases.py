@@ -11,20 +11,32 @@ HEADER = "id,scenario,metric,value,model,hardware,weights,tp,input_tokens,output
 
 
 def test_good_row_parsed_and_unknown_column_ignored():
-    (case,) = read_cases(HEADER + 'r1,kernel,decode_step_s,0.01,llama-3.1-8b,h100-sxm,BF16,1,512,32,8,"{""a"": 1}",hello\n')
+    (case,) = read_cases(
+        HEADER
+        + 'r1,kernel,decode_step_s,0.01,llama-3.1-8b,h100-sxm,BF16,1,512,32,8,"{""a"": 1}",hello\n'
+    )
     assert case.problem is None
-    assert (case.value, case.tp, case.batch, case.weights, case.extra) == (0.01, 1, 8, "bf16", {"a": 1})
+    assert (case.value, case.tp, case.batch, case.weights, case.extra) == (
+        0.01,
+        1,
+        8,
+        "bf16",
+        {"a": 1},
+    )
 
 
-@pytest.mark.parametrize(("cells", "reason"), [
-    ("r,kernel,decode_step_s,fast,,,,,,,,,", "value='fast' is not a number"),
-    ("r,kernel,decode_step_s,-1,,,,,,,,,", "must be a positive finite number"),
-    ("r,kernel,decode_step_s,0.1,,,,two,,,,,", "tp='two' is not a number"),
-    ("r,kernel,decode_step_s,0.1,,,,1.5,,,,,", "tp='1.5' is not a positive integer"),
-    ("r,kernel,decode_step_s,0.1,,,,,,,,{oops,", "extra is not valid JSON"),
-    (",kernel,decode_step_s,0.1,,,,,,,,,", "required column 'id' is empty"),
-    ("r,kernel,decode_step_s,0.1,,,,,,,,,,,extra-cell", "more cells than header columns"),
-])
+@pytest.mark.parametrize(
+    ("cells", "reason"),
+    [
+        ("r,kernel,decode_step_s,fast,,,,,,,,,", "value='fast' is not a number"),
+        ("r,kernel,decode_step_s,-1,,,,,,,,,", "must be a positive finite number"),
+        ("r,kernel,decode_step_s,0.1,,,,two,,,,,", "tp='two' is not a number"),
+        ("r,kernel,decode_step_s,0.1,,,,1.5,,,,,", "tp='1.5' is not a positive integer"),
+        ("r,kernel,decode_step_s,0.1,,,,,,,,{oops,", "extra is not valid JSON"),
+        (",kernel,decode_step_s,0.1,,,,,,,,,", "required column 'id' is empty"),
+        ("r,kernel,decode_step_s,0.1,,,,,,,,,,,extra-cell", "more cells than header columns"),
+    ],
+)
 def test_malformed_row_has_a_per_row_reason(cells, reason):
     (case,) = read_cases(HEADER + cells + "\n")
     assert case.problem is not None and reason in case.problem
@@ -32,7 +44,9 @@ def test_malformed_row_has_a_per_row_reason(cells, reason):
 
 
 def test_duplicate_id_is_reported_not_dropped():
-    cases = read_cases(HEADER + "a,kernel,decode_step_s,0.1,,,,,,,,,\na,kernel,decode_step_s,0.2,,,,,,,,,\n")
+    cases = read_cases(
+        HEADER + "a,kernel,decode_step_s,0.1,,,,,,,,,\na,kernel,decode_step_s,0.2,,,,,,,,,\n"
+    )
     assert len(cases) == 2 and cases[0].problem is None and "duplicate id 'a'" in cases[1].problem
 
 

@@ -16,15 +16,21 @@ def test_spread_later_wave_by_hand():
     # 16 clients, 1,024 + 8,192 tokens, budget 8,192: g = 8 prompts a step, n = 2 groups,
     # S = 8,192 steps a cycle, m / S < 1/2 -> a later prompt prefills alone beside 15 decoders.
     cl = closed_loop(16, 1024, 1024, 8192, 8192, 6, arrival_lag=True)
-    assert cl.shapes == (((16, 1, 5120),), ((8, 1, 5120), (8, 1024, 0)), ((15, 1, 5120), (1, 1024, 0)),
-                         ((4, 1, 1025), (8, 1024, 0)))
+    assert cl.shapes == (
+        ((16, 1, 5120),),
+        ((8, 1, 5120), (8, 1024, 0)),
+        ((15, 1, 5120), (1, 1024, 0)),
+        ((4, 1, 1025), (8, 1024, 0)),
+    )
     t0, own, spread, first = 0.02, 0.25, 0.05, 0.24
     m = cl.metrics([t0, own, spread, first])
     cycle = 8192 * t0 + 2 * (own - t0)  # 164.30 s
     later = spread + cycle / 8192  # own prompt's step + one mean step of arrival lag
     assert m["ttft_s"] == pytest.approx((first * 1.5 + 5 * later) / 6, rel=1e-12)  # 0.11838 s
     assert m["ttft_s"] == pytest.approx(0.11838, abs=1e-5)
-    assert m["tpot_s"] == pytest.approx((cycle - own) / 8191, rel=1e-12)  # TPOT keeps the lockstep cycle
+    assert m["tpot_s"] == pytest.approx(
+        (cycle - own) / 8191, rel=1e-12
+    )  # TPOT keeps the lockstep cycle
 
 
 def test_co_arrivals_join_a_spread_prompt():
@@ -34,9 +40,13 @@ def test_co_arrivals_join_a_spread_prompt():
 
 
 def test_simulator_path_and_long_prompts_are_unchanged():
-    plain = closed_loop(16, 1024, 1024, 256, 8192, 6)  # the simulator's clients: lockstep, no overhead
+    plain = closed_loop(
+        16, 1024, 1024, 256, 8192, 6
+    )  # the simulator's clients: lockstep, no overhead
     assert plain.spread_steps == 0
-    long = closed_loop(16, 1024, 8192, 256, 8192, 6, arrival_lag=True)  # one prompt per step already
+    long = closed_loop(
+        16, 1024, 8192, 256, 8192, 6, arrival_lag=True
+    )  # one prompt per step already
     assert long.spread_steps == 0
 
 
@@ -47,10 +57,14 @@ def test_serving_overhead_is_added_to_benchmark_ttft_only():
     assert len(cases) == 2
     ev = Evaluator(cases, simulate=False)
     base = load_profile_set(None).default
-    off, on = (ev.values(profile_matrix([base.with_updates(request_overhead_s=x)] * len(ev.groups)))
-               for x in (0.0, 0.25))
+    off, on = (
+        ev.values(profile_matrix([base.with_updates(request_overhead_s=x)] * len(ev.groups)))
+        for x in (0.0, 0.25)
+    )
     by_id = {c.id: k for k, c in enumerate(ev.cases)}
-    assert on[by_id["AIC-3382-ttft"]] == pytest.approx(off[by_id["AIC-3382-ttft"]] + 0.25, rel=1e-12)
+    assert on[by_id["AIC-3382-ttft"]] == pytest.approx(
+        off[by_id["AIC-3382-ttft"]] + 0.25, rel=1e-12
+    )
     assert on[by_id["AIC-3382-tpot"]] == off[by_id["AIC-3382-tpot"]]
 
 
@@ -74,12 +88,20 @@ def test_shipped_rows_need_spread_arrivals(shipped_rows, row):
     # the prompt the closed loop serves: 1,024 tokens, or InferenceX's mean of [0.8 L, L] (922)
     prompt = 922 if case.extra.get("length_range_ratio") == 0.8 else 1024
     assert plan.shapes[2][-1] == (1, prompt, 0) and plan.shapes[1][-1] == (8, prompt, 0)
-    times = ev.ledger.times(profile_matrix([load_profile_set(None).for_group(g) for g in ev.groups]))
+    times = ev.ledger.times(
+        profile_matrix([load_profile_set(None).for_group(g) for g in ev.groups])
+    )
     t = [float(times[j]) for j in ev._shape_idx[i]]
     assert case.value < t[1]  # the measurement rules the lockstep later wave (a group's step) out
-    cl = next(c.cell_contents for c in plan.combine.__closure__ if hasattr(c.cell_contents, "spread_steps"))
+    cl = next(
+        c.cell_contents
+        for c in plan.combine.__closure__
+        if hasattr(c.cell_contents, "spread_steps")
+    )
     overhead = load_profile_set(None).for_group(plan.group).request_overhead_s  # the serving stack
-    lockstep = cl.metrics(t[:2] + [t[1]] + t[3:])["ttft_s"] + overhead  # later prompts timed as a whole group
+    lockstep = (
+        cl.metrics(t[:2] + [t[1]] + t[3:])["ttft_s"] + overhead
+    )  # later prompts timed as a whole group
     spread = preds[row].predicted
     assert spread == pytest.approx(cl.metrics(t)["ttft_s"] + overhead, rel=1e-9)
     assert abs(spread / case.value - 1) < abs(lockstep / case.value - 1)

@@ -30,7 +30,9 @@ def test_no_measurement_beats_the_floor():
     checked = [c for c in checks if c.bound is not None]
     assert len(checked) >= 160  # most rows are checkable
     violations = {c.id for c in checks if c.violates}
-    assert violations == EXPLAINED, f"unexplained floor violations: {sorted(violations - EXPLAINED)}"
+    assert violations == EXPLAINED, (
+        f"unexplained floor violations: {sorted(violations - EXPLAINED)}"
+    )
 
 
 def test_skips_carry_reasons():
@@ -40,19 +42,39 @@ def test_skips_carry_reasons():
 
 
 def test_a_made_up_impossible_row_is_flagged():
-    row = {"id": "X", "metric": "decode_step_s", "value": "0.001", "model": "llama-3.1-70b",
-           "hardware": "h100-sxm", "weights": "fp8", "kv_cache": "fp8", "tp": "1", "batch": "1",
-           "input_tokens": "128"}
+    row = {
+        "id": "X",
+        "metric": "decode_step_s",
+        "value": "0.001",
+        "model": "llama-3.1-70b",
+        "hardware": "h100-sxm",
+        "weights": "fp8",
+        "kv_cache": "fp8",
+        "tp": "1",
+        "batch": "1",
+        "input_tokens": "128",
+    }
     check = check_row(row)
     assert check.violates and check.bound > 0.02
 
 
 def _closed_loop_rows(ttft_s: str, tpot_s: str):
-    base = {"model": "llama-3.1-70b", "hardware": "h100-sxm", "weights": "fp8", "kv_cache": "fp8", "tp": "1",
-            "n_gpus": "1", "input_tokens": "4096", "output_tokens": "128", "concurrency": "64",
-            "scenario": "concurrency"}
-    return (dict(base, id="T", metric="ttft_mean_s", value=ttft_s),
-            dict(base, id="D", metric="tpot_mean_s", value=tpot_s))
+    base = {
+        "model": "llama-3.1-70b",
+        "hardware": "h100-sxm",
+        "weights": "fp8",
+        "kv_cache": "fp8",
+        "tp": "1",
+        "n_gpus": "1",
+        "input_tokens": "4096",
+        "output_tokens": "128",
+        "concurrency": "64",
+        "scenario": "concurrency",
+    }
+    return (
+        dict(base, id="T", metric="ttft_mean_s", value=ttft_s),
+        dict(base, id="D", metric="tpot_mean_s", value=tpot_s),
+    )
 
 
 def test_closed_loop_cycle_holds_the_work_of_every_client():
@@ -62,7 +84,9 @@ def test_closed_loop_cycle_holds_the_work_of_every_client():
     # attention adds ~4 % at 4k context. The memory side (128 weight reads + the KV of
     # 64 x 127 decode tokens at 3.35 TB/s) is ~4.4 s, so compute binds.
     ttft, tpot = _closed_loop_rows("2.0", "0.05")
-    assert not check_row(ttft).violates and not check_row(tpot).violates  # each row alone is physical
+    assert (
+        not check_row(ttft).violates and not check_row(tpot).violates
+    )  # each row alone is physical
     check = check_closed_loop(ttft, tpot)
     two_n = 2 * (70.55e9 - 128256 * 8192) * 64 * (4096 + 127) / 1979e12
     assert check.metric == CYCLE_METRIC and check.measured == pytest.approx(2.0 + 127 * 0.05)
@@ -74,16 +98,30 @@ def test_closed_loop_cycle_holds_the_work_of_every_client():
 def test_closed_loop_skips_carry_reasons():
     ttft, tpot = _closed_loop_rows("2.0", "0.05")
     assert check_closed_loop(dict(ttft, dp="4"), dict(tpot, dp="4")).skipped_reason
-    assert "precision" in check_closed_loop(dict(ttft, weights=""), dict(tpot, weights="")).skipped_reason
+    assert (
+        "precision"
+        in check_closed_loop(dict(ttft, weights=""), dict(tpot, weights="")).skipped_reason
+    )
 
 
 def test_any_throughput_is_bounded_by_the_flops_of_its_requests():
     # 4,096-token prompts, 16 output tokens, Llama-3.1-70B FP8 on one H100: each request costs
     # 2 N (4096 + 15) FLOPs (N = 70.55e9 - 1.05e9 embedding lookup) plus attention, so at
     # 1,979 TFLOP/s no batch gives more than 16 x 1979e12 / (2 N x 4111) = 55.4 tok/s.
-    row = {"id": "O", "scenario": "offline", "metric": "output_throughput_total", "value": "80",
-           "model": "llama-3.1-70b", "hardware": "h100-sxm", "weights": "fp8", "kv_cache": "fp8",
-           "tp": "1", "n_gpus": "1", "input_tokens": "4096", "output_tokens": "16"}
+    row = {
+        "id": "O",
+        "scenario": "offline",
+        "metric": "output_throughput_total",
+        "value": "80",
+        "model": "llama-3.1-70b",
+        "hardware": "h100-sxm",
+        "weights": "fp8",
+        "kv_cache": "fp8",
+        "tp": "1",
+        "n_gpus": "1",
+        "input_tokens": "4096",
+        "output_tokens": "16",
+    }
     check = check_row(row)
     two_n = 16 * 1979e12 / (2 * (70.55e9 - 128256 * 8192) * (4096 + 15))
     assert check.kind == "ceiling" and 0.9 * two_n <= check.bound <= two_n and check.violates

@@ -14,9 +14,19 @@ from infercast.validate.simrun import sim_predictor
 
 
 def _row(**kw) -> Case:
-    base = dict(id="R-1-ttft", scenario="concurrency", metric="ttft_mean_s", value=0.1, model="llama-3.1-8b",
-                hardware="h100-sxm", engine="vllm-0.12.0", weights="bf16", input_tokens=1024,
-                output_tokens=1024, concurrency=16)
+    base = dict(
+        id="R-1-ttft",
+        scenario="concurrency",
+        metric="ttft_mean_s",
+        value=0.1,
+        model="llama-3.1-8b",
+        hardware="h100-sxm",
+        engine="vllm-0.12.0",
+        weights="bf16",
+        input_tokens=1024,
+        output_tokens=1024,
+        concurrency=16,
+    )
     return Case(**(base | kw))
 
 
@@ -44,9 +54,16 @@ def test_pool_and_inline_runs_give_the_same_summary():
     s = Setup("llama-3.1-8b", "h100-sxm", "bf16", "bf16", 1, 1, 1, 256, 8192)
     todo = {}
     for c in (2, 3):
-        key, task = sim_predictor(s, {"arrival": "closed", "concurrency": c, "num_requests": 4 * c,
-                                      "input": {"dist": "uniform", "mean": 300, "std": 40},
-                                      "output": {"dist": "fixed", "mean": 20}})
+        key, task = sim_predictor(
+            s,
+            {
+                "arrival": "closed",
+                "concurrency": c,
+                "num_requests": 4 * c,
+                "input": {"dist": "uniform", "mean": 300, "std": 40},
+                "output": {"dist": "fixed", "mean": 20},
+            },
+        )
         todo[key] = (task, EfficiencyProfile())
     inline, pooled = run_simulations(todo, workers=1), run_simulations(todo, workers=2)
     assert [inline[k].ttft.mean for k in todo] == [pooled[k].ttft.mean for k in todo]

@@ -22,8 +22,12 @@ SETUPS = [
     Setup("deepseek-v3", "b200", "fp4", "fp8", 8, 1, 8, 2048, 8192, attn_dp=True),
 ]
 SHAPES = [((1, 512, 0),), ((32, 1, 2000),), ((7, 1, 300), (1, 4096, 8192)), ((3, 2048, 0),)]
-PROFILES = [EfficiencyProfile(), EfficiencyProfile(mem_bw_eff=0.5, gemm_m_half=64, step_overhead_s=3e-3,
-                                                   attn_compute_eff=0.3, comm_bw_eff=0.4)]
+PROFILES = [
+    EfficiencyProfile(),
+    EfficiencyProfile(
+        mem_bw_eff=0.5, gemm_m_half=64, step_overhead_s=3e-3, attn_compute_eff=0.3, comm_bw_eff=0.4
+    ),
+]
 
 
 @pytest.mark.parametrize("prof", PROFILES)
@@ -32,8 +36,14 @@ def test_ledger_matches_step_model(prof):
     idx = {(s, sh): ledger.add(0, s, sh) for s in SETUPS for sh in SHAPES}
     times = ledger.times(profile_matrix([prof]))
     for (s, sh), i in idx.items():
-        sm = StepModel(load_model(s.model), load_hardware(s.hardware), Precision.parse(s.weights, s.kv_cache),
-                       Parallelism(tp=s.tp, ep=s.ep, attn_dp=s.attn_dp), prof, memory_fraction=MEMORY_FRACTION)
+        sm = StepModel(
+            load_model(s.model),
+            load_hardware(s.hardware),
+            Precision.parse(s.weights, s.kv_cache),
+            Parallelism(tp=s.tp, ep=s.ep, attn_dp=s.attn_dp),
+            prof,
+            memory_fraction=MEMORY_FRACTION,
+        )
         assert times[i] == pytest.approx(sm.step_time_s(*expand(sh)), rel=1e-9)
 
 

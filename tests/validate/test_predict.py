@@ -37,34 +37,72 @@ def times(plan, models):
 
 
 def test_static_batch_per_gpu_throughput(models):
-    c = case("s,static_batch,output_throughput_per_gpu,1,llama-2-70b,h200-sxm,2,2,1,,fp8,fp8,trtllm-0.9,128,2048,64,,,")
+    c = case(
+        "s,static_batch,output_throughput_per_gpu,1,llama-2-70b,h200-sxm,2,2,1,,fp8,fp8,trtllm-0.9,128,2048,64,,,"
+    )
     plan = plan_case(c, models)
     # one prefill of the whole batch, then O-1 decode steps at the mean context I + O/2
     assert plan.shapes == (((64, 128, 0),), ((64, 1, 128 + 1024),))
     t = times(plan, models)
     assert plan.combine(t, PROF) == pytest.approx(64 * 2048 / (t[0] + 2047 * t[1]) / 2)
-    total = plan_case(case(c_cells := "s,static_batch,output_throughput_total,1,llama-2-70b,h200-sxm,2,2,1,,fp8,fp8,trtllm,128,2048,64,,,"), models)
+    total = plan_case(
+        case(
+            c_cells
+            := "s,static_batch,output_throughput_total,1,llama-2-70b,h200-sxm,2,2,1,,fp8,fp8,trtllm,128,2048,64,,,"
+        ),
+        models,
+    )
     assert total.combine(t, PROF) == pytest.approx(2 * plan.combine(t, PROF)), c_cells
 
 
 def test_kernel_prefill_and_decode_shapes(models):
-    p = plan_case(case("k,kernel,prefill_time_s,1,llama-2-70b,a100-sxm-80gb,2,2,1,,fp16,,splitwise,512,128,4,,,"), models)
-    d = plan_case(case("k,kernel,decode_step_s,1,llama-2-70b,a100-sxm-80gb,2,2,1,,fp16,,splitwise,512,128,4,,,"), models)
+    p = plan_case(
+        case(
+            "k,kernel,prefill_time_s,1,llama-2-70b,a100-sxm-80gb,2,2,1,,fp16,,splitwise,512,128,4,,,"
+        ),
+        models,
+    )
+    d = plan_case(
+        case(
+            "k,kernel,decode_step_s,1,llama-2-70b,a100-sxm-80gb,2,2,1,,fp16,,splitwise,512,128,4,,,"
+        ),
+        models,
+    )
     assert p.shapes == (((4, 512, 0),),) and d.shapes == (((4, 1, 512 + 64),),)
     assert p.layout.setup.tp == 2 and p.layout.setup.kv_cache == "fp16"
 
 
 def test_kernel_hardware_rows_scale_the_spec(models):
-    mm = plan_case(case("h,kernel,matmul_flops_per_s,1,,h100-sxm,1,,,,bf16,,mamf,,,,,,mamf:best-shape=1024x9216x14336"), models)
+    mm = plan_case(
+        case(
+            "h,kernel,matmul_flops_per_s,1,,h100-sxm,1,,,,bf16,,mamf,,,,,,mamf:best-shape=1024x9216x14336"
+        ),
+        models,
+    )
     assert mm.combine([], PROF) == pytest.approx(989.4e12 * PROF.gemm_eff("bf16", 1024), rel=0.01)
-    link = plan_case(case("l,kernel,link_bandwidth_bytes_per_s,1,,h200-sxm,8,,,,,,nvbandwidth,,,,,,nvlink bidirectional"), models)
+    link = plan_case(
+        case(
+            "l,kernel,link_bandwidth_bytes_per_s,1,,h200-sxm,8,,,,,,nvbandwidth,,,,,,nvlink bidirectional"
+        ),
+        models,
+    )
     assert link.combine([], PROF) == pytest.approx(2 * 450e9 * PROF.comm_bw_eff, rel=0.01)
 
 
 def test_single_stream(models):
-    tps = plan_case(case("g,single_stream,tokens_per_s_single_stream,1,llama-2-7b,a100-sxm-80gb,1,1,1,,int8,,gpt-fast,5,200,1,,,"), models)
+    tps = plan_case(
+        case(
+            "g,single_stream,tokens_per_s_single_stream,1,llama-2-7b,a100-sxm-80gb,1,1,1,,int8,,gpt-fast,5,200,1,,,"
+        ),
+        models,
+    )
     assert tps.shapes == (((1, 1, 5 + 100),),)
-    bw = plan_case(case("g,single_stream,achieved_bandwidth_bytes_per_s,1,llama-2-7b,a100-sxm-80gb,1,1,1,,int8,,gpt-fast,5,200,1,,,"), models)
+    bw = plan_case(
+        case(
+            "g,single_stream,achieved_bandwidth_bytes_per_s,1,llama-2-7b,a100-sxm-80gb,1,1,1,,int8,,gpt-fast,5,200,1,,,"
+        ),
+        models,
+    )
     t = times(tps, models)
     assert tps.combine(t, PROF) == pytest.approx(1 / t[0])
     weights = models.get(bw.layout.setup).memory.weight_bytes
@@ -72,10 +110,14 @@ def test_single_stream(models):
 
 
 def test_offline_runs_at_the_engine_max_batch(models):
-    c = case("o,offline,output_throughput_per_gpu,1,llama-3.1-8b,h100-sxm,2,1,1,,fp8,,tensorrt-llm-1.0,128,128,,,,synthetic-fixed")
+    c = case(
+        "o,offline,output_throughput_per_gpu,1,llama-3.1-8b,h100-sxm,2,1,1,,fp8,,tensorrt-llm-1.0,128,128,,,,synthetic-fixed"
+    )
     plan = plan_case(c, models)
     lay = layout(c)
-    assert lay.replicas == 2 and lay.setup.kv_cache == "fp8"  # TRT-LLM quantizes KV with fp8 weights
+    assert (
+        lay.replicas == 2 and lay.setup.kv_cache == "fp8"
+    )  # TRT-LLM quantizes KV with fp8 weights
     fit = models.get(lay.setup).memory.max_batch(256)
     running = min(fit, load_engine("trtllm-1.0").max_num_seqs)
     assert running == 2048  # an 8B model at 256 tokens: the engine cap binds, not memory
@@ -86,7 +128,9 @@ def test_offline_runs_at_the_engine_max_batch(models):
 
 
 def test_concurrency_splits_clients_over_replicas(models):
-    c = case("c,concurrency,tpot_mean_s,1,llama-3.1-8b,h100-sxm,4,2,1,,fp8,,vllm-0.12.0,1024,256,,32,,synthetic-fixed")
+    c = case(
+        "c,concurrency,tpot_mean_s,1,llama-3.1-8b,h100-sxm,4,2,1,,fp8,,vllm-0.12.0,1024,256,,32,,synthetic-fixed"
+    )
     plan = plan_case(c, models)
     assert plan.layout.replicas == 2
     assert json.loads(plan.sim_key[1])["concurrency"] == 16  # 32 clients over 2 replicas of tp=2
@@ -94,28 +138,57 @@ def test_concurrency_splits_clients_over_replicas(models):
 
 
 def test_server_row_uses_the_simulator_per_replica(models):
-    c = case("v,server,output_throughput_total,1,llama-3.1-8b,h100-sxm,2,1,1,,bf16,,tensorrt-llm-0.14,128,128,,,4,synthetic-fixed;n_requests=500;poisson-arrivals")
+    c = case(
+        "v,server,output_throughput_total,1,llama-3.1-8b,h100-sxm,2,1,1,,bf16,,tensorrt-llm-0.14,128,128,,,4,synthetic-fixed;n_requests=500;poisson-arrivals"
+    )
     plan = plan_case(c, models)
     workload = json.loads(plan.sim_key[1])
     assert plan.combine is None and workload["rate"] == 2.0 and workload["num_requests"] == 250
     (pred,) = Evaluator([c]).predict(ProfileSet())
-    assert pred.predicted == pytest.approx(4 * 128, rel=0.15)  # under capacity: throughput = rate x output
+    assert pred.predicted == pytest.approx(
+        4 * 128, rel=0.15
+    )  # under capacity: throughput = rate x output
 
 
-@pytest.mark.parametrize(("cells", "reason"), [
-    ("x,speculative,speedup,2,llama-3.1-8b,h100-sxm,1,1,1,,bf16,,eagle,,,1,,,", "acceptance length"),
-    ("x,speculative,acceptance_length,2,llama-3.1-8b,h100-sxm,1,1,1,,bf16,,eagle,,,1,,,", "an input to the cost model"),
-    ("x,disaggregated,ttft_mean_s,2,llama-3.1-8b,h100-sxm,8,,,,fp8,,sglang,1024,1024,,8,,", "disaggregated"),
-    ("x,offline,output_throughput_total,2,llama-2-70b,h100-sxm,8,,,,,,mlperf,,,,,,mlperf:llama2-70b-99", "weight precision"),
-    ("x,kernel,decode_step_s,2,no-such-model,h100-sxm,1,1,1,,bf16,,x,128,32,1,,,", "no-such-model"),
-    ("x,offline,output_throughput_total,2,llama-3.1-8b,h100-sxm,1,1,1,,bf16,,trt,,,,,,unknown-ds", "input_tokens"),
-    ("x,weird,ttft_mean_s,2,llama-3.1-8b,h100-sxm,1,1,1,,bf16,,x,1,1,,,,", "unknown scenario"),
-])
+@pytest.mark.parametrize(
+    ("cells", "reason"),
+    [
+        (
+            "x,speculative,speedup,2,llama-3.1-8b,h100-sxm,1,1,1,,bf16,,eagle,,,1,,,",
+            "acceptance length",
+        ),
+        (
+            "x,speculative,acceptance_length,2,llama-3.1-8b,h100-sxm,1,1,1,,bf16,,eagle,,,1,,,",
+            "an input to the cost model",
+        ),
+        (
+            "x,disaggregated,ttft_mean_s,2,llama-3.1-8b,h100-sxm,8,,,,fp8,,sglang,1024,1024,,8,,",
+            "disaggregated",
+        ),
+        (
+            "x,offline,output_throughput_total,2,llama-2-70b,h100-sxm,8,,,,,,mlperf,,,,,,mlperf:llama2-70b-99",
+            "weight precision",
+        ),
+        (
+            "x,kernel,decode_step_s,2,no-such-model,h100-sxm,1,1,1,,bf16,,x,128,32,1,,,",
+            "no-such-model",
+        ),
+        (
+            "x,offline,output_throughput_total,2,llama-3.1-8b,h100-sxm,1,1,1,,bf16,,trt,,,,,,unknown-ds",
+            "input_tokens",
+        ),
+        ("x,weird,ttft_mean_s,2,llama-3.1-8b,h100-sxm,1,1,1,,bf16,,x,1,1,,,,", "unknown scenario"),
+    ],
+)
 def test_unpredictable_rows_carry_a_reason(models, cells, reason):
     with pytest.raises(Unpredictable, match=reason):
         plan_case(case(cells), models)
     (pred,) = Evaluator([case(cells)]).predict(ProfileSet())
-    assert pred.predicted is None and reason in pred.skipped_reason and math.isnan(pred.error_pct or math.nan)
+    assert (
+        pred.predicted is None
+        and reason in pred.skipped_reason
+        and math.isnan(pred.error_pct or math.nan)
+    )
 
 
 def test_speculative_speedup_at_the_paired_acceptance_length(models):
@@ -124,12 +197,16 @@ def test_speculative_speedup_at_the_paired_acceptance_length(models):
     from infercast.specs.catalog import load_hardware, load_model
     from infercast.specs.precision import Precision
 
-    rows = ("p,speculative,speedup,1,llama-3.1-8b,rtx-3090,1,1,1,,,,vllm + eagle-3 (chain 2),,,1,,,mt-bench\n"
-            "q,speculative,acceptance_length,3.1,llama-3.1-8b,rtx-3090,1,1,1,,,,vllm + eagle-3 (chain 2),,,1,,,mt-bench")
+    rows = (
+        "p,speculative,speedup,1,llama-3.1-8b,rtx-3090,1,1,1,,,,vllm + eagle-3 (chain 2),,,1,,,mt-bench\n"
+        "q,speculative,acceptance_length,3.1,llama-3.1-8b,rtx-3090,1,1,1,,,,vllm + eagle-3 (chain 2),,,1,,,mt-bench"
+    )
     preds = Evaluator(read_cases(COLS + rows + "\n")).predict(ProfileSet())
     assert preds[1].predicted is None and "input" in preds[1].skipped_reason
     # chain of 2 drafts: verify 3 tokens; 16-bit when the precision is not stated; context 256 + 128
-    target = StepModel(load_model("llama-3.1-8b"), load_hardware("rtx-3090"), Precision.parse("fp16"))
+    target = StepModel(
+        load_model("llama-3.1-8b"), load_hardware("rtx-3090"), Precision.parse("fp16")
+    )
     st = SpeculativeModel(target, SpeculativeConfig("eagle", 2, verify_tokens=3)).step(1, 384)
     assert preds[0].predicted == pytest.approx(st.plain_s * 3.1 / (st.draft_s + st.verify_s))
     assert "16-bit assumed" in preds[0].notes[0]
@@ -138,7 +215,9 @@ def test_speculative_speedup_at_the_paired_acceptance_length(models):
 def test_pipeline_parallel_runs_pp_micro_batches(models):
     from infercast.closedform.steady import closed_loop
 
-    c = case("pp,offline,output_throughput_total,1,llama-3.1-70b,h100-sxm,2,1,2,,fp8,,tensorrt-llm,1024,1024,,,,")
+    c = case(
+        "pp,offline,output_throughput_total,1,llama-3.1-70b,h100-sxm,2,1,2,,fp8,,tensorrt-llm,1024,1024,,,,"
+    )
     plan = plan_case(c, models)
     sm = models.get(plan.layout.setup)
     limit = min(sm.memory.max_batch(2048), 2048)
@@ -150,7 +229,12 @@ def test_pipeline_parallel_runs_pp_micro_batches(models):
 
 def test_part_without_a_tensor_peak_is_not_predicted(models):
     with pytest.raises(Unpredictable, match="no 16-bit or narrower tensor peak"):
-        plan_case(case("r,offline,output_throughput_total,1,llama-3.3-70b,rtx-pro-6000,1,1,1,,fp4,,trtllm,128,128,,,,"), models)
+        plan_case(
+            case(
+                "r,offline,output_throughput_total,1,llama-3.3-70b,rtx-pro-6000,1,1,1,,fp4,,trtllm,128,128,,,,"
+            ),
+            models,
+        )
 
 
 def test_a_tp_that_cannot_shard_the_heads_is_predicted_as_attention_dp_and_marked(models):
@@ -159,14 +243,18 @@ def test_a_tp_that_cannot_shard_the_heads_is_predicted_as_attention_dp_and_marke
 
     # DeepSeek-R1 (128 heads) "tp 72" on GB200: no engine shards 128 heads 72 ways, so the run
     # was attention DP with the experts over the 72 GPUs (wide EP); predicted so, and marked
-    c = case("w,concurrency,tpot_mean_s,0.03,deepseek-r1,gb200,72,72,1,1,fp8,,sglang-,1024,1024,,4096,,")
+    c = case(
+        "w,concurrency,tpot_mean_s,0.03,deepseek-r1,gb200,72,72,1,1,fp8,,sglang-,1024,1024,,4096,,"
+    )
     lay = layout(c)
     assert (lay.setup.tp, lay.setup.ep, lay.setup.attn_dp, lay.replicas) == (72, 72, True, 1)
     assert any(n.startswith(ASSUMED_DP_NOTE) and "128 attention heads" in n for n in lay.notes)
     (p,) = Evaluator([c], simulate=False).predict(ProfileSet())
     assert p.predicted is not None and assumed_layout(p)
     # a TP that shards the heads keeps its TP layout
-    ok = layout(case("t,concurrency,tpot_mean_s,0.03,deepseek-r1,b200,8,8,1,1,fp8,,sglang-,1024,1024,,64,,"))
+    ok = layout(
+        case("t,concurrency,tpot_mean_s,0.03,deepseek-r1,b200,8,8,1,1,fp8,,sglang-,1024,1024,,64,,")
+    )
     assert not ok.setup.attn_dp and not ok.notes
 
 
@@ -184,10 +272,15 @@ def test_length_range_ratio_predicts_the_mean_lengths(models):
         (c,) = read_cases(COLS.rstrip("\n") + ",extra\n" + row + "," + cell + "\n")
         assert c.problem is None, c.problem
         return c
+
     ranged = with_extra({"length_range_ratio": 0.8})
     fixed = case(row.replace("1000,2000", "900,1800"))
     assert length_range_ratio(ranged) == 0.8 and length_range_ratio(fixed) is None
     p_ranged, p_fixed = plan_case(ranged, models), plan_case(fixed, models)
-    assert p_ranged.shapes == p_fixed.shapes  # the same closed loop as fixed 900/1800-token requests
+    assert (
+        p_ranged.shapes == p_fixed.shapes
+    )  # the same closed loop as fixed 900/1800-token requests
     assert any("[0.8 L, L]" in n for n in p_ranged.notes)
-    assert length_range_ratio(with_extra({"length_range_ratio": 1.5})) is None  # outside [0, 1): the stated lengths are used
+    assert (
+        length_range_ratio(with_extra({"length_range_ratio": 1.5})) is None
+    )  # outside [0, 1): the stated lengths are used

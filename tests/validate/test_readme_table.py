@@ -16,7 +16,9 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def _tables():
-    spec = importlib.util.spec_from_file_location("validate_tables", ROOT / "benchmarks" / "validate_tables.py")
+    spec = importlib.util.spec_from_file_location(
+        "validate_tables", ROOT / "benchmarks" / "validate_tables.py"
+    )
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     return mod
@@ -31,4 +33,5 @@ def test_readme_accuracy_table_is_the_default_profiles():
     readme = (ROOT / "README.md").read_text()
     assert "\n".join(table) in readme, (
         "README.md's accuracy table is stale: regenerate it with "
-        "`infercast validate --json | python benchmarks/validate_tables.py readme`")
+        "`infercast validate --json | python benchmarks/validate_tables.py readme`"
+    )

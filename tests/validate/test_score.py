@@ -13,7 +13,9 @@ IDS = {"AIC-2074-ttft", "AIC-2074-tpot", "AIC-0253-ttft", "AIC-0253-tpot"}
 
 
 def test_assumed_layout_rows_are_a_set_of_their_own():
-    preds = Evaluator([c for c in load_cases() if c.id in IDS], simulate=False).predict(load_profile_set(None))
+    preds = Evaluator([c for c in load_cases() if c.id in IDS], simulate=False).predict(
+        load_profile_set(None)
+    )
     flagged = {p.case.id for p in preds if assumed_layout(p)}
     assert flagged == {"AIC-2074-ttft", "AIC-2074-tpot"}
     s = report(preds, "shipped")["summary"]

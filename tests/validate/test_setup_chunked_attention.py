@@ -43,14 +43,20 @@ def test_trtllm_hopper_rows_decode_chunked_layers_in_full():
     hopper = _setup(row.format(hw="h200-sxm", w="fp8", eng="tensorrt-llm-1.0 (pytorch)"))
     blackwell = _setup(row.format(hw="b200", w="fp4", eng="tensorrt-llm-1.0 (pytorch)"))
     vllm = _setup(row.format(hw="h200-sxm", w="fp8", eng="vllm-0.10"))
-    assert (hopper.chunked_as_full, blackwell.chunked_as_full, vllm.chunked_as_full) == (True, False, False)
+    assert (hopper.chunked_as_full, blackwell.chunked_as_full, vllm.chunked_as_full) == (
+        True,
+        False,
+        False,
+    )
 
 
 def test_engine_model_runs_chunked_layers_as_full_attention():
     maverick = load_model("llama-4-maverick")
     assert sum(layer.attention == ATTN_CHUNKED for layer in maverick.layers) == 36
-    setup = _setup("X,trtllm-perf-overview-v1.0,offline,output_throughput_total,4106,llama-4-maverick,h200-sxm,8,8,,"
-                   "fp8,tensorrt-llm-1.0 (pytorch),20000,2000")
+    setup = _setup(
+        "X,trtllm-perf-overview-v1.0,offline,output_throughput_total,4106,llama-4-maverick,h200-sxm,8,8,,"
+        "fp8,tensorrt-llm-1.0 (pytorch),20000,2000"
+    )
     full = engine_model(maverick, setup)
     assert all(layer.attention == ATTN_FULL for layer in full.layers)
     assert [layer.moe for layer in full.layers] == [layer.moe for layer in maverick.layers]
@@ -61,7 +67,9 @@ def test_engine_model_runs_chunked_layers_as_full_attention():
 
 def test_decode_kv_read_hand_checked():
     maverick = load_model("llama-4-maverick")
-    setup = _setup("X,trtllm-perf-overview-v1.0,offline,output_throughput_total,4106,llama-4-maverick,h200-sxm,8,8,,"
-                   "fp8,tensorrt-llm-1.0 (pytorch),20000,2000")
+    setup = _setup(
+        "X,trtllm-perf-overview-v1.0,offline,output_throughput_total,4106,llama-4-maverick,h200-sxm,8,8,,"
+        "fp8,tensorrt-llm-1.0 (pytorch),20000,2000"
+    )
     assert _cached_kv_bytes(maverick) == pytest.approx(370_176 * 4_096)
     assert _cached_kv_bytes(engine_model(maverick, setup)) == pytest.approx(960_000 * 4_096)

@@ -15,21 +15,37 @@ import pytest
 from infercast.validate.cases import read_cases
 from infercast.validate.setup import group_key, trtllm_engine_flow
 
-COLS = "id,source,scenario,metric,value,model,hardware,tp,weights,engine,input_tokens,output_tokens\n"
+COLS = (
+    "id,source,scenario,metric,value,model,hardware,tp,weights,engine,input_tokens,output_tokens\n"
+)
 
 
-@pytest.mark.parametrize(("engine", "hardware", "group"), [
-    ("tensorrt-llm-0.17 (trtllm-bench; gh200: gptManagerBenchmark)", "h100-sxm", "hopper/trtllm-engine"),
-    ("tensorrt-llm-0.9 (gptSessionBenchmark, static batching)", "a100-sxm-80gb", "ampere/trtllm-engine"),
-    ("tensorrt-llm (nvidia mlperf harness)", "b200", "blackwell/trtllm-engine"),
-    ("tensorrt-llm-1.0 (pytorch, trtllm-bench)", "b200", "blackwell/trtllm"),
-    ("tensorrt-llm-0.20 (pytorch, trtllm-bench)", "h200-sxm", "hopper/trtllm"),
-    ("trtllm-1.0.0rc3", "h100-sxm", "hopper/trtllm"),
-    ("trtllm-0.8.1.post1", "h200-sxm", "hopper/trtllm"),
-    ("vllm-0.12.0", "h100-sxm", "hopper/vllm"),
-])
+@pytest.mark.parametrize(
+    ("engine", "hardware", "group"),
+    [
+        (
+            "tensorrt-llm-0.17 (trtllm-bench; gh200: gptManagerBenchmark)",
+            "h100-sxm",
+            "hopper/trtllm-engine",
+        ),
+        (
+            "tensorrt-llm-0.9 (gptSessionBenchmark, static batching)",
+            "a100-sxm-80gb",
+            "ampere/trtllm-engine",
+        ),
+        ("tensorrt-llm (nvidia mlperf harness)", "b200", "blackwell/trtllm-engine"),
+        ("tensorrt-llm-1.0 (pytorch, trtllm-bench)", "b200", "blackwell/trtllm"),
+        ("tensorrt-llm-0.20 (pytorch, trtllm-bench)", "h200-sxm", "hopper/trtllm"),
+        ("trtllm-1.0.0rc3", "h100-sxm", "hopper/trtllm"),
+        ("trtllm-0.8.1.post1", "h200-sxm", "hopper/trtllm"),
+        ("vllm-0.12.0", "h100-sxm", "hopper/vllm"),
+    ],
+)
 def test_group_of_each_backend(engine, hardware, group):
-    (c,) = read_cases(COLS + f"X,src,offline,output_throughput_total,1,llama-3.1-8b,{hardware},1,fp8,\"{engine}\",128,128\n")
+    (c,) = read_cases(
+        COLS
+        + f'X,src,offline,output_throughput_total,1,llama-3.1-8b,{hardware},1,fp8,"{engine}",128,128\n'
+    )
     assert group_key(c) == group
 
 

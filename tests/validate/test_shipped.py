@@ -15,7 +15,9 @@ from infercast.validate.score import floor_report, report
 @pytest.mark.slow
 def test_whole_shipped_set_runs_and_scores():
     cases = load_cases()
-    preds = Evaluator(cases, assume_weights="checkpoint").predict(load_profile_set(None))  # as the CLI
+    preds = Evaluator(cases, assume_weights="checkpoint").predict(
+        load_profile_set(None)
+    )  # as the CLI
     rep = report(preds, "shipped", floor_report(cases))
     assert len(rep["rows"]) == len(cases) == 3664
     for r in rep["rows"]:  # never dropped: predicted, or skipped with a reason
@@ -23,10 +25,16 @@ def test_whole_shipped_set_runs_and_scores():
         if r["predicted"] is not None:
             assert math.isfinite(r["predicted"]) and r["predicted"] > 0
     s = rep["summary"]
-    assert s["overall"]["coverage"] >= 0.90  # every row counted; the reasons of the rest are reported
+    assert (
+        s["overall"]["coverage"] >= 0.90
+    )  # every row counted; the reasons of the rest are reported
     assumed = [r for r in rep["rows"] if r["assumed_weights"]]
-    assert len(assumed) == s["assumed_weights"]["count"] == 302  # rows without a dtype: marked, never silent
-    assert not [r for r in rep["rows"] if "simulat" in (r["skipped_reason"] or "")]  # none waits for --simulate-all
+    assert (
+        len(assumed) == s["assumed_weights"]["count"] == 302
+    )  # rows without a dtype: marked, never silent
+    assert not [
+        r for r in rep["rows"] if "simulat" in (r["skipped_reason"] or "")
+    ]  # none waits for --simulate-all
     # regression bands on the shipped profile (see docs/accuracy.md for the current numbers)
     assert s["scenario_metric"]["offline/output_throughput_total"]["median_abs_error_pct"] < 20
     assert s["scenario_metric"]["concurrency/tpot_mean_s"]["median_abs_error_pct"] < 25
@@ -48,7 +56,10 @@ def test_whole_shipped_set_runs_and_scores():
     cycles = [v for v in rep["floor"]["violations"] if v["metric"] == "closed_loop_cycle_s"]
     assert {v["id"] for v in cycles} == {"AIC-0912-tpot", "AIC-0913-tpot"}
     flagged = {r["id"] for r in rep["rows"] if any("beats physics" in n for n in r["notes"])}
-    assert flagged == explained | {"AIC-0912-ttft", "AIC-0913-ttft"}  # both rows of a run, noted where they are read
+    assert flagged == explained | {
+        "AIC-0912-ttft",
+        "AIC-0913-ttft",
+    }  # both rows of a run, noted where they are read
     assert rep["floor"]["checked"] > 3000  # rows, and ~600 closed-loop runs
 
 
@@ -56,11 +67,13 @@ def test_floor_violation_is_listed():
     from infercast.validate.cases import read_cases
 
     cols = "id,scenario,metric,value,model,hardware,n_gpus,tp,weights,input_tokens,output_tokens,batch\n"
-    rows = ("fast,kernel,decode_step_s,0.0001,llama-3.1-70b,h100-sxm,1,1,fp8,1024,32,1\n"
-            "ok,kernel,decode_step_s,0.05,llama-3.1-70b,h100-sxm,1,1,fp8,1024,32,1\n"
-            "tpot,concurrency,tpot_mean_s,0.002,llama-3.1-70b,h100-sxm,1,1,fp8,1024,256,\n"
-            "many,static_batch,output_throughput_per_gpu,1e6,llama-3.1-70b,h100-sxm,1,1,fp8,128,128,64\n"
-            "nobatch,static_batch,output_throughput_per_gpu,1e6,llama-3.1-70b,h100-sxm,1,1,fp8,128,,\n")
+    rows = (
+        "fast,kernel,decode_step_s,0.0001,llama-3.1-70b,h100-sxm,1,1,fp8,1024,32,1\n"
+        "ok,kernel,decode_step_s,0.05,llama-3.1-70b,h100-sxm,1,1,fp8,1024,32,1\n"
+        "tpot,concurrency,tpot_mean_s,0.002,llama-3.1-70b,h100-sxm,1,1,fp8,1024,256,\n"
+        "many,static_batch,output_throughput_per_gpu,1e6,llama-3.1-70b,h100-sxm,1,1,fp8,128,128,64\n"
+        "nobatch,static_batch,output_throughput_per_gpu,1e6,llama-3.1-70b,h100-sxm,1,1,fp8,128,,\n"
+    )
     rep = floor_report(read_cases(cols + rows))
     assert rep["checked"] == 4 and [v["id"] for v in rep["violations"]] == ["fast", "tpot", "many"]
     assert rep["violations"][0]["ratio"] < 0.01
@@ -72,15 +85,26 @@ def test_closed_loop_runs_pair_their_ttft_and_tpot_rows():
 
     cols = "id,scenario,metric,value,model,hardware,n_gpus,tp,weights,input_tokens,output_tokens,concurrency\n"
     run = "concurrency,{m},{v},llama-3.1-70b,h100-sxm,1,1,fp8,4096,128,{c}\n"
-    rows = "".join(f"{i},{run.format(m=m, v=v, c=c)}" for i, m, v, c in (
-        ("a-ttft", "ttft_mean_s", 2.0, 64), ("a-tpot", "tpot_mean_s", 0.05, 64),  # 8.35 s < 19 s of work
-        ("b-ttft", "ttft_mean_s", 0.3, 1), ("b-tpot", "tpot_mean_s", 0.03, 1),  # one client: physical
-        ("c-tpot", "tpot_mean_s", 0.05, 32)))  # no TTFT row: no cycle to check
+    rows = "".join(
+        f"{i},{run.format(m=m, v=v, c=c)}"
+        for i, m, v, c in (
+            ("a-ttft", "ttft_mean_s", 2.0, 64),
+            ("a-tpot", "tpot_mean_s", 0.05, 64),  # 8.35 s < 19 s of work
+            ("b-ttft", "ttft_mean_s", 0.3, 1),
+            ("b-tpot", "tpot_mean_s", 0.03, 1),  # one client: physical
+            ("c-tpot", "tpot_mean_s", 0.05, 32),
+        )
+    )  # no TTFT row: no cycle to check
     cases = read_cases(cols + rows)
-    assert [(t.id, d.id) for t, d in closed_loop_pairs(cases)] == [("a-ttft", "a-tpot"), ("b-ttft", "b-tpot")]
+    assert [(t.id, d.id) for t, d in closed_loop_pairs(cases)] == [
+        ("a-ttft", "a-tpot"),
+        ("b-ttft", "b-tpot"),
+    ]
     rep = floor_report(cases)
     assert rep["checked"] == 5 + 2
-    assert [(v["id"], v["metric"]) for v in rep["violations"]] == [("a-tpot", "closed_loop_cycle_s")]
+    assert [(v["id"], v["metric"]) for v in rep["violations"]] == [
+        ("a-tpot", "closed_loop_cycle_s")
+    ]
 
 
 @pytest.mark.slow

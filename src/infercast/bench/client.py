@@ -60,8 +60,12 @@ class _Stream:
 class BenchClient:
     """Sends :class:`RequestSpec` s and returns :class:`RequestRecord` s; use as an async context."""
 
-    def __init__(self, config: ClientConfig, tokenizer: Any | None = None,
-                 clock: Callable[[], float] = time.perf_counter) -> None:
+    def __init__(
+        self,
+        config: ClientConfig,
+        tokenizer: Any | None = None,
+        clock: Callable[[], float] = time.perf_counter,
+    ) -> None:
         self.config, self.tokenizer, self.clock = config, tokenizer, clock
         path = "/chat/completions" if config.endpoint == "chat" else "/completions"
         self.url = config.base_url.rstrip("/") + path
@@ -72,16 +76,19 @@ class BenchClient:
     async def __aenter__(self) -> BenchClient:
         headers = {"Authorization": f"Bearer {self.config.api_key}"} if self.config.api_key else {}
         # sock_read: the longest silence allowed; no total limit (long generations are fine)
-        timeout = aiohttp.ClientTimeout(total=None, sock_connect=self.config.timeout_s,
-                                        sock_read=self.config.timeout_s)
+        timeout = aiohttp.ClientTimeout(
+            total=None, sock_connect=self.config.timeout_s, sock_read=self.config.timeout_s
+        )
         pool = aiohttp.TCPConnector(limit=self.config.max_connections, enable_cleanup_closed=True)
         traced = [self._trace_config()]
-        self._pool = aiohttp.ClientSession(connector=pool, timeout=timeout, headers=headers,
-                                           trace_configs=traced)
+        self._pool = aiohttp.ClientSession(
+            connector=pool, timeout=timeout, headers=headers, trace_configs=traced
+        )
         # the one-shot retry goes through a session that never reuses a connection
         fresh = aiohttp.TCPConnector(limit=self.config.max_connections, force_close=True)
-        self._fresh = aiohttp.ClientSession(connector=fresh, timeout=timeout, headers=headers,
-                                            trace_configs=traced)
+        self._fresh = aiohttp.ClientSession(
+            connector=fresh, timeout=timeout, headers=headers, trace_configs=traced
+        )
         return self
 
     def _trace_config(self) -> aiohttp.TraceConfig:
@@ -103,9 +110,13 @@ class BenchClient:
 
     def payload(self, spec: RequestSpec) -> dict[str, Any]:
         """The JSON body: streaming, usage requested, ``max_tokens`` = the spec's output tokens."""
-        body: dict[str, Any] = {"model": self.config.model, "max_tokens": spec.output_tokens,
-                                "stream": True, "stream_options": {"include_usage": True},
-                                "temperature": 0.0}
+        body: dict[str, Any] = {
+            "model": self.config.model,
+            "max_tokens": spec.output_tokens,
+            "stream": True,
+            "stream_options": {"include_usage": True},
+            "temperature": 0.0,
+        }
         if self.config.ignore_eos:
             body["ignore_eos"] = True
         if spec.messages is not None:
@@ -143,8 +154,13 @@ class BenchClient:
 
         return sum(await asyncio.gather(*(one() for _ in range(connections))))
 
-    async def send(self, spec: RequestSpec, scheduled_s: float, body: bytes | None = None,
-                   answer: list[str] | None = None) -> RequestRecord:
+    async def send(
+        self,
+        spec: RequestSpec,
+        scheduled_s: float,
+        body: bytes | None = None,
+        answer: list[str] | None = None,
+    ) -> RequestRecord:
         """Send one request; its clock zero is ``scheduled_s`` (the scheduled send time).
 
         ``body`` (from :meth:`encode`) lets the caller encode before the clock starts; ``answer``
@@ -173,15 +189,18 @@ class BenchClient:
         except _RetryBeforeResponse as exc:
             raise _Failed(f"connection failed: {exc.args[0]}") from None
 
-    async def _stream(self, session: aiohttp.ClientSession | None, body: bytes,
-                      rec: RequestRecord) -> _Stream:
+    async def _stream(
+        self, session: aiohttp.ClientSession | None, body: bytes, rec: RequestRecord
+    ) -> _Stream:
         if session is None:
             raise RuntimeError("use BenchClient as 'async with BenchClient(...) as client'")
         decoder, events = SSEDecoder(), []
         got_response = False
         try:
             headers = {"content-type": "application/json", "x-request-id": rec.request_id}
-            async with session.post(self.url, data=body, headers=headers, trace_request_ctx=rec) as resp:
+            async with session.post(
+                self.url, data=body, headers=headers, trace_request_ctx=rec
+            ) as resp:
                 got_response = True
                 if resp.status >= 400:
                     await resp.read()
@@ -210,8 +229,13 @@ class _RetryBeforeResponse(Exception):
     """The connection failed before any response arrived: safe to retry once."""
 
 
-def _fill(rec: RequestRecord, stream: _Stream, chat: bool, tokenizer: Any | None,
-          answer: list[str] | None = None) -> None:
+def _fill(
+    rec: RequestRecord,
+    stream: _Stream,
+    chat: bool,
+    tokenizer: Any | None,
+    answer: list[str] | None = None,
+) -> None:
     """Parse the stamped events into the record (times, texts, usage, finish; text: ``answer``)."""
     times, texts, usage, finish, done = [], [], None, None, False
     reasoning_seen = choices_seen = False
@@ -274,7 +298,9 @@ def _texts(choice: dict[str, Any], chat: bool) -> tuple[str, str]:
     return delta.get("content") or "", reasoning
 
 
-def _count_tokens(rec: RequestRecord, texts: list[str], usage: dict | None, tokenizer: Any | None) -> None:
+def _count_tokens(
+    rec: RequestRecord, texts: list[str], usage: dict | None, tokenizer: Any | None
+) -> None:
     """usage > tokenizer > chunks; spread the count over chunks; flag disagreements."""
     n_chunks = len(texts)
     n_usage = _usage_tokens(usage)

@@ -20,9 +20,14 @@ from infercast.errors import ConfigError
 from infercast.metrics.summary import Summary
 
 
-def sim_config_dict(cfg: BenchConfig, model: str, hardware: str, weights: str,
-                    base: dict[str, Any] | None = None,
-                    sessions_file: str | None = None) -> dict[str, Any]:
+def sim_config_dict(
+    cfg: BenchConfig,
+    model: str,
+    hardware: str,
+    weights: str,
+    base: dict[str, Any] | None = None,
+    sessions_file: str | None = None,
+) -> dict[str, Any]:
     """The simulator's nested config for the bench run's workload (``base``: a sim config file).
 
     A multi-turn run is simulated from ``sessions_file``, the measured sessions (each turn's new
@@ -31,9 +36,15 @@ def sim_config_dict(cfg: BenchConfig, model: str, hardware: str, weights: str,
     from infercast.sim.config import merge
 
     if cfg.multi_turn:
-        flags = {"model": model, "hardware": hardware, "weights": weights, "seed": cfg.seed,
-                 "slo_ttft_s": cfg.slo_ttft_s, "slo_tpot_s": cfg.slo_tpot_s,
-                 "workload": _sessions_workload(cfg, sessions_file)}
+        flags = {
+            "model": model,
+            "hardware": hardware,
+            "weights": weights,
+            "seed": cfg.seed,
+            "slo_ttft_s": cfg.slo_ttft_s,
+            "slo_tpot_s": cfg.slo_tpot_s,
+            "workload": _sessions_workload(cfg, sessions_file),
+        }
         return merge(base or {}, flags)
     if cfg.is_trace and cfg.request_rate is None:
         workload: dict[str, Any] = {"arrival": "trace", "trace": cfg.dataset}
@@ -42,22 +53,41 @@ def sim_config_dict(cfg: BenchConfig, model: str, hardware: str, weights: str,
             workload = {"arrival": "offline"}
         else:  # gamma shape k has gap CV 1/sqrt(k); the simulator takes the CV
             arrival = "poisson" if cfg.burstiness == 1.0 else "gamma"
-            workload = {"arrival": arrival, "rate": cfg.request_rate, "cv": 1 / math.sqrt(cfg.burstiness)}
+            workload = {
+                "arrival": arrival,
+                "rate": cfg.request_rate,
+                "cv": 1 / math.sqrt(cfg.burstiness),
+            }
     elif cfg.concurrency is not None and cfg.request_rate is None:
         workload = {"arrival": "closed", "concurrency": cfg.concurrency}
     else:
-        raise ConfigError("--compare-sim supports --request-rate or --max-concurrency, not both together")
+        raise ConfigError(
+            "--compare-sim supports --request-rate or --max-concurrency, not both together"
+        )
     workload["num_requests"] = cfg.num_requests
     if not (cfg.is_trace and cfg.request_rate is None) and cfg.dataset is None:
         # uniform on [m(1-r), m(1+r)] has std m r / sqrt(3)
-        for name, mean in (("input", cfg.input_tokens + cfg.shared_prefix_tokens), ("output", cfg.output_tokens)):
+        for name, mean in (
+            ("input", cfg.input_tokens + cfg.shared_prefix_tokens),
+            ("output", cfg.output_tokens),
+        ):
             r = cfg.range_ratio
-            workload[name] = ({"dist": "uniform", "mean": mean, "std": mean * r / math.sqrt(3)} if r
-                              else {"dist": "fixed", "mean": mean})
+            workload[name] = (
+                {"dist": "uniform", "mean": mean, "std": mean * r / math.sqrt(3)}
+                if r
+                else {"dist": "fixed", "mean": mean}
+            )
     elif cfg.dataset is not None and not cfg.is_trace:
         raise ConfigError("--compare-sim works with random prompts and traces, not ShareGPT files")
-    flags = {"model": model, "hardware": hardware, "weights": weights, "seed": cfg.seed,
-             "slo_ttft_s": cfg.slo_ttft_s, "slo_tpot_s": cfg.slo_tpot_s, "workload": workload}
+    flags = {
+        "model": model,
+        "hardware": hardware,
+        "weights": weights,
+        "seed": cfg.seed,
+        "slo_ttft_s": cfg.slo_ttft_s,
+        "slo_tpot_s": cfg.slo_tpot_s,
+        "workload": workload,
+    }
     return merge(base or {}, flags)
 
 
@@ -67,8 +97,11 @@ def _sessions_workload(cfg: BenchConfig, sessions_file: str | None) -> dict[str,
     elif math.isinf(cfg.request_rate):
         wl = {"arrival": "offline"}
     else:
-        wl = {"arrival": "poisson" if cfg.burstiness == 1.0 else "gamma", "rate": cfg.request_rate,
-              "cv": 1 / math.sqrt(cfg.burstiness)}
+        wl = {
+            "arrival": "poisson" if cfg.burstiness == 1.0 else "gamma",
+            "rate": cfg.request_rate,
+            "cv": 1 / math.sqrt(cfg.burstiness),
+        }
     wl["num_requests"] = cfg.num_requests
     if sessions_file is not None:  # the measured sessions, replayed in order with their pauses
         return {**wl, "conversations": sessions_file}
@@ -82,9 +115,16 @@ def _sessions_workload(cfg: BenchConfig, sessions_file: str | None) -> dict[str,
     return wl
 
 
-def _sim_inputs(cfg: BenchConfig, model: str, hardware: str, weights: str, config_file: str | None,
-                profile: str | None = None, engine: str | None = None,
-                sessions_file: str | None = None):
+def _sim_inputs(
+    cfg: BenchConfig,
+    model: str,
+    hardware: str,
+    weights: str,
+    config_file: str | None,
+    profile: str | None = None,
+    engine: str | None = None,
+    sessions_file: str | None = None,
+):
     """The simulator's validated config and cost model for the bench run's workload.
 
     ``profile``: the efficiency profile (``cost.profiles.resolve_profile``; None = the shipped one);
@@ -99,9 +139,15 @@ def _sim_inputs(cfg: BenchConfig, model: str, hardware: str, weights: str, confi
     return sim_cfg, build_step_model(sim_cfg, profile, preset)
 
 
-def check_sim_inputs(cfg: BenchConfig, model: str, hardware: str, weights: str = "bf16",
-                     config_file: str | None = None, profile: str | None = None,
-                     engine: str | None = None) -> None:
+def check_sim_inputs(
+    cfg: BenchConfig,
+    model: str,
+    hardware: str,
+    weights: str = "bf16",
+    config_file: str | None = None,
+    profile: str | None = None,
+    engine: str | None = None,
+) -> None:
     """Everything ``--compare-sim`` needs, built without simulating: a bad simulator input
     (model, part, precision, config file, trace, profile, engine) fails before the benchmark runs."""
     sim_cfg, _ = _sim_inputs(cfg, model, hardware, weights, config_file, profile, engine)
@@ -111,9 +157,16 @@ def check_sim_inputs(cfg: BenchConfig, model: str, hardware: str, weights: str =
         load_trace(sim_cfg.workload.trace)
 
 
-def run_sim(cfg: BenchConfig, model: str, hardware: str, weights: str = "bf16",
-            config_file: str | None = None, profile: str | None = None,
-            engine: str | None = None, turns=None) -> Summary:
+def run_sim(
+    cfg: BenchConfig,
+    model: str,
+    hardware: str,
+    weights: str = "bf16",
+    config_file: str | None = None,
+    profile: str | None = None,
+    engine: str | None = None,
+    turns=None,
+) -> Summary:
     """Simulate the bench run's workload; the simulator's :class:`Summary`.
 
     ``turns``: a multi-turn run's sent turns (``BenchResult.turns``), replayed by the simulator.
@@ -127,16 +180,23 @@ def run_sim(cfg: BenchConfig, model: str, hardware: str, weights: str = "bf16",
         with tempfile.TemporaryDirectory() as tmp:
             path = str(Path(tmp) / "sessions.csv")
             turns.write_csv(path)
-            sim_cfg, step_model = _sim_inputs(cfg, model, hardware, weights, config_file, profile,
-                                              engine, path)
+            sim_cfg, step_model = _sim_inputs(
+                cfg, model, hardware, weights, config_file, profile, engine, path
+            )
             return simulate(sim_cfg, step_model).summary
     sim_cfg, step_model = _sim_inputs(cfg, model, hardware, weights, config_file, profile, engine)
     return simulate(sim_cfg, step_model).summary
 
 
-ROWS = (("TTFT mean (ms)", "ttft", "mean"), ("TTFT p50 (ms)", "ttft", "median"), ("TTFT p99 (ms)", "ttft", 99.0),
-        ("TPOT mean (ms)", "tpot", "mean"), ("TPOT p99 (ms)", "tpot", 99.0), ("ITL mean (ms)", "itl", "mean"),
-        ("E2E mean (ms)", "e2e", "mean"))
+ROWS = (
+    ("TTFT mean (ms)", "ttft", "mean"),
+    ("TTFT p50 (ms)", "ttft", "median"),
+    ("TTFT p99 (ms)", "ttft", 99.0),
+    ("TPOT mean (ms)", "tpot", "mean"),
+    ("TPOT p99 (ms)", "tpot", 99.0),
+    ("ITL mean (ms)", "itl", "mean"),
+    ("E2E mean (ms)", "e2e", "mean"),
+)
 
 
 def _get(s: Summary, metric: str, stat: str | float) -> float:
@@ -148,18 +208,30 @@ def comparison(measured: Summary, predicted: Summary) -> list[dict[str, Any]]:
     """Rows of (metric, measured, predicted, predicted/measured) in ms or per second."""
     rows = []
     for label, metric, stat in ROWS:
-        rows.append((label, _get(measured, metric, stat) * 1e3, _get(predicted, metric, stat) * 1e3))
-    for label, attr in (("prefix hit rate, tokens (%)", "prefix_hit_rate_tokens"),
-                        ("prefix hit rate, requests (%)", "prefix_hit_rate_requests")):
+        rows.append(
+            (label, _get(measured, metric, stat) * 1e3, _get(predicted, metric, stat) * 1e3)
+        )
+    for label, attr in (
+        ("prefix hit rate, tokens (%)", "prefix_hit_rate_tokens"),
+        ("prefix hit rate, requests (%)", "prefix_hit_rate_requests"),
+    ):
         m, p = getattr(measured, attr), getattr(predicted, attr)
         rows.append((label, math.nan if m is None else 100 * m, math.nan if p is None else 100 * p))
     rows.append(("requests/s", measured.request_throughput_rps, predicted.request_throughput_rps))
-    rows.append(("output tokens/s", measured.output_throughput_tps, predicted.output_throughput_tps))
+    rows.append(
+        ("output tokens/s", measured.output_throughput_tps, predicted.output_throughput_tps)
+    )
     out = []
     for label, m, p in rows:
         ratio = p / m if m and math.isfinite(m) and math.isfinite(p) else None
-        out.append({"metric": label, "measured": m if math.isfinite(m) else None,
-                    "predicted": p if math.isfinite(p) else None, "predicted_over_measured": ratio})
+        out.append(
+            {
+                "metric": label,
+                "measured": m if math.isfinite(m) else None,
+                "predicted": p if math.isfinite(p) else None,
+                "predicted_over_measured": ratio,
+            }
+        )
     return out
 
 
@@ -169,6 +241,9 @@ def comparison_table(result: BenchResult, rows: list[dict[str, Any]], sim_label:
     for col in ("metric", "measured", "predicted", "pred / meas"):
         t.add_column(col, justify="right" if col != "metric" else "left")
     for r in rows:
-        fmt = [("-" if r[k] is None else f"{r[k]:,.2f}") for k in ("measured", "predicted", "predicted_over_measured")]
+        fmt = [
+            ("-" if r[k] is None else f"{r[k]:,.2f}")
+            for k in ("measured", "predicted", "predicted_over_measured")
+        ]
         t.add_row(r["metric"], *fmt)
     return t

@@ -23,12 +23,14 @@ import numpy as np
 
 from infercast.errors import ConfigError, DataError
 
-_WORDS = ("the of and to in is you that it he was for on are as with his they at be this have "
-          "from or one had by word but not what all were we when your can said there use an each "
-          "which she do how their if will up other about out many then them these so some her "
-          "would make like him into time has look two more write go see number no way could people "
-          "my than first water been call who oil its now find long down day did get come made may "
-          "part").split()
+_WORDS = (
+    "the of and to in is you that it he was for on are as with his they at be this have "
+    "from or one had by word but not what all were we when your can said there use an each "
+    "which she do how their if will up other about out many then them these so some her "
+    "would make like him into time has look two more write go see number no way could people "
+    "my than first water been call who oil its now find long down day did get come made may "
+    "part"
+).split()
 SHIPPED_TRACES = {"azure-conv": "azure-llm-2023-conv.csv", "azure-code": "azure-llm-2023-code.csv"}
 
 
@@ -60,9 +62,10 @@ def load_tokenizer(path: str | None) -> Any | None:
     try:
         return Tokenizer.from_file(path)
     except Exception as exc:  # noqa: BLE001 - the Rust library raises a bare Exception
-        raise ConfigError(f"--tokenizer {path!r} is not a readable tokenizer.json "
-                          f"({str(exc).splitlines()[0] if str(exc) else type(exc).__name__})"
-                          ) from None
+        raise ConfigError(
+            f"--tokenizer {path!r} is not a readable tokenizer.json "
+            f"({str(exc).splitlines()[0] if str(exc) else type(exc).__name__})"
+        ) from None
 
 
 def _words(rng: np.random.Generator, n: int) -> str:
@@ -82,15 +85,25 @@ def make_prompt(rng: np.random.Generator, n: int, tokenizer: Any | None) -> tupl
     return text, count_tokens(tokenizer, text)
 
 
-def random_specs(num: int, input_tokens: int, output_tokens: int, rng: np.random.Generator,
-                 tokenizer: Any | None = None, shared_prefix_tokens: int = 0,
-                 range_ratio: float = 0.0) -> list[RequestSpec]:
+def random_specs(
+    num: int,
+    input_tokens: int,
+    output_tokens: int,
+    rng: np.random.Generator,
+    tokenizer: Any | None = None,
+    shared_prefix_tokens: int = 0,
+    range_ratio: float = 0.0,
+) -> list[RequestSpec]:
     """``num`` random prompts; lengths uniform in [1-r, 1+r] x the given ones (r = range_ratio)."""
     if input_tokens < 1 or output_tokens < 1:
-        raise ConfigError(f"--input-tokens {input_tokens} and --output-tokens {output_tokens} must be >= 1")
+        raise ConfigError(
+            f"--input-tokens {input_tokens} and --output-tokens {output_tokens} must be >= 1"
+        )
     if not 0.0 <= range_ratio < 1.0:
         raise ConfigError(f"--range-ratio {range_ratio} must be in [0, 1)")
-    prefix, n_prefix = make_prompt(rng, shared_prefix_tokens, tokenizer) if shared_prefix_tokens else ("", 0)
+    prefix, n_prefix = (
+        make_prompt(rng, shared_prefix_tokens, tokenizer) if shared_prefix_tokens else ("", 0)
+    )
     specs = []
     for i in range(num):
         n_in = max(1, round(input_tokens * rng.uniform(1 - range_ratio, 1 + range_ratio)))
@@ -102,8 +115,13 @@ def random_specs(num: int, input_tokens: int, output_tokens: int, rng: np.random
     return specs
 
 
-def sharegpt_specs(path: str, num: int, rng: np.random.Generator, tokenizer: Any | None = None,
-                   output_tokens: int | None = None) -> list[RequestSpec]:
+def sharegpt_specs(
+    path: str,
+    num: int,
+    rng: np.random.Generator,
+    tokenizer: Any | None = None,
+    output_tokens: int | None = None,
+) -> list[RequestSpec]:
     """Prompts from a ShareGPT-format JSON list (first human turn; reply length as output)."""
     try:
         data = json.loads(Path(path).read_text())
@@ -113,13 +131,17 @@ def sharegpt_specs(path: str, num: int, rng: np.random.Generator, tokenizer: Any
 
     pairs = sharegpt_pairs(data)
     if not pairs:
-        raise DataError(f"{path!r} has no conversations with a prompt and a reply (ShareGPT format)")
+        raise DataError(
+            f"{path!r} has no conversations with a prompt and a reply (ShareGPT format)"
+        )
     order = rng.permutation(len(pairs))
     specs = []
     for i in range(num):
         prompt, reply = pairs[order[i % len(pairs)]]
         n_in = count_tokens(tokenizer, prompt) if tokenizer else approx_tokens(prompt)
-        n_out = output_tokens or (count_tokens(tokenizer, reply) if tokenizer else approx_tokens(reply))
+        n_out = output_tokens or (
+            count_tokens(tokenizer, reply) if tokenizer else approx_tokens(reply)
+        )
         specs.append(RequestSpec(f"req-{i}", prompt, max(n_in, 1), max(n_out, 1)))
     return specs
 
@@ -132,26 +154,48 @@ def read_trace(name_or_path: str) -> np.ndarray:
         load_trace = None
     if load_trace is not None:
         trace = load_trace(name_or_path)
-        return np.column_stack([np.asarray(trace.arrival_s, float), np.asarray(trace.prompt_tokens, float),
-                                np.asarray(trace.output_tokens, float)])
+        return np.column_stack(
+            [
+                np.asarray(trace.arrival_s, float),
+                np.asarray(trace.prompt_tokens, float),
+                np.asarray(trace.output_tokens, float),
+            ]
+        )
     if name_or_path in SHIPPED_TRACES:
-        text = resources.files("infercast").joinpath("data", "traces", SHIPPED_TRACES[name_or_path]).read_text()
+        text = (
+            resources.files("infercast")
+            .joinpath("data", "traces", SHIPPED_TRACES[name_or_path])
+            .read_text()
+        )
     else:
         try:
             text = Path(name_or_path).read_text()
         except OSError as exc:
-            raise ConfigError(f"--dataset {name_or_path!r}: {exc.strerror}; give azure-conv, azure-code, "
-                              "a trace CSV or a ShareGPT JSON file") from None
+            raise ConfigError(
+                f"--dataset {name_or_path!r}: {exc.strerror}; give azure-conv, azure-code, "
+                "a trace CSV or a ShareGPT JSON file"
+            ) from None
     rows = list(csv.DictReader(text.splitlines()))
     try:
-        return np.array([[float(r["arrival_s"]), float(r["prompt_tokens"]), float(r["output_tokens"])]
-                         for r in rows])
+        return np.array(
+            [
+                [float(r["arrival_s"]), float(r["prompt_tokens"]), float(r["output_tokens"])]
+                for r in rows
+            ]
+        )
     except (KeyError, ValueError, TypeError):
-        raise DataError(f"{name_or_path!r}: need columns arrival_s,prompt_tokens,output_tokens") from None
+        raise DataError(
+            f"{name_or_path!r}: need columns arrival_s,prompt_tokens,output_tokens"
+        ) from None
 
 
-def trace_specs(name_or_path: str, num: int, rng: np.random.Generator, tokenizer: Any | None = None,
-                max_input_tokens: int | None = None) -> list[RequestSpec]:
+def trace_specs(
+    name_or_path: str,
+    num: int,
+    rng: np.random.Generator,
+    tokenizer: Any | None = None,
+    max_input_tokens: int | None = None,
+) -> list[RequestSpec]:
     """The first ``num`` requests of a trace, with arrival offsets from the first one."""
     rows = read_trace(name_or_path)[:num]
     if not len(rows):

@@ -32,6 +32,14 @@ def run_dollars(summary, records, gpus: int, price_per_hour: float) -> dict[str,
     ok = [r for r in records if r.ok and r.ttft_s is not None and r.e2e_s]
     e2e = sum(r.e2e_s for r in ok)
     share = sum(r.ttft_s for r in ok) / e2e if e2e > 0 else 0.0
-    usage = RunUsage(summary.duration_s or 0.0, gpus, float(summary.total_input_tokens),
-                     float(summary.total_output_tokens), summary.completed, 0.0, 0.0, 1)
+    usage = RunUsage(
+        summary.duration_s or 0.0,
+        gpus,
+        float(summary.total_input_tokens),
+        float(summary.total_output_tokens),
+        summary.completed,
+        0.0,
+        0.0,
+        1,
+    )
     return dollars(usage, price_per_hour, share)

@@ -31,7 +31,9 @@ CLIENT_ERROR_BUDGET_S = 0.002  # issue 6: the client's own timing error must sta
 _MONITOR_PERIOD_S = 0.005
 
 
-def arrival_offsets(num: int, rate: float, rng: np.random.Generator, burstiness: float = 1.0) -> np.ndarray:
+def arrival_offsets(
+    num: int, rate: float, rng: np.random.Generator, burstiness: float = 1.0
+) -> np.ndarray:
     """Send offsets (s) of ``num`` requests at ``rate`` req/s; the first at 0.
 
     Gaps are gamma(shape=burstiness, scale=1/(rate*burstiness)): mean 1/rate,
@@ -47,7 +49,9 @@ def arrival_offsets(num: int, rate: float, rng: np.random.Generator, burstiness:
     return np.concatenate([[0.0], np.cumsum(gaps)])
 
 
-def ramp_offsets(num: int, rate_start: float, rate_end: float, rng: np.random.Generator) -> np.ndarray:
+def ramp_offsets(
+    num: int, rate_start: float, rate_end: float, rng: np.random.Generator
+) -> np.ndarray:
     """Poisson arrivals whose rate moves linearly from ``rate_start`` to ``rate_end`` over the requests."""
     if rate_start <= 0 or rate_end <= 0:
         raise ConfigError(f"ramp rates {rate_start} -> {rate_end} must be > 0")
@@ -83,7 +87,9 @@ class LoadResult:
     warmup_records: list[RequestRecord] = field(default_factory=list)
 
 
-def plan_offsets(plan: LoadPlan, specs: list[RequestSpec], rng: np.random.Generator) -> np.ndarray | None:
+def plan_offsets(
+    plan: LoadPlan, specs: list[RequestSpec], rng: np.random.Generator
+) -> np.ndarray | None:
     """Scheduled offsets of an open-loop plan; None for a closed loop."""
     if plan.replay_arrivals:
         return np.array([s.arrival_s or 0.0 for s in specs])
@@ -94,13 +100,20 @@ def plan_offsets(plan: LoadPlan, specs: list[RequestSpec], rng: np.random.Genera
     return arrival_offsets(len(specs), plan.request_rate, rng, plan.burstiness)
 
 
-async def run_load(client: BenchClient, specs: list[RequestSpec], plan: LoadPlan, rng: np.random.Generator,
-                   on_done: Callable[[RequestRecord], None] | None = None) -> LoadResult:
+async def run_load(
+    client: BenchClient,
+    specs: list[RequestSpec],
+    plan: LoadPlan,
+    rng: np.random.Generator,
+    on_done: Callable[[RequestRecord], None] | None = None,
+) -> LoadResult:
     """Warm up, then run the plan and return the measured records and client diagnostics."""
     if plan.request_rate is None and not plan.replay_arrivals and not plan.concurrency:
         raise ConfigError("give --request-rate R or --max-concurrency C")
     warm, specs = specs[: plan.warmup_requests], specs[plan.warmup_requests :]
-    warm_recs = await asyncio.gather(*(client.send(s, client.clock()) for s in warm)) if warm else []
+    warm_recs = (
+        await asyncio.gather(*(client.send(s, client.clock()) for s in warm)) if warm else []
+    )
     # open the connections the run will need now, so TCP set-up is not inside the first round's TTFT
     await client.warm_pool(plan.concurrency or 0)
     offsets = plan_offsets(plan, specs, rng)
@@ -134,12 +147,27 @@ async def run_load(client: BenchClient, specs: list[RequestSpec], plan: LoadPlan
     return _result(done, start, lags, cpu, client, client.reconnects - reconnects0, list(warm_recs))
 
 
-def _result(done: list[RequestRecord], start: float, lags: list[float], cpu: float, client: BenchClient,
-            reconnects: int, warm: list[RequestRecord]) -> LoadResult:
+def _result(
+    done: list[RequestRecord],
+    start: float,
+    lags: list[float],
+    cpu: float,
+    client: BenchClient,
+    reconnects: int,
+    warm: list[RequestRecord],
+) -> LoadResult:
     end = max([r.finish_s or r.arrival_s for r in done], default=start)
     window = max(end - start, 1e-9)
-    return LoadResult(done, window, achieved_concurrency(done, start), client.max_in_flight,
-                      np.array(lags), cpu, reconnects, warm)
+    return LoadResult(
+        done,
+        window,
+        achieved_concurrency(done, start),
+        client.max_in_flight,
+        np.array(lags),
+        cpu,
+        reconnects,
+        warm,
+    )
 
 
 def achieved_concurrency(records: list[RequestRecord], start: float) -> float:
@@ -154,8 +182,11 @@ def achieved_concurrency(records: list[RequestRecord], start: float) -> float:
     stop = max(sends)
     if stop <= start:
         return float(len(sends))
-    busy = sum(max(0.0, min(r.finish_s or stop, stop) - max(r.send_s, start))
-               for r in records if r.send_s is not None)
+    busy = sum(
+        max(0.0, min(r.finish_s or stop, stop) - max(r.send_s, start))
+        for r in records
+        if r.send_s is not None
+    )
     return busy / (stop - start)
 
 
@@ -167,8 +198,14 @@ async def _monitor(clock: Callable[[], float], stop: asyncio.Event, lags: list[f
         lags.append(clock() - t - _MONITOR_PERIOD_S)
 
 
-async def _open_loop(client: BenchClient, specs: list[RequestSpec], offsets: np.ndarray, plan: LoadPlan,
-                     start: float, finish: Callable[[RequestRecord], None]) -> None:
+async def _open_loop(
+    client: BenchClient,
+    specs: list[RequestSpec],
+    offsets: np.ndarray,
+    plan: LoadPlan,
+    start: float,
+    finish: Callable[[RequestRecord], None],
+) -> None:
     cap = asyncio.Semaphore(plan.concurrency) if plan.concurrency else None
 
     async def one(spec: RequestSpec, scheduled: float, body: bytes) -> None:
@@ -183,7 +220,9 @@ async def _open_loop(client: BenchClient, specs: list[RequestSpec], offsets: np.
         if plan.max_duration_s is not None and off > plan.max_duration_s:
             break
         scheduled = start + float(off)
-        body = client.encode(spec)  # before the scheduled time: encoding is not the server's latency
+        body = client.encode(
+            spec
+        )  # before the scheduled time: encoding is not the server's latency
         await _wait_until(client.clock, scheduled)
         tasks.append(asyncio.create_task(one(spec, scheduled, body)))
     await asyncio.gather(*tasks)
@@ -202,8 +241,13 @@ async def _wait_until(clock: Callable[[], float], t: float) -> None:
         await asyncio.sleep(0)
 
 
-async def _closed_loop(client: BenchClient, specs: list[RequestSpec], plan: LoadPlan, start: float,
-                       finish: Callable[[RequestRecord], None]) -> None:
+async def _closed_loop(
+    client: BenchClient,
+    specs: list[RequestSpec],
+    plan: LoadPlan,
+    start: float,
+    finish: Callable[[RequestRecord], None],
+) -> None:
     it = iter(specs)
     await asyncio.sleep(max(start - client.clock(), 0.0))
 
@@ -227,21 +271,33 @@ def client_warnings(plan: LoadPlan, result: LoadResult, send_lag_p90_s: float) -
     budget_ms = CLIENT_ERROR_BUDGET_S * 1e3
     if plan.request_rate is not None and send_lag_p90_s > CLIENT_ERROR_BUDGET_S:
         why = "waiting for a --max-concurrency slot or " if plan.concurrency else ""
-        out.append(f"requests left the client late ({why}client busy): p90 send lag "
-                   f"{send_lag_p90_s * 1e3:.1f} ms > {budget_ms:.0f} ms; TTFT includes it")
+        out.append(
+            f"requests left the client late ({why}client busy): p90 send lag "
+            f"{send_lag_p90_s * 1e3:.1f} ms > {budget_ms:.0f} ms; TTFT includes it"
+        )
     if len(result.loop_lag_s):
         lag90 = float(np.percentile(result.loop_lag_s, 90))
         # asyncio timers wake up to 1 ms late by design (epoll's ms resolution); more is load
         if lag90 > CLIENT_ERROR_BUDGET_S + 0.001:
-            out.append(f"client event loop woke late: p90 {lag90 * 1e3:.1f} ms (the client, the server or "
-                       f"other processes keep this machine's cores busy); chunk time stamps can be late by "
-                       f"as much (budget {budget_ms:.0f} ms)")
+            out.append(
+                f"client event loop woke late: p90 {lag90 * 1e3:.1f} ms (the client, the server or "
+                f"other processes keep this machine's cores busy); chunk time stamps can be late by "
+                f"as much (budget {budget_ms:.0f} ms)"
+            )
     if result.cpu_fraction > 0.8:
-        out.append(f"client process used {result.cpu_fraction:.0%} of a core: it is likely the bottleneck")
+        out.append(
+            f"client process used {result.cpu_fraction:.0%} of a core: it is likely the bottleneck"
+        )
     ok = sum(1 for r in result.records if r.ok)
     if ok * 2 < len(result.records):  # mostly failures: fast errors, not a slow client
         return out
-    if plan.request_rate is None and plan.concurrency and result.achieved_concurrency < 0.9 * plan.concurrency:
-        out.append(f"achieved concurrency {result.achieved_concurrency:.1f} < 90% of the {plan.concurrency} "
-                   "asked: the server saw fewer streams than requested")
+    if (
+        plan.request_rate is None
+        and plan.concurrency
+        and result.achieved_concurrency < 0.9 * plan.concurrency
+    ):
+        out.append(
+            f"achieved concurrency {result.achieved_concurrency:.1f} < 90% of the {plan.concurrency} "
+            "asked: the server saw fewer streams than requested"
+        )
     return out

@@ -52,7 +52,9 @@ class MockConfig(BaseModel):
     role_chunk: bool = True  # empty role/text chunk sent at once, before the first token
     usage: bool = True  # honour stream_options.include_usage
     reasoning_tokens: int = Field(0, ge=0, description="chat: first tokens as reasoning_content")
-    close_after_stream: bool = False  # close the connection after each response (keep-alive advertised)
+    close_after_stream: bool = (
+        False  # close the connection after each response (keep-alive advertised)
+    )
     http_error_every: int = Field(0, ge=0)
     midstream_close_every: int = Field(0, ge=0)
     midstream_close_after_chunks: int = Field(2, ge=0)
@@ -76,8 +78,10 @@ class Chunks:
 
     def __init__(self, chat: bool, model: str, rid: str) -> None:
         kind = "chat.completion.chunk" if chat else "text_completion"
-        head = json.dumps({"id": rid, "object": kind, "created": int(time.time()), "model": model},
-                          separators=(",", ":")).encode()
+        head = json.dumps(
+            {"id": rid, "object": kind, "created": int(time.time()), "model": model},
+            separators=(",", ":"),
+        ).encode()
         self.chat, self._head = chat, b"data: " + head[:-1] + b',"choices":['
 
     def role(self) -> bytes:
@@ -95,8 +99,11 @@ class Chunks:
         return self._head + b'{"index":0,' + body + b',"finish_reason":' + end + b"}]}\n\n"
 
     def usage(self, prompt: int, completion: int) -> bytes:
-        return self._head + b'],"usage":{"prompt_tokens":%d,"completion_tokens":%d,"total_tokens":%d}}\n\n' % (
-            prompt, completion, prompt + completion)
+        return (
+            self._head
+            + b'],"usage":{"prompt_tokens":%d,"completion_tokens":%d,"total_tokens":%d}}\n\n'
+            % (prompt, completion, prompt + completion)
+        )
 
 
 def prompt_tokens(body: dict[str, Any]) -> int:
@@ -129,12 +136,24 @@ class MockServer:
         """The ``GET /mock/truth`` answer: the config and one row per completed stream."""
         return {"config": self.config.model_dump(), "requests": list(self.truth)}
 
-    def record(self, index: int, request_id: str | None, t0: float, sent: list[float], num_tokens: int) -> None:
+    def record(
+        self, index: int, request_id: str | None, t0: float, sent: list[float], num_tokens: int
+    ) -> None:
         """Store what a completed stream really did (times on the host's monotonic clock, s)."""
         if not sent:
             return
         ttft, e2e = sent[0] - t0, sent[-1] - t0
         tpot = (e2e - ttft) / (num_tokens - 1) if num_tokens > 1 else None
-        self.truth.append({"index": index, "request_id": request_id, "receipt_s": t0, "first_write_s": sent[0],
-                           "ttft_s": ttft, "e2e_s": e2e, "tpot_s": tpot, "output_tokens": num_tokens,
-                           "chunks": len(sent)})
+        self.truth.append(
+            {
+                "index": index,
+                "request_id": request_id,
+                "receipt_s": t0,
+                "first_write_s": sent[0],
+                "ttft_s": ttft,
+                "e2e_s": e2e,
+                "tpot_s": tpot,
+                "output_tokens": num_tokens,
+                "chunks": len(sent),
+            }
+        )

@@ -39,7 +39,12 @@ _GENERATE = {b"/v1/completions": False, b"/v1/chat/completions": True}
 
 def _head(status: int, content_type: bytes, length: int | None) -> bytes:
     framing = b"transfer-encoding: chunked" if length is None else b"content-length: %d" % length
-    return b"HTTP/1.1 %d %s\r\ncontent-type: %s\r\n%s\r\n\r\n" % (status, _REASONS[status], content_type, framing)
+    return b"HTTP/1.1 %d %s\r\ncontent-type: %s\r\n%s\r\n\r\n" % (
+        status,
+        _REASONS[status],
+        content_type,
+        framing,
+    )
 
 
 def _json_response(status: int, doc: Any) -> bytes:
@@ -107,7 +112,9 @@ class _Connection(asyncio.Protocol):
         if name == b"x-request-id":
             self.request.request_id = value.decode("latin-1")
         elif name == b"expect" and value.lower() == b"100-continue":
-            self.write(b"HTTP/1.1 100 Continue\r\n\r\n")  # curl waits 1 s for it before a large body
+            self.write(
+                b"HTTP/1.1 100 Continue\r\n\r\n"
+            )  # curl waits 1 s for it before a large body
 
     def on_body(self, body: bytes) -> None:
         self.request.body.append(body)
@@ -164,7 +171,11 @@ def _route(conn: _Connection, req: _Request) -> _Answer | None:
             if not isinstance(body, dict):
                 raise ValueError(body)
         except ValueError:
-            conn.write(_json_response(400, {"error": {"message": "mock: request body is not a JSON object"}}))
+            conn.write(
+                _json_response(
+                    400, {"error": {"message": "mock: request body is not a JSON object"}}
+                )
+            )
             return None
         index = conn.mock.next_index()
         if hits(conn.mock.config.http_error_every, index):
@@ -177,10 +188,21 @@ def _route(conn: _Connection, req: _Request) -> _Answer | None:
 class _Answer:
     """One generation response on its absolute schedule, driven by loop timers."""
 
-    def __init__(self, conn: _Connection, req: _Request, body: dict[str, Any], chat: bool, index: int) -> None:
+    def __init__(
+        self, conn: _Connection, req: _Request, body: dict[str, Any], chat: bool, index: int
+    ) -> None:
         cfg = conn.mock.config
-        self.conn, self.req, self.body, self.chat, self.index, self.cfg = conn, req, body, chat, index, cfg
-        asked = int(body.get("max_tokens") or body.get("max_completion_tokens") or cfg.default_max_tokens)
+        self.conn, self.req, self.body, self.chat, self.index, self.cfg = (
+            conn,
+            req,
+            body,
+            chat,
+            index,
+            cfg,
+        )
+        asked = int(
+            body.get("max_tokens") or body.get("max_completion_tokens") or cfg.default_max_tokens
+        )
         self.num_tokens = min(asked, cfg.stop_after_tokens or asked)
         self.finish = "stop" if self.num_tokens < asked else "length"
         self.num_chunks = -(-self.num_tokens // cfg.tokens_per_chunk)
@@ -198,14 +220,18 @@ class _Answer:
         return self.req.t0 + self.cfg.ttft_s + max(last_token - (k - 1), 0) * self.cfg.itl_s
 
     def start(self) -> None:
-        if hits(self.cfg.hang_every, self.index):  # never answered; the connection closes after hang_s
+        if hits(
+            self.cfg.hang_every, self.index
+        ):  # never answered; the connection closes after hang_s
             self.timer = self.conn.loop.call_later(self.cfg.hang_s, self.conn.close)
             return
         if not self.stream:
             self._arm(self.chunk_time(self.num_chunks - 1))
             return
-        self.conn.write(_head(200, b"text/event-stream", None)
-                        + (_chunk(self.chunks.role()) if self.cfg.role_chunk else b""))
+        self.conn.write(
+            _head(200, b"text/event-stream", None)
+            + (_chunk(self.chunks.role()) if self.cfg.role_chunk else b"")
+        )
         self._arm(self.chunk_time(0))
 
     def cancel(self) -> None:
@@ -214,7 +240,9 @@ class _Answer:
 
     def _arm(self, when: float) -> None:
         """Call :meth:`_tick` at ``when`` (perf_counter s); loop timers are ms-grained, hence the check."""
-        self.timer = self.conn.loop.call_later(max(when - time.perf_counter(), 0.0), self._tick, when)
+        self.timer = self.conn.loop.call_later(
+            max(when - time.perf_counter(), 0.0), self._tick, when
+        )
 
     def _tick(self, when: float) -> None:
         if self.conn.closed:
@@ -228,7 +256,10 @@ class _Answer:
 
     def _stream_due(self) -> None:
         """Write every chunk whose time has come (several when the loop was late), then re-arm."""
-        while self.next_chunk < self.num_chunks and self.chunk_time(self.next_chunk) <= time.perf_counter() + _EARLY_S:
+        while (
+            self.next_chunk < self.num_chunks
+            and self.chunk_time(self.next_chunk) <= time.perf_counter() + _EARLY_S
+        ):
             if self.close_at is not None and self.next_chunk >= self.close_at:
                 self.conn.close()  # no terminating chunk: the client sees the body cut short
                 return
@@ -241,7 +272,9 @@ class _Answer:
         if self.cfg.usage and opts.get("include_usage"):
             tail = _chunk(self.chunks.usage(prompt_tokens(self.body), self.num_tokens))
         self.conn.write(tail + _chunk(b"data: [DONE]\n\n") + b"0\r\n\r\n")
-        self.conn.mock.record(self.index, self.req.request_id, self.req.t0, self.sent, self.num_tokens)
+        self.conn.mock.record(
+            self.index, self.req.request_id, self.req.t0, self.sent, self.num_tokens
+        )
         self.conn.done(self.req.keep_alive)
 
     def _write_chunk(self) -> None:
@@ -262,11 +295,22 @@ class _Answer:
         else:
             choice["text"] = text
         prompt = prompt_tokens(self.body)
-        self.conn.write(_json_response(200, {
-            "id": f"mock-{self.index}", "object": "chat.completion" if self.chat else "text_completion",
-            "model": self.cfg.model_name, "choices": [choice],
-            "usage": {"prompt_tokens": prompt, "completion_tokens": self.num_tokens,
-                      "total_tokens": prompt + self.num_tokens}}))
+        self.conn.write(
+            _json_response(
+                200,
+                {
+                    "id": f"mock-{self.index}",
+                    "object": "chat.completion" if self.chat else "text_completion",
+                    "model": self.cfg.model_name,
+                    "choices": [choice],
+                    "usage": {
+                        "prompt_tokens": prompt,
+                        "completion_tokens": self.num_tokens,
+                        "total_tokens": prompt + self.num_tokens,
+                    },
+                },
+            )
+        )
         self.conn.done(self.req.keep_alive)
 
 

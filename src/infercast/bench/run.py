@@ -51,7 +51,9 @@ class BenchConfig(BaseModel):
     output_tokens: int = Field(128, ge=1)
     range_ratio: float = Field(0.0, ge=0, lt=1)
     shared_prefix_tokens: int = Field(0, ge=0)
-    dataset: str | None = None  # None: random; azure-conv | azure-code | trace .csv/.jsonl | ShareGPT .json
+    dataset: str | None = (
+        None  # None: random; azure-conv | azure-code | trace .csv/.jsonl | ShareGPT .json
+    )
     max_input_tokens: int | None = Field(None, ge=1)
     tokenizer: str | None = None
     max_duration_s: float | None = Field(None, gt=0)
@@ -77,51 +79,71 @@ class BenchConfig(BaseModel):
         if self.request_rate is None and self.concurrency is None and not self.is_trace:
             raise ValueError("give --request-rate R or --max-concurrency C")
         if any(not 0 < q <= 100 for q in self.percentiles):
-            raise ValueError(f"--percentiles {','.join(f'{q:g}' for q in self.percentiles)}: "
-                             "each must be above 0 and at most 100")
-        for name in ("burstiness", "ramp_to_rate", "max_duration_s", "slo_ttft_s", "slo_tpot_s",
-                     "range_ratio"):
+            raise ValueError(
+                f"--percentiles {','.join(f'{q:g}' for q in self.percentiles)}: "
+                "each must be above 0 and at most 100"
+            )
+        for name in (
+            "burstiness",
+            "ramp_to_rate",
+            "max_duration_s",
+            "slo_ttft_s",
+            "slo_tpot_s",
+            "range_ratio",
+        ):
             value = getattr(self, name)
             if value is not None and not math.isfinite(value):
                 raise ValueError(f"--{name.removesuffix('_s').replace('_', '-')} must be finite")
         # a client per stream costs memory and connections: one that can never get a request
         # (1e5 streams for 4 requests took 55 s and 676 MB) is refused before any is opened
-        if self.concurrency is not None and self.concurrency > self.num_requests + self.warmup_requests:
-            raise ValueError(f"--max-concurrency {self.concurrency} for {self.num_requests} requests: "
-                             f"at most {self.num_requests + self.warmup_requests} can be in flight; "
-                             "lower it or raise --num-prompts")
+        if (
+            self.concurrency is not None
+            and self.concurrency > self.num_requests + self.warmup_requests
+        ):
+            raise ValueError(
+                f"--max-concurrency {self.concurrency} for {self.num_requests} requests: "
+                f"at most {self.num_requests + self.warmup_requests} can be in flight; "
+                "lower it or raise --num-prompts"
+            )
         if self.multi_turn:
             if self.endpoint != "chat":
                 raise ValueError("multi-turn sessions send chat messages: add --endpoint chat")
             if self.dataset is not None:
                 raise ValueError("--conversations replaces --dataset: drop one of them")
             if self.request_rate is not None and self.concurrency is not None:
-                raise ValueError("sessions start at --request-rate or run as --max-concurrency "
-                                 "users, "
-                                 "not both")
+                raise ValueError(
+                    "sessions start at --request-rate or run as --max-concurrency users, not both"
+                )
             if (self.conversations or "synthetic") == "synthetic" and self.turns is None:
-                raise ValueError("synthetic sessions need --turns (or --conversations "
-                                 "builtin|FILE)")
+                raise ValueError(
+                    "synthetic sessions need --turns (or --conversations builtin|FILE)"
+                )
         url = urlsplit(self.base_url)
         try:
             url.port  # noqa: B018 - raises ValueError on a port out of range
         except ValueError:
             url = urlsplit("")
         if url.scheme not in ("http", "https") or not url.hostname:
-            raise ValueError(f"--base-url {self.base_url!r} is not an http(s) URL; use e.g. "
-                             "http://127.0.0.1:8000/v1")
+            raise ValueError(
+                f"--base-url {self.base_url!r} is not an http(s) URL; use e.g. "
+                "http://127.0.0.1:8000/v1"
+            )
         return self
 
     @property
     def multi_turn(self) -> bool:
         """True for a run of multi-turn sessions."""
-        return (self.conversations is not None or self.turns is not None
-                or self.think_time_s is not None)
+        return (
+            self.conversations is not None
+            or self.turns is not None
+            or self.think_time_s is not None
+        )
 
     @property
     def is_trace(self) -> bool:
-        return bool(self.dataset) and (self.dataset in SHIPPED_TRACES
-                                       or self.dataset.endswith((".csv", ".jsonl", ".ndjson")))
+        return bool(self.dataset) and (
+            self.dataset in SHIPPED_TRACES or self.dataset.endswith((".csv", ".jsonl", ".ndjson"))
+        )
 
 
 @dataclass
@@ -160,31 +182,38 @@ class BenchResult:
             "burstiness": cfg.burstiness,
             "num_prompts": cfg.num_requests,
             "conversations": (cfg.conversations or "synthetic") if cfg.multi_turn else None,
-            "turns": cfg.turns, "think_time_s": cfg.think_time_s,
+            "turns": cfg.turns,
+            "think_time_s": cfg.think_time_s,
         }
         out.update(s.to_vllm_dict())
         out.update(per_request_arrays(ld.records))
         lag = ld.loop_lag_s
-        out.update({
-            "token_count_source": s.token_count_source,
-            "token_count_sources": s.token_count_sources,
-            "token_count_mismatches": sum(1 for r in ld.records if r.token_count_mismatch),
-            "failure_reasons": s.failure_reasons,
-            "mean_time_to_first_answer_ms": _ms(s.time_to_first_answer.mean),
-            "mean_itl_chunk_ms": _ms(s.itl_chunk.mean),
-            "tokens_per_chunk": _plain(s.tokens_per_chunk),
-            "achieved_concurrency": _plain(ld.achieved_concurrency),
-            "max_in_flight": ld.max_in_flight,
-            "mean_send_lag_ms": _ms(s.send_lag.mean),
-            "p99_send_lag_ms": _ms(s.send_lag.percentiles[99.0]) if 99.0 in s.send_lag.percentiles else None,
-            "p99_loop_lag_ms": _ms(float(np.percentile(lag, 99))) if len(lag) else None,
-            "client_cpu_fraction": _plain(ld.cpu_fraction),
-            "reconnects": ld.reconnects,
-            "client_bottleneck": bool(self.warnings),
-            "warnings": self.warnings,
-            "slo_attainment": _plain(s.slo_attainment) if s.slo_attainment is not None else None,
-            "metrics": s.to_dict(),
-        })
+        out.update(
+            {
+                "token_count_source": s.token_count_source,
+                "token_count_sources": s.token_count_sources,
+                "token_count_mismatches": sum(1 for r in ld.records if r.token_count_mismatch),
+                "failure_reasons": s.failure_reasons,
+                "mean_time_to_first_answer_ms": _ms(s.time_to_first_answer.mean),
+                "mean_itl_chunk_ms": _ms(s.itl_chunk.mean),
+                "tokens_per_chunk": _plain(s.tokens_per_chunk),
+                "achieved_concurrency": _plain(ld.achieved_concurrency),
+                "max_in_flight": ld.max_in_flight,
+                "mean_send_lag_ms": _ms(s.send_lag.mean),
+                "p99_send_lag_ms": _ms(s.send_lag.percentiles[99.0])
+                if 99.0 in s.send_lag.percentiles
+                else None,
+                "p99_loop_lag_ms": _ms(float(np.percentile(lag, 99))) if len(lag) else None,
+                "client_cpu_fraction": _plain(ld.cpu_fraction),
+                "reconnects": ld.reconnects,
+                "client_bottleneck": bool(self.warnings),
+                "warnings": self.warnings,
+                "slo_attainment": _plain(s.slo_attainment)
+                if s.slo_attainment is not None
+                else None,
+                "metrics": s.to_dict(),
+            }
+        )
         if self.config.is_trace and self.config.request_rate is None:
             out["request_rate"] = f"trace:{self.config.dataset}"  # arrivals replayed from the trace
         elif out["request_rate"] == math.inf:
@@ -201,7 +230,10 @@ def per_request_arrays(records: list[RequestRecord]) -> dict[str, list]:
         "input_lens": [r.prompt_tokens for r in records],
         "output_lens": [r.output_tokens if r.ok else 0 for r in records],
         "ttfts": [_plain(r.ttft_s) or 0.0 if r.ok else 0.0 for r in records],
-        "itls": [np.diff(np.asarray(r.chunk_times_s, dtype=float)).tolist() if r.ok else [] for r in records],
+        "itls": [
+            np.diff(np.asarray(r.chunk_times_s, dtype=float)).tolist() if r.ok else []
+            for r in records
+        ],
         "errors": ["" if r.ok else (r.error or r.finish_reason or "failed") for r in records],
     }
 
@@ -214,12 +246,21 @@ def _ms(x: float) -> float | None:
     return _plain(x * 1e3)
 
 
-def build_specs(cfg: BenchConfig, rng: np.random.Generator, tokenizer: Any | None) -> list[RequestSpec]:
+def build_specs(
+    cfg: BenchConfig, rng: np.random.Generator, tokenizer: Any | None
+) -> list[RequestSpec]:
     """The run's requests (warm-up ones first)."""
     n = cfg.num_requests + cfg.warmup_requests
     if cfg.dataset is None:
-        return random_specs(n, cfg.input_tokens, cfg.output_tokens, rng, tokenizer,
-                            cfg.shared_prefix_tokens, cfg.range_ratio)
+        return random_specs(
+            n,
+            cfg.input_tokens,
+            cfg.output_tokens,
+            rng,
+            tokenizer,
+            cfg.shared_prefix_tokens,
+            cfg.range_ratio,
+        )
     if cfg.is_trace:
         specs = trace_specs(cfg.dataset, n, rng, tokenizer, cfg.max_input_tokens)
         # warm-up requests take the trace's first rows; measured arrivals restart at 0
@@ -227,19 +268,35 @@ def build_specs(cfg: BenchConfig, rng: np.random.Generator, tokenizer: Any | Non
         return [replace(s, arrival_s=max((s.arrival_s or 0.0) - t0, 0.0)) for s in specs]
     if cfg.dataset.endswith(".json"):
         return sharegpt_specs(cfg.dataset, n, rng, tokenizer)
-    raise ConfigError(f"--dataset {cfg.dataset!r}: give azure-conv, azure-code, a trace .csv or a ShareGPT .json")
+    raise ConfigError(
+        f"--dataset {cfg.dataset!r}: give azure-conv, azure-code, a trace .csv or a ShareGPT .json"
+    )
 
 
-async def run_bench_async(cfg: BenchConfig, on_done: Callable[[RequestRecord], None] | None = None) -> BenchResult:
+async def run_bench_async(
+    cfg: BenchConfig, on_done: Callable[[RequestRecord], None] | None = None
+) -> BenchResult:
     """Run one benchmark against a live server (:func:`run_bench` runs it on the loop of :mod:`infercast.bench.loops`)."""
     rng = np.random.default_rng(cfg.seed)
     tokenizer = load_tokenizer(cfg.tokenizer)
     specs = [] if cfg.multi_turn else build_specs(cfg, rng, tokenizer)
-    plan = LoadPlan(request_rate=cfg.request_rate, concurrency=cfg.concurrency, burstiness=cfg.burstiness,
-                    ramp_to_rate=cfg.ramp_to_rate, replay_arrivals=cfg.is_trace and cfg.request_rate is None,
-                    max_duration_s=cfg.max_duration_s, warmup_requests=cfg.warmup_requests)
-    ccfg = ClientConfig(base_url=cfg.base_url, model=cfg.model, endpoint=cfg.endpoint, timeout_s=cfg.timeout_s,
-                        ignore_eos=cfg.ignore_eos, api_key=cfg.api_key)
+    plan = LoadPlan(
+        request_rate=cfg.request_rate,
+        concurrency=cfg.concurrency,
+        burstiness=cfg.burstiness,
+        ramp_to_rate=cfg.ramp_to_rate,
+        replay_arrivals=cfg.is_trace and cfg.request_rate is None,
+        max_duration_s=cfg.max_duration_s,
+        warmup_requests=cfg.warmup_requests,
+    )
+    ccfg = ClientConfig(
+        base_url=cfg.base_url,
+        model=cfg.model,
+        endpoint=cfg.endpoint,
+        timeout_s=cfg.timeout_s,
+        ignore_eos=cfg.ignore_eos,
+        api_key=cfg.api_key,
+    )
     turns = None
     async with BenchClient(ccfg, tokenizer) as client:
         if cfg.multi_turn:
@@ -271,15 +328,23 @@ def summary_send_lags(load: LoadResult) -> np.ndarray:
     return np.array([r.send_s - r.arrival_s for r in load.records if r.send_s is not None] or [0.0])
 
 
-def run_bench(cfg: BenchConfig, on_done: Callable[[RequestRecord], None] | None = None) -> BenchResult:
+def run_bench(
+    cfg: BenchConfig, on_done: Callable[[RequestRecord], None] | None = None
+) -> BenchResult:
     """Synchronous wrapper of :func:`run_bench_async` (on uvloop where installed)."""
     return loops.run(run_bench_async(cfg, on_done), eager_body_writes=True)
 
 
-def sweep(cfg: BenchConfig, rates: list[float] | None = None, concurrencies: list[int] | None = None,
-          on_done: Callable[[RequestRecord], None] | None = None) -> list[BenchResult]:
+def sweep(
+    cfg: BenchConfig,
+    rates: list[float] | None = None,
+    concurrencies: list[int] | None = None,
+    on_done: Callable[[RequestRecord], None] | None = None,
+) -> list[BenchResult]:
     """One run per rate (open loop) or per concurrency (closed loop), in the order given."""
-    points = [{"request_rate": r} for r in rates or []] + [{"concurrency": c} for c in concurrencies or []]
+    points = [{"request_rate": r} for r in rates or []] + [
+        {"concurrency": c} for c in concurrencies or []
+    ]
     return [run_bench(cfg.model_copy(update=p), on_done) for p in points]
 
 
@@ -289,8 +354,13 @@ def meets_slo(result: BenchResult, attainment: float) -> bool:
     return got is not None and got >= attainment
 
 
-def search_goodput(cfg: BenchConfig, rate_max: float, attainment: float = 0.9, steps: int = 6,
-                   on_done: Callable[[RequestRecord], None] | None = None) -> tuple[float, list[BenchResult]]:
+def search_goodput(
+    cfg: BenchConfig,
+    rate_max: float,
+    attainment: float = 0.9,
+    steps: int = 6,
+    on_done: Callable[[RequestRecord], None] | None = None,
+) -> tuple[float, list[BenchResult]]:
     """Highest request rate in (0, rate_max] whose SLO attainment >= ``attainment`` (bisection).
 
     DistServe's goodput: the maximum rate at which the given fraction of
@@ -299,12 +369,16 @@ def search_goodput(cfg: BenchConfig, rate_max: float, attainment: float = 0.9, s
     """
     if cfg.slo_ttft_s is None and cfg.slo_tpot_s is None:
         raise ConfigError("--search-goodput needs --slo-ttft-ms and/or --slo-tpot-ms")
-    runs = [run_bench(cfg.model_copy(update={"request_rate": rate_max, "concurrency": None}), on_done)]
+    runs = [
+        run_bench(cfg.model_copy(update={"request_rate": rate_max, "concurrency": None}), on_done)
+    ]
     if meets_slo(runs[0], attainment):
         return rate_max, runs
     lo, hi = 0.0, rate_max
     for _ in range(steps):
         mid = (lo + hi) / 2
-        runs.append(run_bench(cfg.model_copy(update={"request_rate": mid, "concurrency": None}), on_done))
+        runs.append(
+            run_bench(cfg.model_copy(update={"request_rate": mid, "concurrency": None}), on_done)
+        )
         lo, hi = (mid, hi) if meets_slo(runs[-1], attainment) else (lo, mid)
     return lo, runs

@@ -55,11 +55,15 @@ from infercast.errors import Unpredictable
 # at 10860: 3 + 5 DEP4, MTP 1) ran several workers a side, attention DP and MTP. One worker a
 # side is then a guess, marked on the row: 207 of those 398 TPOT rows measure below the physics
 # floor of a plain decode step at their concurrency on one decode worker (docs/history/validation.md, "Round 3: disaggregated").
-UNSTATED_WORKERS_NOTE = ("worker counts not stated: 1 prefill + 1 decode worker assumed (the InferenceX runs "
-                         "behind such rows had several, attention DP and MTP)")
+UNSTATED_WORKERS_NOTE = (
+    "worker counts not stated: 1 prefill + 1 decode worker assumed (the InferenceX runs "
+    "behind such rows had several, attention DP and MTP)"
+)
 
 
-def pool_workers(prefill: dict, decode: dict, n_gpus: int, gpus: tuple[int, int]) -> tuple[tuple[int, int], str | None]:
+def pool_workers(
+    prefill: dict, decode: dict, n_gpus: int, gpus: tuple[int, int]
+) -> tuple[tuple[int, int], str | None]:
     """(prefill workers, decode workers) from ``extra``, and a note when they are assumed.
 
     Stated counts are used as given; without them, one of each when the two workers' GPUs
@@ -71,7 +75,9 @@ def pool_workers(prefill: dict, decode: dict, n_gpus: int, gpus: tuple[int, int]
         return (int(pw), int(dw)), None
     if n_gpus == sum(gpus):
         return (1, 1), UNSTATED_WORKERS_NOTE
-    raise Unpredictable(f"the source does not say how many prefill and decode workers share its {n_gpus} GPUs")
+    raise Unpredictable(
+        f"the source does not say how many prefill and decode workers share its {n_gpus} GPUs"
+    )
 
 
 def decode_running_limit(limit: int, decode: dict, kv_fit: int) -> int:
@@ -86,7 +92,9 @@ def decode_running_limit(limit: int, decode: dict, kv_fit: int) -> int:
     the engine defaults (2,048 / 4,096 per worker) would queue half of e.g. 32 ranks x 256.
     """
     try:
-        batch = int(decode.get("batch_size") or 0) * max(int(decode.get("attention_dp_size") or 1), 1)
+        batch = int(decode.get("batch_size") or 0) * max(
+            int(decode.get("attention_dp_size") or 1), 1
+        )
     except (TypeError, ValueError):
         return limit
     return max(limit, min(batch, kv_fit))
@@ -110,7 +118,9 @@ class DisaggLoop:
     batches: tuple[int, ...]  # decode grid
     transfer_s: float
     waves: float | None
-    prefill_shapes: tuple[Shape, ...]  # a cohort's prefill: one step of g1 prompts, or one prompt's chunks
+    prefill_shapes: tuple[
+        Shape, ...
+    ]  # a cohort's prefill: one step of g1 prompts, or one prompt's chunks
     decode_shapes: tuple[Shape, ...]
 
     def metrics(self, prefill_times, decode_times) -> dict[str, float]:
@@ -118,7 +128,13 @@ class DisaggLoop:
         t_wave = sum(prefill_times)  # a cohort's prefill (g1 prompts, or the chunks of one)
         grid = np.asarray(self.batches, dtype=np.float64)
         td = np.asarray(list(decode_times), dtype=np.float64)
-        o, p, d, c, g1 = self.output_tokens, self.prefill_workers, self.decode_workers, self.clients, self.wave_group
+        o, p, d, c, g1 = (
+            self.output_tokens,
+            self.prefill_workers,
+            self.decode_workers,
+            self.clients,
+            self.wave_group,
+        )
 
         def state(n: float) -> tuple[float, float, float]:  # (clients accounted for, X, rho)
             x_rate = n / (o * float(np.interp(n / d, grid, td)))
@@ -135,7 +151,9 @@ class DisaggLoop:
         tpot = float(np.interp(n / d, grid, td))
         excess = max(c - used, 0.0)  # clients beyond the decode seats or the prefill pool's rate
         ttft = t_wave + self.transfer_s + tpot + excess / x_rate
-        if self.waves is not None:  # wave one: the prompts queue; the excess waits one request's stay
+        if (
+            self.waves is not None
+        ):  # wave one: the prompts queue; the excess waits one request's stay
             groups = math.ceil(c / (p * g1))
             first = t_wave * (groups + 1) / 2 + self.transfer_s + tpot + excess / c * o * tpot
             ttft = (first + (self.waves - 1) * ttft) / self.waves
@@ -160,9 +178,18 @@ def prefill_seats(prefill: dict, ranks: int, default: int) -> int:
     return batch * max(ranks, 1) if batch > 0 else default
 
 
-def disagg_loop(clients: int, workers: tuple[int, int], input_tokens: int, output_tokens: int,
-                budget_tokens: int, prefill_seats: int, decode_limit: int, transfer_s: float,
-                waves: float | None = None, prefill_ranks: int = 1) -> DisaggLoop:
+def disagg_loop(
+    clients: int,
+    workers: tuple[int, int],
+    input_tokens: int,
+    output_tokens: int,
+    budget_tokens: int,
+    prefill_seats: int,
+    decode_limit: int,
+    transfer_s: float,
+    waves: float | None = None,
+    prefill_ranks: int = 1,
+) -> DisaggLoop:
     """The disaggregated closed loop (module docstring for the symbols); ``prefill_ranks``:
     attention-DP ranks of a prefill worker, each with its own token budget (its own scheduler)."""
     i, o, t = int(input_tokens), max(int(output_tokens), 1), int(budget_tokens)
@@ -172,5 +199,17 @@ def disagg_loop(clients: int, workers: tuple[int, int], input_tokens: int, outpu
     cap = max(1, min(decode_limit, math.ceil(clients / d)))
     batches = tuple(sorted({int(round(b)) for b in np.geomspace(1, cap, GRID_POINTS)} | {cap}))
     ctx = i + o // 2
-    return DisaggLoop(clients, p, d, o, g, g1, max(1, decode_limit), batches, transfer_s, waves,
-                      _prefill(g1, i, t), tuple(((b, 1, ctx),) for b in batches))
+    return DisaggLoop(
+        clients,
+        p,
+        d,
+        o,
+        g,
+        g1,
+        max(1, decode_limit),
+        batches,
+        transfer_s,
+        waves,
+        _prefill(g1, i, t),
+        tuple(((b, 1, ctx),) for b in batches),
+    )

@@ -75,10 +75,16 @@ class ClosedLoop:
     steps: float  # S
     decoders: int  # d
     waves: float | None  # W; None = steady state
-    shapes: tuple[Shape, ...]  # [decode, decode + group chunk 1, ..., chunk k, (wave one: the same chunks)]
+    shapes: tuple[
+        Shape, ...
+    ]  # [decode, decode + group chunk 1, ..., chunk k, (wave one: the same chunks)]
     wave_steps: int = 0  # trailing shapes: a group's chunks as wave one runs them
-    arrival_lag: bool = False  # a later request waits for the step in progress (a real client; not the simulator's)
-    spread_steps: int = 0  # shapes before the wave-one ones: a later request's own prefill when arrivals spread
+    arrival_lag: bool = (
+        False  # a later request waits for the step in progress (a real client; not the simulator's)
+    )
+    spread_steps: int = (
+        0  # shapes before the wave-one ones: a later request's own prefill when arrivals spread
+    )
 
     def metrics(self, times) -> dict[str, float]:
         """ttft_s, tpot_s, output_tokens_per_s, request_latency_s from the shapes' step times."""
@@ -89,7 +95,9 @@ class ClosedLoop:
         own, delta = sum(mixed), sum(t - t0 for t in mixed)
         n, o = self.groups, self.output_tokens
         cycle = self.steps * t0 + n * delta
-        later = (sum(times[mid:cut]) if self.spread_steps else own) + (cycle / self.steps if self.arrival_lag else 0.0)
+        later = (sum(times[mid:cut]) if self.spread_steps else own) + (
+            cycle / self.steps if self.arrival_lag else 0.0
+        )
         ttft = later
         if self.waves is not None:
             ttft = ((first or own) * (n + 1) / 2 + (self.waves - 1) * later) / self.waves
@@ -98,12 +106,23 @@ class ClosedLoop:
         if self.waves is not None:  # wave one: the clients beyond M wait one cycle, the rest none
             first_wait = cycle * max(1.0 - self.running / self.clients, 0.0)
             wait = (first_wait + (self.waves - 1) * wait) / self.waves
-        return {"ttft_s": ttft + wait, "tpot_s": tpot, "output_tokens_per_s": self.running * o / cycle,
-                "request_latency_s": cycle + wait}
+        return {
+            "ttft_s": ttft + wait,
+            "tpot_s": tpot,
+            "output_tokens_per_s": self.running * o / cycle,
+            "request_latency_s": cycle + wait,
+        }
 
 
-def closed_loop(clients: float, running_limit: int, input_tokens: int, output_tokens: int,
-                budget_tokens: int, waves: float | None = None, arrival_lag: bool = False) -> ClosedLoop:
+def closed_loop(
+    clients: float,
+    running_limit: int,
+    input_tokens: int,
+    output_tokens: int,
+    budget_tokens: int,
+    waves: float | None = None,
+    arrival_lag: bool = False,
+) -> ClosedLoop:
     """The closed loop of ``clients`` clients (module docstring for the symbols)."""
     i, o, t = int(input_tokens), max(int(output_tokens), 1), int(budget_tokens)
     m = max(1, min(int(math.ceil(clients)), running_limit))
@@ -117,16 +136,32 @@ def closed_loop(clients: float, running_limit: int, input_tokens: int, output_to
     dm = min(d, m - g)  # while a group prefills, at most the other requests decode
     shapes += _group_steps(((dm, 1, ctx),) if dm > 0 else (), g, k, i, t)
     spread = ()
-    if arrival_lag and g > 1:  # real clients: a later prompt shares its step with the ~m/s others arriving then
+    if (
+        arrival_lag and g > 1
+    ):  # real clients: a later prompt shares its step with the ~m/s others arriving then
         gs = min(g, 1 + int(m / s + 0.5))
         ds = min(d, m - gs)
         spread = _group_steps(((ds, 1, ctx),) if ds > 0 else (), gs, k, i, t)
     wave = ()
-    if waves is not None and n > 1:  # wave one: on average half the groups decode beside, at short contexts
+    if (
+        waves is not None and n > 1
+    ):  # wave one: on average half the groups decode beside, at short contexts
         dw = min(m - g, g * (n - 1) // 2)
         wave = _group_steps(((dw, 1, i + n * k // 2),) if dw > 0 else (), g, k, i, t)
-    return ClosedLoop(clients, m, o, k, n, s, d, waves, tuple(shapes) + spread + wave, len(wave), arrival_lag,
-                      len(spread))
+    return ClosedLoop(
+        clients,
+        m,
+        o,
+        k,
+        n,
+        s,
+        d,
+        waves,
+        tuple(shapes) + spread + wave,
+        len(wave),
+        arrival_lag,
+        len(spread),
+    )
 
 
 def _group_steps(beside: Shape, g: int, k: int, i: int, t: int) -> tuple[Shape, ...]:

@@ -16,7 +16,9 @@ def _floats(text: str | None, flag: str) -> list[float]:
     try:
         vals = [math.inf if x.strip() == "inf" else float(x) for x in text.split(",")]
     except ValueError:
-        raise ConfigError(f"{flag} {text!r}: give a number or a comma-separated list, e.g. 1,2,4") from None
+        raise ConfigError(
+            f"{flag} {text!r}: give a number or a comma-separated list, e.g. 1,2,4"
+        ) from None
     if any(math.isnan(v) or v <= 0 for v in vals):
         raise ConfigError(f"{flag} {text!r}: values must be numbers > 0")
     return vals
@@ -49,59 +51,122 @@ def register(app: typer.Typer) -> None:
     @app.command("bench")
     def bench(
         model: str = typer.Option(..., "--model", help="Model name sent in each request."),
-        base_url: str = typer.Option("http://127.0.0.1:8000/v1", "--base-url", help="Server URL ending in /v1."),
+        base_url: str = typer.Option(
+            "http://127.0.0.1:8000/v1", "--base-url", help="Server URL ending in /v1."
+        ),
         endpoint: str = typer.Option("completions", "--endpoint", help="completions | chat"),
-        request_rate: str = typer.Option(None, "--request-rate", help="Open loop req/s (list = sweep; inf)."),
-        concurrency: str = typer.Option(None, "--max-concurrency", help="Closed loop streams (list = sweep); "
-                                        "with --request-rate: a cap on requests in flight."),
+        request_rate: str = typer.Option(
+            None, "--request-rate", help="Open loop req/s (list = sweep; inf)."
+        ),
+        concurrency: str = typer.Option(
+            None,
+            "--max-concurrency",
+            help="Closed loop streams (list = sweep); "
+            "with --request-rate: a cap on requests in flight.",
+        ),
         concurrency_old: str = typer.Option(None, "--concurrency", hidden=True),
-        burstiness: float = typer.Option(1.0, "--burstiness", help="Gamma shape of gaps: 1 Poisson, <1 burstier."),
-        ramp_to_rate: float = typer.Option(None, "--ramp-to-rate", help="Ramp linearly up to this rate."),
-        num_requests: int = typer.Option(None, "--num-prompts", "-n", help="Measured requests (default: 200)."),
+        burstiness: float = typer.Option(
+            1.0, "--burstiness", help="Gamma shape of gaps: 1 Poisson, <1 burstier."
+        ),
+        ramp_to_rate: float = typer.Option(
+            None, "--ramp-to-rate", help="Ramp linearly up to this rate."
+        ),
+        num_requests: int = typer.Option(
+            None, "--num-prompts", "-n", help="Measured requests (default: 200)."
+        ),
         num_requests_old: int = typer.Option(None, "--num-requests", hidden=True),
         input_tokens: int = typer.Option(
-            None, "--input-tokens",
-            help="Prompt tokens (random dataset; default 128); multi-turn: each new message's."),
+            None,
+            "--input-tokens",
+            help="Prompt tokens (random dataset; default 128); multi-turn: each new message's.",
+        ),
         output_tokens: int = typer.Option(
-            None, "--output-tokens",
-            help="max_tokens asked per request (default 128); multi-turn: each answer's."),
+            None,
+            "--output-tokens",
+            help="max_tokens asked per request (default 128); multi-turn: each answer's.",
+        ),
         conversations: str = typer.Option(
-            None, "--conversations",
+            None,
+            "--conversations",
             help="Multi-turn chat sessions: builtin (Mooncake's) | synthetic | sessions CSV; -n "
-                 "counts sessions, --request-rate is sessions/s; needs --endpoint chat."),
+            "counts sessions, --request-rate is sessions/s; needs --endpoint chat.",
+        ),
         turns: int = typer.Option(
-            None, "--turns", help="Multi-turn: turns per session (alone: synthetic)."),
+            None, "--turns", help="Multi-turn: turns per session (alone: synthetic)."
+        ),
         think_time_s: float = typer.Option(
-            None, "--think-time-s",
+            None,
+            "--think-time-s",
             help="Multi-turn: seconds from an answer's last chunk to the next message "
-                 "(default: the source's)."),
-        range_ratio: float = typer.Option(0.0, "--range-ratio", help="Lengths uniform in [1-r, 1+r] x given."),
-        shared_prefix_tokens: int = typer.Option(0, "--shared-prefix-tokens", help="Common prompt prefix."),
-        dataset: str = typer.Option(None, "--dataset", help="azure-conv | azure-code | trace.csv | sharegpt.json"),
-        max_input_tokens: int = typer.Option(None, "--max-input-tokens", help="Clip trace prompt lengths."),
-        tokenizer: str = typer.Option(None, "--tokenizer", help="tokenizer.json: exact prompts and token counts."),
-        max_duration: float = typer.Option(None, "--max-duration", help="Stop sending after this many seconds."),
-        warmup: int = typer.Option(1, "--warmup", help="Warm-up requests, excluded from the results."),
-        timeout: float = typer.Option(600.0, "--timeout", help="Seconds of server silence before a request fails."),
+            "(default: the source's).",
+        ),
+        range_ratio: float = typer.Option(
+            0.0, "--range-ratio", help="Lengths uniform in [1-r, 1+r] x given."
+        ),
+        shared_prefix_tokens: int = typer.Option(
+            0, "--shared-prefix-tokens", help="Common prompt prefix."
+        ),
+        dataset: str = typer.Option(
+            None, "--dataset", help="azure-conv | azure-code | trace.csv | sharegpt.json"
+        ),
+        max_input_tokens: int = typer.Option(
+            None, "--max-input-tokens", help="Clip trace prompt lengths."
+        ),
+        tokenizer: str = typer.Option(
+            None, "--tokenizer", help="tokenizer.json: exact prompts and token counts."
+        ),
+        max_duration: float = typer.Option(
+            None, "--max-duration", help="Stop sending after this many seconds."
+        ),
+        warmup: int = typer.Option(
+            1, "--warmup", help="Warm-up requests, excluded from the results."
+        ),
+        timeout: float = typer.Option(
+            600.0, "--timeout", help="Seconds of server silence before a request fails."
+        ),
         seed: int = typer.Option(0, "--seed"),
         slo_ttft_ms: float = typer.Option(None, "--slo-ttft-ms", help="TTFT limit for goodput."),
         slo_tpot_ms: float = typer.Option(None, "--slo-tpot-ms", help="TPOT limit for goodput."),
-        slo_attainment: float = typer.Option(0.9, "--slo-attainment", help="Fraction that must meet the SLO."),
-        search_goodput: float = typer.Option(None, "--search-goodput", help="Search rates up to this for goodput."),
+        slo_attainment: float = typer.Option(
+            0.9, "--slo-attainment", help="Fraction that must meet the SLO."
+        ),
+        search_goodput: float = typer.Option(
+            None, "--search-goodput", help="Search rates up to this for goodput."
+        ),
         percentiles: str = typer.Option("50,90,99", "--percentiles"),
         ignore_eos: bool = typer.Option(True, "--ignore-eos/--no-ignore-eos"),
         api_key: str = typer.Option(None, "--api-key", envvar="OPENAI_API_KEY"),
-        json_out: bool = typer.Option(False, "--json", help="Print one JSON object (vLLM's keys + ours)."),
-        jsonl: str = typer.Option(None, "--jsonl", help="Write every request record to this JSONL file."),
+        json_out: bool = typer.Option(
+            False, "--json", help="Print one JSON object (vLLM's keys + ours)."
+        ),
+        jsonl: str = typer.Option(
+            None, "--jsonl", help="Write every request record to this JSONL file."
+        ),
         plot: str = typer.Option(None, "--plot", help="Write latency plots to this PNG."),
-        compare_sim: bool = typer.Option(False, "--compare-sim", help="Also simulate this workload; side by side."),
-        sim_model: str = typer.Option(None, "--sim-model", help="Simulated model (default: --model)."),
-        sim_hardware: str = typer.Option(None, "--sim-hardware", help="Simulated hardware (needed by --compare-sim)."),
-        sim_weights: str = typer.Option("bf16", "--sim-weights", help="Simulated weight precision."),
-        sim_config: str = typer.Option(None, "--sim-config", help="Simulator config file (scheduler etc.)."),
-        hardware: str = typer.Option(None, "--hardware", help="Part the server runs on: its shipped price for $ figures."),
-        gpus: int = typer.Option(1, "--gpus", help="GPUs the server uses (dollars = GPUs x wall time x price)."),
-        price: float = typer.Option(None, "--price", help="$/GPU-hour (default: the shipped price of --hardware)."),
+        compare_sim: bool = typer.Option(
+            False, "--compare-sim", help="Also simulate this workload; side by side."
+        ),
+        sim_model: str = typer.Option(
+            None, "--sim-model", help="Simulated model (default: --model)."
+        ),
+        sim_hardware: str = typer.Option(
+            None, "--sim-hardware", help="Simulated hardware (needed by --compare-sim)."
+        ),
+        sim_weights: str = typer.Option(
+            "bf16", "--sim-weights", help="Simulated weight precision."
+        ),
+        sim_config: str = typer.Option(
+            None, "--sim-config", help="Simulator config file (scheduler etc.)."
+        ),
+        hardware: str = typer.Option(
+            None, "--hardware", help="Part the server runs on: its shipped price for $ figures."
+        ),
+        gpus: int = typer.Option(
+            1, "--gpus", help="GPUs the server uses (dollars = GPUs x wall time x price)."
+        ),
+        price: float = typer.Option(
+            None, "--price", help="$/GPU-hour (default: the shipped price of --hardware)."
+        ),
         profile: str = typer.Option(None, "--profile", help=f"--compare-sim: {PROFILE_HELP}"),
         engine: str = typer.Option(None, "--engine", help=f"--compare-sim: {ENGINE_HELP}"),
     ) -> None:
@@ -127,42 +192,73 @@ def register(app: typer.Typer) -> None:
             raise ConfigError(f"--endpoint {endpoint!r}: use completions or chat")
         if compare_sim and not sim_hardware:
             raise ConfigError("--compare-sim needs --sim-hardware NAME (see 'infercast hardware')")
-        rates, concs = _floats(request_rate, "--request-rate"), _floats(concurrency, "--max-concurrency")
+        rates, concs = (
+            _floats(request_rate, "--request-rate"),
+            _floats(concurrency, "--max-concurrency"),
+        )
         if len(rates) > 1 and len(concs) > 1:
             raise ConfigError("sweep either --request-rate or --max-concurrency, not both")
         if any(not c.is_integer() for c in concs if math.isfinite(c)) or math.inf in concs:
             raise ConfigError(f"--max-concurrency {concurrency!r}: give whole numbers")
-        base = _config(base_url=base_url, model=model, endpoint=endpoint, burstiness=burstiness,
-                       request_rate=rates[0] if rates else (search_goodput or None),
-                       concurrency=int(concs[0]) if concs else None, ramp_to_rate=ramp_to_rate,
-                       num_requests=num_requests,
-                       input_tokens=128 if input_tokens is None else input_tokens,
-                       output_tokens=128 if output_tokens is None else output_tokens,
-                       input_tokens_given=input_tokens is not None,
-                       output_tokens_given=output_tokens is not None,
-                       conversations=conversations, turns=turns, think_time_s=think_time_s,
-                       range_ratio=range_ratio, shared_prefix_tokens=shared_prefix_tokens, dataset=dataset,
-                       max_input_tokens=max_input_tokens, tokenizer=tokenizer, max_duration_s=max_duration,
-                       warmup_requests=warmup, timeout_s=timeout, seed=seed,
-                       slo_ttft_s=slo_ttft_ms / 1e3 if slo_ttft_ms else None,
-                       slo_tpot_s=slo_tpot_ms / 1e3 if slo_tpot_ms else None,
-                       percentiles=tuple(_floats(percentiles, "--percentiles")), ignore_eos=ignore_eos,
-                       api_key=api_key)
-        points = ([{"request_rate": r} for r in rates] if len(rates) > 1
-                  else [{"concurrency": int(c)} for c in concs] if len(concs) > 1 else [{}])
+        base = _config(
+            base_url=base_url,
+            model=model,
+            endpoint=endpoint,
+            burstiness=burstiness,
+            request_rate=rates[0] if rates else (search_goodput or None),
+            concurrency=int(concs[0]) if concs else None,
+            ramp_to_rate=ramp_to_rate,
+            num_requests=num_requests,
+            input_tokens=128 if input_tokens is None else input_tokens,
+            output_tokens=128 if output_tokens is None else output_tokens,
+            input_tokens_given=input_tokens is not None,
+            output_tokens_given=output_tokens is not None,
+            conversations=conversations,
+            turns=turns,
+            think_time_s=think_time_s,
+            range_ratio=range_ratio,
+            shared_prefix_tokens=shared_prefix_tokens,
+            dataset=dataset,
+            max_input_tokens=max_input_tokens,
+            tokenizer=tokenizer,
+            max_duration_s=max_duration,
+            warmup_requests=warmup,
+            timeout_s=timeout,
+            seed=seed,
+            slo_ttft_s=slo_ttft_ms / 1e3 if slo_ttft_ms else None,
+            slo_tpot_s=slo_tpot_ms / 1e3 if slo_tpot_ms else None,
+            percentiles=tuple(_floats(percentiles, "--percentiles")),
+            ignore_eos=ignore_eos,
+            api_key=api_key,
+        )
+        points = (
+            [{"request_rate": r} for r in rates]
+            if len(rates) > 1
+            else [{"concurrency": int(c)} for c in concs]
+            if len(concs) > 1
+            else [{}]
+        )
         if compare_sim:  # the simulator's inputs are checked before the benchmark, not after it
             from infercast.bench.compare import check_sim_inputs
             from infercast.errors import UnknownModelError
 
             try:
                 for p in points:
-                    check_sim_inputs(base.model_copy(update=p), sim_model or model, sim_hardware, sim_weights,
-                                     sim_config, profile, engine)
+                    check_sim_inputs(
+                        base.model_copy(update=p),
+                        sim_model or model,
+                        sim_hardware,
+                        sim_weights,
+                        sim_config,
+                        profile,
+                        engine,
+                    )
             except UnknownModelError as exc:
                 if sim_model:
                     raise
-                raise UnknownModelError(f"--compare-sim simulates --model by default: {exc}; "
-                                        "or pass --sim-model PRESET") from None
+                raise UnknownModelError(
+                    f"--compare-sim simulates --model by default: {exc}; or pass --sim-model PRESET"
+                ) from None
         console = make_console(stderr=json_out)
         best_rate = None
         total = None if search_goodput is not None else num_requests * len(points)
@@ -172,8 +268,16 @@ def register(app: typer.Typer) -> None:
             else:
                 results = [run_bench(base.model_copy(update=p), on_done=bar) for p in points]
         _measured_something(results, base_url)
-        compared = _compare(results, compare_sim, sim_model or model, sim_hardware, sim_weights, sim_config, profile,
-                            engine)
+        compared = _compare(
+            results,
+            compare_sim,
+            sim_model or model,
+            sim_hardware,
+            sim_weights,
+            sim_config,
+            profile,
+            engine,
+        )
         if jsonl:
             report.write_jsonl(results, jsonl)
         if plot:
@@ -182,8 +286,11 @@ def register(app: typer.Typer) -> None:
             from infercast.bench.dollars import run_dollars
 
             for i, r in enumerate(results):
-                compared.setdefault(i, {})["dollars"] = {**run_dollars(r.summary, r.records, gpus, price_per_hour),
-                                                        "gpus": gpus, "price_source": price_source}
+                compared.setdefault(i, {})["dollars"] = {
+                    **run_dollars(r.summary, r.records, gpus, price_per_hour),
+                    "gpus": gpus,
+                    "price_source": price_source,
+                }
         emit = _emit_json if json_out else _emit_console
         emit(results, compared, best_rate, slo_attainment, console)
 
@@ -197,18 +304,30 @@ def _measured_something(results: list, base_url: str) -> None:
         return
     reasons = Counter(rec.error or rec.finish_reason or "no output" for rec in records)
     top = ", ".join(f"{why} x{n}" for why, n in reasons.most_common(3)) or "no request was sent"
-    raise InfercastError(f"nothing was measured: {len(records)} requests, none succeeded "
-                         f"({top}); is an OpenAI-compatible server answering at {base_url}?")
+    raise InfercastError(
+        f"nothing was measured: {len(records)} requests, none succeeded "
+        f"({top}); is an OpenAI-compatible server answering at {base_url}?"
+    )
 
 
-def _compare(results: list, enabled: bool, model: str, hardware: str | None, weights: str,
-             config_file: str | None, profile: str | None = None, engine: str | None = None) -> dict[int, dict]:
+def _compare(
+    results: list,
+    enabled: bool,
+    model: str,
+    hardware: str | None,
+    weights: str,
+    config_file: str | None,
+    profile: str | None = None,
+    engine: str | None = None,
+) -> dict[int, dict]:
     """Simulated counterpart of each run (``--compare-sim``), keyed by run index."""
     if not enabled:
         return {}
     from infercast.bench.compare import comparison, run_sim
 
-    label = f"{model} on {hardware}, {weights}, profile {profile or 'shipped'}" + (f", engine {engine}" if engine else "")
+    label = f"{model} on {hardware}, {weights}, profile {profile or 'shipped'}" + (
+        f", engine {engine}" if engine else ""
+    )
     out = {}
     for i, r in enumerate(results):
         sim = run_sim(r.config, model, hardware, weights, config_file, profile, engine, r.turns)
@@ -216,7 +335,9 @@ def _compare(results: list, enabled: bool, model: str, hardware: str | None, wei
     return out
 
 
-def _emit_json(results: list, compared: dict, best_rate: float | None, attainment: float, console) -> None:
+def _emit_json(
+    results: list, compared: dict, best_rate: float | None, attainment: float, console
+) -> None:
     """One JSON object on stdout (a sweep: ``{"sweep": [...]}``); warnings on stderr."""
     import json
 
@@ -234,14 +355,19 @@ def _emit_json(results: list, compared: dict, best_rate: float | None, attainmen
             docs[i]["compare_sim"] = comp
     out: dict = docs[0] if len(docs) == 1 else {"sweep": docs}
     if best_rate is not None:
-        out = {"goodput_search": {"max_rate_meeting_slo": best_rate, "slo_attainment": attainment}, "sweep": docs}
+        out = {
+            "goodput_search": {"max_rate_meeting_slo": best_rate, "slo_attainment": attainment},
+            "sweep": docs,
+        }
     print(json.dumps({"meta": meta, **out}, indent=1, default=str))
     for r in results:
         for w in r.warnings:
             console.print(f"[bold red]WARNING:[/] {w}")
 
 
-def _emit_console(results: list, compared: dict, best_rate: float | None, attainment: float, console) -> None:
+def _emit_console(
+    results: list, compared: dict, best_rate: float | None, attainment: float, console
+) -> None:
     """Rich tables: each run (and its simulated counterpart), then the sweep."""
     from infercast.bench import report
     from infercast.bench.compare import comparison_table
@@ -255,7 +381,9 @@ def _emit_console(results: list, compared: dict, best_rate: float | None, attain
     if len(results) > 1:
         console.print(report.sweep_table(results))
     if best_rate is not None:
-        console.print(f"highest rate meeting the SLO for {attainment:.0%} of requests: [bold]{best_rate:.3g} req/s[/]")
+        console.print(
+            f"highest rate meeting the SLO for {attainment:.0%} of requests: [bold]{best_rate:.3g} req/s[/]"
+        )
 
 
 class _progress:
@@ -270,9 +398,15 @@ class _progress:
             TimeElapsedColumn,
         )
 
-        self.progress = Progress(TextColumn("requests"), BarColumn(), MofNCompleteColumn(),
-                                 TextColumn("failed {task.fields[failed]}"), TimeElapsedColumn(),
-                                 console=console, transient=True)
+        self.progress = Progress(
+            TextColumn("requests"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TextColumn("failed {task.fields[failed]}"),
+            TimeElapsedColumn(),
+            console=console,
+            transient=True,
+        )
         self.task = self.progress.add_task("bench", total=total, failed=0)
         self.failed = 0
 

@@ -7,8 +7,15 @@ import typer
 HELP = "Fit the efficiency profile (per hardware family and engine where the data allows) to measurements; write a profile TOML."
 
 
-def run_calibrate(data: str | None, out: str, groups: bool, cv: bool, min_group_rows: int, name: str,
-                  as_json: bool) -> None:
+def run_calibrate(
+    data: str | None,
+    out: str,
+    groups: bool,
+    cv: bool,
+    min_group_rows: int,
+    name: str,
+    as_json: bool,
+) -> None:
     from pathlib import Path
 
     from rich.table import Table
@@ -27,7 +34,9 @@ def run_calibrate(data: str | None, out: str, groups: bool, cv: bool, min_group_
         raise ConfigError(f"--min-group-rows must be >= 1, got {min_group_rows}")
     cal = Calibrator(load_cases(data), min_group_rows=min_group_rows)
     if not len(cal.rows()):
-        raise ConfigError("no row of the data can be predicted in closed form: nothing to fit (see infercast validate)")
+        raise ConfigError(
+            "no row of the data can be predicted in closed form: nothing to fit (see infercast validate)"
+        )
     from infercast.commands._progress import working
 
     with working(f"fitting the efficiency profile to {len(cal.rows()):,} rows"):
@@ -37,10 +46,14 @@ def run_calibrate(data: str | None, out: str, groups: bool, cv: bool, min_group_
         split = cal.split_half(per_group=groups) if cv else {}
     held = [v["held_out_median_abs_error_pct"] for v in loso.values()]
     at_bounds = cal.at_bounds(res.profiles)
-    fit = {"data": data or "shipped measurements.csv", "rows": res.rows,
-           "median_abs_error_before_pct": res.median_abs_error_before_pct,
-           "median_abs_error_after_pct": res.median_abs_error_after_pct,
-           "groups_fitted": sorted(res.profiles.groups), "at_bounds": at_bounds}
+    fit = {
+        "data": data or "shipped measurements.csv",
+        "rows": res.rows,
+        "median_abs_error_before_pct": res.median_abs_error_before_pct,
+        "median_abs_error_after_pct": res.median_abs_error_after_pct,
+        "groups_fitted": sorted(res.profiles.groups),
+        "at_bounds": at_bounds,
+    }
     if held:
         fit["loso_sources"] = len(held)
         fit["loso_median_of_held_out_median_abs_error_pct"] = sorted(held)[len(held) // 2]
@@ -49,37 +62,63 @@ def run_calibrate(data: str | None, out: str, groups: bool, cv: bool, min_group_
     fitted = ProfileSet(res.profiles.default, res.profiles.groups, fit)
     Path(out).write_text(fitted.to_toml())
     if as_json:
-        print_json({"out": out, "fit": fit, "default": fitted.default.to_dict(),
-                    "groups": {k: v.to_dict() for k, v in fitted.groups.items()}, "group_rows": res.group_rows,
-                    "leave_one_source_out": loso, "split_half": split})
+        print_json(
+            {
+                "out": out,
+                "fit": fit,
+                "default": fitted.default.to_dict(),
+                "groups": {k: v.to_dict() for k, v in fitted.groups.items()},
+                "group_rows": res.group_rows,
+                "leave_one_source_out": loso,
+                "split_half": split,
+            }
+        )
         return
     console = make_console()
-    console.print(f"fitted on {res.rows} rows: median |error| {res.median_abs_error_before_pct:.1f}% -> "
-                  f"{res.median_abs_error_after_pct:.1f}% (in sample); groups: {', '.join(sorted(fitted.groups)) or 'none'}")
+    console.print(
+        f"fitted on {res.rows} rows: median |error| {res.median_abs_error_before_pct:.1f}% -> "
+        f"{res.median_abs_error_after_pct:.1f}% (in sample); groups: {', '.join(sorted(fitted.groups)) or 'none'}"
+    )
     if loso:
         t = Table(title="leave-one-source-out cross-validation (median |error| %)")
         for col in ("source", "rows", "in sample", "held out"):
             t.add_column(col, justify="left" if col == "source" else "right")
         for src, v in loso.items():
-            t.add_row(src, str(v["rows"]), f"{v['in_sample_median_abs_error_pct']:.1f}",
-                      f"{v['held_out_median_abs_error_pct']:.1f}")
+            t.add_row(
+                src,
+                str(v["rows"]),
+                f"{v['in_sample_median_abs_error_pct']:.1f}",
+                f"{v['held_out_median_abs_error_pct']:.1f}",
+            )
         console.print(t)
     if split:
-        console.print(f"split-half: fit on alternate rows, scored on the others: median |error| "
-                      f"{split['median_abs_error_pct']:.1f}%")
-    console.print("parameters on a bound of their physical range (a missing mechanism, to model): "
-                  + ("; ".join(at_bounds) if at_bounds else "none"))
+        console.print(
+            f"split-half: fit on alternate rows, scored on the others: median |error| "
+            f"{split['median_abs_error_pct']:.1f}%"
+        )
+    console.print(
+        "parameters on a bound of their physical range (a missing mechanism, to model): "
+        + ("; ".join(at_bounds) if at_bounds else "none")
+    )
     console.print(f"profile written to {out} (use: infercast validate --profile {out})")
 
 
 def register(app: typer.Typer) -> None:
     @app.command("calibrate", help=HELP)
     def calibrate_cmd(
-        data: str | None = typer.Option(None, "--data", help="measurement CSV (docs/validation.md); default: the shipped set"),
+        data: str | None = typer.Option(
+            None, "--data", help="measurement CSV (docs/validation.md); default: the shipped set"
+        ),
         out: str = typer.Option("profile.toml", "--out", "-o", help="profile TOML to write"),
-        groups: bool = typer.Option(True, "--groups/--no-groups", help="also fit one profile per hardware family / engine"),
-        cv: bool = typer.Option(True, "--cv/--no-cv", help="leave-one-source-out and split-half cross-validation"),
-        min_group_rows: int = typer.Option(30, "--min-group-rows", help="rows a group needs for its own profile"),
+        groups: bool = typer.Option(
+            True, "--groups/--no-groups", help="also fit one profile per hardware family / engine"
+        ),
+        cv: bool = typer.Option(
+            True, "--cv/--no-cv", help="leave-one-source-out and split-half cross-validation"
+        ),
+        min_group_rows: int = typer.Option(
+            30, "--min-group-rows", help="rows a group needs for its own profile"
+        ),
         name: str = typer.Option("calibrated", "--name", help="profile name written into the file"),
         as_json: bool = typer.Option(False, "--json", help="print one JSON object"),
     ) -> None:

@@ -13,11 +13,29 @@ PARAM_FLAGS = {"batches": "--batch", "price_per_hour": "--price", "path": "--plo
 HELP = "Roofline of prefill and decode: floor and expected times, bound, memory fit, max batch, tok/s, $/M tokens."
 
 
-def run_estimate(model: str, hardware: str, weights: str, kv_cache: str | None, compute: str | None,
-                 batch: str | None, context: str | int, prompt: int, tp: int, pp: int, ep: int,
-                 price: float | None, profile: str | None, memory_fraction: float | None, floor: bool,
-                 as_json: bool, plot: str | None, ops: bool, what_if: bool = False,
-                 engine: str | None = None, experts: str | None = None) -> None:
+def run_estimate(
+    model: str,
+    hardware: str,
+    weights: str,
+    kv_cache: str | None,
+    compute: str | None,
+    batch: str | None,
+    context: str | int,
+    prompt: int,
+    tp: int,
+    pp: int,
+    ep: int,
+    price: float | None,
+    profile: str | None,
+    memory_fraction: float | None,
+    floor: bool,
+    as_json: bool,
+    plot: str | None,
+    ops: bool,
+    what_if: bool = False,
+    engine: str | None = None,
+    experts: str | None = None,
+) -> None:
     from infercast.commands._common import parse_int_list, print_json
     from infercast.cost.profiles import resolve_profile
     from infercast.estimate import EstimateRequest, estimate
@@ -39,14 +57,28 @@ def run_estimate(model: str, hardware: str, weights: str, kv_cache: str | None, 
     hw_key = load_hardware(hardware).key
 
     request = EstimateRequest(
-        model, hardware, weights, kv_cache, compute, batches, contexts, prompt,
+        model,
+        hardware,
+        weights,
+        kv_cache,
+        compute,
+        batches,
+        contexts,
+        prompt,
         Parallelism(tp=tp, pp=pp, ep=ep),
-        resolve_profile(profile, hw_key, preset.profile_group if preset else None), price,
-        use_floor=floor, add_max_batch=batch is None, experts=experts)
+        resolve_profile(profile, hw_key, preset.profile_group if preset else None),
+        price,
+        use_floor=floor,
+        add_max_batch=batch is None,
+        experts=experts,
+    )
 
     def run(fraction: float):
         return estimate(request, memory_fraction=fraction)
-    if memory_fraction is None and preset is not None:  # the engine's memory rule, on this model and part
+
+    if (
+        memory_fraction is None and preset is not None
+    ):  # the engine's memory rule, on this model and part
         from infercast.sim.build import engine_memory_fraction
 
         memory_fraction = engine_memory_fraction(preset, run(1.0).step_model)
@@ -82,37 +114,112 @@ def run_default() -> None:
     """``infercast`` with no arguments: the seed case (Llama-3.1-70B, FP8 weights and KV, one H100 SXM)."""
     from infercast.estimate import SEED
 
-    run_estimate(SEED["model"], SEED["hardware"], SEED["weights"], SEED["kv_cache"], None,
-                 ",".join(map(str, SEED["batches"])), SEED["context"], SEED["prompt"], 1, 1, 1, None, None,
-                 DEFAULT_MEMORY_FRACTION, False, False, None, False)
+    run_estimate(
+        SEED["model"],
+        SEED["hardware"],
+        SEED["weights"],
+        SEED["kv_cache"],
+        None,
+        ",".join(map(str, SEED["batches"])),
+        SEED["context"],
+        SEED["prompt"],
+        1,
+        1,
+        1,
+        None,
+        None,
+        DEFAULT_MEMORY_FRACTION,
+        False,
+        False,
+        None,
+        False,
+    )
 
 
 def register(app: typer.Typer) -> None:
     @app.command("estimate", help=HELP)
     def estimate_cmd(
-        model: str = typer.Option("llama-3.1-70b", "--model", "-m", help="preset name (infercast models) or path to config.json / model dir"),
-        hardware: str = typer.Option("h100-sxm", "--hardware", "-H", help="preset key (infercast hardware) or a .toml/.json spec"),
-        weights: str = typer.Option("checkpoint", help="weight storage dtype: fp32 bf16 fp16 fp8 int8 int4 fp4, or checkpoint (as the model's config.json ships it)"),
-        experts: str | None = typer.Option(None, "--experts", help="routed experts' own precision <format>/<compute>, e.g. mxfp4/bf16 or mxfp4/fp8; none = the weights' dtype (default: what --weights implies)"),
-        kv_cache: str | None = typer.Option(None, "--kv-cache", help="KV-cache dtype (default: 16-bit)"),
-        compute: str | None = typer.Option(None, help="matmul compute dtype (default from weights: int4 -> bf16)"),
-        batch: str | None = typer.Option(None, help="decode batch sizes, e.g. 1,8,32,64 (default adds the max batch)"),
-        context: str = typer.Option("2048", help="tokens in context per sequence during decode, e.g. 2048 or 1024,8192"),
+        model: str = typer.Option(
+            "llama-3.1-70b",
+            "--model",
+            "-m",
+            help="preset name (infercast models) or path to config.json / model dir",
+        ),
+        hardware: str = typer.Option(
+            "h100-sxm",
+            "--hardware",
+            "-H",
+            help="preset key (infercast hardware) or a .toml/.json spec",
+        ),
+        weights: str = typer.Option(
+            "checkpoint",
+            help="weight storage dtype: fp32 bf16 fp16 fp8 int8 int4 fp4, or checkpoint (as the model's config.json ships it)",
+        ),
+        experts: str | None = typer.Option(
+            None,
+            "--experts",
+            help="routed experts' own precision <format>/<compute>, e.g. mxfp4/bf16 or mxfp4/fp8; none = the weights' dtype (default: what --weights implies)",
+        ),
+        kv_cache: str | None = typer.Option(
+            None, "--kv-cache", help="KV-cache dtype (default: 16-bit)"
+        ),
+        compute: str | None = typer.Option(
+            None, help="matmul compute dtype (default from weights: int4 -> bf16)"
+        ),
+        batch: str | None = typer.Option(
+            None, help="decode batch sizes, e.g. 1,8,32,64 (default adds the max batch)"
+        ),
+        context: str = typer.Option(
+            "2048", help="tokens in context per sequence during decode, e.g. 2048 or 1024,8192"
+        ),
         prompt: int = typer.Option(1024, help="prompt tokens for the prefill / TTFT estimate"),
         tp: int = typer.Option(1, help="tensor-parallel GPUs"),
         pp: int = typer.Option(1, help="pipeline-parallel stages"),
         ep: int = typer.Option(1, help="expert-parallel size (MoE)"),
-        price: float | None = typer.Option(None, help="$/GPU-hour (default: median quote in prices.csv)"),
+        price: float | None = typer.Option(
+            None, help="$/GPU-hour (default: median quote in prices.csv)"
+        ),
         profile: str | None = typer.Option(None, help=PROFILE_HELP),
         engine: str | None = typer.Option(None, "--engine", help=ENGINE_HELP),
         memory_fraction: float | None = typer.Option(
-            None, help="fraction of device memory the engine may use "
-                       f"(default: {DEFAULT_MEMORY_FRACTION:g}, or --engine's memory rule)"),
-        floor: bool = typer.Option(False, "--floor", help="report physics floors as the main numbers"),
+            None,
+            help="fraction of device memory the engine may use "
+            f"(default: {DEFAULT_MEMORY_FRACTION:g}, or --engine's memory rule)",
+        ),
+        floor: bool = typer.Option(
+            False, "--floor", help="report physics floors as the main numbers"
+        ),
         as_json: bool = typer.Option(False, "--json", help="print one JSON object"),
-        plot: str | None = typer.Option(None, help="write roofline + throughput plot (PNG/SVG/PDF)"),
-        ops: bool = typer.Option(False, "--ops", help="also print the per-op ledger of the largest batch"),
-        what_if: bool = typer.Option(False, "--what-if", help="compare levers: int4 / fp8 weights, fp8 KV, 2x TP"),
+        plot: str | None = typer.Option(
+            None, help="write roofline + throughput plot (PNG/SVG/PDF)"
+        ),
+        ops: bool = typer.Option(
+            False, "--ops", help="also print the per-op ledger of the largest batch"
+        ),
+        what_if: bool = typer.Option(
+            False, "--what-if", help="compare levers: int4 / fp8 weights, fp8 KV, 2x TP"
+        ),
     ) -> None:
-        run_estimate(model, hardware, weights, kv_cache, compute, batch, context, prompt, tp, pp, ep, price,
-                     profile, memory_fraction, floor, as_json, plot, ops, what_if, engine, experts)
+        run_estimate(
+            model,
+            hardware,
+            weights,
+            kv_cache,
+            compute,
+            batch,
+            context,
+            prompt,
+            tp,
+            pp,
+            ep,
+            price,
+            profile,
+            memory_fraction,
+            floor,
+            as_json,
+            plot,
+            ops,
+            what_if,
+            engine,
+            experts,
+        )

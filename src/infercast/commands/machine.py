@@ -16,17 +16,22 @@ import typer
 def register(app: typer.Typer) -> None:
     @app.command("machine")
     def machine(
-        output: Path = typer.Option(Path("local-cpu.toml"),
-                                    help="Hardware profile to write (.toml or .json)"),
+        output: Path = typer.Option(
+            Path("local-cpu.toml"), help="Hardware profile to write (.toml or .json)"
+        ),
         threads: int = typer.Option(1, help="BLAS threads to measure with (the engine's)"),
         runs: int = typer.Option(7, help="Timed runs per figure (median and best reported)"),
         model: str = typer.Option(
-            "100m", help="engine model whose shapes the efficiency profile is fitted on "
-            "(tiny|100m|1b|smollm2-135m|PATH), or 'none' to skip it"),
+            "100m",
+            help="engine model whose shapes the efficiency profile is fitted on "
+            "(tiny|100m|1b|smollm2-135m|PATH), or 'none' to skip it",
+        ),
         profile_output: Path | None = typer.Option(
-            None, help="efficiency profile to write (default: OUTPUT's stem + '-profile.toml')"),
-        rows: str = typer.Option("1,4,8,16,32,64,128,512",
-                                 help="GEMM row counts (tokens per step) to measure"),
+            None, help="efficiency profile to write (default: OUTPUT's stem + '-profile.toml')"
+        ),
+        rows: str = typer.Option(
+            "1,4,8,16,32,64,128,512", help="GEMM row counts (tokens per step) to measure"
+        ),
         as_json: bool = typer.Option(False, "--json", help="Print the measurements as JSON"),
     ) -> None:
         """Measure bandwidth, matmul FLOP/s and the engine's rates; write profiles estimate/simulate accept."""
@@ -43,7 +48,9 @@ def register(app: typer.Typer) -> None:
         row_counts = _parse_rows(rows)
         for path in (output, profile_output):
             if path is not None and not path.resolve().parent.is_dir():
-                raise ConfigError(f"--output/--profile-output {path}: folder {path.parent} does not exist")
+                raise ConfigError(
+                    f"--output/--profile-output {path}: folder {path.parent} does not exist"
+                )
         cfg = None
         if model != "none":
             from infercast.engine.loader import load_config
@@ -55,11 +62,16 @@ def register(app: typer.Typer) -> None:
             result = probe(threads=threads, runs=runs)
         profile = profile_mapping(result)
         stamp = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
-        comment = (f"Measured by `infercast machine` on {stamp} with {threads} BLAS thread(s): "
-                   f"best of {runs} runs.\nmemory_bandwidth = best read rate (float32 dot "
-                   "or matrix-vector); flops = dense matmul. Medians are in `infercast machine --json`.")
-        output.write_text(json.dumps(profile, indent=2) + "\n" if output.suffix == ".json"
-                          else to_toml(profile, comment))
+        comment = (
+            f"Measured by `infercast machine` on {stamp} with {threads} BLAS thread(s): "
+            f"best of {runs} runs.\nmemory_bandwidth = best read rate (float32 dot "
+            "or matrix-vector); flops = dense matmul. Medians are in `infercast machine --json`."
+        )
+        output.write_text(
+            json.dumps(profile, indent=2) + "\n"
+            if output.suffix == ".json"
+            else to_toml(profile, comment)
+        )
         result["profile_path"] = str(output)
         if cfg is not None:
             path = profile_output or output.with_name(output.stem + "-profile.toml")
@@ -80,12 +92,15 @@ def _parse_rows(rows: str) -> list[int]:
     except ValueError:
         out = []
     if not out or min(out) < 1:
-        raise ConfigError(f"--rows {rows!r}: give positive integers separated by commas, e.g. 1,8,32")
+        raise ConfigError(
+            f"--rows {rows!r}: give positive integers separated by commas, e.g. 1,8,32"
+        )
     return out
 
 
-def _engine_profile(cfg, result: dict, rows: list[int], runs: int, threads: int, path: Path,
-                    stamp: str) -> dict:
+def _engine_profile(
+    cfg, result: dict, rows: list[int], runs: int, threads: int, path: Path, stamp: str
+) -> dict:
     """Measure the engine's rates, fit and write the efficiency profile; a JSON-ready summary."""
     import json
 
@@ -101,19 +116,26 @@ def _engine_profile(cfg, result: dict, rows: list[int], runs: int, threads: int,
         points = measure(cfg, sm, rows, runs, threads, stream_bytes())
     fit = fit_profile(points, sm.machine, name=f"local-cpu engine ({cfg.name})")
     ratios = fit.ratios()
-    comment = (f"Fitted by `infercast machine --model {cfg.name}` on {stamp} ({threads} BLAS "
-               f"thread(s), best of {runs}) to the CPU engine's own products, attention and\n"
-               f"per-step cost on {cfg.name}'s shapes. GEMM points: measured (CPU)/predicted "
-               f"{min(ratios):.2f}-{max(ratios):.2f}. Use with the hardware profile:\n"
-               f"infercast estimate --model {path.stem}-model.json --hardware H --profile {path.name} "
-               "--weights fp32 --kv-cache fp32 --compute fp32")
+    comment = (
+        f"Fitted by `infercast machine --model {cfg.name}` on {stamp} ({threads} BLAS "
+        f"thread(s), best of {runs}) to the CPU engine's own products, attention and\n"
+        f"per-step cost on {cfg.name}'s shapes. GEMM points: measured (CPU)/predicted "
+        f"{min(ratios):.2f}-{max(ratios):.2f}. Use with the hardware profile:\n"
+        f"infercast estimate --model {path.stem}-model.json --hardware H --profile {path.name} "
+        "--weights fp32 --kv-cache fp32 --compute fp32"
+    )
     path.write_text(profile_toml(fit, comment))
     model_json = path.with_name(path.stem + "-model.json")
     model_json.write_text(json.dumps(cfg.to_hf_dict(), indent=2) + "\n")
-    return {"profile_path": str(path), "model_config_path": str(model_json),
-            "profile": fit.profile.to_dict(),
-            "points": [dict(p.as_dict(), predicted_s=t)
-                       for p, t in zip(fit.points, fit.predicted_s, strict=True)]}
+    return {
+        "profile_path": str(path),
+        "model_config_path": str(model_json),
+        "profile": fit.profile.to_dict(),
+        "points": [
+            dict(p.as_dict(), predicted_s=t)
+            for p, t in zip(fit.points, fit.predicted_s, strict=True)
+        ],
+    }
 
 
 def _print_table(result: dict) -> None:
@@ -127,26 +149,48 @@ def _print_table(result: dict) -> None:
         table.add_column(col, justify="right" if col != "figure" else "left")
     for key, m in result["measurements"].items():
         scale, unit = (1e9, "GB/s") if "bandwidth" in key else (1e9, "GFLOP/s")
-        table.add_row(key, f"{m['median'] / scale:,.1f} {unit}", f"{m['best'] / scale:,.1f} {unit}",
-                      str(m["runs"]))
+        table.add_row(
+            key,
+            f"{m['median'] / scale:,.1f} {unit}",
+            f"{m['best'] / scale:,.1f} {unit}",
+            str(m["runs"]),
+        )
     console.print(table)
-    print(f"profile written to {result['profile_path']} (memory {result['memory_bytes'] / 1e9:.1f} GB)")
+    print(
+        f"profile written to {result['profile_path']} (memory {result['memory_bytes'] / 1e9:.1f} GB)"
+    )
     engine = result.get("engine")
     if engine is None:
         return
-    table = Table(title="engine rates (best of runs; fitted to the thread CPU time) vs the fitted cost model")
-    for col in ("unit", "GFLOP/s", "best cpu ms", "best ms", "median ms", "predicted ms",
-                "cpu/predicted"):
+    table = Table(
+        title="engine rates (best of runs; fitted to the thread CPU time) vs the fitted cost model"
+    )
+    for col in (
+        "unit",
+        "GFLOP/s",
+        "best cpu ms",
+        "best ms",
+        "median ms",
+        "predicted ms",
+        "cpu/predicted",
+    ):
         table.add_column(col, justify="right" if col != "unit" else "left")
     for p in engine["points"]:
-        table.add_row(p["label"], f"{p['flops'] / p['best_cpu_s'] / 1e9:,.1f}",
-                      f"{p['best_cpu_s'] * 1e3:,.2f}", f"{p['best_s'] * 1e3:,.2f}",
-                      f"{p['median_s'] * 1e3:,.2f}", f"{p['predicted_s'] * 1e3:,.2f}",
-                      f"{p['best_cpu_s'] / p['predicted_s']:.2f}")
+        table.add_row(
+            p["label"],
+            f"{p['flops'] / p['best_cpu_s'] / 1e9:,.1f}",
+            f"{p['best_cpu_s'] * 1e3:,.2f}",
+            f"{p['best_s'] * 1e3:,.2f}",
+            f"{p['median_s'] * 1e3:,.2f}",
+            f"{p['predicted_s'] * 1e3:,.2f}",
+            f"{p['best_cpu_s'] / p['predicted_s']:.2f}",
+        )
     console.print(table)
     prof = engine["profile"]
-    print(f"efficiency profile written to {engine['profile_path']}: gemm_compute_eff "
-          f"{prof['gemm_compute_eff']:.3f}, gemm_m_half {prof['gemm_m_half']:.1f}, mem_bw_eff "
-          f"{prof['mem_bw_eff']:.3f}, attn_bw_eff {prof['attn_bw_eff']:.3f}, step_overhead_s "
-          f"{prof['step_overhead_s']:.2e}, layer_overhead_s {prof.get('layer_overhead_s', 0.0):.2e}; "
-          f"model config for estimate: {engine['model_config_path']}")
+    print(
+        f"efficiency profile written to {engine['profile_path']}: gemm_compute_eff "
+        f"{prof['gemm_compute_eff']:.3f}, gemm_m_half {prof['gemm_m_half']:.1f}, mem_bw_eff "
+        f"{prof['mem_bw_eff']:.3f}, attn_bw_eff {prof['attn_bw_eff']:.3f}, step_overhead_s "
+        f"{prof['step_overhead_s']:.2e}, layer_overhead_s {prof.get('layer_overhead_s', 0.0):.2e}; "
+        f"model config for estimate: {engine['model_config_path']}"
+    )

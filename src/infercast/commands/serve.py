@@ -8,8 +8,11 @@ import typer
 def register(app: typer.Typer) -> None:
     @app.command("serve")
     def serve(
-        model: str = typer.Option("tiny", help="tiny | 100m | 1b (random weights), "
-                                  "smollm2-135m, a .gguf file or a Hugging Face directory"),
+        model: str = typer.Option(
+            "tiny",
+            help="tiny | 100m | 1b (random weights), "
+            "smollm2-135m, a .gguf file or a Hugging Face directory",
+        ),
         port: int = typer.Option(8000, help="TCP port"),
         host: str = typer.Option("127.0.0.1", help="Address to bind (0.0.0.0 exposes it)"),
         max_num_seqs: int = typer.Option(16, help="Most requests in one step"),
@@ -19,23 +22,33 @@ def register(app: typer.Typer) -> None:
         kv_cache_gib: float = typer.Option(1.0, help="KV cache memory, GiB (2**30 bytes)"),
         threads: int = typer.Option(1, help="BLAS threads (1 is often fastest on shared cores)"),
         max_waiting: int = typer.Option(64, help="Waiting-queue bound; beyond it answer 429"),
-        api_key: str | None = typer.Option(None, envvar="INFERCAST_API_KEY",
-                                           help="Require 'Authorization: Bearer KEY'"),
+        api_key: str | None = typer.Option(
+            None, envvar="INFERCAST_API_KEY", help="Require 'Authorization: Bearer KEY'"
+        ),
         seed: int = typer.Option(0, help="Seed of random weights and of unseeded sampling"),
         enable_prefix_caching: bool = typer.Option(False, help="Reuse KV of shared prefixes"),
-        backend: str = typer.Option("numpy", help="numpy (float32) | torch (bf16 weights; "
-                                    "pip install 'infercast[torch]')"),
-        max_body_bytes: int = typer.Option(4 * 2**20, help="Largest request body; beyond it "
-                                           "answer 413"),
-        max_prompt_chars: int = typer.Option(2**20, help="Longest prompt text (all chat "
-                                             "messages together); beyond it answer 400"),
-        header_timeout: float = typer.Option(10.0, help="Seconds a client has to send its "
-                                             "request headers before the connection closes"),
-        body_timeout: float = typer.Option(30.0, help="Seconds a client has to send its "
-                                           "request body before a 408"),
-        weights: str = typer.Option("auto", help="auto (as stored: Q4_0/Q4_1 -> q4, Q8_0 -> "
-                                    "int8) | fp32 | bf16 | int8 | q4 (all but fp32 need "
-                                    "the torch extra)"),
+        backend: str = typer.Option(
+            "numpy", help="numpy (float32) | torch (bf16 weights; pip install 'infercast[torch]')"
+        ),
+        max_body_bytes: int = typer.Option(
+            4 * 2**20, help="Largest request body; beyond it answer 413"
+        ),
+        max_prompt_chars: int = typer.Option(
+            2**20, help="Longest prompt text (all chat messages together); beyond it answer 400"
+        ),
+        header_timeout: float = typer.Option(
+            10.0,
+            help="Seconds a client has to send its request headers before the connection closes",
+        ),
+        body_timeout: float = typer.Option(
+            30.0, help="Seconds a client has to send its request body before a 408"
+        ),
+        weights: str = typer.Option(
+            "auto",
+            help="auto (as stored: Q4_0/Q4_1 -> q4, Q8_0 -> "
+            "int8) | fp32 | bf16 | int8 | q4 (all but fp32 need "
+            "the torch extra)",
+        ),
     ) -> None:
         """Serve a model on this CPU until interrupted (Ctrl-C drains, then cancels)."""
         import time
@@ -52,13 +65,22 @@ def register(app: typer.Typer) -> None:
         if not 0 < port < 65536:
             raise ConfigError(f"--port {port} is not a TCP port; use 1-65535")
         check_seed(seed, "--seed")
-        limits = ServerLimits(max_body_bytes=max_body_bytes, max_prompt_chars=max_prompt_chars,
-                              header_timeout_s=header_timeout, body_timeout_s=body_timeout)
-        cfg = EngineConfig(policy=scheduler, max_num_seqs=max_num_seqs,
-                           max_num_batched_tokens=max_num_batched_tokens,
-                           max_model_len=max_model_len, kv_cache_bytes=kv_cache_gib * 2**30,
-                           num_threads=threads, enable_prefix_caching=enable_prefix_caching,
-                           backend=backend)
+        limits = ServerLimits(
+            max_body_bytes=max_body_bytes,
+            max_prompt_chars=max_prompt_chars,
+            header_timeout_s=header_timeout,
+            body_timeout_s=body_timeout,
+        )
+        cfg = EngineConfig(
+            policy=scheduler,
+            max_num_seqs=max_num_seqs,
+            max_num_batched_tokens=max_num_batched_tokens,
+            max_model_len=max_model_len,
+            kv_cache_bytes=kv_cache_gib * 2**30,
+            num_threads=threads,
+            enable_prefix_caching=enable_prefix_caching,
+            backend=backend,
+        )
         check_int(max_waiting, "--max-waiting", 1, fix="give at least 1 request")
         from infercast.commands._progress import working
 
@@ -66,11 +88,18 @@ def register(app: typer.Typer) -> None:
             loaded = load(model, seed=seed, weights=weights)
         sock = bind_socket(host, port)  # every flag and the model checked first
         engine = Engine(loaded, cfg, time.monotonic, np.random.default_rng(seed))
-        app = create_app(engine, loaded.name, api_key=api_key, max_waiting=max_waiting,
-                         limits=limits)
-        run_server(app, host, port, f"{loaded.name}: {loaded.cfg.num_params / 1e6:.0f}M params, "
-                   f"{loaded.weights_format} weights ({loaded.weights.nbytes / 1e6:.0f} MB)",
-                   limits, sock)
+        app = create_app(
+            engine, loaded.name, api_key=api_key, max_waiting=max_waiting, limits=limits
+        )
+        run_server(
+            app,
+            host,
+            port,
+            f"{loaded.name}: {loaded.cfg.num_params / 1e6:.0f}M params, "
+            f"{loaded.weights_format} weights ({loaded.weights.nbytes / 1e6:.0f} MB)",
+            limits,
+            sock,
+        )
 
 
 def run_server(app, host: str, port: int, banner: str, limits=None, sock=None) -> None:
@@ -85,6 +114,7 @@ def run_server(app, host: str, port: int, banner: str, limits=None, sock=None) -
             if self.started:
                 print(f"infercast serve: {banner} at http://{host}:{port}/v1", flush=True)
 
-    config = uvicorn_config(app, host, port, limits or ServerLimits(), log_level="warning",
-                            timeout_graceful_shutdown=5)
+    config = uvicorn_config(
+        app, host, port, limits or ServerLimits(), log_level="warning", timeout_graceful_shutdown=5
+    )
     _Server(config).run(sockets=[sock] if sock is not None else None)

@@ -19,42 +19,80 @@ def _overrides(o: dict) -> dict:
         "output": {"dist": o["output_dist"], "mean": o["output_tokens"], "std": o["output_std"]},
     }
     out = {
-        "model": o["model"], "hardware": o["hardware"], "weights": o["weights"], "experts": o["experts"],
-        "kv_cache": o["kv_cache"], "tp": o["tp"], "ep": o["ep"], "attn_dp": o["attn_dp"], "replicas": o["replicas"], "router": o["router"],
-        "seed": o["seed"], "mode": o["mode"], "slo_ttft_s": o["slo_ttft_s"], "slo_tpot_s": o["slo_tpot_s"],
+        "model": o["model"],
+        "hardware": o["hardware"],
+        "weights": o["weights"],
+        "experts": o["experts"],
+        "kv_cache": o["kv_cache"],
+        "tp": o["tp"],
+        "ep": o["ep"],
+        "attn_dp": o["attn_dp"],
+        "replicas": o["replicas"],
+        "router": o["router"],
+        "seed": o["seed"],
+        "mode": o["mode"],
+        "slo_ttft_s": o["slo_ttft_s"],
+        "slo_tpot_s": o["slo_tpot_s"],
         "scheduler": {
-            "policy": o["scheduler"], "max_num_seqs": o["max_num_seqs"],
-            "max_num_batched_tokens": o["max_num_batched_tokens"], "block_size": o["block_size"],
-            "num_blocks": o["num_blocks"], "prefix_caching": o["prefix_caching"],
+            "policy": o["scheduler"],
+            "max_num_seqs": o["max_num_seqs"],
+            "max_num_batched_tokens": o["max_num_batched_tokens"],
+            "block_size": o["block_size"],
+            "num_blocks": o["num_blocks"],
+            "prefix_caching": o["prefix_caching"],
             "max_model_len": o["max_model_len"],
         },
         "workload": {
-            "arrival": o["workload"], "cv": o["cv"], "concurrency": o["concurrency"],
-            "num_requests": o["num_requests"], "trace": o["trace"],
-            "prefix_groups": o["prefix_groups"], "prefix_tokens": o["prefix_tokens"],
-            "conversations": o["conversations"], "turns": o["turns"],
-            "think_time_s": o["think_time_s"], **length,
+            "arrival": o["workload"],
+            "cv": o["cv"],
+            "concurrency": o["concurrency"],
+            "num_requests": o["num_requests"],
+            "trace": o["trace"],
+            "prefix_groups": o["prefix_groups"],
+            "prefix_tokens": o["prefix_tokens"],
+            "conversations": o["conversations"],
+            "turns": o["turns"],
+            "think_time_s": o["think_time_s"],
+            **length,
         },
     }
-    spec = {"method": o["speculative"], "num_speculative_tokens": o["num_speculative_tokens"],
-            "acceptance": o["acceptance"], "acceptance_std": o["acceptance_std"], "draft_model": o["draft_model"]}
+    spec = {
+        "method": o["speculative"],
+        "num_speculative_tokens": o["num_speculative_tokens"],
+        "acceptance": o["acceptance"],
+        "acceptance_std": o["acceptance_std"],
+        "draft_model": o["draft_model"],
+    }
     if any(v is not None for v in spec.values()):  # an empty section would switch it on
         out["speculative"] = spec
-    pools = {name: {"hardware": o[f"{name}_hardware"], "replicas": o[f"{name}_replicas"], "tp": o[f"{name}_tp"]}
-             for name in ("prefill", "decode")}
-    disagg = {"transfer_bandwidth_bytes_per_s": o["transfer_bandwidth"], "transfer_latency_s": o["transfer_latency_s"],
-              "layer_overlap": o["layer_overlap"], **pools}
+    pools = {
+        name: {
+            "hardware": o[f"{name}_hardware"],
+            "replicas": o[f"{name}_replicas"],
+            "tp": o[f"{name}_tp"],
+        }
+        for name in ("prefill", "decode")
+    }
+    disagg = {
+        "transfer_bandwidth_bytes_per_s": o["transfer_bandwidth"],
+        "transfer_latency_s": o["transfer_latency_s"],
+        "layer_overlap": o["layer_overlap"],
+        **pools,
+    }
     out.update(lever_sections(o))
     if o["disaggregated"] or any(v is not None for p in pools.values() for v in p.values()):
         out["disaggregation"] = disagg
     else:
-        for flag, key in (("--transfer-bandwidth", "transfer_bandwidth"),
-                          ("--transfer-latency-s", "transfer_latency_s")):
+        for flag, key in (
+            ("--transfer-bandwidth", "transfer_bandwidth"),
+            ("--transfer-latency-s", "transfer_latency_s"),
+        ):
             if o[key] is not None:  # a value that would be silently ignored
                 from infercast.errors import ConfigError
 
-                raise ConfigError(f"{flag} applies to disaggregated runs: add --disaggregated "
-                                  "(or drop it)")
+                raise ConfigError(
+                    f"{flag} applies to disaggregated runs: add --disaggregated (or drop it)"
+                )
     return out
 
 
@@ -62,12 +100,22 @@ def lever_sections(o: dict) -> dict:
     """``[kv_offload]``, ``[expert_routing]``, ``[lora]`` from their flags (a section only when
     one of its flags is given: an empty one would switch the lever on)."""
     sections = {
-        "kv_offload": {"gib": o.get("kv_offload_gib"), "host_link_gbps": o.get("host_link_gbps"),
-                       "overlap": o.get("kv_offload_overlap")},
-        "expert_routing": {"skew": o["expert_skew"], "loads": o["expert_loads"],
-                           "redundant": o["redundant_experts"]},
-        "lora": {"rank": o["lora_rank"], "targets": o["lora_targets"], "adapters": o["lora_adapters"],
-                 "slots": o["lora_slots"]},
+        "kv_offload": {
+            "gib": o.get("kv_offload_gib"),
+            "host_link_gbps": o.get("host_link_gbps"),
+            "overlap": o.get("kv_offload_overlap"),
+        },
+        "expert_routing": {
+            "skew": o["expert_skew"],
+            "loads": o["expert_loads"],
+            "redundant": o["redundant_experts"],
+        },
+        "lora": {
+            "rank": o["lora_rank"],
+            "targets": o["lora_targets"],
+            "adapters": o["lora_adapters"],
+            "slots": o["lora_slots"],
+        },
     }
     return {k: v for k, v in sections.items() if any(x is not None for x in v.values())}
 
@@ -77,12 +125,20 @@ def _vocabulary(o: dict) -> dict:
     from infercast.commands._common import renamed
 
     o["rate"] = renamed(o["rate"], o.pop("rate_old"), "--request-rate", "--rate")
-    o["concurrency"] = renamed(o["concurrency"], o.pop("concurrency_old"), "--max-concurrency", "--concurrency")
-    o["num_requests"] = renamed(o["num_requests"], o.pop("num_requests_old"), "--num-prompts", "--num-requests")
+    o["concurrency"] = renamed(
+        o["concurrency"], o.pop("concurrency_old"), "--max-concurrency", "--concurrency"
+    )
+    o["num_requests"] = renamed(
+        o["num_requests"], o.pop("num_requests_old"), "--num-prompts", "--num-requests"
+    )
     for name in ("ttft", "tpot"):
         ms = o.pop(f"slo_{name}_ms")
-        o[f"slo_{name}_s"] = renamed(None if ms is None else ms / 1e3, o[f"slo_{name}_s"],
-                                     f"--slo-{name}-ms", f"--slo-{name}-s")
+        o[f"slo_{name}_s"] = renamed(
+            None if ms is None else ms / 1e3,
+            o[f"slo_{name}_s"],
+            f"--slo-{name}-ms",
+            f"--slo-{name}-s",
+        )
     return o
 
 
@@ -98,14 +154,24 @@ def _harness(o: dict, base: dict):
     h = load_harness(o["harness"])
     wl = base.get("workload") or {}
     if o["concurrency"] is None and wl.get("concurrency") is None:
-        raise ConfigError(f"--harness {o['harness']}: a benchmark client runs a closed loop; give --max-concurrency")
+        raise ConfigError(
+            f"--harness {o['harness']}: a benchmark client runs a closed loop; give --max-concurrency"
+        )
     keep_n = o["num_requests"] is not None or wl.get("num_requests") is not None
-    keep = [k for k in ("input", "output") if o[f"{k}_dist"] is not None or (wl.get(k) or {}).get("dist")]
+    keep = [
+        k
+        for k in ("input", "output")
+        if o[f"{k}_dist"] is not None or (wl.get(k) or {}).get("dist")
+    ]
 
     def fields(cfg) -> dict:
         w = cfg.workload
-        out = closed_loop_workload(h, w.concurrency, max(1, round(w.input.mean or 1024)),
-                                   max(1, round(w.output.mean or 256)))
+        out = closed_loop_workload(
+            h,
+            w.concurrency,
+            max(1, round(w.input.mean or 1024)),
+            max(1, round(w.output.mean or 256)),
+        )
         out.pop("arrival")
         out.pop("concurrency")
         if keep_n:
@@ -113,6 +179,7 @@ def _harness(o: dict, base: dict):
         for k in keep:
             out.pop(k)
         return out
+
     return fields
 
 
@@ -133,8 +200,11 @@ def _sweep(o: dict) -> tuple[str | None, list]:
     from infercast.errors import ConfigError
 
     rates = parse_float_list(o["rate"], "--request-rate") if o["rate"] is not None else [None]
-    conc = (parse_int_list(o["concurrency"], "--max-concurrency") if o["concurrency"] is not None
-            else [None])
+    conc = (
+        parse_int_list(o["concurrency"], "--max-concurrency")
+        if o["concurrency"] is not None
+        else [None]
+    )
     if len(rates) > 1 and len(conc) > 1:
         raise ConfigError("sweep one of --request-rate or --max-concurrency, not both")
     if len(conc) > 1:
@@ -159,7 +229,9 @@ def run_simulate(o: dict) -> None:
     if o["num_requests"] is None:  # 0 is a bad value for the config's checks, not "default"
         o["num_requests"] = _trace_size(base, o)
     flags = _overrides(o)
-    base, preset = with_engine(merge(base, flags), o["engine"])  # the preset under the file and flags
+    base, preset = with_engine(
+        merge(base, flags), o["engine"]
+    )  # the preset under the file and flags
     key, values = _sweep(o)
     rate = float(o["rate"]) if o["rate"] is not None and key != "rate" else None
     conc = int(o["concurrency"]) if o["concurrency"] is not None and key != "concurrency" else None
@@ -167,7 +239,10 @@ def run_simulate(o: dict) -> None:
     for v in values:
         if key is None:
             rate, conc = v
-        wl = {"rate": v if key == "rate" else rate, "concurrency": v if key == "concurrency" else conc}
+        wl = {
+            "rate": v if key == "rate" else rate,
+            "concurrency": v if key == "concurrency" else conc,
+        }
         cfg = build_config(merge(base, merge(flags, {"workload": wl})))
         if harness is not None:  # the harness's request count and length draws at this concurrency
             wl |= harness(cfg)
@@ -188,8 +263,10 @@ def run_simulate(o: dict) -> None:
     for cfg in configs:
         acc = _accumulator(cfg)
         tag = _tag(cfg, key)
-        with _RecordWriter(o["records"], tag) as sink, \
-                _progress(show_progress, cfg.workload.num_requests, _label(cfg)) as progress:
+        with (
+            _RecordWriter(o["records"], tag) as sink,
+            _progress(show_progress, cfg.workload.num_requests, _label(cfg)) as progress,
+        ):
             result = simulate(cfg, step_model, accumulator=acc, sink=sink, progress=progress)
         result.extra.update(economics(result, cfg, step_model, price), price_source=price_source)
         result.extra.update(lever_facts(step_model))
@@ -203,8 +280,10 @@ def run_simulate(o: dict) -> None:
         plot_runs([(lbl, r, a) for lbl, r, a, _ in runs], xs, o["plot"], key or "rate")
     dicts = [_run_dict(r, c) for _, r, _, c in runs]
     for d in dicts:  # what timed the run: the efficiency profile (group) and the engine preset
-        d.update(profile=getattr(getattr(step_model, "profile", None), "name", None),
-                 engine=preset.name if preset else None)
+        d.update(
+            profile=getattr(getattr(step_model, "profile", None), "name", None),
+            engine=preset.name if preset else None,
+        )
     levers = None
     if o["what_if"]:
         from infercast.whatif import simulate_what_if
@@ -227,7 +306,16 @@ def _print_what_if(rows: list[dict]) -> None:
     from infercast.report.console import make_console
 
     t = Table(title="what-if: the same workload with one lever moved (first run's load)")
-    for col in ("lever", "GPUs", "KV blocks", "mean batch", "tok/s", "tok/s/GPU", "TTFT p99 (ms)", "TPOT p99 (ms)"):
+    for col in (
+        "lever",
+        "GPUs",
+        "KV blocks",
+        "mean batch",
+        "tok/s",
+        "tok/s/GPU",
+        "TTFT p99 (ms)",
+        "TPOT p99 (ms)",
+    ):
         t.add_column(col, justify="left" if col == "lever" else "right")
     failed = []
     for r in rows:
@@ -235,9 +323,16 @@ def _print_what_if(rows: list[dict]) -> None:
             failed.append(f"not evaluated: {r['lever']}: {r['error']}")
             t.add_row(r["lever"], *["-"] * 7)
             continue
-        t.add_row(r["lever"], str(r["num_gpus"]), f"{r['num_kv_blocks']:,}", _num(r["mean_batch_size"], ",.1f"),
-                  _num(r["output_throughput_tokens_per_s"], ",.0f"), _num(r["output_throughput_per_gpu"], ",.0f"),
-                  _ms(r["ttft_p99_s"]), _ms(r["tpot_p99_s"]))
+        t.add_row(
+            r["lever"],
+            str(r["num_gpus"]),
+            f"{r['num_kv_blocks']:,}",
+            _num(r["mean_batch_size"], ",.1f"),
+            _num(r["output_throughput_tokens_per_s"], ",.0f"),
+            _num(r["output_throughput_per_gpu"], ",.0f"),
+            _ms(r["ttft_p99_s"]),
+            _ms(r["tpot_p99_s"]),
+        )
     if failed:
         t.caption, t.caption_justify = "\n".join(failed), "left"
     make_console().print(t)
@@ -290,10 +385,17 @@ def _accumulator(cfg):
 def _run_dict(result, cfg) -> dict:
     out = result.to_dict()
     out.update(
-        model=cfg.model, hardware=cfg.hardware, scheduler=cfg.scheduler.policy,
-        arrival=cfg.workload.resolved_arrival, rate_per_s=cfg.workload.rate,
-        concurrency=cfg.workload.concurrency, trace=cfg.workload.trace, replicas=cfg.replicas,
-        router=cfg.router, seed=cfg.seed, mode=cfg.mode,
+        model=cfg.model,
+        hardware=cfg.hardware,
+        scheduler=cfg.scheduler.policy,
+        arrival=cfg.workload.resolved_arrival,
+        rate_per_s=cfg.workload.rate,
+        concurrency=cfg.workload.concurrency,
+        trace=cfg.workload.trace,
+        replicas=cfg.replicas,
+        router=cfg.router,
+        seed=cfg.seed,
+        mode=cfg.mode,
     )
     # The whole resolved run (TP, dtypes, scheduler limits, workload, defaults filled in): a result
     # file says exactly what was simulated.
@@ -319,12 +421,19 @@ class _RecordWriter:
         import json
 
         d = {
-            "request_id": rec.request_id, "arrival_s": rec.arrival_s,
-            "prompt_tokens": rec.prompt_tokens, "output_tokens": rec.output_tokens,
-            "ttft_s": rec.ttft_s, "tpot_s": rec.tpot_s, "e2e_s": rec.e2e_s,
-            "first_scheduled_s": rec.first_scheduled_s, "finish_s": rec.finish_s,
-            "finish_reason": rec.finish_reason, "error": rec.error,
-            "num_preemptions": rec.num_preemptions, "cached_prompt_tokens": rec.cached_prompt_tokens,
+            "request_id": rec.request_id,
+            "arrival_s": rec.arrival_s,
+            "prompt_tokens": rec.prompt_tokens,
+            "output_tokens": rec.output_tokens,
+            "ttft_s": rec.ttft_s,
+            "tpot_s": rec.tpot_s,
+            "e2e_s": rec.e2e_s,
+            "first_scheduled_s": rec.first_scheduled_s,
+            "finish_s": rec.finish_s,
+            "finish_reason": rec.finish_reason,
+            "error": rec.error,
+            "num_preemptions": rec.num_preemptions,
+            "cached_prompt_tokens": rec.cached_prompt_tokens,
             "chunk_times_s": [float(t) for t in rec.chunk_times_s],
         }
         if self.tag is not None:
@@ -375,22 +484,49 @@ _ROWS = (
     ("goodput (req/s at SLO)", lambda d: _num(d["goodput_per_s"])),
     *(
         (f"{name} {q} (ms)", lambda d, k=key, q=q: _ms(d[k][q]))
-        for name, key in (("TTFT", "ttft_s"), ("TPOT", "tpot_s"), ("ITL", "itl_s"), ("E2E", "e2e_s"))
+        for name, key in (
+            ("TTFT", "ttft_s"),
+            ("TPOT", "tpot_s"),
+            ("ITL", "itl_s"),
+            ("E2E", "e2e_s"),
+        )
         for q in ("mean", "p50", "p90", "p99")
     ),
     ("queueing p99 (ms)", lambda d: _ms(d["queueing_s"]["p99"])),
     ("mean batch (seqs)", lambda d: _num(d["mean_batch_size"], ",.1f")),
-    ("KV used: mean / peak", lambda d: f"{_num(100 * d['mean_kv_usage'], '.0f')}% / "
-                                       f"{_num(100 * d['peak_kv_usage'], '.0f')}%"),
+    (
+        "KV used: mean / peak",
+        lambda d: (
+            f"{_num(100 * d['mean_kv_usage'], '.0f')}% / {_num(100 * d['peak_kv_usage'], '.0f')}%"
+        ),
+    ),
     ("preemptions", lambda d: f"{d['num_preemptions']:,}"),
-    ("prefix cache hits: tokens / requests", lambda d: f"{_pct(d['prefix_hit_rate_tokens'])} / "
-                                                       f"{_pct(d['prefix_hit_rate_requests'])}"),
-    ("GPU-hours / $ per hour", lambda d: f"{_num(d.get('gpu_hours'), ',.3f')} / {_usd(d.get('usd_per_hour'))}"),
-    ("$/M tokens in / out", lambda d: f"{_usd(d.get('usd_per_million_input_tokens'))} / "
-                                      f"{_usd(d.get('usd_per_million_output_tokens'))}"),
-    ("energy (kWh) / avg W", lambda d: f"{_num(d.get('energy_kwh'), ',.4f')} / {_num(d.get('average_power_w'), ',.0f')}"),
-    ("J per output token / request", lambda d: f"{_num(d.get('joules_per_output_token'), ',.3f')} / "
-                                               f"{_num(d.get('joules_per_request'), ',.1f')}"),
+    (
+        "prefix cache hits: tokens / requests",
+        lambda d: f"{_pct(d['prefix_hit_rate_tokens'])} / {_pct(d['prefix_hit_rate_requests'])}",
+    ),
+    (
+        "GPU-hours / $ per hour",
+        lambda d: f"{_num(d.get('gpu_hours'), ',.3f')} / {_usd(d.get('usd_per_hour'))}",
+    ),
+    (
+        "$/M tokens in / out",
+        lambda d: (
+            f"{_usd(d.get('usd_per_million_input_tokens'))} / "
+            f"{_usd(d.get('usd_per_million_output_tokens'))}"
+        ),
+    ),
+    (
+        "energy (kWh) / avg W",
+        lambda d: f"{_num(d.get('energy_kwh'), ',.4f')} / {_num(d.get('average_power_w'), ',.0f')}",
+    ),
+    (
+        "J per output token / request",
+        lambda d: (
+            f"{_num(d.get('joules_per_output_token'), ',.3f')} / "
+            f"{_num(d.get('joules_per_request'), ',.1f')}"
+        ),
+    ),
 )
 
 
@@ -415,13 +551,29 @@ def _system(cfg) -> str:
 
 # A disaggregated run: the batch and KV rows show both pools, and the KV transfer has its own row.
 _DISAGG_ROWS = (
-    *(row for row in _ROWS if row[0] not in ("mean batch (seqs)", "KV used: mean / peak", "preemptions")),
+    *(
+        row
+        for row in _ROWS
+        if row[0] not in ("mean batch (seqs)", "KV used: mean / peak", "preemptions")
+    ),
     ("GPUs (prefill + decode)", lambda d: f"{d['num_gpus']:,}"),
-    ("mean batch: prefill / decode", lambda d: f"{_num(d['mean_batch_size'], ',.1f')} / "
-                                               f"{_num(d['decode_mean_batch_size'], ',.1f')}"),
-    ("KV peak: prefill / decode", lambda d: f"{_num(100 * d['peak_kv_usage'], '.0f')}% / "
-                                            f"{_num(100 * d['decode_peak_kv_usage'], '.0f')}%"),
-    ("preemptions: prefill / decode", lambda d: f"{d['num_preemptions']:,} / {d['decode_num_preemptions']:,}"),
+    (
+        "mean batch: prefill / decode",
+        lambda d: (
+            f"{_num(d['mean_batch_size'], ',.1f')} / {_num(d['decode_mean_batch_size'], ',.1f')}"
+        ),
+    ),
+    (
+        "KV peak: prefill / decode",
+        lambda d: (
+            f"{_num(100 * d['peak_kv_usage'], '.0f')}% / "
+            f"{_num(100 * d['decode_peak_kv_usage'], '.0f')}%"
+        ),
+    ),
+    (
+        "preemptions: prefill / decode",
+        lambda d: f"{d['num_preemptions']:,} / {d['decode_num_preemptions']:,}",
+    ),
     ("KV transfer mean (ms)", lambda d: _ms(d["kv_transfer_s_mean"])),
 )
 
@@ -432,8 +584,10 @@ def _print_table(runs, cfg) -> None:
     from infercast.report.console import make_console
 
     experts = f" + {cfg.experts} experts" if cfg.experts else ""
-    title = (f"simulate: {cfg.model} ({cfg.weights}{experts}, KV {cfg.kv_cache or '16-bit'}) on "
-             f"{_system(cfg)}, {cfg.scheduler.policy} scheduler")
+    title = (
+        f"simulate: {cfg.model} ({cfg.weights}{experts}, KV {cfg.kv_cache or '16-bit'}) on "
+        f"{_system(cfg)}, {cfg.scheduler.policy} scheduler"
+    )
     t = Table()  # the title goes on its own line: a table of one or two runs is narrower than it
     t.add_column("metric")
     dicts = [_run_dict(r, c) for _, r, _, c in runs]
@@ -446,104 +600,250 @@ def _print_table(runs, cfg) -> None:
     console.print(t)
     total = sum(r.summary.total for _, r, _, _ in runs)
     cpu = sum(r.cpu_s for _, r, _, _ in runs)
-    console.print(f"simulated {total:,} requests in {cpu:,.2f} CPU-s "
-                  f"({total / max(cpu, 1e-9):,.0f} requests per CPU-second); "
-                  "metric definitions: docs/metrics.md")
+    console.print(
+        f"simulated {total:,} requests in {cpu:,.2f} CPU-s "
+        f"({total / max(cpu, 1e-9):,.0f} requests per CPU-second); "
+        "metric definitions: docs/metrics.md"
+    )
 
 
 def register(app: typer.Typer) -> None:
     @app.command("simulate", help=HELP)
     def simulate_cmd(
-        config: str | None = typer.Option(None, "--config", help="TOML/YAML run config (flags override it)"),
-        model: str | None = typer.Option(None, "--model", "-m", help="preset name or config.json path (default: llama-3.1-8b)"),
-        hardware: str | None = typer.Option(None, "--hardware", "-H", help="preset key or spec file (default: h100-sxm)"),
-        weights: str | None = typer.Option(None, help="weight dtype, or checkpoint: as the model's config.json ships it (default)"),
-        experts: str | None = typer.Option(None, "--experts", help="routed experts' own precision, e.g. mxfp4/bf16; none = the weights' dtype (default: the checkpoint's)"),
-        kv_cache: str | None = typer.Option(None, "--kv-cache", help="KV-cache dtype (default: 16-bit)"),
+        config: str | None = typer.Option(
+            None, "--config", help="TOML/YAML run config (flags override it)"
+        ),
+        model: str | None = typer.Option(
+            None, "--model", "-m", help="preset name or config.json path (default: llama-3.1-8b)"
+        ),
+        hardware: str | None = typer.Option(
+            None, "--hardware", "-H", help="preset key or spec file (default: h100-sxm)"
+        ),
+        weights: str | None = typer.Option(
+            None, help="weight dtype, or checkpoint: as the model's config.json ships it (default)"
+        ),
+        experts: str | None = typer.Option(
+            None,
+            "--experts",
+            help="routed experts' own precision, e.g. mxfp4/bf16; none = the weights' dtype (default: the checkpoint's)",
+        ),
+        kv_cache: str | None = typer.Option(
+            None, "--kv-cache", help="KV-cache dtype (default: 16-bit)"
+        ),
         tp: int | None = typer.Option(None, help="tensor-parallel GPUs per replica (default: 1)"),
-        ep: int | None = typer.Option(None, help="expert-parallel GPUs (MoE, at most --tp; default: 1)"),
-        attn_dp: bool | None = typer.Option(None, "--attn-dp/--no-attn-dp", help="attention data parallel across the TP GPUs"),
-        scheduler: str | None = typer.Option(None, "--scheduler", help="static | continuous | chunked (default: chunked)"),
+        ep: int | None = typer.Option(
+            None, help="expert-parallel GPUs (MoE, at most --tp; default: 1)"
+        ),
+        attn_dp: bool | None = typer.Option(
+            None, "--attn-dp/--no-attn-dp", help="attention data parallel across the TP GPUs"
+        ),
+        scheduler: str | None = typer.Option(
+            None, "--scheduler", help="static | continuous | chunked (default: chunked)"
+        ),
         max_num_seqs: int | None = typer.Option(None, help="max requests per step (default: 256)"),
-        max_num_batched_tokens: int | None = typer.Option(None, help="token budget per step (default: 8192)"),
+        max_num_batched_tokens: int | None = typer.Option(
+            None, help="token budget per step (default: 8192)"
+        ),
         block_size: int | None = typer.Option(None, help="KV block size in tokens (default: 16)"),
-        num_blocks: int | None = typer.Option(None, help="KV blocks per replica (default: from the memory plan)"),
-        prefix_caching: bool | None = typer.Option(None, "--prefix-caching/--no-prefix-caching", help="share cached prompt blocks (default: off)"),
-        max_model_len: int | None = typer.Option(None, help="reject prompt+output longer than this"),
+        num_blocks: int | None = typer.Option(
+            None, help="KV blocks per replica (default: from the memory plan)"
+        ),
+        prefix_caching: bool | None = typer.Option(
+            None,
+            "--prefix-caching/--no-prefix-caching",
+            help="share cached prompt blocks (default: off)",
+        ),
+        max_model_len: int | None = typer.Option(
+            None, help="reject prompt+output longer than this"
+        ),
         replicas: int | None = typer.Option(None, help="replicas behind the router (default: 1)"),
-        router: str | None = typer.Option(None, help="round-robin | least-tokens | prefix-affinity"),
-        workload: str | None = typer.Option(None, help="arrivals: poisson | gamma | closed | offline | trace"),
-        rate: str | None = typer.Option(None, "--request-rate", help="requests/s; a list (1,2,4) runs a sweep"),
+        router: str | None = typer.Option(
+            None, help="round-robin | least-tokens | prefix-affinity"
+        ),
+        workload: str | None = typer.Option(
+            None, help="arrivals: poisson | gamma | closed | offline | trace"
+        ),
+        rate: str | None = typer.Option(
+            None, "--request-rate", help="requests/s; a list (1,2,4) runs a sweep"
+        ),
         rate_old: str | None = typer.Option(None, "--rate", hidden=True),
-        cv: float | None = typer.Option(None, help="gamma arrivals: CV of inter-arrival gaps (default: 1)"),
-        concurrency: str | None = typer.Option(None, "--max-concurrency", help="closed loop: requests kept in flight; a list (8,32) sweeps"),
+        cv: float | None = typer.Option(
+            None, help="gamma arrivals: CV of inter-arrival gaps (default: 1)"
+        ),
+        concurrency: str | None = typer.Option(
+            None,
+            "--max-concurrency",
+            help="closed loop: requests kept in flight; a list (8,32) sweeps",
+        ),
         concurrency_old: str | None = typer.Option(None, "--concurrency", hidden=True),
-        num_requests: int | None = typer.Option(None, "--num-prompts", help="requests to simulate (default: a trace's rows, else 1000)"),
+        num_requests: int | None = typer.Option(
+            None, "--num-prompts", help="requests to simulate (default: a trace's rows, else 1000)"
+        ),
         num_requests_old: int | None = typer.Option(None, "--num-requests", hidden=True),
         trace: str | None = typer.Option(None, help="azure-conv | azure-code | CSV/JSONL file"),
-        input_tokens: float | None = typer.Option(None, help="prompt length mean (default: 1024; trace lengths with --trace)"),
-        input_dist: str | None = typer.Option(None, help="fixed | uniform | normal | lognormal | trace"),
+        input_tokens: float | None = typer.Option(
+            None, help="prompt length mean (default: 1024; trace lengths with --trace)"
+        ),
+        input_dist: str | None = typer.Option(
+            None, help="fixed | uniform | normal | lognormal | trace"
+        ),
         input_std: float | None = typer.Option(None, help="prompt length standard deviation"),
-        output_tokens: float | None = typer.Option(None, help="output length mean (default: 256; trace lengths with --trace)"),
-        output_dist: str | None = typer.Option(None, help="fixed | uniform | normal | lognormal | trace"),
+        output_tokens: float | None = typer.Option(
+            None, help="output length mean (default: 256; trace lengths with --trace)"
+        ),
+        output_dist: str | None = typer.Option(
+            None, help="fixed | uniform | normal | lognormal | trace"
+        ),
         output_std: float | None = typer.Option(None, help="output length standard deviation"),
         prefix_groups: int | None = typer.Option(None, help="number of shared-prefix groups"),
         prefix_tokens: int | None = typer.Option(None, help="tokens of each group's shared prefix"),
         conversations: str | None = typer.Option(
-            None, "--conversations",
+            None,
+            "--conversations",
             help="multi-turn sessions: builtin (Mooncake's chat trace) | synthetic | CSV; "
-                 "--num-prompts then counts sessions, --request-rate is sessions/s, "
-                 "--input/--output-tokens each message/answer"),
+            "--num-prompts then counts sessions, --request-rate is sessions/s, "
+            "--input/--output-tokens each message/answer",
+        ),
         turns: int | None = typer.Option(
-            None, "--turns",
-            help="conversations: turns per session (default: the source's; alone: synthetic)"),
+            None,
+            "--turns",
+            help="conversations: turns per session (default: the source's; alone: synthetic)",
+        ),
         think_time_s: float | None = typer.Option(
-            None, "--think-time-s",
+            None,
+            "--think-time-s",
             help="conversations: seconds from an answer's last token to the next message "
-                 "(default: the source's)"),
+            "(default: the source's)",
+        ),
         seed: int | None = typer.Option(None, help="random seed (default: 0)"),
-        mode: str | None = typer.Option(None, help="fast | exact (one event per step) (default: fast)"),
-        slo_ttft_ms: float | None = typer.Option(None, "--slo-ttft-ms", help="goodput TTFT limit (ms)"),
-        slo_tpot_ms: float | None = typer.Option(None, "--slo-tpot-ms", help="goodput TPOT limit (ms)"),
+        mode: str | None = typer.Option(
+            None, help="fast | exact (one event per step) (default: fast)"
+        ),
+        slo_ttft_ms: float | None = typer.Option(
+            None, "--slo-ttft-ms", help="goodput TTFT limit (ms)"
+        ),
+        slo_tpot_ms: float | None = typer.Option(
+            None, "--slo-tpot-ms", help="goodput TPOT limit (ms)"
+        ),
         slo_ttft_s: float | None = typer.Option(None, "--slo-ttft-s", hidden=True),
         slo_tpot_s: float | None = typer.Option(None, "--slo-tpot-s", hidden=True),
-        speculative: str | None = typer.Option(None, "--speculative", help="speculative decoding: eagle | mtp | draft (runs exact)"),
-        num_speculative_tokens: int | None = typer.Option(None, help="drafted tokens per step k (default: 3)"),
-        acceptance: float | None = typer.Option(None, help="mean per-token draft acceptance rate (default: 0.8)"),
-        acceptance_std: float | None = typer.Option(None, help="spread of acceptance across requests (Beta; default: 0)"),
+        speculative: str | None = typer.Option(
+            None, "--speculative", help="speculative decoding: eagle | mtp | draft (runs exact)"
+        ),
+        num_speculative_tokens: int | None = typer.Option(
+            None, help="drafted tokens per step k (default: 3)"
+        ),
+        acceptance: float | None = typer.Option(
+            None, help="mean per-token draft acceptance rate (default: 0.8)"
+        ),
+        acceptance_std: float | None = typer.Option(
+            None, help="spread of acceptance across requests (Beta; default: 0)"
+        ),
         draft_model: str | None = typer.Option(None, help="--speculative draft: the draft model"),
-        disaggregated: bool = typer.Option(False, "--disaggregated", help="separate prefill and decode pools"),
-        prefill_replicas: int | None = typer.Option(None, help="disaggregated: prefill replicas (default: 1)"),
-        decode_replicas: int | None = typer.Option(None, help="disaggregated: decode replicas (default: 1)"),
-        prefill_tp: int | None = typer.Option(None, help="disaggregated: prefill TP (default: --tp)"),
+        disaggregated: bool = typer.Option(
+            False, "--disaggregated", help="separate prefill and decode pools"
+        ),
+        prefill_replicas: int | None = typer.Option(
+            None, help="disaggregated: prefill replicas (default: 1)"
+        ),
+        decode_replicas: int | None = typer.Option(
+            None, help="disaggregated: decode replicas (default: 1)"
+        ),
+        prefill_tp: int | None = typer.Option(
+            None, help="disaggregated: prefill TP (default: --tp)"
+        ),
         decode_tp: int | None = typer.Option(None, help="disaggregated: decode TP (default: --tp)"),
-        prefill_hardware: str | None = typer.Option(None, help="disaggregated: prefill part (default: --hardware)"),
-        decode_hardware: str | None = typer.Option(None, help="disaggregated: decode part (default: --hardware)"),
-        transfer_bandwidth: float | None = typer.Option(None, "--transfer-bandwidth", help="KV transfer bytes/s (default: 50e9 x min TP)"),
-        transfer_latency_s: float | None = typer.Option(None, "--transfer-latency-s", help="KV transfer latency (default: 0.001)"),
-        layer_overlap: bool | None = typer.Option(None, "--layer-overlap/--no-layer-overlap", help="send KV layer by layer during prefill"),
-        kv_offload_gib: float | None = typer.Option(None, "--kv-offload-gib", help="host-DRAM KV tier per replica, GiB (needs --prefix-caching)"),
-        host_link_gbps: float | None = typer.Option(None, "--host-link-gbps", help="host-to-GPU GB/s per GPU for KV reloads and adapter loads (default: the part's measured link)"),
-        kv_offload_overlap: bool | None = typer.Option(None, "--kv-offload-overlap/--no-kv-offload-overlap", help="reload KV layer by layer under compute (default: the step waits)"),
-        expert_skew: float | None = typer.Option(None, "--expert-skew", help="MoE routing skew: Zipf exponent over experts by load (0 = uniform)"),
-        expert_loads: str | None = typer.Option(None, "--expert-loads", help="MoE routing: CSV of expert,load (a measured per-expert histogram)"),
-        redundant_experts: int | None = typer.Option(None, "--redundant-experts", help="EPLB: redundant expert slots over the EP group (default: 0)"),
-        lora_rank: int | None = typer.Option(None, "--lora-rank", help="serve LoRA adapters of this rank"),
-        lora_targets: str | None = typer.Option(None, "--lora-targets", help="LoRA targets: q,k,v,o,gate,up,down | attn | mlp | all (default: attn)"),
-        lora_adapters: int | None = typer.Option(None, "--lora-adapters", help="distinct, equally popular adapters in the workload (default: 1)"),
-        lora_slots: int | None = typer.Option(None, "--lora-slots", help="adapters resident on the GPU (vLLM --max-loras; default: all)"),
+        prefill_hardware: str | None = typer.Option(
+            None, help="disaggregated: prefill part (default: --hardware)"
+        ),
+        decode_hardware: str | None = typer.Option(
+            None, help="disaggregated: decode part (default: --hardware)"
+        ),
+        transfer_bandwidth: float | None = typer.Option(
+            None, "--transfer-bandwidth", help="KV transfer bytes/s (default: 50e9 x min TP)"
+        ),
+        transfer_latency_s: float | None = typer.Option(
+            None, "--transfer-latency-s", help="KV transfer latency (default: 0.001)"
+        ),
+        layer_overlap: bool | None = typer.Option(
+            None, "--layer-overlap/--no-layer-overlap", help="send KV layer by layer during prefill"
+        ),
+        kv_offload_gib: float | None = typer.Option(
+            None,
+            "--kv-offload-gib",
+            help="host-DRAM KV tier per replica, GiB (needs --prefix-caching)",
+        ),
+        host_link_gbps: float | None = typer.Option(
+            None,
+            "--host-link-gbps",
+            help="host-to-GPU GB/s per GPU for KV reloads and adapter loads (default: the part's measured link)",
+        ),
+        kv_offload_overlap: bool | None = typer.Option(
+            None,
+            "--kv-offload-overlap/--no-kv-offload-overlap",
+            help="reload KV layer by layer under compute (default: the step waits)",
+        ),
+        expert_skew: float | None = typer.Option(
+            None,
+            "--expert-skew",
+            help="MoE routing skew: Zipf exponent over experts by load (0 = uniform)",
+        ),
+        expert_loads: str | None = typer.Option(
+            None,
+            "--expert-loads",
+            help="MoE routing: CSV of expert,load (a measured per-expert histogram)",
+        ),
+        redundant_experts: int | None = typer.Option(
+            None,
+            "--redundant-experts",
+            help="EPLB: redundant expert slots over the EP group (default: 0)",
+        ),
+        lora_rank: int | None = typer.Option(
+            None, "--lora-rank", help="serve LoRA adapters of this rank"
+        ),
+        lora_targets: str | None = typer.Option(
+            None,
+            "--lora-targets",
+            help="LoRA targets: q,k,v,o,gate,up,down | attn | mlp | all (default: attn)",
+        ),
+        lora_adapters: int | None = typer.Option(
+            None,
+            "--lora-adapters",
+            help="distinct, equally popular adapters in the workload (default: 1)",
+        ),
+        lora_slots: int | None = typer.Option(
+            None,
+            "--lora-slots",
+            help="adapters resident on the GPU (vLLM --max-loras; default: all)",
+        ),
         profile: str | None = typer.Option(None, "--profile", help=PROFILE_HELP),
         engine: str | None = typer.Option(None, "--engine", help=ENGINE_HELP),
         harness: str | None = typer.Option(
-            None, "--harness",
+            None,
+            "--harness",
             help="closed loop as a benchmark client runs it: inferencex, vllm-bench-serve, "
-                 "sglang-bench-serving or a .toml (its request count and length draws)"),
-        price: float | None = typer.Option(None, "--price", help="$/GPU-hour for the dollar figures (default: the shipped price table's median)"),
-        what_if: bool = typer.Option(False, "--what-if", help="re-run with int4 / fp8 weights, fp8 KV, 2x TP and compare"),
+            "sglang-bench-serving or a .toml (its request count and length draws)",
+        ),
+        price: float | None = typer.Option(
+            None,
+            "--price",
+            help="$/GPU-hour for the dollar figures (default: the shipped price table's median)",
+        ),
+        what_if: bool = typer.Option(
+            False, "--what-if", help="re-run with int4 / fp8 weights, fp8 KV, 2x TP and compare"
+        ),
         as_json: bool = typer.Option(False, "--json", help="print one JSON object"),
-        records: str | None = typer.Option(None, "--records", help="write one JSON line per request"),
-        plot: str | None = typer.Option(None, "--plot", help="directory for latency CDF / vs-rate / timeline PNGs"),
-        timeline: str | None = typer.Option(None, "--timeline", help="CSV of batch size, KV usage, queue, preemptions over time"),
-        progress: bool = typer.Option(True, "--progress/--no-progress", help="progress bar on stderr (TTY only)"),
+        records: str | None = typer.Option(
+            None, "--records", help="write one JSON line per request"
+        ),
+        plot: str | None = typer.Option(
+            None, "--plot", help="directory for latency CDF / vs-rate / timeline PNGs"
+        ),
+        timeline: str | None = typer.Option(
+            None, "--timeline", help="CSV of batch size, KV usage, queue, preemptions over time"
+        ),
+        progress: bool = typer.Option(
+            True, "--progress/--no-progress", help="progress bar on stderr (TTY only)"
+        ),
     ) -> None:
         run_simulate(_vocabulary(dict(locals())))

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import typer
 
-HELP = "Open the what-if page (estimate, compare, simulate, plan, validation) on a local web server."
+HELP = (
+    "Open the what-if page (estimate, compare, simulate, plan, validation) on a local web server."
+)
 
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
 
@@ -30,9 +32,11 @@ def run_ui(host: str, port: int | None, open_browser: bool) -> None:
     if port is not None and not 0 < port < 65536:
         raise ConfigError(f"--port must be 1..65535, got {port}")
     if host not in LOOPBACK:
-        print(f"infercast ui: warning: serving on {host}, reachable from other machines; the page has no "
-              "login and runs simulations on request. Use the default 127.0.0.1 unless you mean it.",
-              file=sys.stderr)
+        print(
+            f"infercast ui: warning: serving on {host}, reachable from other machines; the page has no "
+            "login and runs simulations on request. Use the default 127.0.0.1 unless you mean it.",
+            file=sys.stderr,
+        )
     port = port or free_port(host)
     shown = f"[{host}]" if ":" in host else host
     url = f"http://{shown}:{port}/"
@@ -51,8 +55,14 @@ def register(app: typer.Typer) -> None:
     @app.command("ui", help=HELP)
     def ui_cmd(
         port: int | None = typer.Option(None, "--port", help="TCP port (default: a free one)"),
-        host: str = typer.Option("127.0.0.1", "--host", help="address to bind; anything but loopback is reachable "
-                                 "from other machines and prints a warning"),
-        open_browser: bool = typer.Option(False, "--open", help="also open the page in the default browser"),
+        host: str = typer.Option(
+            "127.0.0.1",
+            "--host",
+            help="address to bind; anything but loopback is reachable "
+            "from other machines and prints a warning",
+        ),
+        open_browser: bool = typer.Option(
+            False, "--open", help="also open the page in the default browser"
+        ),
     ) -> None:
         run_ui(host, port, open_browser)

@@ -17,33 +17,62 @@ def _table(title: str, stats: dict, label: str):
 
     t = Table(title=title)
     # Medians lead; the mean, which a few assumed-layout rows dominate, comes last (--json has all).
-    for col in (label, "rows", "predicted", "coverage", "median |err| %", "median signed %",
-                "within 10%", "within 25%", "mean |err| %"):
+    for col in (
+        label,
+        "rows",
+        "predicted",
+        "coverage",
+        "median |err| %",
+        "median signed %",
+        "within 10%",
+        "within 25%",
+        "mean |err| %",
+    ):
         t.add_column(col, justify="left" if col == label else "right")
 
     def f(x, pct=False):
         if x is None:
             return "-"
         return f"{100 * x:.0f}%" if pct else f"{x:.1f}"
+
     for key, s in stats.items():
-        t.add_row(key, str(s["count"]), str(s["predicted"]), f(s["coverage"], True), f(s["median_abs_error_pct"]),
-                  f(s["median_signed_error_pct"]), f(s["within_10_pct"], True), f(s["within_25_pct"], True),
-                  f(s["mean_abs_error_pct"]))
+        t.add_row(
+            key,
+            str(s["count"]),
+            str(s["predicted"]),
+            f(s["coverage"], True),
+            f(s["median_abs_error_pct"]),
+            f(s["median_signed_error_pct"]),
+            f(s["within_10_pct"], True),
+            f(s["within_25_pct"], True),
+            f(s["mean_abs_error_pct"]),
+        )
     return t
 
 
 def headline(s: dict) -> str:
     """The first lines: the median error, and why the mean is larger when a few rows dominate it."""
     o, ok = s["overall"], s["nothing_assumed"]
-    out = (f"median |error| {o['median_abs_error_pct']:.1f} % over {o['predicted']:,} predicted rows "
-           f"({o['within_25_pct']:.0%} within 25 %); {ok['median_abs_error_pct']:.1f} % on the "
-           f"{ok['predicted']:,} rows that state their weights and layout.")
-    if o["mean_abs_error_pct"] is not None and o["mean_abs_error_pct"] > 2 * o["median_abs_error_pct"]:
+    out = (
+        f"median |error| {o['median_abs_error_pct']:.1f} % over {o['predicted']:,} predicted rows "
+        f"({o['within_25_pct']:.0%} within 25 %); {ok['median_abs_error_pct']:.1f} % on the "
+        f"{ok['predicted']:,} rows that state their weights and layout."
+    )
+    if (
+        o["mean_abs_error_pct"] is not None
+        and o["mean_abs_error_pct"] > 2 * o["median_abs_error_pct"]
+    ):
         worst = s["worst"]
-        assumed = sum(1 for r in worst if r.get("assumed_weights") or any("assumed" in n for n in r.get("notes", [])))
-        out += (f"\nThe mean ({o['mean_abs_error_pct']:.0f} %) is pulled up by a few rows: {assumed} of the "
-                f"{len(worst)} worst assumed what their source did not state (worker counts, weight dtype); "
-                "the 'why' column below says what each assumed.")
+        assumed = sum(
+            1
+            for r in worst
+            if r.get("assumed_weights") or any("assumed" in n for n in r.get("notes", []))
+        )
+        out += (
+            f"\nThe mean ({o['mean_abs_error_pct']:.0f} %) is pulled up by a few rows: {assumed} of the "
+            f"{len(worst)} worst assumed what their source did not state (worker counts, weight dtype); "
+            "the 'why' column below says what each assumed."
+        )
     return out
 
 
@@ -68,9 +97,18 @@ def print_report(rep: dict, by: str, console) -> None:
     for r in s["worst"]:
         why = "; ".join(n for n in r.get("notes", []) if "assumed" in n or "not stated" in n)
         if r.get("assumed_weights"):
-            why = f"weights not stated: {r['assumed_weights']} assumed" + (f"; {why}" if why else "")
-        worst.add_row(r["id"], r["scenario"], r["metric"], f"{r['measured']:.4g}", f"{r['predicted']:.4g}",
-                      f"{r['error_pct']:+.0f}", why or "-")
+            why = f"weights not stated: {r['assumed_weights']} assumed" + (
+                f"; {why}" if why else ""
+            )
+        worst.add_row(
+            r["id"],
+            r["scenario"],
+            r["metric"],
+            f"{r['measured']:.4g}",
+            f"{r['predicted']:.4g}",
+            f"{r['error_pct']:+.0f}",
+            why or "-",
+        )
     console.print(worst)
     skipped = Table(title="rows not predicted (counted in coverage)")
     skipped.add_column("rows", justify="right")
@@ -84,18 +122,32 @@ def print_report(rep: dict, by: str, console) -> None:
         for col in ("scenario / metric", "rows", "median sim / closed", "median |diff|"):
             agree.add_column(col)
         for k, v in cross.items():
-            agree.add_row(k, str(v["rows"]), f"{v['median_ratio']:.3f}", f"{v['median_abs_diff_pct']:.1f} %")
+            agree.add_row(
+                k, str(v["rows"]), f"{v['median_ratio']:.3f}", f"{v['median_abs_diff_pct']:.1f} %"
+            )
         console.print(agree)
     if "floor" in rep:
         fl = rep["floor"]
-        console.print(f"physics floor: {fl['checked']} checks (rows, and closed-loop runs as TTFT + (O - 1) TPOT), "
-                      f"{len(fl['violations'])} beat the floor "
-                      + ", ".join(f"{v['id']} {v['metric']} ({v['ratio']:.2f}x)" for v in fl["violations"][:10]))
+        console.print(
+            f"physics floor: {fl['checked']} checks (rows, and closed-loop runs as TTFT + (O - 1) TPOT), "
+            f"{len(fl['violations'])} beat the floor "
+            + ", ".join(
+                f"{v['id']} {v['metric']} ({v['ratio']:.2f}x)" for v in fl["violations"][:10]
+            )
+        )
 
 
-def run_validate(data: str | None, profile: str | None, as_json: bool, plot: str | None, by: str,
-                 simulate_all: bool, floor: bool, assume_weights: str | None = "checkpoint",
-                 engine: str | None = None) -> None:
+def run_validate(
+    data: str | None,
+    profile: str | None,
+    as_json: bool,
+    plot: str | None,
+    by: str,
+    simulate_all: bool,
+    floor: bool,
+    assume_weights: str | None = "checkpoint",
+    engine: str | None = None,
+) -> None:
     from infercast.commands._common import print_json
     from infercast.cost.profiles import load_profile_set
     from infercast.errors import ConfigError
@@ -115,7 +167,9 @@ def run_validate(data: str | None, profile: str | None, as_json: bool, plot: str
     elif assume_weights != "checkpoint":
         from infercast.specs.precision import Precision
 
-        assume_weights = Precision.parse(assume_weights).weights  # an unknown dtype fails here, with the fix
+        assume_weights = Precision.parse(
+            assume_weights
+        ).weights  # an unknown dtype fails here, with the fix
     profiles = load_profile_set(profile)
     preset = None
     if engine:
@@ -126,8 +180,9 @@ def run_validate(data: str | None, profile: str | None, as_json: bool, plot: str
     from infercast.commands._progress import working
 
     with working(f"predicting {len(cases):,} measurements"):
-        preds = Evaluator(cases, prefer_simulator=simulate_all, assume_weights=assume_weights,
-                          engine=preset).predict(profiles)
+        preds = Evaluator(
+            cases, prefer_simulator=simulate_all, assume_weights=assume_weights, engine=preset
+        ).predict(profiles)
         rep = report(preds, profiles.name, floor_report(cases) if floor else None)
     if plot:
         from infercast.report.validate_plots import plot_predictions
@@ -145,17 +200,39 @@ def run_validate(data: str | None, profile: str | None, as_json: bool, plot: str
 def register(app: typer.Typer) -> None:
     @app.command("validate", help=HELP)
     def validate_cmd(
-        data: str | None = typer.Option(None, "--data", help="measurement CSV (docs/validation.md); default: the shipped set"),
+        data: str | None = typer.Option(
+            None, "--data", help="measurement CSV (docs/validation.md); default: the shipped set"
+        ),
         profile: str | None = typer.Option(None, "--profile", help=PROFILE_HELP),
-        as_json: bool = typer.Option(False, "--json", help="print one JSON object (rows, summary, floor)"),
-        plot: str | None = typer.Option(None, "--plot", help="write predicted vs measured (log-log) to FILE.png"),
-        by: str = typer.Option("scenario_metric", "--by", help="table breakdown: scenario, metric, scenario_metric, hardware, source, group"),
+        as_json: bool = typer.Option(
+            False, "--json", help="print one JSON object (rows, summary, floor)"
+        ),
+        plot: str | None = typer.Option(
+            None, "--plot", help="write predicted vs measured (log-log) to FILE.png"
+        ),
+        by: str = typer.Option(
+            "scenario_metric",
+            "--by",
+            help="table breakdown: scenario, metric, scenario_metric, hardware, source, group",
+        ),
         simulate_all: bool = typer.Option(
-            False, "--simulate-all",
+            False,
+            "--simulate-all",
             help="use the simulator also for concurrency and disaggregated rows, with clients as the "
-                 "row's benchmark harness runs them (slower; reports agreement with the closed form)"),
-        floor: bool = typer.Option(True, "--floor/--no-floor", help="check that no measurement beats the physics floor"),
-        assume_weights: str = typer.Option("checkpoint", "--assume-weights", help="weights of rows that state none: checkpoint (its config's dtype, marked per row), a dtype, or none (skip them)"),
-        engine: str | None = typer.Option(None, "--engine", help="predict every row on this engine preset (infercast engines; a name or a .toml): its limits, memory rule, policy and profile group; default: each row's own engine"),
+            "row's benchmark harness runs them (slower; reports agreement with the closed form)",
+        ),
+        floor: bool = typer.Option(
+            True, "--floor/--no-floor", help="check that no measurement beats the physics floor"
+        ),
+        assume_weights: str = typer.Option(
+            "checkpoint",
+            "--assume-weights",
+            help="weights of rows that state none: checkpoint (its config's dtype, marked per row), a dtype, or none (skip them)",
+        ),
+        engine: str | None = typer.Option(
+            None,
+            "--engine",
+            help="predict every row on this engine preset (infercast engines; a name or a .toml): its limits, memory rule, policy and profile group; default: each row's own engine",
+        ),
     ) -> None:
         run_validate(data, profile, as_json, plot, by, simulate_all, floor, assume_weights, engine)

@@ -24,7 +24,9 @@ def alltoall_link_bytes(buffer_bytes: float, num_gpus: int) -> float:
     return (num_gpus - 1) / num_gpus * buffer_bytes
 
 
-def transfer_time_s(link_bytes: float, link_bw: float, latency_s: float, collectives: float = 1.0) -> float:
+def transfer_time_s(
+    link_bytes: float, link_bw: float, latency_s: float, collectives: float = 1.0
+) -> float:
     """Time to move ``link_bytes`` per GPU at ``link_bw`` plus one latency per collective."""
     if link_bytes <= 0:
         return 0.0
@@ -33,8 +35,14 @@ def transfer_time_s(link_bytes: float, link_bw: float, latency_s: float, collect
     return link_bytes / link_bw + latency_s * collectives
 
 
-def kv_transfer_time_s(num_bytes: float, bandwidth: float, latency_s: float,
-                       prefill_s: float = 0.0, num_layers: int = 1, overlap: bool = False) -> float:
+def kv_transfer_time_s(
+    num_bytes: float,
+    bandwidth: float,
+    latency_s: float,
+    prefill_s: float = 0.0,
+    num_layers: int = 1,
+    overlap: bool = False,
+) -> float:
     """A prompt's KV cache sent from a prefill to a decode worker (disaggregated serving):
     latency + bytes / bandwidth; with ``overlap`` (each layer's KV sent as soon as the prefill
     wrote it) only the part of the wire time not hidden under the prefill's other layers."""
@@ -44,6 +52,8 @@ def kv_transfer_time_s(num_bytes: float, bandwidth: float, latency_s: float,
     return latency_s + wire
 
 
-def ring_allreduce_time_s(buffer_bytes: float, num_gpus: int, link_bw: float, latency_s: float = 0.0) -> float:
+def ring_allreduce_time_s(
+    buffer_bytes: float, num_gpus: int, link_bw: float, latency_s: float = 0.0
+) -> float:
     """Ring all-reduce time: 2 (n - 1) / n * bytes / link_bw + latency."""
     return transfer_time_s(ring_allreduce_link_bytes(buffer_bytes, num_gpus), link_bw, latency_s)

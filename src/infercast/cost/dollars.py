@@ -34,7 +34,9 @@ class RunUsage:
     replicas: int
 
 
-def dollars_per_million_tokens(price_per_gpu_hour: float, num_gpus: int, tokens_per_s: float) -> float:
+def dollars_per_million_tokens(
+    price_per_gpu_hour: float, num_gpus: int, tokens_per_s: float
+) -> float:
     """$ per million tokens at ``tokens_per_s`` on ``num_gpus`` GPUs (inf when nothing is produced)."""
     if tokens_per_s <= 0:
         return float("inf")
@@ -47,21 +49,32 @@ def check_price(price_per_hour: float | None, where: str = "--price") -> None:
         raise ConfigError(f"{where} must be a finite number >= 0 $/GPU-hour, got {price_per_hour}")
 
 
-def dollars(usage: RunUsage, price_per_hour: float | None, prefill_share: float) -> dict[str, float | None]:
+def dollars(
+    usage: RunUsage, price_per_hour: float | None, prefill_share: float
+) -> dict[str, float | None]:
     """$/hour, GPU-hours, $ and $/M input and output tokens of a run (None without a price)."""
     gpu_hours = usage.gpus * usage.duration_s / 3600.0
     out: dict[str, float | None] = {"gpu_hours": gpu_hours, "price_per_gpu_hour": price_per_hour}
     if price_per_hour is None:
-        out.update(usd_per_hour=None, usd=None, usd_per_million_input_tokens=None,
-                   usd_per_million_output_tokens=None, usd_per_million_tokens=None)
+        out.update(
+            usd_per_hour=None,
+            usd=None,
+            usd_per_million_input_tokens=None,
+            usd_per_million_output_tokens=None,
+            usd_per_million_tokens=None,
+        )
         return out
     usd = gpu_hours * price_per_hour
     share = min(max(prefill_share, 0.0), 1.0)
 
     def per_m(x: float, tokens: float) -> float | None:
         return x / tokens * 1e6 if tokens > 0 else None
-    out.update(usd_per_hour=usage.gpus * price_per_hour, usd=usd,
-               usd_per_million_input_tokens=per_m(usd * share, usage.input_tokens),
-               usd_per_million_output_tokens=per_m(usd * (1 - share), usage.output_tokens),
-               usd_per_million_tokens=per_m(usd, usage.input_tokens + usage.output_tokens))
+
+    out.update(
+        usd_per_hour=usage.gpus * price_per_hour,
+        usd=usd,
+        usd_per_million_input_tokens=per_m(usd * share, usage.input_tokens),
+        usd_per_million_output_tokens=per_m(usd * (1 - share), usage.output_tokens),
+        usd_per_million_tokens=per_m(usd, usage.input_tokens + usage.output_tokens),
+    )
     return out

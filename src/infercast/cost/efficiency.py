@@ -61,35 +61,77 @@ class EfficiencyProfile:
     # Each field: its default, and the physical range a calibration may move it in, with the
     # reason (``PHYSICAL_RANGES``; ``infercast calibrate`` fits inside them and lists the fields
     # that end on a bound: a bound that binds names a mechanism to model, not to absorb).
-    gemm_compute_eff: float = _eff(0.75, 0.40, 0.87,
+    gemm_compute_eff: float = _eff(
+        0.75,
+        0.40,
+        0.87,
         "at most the best measured bf16 GEMM (A100 SXM MAMF 0.87 of spec, data/hardware_measured.csv); "
-        "at least about half the part's best (MI300X's best is 0.51): lower is a cost the model lacks")
-    gemm_compute_eff_8bit: float = _eff(0.70, 0.35, 0.78,
-        "at most the best measured fp8 GEMM (GH200 MAMF 0.78, B200 0.76); at least about half of it")
-    gemm_m_half: float = _eff(16.0, 2.0, 128.0,
+        "at least about half the part's best (MI300X's best is 0.51): lower is a cost the model lacks",
+    )
+    gemm_compute_eff_8bit: float = _eff(
+        0.70,
+        0.35,
+        0.78,
+        "at most the best measured fp8 GEMM (GH200 MAMF 0.78, B200 0.76); at least about half of it",
+    )
+    gemm_m_half: float = _eff(
+        16.0,
+        2.0,
+        128.0,
         "tokens where a GEMM reaches half its efficiency: between a few rows and the largest "
-        "tensor-core tile M (64-128 in CUTLASS/cuBLAS kernels)")
-    mem_bw_eff: float = _eff(0.80, 0.45, 0.85,
+        "tensor-core tile M (64-128 in CUTLASS/cuBLAS kernels)",
+    )
+    mem_bw_eff: float = _eff(
+        0.80,
+        0.45,
+        0.85,
         "at most a tuned GEMV's share of HBM spec (gpt-fast 1.7 of 2.04 TB/s on A100 = 0.83; best measured "
-        "achieved bandwidth in data/hardware_measured.csv 0.79); at least gpt-fast's bf16 TP4 decode (0.47)")
-    attn_bw_eff: float = _eff(0.70, 0.30, 0.85,
-        "paged KV reads: no faster than weight streaming (mem_bw_eff's ceiling); at least 0.3 (scattered 16-token blocks)")
-    attn_compute_eff: float = _eff(0.55, 0.20, 0.75,
-        "at most FlashAttention-3's 75 % of the H100 bf16 peak (Shah et al. 2024); at least 0.2 (short prompts)")
-    elementwise_bw_eff: float = _eff(0.60, 0.20, 0.85,
-        "small memory-bound kernels: at most mem_bw_eff's ceiling; at least 0.2")
-    comm_bw_eff: float = _eff(0.75, 0.35, 0.90,
+        "achieved bandwidth in data/hardware_measured.csv 0.79); at least gpt-fast's bf16 TP4 decode (0.47)",
+    )
+    attn_bw_eff: float = _eff(
+        0.70,
+        0.30,
+        0.85,
+        "paged KV reads: no faster than weight streaming (mem_bw_eff's ceiling); at least 0.3 (scattered 16-token blocks)",
+    )
+    attn_compute_eff: float = _eff(
+        0.55,
+        0.20,
+        0.75,
+        "at most FlashAttention-3's 75 % of the H100 bf16 peak (Shah et al. 2024); at least 0.2 (short prompts)",
+    )
+    elementwise_bw_eff: float = _eff(
+        0.60, 0.20, 0.85, "small memory-bound kernels: at most mem_bw_eff's ceiling; at least 0.2"
+    )
+    comm_bw_eff: float = _eff(
+        0.75,
+        0.35,
+        0.90,
         "at most the best measured link use (H200 nvbandwidth 0.88 of the NVLink spec); at least 0.35, "
         "about what NCCL all-reduce of a decode step's few-MB messages reaches on NVLink (a judgment: no "
-        "all-reduce measurement ships yet)")
-    comm_latency_s: float = _eff(10e-6, 2e-6, 50e-6,
-        "one all-reduce's fixed cost on NVLink: a few us (NCCL LL protocol) to tens of us")
-    step_overhead_s: float = _eff(1e-3, 1e-4, 10e-3,
-        "scheduling, sampling and launch per engine step: 0.1 ms (CUDA graphs) to 10 ms (Python-bound)")
-    layer_overhead_s: float = _eff(0.0, 0.0, 1e-4,
-        "~10-15 kernel boundaries per layer at ~1.5-5 us each: at most 100 us")
-    request_overhead_s: float = _eff(0.0, 0.0, 0.30,
-        "serving stack per request: published client-side overheads are 40-200 ms (below); 300 ms at most")
+        "all-reduce measurement ships yet)",
+    )
+    comm_latency_s: float = _eff(
+        10e-6,
+        2e-6,
+        50e-6,
+        "one all-reduce's fixed cost on NVLink: a few us (NCCL LL protocol) to tens of us",
+    )
+    step_overhead_s: float = _eff(
+        1e-3,
+        1e-4,
+        10e-3,
+        "scheduling, sampling and launch per engine step: 0.1 ms (CUDA graphs) to 10 ms (Python-bound)",
+    )
+    layer_overhead_s: float = _eff(
+        0.0, 0.0, 1e-4, "~10-15 kernel boundaries per layer at ~1.5-5 us each: at most 100 us"
+    )
+    request_overhead_s: float = _eff(
+        0.0,
+        0.0,
+        0.30,
+        "serving stack per request: published client-side overheads are 40-200 ms (below); 300 ms at most",
+    )
     name: str = "builtin"  # the code's values (`--profile builtin`); a calibrated set names itself
 
     def __post_init__(self) -> None:
@@ -98,14 +140,19 @@ class EfficiencyProfile:
             if f.name == "name":
                 continue
             # finite (NaN and inf pass a bare `value < 0` test), a number (not true), >= 0
-            check_number(value, f"efficiency profile field {f.name}", 0.0,
-                         fix="give a finite number >= 0")
+            check_number(
+                value, f"efficiency profile field {f.name}", 0.0, fix="give a finite number >= 0"
+            )
             if f.name.endswith("_eff") and not 0 < value <= 1:
                 raise ConfigError(f"efficiency profile field {f.name}={value!r} must be in (0, 1]")
 
     def gemm_eff(self, compute_dtype: str, m_tokens: float) -> float:
         """Achieved fraction of peak for a GEMM with ``m_tokens`` rows."""
-        base = self.gemm_compute_eff_8bit if compute_dtype in ("fp8", "int8", "fp4") else self.gemm_compute_eff
+        base = (
+            self.gemm_compute_eff_8bit
+            if compute_dtype in ("fp8", "int8", "fp4")
+            else self.gemm_compute_eff
+        )
         return base * m_tokens / (m_tokens + self.gemm_m_half)
 
     def to_dict(self) -> dict[str, Any]:
@@ -126,8 +173,11 @@ class EfficiencyProfile:
 
 FIELD_NAMES = tuple(f.name for f in fields(EfficiencyProfile) if f.name != "name")
 # field -> (low, high, reason): where a calibration may move it (the fields' definitions above)
-PHYSICAL_RANGES = {f.name: (*f.metadata["range"], f.metadata["why"]) for f in fields(EfficiencyProfile)
-                   if f.name != "name"}
+PHYSICAL_RANGES = {
+    f.name: (*f.metadata["range"], f.metadata["why"])
+    for f in fields(EfficiencyProfile)
+    if f.name != "name"
+}
 
 
 def load_profile(path: str | Path | None) -> EfficiencyProfile:
@@ -143,8 +193,14 @@ def load_profile(path: str | Path | None) -> EfficiencyProfile:
     p = Path(path)
     data = read_toml(p, "profile")
     data = data.get("profile", data)
-    values = {k: v for k, v in data.items() if isinstance(v, int | float) and not isinstance(v, bool)}
+    values = {
+        k: v for k, v in data.items() if isinstance(v, int | float) and not isinstance(v, bool)
+    }
     unknown = sorted(set(values) - set(FIELD_NAMES))
     if unknown:
-        raise ConfigError(f"profile {p} has unknown field(s) {', '.join(unknown)}; known: {', '.join(FIELD_NAMES)}")
-    return EfficiencyProfile(name=str(data.get("name", p.stem)), **{k: float(v) for k, v in values.items()})
+        raise ConfigError(
+            f"profile {p} has unknown field(s) {', '.join(unknown)}; known: {', '.join(FIELD_NAMES)}"
+        )
+    return EfficiencyProfile(
+        name=str(data.get("name", p.stem)), **{k: float(v) for k, v in values.items()}
+    )

@@ -60,7 +60,9 @@ class PowerModel:
     def busy_power_w(self, u_compute: float) -> float:
         """Board power of a GPU running a step at tensor utilization ``u_compute`` (0-1)."""
         u = min(max(u_compute, 0.0), 1.0)
-        return min(self.memory_bound_w + (self.compute_bound_w - self.memory_bound_w) * u, self.max_w)
+        return min(
+            self.memory_bound_w + (self.compute_bound_w - self.memory_bound_w) * u, self.max_w
+        )
 
     def energy_j(self, time_s: float, flops: float, peak_flops: float) -> float:
         """Joules of one GPU running ``flops`` in ``time_s`` at ``peak_flops`` (module docstring)."""
@@ -83,14 +85,28 @@ def power_model(hw: HardwareSpec) -> PowerModel:
     better than an invented one)."""
     row = _power_rows().get(hw.key)
     if row is not None:
-        idle, mem, comp = float(row["idle_w"]), float(row["memory_bound_w"]), float(row["compute_bound_w"])
+        idle, mem, comp = (
+            float(row["idle_w"]),
+            float(row["memory_bound_w"]),
+            float(row["compute_bound_w"]),
+        )
         return PowerModel(hw.key, idle, mem, comp, max(comp, hw.tdp_w or comp), "power.csv")
     tdp = hw.tdp_w
-    if not tdp or not math.isfinite(tdp) or tdp <= 0 or tdp > 5000:  # > 5 kW per GPU: not a board power
-        raise ConfigError(f"hardware {hw.key!r} has no TDP (tdp_w) and no row in power.csv: "
-                          f"add tdp_w to its spec to get energy figures")
-    return PowerModel(hw.key, DEFAULT_IDLE_FRACTION * tdp, DEFAULT_MEMORY_FRACTION * tdp, tdp, tdp,
-                      f"assumed: the H100 SXM's idle and memory-bound fractions of {hw.key}'s {tdp:g} W TDP")
+    if (
+        not tdp or not math.isfinite(tdp) or tdp <= 0 or tdp > 5000
+    ):  # > 5 kW per GPU: not a board power
+        raise ConfigError(
+            f"hardware {hw.key!r} has no TDP (tdp_w) and no row in power.csv: "
+            f"add tdp_w to its spec to get energy figures"
+        )
+    return PowerModel(
+        hw.key,
+        DEFAULT_IDLE_FRACTION * tdp,
+        DEFAULT_MEMORY_FRACTION * tdp,
+        tdp,
+        tdp,
+        f"assumed: the H100 SXM's idle and memory-bound fractions of {hw.key}'s {tdp:g} W TDP",
+    )
 
 
 def try_power_model(hw: HardwareSpec) -> PowerModel | None:
@@ -126,7 +142,9 @@ def tensor_activity(sm: StepModel, cost: StepCost, time_s: float | None = None) 
     return min(1.0, tensor_busy_s(sm, cost) / t) if t > 0 else 0.0
 
 
-def step_energy_j(sm: StepModel, cost: StepCost, power: PowerModel, time_s: float | None = None) -> float:
+def step_energy_j(
+    sm: StepModel, cost: StepCost, power: PowerModel, time_s: float | None = None
+) -> float:
     """Joules of one step of a replica (all its GPUs) over its expected time (or ``time_s``),
     at the power of its tensor activity."""
     t = cost.time_s if time_s is None else time_s
@@ -136,7 +154,9 @@ def step_energy_j(sm: StepModel, cost: StepCost, power: PowerModel, time_s: floa
 def step_power_w(sm: StepModel, cost: StepCost, power: PowerModel) -> float:
     """Average power of a replica (all its GPUs) during one step, watts."""
     t = cost.time_s
-    return step_energy_j(sm, cost, power) / t if t > 0 else power.idle_w * sm.parallel.gpus_per_replica
+    return (
+        step_energy_j(sm, cost, power) / t if t > 0 else power.idle_w * sm.parallel.gpus_per_replica
+    )
 
 
 @dataclass(frozen=True)
@@ -150,8 +170,9 @@ class TokenEnergy:
     busy_w_decode: float  # the replica's average power during a representative decode step
 
 
-def token_energy(sm: StepModel, power: PowerModel, prompt_tokens: int, decode_batch: int,
-                 decode_context: int) -> TokenEnergy:
+def token_energy(
+    sm: StepModel, power: PowerModel, prompt_tokens: int, decode_batch: int, decode_context: int
+) -> TokenEnergy:
     """Per-token dynamic energy at a prefill of ``prompt_tokens`` and a decode step of
     ``decode_batch`` sequences at ``decode_context`` tokens (a run's means)."""
     n = sm.parallel.gpus_per_replica
@@ -160,48 +181,72 @@ def token_energy(sm: StepModel, power: PowerModel, prompt_tokens: int, decode_ba
     dec = sm.decode_cost(max(1, decode_batch), max(1, decode_context))
     pre_dyn = step_energy_j(sm, pre, power) - idle * pre.time_s
     dec_dyn = step_energy_j(sm, dec, power) - idle * dec.time_s
-    return TokenEnergy(pre_dyn / max(1, prompt_tokens), dec_dyn / max(1, decode_batch), idle,
-                       step_power_w(sm, dec, power))
+    return TokenEnergy(
+        pre_dyn / max(1, prompt_tokens),
+        dec_dyn / max(1, decode_batch),
+        idle,
+        step_power_w(sm, dec, power),
+    )
 
 
-def run_energy_j(te: TokenEnergy, replica_seconds: float, input_tokens: float, output_tokens: float) -> float:
+def run_energy_j(
+    te: TokenEnergy, replica_seconds: float, input_tokens: float, output_tokens: float
+) -> float:
     """Energy of a run: every replica's idle power over its powered time plus the dynamic energy
     of the tokens it processed (prefill per prompt token, decode per output token)."""
-    return (te.idle_w * replica_seconds + te.prefill_dynamic_j_per_token * input_tokens
-            + te.decode_dynamic_j_per_token * output_tokens)
+    return (
+        te.idle_w * replica_seconds
+        + te.prefill_dynamic_j_per_token * input_tokens
+        + te.decode_dynamic_j_per_token * output_tokens
+    )
 
 
-def energy_summary(joules: float, seconds: float, input_tokens: float, output_tokens: float,
-                   requests: float) -> dict[str, float | None]:
+def energy_summary(
+    joules: float, seconds: float, input_tokens: float, output_tokens: float, requests: float
+) -> dict[str, float | None]:
     """The energy keys every command reports, from a total (J) over ``seconds``."""
+
     def per(x: float) -> float | None:
         return joules / x if x > 0 else None
+
     return {
         "energy_j": joules,
         "energy_kwh": joules / J_PER_KWH,
         "average_power_w": joules / seconds if seconds > 0 else None,
         "joules_per_output_token": per(output_tokens),
         "joules_per_request": per(requests),
-        "kwh_per_million_output_tokens": (joules / output_tokens * 1e6 / J_PER_KWH) if output_tokens > 0 else None,
+        "kwh_per_million_output_tokens": (joules / output_tokens * 1e6 / J_PER_KWH)
+        if output_tokens > 0
+        else None,
         "joules_per_token_all": per(input_tokens + output_tokens),
     }
 
 
-def step_energy_dict(sm: StepModel, cost: StepCost, power: PowerModel, tokens: int,
-                     time_s: float | None = None) -> dict[str, float]:
+def step_energy_dict(
+    sm: StepModel, cost: StepCost, power: PowerModel, tokens: int, time_s: float | None = None
+) -> dict[str, float]:
     """Energy keys of one step that produces ``tokens`` tokens (decode: its batch; prefill: its
     prompt tokens): joules per token, average watts, kWh per million tokens."""
     t = cost.time_s if time_s is None else time_s
     e = step_energy_j(sm, cost, power, t)
     per = e / tokens if tokens > 0 else math.nan
-    return {"joules_per_token": per, "average_power_w": e / t if t > 0 else math.nan,
-            "kwh_per_million_tokens": per * 1e6 / J_PER_KWH}
+    return {
+        "joules_per_token": per,
+        "average_power_w": e / t if t > 0 else math.nan,
+        "kwh_per_million_tokens": per * 1e6 / J_PER_KWH,
+    }
 
 
 def power_dict(power: PowerModel | None, num_gpus: int) -> dict[str, object] | None:
     """The power model as JSON (per GPU), or None when the part has no figures."""
     if power is None:
         return None
-    return {"idle_w_per_gpu": power.idle_w, "memory_bound_w_per_gpu": power.memory_bound_w,
-            "compute_bound_w_per_gpu": power.compute_bound_w, "max_w_per_gpu": power.max_w,
-            "num_gpus": num_gpus, "idle_w_replica": power.idle_w * num_gpus, "source": power.source}
+    return {
+        "idle_w_per_gpu": power.idle_w,
+        "memory_bound_w_per_gpu": power.memory_bound_w,
+        "compute_bound_w_per_gpu": power.compute_bound_w,
+        "max_w_per_gpu": power.max_w,
+        "num_gpus": num_gpus,
+        "idle_w_replica": power.idle_w * num_gpus,
+        "source": power.source,
+    }

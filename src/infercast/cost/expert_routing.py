@@ -77,8 +77,10 @@ class ExpertRouting:
     def zipf(cls, num_experts: int, exponent: float, redundant: int = 0) -> ExpertRouting:
         """The i-th hottest of ``num_experts`` experts takes a share proportional to ``i ** -exponent``."""
         if not (exponent >= 0 and math.isfinite(exponent)):
-            raise ConfigError(f"expert skew {exponent!r}: a Zipf exponent must be a finite number >= 0 "
-                              "(0 = uniform, 1 = the hottest expert twice the second's load)")
+            raise ConfigError(
+                f"expert skew {exponent!r}: a Zipf exponent must be a finite number >= 0 "
+                "(0 = uniform, 1 = the hottest expert twice the second's load)"
+            )
         raw = tuple((i + 1) ** -exponent for i in range(num_experts))
         return cls(raw, False, redundant, f"Zipf s={exponent:g}")
 
@@ -87,22 +89,29 @@ class ExpertRouting:
         """Per-expert loads from a CSV with an ``expert`` and a ``load`` (or ``tokens``) column."""
         p = Path(path)
         if not p.is_file():
-            raise ConfigError(f"expert load file {path!r} does not exist: give a CSV with columns expert,load")
+            raise ConfigError(
+                f"expert load file {path!r} does not exist: give a CSV with columns expert,load"
+            )
         with p.open(newline="", encoding="utf-8") as fh:
             rows = list(csv.DictReader(fh))
         col = next((c for c in ("load", "tokens") if rows and c in rows[0]), None)
         if not rows or col is None or "expert" not in rows[0]:
-            raise ConfigError(f"expert load file {path!r}: needs columns expert,load (one row per expert)")
+            raise ConfigError(
+                f"expert load file {path!r}: needs columns expert,load (one row per expert)"
+            )
         loads = [0.0] * num_experts
         for row in rows:
             try:
                 i, v = int(row["expert"]), float(row[col])
             except ValueError:
-                raise ConfigError(f"expert load file {path!r}: row {row} is not an integer expert "
-                                  "id and a number") from None
+                raise ConfigError(
+                    f"expert load file {path!r}: row {row} is not an integer expert id and a number"
+                ) from None
             if not 0 <= i < num_experts:
-                raise ConfigError(f"expert load file {path!r}: expert {i} outside 0..{num_experts - 1} "
-                                  "(the model's routed experts)")
+                raise ConfigError(
+                    f"expert load file {path!r}: expert {i} outside 0..{num_experts - 1} "
+                    "(the model's routed experts)"
+                )
             loads[i] += v
         return cls(tuple(loads), True, redundant, f"loads from {p.name}")
 
@@ -135,7 +144,9 @@ class ExpertRouting:
         if self.redundant == 0:
             if self.ids_meaningful:  # contiguous expert map
                 per = e // ep
-                return tuple(tuple((i, 1.0) for i in range(r * per, (r + 1) * per)) for r in range(ep))
+                return tuple(
+                    tuple((i, 1.0) for i in range(r * per, (r + 1) * per)) for r in range(ep)
+                )
             order = sorted(range(e), key=lambda i: -self.shares[i])
             return tuple(tuple((i, 1.0) for i in order[r::ep]) for r in range(ep))
         return _eplb(self.shares, self.redundant, ep)
@@ -145,7 +156,9 @@ class ExpertRouting:
         ranks = self._memo.get((k, ep))
         if ranks is None:  # per rank, each replica's chance of being picked by one token
             p = self.selection_probs(k)
-            ranks = self._memo[(k, ep)] = tuple(tuple(p[i] * f for i, f in rep) for rep in self.placement(ep))
+            ranks = self._memo[(k, ep)] = tuple(
+                tuple(p[i] * f for i, f in rep) for rep in self.placement(ep)
+            )
         rows, touched = 0.0, 0.0
         for q in ranks:
             r = sum(q) * t
@@ -162,19 +175,25 @@ class ExpertRouting:
         return self.rank_load(1.0, k, ep)[1] * ep / k
 
 
-def _eplb(shares: tuple[float, ...], redundant: int, ep: int) -> tuple[tuple[tuple[int, float], ...], ...]:
+def _eplb(
+    shares: tuple[float, ...], redundant: int, ep: int
+) -> tuple[tuple[tuple[int, float], ...], ...]:
     """EPLB's replicate-then-pack on expected loads (see module docstring)."""
     e = len(shares)
     slots = e + redundant
     if slots % ep:
-        raise ConfigError(f"{e} experts + {redundant} redundant = {slots} slots do not split over ep {ep}: "
-                          f"use a redundant count that makes the total a multiple of {ep}")
+        raise ConfigError(
+            f"{e} experts + {redundant} redundant = {slots} slots do not split over ep {ep}: "
+            f"use a redundant count that makes the total a multiple of {ep}"
+        )
     count = [1] * e
     for _ in range(redundant):  # the expert with the highest load per replica gets one more
         i = max(range(e), key=lambda j: (shares[j] / count[j], -j))
         count[i] += 1
-    replicas = sorted(((shares[i] / count[i], i) for i in range(e) for _ in range(count[i])),
-                      key=lambda x: (-x[0], x[1]))
+    replicas = sorted(
+        ((shares[i] / count[i], i) for i in range(e) for _ in range(count[i])),
+        key=lambda x: (-x[0], x[1]),
+    )
     per_rank = slots // ep
     load = [0.0] * ep
     held: list[list[tuple[int, float]]] = [[] for _ in range(ep)]
@@ -191,5 +210,7 @@ def replica_bytes(routing: ExpertRouting, model, shards, parallel) -> float:
     the MoE layers (``cost/memory.py`` splits weights over ``tp * pp`` alike)."""
     moe = model.moe
     mats = 3 if model.gated_mlp else 2
-    per_expert = mats * model.hidden_size * moe.expert_ffn_size * shards.we / (parallel.tp / parallel.ep)
+    per_expert = (
+        mats * model.hidden_size * moe.expert_ffn_size * shards.we / (parallel.tp / parallel.ep)
+    )
     return routing.extra_weight_bytes(per_expert, model.num_moe_layers, parallel.ep) / parallel.pp

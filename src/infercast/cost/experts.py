@@ -49,12 +49,18 @@ class ExpertPrecision:
         """``"<format>/<compute>"``, e.g. ``"mxfp4/bf16"`` (W4A16) or ``"mxfp4/fp8"`` (W4A8)."""
         fmt, _, compute = spec.strip().lower().partition("/")
         if fmt not in FORMAT_BYTES or not compute:
-            raise ConfigError(f"expert precision {spec!r}: use <format>/<compute dtype> with format one of "
-                              f"{', '.join(FORMAT_BYTES)}, e.g. mxfp4/bf16")
-        return cls(FORMAT_BYTES[fmt], compute, f"{fmt} experts, {compute} compute", f"{fmt}/{compute}")
+            raise ConfigError(
+                f"expert precision {spec!r}: use <format>/<compute dtype> with format one of "
+                f"{', '.join(FORMAT_BYTES)}, e.g. mxfp4/bf16"
+            )
+        return cls(
+            FORMAT_BYTES[fmt], compute, f"{fmt} experts, {compute} compute", f"{fmt}/{compute}"
+        )
 
 
-def resolve_precision(model: str, hardware: HardwareSpec, weights: str, experts: str | None) -> tuple[str, str | None, str]:
+def resolve_precision(
+    model: str, hardware: HardwareSpec, weights: str, experts: str | None
+) -> tuple[str, str | None, str]:
     """(weights dtype, experts spec or None, a note on where they come from) for a run.
 
     ``weights="checkpoint"`` serves the model as published (:func:`served_precision`); a
@@ -65,11 +71,14 @@ def resolve_precision(model: str, hardware: HardwareSpec, weights: str, experts:
     if weights.strip().lower() == "checkpoint":
         weights, expert_spec = served_precision(model, hardware)
         note = f"weights as the checkpoint ships them: {weights}" + (
-            f", routed experts {expert_spec.replace('/', ' with ')} compute" if expert_spec else "")
+            f", routed experts {expert_spec.replace('/', ' with ')} compute" if expert_spec else ""
+        )
         unknown = unknown_quantization(model)
         if unknown:
-            raise ConfigError(f"{model}: its quantization_config (quant_method {unknown!r}) is not one infercast "
-                              "reads: pass --weights (e.g. int4, fp8)")
+            raise ConfigError(
+                f"{model}: its quantization_config (quant_method {unknown!r}) is not one infercast "
+                "reads: pass --weights (e.g. int4, fp8)"
+            )
         if checkpoint_weights(model) is None and not expert_spec:
             note = "weights: the checkpoint's config names no dtype, bf16 assumed (pass --weights)"
     if experts is not None:

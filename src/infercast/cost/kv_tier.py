@@ -55,13 +55,20 @@ def host_link(hw) -> tuple[float, str]:
     elif hw.pcie_bandwidth_bytes_per_s >= 3e10:
         name = "pcie-gen4-x16"
     else:
-        raise ConfigError(f"hardware {hw.key!r} has no host link in its spec: give --host-link-gbps "
-                          "(host-to-device GB/s per GPU)")
+        raise ConfigError(
+            f"hardware {hw.key!r} has no host link in its spec: give --host-link-gbps "
+            "(host-to-device GB/s per GPU)"
+        )
     row = links[name]
     if row["measured_bytes_per_s"]:
-        return float(row["measured_bytes_per_s"]), f"{name} measured ({row['citation'].split(';')[0]})"
+        return float(
+            row["measured_bytes_per_s"]
+        ), f"{name} measured ({row['citation'].split(';')[0]})"
     bw = float(row["unidir_bytes_per_s"]) * _measured_fraction()
-    return bw, f"{name} spec x {_measured_fraction():.3f} (the measured Gen5 fraction; no measurement shipped)"
+    return (
+        bw,
+        f"{name} spec x {_measured_fraction():.3f} (the measured Gen5 fraction; no measurement shipped)",
+    )
 
 
 @dataclass(frozen=True)
@@ -89,7 +96,9 @@ class KvReload:
         return max(compute_s, load) if self.overlap else compute_s + load
 
 
-def host_blocks(offload_gib: float, kv_bytes_per_token_per_gpu: float, gpus: int, block_size: int) -> int:
+def host_blocks(
+    offload_gib: float, kv_bytes_per_token_per_gpu: float, gpus: int, block_size: int
+) -> int:
     """Blocks a replica's ``offload_gib`` GiB of host DRAM holds (every GPU's shard of each block)."""
     if not offload_gib > 0:
         raise ConfigError(f"KV offload {offload_gib!r} GiB must be > 0")
@@ -102,5 +111,8 @@ def reload_vs_recompute(step_model, link_bytes_per_s: float, chunk: int = 2048) 
     of ``chunk`` tokens (the cost model's expected time), and their ratio (> 1: offload pays)."""
     reload_s = step_model.kv_bytes_per_token / link_bytes_per_s
     recompute_s = step_model.prefill_cost(chunk).time_s / chunk
-    return {"reload_s_per_token": reload_s, "recompute_s_per_token": recompute_s,
-            "recompute_over_reload": recompute_s / reload_s}
+    return {
+        "reload_s_per_token": reload_s,
+        "recompute_s_per_token": recompute_s,
+        "recompute_over_reload": recompute_s / reload_s,
+    }

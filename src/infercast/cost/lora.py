@@ -49,8 +49,10 @@ def parse_targets(spec: str) -> tuple[str, ...]:
         names = ALIASES.get(part, (part,))
         for n in names:
             if n not in TARGETS:
-                raise ConfigError(f"LoRA target {part!r}: use names from {', '.join(TARGETS)} "
-                                  f"or {', '.join(ALIASES)}")
+                raise ConfigError(
+                    f"LoRA target {part!r}: use names from {', '.join(TARGETS)} "
+                    f"or {', '.join(ALIASES)}"
+                )
             if n not in out:
                 out.append(n)
     if not out:
@@ -76,7 +78,9 @@ class LoraSpec:
         if self.adapters < 1:
             raise ConfigError(f"LoRA adapters {self.adapters}: must be >= 1")
         if self.slots is not None and self.slots < 1:
-            raise ConfigError(f"LoRA slots {self.slots}: must be >= 1 (adapters resident on the GPU)")
+            raise ConfigError(
+                f"LoRA slots {self.slots}: must be >= 1 (adapters resident on the GPU)"
+            )
 
     def resident(self, max_seqs: int) -> int:
         """Adapters held on the GPU: ``slots``, else every adapter a full batch could use."""
@@ -98,11 +102,19 @@ def layer_shapes(model, targets: tuple[str, ...]) -> list[tuple[str, int, int]]:
     if a.kind == "mla" and any(t in ("q", "k", "v", "o") for t in targets):
         raise ConfigError(f"{model.name}: LoRA on MLA attention is not modelled: target mlp only")
     if model.is_moe and any(t in ALIASES["mlp"] for t in targets):
-        raise ConfigError(f"{model.name}: LoRA on routed experts is not modelled: target attn (q,k,v,o)")
+        raise ConfigError(
+            f"{model.name}: LoRA on routed experts is not modelled: target attn (q,k,v,o)"
+        )
     h, ffn = model.hidden_size, max((x.ffn_size for x in model.layers), default=0)
-    dims = {"q": (h, a.num_heads * a.head_dim), "k": (h, a.num_kv_heads * a.head_dim),
-            "v": (h, a.num_kv_heads * a.v_head_dim), "o": (a.num_heads * a.v_head_dim, h),
-            "gate": (h, ffn), "up": (h, ffn), "down": (ffn, h)}
+    dims = {
+        "q": (h, a.num_heads * a.head_dim),
+        "k": (h, a.num_kv_heads * a.head_dim),
+        "v": (h, a.num_kv_heads * a.v_head_dim),
+        "o": (a.num_heads * a.v_head_dim, h),
+        "gate": (h, ffn),
+        "up": (h, ffn),
+        "down": (ffn, h),
+    }
     if not model.gated_mlp and "gate" in targets:
         raise ConfigError(f"{model.name} has no gate projection: drop gate from the LoRA targets")
     return [(t, *dims[t]) for t in targets]
@@ -128,17 +140,25 @@ class LoraStepModel(StepModel):
         self.adapter_bytes = self._params * lora.weight_bytes
         max_seqs = kwargs.get("max_seqs", 256)
         self.hit_ratio = lora.hit_ratio(max_seqs)
-        self.load_s = self.adapter_bytes / host_bandwidth_bytes_per_s if host_bandwidth_bytes_per_s > 0 else 0.0
+        self.load_s = (
+            self.adapter_bytes / host_bandwidth_bytes_per_s
+            if host_bandwidth_bytes_per_s > 0
+            else 0.0
+        )
         if self.hit_ratio < 1.0 and self.load_s <= 0.0:
-            raise ConfigError(f"LoRA slots below the adapter count need the host link's bandwidth: "
-                              f"{self.hardware.key} has none in its spec (add pcie_bandwidth_bytes_per_s)")
+            raise ConfigError(
+                f"LoRA slots below the adapter count need the host link's bandwidth: "
+                f"{self.hardware.key} has none in its spec (add pcie_bandwidth_bytes_per_s)"
+            )
         act = 0.0  # activation elements moved per token (input, intermediate twice, output twice)
         for name, d_in, d_out in self._shapes:
             i, o = (d_in / tp, d_out) if name in _ROW_PARALLEL else (d_in, d_out / tp)
             act += i + 2 * lora.rank + 2 * o
         self._act_bytes_per_token = act * layers * self.precision.activation_bytes
-        self.memory = replace(self.memory, weight_bytes=self.memory.weight_bytes
-                              + lora.resident(max_seqs) * self.adapter_bytes)
+        self.memory = replace(
+            self.memory,
+            weight_bytes=self.memory.weight_bytes + lora.resident(max_seqs) * self.adapter_bytes,
+        )
         self._lora_cache: dict[tuple[int, int], OpTime] = {}
 
     def lora_op(self, tokens: int, seqs: int) -> OpTime:
@@ -148,9 +168,15 @@ class LoraStepModel(StepModel):
         if hit is None:
             d = self.lora.distinct(seqs)
             weights = d * self.adapter_bytes
-            op = OpCost("lora (sgmv shrink+expand)", GEMM, 2.0 * self._params * tokens,
-                        weights + self._act_bytes_per_token * tokens / 2, self._act_bytes_per_token * tokens / 2,
-                        tokens / d if d else 0.0, compulsory_bytes=weights)
+            op = OpCost(
+                "lora (sgmv shrink+expand)",
+                GEMM,
+                2.0 * self._params * tokens,
+                weights + self._act_bytes_per_token * tokens / 2,
+                self._act_bytes_per_token * tokens / 2,
+                tokens / d if d else 0.0,
+                compulsory_bytes=weights,
+            )
             hit = time_op(op, self.machine, self.profile)
             if len(self._lora_cache) < 1 << 16:
                 self._lora_cache[key] = hit
@@ -164,7 +190,9 @@ class LoraStepModel(StepModel):
     def step_cost(self, new_tokens, cached_tokens, num_logits=None) -> StepCost:
         base = super().step_cost(new_tokens, cached_tokens, num_logits)
         op = self.lora_op(base.num_tokens, base.num_seqs)
-        return replace(base, ops=base.ops + (op,), _overlap_floor_s=self._overlap_floor(base.ops + (op,)))
+        return replace(
+            base, ops=base.ops + (op,), _overlap_floor_s=self._overlap_floor(base.ops + (op,))
+        )
 
     def step_time_s(self, new_tokens, cached_tokens) -> float:
         base = StepModel.step_time_s(self, new_tokens, cached_tokens)
@@ -172,14 +200,21 @@ class LoraStepModel(StepModel):
         starts = sum(1 for n, c in zip(new, cached_tokens, strict=True) if n > 1 and c == 0)
         return base + self._extra_s(sum(new), len(new), starts)
 
-    def mixed_step_time_s(self, num_decode, decode_cached_sum, new_tokens=(), cached_tokens=()) -> float:
+    def mixed_step_time_s(
+        self, num_decode, decode_cached_sum, new_tokens=(), cached_tokens=()
+    ) -> float:
         if not self._all_full:  # the base class would call the overridden step_time_s
             share = decode_cached_sum / num_decode if num_decode else 0.0
-            return self.step_time_s([1] * num_decode + list(new_tokens),
-                                    [share] * num_decode + list(cached_tokens))
-        base = StepModel.mixed_step_time_s(self, num_decode, decode_cached_sum, new_tokens, cached_tokens)
+            return self.step_time_s(
+                [1] * num_decode + list(new_tokens), [share] * num_decode + list(cached_tokens)
+            )
+        base = StepModel.mixed_step_time_s(
+            self, num_decode, decode_cached_sum, new_tokens, cached_tokens
+        )
         starts = sum(1 for n, c in zip(new_tokens, cached_tokens, strict=True) if n > 1 and c == 0)
-        return base + self._extra_s(num_decode + sum(new_tokens), num_decode + len(new_tokens), starts)
+        return base + self._extra_s(
+            num_decode + sum(new_tokens), num_decode + len(new_tokens), starts
+        )
 
     def chunk_step_time_s(self, num_decode, decode_cached_sum, n, c) -> float:
         return self.mixed_step_time_s(num_decode, decode_cached_sum, [n], [c])

@@ -82,8 +82,13 @@ class MemoryPlan:
         return f"needs {fmt_bytes(need)} per GPU, has {fmt_bytes(have)}"
 
 
-def activation_reserve_bytes(model: ModelSpec, precision: Precision, parallel: Parallelism,
-                             max_batched_tokens: int, max_seqs: int) -> float:
+def activation_reserve_bytes(
+    model: ModelSpec,
+    precision: Precision,
+    parallel: Parallelism,
+    max_batched_tokens: int,
+    max_seqs: int,
+) -> float:
     """Peak live activations of the largest step, per GPU (see module docstring)."""
     a, tp = model.attention, parallel.tp
     ffn = max([layer.ffn_size for layer in model.layers] + [0])
@@ -95,10 +100,16 @@ def activation_reserve_bytes(model: ModelSpec, precision: Precision, parallel: P
     return max_batched_tokens * per_token + logits
 
 
-def plan_memory(model: ModelSpec, hardware: HardwareSpec, precision: Precision, parallel: Parallelism,
-                memory_fraction: float = DEFAULT_MEMORY_FRACTION,
-                max_batched_tokens: int = DEFAULT_MAX_BATCHED_TOKENS,
-                max_seqs: int = DEFAULT_MAX_SEQS, expert_weight_bytes: float | None = None) -> MemoryPlan:
+def plan_memory(
+    model: ModelSpec,
+    hardware: HardwareSpec,
+    precision: Precision,
+    parallel: Parallelism,
+    memory_fraction: float = DEFAULT_MEMORY_FRACTION,
+    max_batched_tokens: int = DEFAULT_MAX_BATCHED_TOKENS,
+    max_seqs: int = DEFAULT_MAX_SEQS,
+    expert_weight_bytes: float | None = None,
+) -> MemoryPlan:
     """Per-GPU memory plan: weights split over tp*pp, KV heads split over tp (MLA latent replicated).
 
     ``expert_weight_bytes``: bytes per routed-expert weight when the experts have their own
@@ -118,7 +129,11 @@ def plan_memory(model: ModelSpec, hardware: HardwareSpec, precision: Precision, 
     elif model.attention.kind == "mla":
         shard = 1.0 / parallel.pp
     else:
-        shard = math.ceil(model.attention.num_kv_heads / parallel.tp) / model.attention.num_kv_heads / parallel.pp
+        shard = (
+            math.ceil(model.attention.num_kv_heads / parallel.tp)
+            / model.attention.num_kv_heads
+            / parallel.pp
+        )
     kv_tok = model.kv_bytes_per_token(precision.kv_bytes) * shard
     act = activation_reserve_bytes(model, precision, parallel, max_batched_tokens, max_seqs)
     return MemoryPlan(
@@ -133,12 +148,15 @@ def plan_memory(model: ModelSpec, hardware: HardwareSpec, precision: Precision, 
     )
 
 
-def fit_suggestions(plan: MemoryPlan, batch: int, context: int, parallel: Parallelism,
-                    precision: Precision) -> list[str]:
+def fit_suggestions(
+    plan: MemoryPlan, batch: int, context: int, parallel: Parallelism, precision: Precision
+) -> list[str]:
     """What would make a configuration fit: more TP, FP8 KV, a smaller batch or context."""
     tips = []
     if not plan.weights_fit:
-        tips.append(f"weights alone need {fmt_bytes(plan.weight_bytes)} per GPU: raise --tp (now {parallel.tp}) or quantize --weights")
+        tips.append(
+            f"weights alone need {fmt_bytes(plan.weight_bytes)} per GPU: raise --tp (now {parallel.tp}) or quantize --weights"
+        )
         return tips
     mb = plan.max_batch(context)
     tips.append(f"batch <= {mb} at context {context}")

@@ -61,8 +61,12 @@ class OpCost:
     count: int = 1
     link_bytes: float = 0.0
     collectives: float = 0.0
-    compulsory_bytes: float = 0.0  # traffic no fusion can avoid: weights, KV read/write, gathered rows
-    expert: bool = False  # a routed-expert GEMM: runs at the experts' own compute dtype (cost/experts.py)
+    compulsory_bytes: float = (
+        0.0  # traffic no fusion can avoid: weights, KV read/write, gathered rows
+    )
+    expert: bool = (
+        False  # a routed-expert GEMM: runs at the experts' own compute dtype (cost/experts.py)
+    )
 
     @property
     def bytes(self) -> float:
@@ -75,20 +79,59 @@ class OpCost:
 
     def scaled(self, count: int) -> OpCost:
         """This op repeated over ``count`` layers."""
-        return OpCost(self.name, self.kind, self.flops * count, self.bytes_read * count,
-                      self.bytes_written * count, self.m_tokens, self.count * count,
-                      self.link_bytes * count, self.collectives * count, self.compulsory_bytes * count, self.expert)
+        return OpCost(
+            self.name,
+            self.kind,
+            self.flops * count,
+            self.bytes_read * count,
+            self.bytes_written * count,
+            self.m_tokens,
+            self.count * count,
+            self.link_bytes * count,
+            self.collectives * count,
+            self.compulsory_bytes * count,
+            self.expert,
+        )
 
 
-def gemm(name: str, m: float, k: float, n: float, w_bytes: float, a_bytes: float, weight_bytes: float | None = None) -> OpCost:
+def gemm(
+    name: str,
+    m: float,
+    k: float,
+    n: float,
+    w_bytes: float,
+    a_bytes: float,
+    weight_bytes: float | None = None,
+) -> OpCost:
     """A dense GEMM [m, k] x [k, n]; ``weight_bytes`` overrides k*n*w (MoE: touched experts)."""
     wb = k * n * w_bytes if weight_bytes is None else weight_bytes
-    return OpCost(name, GEMM, 2.0 * m * k * n, wb + m * k * a_bytes, m * n * a_bytes, m_tokens=m, compulsory_bytes=wb)
+    return OpCost(
+        name,
+        GEMM,
+        2.0 * m * k * n,
+        wb + m * k * a_bytes,
+        m * n * a_bytes,
+        m_tokens=m,
+        compulsory_bytes=wb,
+    )
 
 
-def elementwise(name: str, elems_in: float, elems_out: float, a_bytes: float, flops_per_elem: float = 1.0, extra_bytes: float = 0.0) -> OpCost:
-    return OpCost(name, ELEMENTWISE, flops_per_elem * elems_in, elems_in * a_bytes + extra_bytes, elems_out * a_bytes,
-                  compulsory_bytes=extra_bytes)
+def elementwise(
+    name: str,
+    elems_in: float,
+    elems_out: float,
+    a_bytes: float,
+    flops_per_elem: float = 1.0,
+    extra_bytes: float = 0.0,
+) -> OpCost:
+    return OpCost(
+        name,
+        ELEMENTWISE,
+        flops_per_elem * elems_in,
+        elems_in * a_bytes + extra_bytes,
+        elems_out * a_bytes,
+        compulsory_bytes=extra_bytes,
+    )
 
 
 # ---- attention statistics -------------------------------------------------------
@@ -120,7 +163,9 @@ def _chunk_prefix(x: np.ndarray, w: float) -> np.ndarray:
     return q * w * (w + 1) / 2 + r * (r + 1) / 2
 
 
-def span_pairs(kind: str, window: float, new: np.ndarray, cached: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def span_pairs(
+    kind: str, window: float, new: np.ndarray, cached: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(pairs with cached keys, pairs with new keys, cached entries read) per sequence."""
     if kind == ATTN_FULL or window <= 0:
         return new * cached, new * (new + 1) / 2, cached
@@ -143,8 +188,12 @@ def span_stats(kind: str, window: float, new: np.ndarray, cached: np.ndarray) ->
     dec = new == 1
     pre = ~dec
     return SpanStats(
-        float(pc[dec].sum()), float(pc[pre].sum()), float(pn[dec].sum()), float(pn[pre].sum()),
-        float(kv[dec].sum()), float(kv[pre].sum()),
+        float(pc[dec].sum()),
+        float(pc[pre].sum()),
+        float(pn[dec].sum()),
+        float(pn[pre].sum()),
+        float(kv[dec].sum()),
+        float(kv[pre].sum()),
     )
 
 
@@ -152,15 +201,23 @@ def span_stats(kind: str, window: float, new: np.ndarray, cached: np.ndarray) ->
 class Shards:
     """Per-GPU shapes of a model under a parallel layout and precision."""
 
-    def __init__(self, model: ModelSpec, precision: Precision, parallel: Parallelism,
-                 expert_weight_bytes: float | None = None, routing: ExpertRouting | None = None):
+    def __init__(
+        self,
+        model: ModelSpec,
+        precision: Precision,
+        parallel: Parallelism,
+        expert_weight_bytes: float | None = None,
+        routing: ExpertRouting | None = None,
+    ):
         a = model.attention
         self.routing = routing  # skewed routing (cost/expert_routing.py); None = uniform
         tp = parallel.tp
         self.model, self.prec, self.par = model, precision, parallel
         self.h = model.hidden_size
         self.w = precision.weight_bytes
-        self.we = self.w if expert_weight_bytes is None else expert_weight_bytes  # routed experts' own storage
+        self.we = (
+            self.w if expert_weight_bytes is None else expert_weight_bytes
+        )  # routed experts' own storage
         self.a = precision.activation_bytes
         self.kvb = precision.kv_bytes
         # Attention data parallel: whole attention per GPU over its 1/tp share of the sequences.
@@ -188,7 +245,16 @@ class Shards:
                 ops.append(gemm("q_proj", t, h, self.heads * qk, w, ab))
             ops.append(gemm("kv_a_proj", t, h, a.kv_lora_rank + a.qk_rope_head_dim, w, ab))
             # kv_b: decode applies it to q/o (absorbed), prefill to new tokens' latents: T rows either way.
-            ops.append(gemm("kv_b_proj", t, a.kv_lora_rank, self.heads * (a.qk_nope_head_dim + a.v_head_dim), w, ab))
+            ops.append(
+                gemm(
+                    "kv_b_proj",
+                    t,
+                    a.kv_lora_rank,
+                    self.heads * (a.qk_nope_head_dim + a.v_head_dim),
+                    w,
+                    ab,
+                )
+            )
             ops.append(gemm("o_proj", t, self.heads * a.v_head_dim, h, w, ab))
             return ops
         qkv_n = self.heads * a.head_dim + self.kv_elems
@@ -202,13 +268,25 @@ class Shards:
         a, ab, kvb = self.model.attention, self.a, self.kvb
         if self.attn_dp:  # this GPU's sequences only: an even share of every sum
             f = self.attn_share
-            s = SpanStats(s.pairs_cached_dec * f, s.pairs_cached_pre * f, s.pairs_new_dec * f,
-                          s.pairs_new_pre * f, s.kv_read_dec * f, s.kv_read_pre * f)
+            s = SpanStats(
+                s.pairs_cached_dec * f,
+                s.pairs_cached_pre * f,
+                s.pairs_new_dec * f,
+                s.pairs_new_pre * f,
+                s.kv_read_dec * f,
+                s.kv_read_pre * f,
+            )
             new_tokens = new_tokens * f
         if a.kind == "mla":
             dec_qk, dec_v = a.kv_lora_rank + a.qk_rope_head_dim, a.kv_lora_rank
             pre_qk, pre_v = a.qk_nope_head_dim + a.qk_rope_head_dim, a.v_head_dim
-            expand = 2.0 * a.kv_lora_rank * self.heads * (a.qk_nope_head_dim + a.v_head_dim) * s.kv_read_pre
+            expand = (
+                2.0
+                * a.kv_lora_rank
+                * self.heads
+                * (a.qk_nope_head_dim + a.v_head_dim)
+                * s.kv_read_pre
+            )
         else:
             dec_qk = pre_qk = a.head_dim
             dec_v = pre_v = a.v_head_dim
@@ -216,14 +294,16 @@ class Shards:
         per_pair_dec = 2.0 * self.heads * (dec_qk + dec_v)
         per_pair_pre = 2.0 * self.heads * (pre_qk + pre_v)
         cached = OpCost(
-            "attention (cached KV)", ATTENTION,
+            "attention (cached KV)",
+            ATTENTION,
             flops=per_pair_dec * s.pairs_cached_dec + per_pair_pre * s.pairs_cached_pre + expand,
             bytes_read=(s.kv_read_dec + s.kv_read_pre) * self.kv_elems * kvb,
             compulsory_bytes=(s.kv_read_dec + s.kv_read_pre) * self.kv_elems * kvb,
         )
         q_elems = self.heads * (a.head_dim if a.kind != "mla" else dec_qk)
         new = OpCost(
-            "attention (new tokens)", ATTENTION,
+            "attention (new tokens)",
+            ATTENTION,
             flops=per_pair_dec * s.pairs_new_dec + per_pair_pre * s.pairs_new_pre,
             bytes_read=new_tokens * (q_elems + self.kv_elems) * ab,
             bytes_written=new_tokens * (self.heads * a.v_head_dim * ab + self.kv_elems * kvb),
@@ -264,26 +344,48 @@ class Shards:
         e, k, f = moe.num_experts, moe.experts_per_token, moe.expert_ffn_size
         touched = e * (1.0 - (1.0 - k / e) ** t) if t > 0 else 0.0
         rows = t * k  # token-expert pairs
-        if self.routing is not None:  # skew: the busiest EP rank's load, as if every rank carried it
+        if (
+            self.routing is not None
+        ):  # skew: the busiest EP rank's load, as if every rank carried it
             rank_touched, rank_rows = self.routing.rank_load(t, k, ep)
             touched, rows = rank_touched * ep, rank_rows * ep
         m_per_expert = rows / touched if touched else 0.0
         local = rows / ep  # rows this rank's experts run, each with the full hidden size
-        gate_up = OpCost("moe.experts.gate_up", GEMM, 2.0 * rows * h * 2 * f / tp,
-                         touched * h * 2 * f * w / tp + local * h * ab, rows * 2 * f * ab / tp, m_per_expert,
-                         compulsory_bytes=touched * h * 2 * f * w / tp, expert=True)
-        down = OpCost("moe.experts.down", GEMM, 2.0 * rows * f * h / tp,
-                      touched * f * h * w / tp + rows * f * ab / tp, local * h * ab, m_per_expert,
-                      compulsory_bytes=touched * f * h * w / tp, expert=True)
-        ops = [gemm("moe.router", t, h, e, self.w, ab), gate_up,
-               elementwise("moe.act", rows * 2 * f / tp, rows * f / tp, ab, 4.0), down,
-               elementwise("moe.finalize", local * h, t * self.attn_share * h, ab)]
+        gate_up = OpCost(
+            "moe.experts.gate_up",
+            GEMM,
+            2.0 * rows * h * 2 * f / tp,
+            touched * h * 2 * f * w / tp + local * h * ab,
+            rows * 2 * f * ab / tp,
+            m_per_expert,
+            compulsory_bytes=touched * h * 2 * f * w / tp,
+            expert=True,
+        )
+        down = OpCost(
+            "moe.experts.down",
+            GEMM,
+            2.0 * rows * f * h / tp,
+            touched * f * h * w / tp + rows * f * ab / tp,
+            local * h * ab,
+            m_per_expert,
+            compulsory_bytes=touched * f * h * w / tp,
+            expert=True,
+        )
+        ops = [
+            gemm("moe.router", t, h, e, self.w, ab),
+            gate_up,
+            elementwise("moe.act", rows * 2 * f / tp, rows * f / tp, ab, 4.0),
+            down,
+            elementwise("moe.finalize", local * h, t * self.attn_share * h, ab),
+        ]
         if moe.num_shared_experts:
             ops += self.dense_mlp_ops("moe.shared", moe.num_shared_experts * moe.shared_ffn_size, t)
         return ops
 
     def norm_op(self, name: str, t: float) -> OpCost:
-        return elementwise(name, t * self.h, t * self.h, self.a, flops_per_elem=4.0, extra_bytes=self.h * self.w)
+        return elementwise(
+            name, t * self.h, t * self.h, self.a, flops_per_elem=4.0, extra_bytes=self.h * self.w
+        )
 
     def comm_ops(self, layer: LayerSpec, t: float) -> list[OpCost]:
         """TP all-reduces (two per layer, one for parallel blocks) and EP all-to-alls.
@@ -306,13 +408,21 @@ class Shards:
         if layer.moe and ep > 1 and self.attn_dp:
             reduces -= 1
             rows = t * self.attn_share * self.model.moe.experts_per_token  # type: ignore[union-attr]
-            if self.routing is not None and self.model.moe is not None:  # the busiest rank gets its share
+            if (
+                self.routing is not None and self.model.moe is not None
+            ):  # the busiest rank gets its share
                 rows *= self.routing.imbalance(self.model.moe.experts_per_token, ep)
             a2a = 2 * alltoall_link_bytes(rows * self.h * self.a, ep)  # dispatch + combine
             ops.append(OpCost("ep all-to-all", COMM, link_bytes=a2a, collectives=2))
         if tp > 1 and reduces:
-            ops.append(OpCost("tp all-reduce", COMM, link_bytes=reduces * ring_allreduce_link_bytes(buf, tp),
-                              collectives=reduces))
+            ops.append(
+                OpCost(
+                    "tp all-reduce",
+                    COMM,
+                    link_bytes=reduces * ring_allreduce_link_bytes(buf, tp),
+                    collectives=reduces,
+                )
+            )
         return ops
 
     def layer_token_ops(self, layer: LayerSpec, t: float) -> list[OpCost]:
@@ -327,15 +437,34 @@ class Shards:
         m, tp = self.model, self.par.tp
         v = m.vocab_size / tp
         head = gemm("lm_head", logits, self.h, v, self.w, self.a)
-        head = OpCost(head.name, GEMM, head.flops, head.bytes_read, logits * v * 4.0, logits,
-                      compulsory_bytes=head.compulsory_bytes)
+        head = OpCost(
+            head.name,
+            GEMM,
+            head.flops,
+            head.bytes_read,
+            logits * v * 4.0,
+            logits,
+            compulsory_bytes=head.compulsory_bytes,
+        )
         ops = [
-            OpCost("embedding gather", GATHER, 0.0, t * self.h * self.w, t * self.h * self.a,
-                   compulsory_bytes=t * self.h * self.w),
+            OpCost(
+                "embedding gather",
+                GATHER,
+                0.0,
+                t * self.h * self.w,
+                t * self.h * self.a,
+                compulsory_bytes=t * self.h * self.w,
+            ),
             self.norm_op("final_norm", t),
             head,
         ]
         if self.par.pp > 1:
-            ops.append(OpCost("pp send/recv", COMM, link_bytes=(self.par.pp - 1) * t * self.h * self.a,
-                              collectives=self.par.pp - 1))
+            ops.append(
+                OpCost(
+                    "pp send/recv",
+                    COMM,
+                    link_bytes=(self.par.pp - 1) * t * self.h * self.a,
+                    collectives=self.par.pp - 1,
+                )
+            )
         return ops

@@ -45,12 +45,26 @@ DEFAULT_PROFILE = "shipped"  # what every command's --profile defaults to
 
 # hardware key prefix -> family; the longest matching prefix wins
 HARDWARE_FAMILIES = {
-    "a100": "ampere", "rtx-3090": "ampere", "a10": "ampere",
-    "h100": "hopper", "h200": "hopper", "gh200": "hopper", "h800": "hopper",
-    "b200": "blackwell", "b300": "blackwell", "gb200": "blackwell", "gb300": "blackwell",
-    "rtx-pro-6000": "blackwell", "dgx-spark": "blackwell", "rtx-5090": "blackwell",
-    "l40s": "ada", "l4": "ada", "rtx-4090": "ada",
-    "mi": "amd", "tpu": "tpu", "apple": "apple",
+    "a100": "ampere",
+    "rtx-3090": "ampere",
+    "a10": "ampere",
+    "h100": "hopper",
+    "h200": "hopper",
+    "gh200": "hopper",
+    "h800": "hopper",
+    "b200": "blackwell",
+    "b300": "blackwell",
+    "gb200": "blackwell",
+    "gb300": "blackwell",
+    "rtx-pro-6000": "blackwell",
+    "dgx-spark": "blackwell",
+    "rtx-5090": "blackwell",
+    "l40s": "ada",
+    "l4": "ada",
+    "rtx-4090": "ada",
+    "mi": "amd",
+    "tpu": "tpu",
+    "apple": "apple",
 }
 # profile-group engine families: trtllm-engine is TensorRT-LLM's TensorRT engine flow, trtllm its PyTorch flow
 ENGINE_FAMILIES = ("trtllm", "trtllm-engine", "vllm", "sglang", "llamacpp", "gpt-fast", "other")
@@ -58,19 +72,24 @@ ENGINE_FAMILIES = ("trtllm", "trtllm-engine", "vllm", "sglang", "llamacpp", "gpt
 
 def hardware_family(hardware: str) -> str:
     """ampere | hopper | blackwell | ada | amd | tpu | apple | other, by key prefix."""
-    best = max((p for p in HARDWARE_FAMILIES if hardware.lower().startswith(p)), key=len, default=None)
+    best = max(
+        (p for p in HARDWARE_FAMILIES if hardware.lower().startswith(p)), key=len, default=None
+    )
     return HARDWARE_FAMILIES[best] if best else "other"
-
 
 
 def _fields(values: dict[str, Any], where: str) -> dict[str, float]:
     for k, v in values.items():  # a known field as text or true is an error, not "not given"
         if k in FIELD_NAMES and (isinstance(v, bool) or not isinstance(v, int | float)):
             raise ConfigError(f"{where}: {k} = {v!r} is not a number; write e.g. {k} = 0.8")
-    nums = {k: v for k, v in values.items() if isinstance(v, int | float) and not isinstance(v, bool)}
+    nums = {
+        k: v for k, v in values.items() if isinstance(v, int | float) and not isinstance(v, bool)
+    }
     unknown = sorted(set(nums) - set(FIELD_NAMES))
     if unknown:
-        raise ConfigError(f"{where} has unknown field(s) {', '.join(unknown)}; known: {', '.join(FIELD_NAMES)}")
+        raise ConfigError(
+            f"{where} has unknown field(s) {', '.join(unknown)}; known: {', '.join(FIELD_NAMES)}"
+        )
     return {k: float(v) for k, v in nums.items()}
 
 
@@ -92,14 +111,21 @@ class ProfileSet:
 
     def to_toml(self) -> str:
         """The file layout of the module docstring."""
-        lines = ["# infercast efficiency profile set (infercast calibrate); see docs/validation.md", "",
-                 "[profile]", f'name = "{self.default.name}"']
+        lines = [
+            "# infercast efficiency profile set (infercast calibrate); see docs/validation.md",
+            "",
+            "[profile]",
+            f'name = "{self.default.name}"',
+        ]
         lines += [f"{f} = {_num(getattr(self.default, f))}" for f in FIELD_NAMES]
         for key in sorted(self.groups):
             prof = self.groups[key]
             lines += ["", f'[groups."{key}"]']
-            lines += [f"{f} = {_num(getattr(prof, f))}" for f in FIELD_NAMES
-                      if getattr(prof, f) != getattr(self.default, f)]
+            lines += [
+                f"{f} = {_num(getattr(prof, f))}"
+                for f in FIELD_NAMES
+                if getattr(prof, f) != getattr(self.default, f)
+            ]
         if self.fit:
             lines += ["", "[fit]"] + [f"{k} = {_value(v)}" for k, v in self.fit.items()]
         return "\n".join(lines) + "\n"
@@ -129,7 +155,9 @@ def parse_profile_set(data: dict[str, Any], where: str, stem: str = "profile") -
     for key, values in (data.get("groups") or {}).items():
         if not isinstance(values, dict):
             raise ConfigError(f"{where}: groups.{key} must be a table of profile fields")
-        groups[key] = default.with_updates(name=f"{default.name}:{key}", **_fields(values, f"{where} group {key!r}"))
+        groups[key] = default.with_updates(
+            name=f"{default.name}:{key}", **_fields(values, f"{where} group {key!r}")
+        )
     return ProfileSet(default, groups, dict(data.get("fit") or {}))
 
 
@@ -144,7 +172,9 @@ def load_profile_set(path: str | Path | None) -> ProfileSet:
     return parse_profile_set(data, str(p), p.stem)
 
 
-def resolve_profile(path: str | None, hardware_key: str, engine: str | None = None) -> EfficiencyProfile:
+def resolve_profile(
+    path: str | None, hardware_key: str, engine: str | None = None
+) -> EfficiencyProfile:
     """The profile a command times steps with (its ``--profile`` / ``--engine``).
 
     ``path``: None or ``"shipped"`` = the fitted set in the package (the default of every

@@ -58,8 +58,9 @@ def op_floor_s(op: OpCost, m: Machine) -> tuple[float, str]:
     return (compute, COMPUTE) if compute > memory else (memory, MEMORY)
 
 
-def efficiencies(kind: str, eff: EfficiencyProfile, dtype: str = "",
-                 m_tokens: float = 0.0) -> tuple[float, float]:
+def efficiencies(
+    kind: str, eff: EfficiencyProfile, dtype: str = "", m_tokens: float = 0.0
+) -> tuple[float, float]:
     """(compute, memory) efficiency factors an op of ``kind`` achieves: a GEMM its dtype's compute
     efficiency at ``m_tokens`` rows (``EfficiencyProfile.gemm_eff``) and ``mem_bw_eff``,
     attention its own pair, everything else (elementwise, gathers) the GEMM compute and
@@ -71,8 +72,9 @@ def efficiencies(kind: str, eff: EfficiencyProfile, dtype: str = "",
     return eff.gemm_compute_eff, eff.elementwise_bw_eff
 
 
-def expected_s(flops: float, nbytes: float, peak: float, bandwidth: float, c_eff: float,
-               b_eff: float) -> tuple[float, str]:
+def expected_s(
+    flops: float, nbytes: float, peak: float, bandwidth: float, c_eff: float, b_eff: float
+) -> tuple[float, str]:
     """The expected-time formula (module docstring): max(FLOPs / (peak c_eff), bytes / (bandwidth
     b_eff)) and what binds. Every timer uses it: :func:`op_expected_s` per op, the step model's
     affine ops, and (generated over sums) its attention function."""
@@ -81,8 +83,9 @@ def expected_s(flops: float, nbytes: float, peak: float, bandwidth: float, c_eff
     return (compute, COMPUTE) if compute > memory else (memory, MEMORY)
 
 
-def comm_expected_s(link_bytes: float, collectives: float, m: Machine,
-                    eff: EfficiencyProfile) -> float:
+def comm_expected_s(
+    link_bytes: float, collectives: float, m: Machine, eff: EfficiencyProfile
+) -> float:
     """Expected time of a collective: its link bytes at the profile's link efficiency, plus one
     latency per collective."""
     bandwidth = m.link_bandwidth * eff.comm_bw_eff

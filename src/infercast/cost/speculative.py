@@ -59,7 +59,9 @@ def beta_params(mean: float, std: float) -> tuple[float, float]:
     """Beta(alpha, beta) with the given mean and standard deviation."""
     var = std * std
     if var <= 0 or var >= mean * (1 - mean):
-        raise ConfigError(f"acceptance spread {std} must be in (0, sqrt(mean*(1-mean)) = {np.sqrt(mean * (1 - mean)):.3f})")
+        raise ConfigError(
+            f"acceptance spread {std} must be in (0, sqrt(mean*(1-mean)) = {np.sqrt(mean * (1 - mean)):.3f})"
+        )
     common = mean * (1 - mean) / var - 1
     return mean * common, (1 - mean) * common
 
@@ -93,10 +95,13 @@ class SpeculativeConfig:
 
     def __post_init__(self) -> None:
         if self.method not in METHODS:
-            raise ConfigError(f"speculative method {self.method!r}: use one of {', '.join(METHODS)}")
+            raise ConfigError(
+                f"speculative method {self.method!r}: use one of {', '.join(METHODS)}"
+            )
         if self.num_speculative_tokens < 1:
-            raise ConfigError("`num_speculative_tokens` must be >= 1, "
-                              f"got {self.num_speculative_tokens}")
+            raise ConfigError(
+                f"`num_speculative_tokens` must be >= 1, got {self.num_speculative_tokens}"
+            )
         if not 0.0 <= self.acceptance <= 1.0:
             raise ConfigError(f"`acceptance` must be in [0, 1], got {self.acceptance}")
         if self.verify_tokens and self.verify_tokens < self.num_speculative_tokens + 1:
@@ -149,7 +154,9 @@ class SpecStep:
 class SpeculativeModel:
     """Costs speculative decoding for a target ``StepModel`` (and a drafter StepModel for ``draft``)."""
 
-    def __init__(self, target: StepModel, config: SpeculativeConfig, draft: StepModel | None = None):
+    def __init__(
+        self, target: StepModel, config: SpeculativeConfig, draft: StepModel | None = None
+    ):
         self.target, self.config = target, config
         if config.method == "draft":
             if draft is None:
@@ -157,14 +164,19 @@ class SpeculativeModel:
             self.drafter = draft
         else:
             head = head_model(target.model, config.draft_layers)
-            self.drafter = StepModel(head, target.hardware, target.precision, target.parallel, target.profile)
+            self.drafter = StepModel(
+                head, target.hardware, target.precision, target.parallel, target.profile
+            )
 
     def step(self, batch: int, context: int) -> SpecStep:
         """One draft + verify step of ``batch`` sequences at ``context`` tokens."""
         c = self.config
         cached = max(context - 1, 0)
         overhead = self.drafter.profile.step_overhead_s  # charged once, with the verify step
-        draft = sum(self.drafter.step_time_s([1] * batch, [cached + i] * batch) - overhead for i in range(c.k))
+        draft = sum(
+            self.drafter.step_time_s([1] * batch, [cached + i] * batch) - overhead
+            for i in range(c.k)
+        )
         verify = self.target.step_time_s([c.width] * batch, [cached] * batch)
         plain = self.target.step_time_s([1] * batch, [cached] * batch)
         return SpecStep(draft, verify, plain, c.tokens_per_step)

@@ -119,37 +119,52 @@ def _tp_link(hw: HardwareSpec, gpus_per_replica: int) -> tuple[HardwareSpec, tup
     if gpus_per_replica <= 1 or hw.link_bandwidth_bytes_per_s > 0:
         return hw, ()
     if hw.pcie_bandwidth_bytes_per_s <= 0:
-        raise ConfigError(f"hardware {hw.key!r} has no scale-up link and no PCIe bandwidth: use --tp 1 --pp 1 "
-                          "or add link_bandwidth_bytes_per_s (or pcie_bandwidth_bytes_per_s) to its spec")
+        raise ConfigError(
+            f"hardware {hw.key!r} has no scale-up link and no PCIe bandwidth: use --tp 1 --pp 1 "
+            "or add link_bandwidth_bytes_per_s (or pcie_bandwidth_bytes_per_s) to its spec"
+        )
     pcie = hw.pcie_bandwidth_bytes_per_s
     note = f"{hw.key} has no NVLink-class link: TP/PP traffic crosses PCIe at {pcie / 1e9:,.0f} GB/s per GPU"
     return tp_link(hw, gpus_per_replica), (note,)
 
 
-def _expert_peak(hw: HardwareSpec, experts: ExpertPrecision | None, notes: list[str]) -> tuple[float, str]:
+def _expert_peak(
+    hw: HardwareSpec, experts: ExpertPrecision | None, notes: list[str]
+) -> tuple[float, str]:
     """Peak and dtype of the routed experts' GEMMs (0, "" when they share the step's precision)."""
     if experts is None:
         return 0.0, ""
     dtype = next((d for d in (experts.compute, "bf16", "fp16", "fp32") if hw.peak_flops(d)), None)
     if dtype is None:
-        raise ConfigError(f"hardware {hw.key!r} has no dense FLOP/s figure in its spec: add flops_per_s for {experts.compute}")
+        raise ConfigError(
+            f"hardware {hw.key!r} has no dense FLOP/s figure in its spec: add flops_per_s for {experts.compute}"
+        )
     if dtype != experts.compute:
-        notes.append(f"{hw.key} has no {experts.compute} peak: expert matmuls computed at the {dtype} peak")
+        notes.append(
+            f"{hw.key} has no {experts.compute} peak: expert matmuls computed at the {dtype} peak"
+        )
     return float(hw.peak_flops(dtype) or 0.0), dtype
 
 
-def _machine(hw: HardwareSpec, prec: Precision,
-             experts: ExpertPrecision | None = None) -> tuple[Machine, Precision, tuple[str, ...]]:
+def _machine(
+    hw: HardwareSpec, prec: Precision, experts: ExpertPrecision | None = None
+) -> tuple[Machine, Precision, tuple[str, ...]]:
     """Resolve peaks; a compute dtype the part lacks falls back to 16-bit, with a note."""
     notes: list[str] = []
     if hw.memory_bandwidth_bytes_per_s <= 0:
-        raise ConfigError(f"hardware {hw.key!r} has no memory bandwidth in its spec: pick a specific variant or add one")
+        raise ConfigError(
+            f"hardware {hw.key!r} has no memory bandwidth in its spec: pick a specific variant or add one"
+        )
     compute = prec.compute
     if hw.peak_flops(compute) is None:
         fallback = next((d for d in ("bf16", "fp16", "fp32") if hw.peak_flops(d)), None)
         if fallback is None:
-            raise ConfigError(f"hardware {hw.key!r} has no dense FLOP/s figure in its spec: add flops_per_s for {compute}")
-        notes.append(f"{hw.key} has no {compute} peak: matmuls computed at the {fallback} peak (weight-only {prec.weights})")
+            raise ConfigError(
+                f"hardware {hw.key!r} has no dense FLOP/s figure in its spec: add flops_per_s for {compute}"
+            )
+        notes.append(
+            f"{hw.key} has no {compute} peak: matmuls computed at the {fallback} peak (weight-only {prec.weights})"
+        )
         compute = fallback
         prec = Precision(prec.weights, compute, prec.kv_cache)
     sixteen = hw.peak_flops("bf16") or hw.peak_flops("fp16") or hw.peak_flops("fp32")
@@ -157,15 +172,28 @@ def _machine(hw: HardwareSpec, prec: Precision,
     # the attention output feeds an FP8 or NVFP4 GEMM or the KV cache is FP8 (``fp8_context_fmha = is_fp8_out
     # or is_fp4_out or (has_fp8_kv_cache() and use_paged_context_fmha)``, tensorrt_llm/_torch/attention_backend/trtllm.py)
     narrow = compute in ("fp8", "fp4")
-    attn_peak = hw.peak_flops("fp8") if (prec.kv_cache == "fp8" and narrow and hw.peak_flops("fp8")) else sixteen
+    attn_peak = (
+        hw.peak_flops("fp8")
+        if (prec.kv_cache == "fp8" and narrow and hw.peak_flops("fp8"))
+        else sixteen
+    )
     if compute == "fp32":
         attn_peak = hw.peak_flops("fp32")
     if not attn_peak:
-        notes.append(f"{hw.key} has no 16-bit peak in its spec: attention timed at the {compute} peak")
+        notes.append(
+            f"{hw.key} has no 16-bit peak in its spec: attention timed at the {compute} peak"
+        )
         attn_peak = hw.peak_flops(compute)
     expert_peak, expert_dtype = _expert_peak(hw, experts, notes)
-    m = Machine(hw.peak_flops(compute) or 0.0, attn_peak or 0.0, hw.memory_bandwidth_bytes_per_s,
-                hw.link_bandwidth_bytes_per_s, compute, expert_peak, expert_dtype)
+    m = Machine(
+        hw.peak_flops(compute) or 0.0,
+        attn_peak or 0.0,
+        hw.memory_bandwidth_bytes_per_s,
+        hw.link_bandwidth_bytes_per_s,
+        compute,
+        expert_peak,
+        expert_dtype,
+    )
     return m, prec, tuple(notes)
 
 
@@ -174,18 +202,29 @@ def _fold_layer_overhead(profile: EfficiencyProfile, layers: int) -> EfficiencyP
     layer once, pipeline stages included), so every step time adds one fixed overhead."""
     if not profile.layer_overhead_s:
         return profile
-    return profile.with_updates(step_overhead_s=profile.step_overhead_s + profile.layer_overhead_s * layers,
-                                layer_overhead_s=0.0)
+    return profile.with_updates(
+        step_overhead_s=profile.step_overhead_s + profile.layer_overhead_s * layers,
+        layer_overhead_s=0.0,
+    )
 
 
 class StepModel:
     """Forward-step cost of one replica: ``model`` on ``hardware`` at ``precision`` and ``parallel``."""
 
-    def __init__(self, model: ModelSpec, hardware: HardwareSpec, precision: Precision | None = None,
-                 parallel: Parallelism | None = None, profile: EfficiencyProfile | None = None,
-                 memory_fraction: float = DEFAULT_MEMORY_FRACTION, max_batched_tokens: int = 8192,
-                 max_seqs: int = 256, experts: ExpertPrecision | None = None, whole_heads: bool = True,
-                 routing: ExpertRouting | None = None):
+    def __init__(
+        self,
+        model: ModelSpec,
+        hardware: HardwareSpec,
+        precision: Precision | None = None,
+        parallel: Parallelism | None = None,
+        profile: EfficiencyProfile | None = None,
+        memory_fraction: float = DEFAULT_MEMORY_FRACTION,
+        max_batched_tokens: int = 8192,
+        max_seqs: int = 256,
+        experts: ExpertPrecision | None = None,
+        whole_heads: bool = True,
+        routing: ExpertRouting | None = None,
+    ):
         """``experts``: the routed experts' own storage and compute (``cost/experts.py``) when a
         checkpoint quantizes only them (gpt-oss: MXFP4 experts beside BF16 attention); None = ``precision``.
         ``whole_heads``: refuse a TP size that splits attention heads unevenly, as engines do
@@ -198,24 +237,44 @@ class StepModel:
         if whole_heads:
             check_attention_split(model, self.parallel)
         self.experts = experts if model.is_moe else None
-        self.machine, self.precision, self.notes = _machine(hardware, precision or Precision(), self.experts)
+        self.machine, self.precision, self.notes = _machine(
+            hardware, precision or Precision(), self.experts
+        )
         self.notes += link_notes
         expert_bytes = self.experts.weight_bytes if self.experts else None
         self.routing = routing if model.is_moe else None
         self.shards = Shards(model, self.precision, self.parallel, expert_bytes, self.routing)
-        self.memory: MemoryPlan = plan_memory(model, hardware, self.precision, self.parallel,
-                                              memory_fraction, max_batched_tokens, max_seqs, expert_bytes)
+        self.memory: MemoryPlan = plan_memory(
+            model,
+            hardware,
+            self.precision,
+            self.parallel,
+            memory_fraction,
+            max_batched_tokens,
+            max_seqs,
+            expert_bytes,
+        )
         if self.routing is not None and self.routing.redundant:
-            self.memory = replace(self.memory, weight_bytes=self.memory.weight_bytes
-                                  + replica_bytes(self.routing, model, self.shards, self.parallel))
+            self.memory = replace(
+                self.memory,
+                weight_bytes=self.memory.weight_bytes
+                + replica_bytes(self.routing, model, self.shards, self.parallel),
+            )
         self._token_cache: dict[tuple[int, int], tuple[tuple[OpTime, ...], float]] = {}
         self._affine_cache: dict[int, tuple[float, float]] = {}
         self._spans = tuple({(layer.attention, layer.window): 0 for layer in model.layers})
-        self._span_counts = {s: sum(1 for x in model.layers if (x.attention, x.window) == s) for s in self._spans}
+        self._span_counts = {
+            s: sum(1 for x in model.layers if (x.attention, x.window) == s) for s in self._spans
+        }
         self._all_full = all(kind == ATTN_FULL for kind, _ in self._spans)
-        self._lin_tokens, self._lin_logits = _compile(self._per_token_ops, 1), _compile(self._per_logit_ops, 1)
+        self._lin_tokens, self._lin_logits = (
+            _compile(self._per_token_ops, 1),
+            _compile(self._per_logit_ops, 1),
+        )
         self._attn_lin = self._compile_attention() if self._all_full else ()
-        self._attention = _attention_fn(self._attention_terms())  # x0..x6 (the seven sums) -> seconds
+        self._attention = _attention_fn(
+            self._attention_terms()
+        )  # x0..x6 (the seven sums) -> seconds
         self._tok_time_cache: dict[int, float] = {}
         self._logit_time_cache: dict[int, float] = {}
         self._moe_time_cache: dict[int, tuple[float, ...]] = {}
@@ -237,15 +296,18 @@ class StepModel:
         """Contexts up to which ``decode_affine`` is exact (window edge of windowed layers)."""
         return self.model.min_window - 1
 
-    def step_cost(self, new_tokens: Tokens, cached_tokens: Tokens,
-                  num_logits: int | None = None) -> StepCost:
+    def step_cost(
+        self, new_tokens: Tokens, cached_tokens: Tokens, num_logits: int | None = None
+    ) -> StepCost:
         """Itemised cost of one step (see module docstring for the batch description)."""
         new, cached = self._arrays(new_tokens, cached_tokens)
         t = int(new.sum())
         logits = len(new) if num_logits is None else num_logits
         token_ops, _ = self._token_ops(t, logits)
         ops = token_ops + self._attention_times(new, cached, t)
-        return StepCost(ops, self.profile.step_overhead_s, t, len(new), self.notes, self._overlap_floor(ops))
+        return StepCost(
+            ops, self.profile.step_overhead_s, t, len(new), self.notes, self._overlap_floor(ops)
+        )
 
     def step_time_s(self, new_tokens: Tokens, cached_tokens: Tokens) -> float:
         """Expected time of one step, seconds (overhead included)."""
@@ -254,8 +316,13 @@ class StepModel:
         attn = sum(o.time_s for o in self._attention_times(new, cached, t))
         return self._token_time(t, len(new)) + attn + self.profile.step_overhead_s
 
-    def mixed_step_time_s(self, num_decode: int, decode_cached_sum: float,
-                          new_tokens: Sequence[int] = (), cached_tokens: Sequence[int] = ()) -> float:
+    def mixed_step_time_s(
+        self,
+        num_decode: int,
+        decode_cached_sum: float,
+        new_tokens: Sequence[int] = (),
+        cached_tokens: Sequence[int] = (),
+    ) -> float:
         """``step_time_s`` of ``num_decode`` one-token decodes whose cached contexts sum to
         ``decode_cached_sum``, plus the listed sequences; plain-float arithmetic, no arrays.
 
@@ -264,8 +331,9 @@ class StepModel:
         """
         if not self._all_full:
             share = decode_cached_sum / num_decode if num_decode else 0.0
-            return self.step_time_s([1] * num_decode + list(new_tokens),
-                                    [share] * num_decode + list(cached_tokens))
+            return self.step_time_s(
+                [1] * num_decode + list(new_tokens), [share] * num_decode + list(cached_tokens)
+            )
         k = len(new_tokens)
         if k != len(cached_tokens):
             raise ValueError("new_tokens and cached_tokens must have the same length")
@@ -273,7 +341,15 @@ class StepModel:
         if k == 1 and new_tokens[0] != 1:  # one prefill chunk beside the decodes (the usual step)
             n, c = new_tokens[0], cached_tokens[0]  # the loop below, unrolled: same additions
             t = num_decode + n
-            x = (pc_dec, 0.0 + n * c, float(num_decode), 0.0 + n * (n + 1) / 2, kv_dec, 0.0 + c, float(t))
+            x = (
+                pc_dec,
+                0.0 + n * c,
+                float(num_decode),
+                0.0 + n * (n + 1) / 2,
+                kv_dec,
+                0.0 + c,
+                float(t),
+            )
         else:
             pc_pre = pn_pre = kv_pre = 0.0
             pn_dec = float(num_decode)
@@ -291,7 +367,9 @@ class StepModel:
             x = (pc_dec, pc_pre, pn_dec, pn_pre, kv_dec, kv_pre, float(t))
         attn = self._attention(*x)  # attention ops are linear in the sums
         tok, head = self._tok_time_cache.get(t), self._logit_time_cache.get(num_decode + k)
-        if tok is None or head is None or self._moe:  # a miss (or MoE ops): the method fills the memos
+        if (
+            tok is None or head is None or self._moe
+        ):  # a miss (or MoE ops): the method fills the memos
             return self._token_time(t, num_decode + k) + attn + self.profile.step_overhead_s
         return tok + head + attn + self.profile.step_overhead_s  # ``_token_time``'s hit, inlined
 
@@ -302,7 +380,9 @@ class StepModel:
             return self.mixed_step_time_s(num_decode, decode_cached_sum, [n], [c])
         t = num_decode + n
         pc = float(decode_cached_sum)  # ``mixed_step_time_s``'s unrolled one-chunk sums
-        attn = self._attention(pc, 0.0 + n * c, float(num_decode), 0.0 + n * (n + 1) / 2, pc, 0.0 + c, float(t))
+        attn = self._attention(
+            pc, 0.0 + n * c, float(num_decode), 0.0 + n * (n + 1) / 2, pc, 0.0 + c, float(t)
+        )
         tok, head = self._tok_time_cache.get(t), self._logit_time_cache.get(num_decode + 1)
         if tok is None or head is None:
             return self._token_time(t, num_decode + 1) + attn + self.profile.step_overhead_s
@@ -317,12 +397,20 @@ class StepModel:
         cols = [self.shards.attention_ops(b, 0.0) for b in basis]
         out = []
         for k in range(len(zero)):
-            fc = tuple(count * (c[k].flops - zero[k].flops) for c in cols) + (count * (per_t[k].flops - zero[k].flops),)
-            bc = tuple(count * (c[k].bytes - zero[k].bytes) for c in cols) + (count * (per_t[k].bytes - zero[k].bytes),)
+            fc = tuple(count * (c[k].flops - zero[k].flops) for c in cols) + (
+                count * (per_t[k].flops - zero[k].flops),
+            )
+            bc = tuple(count * (c[k].bytes - zero[k].bytes) for c in cols) + (
+                count * (per_t[k].bytes - zero[k].bytes),
+            )
             out.append((fc, bc))
         return tuple(out)
 
-    def _attention_terms(self) -> tuple[tuple[tuple[tuple[int, float], ...], tuple[tuple[int, float], ...], float, float], ...]:
+    def _attention_terms(
+        self,
+    ) -> tuple[
+        tuple[tuple[tuple[int, float], ...], tuple[tuple[int, float], ...], float, float], ...
+    ]:
         """``_attn_lin`` without its zero coefficients, with each op's roofline denominators.
 
         Same values as summing all seven products in order: the dropped terms are
@@ -332,7 +420,12 @@ class StepModel:
         c_eff, b_eff = efficiencies(ATTENTION, eff)  # expected_s's, as _attention_fn divides
         f_den, b_den = m.attn_peak_flops * c_eff, m.bandwidth * b_eff
         return tuple(
-            (tuple((i, c) for i, c in enumerate(fc) if c), tuple((i, c) for i, c in enumerate(bc) if c), f_den, b_den)
+            (
+                tuple((i, c) for i, c in enumerate(fc) if c),
+                tuple((i, c) for i, c in enumerate(bc) if c),
+                f_den,
+                b_den,
+            )
             for fc, bc in self._attn_lin
         )
 
@@ -361,8 +454,12 @@ class StepModel:
         """(compute_s, memory_s, link_s) of ``ops`` at peak: FLOPs / peak (attention at its own
         peak, routed experts at theirs), compulsory bytes / bandwidth, and the links' floors."""
         m = self.machine
-        compute = sum(o.op.flops / (m.attn_peak_flops if o.op.kind == "attention" else m.gemm_peak_dtype(o.op)[0])
-                      for o in ops if o.op.kind != "comm")
+        compute = sum(
+            o.op.flops
+            / (m.attn_peak_flops if o.op.kind == "attention" else m.gemm_peak_dtype(o.op)[0])
+            for o in ops
+            if o.op.kind != "comm"
+        )
         memory = sum(o.op.compulsory_bytes for o in ops) / m.bandwidth
         link = sum(o.floor_s for o in ops if o.op.kind == "comm")
         return compute, memory, link
@@ -389,7 +486,9 @@ class StepModel:
     def _moe_expert_ops(self, t: float) -> list[OpCost]:
         """The routed-expert GEMMs (not affine in t: distinct experts touched), all MoE layers."""
         n = self.model.num_moe_layers
-        return [op.scaled(n) for op in self.shards.moe_ops(t) if op.name.startswith(_NONAFFINE_PREFIX)]
+        return [
+            op.scaled(n) for op in self.shards.moe_ops(t) if op.name.startswith(_NONAFFINE_PREFIX)
+        ]
 
     def _per_logit_ops(self, logits: float) -> list[OpCost]:
         return [op for op in self.shards.head_ops(1, logits) if op.name == "lm_head"]
@@ -455,6 +554,7 @@ def _attention_fn(ops):
     not two closure calls per op). Each dot product is the left-to-right sum of ``coef * x[i]``
     (``0.0 + y`` is ``y``); coefficients are written as ``repr`` literals, which read back exactly.
     """
+
     def dot(terms) -> str:
         if not terms:
             return "0.0"
@@ -462,8 +562,11 @@ def _attention_fn(ops):
 
     lines = ["def attention(x0, x1, x2, x3, x4, x5, x6):", "    a = 0.0"]
     for f, b, f_den, b_den in ops:
-        lines += [f"    tf = ({dot(f)}) / ({f_den!r})", f"    tb = ({dot(b)}) / ({b_den!r})",
-                  "    a += tf if tf >= tb else tb"]  # max(tf, tb)
+        lines += [
+            f"    tf = ({dot(f)}) / ({f_den!r})",
+            f"    tb = ({dot(b)}) / ({b_den!r})",
+            "    a += tf if tf >= tb else tb",
+        ]  # max(tf, tb)
     lines.append("    return a")
     scope: dict = {"inf": float("inf"), "nan": float("nan")}  # what ``repr`` writes for those
     exec("\n".join(lines), scope)  # noqa: S102 -- source built above from floats only
@@ -515,9 +618,27 @@ def _compile(build, _unit: int) -> _Compiled:
         if a.name.startswith(_NONAFFINE_PREFIX):
             skip.add(a.name)
             continue
-        f1, b1, l1, c1 = b.flops - a.flops, b.bytes - a.bytes, b.link_bytes - a.link_bytes, b.collectives - a.collectives
-        lin.append(_LinOp(a.kind, a.flops - f1, f1, a.bytes - b1, b1, a.link_bytes - l1, l1, a.collectives - c1, c1,
-                          2 * a.m_tokens - b.m_tokens, b.m_tokens - a.m_tokens))
+        f1, b1, l1, c1 = (
+            b.flops - a.flops,
+            b.bytes - a.bytes,
+            b.link_bytes - a.link_bytes,
+            b.collectives - a.collectives,
+        )
+        lin.append(
+            _LinOp(
+                a.kind,
+                a.flops - f1,
+                f1,
+                a.bytes - b1,
+                b1,
+                a.link_bytes - l1,
+                l1,
+                a.collectives - c1,
+                c1,
+                2 * a.m_tokens - b.m_tokens,
+                b.m_tokens - a.m_tokens,
+            )
+        )
     return _Compiled(tuple(lin), frozenset(skip))
 
 
@@ -529,10 +650,19 @@ def _merge(ops: list[OpCost]) -> list[OpCost]:
         if prev is None:
             merged[op.name] = op
         elif prev.m_tokens == op.m_tokens:
-            merged[op.name] = OpCost(op.name, op.kind, prev.flops + op.flops, prev.bytes_read + op.bytes_read,
-                                     prev.bytes_written + op.bytes_written, op.m_tokens, prev.count + op.count,
-                                     prev.link_bytes + op.link_bytes, prev.collectives + op.collectives,
-                                     prev.compulsory_bytes + op.compulsory_bytes, op.expert)
+            merged[op.name] = OpCost(
+                op.name,
+                op.kind,
+                prev.flops + op.flops,
+                prev.bytes_read + op.bytes_read,
+                prev.bytes_written + op.bytes_written,
+                op.m_tokens,
+                prev.count + op.count,
+                prev.link_bytes + op.link_bytes,
+                prev.collectives + op.collectives,
+                prev.compulsory_bytes + op.compulsory_bytes,
+                op.expert,
+            )
         else:
             merged[f"{op.name}#{len(merged)}"] = op
     return list(merged.values())

@@ -82,8 +82,9 @@ class AsyncEngine:
         """Requests submitted and not yet running (inbox + scheduler's waiting queue)."""
         return self._inbox.qsize() + self.engine.num_waiting
 
-    def submit(self, request_id: str, prompt_ids: list[int], params: SamplingParams,
-               arrival_s: float) -> asyncio.Queue:
+    def submit(
+        self, request_id: str, prompt_ids: list[int], params: SamplingParams, arrival_s: float
+    ) -> asyncio.Queue:
         """Queue a request; returns the asyncio.Queue its TokenEvents arrive on."""
         with self._lock:
             if not self.alive:
@@ -159,8 +160,7 @@ class AsyncEngine:
                 return
             if isinstance(item, _Add):
                 try:
-                    self.engine.add(item.request_id, item.prompt_ids, item.params,
-                                    item.arrival_s)
+                    self.engine.add(item.request_id, item.prompt_ids, item.params, item.arrival_s)
                 except Exception as exc:  # noqa: BLE001 - validated by the server; fail it alone
                     why = str(exc) if isinstance(exc, InfercastError) else type(exc).__name__
                     self._deliver([TokenEvent(item.request_id, None, "", "error", why)])
@@ -173,8 +173,11 @@ class AsyncEngine:
     def _deliver(self, events: list[TokenEvent]) -> None:
         for ev in events:
             with self._lock:
-                target = (self._streams.pop(ev.request_id, None) if ev.finished
-                          else self._streams.get(ev.request_id))
+                target = (
+                    self._streams.pop(ev.request_id, None)
+                    if ev.finished
+                    else self._streams.get(ev.request_id)
+                )
             if target is not None:
                 loop, q = target
                 try:

@@ -68,8 +68,9 @@ class PrefillSpan:
         return PrefillSpan(columns, start, slots, tuple(blocks))
 
 
-def causal_attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, span: PrefillSpan,
-                     out: np.ndarray) -> None:
+def causal_attention(
+    q: np.ndarray, k: np.ndarray, v: np.ndarray, span: PrefillSpan, out: np.ndarray
+) -> None:
     """Attention of n new queries at positions start.. over ctx = start + n keys.
 
     q [Hq, d, n]; k [Hkv, ctx, d]; v [Hkv, d, ctx] (views are fine); writes out
@@ -85,8 +86,9 @@ def causal_attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, span: PrefillS
         _attention_block(q[..., i:j], k[:, :ctx], v1[..., :ctx], mask, out[..., i:j])
 
 
-def _attention_block(q: np.ndarray, k: np.ndarray, v1: np.ndarray, mask: np.ndarray,
-                     out: np.ndarray) -> None:
+def _attention_block(
+    q: np.ndarray, k: np.ndarray, v1: np.ndarray, mask: np.ndarray, out: np.ndarray
+) -> None:
     """One query block (see :func:`causal_attention`); v1 is V [Hkv, d, ctx] plus a row of ones.
 
     The 1/sqrt(d) scale goes on q (as it is copied into the grouped layout) and
@@ -98,15 +100,17 @@ def _attention_block(q: np.ndarray, k: np.ndarray, v1: np.ndarray, mask: np.ndar
     hkv = k.shape[0]
     g = hq // hkv
     qg = np.empty((hkv, d, g, n), dtype=np.float32)
-    np.multiply(q.reshape(hkv, g, d, n).transpose(0, 2, 1, 3), np.float32(1.0 / np.sqrt(d)),
-                out=qg)
+    np.multiply(q.reshape(hkv, g, d, n).transpose(0, 2, 1, 3), np.float32(1.0 / np.sqrt(d)), out=qg)
     scores = k @ qg.reshape(hkv, d, g * n)  # [Hkv, ctx, g*n]
     scores[:, -n:] += mask  # the block's own keys are the last n
     scores -= scores.max(axis=1, keepdims=True)
     np.exp(scores, out=scores)
     o = (v1 @ scores).reshape(hkv, d + 1, g, n)  # [Hkv, d + 1, g*n]: PV, then the sums
-    np.divide(o[:, :d].transpose(0, 2, 1, 3), o[:, d:].transpose(0, 2, 1, 3),
-              out=out.reshape(hkv, g, d, n))
+    np.divide(
+        o[:, :d].transpose(0, 2, 1, 3),
+        o[:, d:].transpose(0, 2, 1, 3),
+        out=out.reshape(hkv, g, d, n),
+    )
 
 
 @dataclass(frozen=True)
@@ -130,8 +134,12 @@ class DecodeGroup:
     width: int  # W: score columns (the widest request's segments)
 
 
-def decode_groups(columns: Sequence[int], tables: Sequence[Sequence[int]],
-                  contexts: Sequence[int], block_size: int) -> list[DecodeGroup]:
+def decode_groups(
+    columns: Sequence[int],
+    tables: Sequence[Sequence[int]],
+    contexts: Sequence[int],
+    block_size: int,
+) -> list[DecodeGroup]:
     """Group decode requests so padding to a group's longest context stays small.
 
     ``tables[i]``: request i's block table, ``contexts[i]``: its keys (cached +
@@ -150,12 +158,17 @@ def decode_groups(columns: Sequence[int], tables: Sequence[Sequence[int]],
         else:
             groups.append([i])
             real = ctx
-    return [_group([columns[i] for i in g], [tables[i] for i in g], [contexts[i] for i in g],
-                   block_size) for g in groups]
+    return [
+        _group(
+            [columns[i] for i in g], [tables[i] for i in g], [contexts[i] for i in g], block_size
+        )
+        for g in groups
+    ]
 
 
-def _group(columns: list[int], tables: list[Sequence[int]], contexts: list[int],
-           block_size: int) -> DecodeGroup:
+def _group(
+    columns: list[int], tables: list[Sequence[int]], contexts: list[int], block_size: int
+) -> DecodeGroup:
     parts = [segments(t, c, block_size) for t, c in zip(tables, contexts, strict=True)]
     width = max(len(valid) for _, valid in parts)
     valid = np.zeros((len(parts), width), dtype=bool)
@@ -167,8 +180,9 @@ def _group(columns: list[int], tables: list[Sequence[int]], contexts: list[int],
     return DecodeGroup(np.array(columns), tuple(segs for segs, _ in parts), mask, width)
 
 
-def segments(table: Sequence[int], context: int,
-             block_size: int) -> tuple[tuple[slice | np.ndarray, ...], np.ndarray]:
+def segments(
+    table: Sequence[int], context: int, block_size: int
+) -> tuple[tuple[slice | np.ndarray, ...], np.ndarray]:
     """A request's KV as segments (see :class:`DecodeGroup`) and which of their rows are keys."""
     nb = -(-context // block_size)
     blocks = np.asarray(table[:nb], dtype=np.int64)
@@ -179,20 +193,24 @@ def segments(table: Sequence[int], context: int,
     long = stops - starts >= MIN_RUN_BLOCKS
     segs: list[slice | np.ndarray] = [
         slice(int(order[a]) * block_size, (int(order[b - 1]) + 1) * block_size)
-        for a, b in zip(starts[long], stops[long], strict=True)]
+        for a, b in zip(starts[long], stops[long], strict=True)
+    ]
     seg_blocks = [order[a:b] for a, b in zip(starts[long], stops[long], strict=True)]
     if not long.all():
-        rest = np.concatenate([order[a:b] for a, b in zip(starts[~long], stops[~long], strict=True)])
+        rest = np.concatenate(
+            [order[a:b] for a, b in zip(starts[~long], stops[~long], strict=True)]
+        )
         segs.append((rest[:, None] * block_size + np.arange(block_size)).ravel())
         seg_blocks.append(rest)
     ids = np.concatenate(seg_blocks)
     valid = np.ones((nb, block_size), dtype=bool)
-    valid[ids == last, context - (nb - 1) * block_size:] = False
+    valid[ids == last, context - (nb - 1) * block_size :] = False
     return tuple(segs), valid.ravel()
 
 
-def decode_attention(q: np.ndarray, k_flat: np.ndarray, v_flat: np.ndarray,
-                     group: DecodeGroup, out: np.ndarray) -> None:
+def decode_attention(
+    q: np.ndarray, k_flat: np.ndarray, v_flat: np.ndarray, group: DecodeGroup, out: np.ndarray
+) -> None:
     """Attention of one new token per request for a group of decode requests.
 
     q, out [Hq, d, T] (the step's feature-major queries and attention output);
@@ -205,14 +223,17 @@ def decode_attention(q: np.ndarray, k_flat: np.ndarray, v_flat: np.ndarray,
     hkv = k_flat.shape[1]
     b, g = len(group.columns), hq // hkv
     qd = np.empty((b, hkv, g, d), dtype=np.float32)
-    np.multiply(q[:, :, group.columns].transpose(2, 0, 1), np.float32(1.0 / np.sqrt(d)),
-                out=qd.reshape(b, hq, d))
+    np.multiply(
+        q[:, :, group.columns].transpose(2, 0, 1),
+        np.float32(1.0 / np.sqrt(d)),
+        out=qd.reshape(b, hq, d),
+    )
     scores = np.empty((b, hkv, g, group.width), dtype=np.float32)
     for i, segs in enumerate(group.segments):
         at = 0
         for seg in segs:
             keys = k_flat[seg]  # [l, Hkv, d]: a view for a run, a copy for the rest
-            np.matmul(qd[i], keys.transpose(1, 2, 0), out=scores[i, ..., at: at + len(keys)])
+            np.matmul(qd[i], keys.transpose(1, 2, 0), out=scores[i, ..., at : at + len(keys)])
             at += len(keys)
         if at < group.width:
             scores[i, ..., at:] = 0.0  # padding: finite, then masked
@@ -226,7 +247,7 @@ def decode_attention(q: np.ndarray, k_flat: np.ndarray, v_flat: np.ndarray,
         at = 0
         for j, seg in enumerate(segs):
             values = v_flat[seg].transpose(1, 0, 2)  # [Hkv, l, d]
-            p = scores[i, ..., at: at + values.shape[1]]
+            p = scores[i, ..., at : at + values.shape[1]]
             if j == 0:
                 np.matmul(p, values, out=o[i])
             else:

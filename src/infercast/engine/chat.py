@@ -18,8 +18,12 @@ def _raise(message: str) -> None:
     raise ConfigError(f"chat template refused the messages: {message}")
 
 
-def render_chat(messages: Sequence[dict[str, str]], template: str | None,
-                bos_token: str = "", eos_token: str = "") -> str:
+def render_chat(
+    messages: Sequence[dict[str, str]],
+    template: str | None,
+    bos_token: str = "",
+    eos_token: str = "",
+) -> str:
     """The prompt text for ``messages`` ([{role, content}]), ending where the reply starts."""
     if not template:
         # No template: one "role: content" line per message, then the assistant's turn.
@@ -32,8 +36,11 @@ def render_chat(messages: Sequence[dict[str, str]], template: str | None,
     env.globals["raise_exception"] = _raise
     try:
         return env.from_string(template).render(
-            messages=list(messages), add_generation_prompt=True,
-            bos_token=bos_token, eos_token=eos_token)
+            messages=list(messages),
+            add_generation_prompt=True,
+            bos_token=bos_token,
+            eos_token=eos_token,
+        )
     except TemplateError as exc:
         raise ConfigError(f"chat template failed to render: {exc}") from None
 

@@ -41,8 +41,15 @@ class EngineModelConfig:
     def __post_init__(self) -> None:
         if self.head_dim == 0:
             object.__setattr__(self, "head_dim", self.hidden_size // max(self.num_heads, 1))
-        for key in ("hidden_size", "num_layers", "num_heads", "num_kv_heads",
-                    "intermediate_size", "vocab_size", "head_dim"):
+        for key in (
+            "hidden_size",
+            "num_layers",
+            "num_heads",
+            "num_kv_heads",
+            "intermediate_size",
+            "vocab_size",
+            "head_dim",
+        ):
             if getattr(self, key) <= 0:
                 raise ModelConfigError(f"model config {key}={getattr(self, key)} must be > 0")
         if self.num_heads % self.num_kv_heads:
@@ -147,21 +154,57 @@ def rope_type_of(scaling: Mapping[str, Any] | None) -> str:
 # SmolLM2-135M's shape family at ~100M parameters; "1b" is TinyLlama-1.1B's shape
 # (github.com/jzhang38/TinyLlama config: 2048 hidden, 22 layers, 32/4 heads, 5632 FFN).
 NAMED_SIZES: dict[str, dict[str, Any]] = {
-    "tiny": dict(hidden_size=64, num_layers=2, num_heads=4, num_kv_heads=2,
-                 intermediate_size=160, vocab_size=260, max_position_embeddings=512,
-                 rope_theta=10000.0, tie_word_embeddings=False),
-    "tiny-llama3": dict(hidden_size=64, num_layers=2, num_heads=4, num_kv_heads=1,
-                        intermediate_size=128, vocab_size=260, max_position_embeddings=512,
-                        rope_theta=500000.0, tie_word_embeddings=True,
-                        rope_scaling={"rope_type": "llama3", "factor": 8.0,
-                                      "low_freq_factor": 1.0, "high_freq_factor": 4.0,
-                                      "original_max_position_embeddings": 64}),
-    "100m": dict(hidden_size=768, num_layers=12, num_heads=12, num_kv_heads=4,
-                 intermediate_size=2048, vocab_size=32000, max_position_embeddings=2048,
-                 rope_theta=10000.0, tie_word_embeddings=True),
-    "1b": dict(hidden_size=2048, num_layers=22, num_heads=32, num_kv_heads=4,
-               intermediate_size=5632, vocab_size=32000, max_position_embeddings=2048,
-               rope_theta=10000.0, tie_word_embeddings=False),
+    "tiny": dict(
+        hidden_size=64,
+        num_layers=2,
+        num_heads=4,
+        num_kv_heads=2,
+        intermediate_size=160,
+        vocab_size=260,
+        max_position_embeddings=512,
+        rope_theta=10000.0,
+        tie_word_embeddings=False,
+    ),
+    "tiny-llama3": dict(
+        hidden_size=64,
+        num_layers=2,
+        num_heads=4,
+        num_kv_heads=1,
+        intermediate_size=128,
+        vocab_size=260,
+        max_position_embeddings=512,
+        rope_theta=500000.0,
+        tie_word_embeddings=True,
+        rope_scaling={
+            "rope_type": "llama3",
+            "factor": 8.0,
+            "low_freq_factor": 1.0,
+            "high_freq_factor": 4.0,
+            "original_max_position_embeddings": 64,
+        },
+    ),
+    "100m": dict(
+        hidden_size=768,
+        num_layers=12,
+        num_heads=12,
+        num_kv_heads=4,
+        intermediate_size=2048,
+        vocab_size=32000,
+        max_position_embeddings=2048,
+        rope_theta=10000.0,
+        tie_word_embeddings=True,
+    ),
+    "1b": dict(
+        hidden_size=2048,
+        num_layers=22,
+        num_heads=32,
+        num_kv_heads=4,
+        intermediate_size=5632,
+        vocab_size=32000,
+        max_position_embeddings=2048,
+        rope_theta=10000.0,
+        tie_word_embeddings=False,
+    ),
 }
 
 
@@ -170,5 +213,6 @@ def named_config(size: str) -> EngineModelConfig:
     if size not in NAMED_SIZES:
         raise ModelConfigError(f"unknown engine size {size!r}; use one of {sorted(NAMED_SIZES)}")
     # Byte tokenizer: ids 0-255 are bytes, 256 = BOS, 257 = EOS (see tokenizer.ByteTokenizer).
-    return EngineModelConfig(**NAMED_SIZES[size], bos_token_id=256, eos_token_ids=(257,),
-                             name=f"random-{size}")
+    return EngineModelConfig(
+        **NAMED_SIZES[size], bos_token_id=256, eos_token_ids=(257,), name=f"random-{size}"
+    )

@@ -27,8 +27,9 @@ class TimedRequest:
     output_tokens: int
 
 
-def replay(engine: Engine, requests: Sequence[TimedRequest],
-           sleep: Callable[[float], None] = time.sleep) -> list[RequestRecord]:
+def replay(
+    engine: Engine, requests: Sequence[TimedRequest], sleep: Callable[[float], None] = time.sleep
+) -> list[RequestRecord]:
     """Run ``requests`` through ``engine`` on its clock; returns the finished records.
 
     Outputs are forced to their length (greedy, EOS ignored), as a simulator
@@ -41,8 +42,7 @@ def replay(engine: Engine, requests: Sequence[TimedRequest],
         now = engine.clock() - t0
         while nxt < len(order) and requests[order[nxt]].arrival_s <= now:
             req = requests[order[nxt]]
-            params = SamplingParams(max_tokens=req.output_tokens, temperature=0.0,
-                                    ignore_eos=True)
+            params = SamplingParams(max_tokens=req.output_tokens, temperature=0.0, ignore_eos=True)
             engine.add(f"req-{order[nxt]}", list(req.prompt_ids), params, t0 + req.arrival_s)
             nxt += 1
         if engine.has_unfinished:

@@ -41,8 +41,9 @@ def make_model(loaded: LoadedModel, max_positions: int, backend: str, num_thread
     if backend == "torch":
         from infercast.engine.torch_model import TorchLlamaModel
 
-        return TorchLlamaModel(loaded.cfg, dense_weights(loaded.weights), max_positions,
-                               num_threads)
+        return TorchLlamaModel(
+            loaded.cfg, dense_weights(loaded.weights), max_positions, num_threads
+        )
     if loaded.weights_format != "fp32":  # compact matrices run PyTorch's kernels
         from infercast.engine.qlinear import import_torch
 
@@ -71,20 +72,29 @@ class EngineConfig:
     def __post_init__(self) -> None:
         if self.policy not in POLICIES:
             raise ConfigError(f"scheduler {self.policy!r}: use one of {', '.join(POLICIES)}")
-        for flag, value in (("--max-num-seqs", self.max_num_seqs),
-                            ("--max-num-batched-tokens", self.max_num_batched_tokens),
-                            ("block_size", self.block_size)):
+        for flag, value in (
+            ("--max-num-seqs", self.max_num_seqs),
+            ("--max-num-batched-tokens", self.max_num_batched_tokens),
+            ("block_size", self.block_size),
+        ):
             check_int(value, flag, 1, fix="give a positive integer")
         check_int(self.max_model_len, "--max-model-len", 2, fix="give at least 2 tokens")
-        check_number(self.kv_cache_bytes, "KV cache bytes (--kv-cache-gib)", 0, lo_open=True,
-                     fix="give a positive, finite size")
+        check_number(
+            self.kv_cache_bytes,
+            "KV cache bytes (--kv-cache-gib)",
+            0,
+            lo_open=True,
+            fix="give a positive, finite size",
+        )
         if self.backend not in BACKENDS:
             raise ConfigError(f"backend {self.backend!r}: use one of {', '.join(BACKENDS)}")
         if self.num_threads < 1:
             raise ConfigError(f"threads={self.num_threads}: use at least 1")
         if self.kv_cache_bytes <= 0 or self.max_model_len < 2:
-            raise ConfigError(f"kv cache {self.kv_cache_bytes} bytes / max_model_len "
-                              f"{self.max_model_len}: both must be positive (context >= 2)")
+            raise ConfigError(
+                f"kv cache {self.kv_cache_bytes} bytes / max_model_len "
+                f"{self.max_model_len}: both must be positive (context >= 2)"
+            )
 
     def num_blocks(self, kv_bytes_per_token: int) -> int:
         return max(1, int(self.kv_cache_bytes // (kv_bytes_per_token * self.block_size)))
@@ -93,9 +103,14 @@ class EngineConfig:
 class Engine:
     """A CPU inference engine for one loaded model (see module doc)."""
 
-    def __init__(self, loaded: LoadedModel, config: EngineConfig,
-                 clock: Callable[[], float], rng: np.random.Generator,
-                 step_observer: Callable[[Batch, float], None] | None = None) -> None:
+    def __init__(
+        self,
+        loaded: LoadedModel,
+        config: EngineConfig,
+        clock: Callable[[], float],
+        rng: np.random.Generator,
+        step_observer: Callable[[Batch, float], None] | None = None,
+    ) -> None:
         """``step_observer(batch, seconds)`` sees every executed step (calibration, tests)."""
         cfg = loaded.cfg
         self.step_observer = step_observer
@@ -105,11 +120,17 @@ class Engine:
         self.rng = rng
         self.max_model_len = min(config.max_model_len, cfg.max_position_embeddings)
         num_blocks = config.num_blocks(PagedKVStore.bytes_per_token(cfg))
-        self.scheduler = Scheduler(SchedulerConfig(
-            policy=config.policy, max_num_seqs=config.max_num_seqs,
-            max_num_batched_tokens=config.max_num_batched_tokens, block_size=config.block_size,
-            num_blocks=num_blocks, enable_prefix_caching=config.enable_prefix_caching,
-            max_model_len=self.max_model_len))
+        self.scheduler = Scheduler(
+            SchedulerConfig(
+                policy=config.policy,
+                max_num_seqs=config.max_num_seqs,
+                max_num_batched_tokens=config.max_num_batched_tokens,
+                block_size=config.block_size,
+                num_blocks=num_blocks,
+                enable_prefix_caching=config.enable_prefix_caching,
+                max_model_len=self.max_model_len,
+            )
+        )
         self.kv = PagedKVStore(cfg, num_blocks, config.block_size)
         self.model = make_model(loaded, self.max_model_len, config.backend, config.num_threads)
         # One controller, built once: threadpool_limits() rescans the loaded libraries
@@ -123,20 +144,38 @@ class Engine:
         self.num_steps = 0
 
     # ---- requests ------------------------------------------------------------
-    def add(self, request_id: str, prompt_ids: list[int], params: SamplingParams,
-            arrival_s: float | None = None) -> None:
+    def add(
+        self,
+        request_id: str,
+        prompt_ids: list[int],
+        params: SamplingParams,
+        arrival_s: float | None = None,
+    ) -> None:
         """Queue a request; ``max_tokens`` is clipped to what fits in max_model_len."""
         self.check_prompt(len(prompt_ids), params.max_tokens)
         room = self.max_model_len - len(prompt_ids)
         if params.max_tokens > room:
             params = _with_max_tokens(params, room)
-        seed_rng = (np.random.default_rng(params.numpy_seed) if params.seed is not None
-                    else np.random.default_rng(self.rng.integers(2**63)))
+        seed_rng = (
+            np.random.default_rng(params.numpy_seed)
+            if params.seed is not None
+            else np.random.default_rng(self.rng.integers(2**63))
+        )
         arrival = self.clock() if arrival_s is None else arrival_s
-        gen = Generation(request_id, prompt_ids, params, self.loaded.tokenizer, seed_rng,
-                         arrival, self.max_model_len)
-        hashes = (list(hash_token_blocks(prompt_ids, self.config.block_size))
-                  if self.config.enable_prefix_caching else [])
+        gen = Generation(
+            request_id,
+            prompt_ids,
+            params,
+            self.loaded.tokenizer,
+            seed_rng,
+            arrival,
+            self.max_model_len,
+        )
+        hashes = (
+            list(hash_token_blocks(prompt_ids, self.config.block_size))
+            if self.config.enable_prefix_caching
+            else []
+        )
         req = Request(request_id, len(prompt_ids), params.max_tokens, arrival, hashes)
         if not self.scheduler.add_request(req):
             raise ConfigError(f"request {request_id} cannot run: {req.reject_reason}")
@@ -155,17 +194,20 @@ class Engine:
         if num_prompt_tokens >= self.max_model_len:
             raise PromptTooLongError(
                 f"prompt has {num_prompt_tokens} tokens but the context is {self.max_model_len} "
-                "tokens (prompt + at least 1 output token); shorten the prompt")
+                "tokens (prompt + at least 1 output token); shorten the prompt"
+            )
         sc = self.scheduler.config
         total = min(num_prompt_tokens + max_tokens, self.max_model_len)
         if -(-(total - 1) // sc.block_size) > sc.num_blocks:
             raise ConfigError(
                 f"prompt + max_tokens = {total} tokens needs more KV blocks than the engine has "
-                f"({sc.num_blocks} x {sc.block_size} tokens); lower max_tokens or the prompt")
+                f"({sc.num_blocks} x {sc.block_size} tokens); lower max_tokens or the prompt"
+            )
         if sc.policy != "chunked" and num_prompt_tokens > sc.max_num_batched_tokens:
             raise ConfigError(
                 f"prompt has {num_prompt_tokens} tokens, more than max_num_batched_tokens="
-                f"{sc.max_num_batched_tokens} without chunked prefill; shorten it")
+                f"{sc.max_num_batched_tokens} without chunked prefill; shorten it"
+            )
 
     def abort(self, request_id: str, error: str | None = None) -> TokenEvent | None:
         """Stop a request and free its KV blocks; None if it already finished.
@@ -225,8 +267,14 @@ class Engine:
                 req = self.scheduler.requests[s.request_id]
                 gen.record.cached_prompt_tokens = req.num_cached_prompt_tokens
             stop = s.num_cached_tokens + s.num_new_tokens
-            inputs.append(SeqInput(gen.token_ids(s.num_cached_tokens, stop),
-                                   s.num_cached_tokens, s.block_table, s.samples))
+            inputs.append(
+                SeqInput(
+                    gen.token_ids(s.num_cached_tokens, stop),
+                    s.num_cached_tokens,
+                    s.block_table,
+                    s.samples,
+                )
+            )
         with self._blas.limit(limits=self.config.num_threads):
             logits = self.model.forward(inputs, self.kv)
         now = self.clock()

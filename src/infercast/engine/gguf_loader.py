@@ -37,8 +37,9 @@ def _fields(reader: Any) -> dict[str, Any]:
     return out
 
 
-def config_from_gguf(fields: dict[str, Any], name: str,
-                     rope_factors: np.ndarray | None) -> EngineModelConfig:
+def config_from_gguf(
+    fields: dict[str, Any], name: str, rope_factors: np.ndarray | None
+) -> EngineModelConfig:
     """The engine config from ``{arch}.*`` metadata (llama.cpp's key names)."""
     arch = fields.get("general.architecture")
     if arch != "llama":
@@ -58,8 +59,7 @@ def config_from_gguf(fields: dict[str, Any], name: str,
             num_heads=heads,
             num_kv_heads=int(fields.get("llama.attention.head_count_kv", heads)),
             intermediate_size=int(fields["llama.feed_forward_length"]),
-            vocab_size=int(fields.get("llama.vocab_size")
-                           or len(fields["tokenizer.ggml.tokens"])),
+            vocab_size=int(fields.get("llama.vocab_size") or len(fields["tokenizer.ggml.tokens"])),
             head_dim=int(fields.get("llama.attention.key_length") or hidden // heads),
             rms_norm_eps=float(fields.get("llama.attention.layer_norm_rms_epsilon", 1e-5)),
             rope_theta=float(fields.get("llama.rope.freq_base", 10000.0)),
@@ -76,12 +76,14 @@ def config_from_gguf(fields: dict[str, Any], name: str,
 def unpermute_rows(w: np.ndarray, n_heads: int) -> np.ndarray:
     """Undo llama.cpp's Q/K row permutation: [heads, 2, d/2] -> [heads, d/2, 2] order back."""
     out_dim = w.shape[0]
-    return (w.reshape(n_heads, out_dim // n_heads // 2, 2, *w.shape[1:])
-            .swapaxes(1, 2).reshape(w.shape))
+    return (
+        w.reshape(n_heads, out_dim // n_heads // 2, 2, *w.shape[1:]).swapaxes(1, 2).reshape(w.shape)
+    )
 
 
-def load_gguf(path: Path, weights: str = "auto"
-              ) -> tuple[EngineModelConfig, ModelWeights, HFTokenizer]:
+def load_gguf(
+    path: Path, weights: str = "auto"
+) -> tuple[EngineModelConfig, ModelWeights, HFTokenizer]:
     """Read a GGUF file; returns (config, weights in ``weights`` format, tokenizer).
 
     ``weights`` is ``auto`` (each matrix as stored, see the module doc) or one of
@@ -127,10 +129,14 @@ def load_gguf(path: Path, weights: str = "auto"
         lw = layer_from_parts(
             q=map_rows(matrix(p + "attn_q.weight"), lambda a: unpermute_rows(a, cfg.num_heads)),
             k=map_rows(matrix(p + "attn_k.weight"), lambda a: unpermute_rows(a, cfg.num_kv_heads)),
-            v=matrix(p + "attn_v.weight"), o=matrix(p + "attn_output.weight"),
-            gate=matrix(p + "ffn_gate.weight"), up=matrix(p + "ffn_up.weight"),
-            down=matrix(p + "ffn_down.weight"), attn_norm=get(p + "attn_norm.weight"),
-            mlp_norm=get(p + "ffn_norm.weight"))
+            v=matrix(p + "attn_v.weight"),
+            o=matrix(p + "attn_output.weight"),
+            gate=matrix(p + "ffn_gate.weight"),
+            up=matrix(p + "ffn_up.weight"),
+            down=matrix(p + "ffn_down.weight"),
+            attn_norm=get(p + "attn_norm.weight"),
+            mlp_norm=get(p + "ffn_norm.weight"),
+        )
         # A fused matrix is kept in the format of its first part (Q, gate).
         lw.wqkv = to_format(lw.wqkv, fmt(p + "attn_q.weight"))
         lw.wo = to_format(lw.wo, fmt(p + "attn_output.weight"))
@@ -141,8 +147,7 @@ def load_gguf(path: Path, weights: str = "auto"
     tied = "output.weight" not in tensors
     cfg = cfg.replace(tie_word_embeddings=tied)
     head = embed if tied else to_format(matrix("output.weight"), fmt("output.weight"))
-    w = ModelWeights(embed=embed, layers=layers, final_norm=get("output_norm.weight"),
-                     lm_head=head)
+    w = ModelWeights(embed=embed, layers=layers, final_norm=get("output_norm.weight"), lm_head=head)
     return cfg, w, tokenizer_from_gguf_fields(fields)
 
 
@@ -155,4 +160,5 @@ def _check_type(t) -> None:
     except (NotImplementedError, ValueError, KeyError):
         raise ModelConfigError(
             f"GGUF tensor {t.name} is {t.tensor_type.name}, a type this engine cannot run; "
-            f"use a file with Q4_0, Q4_1, Q8_0, F16 or F32 weights") from None
+            f"use a file with Q4_0, Q4_1, Q8_0, F16 or F32 weights"
+        ) from None

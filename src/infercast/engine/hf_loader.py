@@ -53,8 +53,9 @@ def read_safetensors(path: Path) -> dict[str, np.ndarray]:
     return tensors
 
 
-def load_hf_dir(path: Path, weights: str = "fp32"
-                ) -> tuple[EngineModelConfig, ModelWeights, HFTokenizer | None]:
+def load_hf_dir(
+    path: Path, weights: str = "fp32"
+) -> tuple[EngineModelConfig, ModelWeights, HFTokenizer | None]:
     """Config, weights and (if present) tokenizer of a HF Llama directory.
 
     ``weights``: ``auto`` keeps a BF16 checkpoint's matrices bf16 (float32 ones
@@ -75,16 +76,27 @@ def load_hf_dir(path: Path, weights: str = "fp32"
     layers = []
     for i in range(cfg.num_layers):
         p = f"model.layers.{i}."
-        layers.append(layer_from_parts(
-            q=get(p + "self_attn.q_proj.weight"), k=get(p + "self_attn.k_proj.weight"),
-            v=get(p + "self_attn.v_proj.weight"), o=get(p + "self_attn.o_proj.weight"),
-            gate=get(p + "mlp.gate_proj.weight"), up=get(p + "mlp.up_proj.weight"),
-            down=get(p + "mlp.down_proj.weight"), attn_norm=get(p + "input_layernorm.weight"),
-            mlp_norm=get(p + "post_attention_layernorm.weight")))
+        layers.append(
+            layer_from_parts(
+                q=get(p + "self_attn.q_proj.weight"),
+                k=get(p + "self_attn.k_proj.weight"),
+                v=get(p + "self_attn.v_proj.weight"),
+                o=get(p + "self_attn.o_proj.weight"),
+                gate=get(p + "mlp.gate_proj.weight"),
+                up=get(p + "mlp.up_proj.weight"),
+                down=get(p + "mlp.down_proj.weight"),
+                attn_norm=get(p + "input_layernorm.weight"),
+                mlp_norm=get(p + "post_attention_layernorm.weight"),
+            )
+        )
     embed = np.ascontiguousarray(get("model.embed_tokens.weight"))
     head = embed if cfg.tie_word_embeddings or "lm_head.weight" not in t else get("lm_head.weight")
-    w = ModelWeights(embed=embed, layers=layers, final_norm=get("model.norm.weight"),
-                     lm_head=np.ascontiguousarray(head))
+    w = ModelWeights(
+        embed=embed,
+        layers=layers,
+        final_norm=get("model.norm.weight"),
+        lm_head=np.ascontiguousarray(head),
+    )
     if weights == "auto":
         weights = "bf16" if any(_is_bf16(f) for f in path.glob("*.safetensors")) else "fp32"
     if weights != "fp32":
@@ -114,8 +126,8 @@ def save_hf_dir(path: Path, cfg: EngineModelConfig, w: ModelWeights) -> None:
     for i, lw in enumerate(w.layers):
         p = f"model.layers.{i}."
         t[p + "self_attn.q_proj.weight"] = lw.wqkv[:q]
-        t[p + "self_attn.k_proj.weight"] = lw.wqkv[q: q + kv]
-        t[p + "self_attn.v_proj.weight"] = lw.wqkv[q + kv:]
+        t[p + "self_attn.k_proj.weight"] = lw.wqkv[q : q + kv]
+        t[p + "self_attn.v_proj.weight"] = lw.wqkv[q + kv :]
         t[p + "self_attn.o_proj.weight"] = lw.wo
         t[p + "mlp.gate_proj.weight"] = lw.w_gate_up[:f]
         t[p + "mlp.up_proj.weight"] = lw.w_gate_up[f:]

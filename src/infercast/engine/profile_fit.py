@@ -44,8 +44,11 @@ class Fit:
 
     def ratios(self, kinds: Sequence[str] = GEMM_KINDS) -> list[float]:
         """measured (best CPU) / predicted for the points of ``kinds``."""
-        return [p.best_cpu_s / t for p, t in zip(self.points, self.predicted_s, strict=True)
-                if p.kind in kinds]
+        return [
+            p.best_cpu_s / t
+            for p, t in zip(self.points, self.predicted_s, strict=True)
+            if p.kind in kinds
+        ]
 
 
 def predict_s(point: Point, machine: Machine, profile: EfficiencyProfile) -> float:
@@ -55,8 +58,14 @@ def predict_s(point: Point, machine: Machine, profile: EfficiencyProfile) -> flo
     return sum(op_expected_s(op, machine, profile)[0] for op in point.ops)
 
 
-def _fit(points: list[Point], machine: Machine, base: EfficiencyProfile, names: Sequence[str],
-         starts: Sequence[Sequence[float]], upper: Sequence[float]) -> EfficiencyProfile:
+def _fit(
+    points: list[Point],
+    machine: Machine,
+    base: EfficiencyProfile,
+    names: Sequence[str],
+    starts: Sequence[Sequence[float]],
+    upper: Sequence[float],
+) -> EfficiencyProfile:
     """Least squares on log(predicted / measured) over ``names``, best of several starts."""
     from scipy.optimize import least_squares
 
@@ -76,12 +85,24 @@ def fit_profile(points: Sequence[Point], machine: Machine, name: str = "local-cp
     gemms = [p for p in points if p.kind in GEMM_KINDS]
     if gemms:
         starts = [(0.7, mh, 0.9) for mh in (2.0, 16.0, 64.0)]
-        prof = _fit(gemms, machine, prof, ("gemm_compute_eff", "gemm_m_half", "mem_bw_eff"),
-                    starts, (1.0, 4096.0, 1.0))
+        prof = _fit(
+            gemms,
+            machine,
+            prof,
+            ("gemm_compute_eff", "gemm_m_half", "mem_bw_eff"),
+            starts,
+            (1.0, 4096.0, 1.0),
+        )
     attn = [p for p in points if p.kind == "attention"]
     if attn:
-        prof = _fit(attn, machine, prof, ("attn_bw_eff", "attn_compute_eff"),
-                    [(0.5, 0.5), (0.1, 0.1)], (1.0, 1.0))
+        prof = _fit(
+            attn,
+            machine,
+            prof,
+            ("attn_bw_eff", "attn_compute_eff"),
+            [(0.5, 0.5), (0.1, 0.1)],
+            (1.0, 1.0),
+        )
     prof = _fit_overhead([p for p in points if p.kind == "overhead"], prof)
     predicted = tuple(predict_s(p, machine, prof) for p in points)
     return Fit(prof, tuple(points), predicted)
@@ -109,15 +130,20 @@ def profile_toml(fit: Fit, comment: str) -> str:
     ``[profile]`` holds the factors; ``[fit]`` (ignored by the loader) lists
     every point's label, measured (best CPU, best and median wall) and predicted seconds.
     """
+
     def num(v: float) -> str:
         return f"{float(v):.6g}"
 
     lines = [f"# {line}" for line in comment.splitlines()]
     lines += ["[profile]", f'name = "{fit.profile.name}"']
     lines += [f"{k} = {num(v)}" for k, v in fit.profile.to_dict().items() if k != "name"]
-    lines += ["", "[fit]", "labels = [" + ", ".join(f'"{p.label}"' for p in fit.points) + "]",
-              "measured_best_cpu_s = [" + ", ".join(num(p.best_cpu_s) for p in fit.points) + "]",
-              "measured_best_s = [" + ", ".join(num(p.best_s) for p in fit.points) + "]",
-              "measured_median_s = [" + ", ".join(num(p.median_s) for p in fit.points) + "]",
-              "predicted_s = [" + ", ".join(num(t) for t in fit.predicted_s) + "]"]
+    lines += [
+        "",
+        "[fit]",
+        "labels = [" + ", ".join(f'"{p.label}"' for p in fit.points) + "]",
+        "measured_best_cpu_s = [" + ", ".join(num(p.best_cpu_s) for p in fit.points) + "]",
+        "measured_best_s = [" + ", ".join(num(p.best_s) for p in fit.points) + "]",
+        "measured_median_s = [" + ", ".join(num(p.median_s) for p in fit.points) + "]",
+        "predicted_s = [" + ", ".join(num(t) for t in fit.predicted_s) + "]",
+    ]
     return "\n".join(lines) + "\n"

@@ -79,8 +79,10 @@ class _Common(BaseModel):
     def _valid_text(cls, data: Any) -> Any:
         bad = _first_unencodable(data, "")
         if bad is not None:
-            raise ValueError(f"{bad} is not valid Unicode text (a lone surrogate such as "
-                             "\\ud800); send UTF-8 text")
+            raise ValueError(
+                f"{bad} is not valid Unicode text (a lone surrogate such as "
+                "\\ud800); send UTF-8 text"
+            )
         return data
 
     @field_validator("presence_penalty", "frequency_penalty")
@@ -107,9 +109,15 @@ class _Common(BaseModel):
 
     def sampling(self, default_max_tokens: int) -> SamplingParams:
         stops = [self.stop] if isinstance(self.stop, str) else list(self.stop or [])
-        return SamplingParams(max_tokens=self.max_tokens or default_max_tokens,
-                              temperature=self.temperature, top_p=self.top_p, top_k=self.top_k,
-                              seed=self.seed, stop=tuple(stops), ignore_eos=self.ignore_eos)
+        return SamplingParams(
+            max_tokens=self.max_tokens or default_max_tokens,
+            temperature=self.temperature,
+            top_p=self.top_p,
+            top_k=self.top_k,
+            seed=self.seed,
+            stop=tuple(stops),
+            ignore_eos=self.ignore_eos,
+        )
 
     @property
     def include_usage(self) -> bool:
@@ -160,9 +168,12 @@ class ChatRequest(_Common):
 
 def usage(prompt_tokens: int, completion_tokens: int, cached_tokens: int = 0) -> dict[str, Any]:
     """OpenAI's usage object, with ``prompt_tokens_details.cached_tokens`` as OpenAI and vLLM."""
-    return {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
-            "total_tokens": prompt_tokens + completion_tokens,
-            "prompt_tokens_details": {"cached_tokens": cached_tokens}}
+    return {
+        "prompt_tokens": prompt_tokens,
+        "completion_tokens": completion_tokens,
+        "total_tokens": prompt_tokens + completion_tokens,
+        "prompt_tokens_details": {"cached_tokens": cached_tokens},
+    }
 
 
 def openai_finish(reason: str | None) -> str | None:
@@ -170,34 +181,71 @@ def openai_finish(reason: str | None) -> str | None:
     return {"abort": "stop", "error": "stop"}.get(reason, reason) if reason else None
 
 
-def completion_body(rid: str, created: int, model: str, text: str, reason: str | None,
-                    use: dict | None, chunk: bool = False) -> dict[str, Any]:
+def completion_body(
+    rid: str,
+    created: int,
+    model: str,
+    text: str,
+    reason: str | None,
+    use: dict | None,
+    chunk: bool = False,
+) -> dict[str, Any]:
     body: dict[str, Any] = {
-        "id": rid, "object": "text_completion", "created": created, "model": model,
-        "choices": [{"index": 0, "text": text, "logprobs": None,
-                     "finish_reason": openai_finish(reason)}],
+        "id": rid,
+        "object": "text_completion",
+        "created": created,
+        "model": model,
+        "choices": [
+            {"index": 0, "text": text, "logprobs": None, "finish_reason": openai_finish(reason)}
+        ],
     }
     if use is not None or not chunk:
         body["usage"] = use
     return body
 
 
-def chat_body(rid: str, created: int, model: str, text: str, reason: str | None,
-              use: dict) -> dict[str, Any]:
+def chat_body(
+    rid: str, created: int, model: str, text: str, reason: str | None, use: dict
+) -> dict[str, Any]:
     return {
-        "id": rid, "object": "chat.completion", "created": created, "model": model,
-        "choices": [{"index": 0, "message": {"role": "assistant", "content": text},
-                     "logprobs": None, "finish_reason": openai_finish(reason)}],
+        "id": rid,
+        "object": "chat.completion",
+        "created": created,
+        "model": model,
+        "choices": [
+            {
+                "index": 0,
+                "message": {"role": "assistant", "content": text},
+                "logprobs": None,
+                "finish_reason": openai_finish(reason),
+            }
+        ],
         "usage": use,
     }
 
 
-def chat_chunk(rid: str, created: int, model: str, delta: dict[str, Any] | None,
-               reason: str | None = None, use: dict | None = None) -> dict[str, Any]:
-    choices = [] if delta is None else [
-        {"index": 0, "delta": delta, "logprobs": None, "finish_reason": openai_finish(reason)}]
-    body: dict[str, Any] = {"id": rid, "object": "chat.completion.chunk", "created": created,
-                            "model": model, "choices": choices}
+def chat_chunk(
+    rid: str,
+    created: int,
+    model: str,
+    delta: dict[str, Any] | None,
+    reason: str | None = None,
+    use: dict | None = None,
+) -> dict[str, Any]:
+    choices = (
+        []
+        if delta is None
+        else [
+            {"index": 0, "delta": delta, "logprobs": None, "finish_reason": openai_finish(reason)}
+        ]
+    )
+    body: dict[str, Any] = {
+        "id": rid,
+        "object": "chat.completion.chunk",
+        "created": created,
+        "model": model,
+        "choices": choices,
+    }
     if use is not None:
         body["usage"] = use
     return body
@@ -205,10 +253,20 @@ def chat_chunk(rid: str, created: int, model: str, delta: dict[str, Any] | None,
 
 def usage_chunk(rid: str, created: int, model: str, obj: str, use: dict) -> dict[str, Any]:
     """The final ``choices: []`` chunk carrying usage (stream_options.include_usage)."""
-    return {"id": rid, "object": obj, "created": created, "model": model, "choices": [],
-            "usage": use}
+    return {
+        "id": rid,
+        "object": obj,
+        "created": created,
+        "model": model,
+        "choices": [],
+        "usage": use,
+    }
 
 
-def error_body(message: str, kind: str = "invalid_request_error", param: str | None = None,
-               code: str | None = None) -> dict[str, Any]:
+def error_body(
+    message: str,
+    kind: str = "invalid_request_error",
+    param: str | None = None,
+    code: str | None = None,
+) -> dict[str, Any]:
     return {"error": {"message": message, "type": kind, "param": param, "code": code}}

@@ -137,8 +137,10 @@ def quantize_int8_rows(w: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 def _check_groups(w: np.ndarray) -> tuple[int, int]:
     n, k = w.shape
     if k % GROUP:
-        raise ModelConfigError(f"a {n}x{k} matrix cannot be quantized in groups of {GROUP}: "
-                               f"its {k} columns are not a multiple of {GROUP}; use --weights fp32")
+        raise ModelConfigError(
+            f"a {n}x{k} matrix cannot be quantized in groups of {GROUP}: "
+            f"its {k} columns are not a multiple of {GROUP}; use --weights fp32"
+        )
     return n, k
 
 
@@ -159,8 +161,9 @@ def concat_rows(parts: list[Rows]) -> Rows:
         parts = [dense(p) for p in parts]
     first = parts[0]
     if isinstance(first, Q4Rows):
-        return Q4Rows(*(np.concatenate([getattr(p, f) for p in parts])
-                        for f in ("q", "scale", "zero")))
+        return Q4Rows(
+            *(np.concatenate([getattr(p, f) for p in parts]) for f in ("q", "scale", "zero"))
+        )
     if isinstance(first, Q8Rows):
         return Q8Rows(*(np.concatenate([getattr(p, f) for p in parts]) for f in ("q", "scale")))
     return np.ascontiguousarray(np.concatenate(parts, axis=0), dtype=np.float32)

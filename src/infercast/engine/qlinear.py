@@ -30,7 +30,9 @@ from infercast.engine.qformats import GROUP, Q4Rows, Q8Rows, Rows, dense, quanti
 from infercast.errors import ConfigError
 
 WEIGHT_FORMATS = ("fp32", "bf16", "int8", "q4")
-KERNEL_MAX_TOKENS = 48  # int4 kernel vs widen+GEMM crossover: 4.9 vs 5.1 ms at 32, 13.5 vs 9.2 at 128
+KERNEL_MAX_TOKENS = (
+    48  # int4 kernel vs widen+GEMM crossover: 4.9 vs 5.1 ms at 32, 13.5 vs 9.2 at 128
+)
 ROW_BLOCK = 32  # rows per block of PyTorch's CPU int4 packing (checked in tests)
 
 
@@ -50,8 +52,10 @@ def import_torch():
     try:
         import torch
     except ImportError:
-        raise ConfigError("bf16/int8/q4 weights need torch: pip install 'infercast[torch]' "
-                          "(or serve with --weights fp32)") from None
+        raise ConfigError(
+            "bf16/int8/q4 weights need torch: pip install 'infercast[torch]' "
+            "(or serve with --weights fp32)"
+        ) from None
     return torch
 
 
@@ -92,8 +96,9 @@ def _to_torch_rows(x: np.ndarray, torch, dtype):
     (3072 x 576, one thread: 1.3-1.7 ms against 0.39-0.44 ms; the int4 and int8
     kernels ran the same either way).
     """
-    return torch.from_numpy(x.reshape(1, -1) if x.shape[1] == 1 else np.ascontiguousarray(x.T)
-                            ).to(dtype)
+    return torch.from_numpy(x.reshape(1, -1) if x.shape[1] == 1 else np.ascontiguousarray(x.T)).to(
+        dtype
+    )
 
 
 def _from_torch_fm(y, n: int) -> np.ndarray:
@@ -116,13 +121,17 @@ class Int4Matrix:
             raise ConfigError(f"q4 needs columns in groups of {GROUP}; a {n}x{k} matrix has not")
         pad = -n % ROW_BLOCK  # the packing works in blocks of 32 rows: pad with zero rows
         q = np.pad(rows.q, ((0, pad), (0, 0))).astype(np.int32)
-        sz = np.stack([np.pad(rows.scale, ((0, pad), (0, 0))).T,
-                       np.pad(rows.zero, ((0, pad), (0, 0))).T], axis=-1)  # [G, N', 2]
+        sz = np.stack(
+            [np.pad(rows.scale, ((0, pad), (0, 0))).T, np.pad(rows.zero, ((0, pad), (0, 0))).T],
+            axis=-1,
+        )  # [G, N', 2]
         self.packed = torch.ops.aten._convert_weight_to_int4pack_for_cpu(torch.from_numpy(q), 1)
         self.sz = torch.from_numpy(np.ascontiguousarray(sz, dtype=np.float32)).to(torch.bfloat16)
         sz32 = self.sz.float().numpy()  # the rounded values the kernel uses
-        self.scale_t, self.zero_t = np.ascontiguousarray(sz32[..., 0]), np.ascontiguousarray(
-            sz32[..., 1])
+        self.scale_t, self.zero_t = (
+            np.ascontiguousarray(sz32[..., 0]),
+            np.ascontiguousarray(sz32[..., 1]),
+        )
         self.shape = (n, k)
         self.nbytes = int(self.packed.nbytes + self.sz.nbytes)
         self._kernel = torch.ops.aten._weight_int4pack_mm_for_cpu  # looked up once, not per call
@@ -176,8 +185,9 @@ class Int8Matrix:
             np.multiply(self.q.numpy(), self.s32[:, None], out=w)
             return w @ x
         torch = self._torch
-        y = torch.ops.aten._weight_int8pack_mm(_to_torch_rows(x, torch, torch.bfloat16),
-                                               self.q, self.s)
+        y = torch.ops.aten._weight_int8pack_mm(
+            _to_torch_rows(x, torch, torch.bfloat16), self.q, self.s
+        )
         return _from_torch_fm(y, self.shape[0])
 
     def rows(self, ids: np.ndarray) -> np.ndarray:
@@ -195,7 +205,8 @@ class Bf16Matrix:
     def __init__(self, w: Rows) -> None:
         torch = self._torch = import_torch()
         self.w = torch.from_numpy(np.ascontiguousarray(dense(w), dtype=np.float32)).to(
-            torch.bfloat16)
+            torch.bfloat16
+        )
         self.shape = tuple(self.w.shape)
         self.nbytes = int(self.w.nbytes)
 
@@ -254,8 +265,9 @@ def matrix_nbytes(w: np.ndarray | QuantMatrix) -> int:
     return int(w.nbytes)
 
 
-def _widen_int4_numpy(packed: np.ndarray, scale_t: np.ndarray, zero_t: np.ndarray,
-                      out_t: np.ndarray) -> None:
+def _widen_int4_numpy(
+    packed: np.ndarray, scale_t: np.ndarray, zero_t: np.ndarray, out_t: np.ndarray
+) -> None:
     k, n = out_t.shape
     b = packed.reshape(n // ROW_BLOCK, k, 16)
     o = out_t.reshape(k, n // ROW_BLOCK, 2, 16)
@@ -290,14 +302,19 @@ def _widen_kernel():
                 for i in range(16):
                     v = b[nb, kk, i]
                     lo, hi = n0 + i, n0 + 16 + i
-                    out_t[kk, lo] = np.float32(np.int32(v & 15) - 8) * scale_t[g, lo] + zero_t[g, lo]
-                    out_t[kk, hi] = np.float32(np.int32(v >> 4) - 8) * scale_t[g, hi] + zero_t[g, hi]
+                    out_t[kk, lo] = (
+                        np.float32(np.int32(v & 15) - 8) * scale_t[g, lo] + zero_t[g, lo]
+                    )
+                    out_t[kk, hi] = (
+                        np.float32(np.int32(v >> 4) - 8) * scale_t[g, hi] + zero_t[g, hi]
+                    )
 
     return widen
 
 
-def widen_int4(packed: np.ndarray, scale_t: np.ndarray, zero_t: np.ndarray,
-               out_t: np.ndarray, threads: int = 1) -> None:
+def widen_int4(
+    packed: np.ndarray, scale_t: np.ndarray, zero_t: np.ndarray, out_t: np.ndarray, threads: int = 1
+) -> None:
     """Dequantize PyTorch-packed int4 [N', K/2] into float32 ``out_t`` [K, N'] (w transposed).
 
     The packing stores each block of 32 rows k-major: for column k, 16 bytes whose

@@ -65,13 +65,21 @@ class Point:
         return sum(o.flops for o in self.ops)
 
     def as_dict(self) -> dict[str, Any]:
-        return {"kind": self.kind, "label": self.label, "flops": self.flops,
-                "bytes": sum(o.bytes for o in self.ops), "median_s": self.median_s,
-                "best_s": self.best_s, "best_cpu_s": self.best_cpu_s, "runs": self.runs}
+        return {
+            "kind": self.kind,
+            "label": self.label,
+            "flops": self.flops,
+            "bytes": sum(o.bytes for o in self.ops),
+            "median_s": self.median_s,
+            "best_s": self.best_s,
+            "best_cpu_s": self.best_cpu_s,
+            "runs": self.runs,
+        }
 
 
-def _times(fn: Callable[[], Any], runs: int,
-           before: Callable[[], Any] | None = None) -> tuple[float, float, float]:
+def _times(
+    fn: Callable[[], Any], runs: int, before: Callable[[], Any] | None = None
+) -> tuple[float, float, float]:
     """Median and best wall time and best thread CPU time of ``runs`` calls after a warm-up.
 
     ``before`` runs untimed before each call.
@@ -90,8 +98,11 @@ def _times(fn: Callable[[], Any], runs: int,
 
 def _ring_config(cfg: EngineModelConfig, stream_bytes: int) -> EngineModelConfig:
     """``cfg`` with as many layers as the ring needs: the model's, or enough to pass the cache."""
-    layer_bytes = 4 * (cfg.hidden_size * (cfg.q_size + 2 * cfg.kv_size) + cfg.q_size * cfg.hidden_size
-                       + 3 * cfg.hidden_size * cfg.intermediate_size)
+    layer_bytes = 4 * (
+        cfg.hidden_size * (cfg.q_size + 2 * cfg.kv_size)
+        + cfg.q_size * cfg.hidden_size
+        + 3 * cfg.hidden_size * cfg.intermediate_size
+    )
     layers = min(cfg.num_layers, max(2, -(-stream_bytes // layer_bytes)))
     return replace(cfg, num_layers=layers)
 
@@ -101,12 +112,20 @@ def layer_ops(cfg: EngineModelConfig, m: int) -> tuple:
     from infercast.cost.ops import gemm
 
     h, q, f = cfg.hidden_size, cfg.q_size, cfg.intermediate_size
-    return (gemm("qkv", m, h, q + 2 * cfg.kv_size, 4, 4), gemm("o", m, q, h, 4, 4),
-            gemm("gate_up", m, h, 2 * f, 4, 4), gemm("down", m, f, h, 4, 4))
+    return (
+        gemm("qkv", m, h, q + 2 * cfg.kv_size, 4, 4),
+        gemm("o", m, q, h, 4, 4),
+        gemm("gate_up", m, h, 2 * f, 4, 4),
+        gemm("down", m, f, h, 4, 4),
+    )
 
 
-def gemm_points(cfg: EngineModelConfig, rows: Sequence[int] = DEFAULT_ROWS, runs: int = 5,
-                stream_bytes: int = 2**30) -> list[Point]:
+def gemm_points(
+    cfg: EngineModelConfig,
+    rows: Sequence[int] = DEFAULT_ROWS,
+    runs: int = 5,
+    stream_bytes: int = 2**30,
+) -> list[Point]:
     """Time the engine's layer products at each row count, with the LM head up to HEAD_MAX_ROWS.
 
     A timed pass is a step's chain of products: it continues around the ring of
@@ -149,10 +168,15 @@ def gemm_points(cfg: EngineModelConfig, rows: Sequence[int] = DEFAULT_ROWS, runs
     return points
 
 
-def attention_points(cfg: EngineModelConfig, step_model, context: int = 128, runs: int = 5,
-                     batches: Sequence[int] = DECODE_BATCHES,
-                     prefills: Sequence[int] = PREFILL_TOKENS,
-                     evict_bytes: int = EVICT_BYTES) -> list[Point]:
+def attention_points(
+    cfg: EngineModelConfig,
+    step_model,
+    context: int = 128,
+    runs: int = 5,
+    batches: Sequence[int] = DECODE_BATCHES,
+    prefills: Sequence[int] = PREFILL_TOKENS,
+    evict_bytes: int = EVICT_BYTES,
+) -> list[Point]:
     """Time :func:`~infercast.engine.model.attend` over every layer of a full-depth store.
 
     Decode: ``b`` requests with ``context`` cached tokens each; prefill: one
@@ -176,16 +200,22 @@ def attention_points(cfg: EngineModelConfig, step_model, context: int = 128, run
         kv = PagedKVStore(cfg, per * len(new), block)
         for a in kv.k + kv.v:
             a[:] = rng.random(a.shape, dtype=np.float32)
-        seqs = [SeqInput([0] * n, c, list(range((i + 1) * per - 1, i * per - 1, -1)))
-                for i, (n, c) in enumerate(zip(new, cached, strict=True))]
+        seqs = [
+            SeqInput([0] * n, c, list(range((i + 1) * per - 1, i * per - 1, -1)))
+            for i, (n, c) in enumerate(zip(new, cached, strict=True))
+        ]
         plan = StepPlan.build(seqs, kv, g)
         t = sum(new)
         q = rng.standard_normal((cfg.num_heads, d, t), dtype=np.float32)
         k, v = (rng.standard_normal((cfg.num_kv_heads, d, t), dtype=np.float32) for _ in "kv")
-        med, best, cpu = _times(lambda plan=plan, kv=kv, q=q, k=k, v=v: _all_layers(
-            cfg.num_layers, q, k, v, plan, kv), runs, evict.sum)
-        ops = tuple(o.op for o in step_model.step_cost(new, cached).ops
-                    if o.op.name.startswith("attention"))
+        med, best, cpu = _times(
+            lambda plan=plan, kv=kv, q=q, k=k, v=v: _all_layers(cfg.num_layers, q, k, v, plan, kv),
+            runs,
+            evict.sum,
+        )
+        ops = tuple(
+            o.op for o in step_model.step_cost(new, cached).ops if o.op.name.startswith("attention")
+        )
         points.append(Point("attention", label, ops, med, best, cpu, runs))
     return points
 
@@ -210,21 +240,40 @@ def overhead_point(cfg: EngineModelConfig, runs: int = 5, layers: int | None = N
     layers = cfg.num_layers if layers is None else layers
     heads = min(cfg.num_heads, 4)
     kv_heads = max(1, heads * cfg.num_kv_heads // cfg.num_heads)
-    small = replace(cfg, hidden_size=16 * heads, num_heads=heads, num_kv_heads=kv_heads,
-                    head_dim=16, intermediate_size=64, vocab_size=256, rope_scaling=None,
-                    num_layers=layers)
+    small = replace(
+        cfg,
+        hidden_size=16 * heads,
+        num_heads=heads,
+        num_kv_heads=kv_heads,
+        head_dim=16,
+        intermediate_size=64,
+        vocab_size=256,
+        rope_scaling=None,
+        num_layers=layers,
+    )
     model = LlamaModel(small, random_weights(small, seed=0), 64)
     kv = PagedKVStore(small, 2, 16)
     seq = [SeqInput([1], 8, [0, 1])]
     med, best, cpu = _times(lambda: model.forward(seq, kv), runs)
-    return Point("overhead", f"{layers}-layer step at tiny widths", (), med, best, cpu, runs,
-                 layers)
+    return Point(
+        "overhead", f"{layers}-layer step at tiny widths", (), med, best, cpu, runs, layers
+    )
 
 
-def measure(cfg: EngineModelConfig, step_model, rows: Sequence[int] = DEFAULT_ROWS,
-            runs: int = 5, threads: int = 1, stream_bytes: int = 2**30) -> list[Point]:
+def measure(
+    cfg: EngineModelConfig,
+    step_model,
+    rows: Sequence[int] = DEFAULT_ROWS,
+    runs: int = 5,
+    threads: int = 1,
+    stream_bytes: int = 2**30,
+) -> list[Point]:
     """Every point the fit uses, with ``threads`` BLAS threads."""
     with threadpool_limits(threads):
-        return (gemm_points(cfg, rows, runs, stream_bytes)
-                + attention_points(cfg, step_model, runs=runs, evict_bytes=min(stream_bytes, EVICT_BYTES))
-                + [overhead_point(cfg, runs, n) for n in sorted({1, cfg.num_layers})])
+        return (
+            gemm_points(cfg, rows, runs, stream_bytes)
+            + attention_points(
+                cfg, step_model, runs=runs, evict_bytes=min(stream_bytes, EVICT_BYTES)
+            )
+            + [overhead_point(cfg, runs, n) for n in sorted({1, cfg.num_layers})]
+        )

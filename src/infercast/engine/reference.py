@@ -31,8 +31,9 @@ def _norm(x: np.ndarray, g: np.ndarray, eps: float) -> np.ndarray:
     return (x / np.sqrt((x.astype(np.float64) ** 2).mean(-1, keepdims=True) + eps)) * g
 
 
-def reference_logits(cfg: EngineModelConfig, w: ModelWeights,
-                     token_ids: Sequence[int]) -> np.ndarray:
+def reference_logits(
+    cfg: EngineModelConfig, w: ModelWeights, token_ids: Sequence[int]
+) -> np.ndarray:
     """Logits [n, vocab] for every position of one prompt, computed in one pass."""
     n, d = len(token_ids), cfg.head_dim
     pos = np.arange(n)
@@ -43,8 +44,8 @@ def reference_logits(cfg: EngineModelConfig, w: ModelWeights,
     for lw in w.layers:
         h = _norm(x, lw.attn_norm, cfg.rms_norm_eps)
         wq = lw.wqkv[: cfg.q_size]
-        wk = lw.wqkv[cfg.q_size: cfg.q_size + cfg.kv_size]
-        wv = lw.wqkv[cfg.q_size + cfg.kv_size:]
+        wk = lw.wqkv[cfg.q_size : cfg.q_size + cfg.kv_size]
+        wv = lw.wqkv[cfg.q_size + cfg.kv_size :]
         q = _rotate((h @ wq.T).reshape(n, cfg.num_heads, d), pos, inv_freq)
         k = _rotate((h @ wk.T).reshape(n, cfg.num_kv_heads, d), pos, inv_freq)
         v = (h @ wv.T).reshape(n, cfg.num_kv_heads, d)

@@ -55,8 +55,10 @@ class RotaryTable:
 
     def at(self, positions: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """cos, sin of each token's position, [head_dim/2, tokens] (gather once per step)."""
-        return (np.ascontiguousarray(self.cos[positions].T),
-                np.ascontiguousarray(self.sin[positions].T))
+        return (
+            np.ascontiguousarray(self.cos[positions].T),
+            np.ascontiguousarray(self.sin[positions].T),
+        )
 
     @staticmethod
     def rotate(x: np.ndarray, cos: np.ndarray, sin: np.ndarray) -> np.ndarray:

@@ -36,9 +36,16 @@ class TokenEvent:
 class Generation:
     """Prompt + output ids, streamed text and finish logic of one request."""
 
-    def __init__(self, request_id: str, prompt_ids: list[int], params: SamplingParams,
-                 tokenizer: TextTokenizer, rng: np.random.Generator, arrival_s: float,
-                 max_model_len: int) -> None:
+    def __init__(
+        self,
+        request_id: str,
+        prompt_ids: list[int],
+        params: SamplingParams,
+        tokenizer: TextTokenizer,
+        rng: np.random.Generator,
+        arrival_s: float,
+        max_model_len: int,
+    ) -> None:
         self.request_id = request_id
         self.prompt_ids = list(prompt_ids)
         self.output_ids: list[int] = []
@@ -46,14 +53,19 @@ class Generation:
         self.rng = rng
         self.max_model_len = max_model_len
         self.decoder = IncrementalDecoder(tokenizer)
-        self.eos = set(params.stop_token_ids) | (set() if params.ignore_eos
-                                                 else set(tokenizer.eos_ids))
+        self.eos = set(params.stop_token_ids) | (
+            set() if params.ignore_eos else set(tokenizer.eos_ids)
+        )
         self.text = ""  # output text so far, cut at a stop string
         self.sent = 0  # characters of text already handed out
         self.hold = max((len(s) for s in params.stop), default=1) - 1
         self.finish_reason: str | None = None
-        self.record = RequestRecord(request_id=request_id, arrival_s=arrival_s,
-                                    prompt_tokens=len(prompt_ids), chunk_times_s=[])
+        self.record = RequestRecord(
+            request_id=request_id,
+            arrival_s=arrival_s,
+            prompt_tokens=len(prompt_ids),
+            chunk_times_s=[],
+        )
 
     def token_ids(self, start: int, stop: int) -> list[int]:
         """Ids at positions start..stop-1 of prompt + output."""
@@ -78,7 +90,7 @@ class Generation:
         if len(self.output_ids) >= self.params.max_tokens or total >= self.max_model_len:
             return self.finish("length", now_s, token_id)
         safe = max(len(self.text) - self.hold, self.sent)  # a stop string may still complete
-        delta, self.sent = self.text[self.sent: safe], safe
+        delta, self.sent = self.text[self.sent : safe], safe
         return TokenEvent(self.request_id, token_id, delta)
 
     def _find_stop(self) -> int | None:
@@ -89,13 +101,15 @@ class Generation:
         hits = [i for s in self.params.stop if (i := self.text.find(s, start)) >= 0]
         return min(hits) if hits else None
 
-    def finish(self, reason: str, now_s: float, token_id: int | None = None,
-               error: str | None = None) -> TokenEvent:
+    def finish(
+        self, reason: str, now_s: float, token_id: int | None = None, error: str | None = None
+    ) -> TokenEvent:
         """End the request; releases any held-back text (``error``: why it failed)."""
         self.finish_reason = reason
         self.record.finish_reason = reason
         self.record.finish_s = now_s
         self.record.error = error
-        delta, self.sent = self.text[self.sent:], len(self.text)
-        return TokenEvent(self.request_id, token_id, delta, reason, error,
-                          self.record.cached_prompt_tokens)
+        delta, self.sent = self.text[self.sent :], len(self.text)
+        return TokenEvent(
+            self.request_id, token_id, delta, reason, error, self.record.cached_prompt_tokens
+        )

@@ -70,15 +70,20 @@ def _validation_message(exc: RequestValidationError) -> tuple[str, str | None]:
     return (f"{param}: {msg}" if param else msg), (param or None)
 
 
-def create_app(engine, model_name: str, api_key: str | None = None, max_waiting: int = 64,
-               clock: Callable[[], float] = time.monotonic,
-               limits: ServerLimits | None = None) -> FastAPI:
+def create_app(
+    engine,
+    model_name: str,
+    api_key: str | None = None,
+    max_waiting: int = 64,
+    clock: Callable[[], float] = time.monotonic,
+    limits: ServerLimits | None = None,
+) -> FastAPI:
     """The FastAPI app serving ``engine`` (an :class:`~infercast.engine.engine.Engine`)."""
     metrics = ServerMetrics(engine)
-    driver = AsyncEngine(engine, max_waiting,
-                         on_step=lambda: metrics.observe(engine.pop_finished()))
-    state = ServerState(driver, metrics, model_name, api_key, 256, clock,
-                        limits or ServerLimits())
+    driver = AsyncEngine(
+        engine, max_waiting, on_step=lambda: metrics.observe(engine.pop_finished())
+    )
+    state = ServerState(driver, metrics, model_name, api_key, 256, clock, limits or ServerLimits())
 
     @asynccontextmanager
     async def lifespan(app: FastAPI):
@@ -104,8 +109,9 @@ def create_app(engine, model_name: str, api_key: str | None = None, max_waiting:
 
     @app.exception_handler(Exception)
     async def _bug(request: Request, exc: Exception) -> JSONResponse:
-        return _error(500, f"internal error ({type(exc).__name__}); the server keeps running",
-                      "server_error")
+        return _error(
+            500, f"internal error ({type(exc).__name__}); the server keeps running", "server_error"
+        )
 
     app.add_middleware(RequestGuard, limits=state.limits, api_key=api_key)
     _add_info_routes(app, state)
@@ -119,20 +125,37 @@ def _add_info_routes(app: FastAPI, st: ServerState) -> None:
     @app.get("/health")
     async def health() -> JSONResponse:
         alive = st.engine.alive
-        body = {"status": "ok" if alive else "error",
-                "model": st.model_name, "running": eng.num_running, "waiting": eng.num_waiting,
-                "kv_cache_usage": eng.kv_usage, "kv_blocks_used": eng.scheduler.kv.num_used_blocks,
-                "step_failures": st.engine.step_failures}
+        body = {
+            "status": "ok" if alive else "error",
+            "model": st.model_name,
+            "running": eng.num_running,
+            "waiting": eng.num_waiting,
+            "kv_cache_usage": eng.kv_usage,
+            "kv_blocks_used": eng.scheduler.kv.num_used_blocks,
+            "step_failures": st.engine.step_failures,
+        }
         if not alive:
-            body["error"] = ("the engine thread has stopped" if st.engine.error is None
-                             else f"the engine thread failed: {type(st.engine.error).__name__}")
+            body["error"] = (
+                "the engine thread has stopped"
+                if st.engine.error is None
+                else f"the engine thread failed: {type(st.engine.error).__name__}"
+            )
         return JSONResponse(body, status_code=200 if alive else 503)
 
     @app.get("/v1/models")
     async def models() -> dict:
-        return {"object": "list", "data": [{
-            "id": st.model_name, "object": "model", "created": 0, "owned_by": "infercast",
-            "max_model_len": eng.max_model_len}]}
+        return {
+            "object": "list",
+            "data": [
+                {
+                    "id": st.model_name,
+                    "object": "model",
+                    "created": 0,
+                    "owned_by": "infercast",
+                    "max_model_len": eng.max_model_len,
+                }
+            ],
+        }
 
     @app.get("/metrics")
     async def prometheus() -> Response:
@@ -147,9 +170,13 @@ def _add_generation_routes(app: FastAPI, st: ServerState) -> None:
     def too_long(chars: int, param: str) -> JSONResponse | None:
         if chars <= st.limits.max_prompt_chars:
             return None
-        return _error(400, f"{param} has {chars} characters, more than this server takes "
-                      f"({st.limits.max_prompt_chars}, its --max-prompt-chars); shorten it",
-                      param=param, code="prompt_too_long")
+        return _error(
+            400,
+            f"{param} has {chars} characters, more than this server takes "
+            f"({st.limits.max_prompt_chars}, its --max-prompt-chars); shorten it",
+            param=param,
+            code="prompt_too_long",
+        )
 
     @app.post("/v1/completions")
     async def completions(body: p.CompletionRequest, request: Request) -> Response:
@@ -168,8 +195,12 @@ def _add_generation_routes(app: FastAPI, st: ServerState) -> None:
             return bad
 
         def render_and_encode() -> list[int]:
-            text = render_chat(msgs, tok.chat_template, token_text(tok, tok.bos_id),
-                               token_text(tok, (tok.eos_ids or (None,))[0]))
+            text = render_chat(
+                msgs,
+                tok.chat_template,
+                token_text(tok, tok.bos_id),
+                token_text(tok, (tok.eos_ids or (None,))[0]),
+            )
             return tok.encode(text)
 
         try:
@@ -179,11 +210,16 @@ def _add_generation_routes(app: FastAPI, st: ServerState) -> None:
         return await _generate(st, body, ids, request, chat=True)
 
 
-async def _generate(st: ServerState, body, ids: list[int], request: Request,
-                    chat: bool) -> Response:
+async def _generate(
+    st: ServerState, body, ids: list[int], request: Request, chat: bool
+) -> Response:
     if body.model != st.model_name:
-        return _error(400, f"model {body.model!r} is not served here; use {st.model_name!r}",
-                      param="model", code="model_not_found")
+        return _error(
+            400,
+            f"model {body.model!r} is not served here; use {st.model_name!r}",
+            param="model",
+            code="model_not_found",
+        )
     eng = st.engine.engine
     try:
         params = body.sampling(st.default_max_tokens)
@@ -208,8 +244,15 @@ async def _generate(st: ServerState, body, ids: list[int], request: Request,
 class _Stream:
     """One request's events turned into SSE chunks or a single body."""
 
-    def __init__(self, st: ServerState, rid: str, q: asyncio.Queue, prompt_tokens: int,
-                 chat: bool, include_usage: bool) -> None:
+    def __init__(
+        self,
+        st: ServerState,
+        rid: str,
+        q: asyncio.Queue,
+        prompt_tokens: int,
+        chat: bool,
+        include_usage: bool,
+    ) -> None:
         self.st, self.rid, self.q = st, rid, q
         self.prompt_tokens, self.chat, self.include_usage = prompt_tokens, chat, include_usage
         self.created = int(time.time())
@@ -230,9 +273,13 @@ class _Stream:
     def _failure(self) -> tuple[int, dict]:
         """HTTP status and OpenAI error body of a request the engine failed."""
         status = 500 if self.st.engine.alive else 503
-        return status, p.error_body(f"{self.error}; other requests are not affected"
-                                    if status == 500 else f"{self.error}; see /health",
-                                    "server_error", code="request_failed")
+        return status, p.error_body(
+            f"{self.error}; other requests are not affected"
+            if status == 500
+            else f"{self.error}; see /health",
+            "server_error",
+            code="request_failed",
+        )
 
     async def next(self) -> TokenEvent:
         return self._take(await self.q.get())
@@ -247,8 +294,9 @@ class _Stream:
     async def sse(self) -> AsyncIterator[str]:
         try:
             if self.chat:  # OpenAI sends the role first, in an empty-content chunk
-                role = p.chat_chunk(self.rid, self.created, self.st.model_name,
-                                    {"role": "assistant", "content": ""})
+                role = p.chat_chunk(
+                    self.rid, self.created, self.st.model_name, {"role": "assistant", "content": ""}
+                )
                 yield _sse(role)
             while not self.done:
                 ev = await self.next()
@@ -292,8 +340,11 @@ class _Stream:
             return JSONResponse(err, status_code=status)
         use = p.usage(self.prompt_tokens, self.completion_tokens, self.cached_tokens)
         name = self.st.model_name
-        body = (p.chat_body(self.rid, self.created, name, text, reason, use) if self.chat
-                else p.completion_body(self.rid, self.created, name, text, reason, use))
+        body = (
+            p.chat_body(self.rid, self.created, name, text, reason, use)
+            if self.chat
+            else p.completion_body(self.rid, self.created, name, text, reason, use)
+        )
         return JSONResponse(body)
 
 

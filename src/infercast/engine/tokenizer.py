@@ -53,8 +53,14 @@ class ByteTokenizer:
 class HFTokenizer:
     """A ``tokenizers.Tokenizer`` with the model's special ids and chat template."""
 
-    def __init__(self, tok: Any, bos_id: int | None, eos_ids: Sequence[int],
-                 chat_template: str | None, add_bos: bool = False) -> None:
+    def __init__(
+        self,
+        tok: Any,
+        bos_id: int | None,
+        eos_ids: Sequence[int],
+        chat_template: str | None,
+        add_bos: bool = False,
+    ) -> None:
         self.tok = tok
         self.bos_id = bos_id
         self.add_bos = add_bos and bos_id is not None
@@ -76,20 +82,29 @@ class HFTokenizer:
 
 
 # Pre-tokenizer regexes by GGUF ``tokenizer.ggml.pre`` (llama.cpp src/llama-vocab.cpp).
-_LLAMA3_REGEX = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+"
-                 r"[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+")
+_LLAMA3_REGEX = (
+    r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+"
+    r"[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"
+)
 
 
 def _gguf_pre_tokenizer(pre: str) -> Any:
     from tokenizers import Regex, pre_tokenizers
 
     if pre in ("smollm", "starcoder", "refact"):  # HF tokenizer.json of these models
-        return pre_tokenizers.Sequence([pre_tokenizers.Digits(individual_digits=True),
-                                        pre_tokenizers.ByteLevel(add_prefix_space=False)])
+        return pre_tokenizers.Sequence(
+            [
+                pre_tokenizers.Digits(individual_digits=True),
+                pre_tokenizers.ByteLevel(add_prefix_space=False),
+            ]
+        )
     if pre in ("llama-bpe", "llama3", "smaug-bpe"):
-        return pre_tokenizers.Sequence([
-            pre_tokenizers.Split(Regex(_LLAMA3_REGEX), behavior="isolated"),
-            pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)])
+        return pre_tokenizers.Sequence(
+            [
+                pre_tokenizers.Split(Regex(_LLAMA3_REGEX), behavior="isolated"),
+                pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
+            ]
+        )
     return pre_tokenizers.ByteLevel(add_prefix_space=False)
 
 
@@ -101,7 +116,8 @@ def tokenizer_from_gguf_fields(fields: Mapping[str, Any]) -> HFTokenizer:
     if kind != "gpt2":
         raise ModelConfigError(
             f"GGUF tokenizer model {kind!r} is not supported (only byte-level BPE 'gpt2'); "
-            "use a Hugging Face directory with tokenizer.json instead")
+            "use a Hugging Face directory with tokenizer.json instead"
+        )
     tokens: list[str] = fields["tokenizer.ggml.tokens"]
     merges = [tuple(m.split(" ", 1)) for m in fields.get("tokenizer.ggml.merges") or []]
     tok = Tokenizer(models.BPE(vocab={t: i for i, t in enumerate(tokens)}, merges=merges))
@@ -110,11 +126,18 @@ def tokenizer_from_gguf_fields(fields: Mapping[str, Any]) -> HFTokenizer:
     types = fields.get("tokenizer.ggml.token_type") or []
     control = [t for t, ty in zip(tokens, types, strict=False) if ty in (3, 4)]  # CONTROL, USER
     tok.add_special_tokens([AddedToken(t, special=True, normalized=False) for t in control])
-    eos = [fields[k] for k in ("tokenizer.ggml.eos_token_id", "tokenizer.ggml.eot_token_id")
-           if fields.get(k) is not None]
-    return HFTokenizer(tok, fields.get("tokenizer.ggml.bos_token_id"), sorted(set(eos)),
-                       fields.get("tokenizer.chat_template"),
-                       bool(fields.get("tokenizer.ggml.add_bos_token", False)))
+    eos = [
+        fields[k]
+        for k in ("tokenizer.ggml.eos_token_id", "tokenizer.ggml.eot_token_id")
+        if fields.get(k) is not None
+    ]
+    return HFTokenizer(
+        tok,
+        fields.get("tokenizer.ggml.bos_token_id"),
+        sorted(set(eos)),
+        fields.get("tokenizer.chat_template"),
+        bool(fields.get("tokenizer.ggml.add_bos_token", False)),
+    )
 
 
 def tokenizer_from_hf_dir(path: Path, config: Mapping[str, Any]) -> HFTokenizer:
@@ -135,8 +158,9 @@ def tokenizer_from_hf_dir(path: Path, config: Mapping[str, Any]) -> HFTokenizer:
     bos = config.get("bos_token_id")
     # Whether the tokenizer's own post-processor puts BOS first decides add_bos.
     adds_bos = bos is not None and tok.encode("a", add_special_tokens=True).ids[:1] == [bos]
-    return HFTokenizer(tok, bos, sorted(set(eos_ids)),
-                       template if isinstance(template, str) else None, adds_bos)
+    return HFTokenizer(
+        tok, bos, sorted(set(eos_ids)), template if isinstance(template, str) else None, adds_bos
+    )
 
 
 class IncrementalDecoder:
@@ -155,9 +179,9 @@ class IncrementalDecoder:
     def push(self, token_id: int) -> str:
         """Add one id; returns the new text it completes (maybe empty)."""
         self.ids.append(token_id)
-        before = self.tok.decode(self.ids[self.prefix: self.read])
-        now = self.tok.decode(self.ids[self.prefix:])
+        before = self.tok.decode(self.ids[self.prefix : self.read])
+        now = self.tok.decode(self.ids[self.prefix :])
         if now.endswith("\ufffd") or len(now) <= len(before):
             return ""
         self.prefix, self.read = self.read, len(self.ids)
-        return now[len(before):]
+        return now[len(before) :]

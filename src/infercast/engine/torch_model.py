@@ -39,8 +39,13 @@ def import_torch():
 class TorchLlamaModel:
     """Drop-in for :class:`~infercast.engine.model.LlamaModel` (same ``forward``)."""
 
-    def __init__(self, cfg: EngineModelConfig, weights: ModelWeights, max_positions: int,
-                 num_threads: int = 1) -> None:
+    def __init__(
+        self,
+        cfg: EngineModelConfig,
+        weights: ModelWeights,
+        max_positions: int,
+        num_threads: int = 1,
+    ) -> None:
         torch = self.torch = import_torch()
         torch.set_num_threads(num_threads)
         bf16 = torch.bfloat16
@@ -53,10 +58,17 @@ class TorchLlamaModel:
 
         self.cfg = cfg
         self.embed = weights.embed  # gathered in numpy: one row per token
-        self.layers = [{
-            "attn_norm": vec(lw.attn_norm), "wqkv": mat(lw.wqkv), "wo": mat(lw.wo),
-            "mlp_norm": vec(lw.mlp_norm), "w_gate_up": mat(lw.w_gate_up),
-            "w_down": mat(lw.w_down)} for lw in weights.layers]
+        self.layers = [
+            {
+                "attn_norm": vec(lw.attn_norm),
+                "wqkv": mat(lw.wqkv),
+                "wo": mat(lw.wo),
+                "mlp_norm": vec(lw.mlp_norm),
+                "w_gate_up": mat(lw.w_gate_up),
+                "w_down": mat(lw.w_down),
+            }
+            for lw in weights.layers
+        ]
         self.final_norm = vec(weights.final_norm)
         self.lm_head = mat(weights.lm_head)
         rope = RotaryTable(cfg, max_positions)
@@ -65,8 +77,9 @@ class TorchLlamaModel:
     @property
     def weight_bytes(self) -> int:
         """Bytes of the bf16 matrices a decode step reads (norms and embedding rows aside)."""
-        mats = [self.lm_head] + [lw[k] for lw in self.layers
-                                 for k in ("wqkv", "wo", "w_gate_up", "w_down")]
+        mats = [self.lm_head] + [
+            lw[k] for lw in self.layers for k in ("wqkv", "wo", "w_gate_up", "w_down")
+        ]
         return int(sum(m.numel() * m.element_size() for m in mats))
 
     def _linear(self, x, w):
@@ -81,15 +94,16 @@ class TorchLlamaModel:
         x1, x2 = x[..., :half], x[..., half:]
         return self.torch.cat([x1 * cos - x2 * sin, x2 * cos + x1 * sin], dim=-1)
 
-    def forward(self, seqs: Sequence[SeqInput], kv: PagedKVStore,
-                all_logits: bool = False) -> list:
+    def forward(self, seqs: Sequence[SeqInput], kv: PagedKVStore, all_logits: bool = False) -> list:
         """As :meth:`LlamaModel.forward`: logits (numpy float32) per request; K/V written."""
         torch = self.torch
         ids = np.concatenate([np.asarray(s.token_ids, dtype=np.int64) for s in seqs])
-        pos = torch.from_numpy(np.concatenate(
-            [np.arange(s.num_cached, s.num_cached + len(s.token_ids)) for s in seqs]))
-        write = np.concatenate([kv.slots(s.block_table, s.num_cached,
-                                         s.num_cached + len(s.token_ids)) for s in seqs])
+        pos = torch.from_numpy(
+            np.concatenate([np.arange(s.num_cached, s.num_cached + len(s.token_ids)) for s in seqs])
+        )
+        write = np.concatenate(
+            [kv.slots(s.block_table, s.num_cached, s.num_cached + len(s.token_ids)) for s in seqs]
+        )
         reads = [kv.slots(s.block_table, 0, s.num_cached + len(s.token_ids)) for s in seqs]
         x = torch.from_numpy(self.embed[ids])
         with torch.inference_mode():
@@ -105,15 +119,19 @@ class TorchLlamaModel:
         t = x.shape[0]
         qkv = self._linear(self._norm(x, lw["attn_norm"]), lw["wqkv"])
         q = self._rope(qkv[:, : cfg.q_size].reshape(t, cfg.num_heads, cfg.head_dim), pos)
-        k = self._rope(qkv[:, cfg.q_size: cfg.q_size + cfg.kv_size]
-                       .reshape(t, cfg.num_kv_heads, cfg.head_dim), pos)
-        v = qkv[:, cfg.q_size + cfg.kv_size:].reshape(t, cfg.num_kv_heads, cfg.head_dim)
+        k = self._rope(
+            qkv[:, cfg.q_size : cfg.q_size + cfg.kv_size].reshape(
+                t, cfg.num_kv_heads, cfg.head_dim
+            ),
+            pos,
+        )
+        v = qkv[:, cfg.q_size + cfg.kv_size :].reshape(t, cfg.num_kv_heads, cfg.head_dim)
         kv.write(li, write, k.numpy(), v.numpy())
         outs, row = [], 0
         for s, slots in zip(seqs, reads, strict=True):
             n = len(s.token_ids)
             k_ctx, v_ctx = (torch.from_numpy(a) for a in kv.read(li, slots))
-            outs.append(self._sdpa(q[row: row + n], k_ctx, v_ctx, s.num_cached))
+            outs.append(self._sdpa(q[row : row + n], k_ctx, v_ctx, s.num_cached))
             row += n
         return self._linear(torch.cat(outs), lw["wo"])
 
@@ -125,8 +143,8 @@ class TorchLlamaModel:
         if n > 1:
             mask = torch.arange(ctx)[None, :] <= (start + torch.arange(n))[:, None]
         out = torch.nn.functional.scaled_dot_product_attention(
-            q.transpose(0, 1), k.transpose(0, 1), v.transpose(0, 1), attn_mask=mask,
-            enable_gqa=True)
+            q.transpose(0, 1), k.transpose(0, 1), v.transpose(0, 1), attn_mask=mask, enable_gqa=True
+        )
         return out.transpose(0, 1).reshape(n, -1)
 
     def _logits(self, x, seqs, all_logits: bool) -> list:

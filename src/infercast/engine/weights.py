@@ -57,8 +57,14 @@ class ModelWeights:
         if self.lm_head is not self.embed:
             arrays.append(self.lm_head)
         for layer in self.layers:
-            arrays += [layer.attn_norm, layer.wqkv, layer.wo, layer.mlp_norm,
-                       layer.w_gate_up, layer.w_down]
+            arrays += [
+                layer.attn_norm,
+                layer.wqkv,
+                layer.wo,
+                layer.mlp_norm,
+                layer.w_gate_up,
+                layer.w_down,
+            ]
         return int(sum(a.nbytes for a in arrays))
 
 
@@ -69,7 +75,7 @@ def _arena(num_floats: int) -> np.ndarray:
     """An uninitialised float32 buffer whose first element is huge-page aligned."""
     raw = np.empty(num_floats * 4 + HUGE_PAGE_BYTES, dtype=np.uint8)
     skip = -raw.ctypes.data % HUGE_PAGE_BYTES
-    return raw[skip: skip + num_floats * 4].view(np.float32)
+    return raw[skip : skip + num_floats * 4].view(np.float32)
 
 
 def pack_weights(w: ModelWeights) -> ModelWeights:
@@ -81,8 +87,9 @@ def pack_weights(w: ModelWeights) -> ModelWeights:
     one model plus one layer, not two models.
     """
     fields = MATRICES
-    total = sum(a.size for lw in w.layers for f in fields
-                if isinstance(a := getattr(lw, f), np.ndarray))
+    total = sum(
+        a.size for lw in w.layers for f in fields if isinstance(a := getattr(lw, f), np.ndarray)
+    )
     total += w.lm_head.size if isinstance(w.lm_head, np.ndarray) else 0
     buf, at = _arena(total), 0
 
@@ -90,7 +97,7 @@ def pack_weights(w: ModelWeights) -> ModelWeights:
         nonlocal at
         if not isinstance(a, np.ndarray):  # a compact matrix already owns its own buffer
             return a
-        view = buf[at: at + a.size].reshape(a.shape)
+        view = buf[at : at + a.size].reshape(a.shape)
         np.copyto(view, a)
         at += a.size
         return view
@@ -98,12 +105,18 @@ def pack_weights(w: ModelWeights) -> ModelWeights:
     layers = []
     while w.layers:
         lw = w.layers.pop(0)
-        layers.append(LayerWeights(attn_norm=lw.attn_norm, mlp_norm=lw.mlp_norm,
-                                   **{f: put(getattr(lw, f)) for f in fields}))
+        layers.append(
+            LayerWeights(
+                attn_norm=lw.attn_norm,
+                mlp_norm=lw.mlp_norm,
+                **{f: put(getattr(lw, f)) for f in fields},
+            )
+        )
     tied = w.lm_head is w.embed
     head = put(w.lm_head)
-    return ModelWeights(embed=head if tied else w.embed, layers=layers,
-                        final_norm=w.final_norm, lm_head=head)
+    return ModelWeights(
+        embed=head if tied else w.embed, layers=layers, final_norm=w.final_norm, lm_head=head
+    )
 
 
 def layer_from_parts(q, k, v, o, gate, up, down, attn_norm, mlp_norm) -> LayerWeights:
@@ -137,8 +150,9 @@ def convert_weights(w: ModelWeights, convert: Callable[[Rows], object]) -> Model
     while w.layers:
         lw = w.layers.pop(0)
         parts = {f.name: getattr(lw, f.name) for f in fields(LayerWeights)}
-        layers.append(LayerWeights(**{k: convert(v) if k in MATRICES else v
-                                      for k, v in parts.items()}))
+        layers.append(
+            LayerWeights(**{k: convert(v) if k in MATRICES else v for k, v in parts.items()})
+        )
     embed = convert(w.embed)
     head = embed if w.lm_head is w.embed else convert(w.lm_head)
     return ModelWeights(embed=embed, layers=layers, final_norm=w.final_norm, lm_head=head)
@@ -167,11 +181,16 @@ def random_weights(cfg: EngineModelConfig, seed: int) -> ModelWeights:
 
     layers = []
     for _ in range(cfg.num_layers):
-        layers.append(LayerWeights(
-            attn_norm=gain(), wqkv=mat(cfg.q_size + 2 * cfg.kv_size, h), wo=mat(h, cfg.q_size),
-            mlp_norm=gain(), w_gate_up=mat(2 * cfg.intermediate_size, h),
-            w_down=mat(h, cfg.intermediate_size),
-        ))
+        layers.append(
+            LayerWeights(
+                attn_norm=gain(),
+                wqkv=mat(cfg.q_size + 2 * cfg.kv_size, h),
+                wo=mat(h, cfg.q_size),
+                mlp_norm=gain(),
+                w_gate_up=mat(2 * cfg.intermediate_size, h),
+                w_down=mat(h, cfg.intermediate_size),
+            )
+        )
     embed = (rng.standard_normal((cfg.vocab_size, h), dtype=np.float32)).astype(np.float32)
     head = embed if cfg.tie_word_embeddings else mat(cfg.vocab_size, h)
     return ModelWeights(embed=embed, layers=layers, final_norm=gain(), lm_head=head)
@@ -179,6 +198,7 @@ def random_weights(cfg: EngineModelConfig, seed: int) -> ModelWeights:
 
 def dense_weights(w: ModelWeights) -> ModelWeights:
     """float32 arrays of every matrix (compact ones dequantized); ``w`` is left as it is."""
+
     def widen(a):
         return a if isinstance(a, np.ndarray) else a.dequantize()
 

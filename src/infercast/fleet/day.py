@@ -43,9 +43,15 @@ class Replica:
     capacity_rps: float
 
 
-def build_replica(cfg, load: DayLoad, price_per_gpu_hour: float | None = None,
-                  storage_bytes_per_s: float = DEFAULT_STORAGE_BYTES_PER_S, warmup_s: float = DEFAULT_WARMUP_S,
-                  profile=None, capacity_rps: float | None = None) -> Replica:
+def build_replica(
+    cfg,
+    load: DayLoad,
+    price_per_gpu_hour: float | None = None,
+    storage_bytes_per_s: float = DEFAULT_STORAGE_BYTES_PER_S,
+    warmup_s: float = DEFAULT_WARMUP_S,
+    profile=None,
+    capacity_rps: float | None = None,
+) -> Replica:
     """The replica of ``cfg`` (a SimConfig): cost model, start time, saturated capacity, price
     (``capacity_rps`` given: not measured again, e.g. in a shard's worker)."""
     from infercast.sim.build import step_model
@@ -53,7 +59,9 @@ def build_replica(cfg, load: DayLoad, price_per_gpu_hour: float | None = None,
     from infercast.sim.sched_config import scheduler_config
 
     if cfg.disaggregation is not None or cfg.speculative is not None:
-        raise ConfigError("fleet replicas are aggregated, non-speculative (disaggregated fleets: not yet)")
+        raise ConfigError(
+            "fleet replicas are aggregated, non-speculative (disaggregated fleets: not yet)"
+        )
     if not (storage_bytes_per_s > 0 and math.isfinite(storage_bytes_per_s)):
         raise ConfigError(f"--storage-bandwidth must be > 0 bytes/s, got {storage_bytes_per_s}")
     if not (warmup_s >= 0 and math.isfinite(warmup_s)):
@@ -81,15 +89,28 @@ def _capacity(cfg, timer, load: DayLoad) -> float:
     c = build_config({**cfg.model_dump(exclude={"workload"}), "workload": wl, "replicas": 1})
     rps = simulate(c, timer).summary.request_throughput_rps
     if not rps > 0:
-        raise ConfigError(f"one replica of {cfg.model} on {cfg.hardware} completes no request saturated")
+        raise ConfigError(
+            f"one replica of {cfg.model} on {cfg.hardware} completes no request saturated"
+        )
     return float(rps)
 
 
-def make_policy(name: str, rep: Replica, load: DayLoad, tick_s: float, replicas: int | None = None,
-                min_replicas: int = 1, max_replicas: int | None = None, metric: str = "queue",
-                up: float | None = None, down: float | None = None, schedule: tuple[int, ...] | None = None,
-                headroom: float = 1.25, stabilization_s: float = 300.0,
-                base_capacity_rps: float = 0.0):
+def make_policy(
+    name: str,
+    rep: Replica,
+    load: DayLoad,
+    tick_s: float,
+    replicas: int | None = None,
+    min_replicas: int = 1,
+    max_replicas: int | None = None,
+    metric: str = "queue",
+    up: float | None = None,
+    down: float | None = None,
+    schedule: tuple[int, ...] | None = None,
+    headroom: float = 1.25,
+    stabilization_s: float = 300.0,
+    base_capacity_rps: float = 0.0,
+):
     """A policy by name, its unstated bounds sized from the day's peak and the replica's capacity
     (less ``base_capacity_rps``, what a mixed fleet's always-on base pool serves)."""
     peak = float(load.rates_per_s.max()) * headroom - base_capacity_rps
@@ -98,23 +119,49 @@ def make_policy(name: str, rep: Replica, load: DayLoad, tick_s: float, replicas:
     if name == "fixed":
         return Fixed(replicas if replicas is not None else peak_need)
     if name == "reactive":
-        defaults = {"queue": (4.0, 0.5), "kv": (0.8, 0.3), "util": (0.85, 0.4)}.get(metric, (1.0, 0.0))
-        return Reactive(metric, defaults[0] if up is None else up, defaults[1] if down is None else down,
-                        min_replicas, hi, stabilization_s=stabilization_s)
+        defaults = {"queue": (4.0, 0.5), "kv": (0.8, 0.3), "util": (0.85, 0.4)}.get(
+            metric, (1.0, 0.0)
+        )
+        return Reactive(
+            metric,
+            defaults[0] if up is None else up,
+            defaults[1] if down is None else down,
+            min_replicas,
+            hi,
+            stabilization_s=stabilization_s,
+        )
     if name == "scheduled":
         if schedule is not None:
             return Scheduled(schedule)
-        hours = schedule_from_rates(load.rates_per_s.tolist(), rep.capacity_rps, headroom,
-                                    min_replicas, hi, base_capacity_rps)
+        hours = schedule_from_rates(
+            load.rates_per_s.tolist(),
+            rep.capacity_rps,
+            headroom,
+            min_replicas,
+            hi,
+            base_capacity_rps,
+        )
         return Scheduled(hours, origin="sized per hour from the day's curve")
     if name == "predictive":
-        return Predictive(rep.capacity_rps, rep.start_s + tick_s, min_replicas, hi, headroom,
-                          base_capacity_rps=base_capacity_rps)
+        return Predictive(
+            rep.capacity_rps,
+            rep.start_s + tick_s,
+            min_replicas,
+            hi,
+            headroom,
+            base_capacity_rps=base_capacity_rps,
+        )
     raise ConfigError(f"--policy {name!r}: choose fixed, reactive, scheduled, predictive or all")
 
 
-def run_day(rep: Replica, load: DayLoad, policy, spec: FleetSpec, base: Replica | None = None,
-            base_count: int = 0) -> dict:
+def run_day(
+    rep: Replica,
+    load: DayLoad,
+    policy,
+    spec: FleetSpec,
+    base: Replica | None = None,
+    base_count: int = 0,
+) -> dict:
     """One policy over the day: the per-tick table and the day's totals (JSON-ready). A mixed
     fleet adds ``base_count`` always-on replicas of ``base`` beside the policy's."""
     cfg = rep.cfg
@@ -126,8 +173,17 @@ def run_day(rep: Replica, load: DayLoad, policy, spec: FleetSpec, base: Replica 
         pool = BasePool(base.timer, base.sched_cfg, base_count, weight)
         lens = [x for x in (max_len, base.cfg.scheduler.max_model_len) if x is not None]
         max_len = min(lens) if lens else None
-    sim = FleetSim(load, spec, policy, rep.timer, rep.sched_cfg, cfg.slo_ttft_s, cfg.slo_tpot_s,
-                   max(1, round(mean_in + mean_out / 2)), pool)
+    sim = FleetSim(
+        load,
+        spec,
+        policy,
+        rep.timer,
+        rep.sched_cfg,
+        cfg.slo_ttft_s,
+        cfg.slo_tpot_s,
+        max(1, round(mean_in + mean_out / 2)),
+        pool,
+    )
     result = sim.run(max_len)
     return report(result, rep, load, spec, policy, base)
 
@@ -141,8 +197,14 @@ def _mean_lengths(load: DayLoad) -> tuple[float, float]:
 Arrays = tuple[np.ndarray, np.ndarray | None, np.ndarray | None]
 
 
-def _pool_cost(rep: Replica, rep_s: np.ndarray, in_tok: np.ndarray, out_tok: np.ndarray,
-               load: DayLoad, batch: int) -> Arrays:
+def _pool_cost(
+    rep: Replica,
+    rep_s: np.ndarray,
+    in_tok: np.ndarray,
+    out_tok: np.ndarray,
+    load: DayLoad,
+    batch: int,
+) -> Arrays:
     """GPU-hours, dollars and joules per tick of one configuration's replicas: billed seconds x
     GPUs x price; idle power over billed seconds plus each token's dynamic energy."""
     gpu_h = rep_s * rep.gpus / 3600.0
@@ -153,8 +215,11 @@ def _pool_cost(rep: Replica, rep_s: np.ndarray, in_tok: np.ndarray, out_tok: np.
     mean_in, mean_out = _mean_lengths(load)
     context = max(1, round(mean_in + mean_out / 2))
     te = token_energy(rep.timer, power, max(1, round(mean_in)), batch, context)
-    energy = (te.idle_w * rep_s + te.prefill_dynamic_j_per_token * in_tok
-              + te.decode_dynamic_j_per_token * out_tok)
+    energy = (
+        te.idle_w * rep_s
+        + te.prefill_dynamic_j_per_token * in_tok
+        + te.decode_dynamic_j_per_token * out_tok
+    )
     return gpu_h, usd, energy
 
 
@@ -162,8 +227,14 @@ def _sum_or_none(*parts: np.ndarray | None) -> np.ndarray | None:
     return None if any(p is None for p in parts) else sum(parts[1:], parts[0])
 
 
-def report(result: FleetResult, rep: Replica, load: DayLoad, spec: FleetSpec, policy,
-           base: Replica | None = None) -> dict:
+def report(
+    result: FleetResult,
+    rep: Replica,
+    load: DayLoad,
+    spec: FleetSpec,
+    policy,
+    base: Replica | None = None,
+) -> dict:
     """Per-tick rows and day totals: SLO attainment, goodput, replicas, $, kWh, bottlenecks
     (a mixed fleet's base pool billed and powered at its own part's figures)."""
     tick = spec.tick_s
@@ -180,15 +251,20 @@ def report(result: FleetResult, rep: Replica, load: DayLoad, spec: FleetSpec, po
         bcols = result.extra["base_ledger"].columns(n)
         base_s = replica_seconds_per_tick(result.extra["base_intervals"], tick, n)
         in_tok, out_tok = in_tok - bcols["input_tokens"], out_tok - bcols["output_tokens"]
-        b_gpu_h, b_usd, b_energy = _pool_cost(base, base_s, bcols["input_tokens"],
-                                              bcols["output_tokens"], load, batch)
+        b_gpu_h, b_usd, b_energy = _pool_cost(
+            base, base_s, bcols["input_tokens"], bcols["output_tokens"], load, batch
+        )
         base_day = {
-            "hardware": base.timer.hardware.key, "replicas": len(result.extra["base_intervals"]),
-            "replica_hours": float(base_s.sum()) / 3600.0, "gpu_hours": float(b_gpu_h.sum()),
+            "hardware": base.timer.hardware.key,
+            "replicas": len(result.extra["base_intervals"]),
+            "replica_hours": float(base_s.sum()) / 3600.0,
+            "gpu_hours": float(b_gpu_h.sum()),
             "usd": float(b_usd.sum()) if b_usd is not None else None,
             "energy_kwh": float(b_energy.sum()) / J_PER_KWH if b_energy is not None else None,
             "requests_completed": int(bcols["completed"].sum()),
-            "price_per_gpu_hour": base.price_per_gpu_hour, "capacity_rps": base.capacity_rps}
+            "price_per_gpu_hour": base.price_per_gpu_hour,
+            "capacity_rps": base.capacity_rps,
+        }
     gpu_h, usd, energy = _pool_cost(rep, rep_s, in_tok, out_tok, load, batch)
     if base is not None:
         gpu_h = gpu_h + b_gpu_h
@@ -199,44 +275,68 @@ def report(result: FleetResult, rep: Replica, load: DayLoad, spec: FleetSpec, po
     for r in led.rows:
         i = min(int(round(r.t_s / tick)) - 1, n - 1)
         done = cols["completed"][i] + cols["rejected"][i]
-        rows.append({
-            "t_s": r.t_s, "arrival_rate_per_s": r.arrival_rate, "replicas_ready": r.ready,
-            "replicas_starting": r.starting, "replicas_draining": r.draining, "replica_seconds": rep_s[i],
-            "waiting": r.waiting, "router_queue": r.router_queue, "running": r.running,
-            "kv_usage": r.kv_usage, "utilization": r.utilization,
-            "completed": int(cols["completed"][i]), "rejected": int(cols["rejected"][i]),
-            "slo_attainment": cols["slo_met"][i] / done if done else None,
-            "goodput_per_s": cols["slo_met"][i] / tick,
-            "usd": float(usd[i]) if usd is not None else None,
-            "energy_j": float(energy[i]) if energy is not None else None,
-            "bottleneck": r.bottleneck,
-        })
+        rows.append(
+            {
+                "t_s": r.t_s,
+                "arrival_rate_per_s": r.arrival_rate,
+                "replicas_ready": r.ready,
+                "replicas_starting": r.starting,
+                "replicas_draining": r.draining,
+                "replica_seconds": rep_s[i],
+                "waiting": r.waiting,
+                "router_queue": r.router_queue,
+                "running": r.running,
+                "kv_usage": r.kv_usage,
+                "utilization": r.utilization,
+                "completed": int(cols["completed"][i]),
+                "rejected": int(cols["rejected"][i]),
+                "slo_attainment": cols["slo_met"][i] / done if done else None,
+                "goodput_per_s": cols["slo_met"][i] / tick,
+                "usd": float(usd[i]) if usd is not None else None,
+                "energy_j": float(energy[i]) if energy is not None else None,
+                "bottleneck": r.bottleneck,
+            }
+        )
     day_usd = float(usd.sum()) if usd is not None else None
     day_j = float(energy.sum()) if energy is not None else None
     finished = tot["completed"] + tot["rejected"]
     tokens = tot["input_tokens"] + tot["output_tokens"]
     bottlenecks = _bottleneck_story([r.bottleneck for r in led.rows], [r.t_s for r in led.rows])
     day = {
-        "policy": policy.name, "policy_detail": policy.describe(),
-        "requests_arrived": int(result.summary["num_arrived"]), "requests_completed": tot["completed"],
-        "requests_rejected": tot["rejected"], "reject_reasons": dict(led.reject_reasons),
+        "policy": policy.name,
+        "policy_detail": policy.describe(),
+        "requests_arrived": int(result.summary["num_arrived"]),
+        "requests_completed": tot["completed"],
+        "requests_rejected": tot["rejected"],
+        "reject_reasons": dict(led.reject_reasons),
         "slo_attainment": tot["slo_met"] / finished if finished else None,
         "goodput_per_s": tot["slo_met"] / load.duration_s,
-        "replica_hours": float(rep_s.sum()) / 3600.0, "gpu_hours": float(gpu_h.sum()),
+        "replica_hours": float(rep_s.sum()) / 3600.0,
+        "gpu_hours": float(gpu_h.sum()),
         "peak_replicas": max((r.ready + r.starting + r.draining for r in led.rows), default=0),
         "mean_replicas": float(rep_s.sum()) / max(end, 1e-9),
         "mean_utilization": float(np.mean([r.utilization for r in led.rows])) if led.rows else None,
-        "usd": day_usd, "usd_per_day": day_usd * 86400 / load.duration_s if day_usd is not None else None,
-        "usd_per_million_tokens": day_usd / tokens * 1e6 if day_usd is not None and tokens else None,
+        "usd": day_usd,
+        "usd_per_day": day_usd * 86400 / load.duration_s if day_usd is not None else None,
+        "usd_per_million_tokens": day_usd / tokens * 1e6
+        if day_usd is not None and tokens
+        else None,
         "usd_per_million_output_tokens": day_usd / tot["output_tokens"] * 1e6
-        if day_usd is not None and tot["output_tokens"] else None,
+        if day_usd is not None and tot["output_tokens"]
+        else None,
         "energy_kwh": day_j / J_PER_KWH if day_j is not None else None,
         "kwh_per_day": day_j / J_PER_KWH * 86400 / load.duration_s if day_j is not None else None,
-        "joules_per_output_token": day_j / tot["output_tokens"] if day_j and tot["output_tokens"] else None,
-        "ttft_p99_s": result.summary["ttft_s"]["p99"], "tpot_p99_s": result.summary["tpot_s"]["p99"],
-        "input_tokens": tot["input_tokens"], "output_tokens": tot["output_tokens"],
-        "bottleneck_minutes": dict(bottlenecks[0]), "bottleneck_changes": bottlenecks[1],
-        "sim_cpu_s": result.summary["sim_cpu_s"], "sim_wall_s": result.summary["sim_wall_s"],
+        "joules_per_output_token": day_j / tot["output_tokens"]
+        if day_j and tot["output_tokens"]
+        else None,
+        "ttft_p99_s": result.summary["ttft_s"]["p99"],
+        "tpot_p99_s": result.summary["tpot_s"]["p99"],
+        "input_tokens": tot["input_tokens"],
+        "output_tokens": tot["output_tokens"],
+        "bottleneck_minutes": dict(bottlenecks[0]),
+        "bottleneck_changes": bottlenecks[1],
+        "sim_cpu_s": result.summary["sim_cpu_s"],
+        "sim_wall_s": result.summary["sim_wall_s"],
         "end_s": end,
     }
     if base_day is not None:

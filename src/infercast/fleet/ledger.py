@@ -98,13 +98,28 @@ class Ledger:
     def totals(self) -> dict[str, int]:
         t = _Bin()
         for b in self.bins.values():
-            for name in ("arrived", "completed", "rejected", "slo_met", "input_tokens", "output_tokens"):
+            for name in (
+                "arrived",
+                "completed",
+                "rejected",
+                "slo_met",
+                "input_tokens",
+                "output_tokens",
+            ):
                 setattr(t, name, getattr(t, name) + getattr(b, name))
-        return {"arrived": t.arrived, "completed": t.completed, "rejected": t.rejected, "slo_met": t.slo_met,
-                "input_tokens": t.input_tokens, "output_tokens": t.output_tokens}
+        return {
+            "arrived": t.arrived,
+            "completed": t.completed,
+            "rejected": t.rejected,
+            "slo_met": t.slo_met,
+            "input_tokens": t.input_tokens,
+            "output_tokens": t.output_tokens,
+        }
 
 
-def replica_seconds_per_tick(intervals: list[tuple[float, float]], tick_s: float, n: int) -> np.ndarray:
+def replica_seconds_per_tick(
+    intervals: list[tuple[float, float]], tick_s: float, n: int
+) -> np.ndarray:
     """Billed replica-seconds in each tick: every interval's exact overlap with each tick."""
     out = np.zeros(n)
     for a, b in intervals:

@@ -35,8 +35,10 @@ from infercast.sim.workload import Trace, load_trace
 
 MINUTE_S = 60.0
 # shipped rate traces: name -> (file in data/traces, column of requests/s per window)
-RATE_TRACES = {f"servegen-{m}": ("servegen-language-rates.csv", f"{m.replace('-', '_')}_rps")
-               for m in ("m-large", "m-mid", "m-small")}
+RATE_TRACES = {
+    f"servegen-{m}": ("servegen-language-rates.csv", f"{m.replace('-', '_')}_rps")
+    for m in ("m-large", "m-mid", "m-small")
+}
 
 
 @dataclass(frozen=True)
@@ -62,8 +64,9 @@ class DayLoad:
         return float(self.rates_per_s.sum() * MINUTE_S)
 
 
-def diurnal_rates(peak_rate: float, hours: float = 24.0, trough_fraction: float = 0.2,
-                  peak_hour: float = 14.0) -> np.ndarray:
+def diurnal_rates(
+    peak_rate: float, hours: float = 24.0, trough_fraction: float = 0.2, peak_hour: float = 14.0
+) -> np.ndarray:
     """Per-minute rates of a one-peak day (module docstring)."""
     if not (peak_rate > 0 and math.isfinite(peak_rate)):
         raise ConfigError(f"--peak-rate must be a positive number of requests/s, got {peak_rate}")
@@ -76,14 +79,20 @@ def diurnal_rates(peak_rate: float, hours: float = 24.0, trough_fraction: float 
     return peak_rate * (trough_fraction + (1 - trough_fraction) * shape)
 
 
-def trace_rates(trace: Trace, hours: float | None = None, peak_rate: float | None = None) -> np.ndarray:
+def trace_rates(
+    trace: Trace, hours: float | None = None, peak_rate: float | None = None
+) -> np.ndarray:
     """Per-minute arrival rates of a trace, stretched to ``hours`` and scaled to ``peak_rate``."""
     if len(trace) == 0:
         raise ConfigError(f"trace {trace.name!r} has no requests")
     span = float(trace.arrival_s[-1] - trace.arrival_s[0]) or MINUTE_S
     minutes = max(1, math.ceil(span / MINUTE_S))
-    counts = np.bincount(np.minimum(((trace.arrival_s - trace.arrival_s[0]) // MINUTE_S).astype(np.int64),
-                                    minutes - 1), minlength=minutes).astype(np.float64)
+    counts = np.bincount(
+        np.minimum(
+            ((trace.arrival_s - trace.arrival_s[0]) // MINUTE_S).astype(np.int64), minutes - 1
+        ),
+        minlength=minutes,
+    ).astype(np.float64)
     rates = counts / MINUTE_S
     if hours is not None:
         target = max(1, round(hours * 60))
@@ -101,8 +110,10 @@ def parse_window(text: str) -> tuple[float, float]:
     except ValueError:
         start = hours = None
     if start is None or hours is None or not (start >= 0 and 0 < hours <= 24 * 14):
-        raise ConfigError(f"--trace-window {text!r}: give START_H:HOURS with START_H >= 0 and "
-                          "0 < HOURS <= 336, e.g. 48:24 for the third day")
+        raise ConfigError(
+            f"--trace-window {text!r}: give START_H:HOURS with START_H >= 0 and "
+            "0 < HOURS <= 336, e.g. 48:24 for the third day"
+        )
     return start, hours
 
 
@@ -111,21 +122,27 @@ def trace_window(trace: Trace, start_h: float, hours: float) -> Trace:
     span_h = float(trace.arrival_s[-1]) / 3600 if len(trace) else 0.0
     flag = f"--trace-window {start_h:g}:{hours:g}"
     if start_h + hours > span_h + 1 / 60:  # a minute of slack: the last arrival is not the end
-        raise ConfigError(f"{flag}: trace {trace.name!r} spans only {span_h:.2f} h; "
-                          "choose a window inside it")
+        raise ConfigError(
+            f"{flag}: trace {trace.name!r} spans only {span_h:.2f} h; choose a window inside it"
+        )
     lo, hi = np.searchsorted(trace.arrival_s, [start_h * 3600, (start_h + hours) * 3600])
     if hi <= lo:
         raise ConfigError(f"{flag}: trace {trace.name!r} has no request in it")
     t0 = start_h * 3600
-    return Trace(f"{trace.name}[{start_h:g} h +{hours:g} h]", trace.arrival_s[lo:hi] - t0,
-                 trace.prompt_tokens[lo:hi], trace.output_tokens[lo:hi])
+    return Trace(
+        f"{trace.name}[{start_h:g} h +{hours:g} h]",
+        trace.arrival_s[lo:hi] - t0,
+        trace.prompt_tokens[lo:hi],
+        trace.output_tokens[lo:hi],
+    )
 
 
 def _window_rates(trace: Trace, hours: float, peak_rate: float | None) -> np.ndarray:
     """Per-minute rates of a window at its own time (its first minute starts at 0 s)."""
     minutes = max(1, round(hours * 60))
-    counts = np.bincount(np.minimum((trace.arrival_s // MINUTE_S).astype(np.int64), minutes - 1),
-                         minlength=minutes).astype(np.float64)
+    counts = np.bincount(
+        np.minimum((trace.arrival_s // MINUTE_S).astype(np.int64), minutes - 1), minlength=minutes
+    ).astype(np.float64)
     return _scaled(counts / MINUTE_S, peak_rate)
 
 
@@ -138,15 +155,19 @@ def _scaled(rates: np.ndarray, peak_rate: float | None) -> np.ndarray:
     return rates * (peak_rate / top) if top > 0 else rates
 
 
-def rate_trace_rates(name: str, start_h: float, hours: float,
-                     peak_rate: float | None) -> np.ndarray:
+def rate_trace_rates(
+    name: str, start_h: float, hours: float, peak_rate: float | None
+) -> np.ndarray:
     """Per-minute rates of ``hours`` of a shipped rate trace from ``start_h``, at its own time."""
     import csv
     from importlib import resources
 
     fname, column = RATE_TRACES[name]
-    rows = list(csv.DictReader((resources.files("infercast") / "data" / "traces" / fname)
-                               .read_text().splitlines()))
+    rows = list(
+        csv.DictReader(
+            (resources.files("infercast") / "data" / "traces" / fname).read_text().splitlines()
+        )
+    )
     t = np.array([float(r["t_s"]) for r in rows])
     rate = np.array([float(r[column]) for r in rows])
     window_s = float(t[1] - t[0])
@@ -159,10 +180,17 @@ def rate_trace_rates(name: str, start_h: float, hours: float,
     return _scaled(rate[np.minimum((at // window_s).astype(np.int64), rate.size - 1)], peak_rate)
 
 
-def day_load(peak_rate: float | None, hours: float, trace: str | None = None, lengths: str | None = None,
-             input_tokens: int | None = None, output_tokens: int | None = None,
-             trough_fraction: float = 0.2, peak_hour: float = 14.0,
-             window: tuple[float, float] | None = None) -> DayLoad:
+def day_load(
+    peak_rate: float | None,
+    hours: float,
+    trace: str | None = None,
+    lengths: str | None = None,
+    input_tokens: int | None = None,
+    output_tokens: int | None = None,
+    trough_fraction: float = 0.2,
+    peak_hour: float = 14.0,
+    window: tuple[float, float] | None = None,
+) -> DayLoad:
     """The day a command asks for: a trace's own rates (stretched to ``hours``, or a ``window``
     (start hour, hours) of it at its own time), a shipped rate trace, or a diurnal curve;
     request lengths from ``lengths`` (a trace), the request trace (its window), or fixed values."""
@@ -171,15 +199,23 @@ def day_load(peak_rate: float | None, hours: float, trace: str | None = None, le
             raise ConfigError(f"{name} must be >= 1, got {v}")
     rates, src, tr = _rates(peak_rate, hours, trace, trough_fraction, peak_hour, window)
     fixed = input_tokens is not None and output_tokens is not None
-    len_trace = None if fixed else (load_trace(lengths) if lengths else tr or load_trace("azure-conv"))
+    len_trace = (
+        None if fixed else (load_trace(lengths) if lengths else tr or load_trace("azure-conv"))
+    )
     return DayLoad(rates, src, len_trace, input_tokens or 1024, output_tokens or 256)
 
 
 Rates = tuple[np.ndarray, str, Trace | None]
 
 
-def _rates(peak_rate: float | None, hours: float, trace: str | None, trough_fraction: float,
-           peak_hour: float, window: tuple[float, float] | None) -> Rates:
+def _rates(
+    peak_rate: float | None,
+    hours: float,
+    trace: str | None,
+    trough_fraction: float,
+    peak_hour: float,
+    window: tuple[float, float] | None,
+) -> Rates:
     """(per-minute rates, how they were made, the request trace whose lengths they carry)."""
     if trace in RATE_TRACES:  # rates only: its first ``hours`` unless a window is given
         start_h, span = window if window is not None else (0.0, hours)
@@ -192,25 +228,32 @@ def _rates(peak_rate: float | None, hours: float, trace: str | None, trough_frac
             raise ConfigError("--trace-window needs --trace (a trace longer than the window)")
         full_h = float(tr.arrival_s[-1]) / 3600
         tr = trace_window(tr, *window)
-        return (_window_rates(tr, window[1], peak_rate),
-                f"trace {trace} hours {window[0]:g}-{window[0] + window[1]:g} of {full_h:.1f} "
-                f"({len(tr):,} requests), at its own time", tr)
+        return (
+            _window_rates(tr, window[1], peak_rate),
+            f"trace {trace} hours {window[0]:g}-{window[0] + window[1]:g} of {full_h:.1f} "
+            f"({len(tr):,} requests), at its own time",
+            tr,
+        )
     if tr is not None:
         span_h = float(tr.arrival_s[-1]) / 3600
         src = f"trace {trace} ({len(tr):,} requests over {span_h:.2f} h) stretched to {hours:g} h"
         return trace_rates(tr, hours, peak_rate), src, tr
     if peak_rate is None:
         raise ConfigError("give --peak-rate (requests/s at the busiest minute) or --trace")
-    return (diurnal_rates(peak_rate, hours, trough_fraction, peak_hour),
-            f"diurnal curve: peak {peak_rate:g} req/s at hour {peak_hour:g}, "
-            f"trough {trough_fraction:.0%} of peak", None)
+    return (
+        diurnal_rates(peak_rate, hours, trough_fraction, peak_hour),
+        f"diurnal curve: peak {peak_rate:g} req/s at hour {peak_hour:g}, "
+        f"trough {trough_fraction:.0%} of peak",
+        None,
+    )
 
 
-def request_chunks(load: DayLoad, rng: np.random.Generator, max_prompt: int | None = None,
-                   chunk_minutes: int = 30) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+def request_chunks(
+    load: DayLoad, rng: np.random.Generator, max_prompt: int | None = None, chunk_minutes: int = 30
+) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]]:
     """(arrival_s, prompt_tokens, output_tokens) arrays, in time order, a few minutes at a time."""
     for m0 in range(0, load.minutes, chunk_minutes):
-        rates = load.rates_per_s[m0:m0 + chunk_minutes]
+        rates = load.rates_per_s[m0 : m0 + chunk_minutes]
         counts = rng.poisson(rates * MINUTE_S)
         n = int(counts.sum())
         if n == 0:

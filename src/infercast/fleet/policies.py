@@ -39,7 +39,9 @@ class Observation:
     t_s: float
     ready: int
     starting: int
-    queue_per_replica: float  # router queue + replicas' waiting, per ready replica (inf: none ready)
+    queue_per_replica: (
+        float  # router queue + replicas' waiting, per ready replica (inf: none ready)
+    )
     kv_usage: float  # mean over ready replicas
     utilization: float  # busy fraction of ready replicas since the last tick
     arrival_rates: Sequence[float] = field(default=())  # observed req/s per past minute
@@ -90,7 +92,9 @@ class Reactive:
             raise ConfigError(f"--metric {self.metric!r}: choose one of {', '.join(METRICS)}")
         _bounds(self.min_replicas, self.max_replicas)
         if not (0 <= self.down < self.up):
-            raise ConfigError(f"thresholds need 0 <= --scale-down ({self.down}) < --scale-up ({self.up})")
+            raise ConfigError(
+                f"thresholds need 0 <= --scale-down ({self.down}) < --scale-up ({self.up})"
+            )
         if self.metric in ("kv", "util") and self.up > 1:
             raise ConfigError(f"--scale-up {self.up} for {self.metric}: a fraction in (0, 1]")
         if self.step < 1:
@@ -99,7 +103,9 @@ class Reactive:
             raise ConfigError(f"--stabilization-s must be >= 0, got {self.stabilization_s}")
 
     def value(self, obs: Observation) -> float:
-        return {"queue": obs.queue_per_replica, "kv": obs.kv_usage, "util": obs.utilization}[self.metric]
+        return {"queue": obs.queue_per_replica, "kv": obs.kv_usage, "util": obs.utilization}[
+            self.metric
+        ]
 
     def desired(self, obs: Observation) -> int:
         v, now = self.value(obs), obs.current
@@ -109,17 +115,23 @@ class Reactive:
             self._low_since = obs.t_s
         if v > self.up:
             now += self.step
-        elif (self._low_since is not None and obs.t_s - self._low_since >= self.stabilization_s
-              and obs.starting == 0 and now > 1
-              and obs.utilization * now / (now - 1) < self.absorb):  # low a whole window, nothing starting,
+        elif (
+            self._low_since is not None
+            and obs.t_s - self._low_since >= self.stabilization_s
+            and obs.starting == 0
+            and now > 1
+            and obs.utilization * now / (now - 1) < self.absorb
+        ):  # low a whole window, nothing starting,
             # and the others can take this replica's work
             now -= 1
             self._low_since = obs.t_s  # one replica per window
         return min(max(now, self.min_replicas), self.max_replicas)
 
     def describe(self) -> str:
-        return (f"reactive on {self.metric}: +{self.step} above {self.up:g}, -1 after "
-                f"{self.stabilization_s:g} s below {self.down:g}, {self.min_replicas}-{self.max_replicas} replicas")
+        return (
+            f"reactive on {self.metric}: +{self.step} above {self.up:g}, -1 after "
+            f"{self.stabilization_s:g} s below {self.down:g}, {self.min_replicas}-{self.max_replicas} replicas"
+        )
 
 
 @dataclass(frozen=True)
@@ -175,12 +187,20 @@ class Predictive:
         return min(max(want, self.min_replicas), self.max_replicas)
 
     def describe(self) -> str:
-        return (f"predictive (Holt, {self.lead_s:.0f} s ahead, headroom {self.headroom:g}, "
-                f"{self.capacity_rps:.2f} req/s per replica), {self.min_replicas}-{self.max_replicas} replicas")
+        return (
+            f"predictive (Holt, {self.lead_s:.0f} s ahead, headroom {self.headroom:g}, "
+            f"{self.capacity_rps:.2f} req/s per replica), {self.min_replicas}-{self.max_replicas} replicas"
+        )
 
 
-def schedule_from_rates(rates_per_minute: Sequence[float], capacity_rps: float, headroom: float,
-                        lo: int, hi: int, base_capacity_rps: float = 0.0) -> tuple[int, ...]:
+def schedule_from_rates(
+    rates_per_minute: Sequence[float],
+    capacity_rps: float,
+    headroom: float,
+    lo: int,
+    hi: int,
+    base_capacity_rps: float = 0.0,
+) -> tuple[int, ...]:
     """24 hourly counts sized to each hour's busiest minute of a typical day (the operator's
     calendar): ceil((max rate x headroom - an always-on base pool's capacity) / capacity), within
     [lo, hi]; hours beyond the day repeat."""
@@ -201,7 +221,9 @@ def parse_schedule(text: str) -> tuple[int, ...]:
         try:
             h, n = (int(x) for x in part.split(":"))
         except ValueError:
-            raise ConfigError(f"--schedule expects hour:replicas pairs like 0:2,8:6, got {part!r}") from None
+            raise ConfigError(
+                f"--schedule expects hour:replicas pairs like 0:2,8:6, got {part!r}"
+            ) from None
         if not 0 <= h < 24 or n < 1:
             raise ConfigError(f"--schedule {part!r}: hour in 0-23 and replicas >= 1")
         points[h] = n

@@ -53,7 +53,9 @@ class FleetSpec:
         if not (self.start_s >= 0 and math.isfinite(self.start_s)):
             raise ConfigError(f"replica start time must be >= 0 s, got {self.start_s}")
         if self.initial_replicas < 1:
-            raise ConfigError(f"the fleet must start with >= 1 replica, got {self.initial_replicas}")
+            raise ConfigError(
+                f"the fleet must start with >= 1 replica, got {self.initial_replicas}"
+            )
         if not self.tick_s > 0:
             raise ConfigError(f"--tick-s must be > 0, got {self.tick_s}")
         if not self.max_queue_s > 0:
@@ -106,9 +108,25 @@ class FleetResult:
 class FleetSim:
     """One fleet, one day, one policy (see module doc)."""
 
-    def __init__(self, load: DayLoad, spec: FleetSpec, policy, timer, sched_cfg, slo_ttft_s: float | None,
-                 slo_tpot_s: float | None, decode_context: int, base: BasePool | None = None):
-        self.load, self.spec, self.policy, self.timer, self.sched_cfg = load, spec, policy, timer, sched_cfg
+    def __init__(
+        self,
+        load: DayLoad,
+        spec: FleetSpec,
+        policy,
+        timer,
+        sched_cfg,
+        slo_ttft_s: float | None,
+        slo_tpot_s: float | None,
+        decode_context: int,
+        base: BasePool | None = None,
+    ):
+        self.load, self.spec, self.policy, self.timer, self.sched_cfg = (
+            load,
+            spec,
+            policy,
+            timer,
+            sched_cfg,
+        )
         self.base = base
         self.base_ledger = Ledger(spec.tick_s, slo_ttft_s, slo_tpot_s)  # the base pool's finishes
         self.kernel = Kernel()
@@ -132,7 +150,9 @@ class FleetSim:
             if m.state == DRAINING and not m.base:
                 m.state = READY
                 return
-        rep = Replica(len(self.members), Scheduler(self.sched_cfg), self.timer, self.kernel, self._emit)
+        rep = Replica(
+            len(self.members), Scheduler(self.sched_cfg), self.timer, self.kernel, self._emit
+        )
         m = Member(rep, STARTING, now, now + self.spec.start_s)
         self.members.append(m)
         m.ready_event = self.kernel.at(m.ready_s, PRIO_ARRIVAL, self._ready, m)
@@ -159,7 +179,11 @@ class FleetSim:
         self._maybe_stop(m, now)
 
     def _maybe_stop(self, m: Member, now: float) -> None:
-        if m.state == DRAINING and m.replica.outstanding_tokens == 0 and not m.replica.sched.has_unfinished:
+        if (
+            m.state == DRAINING
+            and m.replica.outstanding_tokens == 0
+            and not m.replica.sched.has_unfinished
+        ):
             m.state, m.stopped_s = STOPPED, now
 
     def _serving(self) -> list[Member]:
@@ -260,11 +284,24 @@ class FleetSim:
         obs = Observation(now, scaled, starting, qpr, kv, util, tuple(self._rates[-180:]))
         loads = [m.replica.sched.num_waiting + m.replica.sched.num_running for m in ready]
         bottleneck = self._bottleneck(obs, waiting, running, len(up), preempted, loads)
-        row = MinuteRow(now, len(ready), starting, sum(1 for m in self.members if m.state == DRAINING),
-                        waiting, len(self.queue), running, kv, util, rate, bottleneck)
+        row = MinuteRow(
+            now,
+            len(ready),
+            starting,
+            sum(1 for m in self.members if m.state == DRAINING),
+            waiting,
+            len(self.queue),
+            running,
+            kv,
+            util,
+            rate,
+            bottleneck,
+        )
         return obs, row
 
-    def _bottleneck(self, obs, waiting: int, running: int, up: int, preempted: int, loads: list[int]) -> str:
+    def _bottleneck(
+        self, obs, waiting: int, running: int, up: int, preempted: int, loads: list[int]
+    ) -> str:
         """What limits the fleet this tick: start-up, KV capacity, the router, idle, or the step's bound."""
         if (obs.ready == 0 and waiting) or (obs.starting and obs.queue_per_replica > 1):
             return "start-up"
@@ -286,25 +323,52 @@ class FleetSim:
         wall0, cpu0 = time.perf_counter(), time.process_time()
         rng = np.random.default_rng(self.spec.seed)
         chunks = request_chunks(self.load, rng, max_prompt)
-        self._stream = itertools.chain.from_iterable(zip(*(c.tolist() for c in ch), strict=True) for ch in chunks)
+        self._stream = itertools.chain.from_iterable(
+            zip(*(c.tolist() for c in ch), strict=True) for ch in chunks
+        )
         for _ in range(self.spec.initial_replicas):
-            m = Member(Replica(len(self.members), Scheduler(self.sched_cfg), self.timer, self.kernel, self._emit),
-                       READY, 0.0, 0.0)
-            self.members.append(m)  # warm at the start of the day (the night before paid their start)
+            m = Member(
+                Replica(
+                    len(self.members),
+                    Scheduler(self.sched_cfg),
+                    self.timer,
+                    self.kernel,
+                    self._emit,
+                ),
+                READY,
+                0.0,
+                0.0,
+            )
+            self.members.append(
+                m
+            )  # warm at the start of the day (the night before paid their start)
         for _ in range(self.base.count if self.base else 0):
-            rep = Replica(len(self.members), Scheduler(self.base.sched_cfg), self.base.timer,
-                          self.kernel, self._emit)
+            rep = Replica(
+                len(self.members),
+                Scheduler(self.base.sched_cfg),
+                self.base.timer,
+                self.kernel,
+                self._emit,
+            )
             self.members.append(Member(rep, READY, 0.0, 0.0, base=True, weight=self.base.weight))
         self._next_arrival()
         self.kernel.at(self.spec.tick_s, PRIO_TICK, self._tick)
         self.kernel.run()
         end = self.kernel.now
-        life = [(m.base, (m.asked_s, end if m.stopped_s is None else m.stopped_s))
-                for m in self.members]
+        life = [
+            (m.base, (m.asked_s, end if m.stopped_s is None else m.stopped_s)) for m in self.members
+        ]
         intervals = [span for base, span in life if not base]
-        extra = {"base_intervals": [span for base, span in life if base],
-                 "base_ledger": self.base_ledger}
+        extra = {
+            "base_intervals": [span for base, span in life if base],
+            "base_ledger": self.base_ledger,
+        }
         summary = self.acc.summary().to_dict()
-        summary.update(sim_wall_s=time.perf_counter() - wall0, sim_cpu_s=time.process_time() - cpu0,
-                       sim_events=self.kernel.num_events, num_arrived=self._count, end_s=end)
+        summary.update(
+            sim_wall_s=time.perf_counter() - wall0,
+            sim_cpu_s=time.process_time() - cpu0,
+            sim_events=self.kernel.num_events,
+            num_arrived=self._count,
+            end_s=end,
+        )
         return FleetResult(self.policy.name, self.ledger, summary, intervals, extra)

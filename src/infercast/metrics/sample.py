@@ -32,7 +32,9 @@ _LOG_RATIO = math.log(HIST_RATIO)
 # Relative error of a folded percentile inside [HIST_MIN_S, HIST_MAX_S].
 HIST_REL_ERROR = math.sqrt(HIST_RATIO) - 1.0
 DEFAULT_EXACT_CAP = 1_000_000  # 8 MB of float64 per sample before folding
-FLUSH_BLOCK = 65_536  # values per flush: 512 KB temporaries fit in L2; 1M-value ones are page-faulted
+FLUSH_BLOCK = (
+    65_536  # values per flush: 512 KB temporaries fit in L2; 1M-value ones are page-faulted
+)
 
 
 class BoundedSample:
@@ -43,8 +45,19 @@ class BoundedSample:
     request) stay cheap.
     """
 
-    __slots__ = ("_cap", "_exact", "_num_exact", "_hist", "_pending", "_num_pending",
-                 "_count", "_mean", "_m2", "_min", "_max")
+    __slots__ = (
+        "_cap",
+        "_exact",
+        "_num_exact",
+        "_hist",
+        "_pending",
+        "_num_pending",
+        "_count",
+        "_mean",
+        "_m2",
+        "_min",
+        "_max",
+    )
 
     def __init__(self, exact_cap: int = DEFAULT_EXACT_CAP) -> None:
         if exact_cap < 0:
@@ -73,13 +86,19 @@ class BoundedSample:
         self._flush()
         return self._hist is None
 
-    def add(self, values: Sequence[float] | np.ndarray, weights: Sequence[int] | np.ndarray | None = None) -> None:
+    def add(
+        self,
+        values: Sequence[float] | np.ndarray,
+        weights: Sequence[int] | np.ndarray | None = None,
+    ) -> None:
         """Add each of ``values`` (seconds, >= 0) ``weights[i]`` times (default once)."""
         v = np.asarray(values, dtype=np.float64)
         if v.size == 0:
             return
         w = None if weights is None else np.asarray(weights, dtype=np.int64)
-        if v.size > FLUSH_BLOCK and w is None:  # flush blocks whose temporaries stay in cache (8x faster)
+        if (
+            v.size > FLUSH_BLOCK and w is None
+        ):  # flush blocks whose temporaries stay in cache (8x faster)
             for i in range(0, v.size, FLUSH_BLOCK):
                 self.add(v[i : i + FLUSH_BLOCK])
             return
@@ -88,7 +107,9 @@ class BoundedSample:
         if self._num_pending >= FLUSH_BLOCK:
             self._flush()
 
-    def add_weighted(self, values: Sequence[float] | np.ndarray, weights: Sequence[int] | np.ndarray) -> None:
+    def add_weighted(
+        self, values: Sequence[float] | np.ndarray, weights: Sequence[int] | np.ndarray
+    ) -> None:
         """``add(values, weights)`` without expanding the weights once the sample is folded.
 
         For many repeats of few values (the simulator's per-step ITL times the
@@ -110,7 +131,9 @@ class BoundedSample:
         wf = w.astype(np.float64)
         mean_b = float((v * wf).sum()) / n_b
         dev = v - mean_b
-        self._merge_moments(n_b, mean_b, float((dev * dev * wf).sum()), float(v.min()), float(v.max()))
+        self._merge_moments(
+            n_b, mean_b, float((dev * dev * wf).sum()), float(v.min()), float(v.max())
+        )
         self._fold()
         self._bin(v, wf)
 
@@ -122,7 +145,9 @@ class BoundedSample:
         self._num_pending = 0
         mean_b = float(vals.mean())
         dev = vals - mean_b
-        m2_b = float((dev * dev).sum())  # not np.dot: BLAS threads spin on shared cores (20 ms here)
+        m2_b = float(
+            (dev * dev).sum()
+        )  # not np.dot: BLAS threads spin on shared cores (20 ms here)
         self._merge_moments(vals.size, mean_b, m2_b, float(vals.min()), float(vals.max()))
         if self._hist is None and self._num_exact + vals.size <= self._cap:
             self._append_exact(vals)
@@ -150,7 +175,9 @@ class BoundedSample:
     def _append_exact(self, vals: np.ndarray) -> None:
         need = self._num_exact + vals.size
         if need > self._exact.size:
-            grown = np.empty(min(self._cap, max(need, 2 * self._exact.size, 1024)), dtype=np.float64)
+            grown = np.empty(
+                min(self._cap, max(need, 2 * self._exact.size, 1024)), dtype=np.float64
+            )
             grown[: self._num_exact] = self._exact[: self._num_exact]
             self._exact = grown
         self._exact[self._num_exact : need] = vals
@@ -164,7 +191,9 @@ class BoundedSample:
         if weights is None:
             self._hist += np.bincount(idx, minlength=self._hist.size)
         else:  # float64 sums of integer weights are exact below 2**53
-            self._hist += np.rint(np.bincount(idx, weights=weights, minlength=self._hist.size)).astype(np.int64)
+            self._hist += np.rint(
+                np.bincount(idx, weights=weights, minlength=self._hist.size)
+            ).astype(np.int64)
 
     @property
     def min(self) -> float:

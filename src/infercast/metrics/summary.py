@@ -78,8 +78,14 @@ class Distribution:
             nan = math.nan
             return cls(0, nan, nan, nan, nan, {q: nan for q in percentiles})
         pct = np.percentile(v, list(percentiles))  # numpy 'linear', as vLLM
-        return cls(int(v.size), float(v.mean()), float(v.std()), float(v.min()), float(v.max()),
-                   {q: float(p) for q, p in zip(percentiles, pct, strict=True)})
+        return cls(
+            int(v.size),
+            float(v.mean()),
+            float(v.std()),
+            float(v.min()),
+            float(v.max()),
+            {q: float(p) for q, p in zip(percentiles, pct, strict=True)},
+        )
 
     @classmethod
     def of_sample(cls, s: BoundedSample, percentiles: Sequence[float]) -> Distribution:
@@ -184,28 +190,44 @@ class Summary:
         return used[0] if len(used) == 1 else ("mixed" if used else "none")
 
     def distributions(self) -> dict[str, Distribution]:
-        return {"ttft_s": self.ttft, "tpot_s": self.tpot, "itl_s": self.itl,
-                "itl_chunk_s": self.itl_chunk, "e2e_s": self.e2e, "queueing_s": self.queueing,
-                "send_lag_s": self.send_lag, "time_to_first_answer_s": self.time_to_first_answer}
+        return {
+            "ttft_s": self.ttft,
+            "tpot_s": self.tpot,
+            "itl_s": self.itl,
+            "itl_chunk_s": self.itl_chunk,
+            "e2e_s": self.e2e,
+            "queueing_s": self.queueing,
+            "send_lag_s": self.send_lag,
+            "time_to_first_answer_s": self.time_to_first_answer,
+        }
 
     def to_dict(self) -> dict[str, object]:
         """Plain-JSON dict in SI units (seconds, per second); undefined values are None."""
         out: dict[str, object] = {
-            "completed": self.completed, "failed": self.failed, "rejected": self.rejected,
-            "total": self.total, "failure_reasons": dict(self.failure_reasons),
-            "finish_reasons": dict(self.finish_reasons), "duration_s": _clean(self.duration_s),
+            "completed": self.completed,
+            "failed": self.failed,
+            "rejected": self.rejected,
+            "total": self.total,
+            "failure_reasons": dict(self.failure_reasons),
+            "finish_reasons": dict(self.finish_reasons),
+            "duration_s": _clean(self.duration_s),
             "total_input_tokens": self.total_input_tokens,
             "total_output_tokens": self.total_output_tokens,
             "request_throughput_rps": _clean(self.request_throughput_rps),
             "input_throughput_tps": _clean(self.input_throughput_tps),
             "output_throughput_tps": _clean(self.output_throughput_tps),
-            "total_token_throughput_tps": _clean(self._rate(self.total_input_tokens + self.total_output_tokens)),
+            "total_token_throughput_tps": _clean(
+                self._rate(self.total_input_tokens + self.total_output_tokens)
+            ),
             "tokens_per_chunk_mean": _clean(self.tokens_per_chunk),
             "token_count_source": self.token_count_source,
             "token_count_sources": dict(self.token_count_sources),
-            "slo_ttft_s": self.slo_ttft_s, "slo_tpot_s": self.slo_tpot_s,
+            "slo_ttft_s": self.slo_ttft_s,
+            "slo_tpot_s": self.slo_tpot_s,
             "goodput_rps": _clean(self.goodput_rps) if self.goodput_rps is not None else None,
-            "slo_attainment": _clean(self.slo_attainment) if self.slo_attainment is not None else None,
+            "slo_attainment": _clean(self.slo_attainment)
+            if self.slo_attainment is not None
+            else None,
             "cached_prompt_tokens": self.cached_prompt_tokens if self.cache_known else None,
             "prefix_hit_rate_tokens": self.prefix_hit_rate_tokens,
             "prefix_hit_rate_requests": self.prefix_hit_rate_requests,
@@ -218,17 +240,25 @@ class Summary:
     def to_vllm_dict(self) -> dict[str, object]:
         """vLLM ``bench serve`` result keys: latencies in ms, ``duration`` in s, rates per s."""
         out: dict[str, object] = {
-            "duration": _clean(self.duration_s), "completed": self.completed,
+            "duration": _clean(self.duration_s),
+            "completed": self.completed,
             "failed": self.failed + self.rejected,
             "total_input_tokens": self.total_input_tokens,
             "total_output_tokens": self.total_output_tokens,
             "request_throughput": _clean(self.request_throughput_rps),
             "output_throughput": _clean(self.output_throughput_tps),
-            "total_token_throughput": _clean(self._rate(self.total_input_tokens + self.total_output_tokens)),
+            "total_token_throughput": _clean(
+                self._rate(self.total_input_tokens + self.total_output_tokens)
+            ),
         }
         if self.goodput_rps is not None:
             out["request_goodput"] = _clean(self.goodput_rps)
-        for name, dist in (("ttft", self.ttft), ("tpot", self.tpot), ("itl", self.itl), ("e2el", self.e2e)):
+        for name, dist in (
+            ("ttft", self.ttft),
+            ("tpot", self.tpot),
+            ("itl", self.itl),
+            ("e2el", self.e2e),
+        ):
             out[f"mean_{name}_ms"] = _clean(dist.mean * 1e3)
             out[f"median_{name}_ms"] = _clean(dist.median * 1e3)
             out[f"std_{name}_ms"] = _clean(dist.std * 1e3)
@@ -306,9 +336,14 @@ class MetricsAccumulator:
     counted as requests arrive, for the constructor's SLOs only (:meth:`count_good`).
     """
 
-    def __init__(self, percentiles: Sequence[float] = DEFAULT_PERCENTILES,
-                 slo_ttft_s: float | None = None, slo_tpot_s: float | None = None,
-                 itl_exact_cap: int = DEFAULT_EXACT_CAP, column_cap: int | None = None) -> None:
+    def __init__(
+        self,
+        percentiles: Sequence[float] = DEFAULT_PERCENTILES,
+        slo_ttft_s: float | None = None,
+        slo_tpot_s: float | None = None,
+        itl_exact_cap: int = DEFAULT_EXACT_CAP,
+        column_cap: int | None = None,
+    ) -> None:
         qs = sorted({float(q) for q in (*percentiles, 50.0)})
         if any(not 0.0 <= q <= 100.0 for q in qs):
             raise ValueError(f"percentiles {list(percentiles)} must lie in [0, 100]")
@@ -317,7 +352,8 @@ class MetricsAccumulator:
         names = ("ttft", "tpot", "e2e", "queueing", "send_lag", "ttfa")
         self._bounded = column_cap is not None
         self._cols: dict[str, _Column | _SampledColumn] = {
-            k: _Column() if column_cap is None else _SampledColumn(column_cap) for k in names}
+            k: _Column() if column_cap is None else _SampledColumn(column_cap) for k in names
+        }
         self._num_good = 0  # with ``column_cap``: requests meeting the constructor's SLOs
         # One token per chunk (simulator, engine): per-token ITL = per-chunk gap, kept once in
         # _gaps1. Multi-token chunks (bench): per-token values in _itl_k, raw gaps in _gaps_k.
@@ -352,10 +388,18 @@ class MetricsAccumulator:
         else:
             self._add_completed(rec)
 
-    def add_many(self, arrival_s: np.ndarray, prompt_tokens: np.ndarray, output_tokens: np.ndarray,
-                 first_token_s: np.ndarray, last_token_s: np.ndarray, finish_s: np.ndarray,
-                 first_scheduled_s: np.ndarray, finish_reasons: Iterable[str] | None = None,
-                 cached_prompt_tokens: np.ndarray | None = None) -> None:
+    def add_many(
+        self,
+        arrival_s: np.ndarray,
+        prompt_tokens: np.ndarray,
+        output_tokens: np.ndarray,
+        first_token_s: np.ndarray,
+        last_token_s: np.ndarray,
+        finish_s: np.ndarray,
+        first_scheduled_s: np.ndarray,
+        finish_reasons: Iterable[str] | None = None,
+        cached_prompt_tokens: np.ndarray | None = None,
+    ) -> None:
         """Account many completed requests at once, each emitting one token per chunk.
 
         The same as :meth:`add` of, for request i, a ``RequestRecord`` with
@@ -374,7 +418,9 @@ class MetricsAccumulator:
             raise ValueError("add_many: every completed request needs at least one output token")
         first, last = first_token_s, last_token_s
         self._start_s = min(self._start_s, float(arrival_s.min()))
-        self._end_s = max(self._end_s, float(np.maximum(np.maximum(arrival_s, finish_s), last).max()))
+        self._end_s = max(
+            self._end_s, float(np.maximum(np.maximum(arrival_s, finish_s), last).max())
+        )
         self.completed += k
         if finish_reasons is None:
             self._finish_reasons["length"] += k
@@ -417,7 +463,11 @@ class MetricsAccumulator:
             self._gaps1.add_weighted(gaps_s, counts)
 
     def _reason(self, reason: str) -> None:
-        key = reason if reason in self._failure_reasons or len(self._failure_reasons) < MAX_REASONS else "other"
+        key = (
+            reason
+            if reason in self._failure_reasons or len(self._failure_reasons) < MAX_REASONS
+            else "other"
+        )
         self._failure_reasons[key] += 1
 
     def _add_completed(self, rec: RequestRecord) -> None:
@@ -436,9 +486,14 @@ class MetricsAccumulator:
         self._cols["ttft"].append(math.nan if ttft is None else ttft)
         self._cols["tpot"].append(math.nan if tpot is None else tpot)
         if self._bounded:
-            self._num_good += int(self._good(np.array([math.nan if ttft is None else ttft]),
-                                             np.array([math.nan if tpot is None else tpot]),
-                                             self.slo_ttft_s, self.slo_tpot_s)[0])
+            self._num_good += int(
+                self._good(
+                    np.array([math.nan if ttft is None else ttft]),
+                    np.array([math.nan if tpot is None else tpot]),
+                    self.slo_ttft_s,
+                    self.slo_tpot_s,
+                )[0]
+            )
         self._cols["e2e"].append(math.nan if e2e is None else e2e)
         if rec.first_scheduled_s is not None:
             self._cols["queueing"].append(rec.first_scheduled_s - rec.arrival_s)
@@ -466,8 +521,9 @@ class MetricsAccumulator:
         self._itl_k.add(gaps[keep] / k[keep], k[keep])
 
     @staticmethod
-    def _good(ttft: np.ndarray, tpot: np.ndarray, slo_ttft_s: float | None,
-              slo_tpot_s: float | None) -> np.ndarray:
+    def _good(
+        ttft: np.ndarray, tpot: np.ndarray, slo_ttft_s: float | None, slo_tpot_s: float | None
+    ) -> np.ndarray:
         good = ~np.isnan(ttft)  # a request with no token never meets an SLO
         if slo_ttft_s is not None:
             good &= ttft <= slo_ttft_s
@@ -481,7 +537,8 @@ class MetricsAccumulator:
             if (slo_ttft_s, slo_tpot_s) != (self.slo_ttft_s, self.slo_tpot_s):
                 raise ValueError(
                     "an accumulator with column_cap counts goodput for its own SLOs only "
-                    f"(slo_ttft_s={self.slo_ttft_s}, slo_tpot_s={self.slo_tpot_s})")
+                    f"(slo_ttft_s={self.slo_ttft_s}, slo_tpot_s={self.slo_tpot_s})"
+                )
             return self._num_good
         ttft, tpot = self._cols["ttft"].values(), self._cols["tpot"].values()
         return int(self._good(ttft, tpot, slo_ttft_s, slo_tpot_s).sum())
@@ -501,22 +558,40 @@ class MetricsAccumulator:
         qs = self.percentiles
         dist = {k: c.distribution(qs) for k, c in self._cols.items()}
         return Summary(
-            completed=self.completed, failed=self.failed, rejected=self.rejected,
-            failure_reasons=dict(self._failure_reasons), finish_reasons=dict(self._finish_reasons),
-            duration_s=float(duration_s), total_input_tokens=self._input_tokens,
-            total_output_tokens=self._output_tokens, ttft=dist["ttft"], tpot=dist["tpot"],
+            completed=self.completed,
+            failed=self.failed,
+            rejected=self.rejected,
+            failure_reasons=dict(self._failure_reasons),
+            finish_reasons=dict(self._finish_reasons),
+            duration_s=float(duration_s),
+            total_input_tokens=self._input_tokens,
+            total_output_tokens=self._output_tokens,
+            ttft=dist["ttft"],
+            tpot=dist["tpot"],
             itl=Distribution.of_sample(self._gaps1.merged(self._itl_k), qs),
             itl_chunk=Distribution.of_sample(self._gaps1.merged(self._gaps_k), qs),
-            e2e=dist["e2e"], queueing=dist["queueing"], send_lag=dist["send_lag"],
+            e2e=dist["e2e"],
+            queueing=dist["queueing"],
+            send_lag=dist["send_lag"],
             time_to_first_answer=dist["ttfa"],
-            tokens_per_chunk=self._chunk_tokens / self._num_chunks if self._num_chunks else math.nan,
-            token_count_sources=dict(self._sources), slo_ttft_s=self.slo_ttft_s,
-            slo_tpot_s=self.slo_tpot_s, num_good=self.count_good(self.slo_ttft_s, self.slo_tpot_s),
-            percentiles=qs, cache_known=self._cache[0], cache_known_input_tokens=self._cache[1],
-            cached_prompt_tokens=self._cache[2], prefix_hit_requests=self._cache[3])
+            tokens_per_chunk=self._chunk_tokens / self._num_chunks
+            if self._num_chunks
+            else math.nan,
+            token_count_sources=dict(self._sources),
+            slo_ttft_s=self.slo_ttft_s,
+            slo_tpot_s=self.slo_tpot_s,
+            num_good=self.count_good(self.slo_ttft_s, self.slo_tpot_s),
+            percentiles=qs,
+            cache_known=self._cache[0],
+            cache_known_input_tokens=self._cache[1],
+            cached_prompt_tokens=self._cache[2],
+            prefix_hit_requests=self._cache[3],
+        )
 
 
-def summarize(records: Iterable[RequestRecord], duration_s: float | None = None, **kwargs) -> Summary:
+def summarize(
+    records: Iterable[RequestRecord], duration_s: float | None = None, **kwargs
+) -> Summary:
     """Summarize records in one call; ``kwargs`` go to :class:`MetricsAccumulator`."""
     acc = MetricsAccumulator(**kwargs)
     for rec in records:

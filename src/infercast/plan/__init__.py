@@ -9,4 +9,13 @@ from infercast.plan.pareto import pareto_frontier, pareto_points, plot_pareto
 from infercast.plan.search import Option, Plan, plan
 from infercast.plan.space import Candidate, PlanRequest
 
-__all__ = ["Candidate", "Option", "Plan", "PlanRequest", "pareto_frontier", "pareto_points", "plan", "plot_pareto"]
+__all__ = [
+    "Candidate",
+    "Option",
+    "Plan",
+    "PlanRequest",
+    "pareto_frontier",
+    "pareto_points",
+    "plan",
+    "plot_pareto",
+]

@@ -80,8 +80,13 @@ class CandidateResult:
     error: str | None = None  # e.g. the weights do not fit
 
 
-def sim_config(cand: Candidate, req: PlanRequest, units: int, num_requests: int | None = None,
-               offline: bool = False) -> dict:
+def sim_config(
+    cand: Candidate,
+    req: PlanRequest,
+    units: int,
+    num_requests: int | None = None,
+    offline: bool = False,
+) -> dict:
     """The simulator config (nested dict) of one unit at its share of the rate (or saturated)."""
     wl: dict = {"num_requests": num_requests or req.num_requests}
     wl.update({"arrival": "offline"} if offline else {"rate": req.rate / units})
@@ -92,11 +97,22 @@ def sim_config(cand: Candidate, req: PlanRequest, units: int, num_requests: int 
     if req.output_tokens:
         wl["output"] = {"mean": req.output_tokens}
     cfg: dict = {
-        "model": req.model, "hardware": cand.hardware, "weights": cand.weights, "kv_cache": cand.kv_cache,
-        "tp": cand.tp, "seed": req.seed, "mode": "fast", "workload": wl,
-        "scheduler": {"max_num_seqs": cand.max_num_seqs, "max_num_batched_tokens": cand.max_num_batched_tokens},
+        "model": req.model,
+        "hardware": cand.hardware,
+        "weights": cand.weights,
+        "kv_cache": cand.kv_cache,
+        "tp": cand.tp,
+        "seed": req.seed,
+        "mode": "fast",
+        "workload": wl,
+        "scheduler": {
+            "max_num_seqs": cand.max_num_seqs,
+            "max_num_batched_tokens": cand.max_num_batched_tokens,
+        },
     }
-    if req.engine:  # the preset's scheduling; the candidate's batch cap and chunk stay the searched levers
+    if (
+        req.engine
+    ):  # the preset's scheduling; the candidate's batch cap and chunk stay the searched levers
         from infercast.specs.engines import load_engine
 
         preset = load_engine(req.engine)
@@ -104,10 +120,17 @@ def sim_config(cand: Candidate, req: PlanRequest, units: int, num_requests: int 
     for section, items in req.levers:  # the stated skew / adapters, the same for every candidate
         cfg[section] = dict(items)
     if cand.speculative:
-        cfg["speculative"] = {"method": "eagle", "num_speculative_tokens": req.num_speculative_tokens,
-                              "acceptance": req.acceptance, "acceptance_std": 0.1}
+        cfg["speculative"] = {
+            "method": "eagle",
+            "num_speculative_tokens": req.num_speculative_tokens,
+            "acceptance": req.acceptance,
+            "acceptance_std": 0.1,
+        }
     if cand.disagg:
-        cfg["disaggregation"] = {"prefill": {"replicas": cand.disagg[0]}, "decode": {"replicas": cand.disagg[1]}}
+        cfg["disaggregation"] = {
+            "prefill": {"replicas": cand.disagg[0]},
+            "decode": {"replicas": cand.disagg[1]},
+        }
     return cfg
 
 
@@ -117,7 +140,9 @@ def capacity(cand: Candidate, req: PlanRequest, timer) -> Capacity:
     from infercast.sim.run import simulate
 
     n = min(20_000, max(req.num_requests, 8 * cand.max_num_seqs * cand.replicas_per_unit))
-    s = simulate(build_config(sim_config(cand, req, 1, num_requests=n, offline=True)), timer).summary
+    s = simulate(
+        build_config(sim_config(cand, req, 1, num_requests=n, offline=True)), timer
+    ).summary
     rps = s.request_throughput_rps
     residence = s.e2e.mean - s.queueing.mean
     if not (rps > 0 and residence == residence):
@@ -139,8 +164,20 @@ def _point(cand: Candidate, req: PlanRequest, units: int, timer, cap: Capacity) 
     tpot = 0.0 if tpot != tpot else tpot  # one-token outputs: no TPOT
     miss = max(ttft / req.slo_ttft_p99_s, tpot / req.slo_tpot_p99_s)
     util = rate / cap.requests_per_s if cap.requests_per_s > 0 else math.inf
-    return Point(units, units * cand.gpus_per_unit, ttft, tpot, s.tpot.mean, s.output_throughput_tps * units,
-                 s.completed, n, miss if ttft == ttft else float("inf"), util, jpt, watts)
+    return Point(
+        units,
+        units * cand.gpus_per_unit,
+        ttft,
+        tpot,
+        s.tpot.mean,
+        s.output_throughput_tps * units,
+        s.completed,
+        n,
+        miss if ttft == ttft else float("inf"),
+        util,
+        jpt,
+        watts,
+    )
 
 
 def _energy(res, cfg, timer, units: int) -> tuple[float, float]:
@@ -150,7 +187,9 @@ def _energy(res, cfg, timer, units: int) -> tuple[float, float]:
     e = economics(res, cfg, timer, None)
     if e.get("energy_j") is None:
         return math.nan, math.nan
-    return float(e["joules_per_output_token"] or math.nan), float(e["average_power_w"] or math.nan) * units
+    return float(e["joules_per_output_token"] or math.nan), float(
+        e["average_power_w"] or math.nan
+    ) * units
 
 
 def plan_profile(cand: Candidate, req: PlanRequest):
@@ -173,14 +212,18 @@ def evaluate(cand: Candidate, req: PlanRequest) -> CandidateResult:
 
     max_units = req.max_gpus // cand.gpus_per_unit
     if max_units < 1:
-        return CandidateResult(cand, None, None, error=f"one unit needs {cand.gpus_per_unit} GPUs > --max-gpus")
+        return CandidateResult(
+            cand, None, None, error=f"one unit needs {cand.gpus_per_unit} GPUs > --max-gpus"
+        )
     try:
         engine = None
         if req.engine:
             from infercast.specs.engines import load_engine
 
             engine = load_engine(req.engine)
-        timer = step_model(build_config(sim_config(cand, req, 1)), profile=plan_profile(cand, req), engine=engine)
+        timer = step_model(
+            build_config(sim_config(cand, req, 1)), profile=plan_profile(cand, req), engine=engine
+        )
     except InfercastError as exc:
         return CandidateResult(cand, None, None, error=str(exc))
     cap = capacity(cand, req, timer)

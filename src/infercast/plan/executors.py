@@ -36,7 +36,9 @@ def check_executor(executor: str) -> None:
             raise ConfigError("`executor` ray needs Ray: pip install 'infercast[ray]'")
 
 
-def run_map(fn: Callable[[T], R], items: Sequence[T], executor: str = "local", workers: int | None = None) -> list[R]:
+def run_map(
+    fn: Callable[[T], R], items: Sequence[T], executor: str = "local", workers: int | None = None
+) -> list[R]:
     """``[fn(x) for x in items]`` on the chosen executor, in order."""
     if executor not in EXECUTORS:
         raise ConfigError(f"`executor` {executor!r}: use one of {', '.join(EXECUTORS)}")
@@ -62,6 +64,8 @@ def _ray_map(fn: Callable[[T], R], items: Sequence[T]) -> list[R]:
     except ImportError:
         raise ConfigError("`executor` ray needs Ray: pip install 'infercast[ray]'") from None
     if not ray.is_initialized():
-        ray.init(address=os.environ.get("RAY_ADDRESS"), include_dashboard=False, log_to_driver=False)
+        ray.init(
+            address=os.environ.get("RAY_ADDRESS"), include_dashboard=False, log_to_driver=False
+        )
     remote = ray.remote(fn)
     return ray.get([remote.remote(x) for x in items])

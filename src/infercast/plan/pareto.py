@@ -18,9 +18,15 @@ def pareto_points(p: Plan) -> list[dict]:
     for r in p.results.values():
         for pt in r.points:
             if pt.tpot_mean_s > 0 and pt.output_tokens_per_s > 0:
-                out.append({"label": r.candidate.label(), "num_gpus": pt.num_gpus, "meets_slo": pt.meets,
-                            "tokens_per_s_per_user": 1.0 / pt.tpot_mean_s,
-                            "throughput_per_gpu": pt.output_tokens_per_s / pt.num_gpus})
+                out.append(
+                    {
+                        "label": r.candidate.label(),
+                        "num_gpus": pt.num_gpus,
+                        "meets_slo": pt.meets,
+                        "tokens_per_s_per_user": 1.0 / pt.tpot_mean_s,
+                        "throughput_per_gpu": pt.output_tokens_per_s / pt.num_gpus,
+                    }
+                )
     return out
 
 
@@ -47,18 +53,40 @@ def plot_pareto(p: Plan, path: str) -> None:
     fig, ax = plt.subplots(figsize=(9.5, 5))
     for ok, color, name in ((True, "tab:green", "meets SLO"), (False, "tab:gray", "misses SLO")):
         sel = [d for d in pts if d["meets_slo"] == ok]
-        ax.scatter([d["tokens_per_s_per_user"] for d in sel], [d["throughput_per_gpu"] for d in sel],
-                   s=14, alpha=0.6, color=color, label=name)
-    ax.plot([d["tokens_per_s_per_user"] for d in front], [d["throughput_per_gpu"] for d in front],
-            color="tab:blue", label="Pareto frontier")
+        ax.scatter(
+            [d["tokens_per_s_per_user"] for d in sel],
+            [d["throughput_per_gpu"] for d in sel],
+            s=14,
+            alpha=0.6,
+            color=color,
+            label=name,
+        )
+    ax.plot(
+        [d["tokens_per_s_per_user"] for d in front],
+        [d["throughput_per_gpu"] for d in front],
+        color="tab:blue",
+        label="Pareto frontier",
+    )
     best = p.best
     if best is not None:
         pt = best.point
-        ax.scatter([1.0 / pt.tpot_mean_s], [pt.output_tokens_per_s / pt.num_gpus], marker="*", s=180,
-                   color="tab:red", label=f"plan: {best.candidate.label()}", zorder=5)
+        ax.scatter(
+            [1.0 / pt.tpot_mean_s],
+            [pt.output_tokens_per_s / pt.num_gpus],
+            marker="*",
+            s=180,
+            color="tab:red",
+            label=f"plan: {best.candidate.label()}",
+            zorder=5,
+        )
     slo = p.request.slo_tpot_p99_s
-    ax.axvline(1.0 / slo, color="tab:red", ls="--", lw=1,
-               label=f"TPOT SLO {slo * 1e3:g} ms (p99; as 1/TPOT)")
+    ax.axvline(
+        1.0 / slo,
+        color="tab:red",
+        ls="--",
+        lw=1,
+        label=f"TPOT SLO {slo * 1e3:g} ms (p99; as 1/TPOT)",
+    )
     ax.set_xlabel("tokens/s per user (1 / mean TPOT)")
     ax.set_ylabel("output tokens/s per GPU")
     ax.set_title(f"{p.request.model} at {p.request.rate:g} req/s")

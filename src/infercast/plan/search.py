@@ -40,27 +40,48 @@ class Option:
 
     @property
     def cost_per_million_output_tokens(self) -> float:
-        return dollars_per_million_tokens(self.price_per_gpu_hour, self.point.num_gpus,
-                                          self.point.output_tokens_per_s)
+        return dollars_per_million_tokens(
+            self.price_per_gpu_hour, self.point.num_gpus, self.point.output_tokens_per_s
+        )
 
     def to_dict(self, req: PlanRequest) -> dict:
         c, p = self.candidate, self.point
         return {
-            "hardware": c.hardware, "num_gpus": p.num_gpus, "tp": c.tp, "replicas": p.units * c.replicas_per_unit,
-            "weights": c.weights, "kv_cache": c.kv_cache,
-            "scheduler": {"policy": "chunked", "max_num_seqs": c.max_num_seqs,
-                          "max_num_batched_tokens": c.max_num_batched_tokens},
+            "hardware": c.hardware,
+            "num_gpus": p.num_gpus,
+            "tp": c.tp,
+            "replicas": p.units * c.replicas_per_unit,
+            "weights": c.weights,
+            "kv_cache": c.kv_cache,
+            "scheduler": {
+                "policy": "chunked",
+                "max_num_seqs": c.max_num_seqs,
+                "max_num_batched_tokens": c.max_num_batched_tokens,
+            },
             "speculative": c.speculative,
-            "speculative_config": {"method": "eagle", "num_speculative_tokens": req.num_speculative_tokens,
-                                   "acceptance": req.acceptance} if c.speculative else None,
+            "speculative_config": {
+                "method": "eagle",
+                "num_speculative_tokens": req.num_speculative_tokens,
+                "acceptance": req.acceptance,
+            }
+            if c.speculative
+            else None,
             "disaggregated": c.disagg is not None,
-            "pools": {"prefill_replicas": p.units * c.disagg[0], "decode_replicas": p.units * c.disagg[1],
-                      "ratio": f"{c.disagg[0]}:{c.disagg[1]}"} if c.disagg else None,
+            "pools": {
+                "prefill_replicas": p.units * c.disagg[0],
+                "decode_replicas": p.units * c.disagg[1],
+                "ratio": f"{c.disagg[0]}:{c.disagg[1]}",
+            }
+            if c.disagg
+            else None,
             "price_per_gpu_hour": self.price_per_gpu_hour,
             "cost_per_hour": self.cost_per_hour,
             "cost_per_million_output_tokens": self.cost_per_million_output_tokens,
-            "ttft_p99_s": p.ttft_p99_s, "tpot_p99_s": p.tpot_p99_s, "meets_slo": p.meets,
-            "utilization": p.utilization, "num_requests_simulated": p.num_requests,
+            "ttft_p99_s": p.ttft_p99_s,
+            "tpot_p99_s": p.tpot_p99_s,
+            "meets_slo": p.meets,
+            "utilization": p.utilization,
+            "num_requests_simulated": p.num_requests,
             "output_tokens_per_s": p.output_tokens_per_s,
             "joules_per_output_token": _finite(p.joules_per_output_token),
             "average_power_w": _finite(p.power_w),
@@ -91,20 +112,36 @@ class Plan:
     def to_dict(self) -> dict:
         req = self.request
         best = self.best
-        out: dict = {"model": req.model, "rate_per_s": req.rate, "objective": req.objective,
-                     "slo": {"ttft_p99_s": req.slo_ttft_p99_s, "tpot_p99_s": req.slo_tpot_p99_s},
-                     "best": best.to_dict(req) if best else None}
+        out: dict = {
+            "model": req.model,
+            "rate_per_s": req.rate,
+            "objective": req.objective,
+            "slo": {"ttft_p99_s": req.slo_ttft_p99_s, "tpot_p99_s": req.slo_tpot_p99_s},
+            "best": best.to_dict(req) if best else None,
+        }
         if best is not None:
-            alts = self.ranked[1:1 + self.num_alternatives]
-            out["alternatives"] = [{**o.to_dict(req), "why_not": why_not(o, best, req.objective)} for o in alts]
+            alts = self.ranked[1 : 1 + self.num_alternatives]
+            out["alternatives"] = [
+                {**o.to_dict(req), "why_not": why_not(o, best, req.objective)} for o in alts
+            ]
         else:
-            out["closest_miss"] = ({**self.misses[0].to_dict(req), "why_not": miss_reason(self.misses[0], req)}
-                                   if self.misses else None)
-            out["alternatives"] = [{**o.to_dict(req), "why_not": miss_reason(o, req)}
-                                   for o in self.misses[1:1 + self.num_alternatives]]
-        out.update(num_candidates=len(self.results), num_feasible=len(self.ranked),
-                   num_simulations=sum(len(r.points) for r in self.results.values()),
-                   executor=self.executor, wall_s=self.wall_s, errors=self.errors)
+            out["closest_miss"] = (
+                {**self.misses[0].to_dict(req), "why_not": miss_reason(self.misses[0], req)}
+                if self.misses
+                else None
+            )
+            out["alternatives"] = [
+                {**o.to_dict(req), "why_not": miss_reason(o, req)}
+                for o in self.misses[1 : 1 + self.num_alternatives]
+            ]
+        out.update(
+            num_candidates=len(self.results),
+            num_feasible=len(self.ranked),
+            num_simulations=sum(len(r.points) for r in self.results.values()),
+            executor=self.executor,
+            wall_s=self.wall_s,
+            errors=self.errors,
+        )
         return out
 
 
@@ -122,33 +159,49 @@ def why_not(o: Option, best: Option, objective: str = "cost") -> str:
     """Why an option meeting the SLO lost to the best one."""
     d_j = _energy_key(o) - _energy_key(best)
     if objective == "energy" and d_j > 1e-9:
-        return (f"{d_j:.3f} J per output token more ({_energy_key(o):.3f} vs {_energy_key(best):.3f}) "
-                f"on {o.point.num_gpus} x {o.candidate.hardware}")
+        return (
+            f"{d_j:.3f} J per output token more ({_energy_key(o):.3f} vs {_energy_key(best):.3f}) "
+            f"on {o.point.num_gpus} x {o.candidate.hardware}"
+        )
     d_hour = o.cost_per_hour - best.cost_per_hour
     if d_hour > 1e-9:
-        return (f"${d_hour:.2f}/h more: {o.point.num_gpus} x {o.candidate.hardware} vs "
-                f"{best.point.num_gpus} x {best.candidate.hardware}")
+        return (
+            f"${d_hour:.2f}/h more: {o.point.num_gpus} x {o.candidate.hardware} vs "
+            f"{best.point.num_gpus} x {best.candidate.hardware}"
+        )
     if o.point.miss > best.point.miss + 1e-6:
-        return (f"same $/h, less SLO headroom: worst p99 at {o.point.miss:.0%} of its limit "
-                f"vs {best.point.miss:.0%}")
+        return (
+            f"same $/h, less SLO headroom: worst p99 at {o.point.miss:.0%} of its limit "
+            f"vs {best.point.miss:.0%}"
+        )
     if o.candidate.speculative and not best.candidate.speculative:
         return "same $/h and headroom: adds speculative decoding (a more complex setup)"
     if o.candidate.disagg is not None and best.candidate.disagg is None:
         return "same $/h and headroom: disaggregated (a more complex setup)"
-    diff = [f"{name} {getattr(o.candidate, name)} vs {getattr(best.candidate, name)}"
-            for name in ("tp", "weights", "kv_cache", "max_num_seqs", "max_num_batched_tokens")
-            if getattr(o.candidate, name) != getattr(best.candidate, name)]
+    diff = [
+        f"{name} {getattr(o.candidate, name)} vs {getattr(best.candidate, name)}"
+        for name in ("tp", "weights", "kv_cache", "max_num_seqs", "max_num_batched_tokens")
+        if getattr(o.candidate, name) != getattr(best.candidate, name)
+    ]
     return "same $/h and headroom: a tie" + (f" ({', '.join(diff)})" if diff else "")
 
 
 def miss_reason(o: Option, req: PlanRequest) -> str:
     p = o.point
-    served = "" if p.completed == p.num_requests else f", {p.num_requests - p.completed} requests rejected"
+    served = (
+        ""
+        if p.completed == p.num_requests
+        else f", {p.num_requests - p.completed} requests rejected"
+    )
     if not p.stable:
-        return (f"cannot sustain the rate even with {p.num_gpus} GPUs: offered load is {p.utilization:.0%} "
-                f"of the saturated capacity (the queue grows without bound){served}")
-    return (f"misses the SLO even with {p.num_gpus} GPUs: TTFT p99 {p.ttft_p99_s:.3f} s (SLO {req.slo_ttft_p99_s} s), "
-            f"TPOT p99 {p.tpot_p99_s * 1e3:.1f} ms (SLO {req.slo_tpot_p99_s * 1e3:.0f} ms){served}")
+        return (
+            f"cannot sustain the rate even with {p.num_gpus} GPUs: offered load is {p.utilization:.0%} "
+            f"of the saturated capacity (the queue grows without bound){served}"
+        )
+    return (
+        f"misses the SLO even with {p.num_gpus} GPUs: TTFT p99 {p.ttft_p99_s:.3f} s (SLO {req.slo_ttft_p99_s} s), "
+        f"TPOT p99 {p.tpot_p99_s * 1e3:.1f} ms (SLO {req.slo_tpot_p99_s * 1e3:.0f} ms){served}"
+    )
 
 
 def _price(req: PlanRequest, hardware: str, cache: dict[str, float]) -> float:
@@ -161,7 +214,9 @@ def _price(req: PlanRequest, hardware: str, cache: dict[str, float]) -> float:
 
             price = load_hardware(hardware).price_per_hour
             if price is None:
-                raise ConfigError(f"no price for {hardware!r}: pass --price {hardware}=DOLLARS_PER_GPU_HOUR")
+                raise ConfigError(
+                    f"no price for {hardware!r}: pass --price {hardware}=DOLLARS_PER_GPU_HOUR"
+                )
             cache[hardware] = price
     return cache[hardware]
 
@@ -212,21 +267,47 @@ class _Evaluator:
 
 
 def _rank(req: PlanRequest, results, prices) -> tuple[list[Option], list[Option]]:
-    ranked = [Option(r.candidate, r.best, _price(req, r.candidate.hardware, prices))
-              for r in results if r.best is not None]
+    ranked = [
+        Option(r.candidate, r.best, _price(req, r.candidate.hardware, prices))
+        for r in results
+        if r.best is not None
+    ]
     # Equal $/h serves the same tokens at the same rate: prefer SLO headroom, then the simpler setup.
-    ranked.sort(key=lambda o: (round(o.cost_per_hour, 9), round(o.point.miss, 6), o.candidate.speculative,
-                               o.candidate.disagg is not None, o.candidate))
+    ranked.sort(
+        key=lambda o: (
+            round(o.cost_per_hour, 9),
+            round(o.point.miss, 6),
+            o.candidate.speculative,
+            o.candidate.disagg is not None,
+            o.candidate,
+        )
+    )
     if req.objective == "energy":  # stable: equal energy keeps the cost order
         ranked.sort(key=lambda o: round(_energy_key(o), 9))
-    misses = [Option(r.candidate, r.closest, _price(req, r.candidate.hardware, prices))
-              for r in results if r.best is None and r.closest is not None]
-    misses.sort(key=lambda o: (not o.point.stable, o.point.completed < o.point.num_requests, o.point.miss, o.cost_per_hour, o.candidate))
+    misses = [
+        Option(r.candidate, r.closest, _price(req, r.candidate.hardware, prices))
+        for r in results
+        if r.best is None and r.closest is not None
+    ]
+    misses.sort(
+        key=lambda o: (
+            not o.point.stable,
+            o.point.completed < o.point.num_requests,
+            o.point.miss,
+            o.cost_per_hour,
+            o.candidate,
+        )
+    )
     return ranked, misses
 
 
-def plan(req: PlanRequest, executor: str = "local", workers: int | None = None,
-         cache_dir: str | None = None, num_alternatives: int = 5) -> Plan:
+def plan(
+    req: PlanRequest,
+    executor: str = "local",
+    workers: int | None = None,
+    cache_dir: str | None = None,
+    num_alternatives: int = 5,
+) -> Plan:
     """Search ``req``'s configuration space (see module doc) and rank the outcome."""
     t0 = time.perf_counter()
     prices: dict[str, float] = {}
@@ -237,8 +318,17 @@ def plan(req: PlanRequest, executor: str = "local", workers: int | None = None,
     else:
         ev.run(stage_one(req))
         ranked, misses = _rank(req, ev.results.values(), prices)
-        leaders = list(dict.fromkeys(o.candidate for o in ranked + misses))[:req.top_k]
+        leaders = list(dict.fromkeys(o.candidate for o in ranked + misses))[: req.top_k]
         ev.run([c for base in leaders for c in levers(req, base)])
     ranked, misses = _rank(req, ev.results.values(), prices)
     errors = {r.candidate.label(): r.error for r in ev.results.values() if r.error}
-    return Plan(req, ev.results, ranked, misses, executor, time.perf_counter() - t0, num_alternatives, errors)
+    return Plan(
+        req,
+        ev.results,
+        ranked,
+        misses,
+        executor,
+        time.perf_counter() - t0,
+        num_alternatives,
+        errors,
+    )

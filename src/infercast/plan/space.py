@@ -44,9 +44,15 @@ class PlanRequest:
     disagg_ratios: tuple[tuple[int, int], ...] = ((1, 1), (1, 2), (2, 1))
     top_k: int = 3  # stage 2 explores the levers around this many stage-1 leaders
     exhaustive: bool = False
-    objective: str = "cost"  # rank configurations meeting the SLO by "cost" ($/hour) or "energy" (J/token)
-    profile: str | None = None  # efficiency profile (cost.profiles.resolve_profile): None = the shipped one
-    engine: str | None = None  # engine preset (specs.engines.load_engine): policy, block, memory rule, profile group
+    objective: str = (
+        "cost"  # rank configurations meeting the SLO by "cost" ($/hour) or "energy" (J/token)
+    )
+    profile: str | None = (
+        None  # efficiency profile (cost.profiles.resolve_profile): None = the shipped one
+    )
+    engine: str | None = (
+        None  # engine preset (specs.engines.load_engine): policy, block, memory rule, profile group
+    )
     # Workload facts every candidate is simulated with: simulate's [expert_routing] and [lora] sections
     # as sorted (section, ((key, value), ...)) pairs (sim/config.py; docs/production.md)
     levers: tuple[tuple[str, tuple[tuple[str, object], ...]], ...] = ()
@@ -55,23 +61,32 @@ class PlanRequest:
         if self.objective not in ("cost", "energy"):
             raise ConfigError(f"`objective` {self.objective!r}: choose cost or energy")
         check_number(self.rate, "`rate`", 0, lo_open=True, fix="give requests/s, e.g. `rate` 4")
-        for flag, value in (("`slo_ttft_p99_s`", self.slo_ttft_p99_s),
-                            ("`slo_tpot_p99_s`", self.slo_tpot_p99_s)):
+        for flag, value in (
+            ("`slo_ttft_p99_s`", self.slo_ttft_p99_s),
+            ("`slo_tpot_p99_s`", self.slo_tpot_p99_s),
+        ):
             check_number(value, flag, 0, lo_open=True, fix="give a positive number of milliseconds")
         check_number(self.acceptance, "`acceptance`", 0, 1, fix="give a rate from 0 to 1")
         check_seed(self.seed, "`seed`")
-        for flag, value in (("`input_tokens`", self.input_tokens),
-                            ("`output_tokens`", self.output_tokens)):
+        for flag, value in (
+            ("`input_tokens`", self.input_tokens),
+            ("`output_tokens`", self.output_tokens),
+        ):
             if value is not None:
                 check_int(value, flag, 1, fix="give at least 1 token")
-        for flag, grid in (("`tps`", self.tps), ("`batch_caps`", self.batch_caps),
-                           ("`chunks`", self.chunks)):
+        for flag, grid in (
+            ("`tps`", self.tps),
+            ("`batch_caps`", self.batch_caps),
+            ("`chunks`", self.chunks),
+        ):
             for value in grid:
                 check_int(value, flag, 1, fix="give positive integers")
         for p, d in self.disagg_ratios:
             if p < 1 or d < 1:
-                raise ConfigError(f"`disagg_ratios` {p}:{d}: both pools need at least one "
-                                  "replica; use e.g. 1:2, or 'none'")
+                raise ConfigError(
+                    f"`disagg_ratios` {p}:{d}: both pools need at least one "
+                    "replica; use e.g. 1:2, or 'none'"
+                )
         if not self.precisions:
             raise ConfigError("`precisions` is empty: give weights/KV pairs, e.g. bf16/bf16")
         from infercast.specs.precision import Precision
@@ -101,8 +116,18 @@ class PlanRequest:
     def workload_key(self) -> dict:
         """Everything an evaluation depends on besides the candidate (for cache keys)."""
         d = asdict(self)
-        for grid in ("hardware", "tps", "precisions", "batch_caps", "chunks", "speculative",
-                     "disagg_ratios", "top_k", "exhaustive", "prices"):
+        for grid in (
+            "hardware",
+            "tps",
+            "precisions",
+            "batch_caps",
+            "chunks",
+            "speculative",
+            "disagg_ratios",
+            "top_k",
+            "exhaustive",
+            "prices",
+        ):
             d.pop(grid)
         return d
 
@@ -135,8 +160,10 @@ class Candidate:
         return self.hardware, self.tp, self.weights, self.kv_cache
 
     def label(self) -> str:
-        parts = [f"{self.hardware} TP{self.tp} {self.weights}/{self.kv_cache}-KV",
-                 f"seqs {self.max_num_seqs} chunk {self.max_num_batched_tokens}"]
+        parts = [
+            f"{self.hardware} TP{self.tp} {self.weights}/{self.kv_cache}-KV",
+            f"seqs {self.max_num_seqs} chunk {self.max_num_batched_tokens}",
+        ]
         if self.speculative:
             parts.append("spec")
         if self.disagg:
@@ -146,14 +173,20 @@ class Candidate:
 
 def stage_one(req: PlanRequest) -> list[Candidate]:
     """Part x TP x precision at the base scheduler, aggregated, no speculation."""
-    return [Candidate(hw, tp, w, kv) for hw, tp, (w, kv) in itertools.product(req.hardware, req.tps, req.precisions)]
+    return [
+        Candidate(hw, tp, w, kv)
+        for hw, tp, (w, kv) in itertools.product(req.hardware, req.tps, req.precisions)
+    ]
 
 
 def levers(req: PlanRequest, base: Candidate) -> list[Candidate]:
     """Stage 2: the scheduler, speculative and disaggregation levers around one base."""
     hw, tp, w, kv = base.base
-    out = [Candidate(hw, tp, w, kv, seqs, chunk) for seqs, chunk in itertools.product(req.batch_caps, req.chunks)
-           if chunk >= seqs]
+    out = [
+        Candidate(hw, tp, w, kv, seqs, chunk)
+        for seqs, chunk in itertools.product(req.batch_caps, req.chunks)
+        if chunk >= seqs
+    ]
     if True in req.speculative:
         out.append(Candidate(hw, tp, w, kv, speculative=True))
     out += [Candidate(hw, tp, w, kv, disagg=r) for r in req.disagg_ratios]

@@ -12,13 +12,20 @@ from infercast.report.axes import latency_axis, pyplot, slo_line
 from infercast.sim.run import SimResult
 
 
-def plot_runs(runs: Sequence[tuple[str, SimResult, MetricsAccumulator]], xs: Sequence[float | None],
-              directory: str | Path, x_name: str = "rate") -> list[Path]:
+def plot_runs(
+    runs: Sequence[tuple[str, SimResult, MetricsAccumulator]],
+    xs: Sequence[float | None],
+    directory: str | Path,
+    x_name: str = "rate",
+) -> list[Path]:
     """Write ``latency_cdf.png``, ``timeline.png`` and, for sweeps, ``vs_<x_name>.png``."""
     plt = pyplot()
     out = Path(directory)
     out.mkdir(parents=True, exist_ok=True)
-    written = [_cdfs(plt, runs, out / "latency_cdf.png"), _timeline(plt, runs[-1], out / "timeline.png")]
+    written = [
+        _cdfs(plt, runs, out / "latency_cdf.png"),
+        _timeline(plt, runs[-1], out / "timeline.png"),
+    ]
     if len(runs) > 1 and all(x is not None for x in xs):
         written.append(_vs_x(plt, runs, xs, x_name, out / f"vs_{x_name}.png"))
     return written
@@ -27,8 +34,11 @@ def plot_runs(runs: Sequence[tuple[str, SimResult, MetricsAccumulator]], xs: Seq
 def _slos_ms(runs) -> dict[str, float | None]:
     """The SLO limits of the runs (ms), by metric."""
     acc = runs[0][2]
-    return {"ttft": acc.slo_ttft_s * 1e3 if acc.slo_ttft_s else None,
-            "tpot": acc.slo_tpot_s * 1e3 if acc.slo_tpot_s else None, "e2e": None}
+    return {
+        "ttft": acc.slo_ttft_s * 1e3 if acc.slo_ttft_s else None,
+        "tpot": acc.slo_tpot_s * 1e3 if acc.slo_tpot_s else None,
+        "e2e": None,
+    }
 
 
 def _cdfs(plt, runs, path: Path) -> Path:
@@ -42,7 +52,9 @@ def _cdfs(plt, runs, path: Path) -> Path:
                 ax.plot(v * 1e3, np.arange(1, v.size + 1) / v.size, label=label)
                 seen[col].append(v * 1e3)
     slos = _slos_ms(runs)
-    for ax, (col, name) in zip(axes, (("ttft", "TTFT"), ("tpot", "TPOT"), ("e2e", "E2E")), strict=True):
+    for ax, (col, name) in zip(
+        axes, (("ttft", "TTFT"), ("tpot", "TPOT"), ("e2e", "E2E")), strict=True
+    ):
         ax.set_xlabel(f"{name} (ms)")
         ax.set_ylabel("fraction of requests")
         latency_axis(ax, np.concatenate(seen[col] + [np.array([slos[col] or np.nan])]))
@@ -64,8 +76,16 @@ def _timeline(plt, run, path: Path) -> Path:
     for rep in np.unique(cols["replica"]) if cols["replica"].size else []:
         m = cols["replica"] == rep
         ax.plot(cols["time_s"][m], cols["batch_size"][m], lw=0.8, label=f"replica {rep} batch")
-        ax.plot(cols["time_s"][m], cols["num_waiting"][m], lw=0.8, ls="--", label=f"replica {rep} waiting")
-        ax2.plot(cols["time_s"][m], cols["kv_usage"][m] * 100, lw=0.8, label=f"replica {rep} KV used")
+        ax.plot(
+            cols["time_s"][m],
+            cols["num_waiting"][m],
+            lw=0.8,
+            ls="--",
+            label=f"replica {rep} waiting",
+        )
+        ax2.plot(
+            cols["time_s"][m], cols["kv_usage"][m] * 100, lw=0.8, label=f"replica {rep} KV used"
+        )
     ax.set_ylabel("requests")
     ax.legend(fontsize=8)
     ax2.set_ylabel("KV blocks in use (%)")
@@ -85,10 +105,21 @@ def _vs_x(plt, runs, xs, x_name: str, path: Path) -> Path:
             ys = [getattr(r.summary, key).percentiles[float(q)] * 1e3 for _, r, _ in runs]
             axis.plot(xs, ys, style, label=f"p{q}")
         slo_line(axis, _slos_ms(runs)[key], which="y")
-        axis.set_xlabel("request rate (req/s)" if x_name == "rate" else "concurrency (requests in flight)")
+        axis.set_xlabel(
+            "request rate (req/s)" if x_name == "rate" else "concurrency (requests in flight)"
+        )
         axis.set_ylabel(f"{name} (ms)")
-        latency_axis(axis, np.array([getattr(r.summary, key).percentiles[float(q)] * 1e3
-                                     for _, r, _ in runs for q in (50, 99)]), which="y")
+        latency_axis(
+            axis,
+            np.array(
+                [
+                    getattr(r.summary, key).percentiles[float(q)] * 1e3
+                    for _, r, _ in runs
+                    for q in (50, 99)
+                ]
+            ),
+            which="y",
+        )
         axis.grid(alpha=0.3)
         axis.legend()
     fig.tight_layout()

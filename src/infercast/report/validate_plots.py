@@ -26,9 +26,13 @@ def _unit(metric: str) -> str:
     return "tokens/s"
 
 
-PANELS = (("times (s)", lambda m: _unit(m) == "s"), ("token rates (tokens/s)", lambda m: _unit(m) == "tokens/s"),
-          ("bandwidth (bytes/s)", lambda m: _unit(m) == "bytes/s"), ("compute (FLOP/s)", lambda m: _unit(m) == "FLOP/s"),
-          ("speedups (ratio)", lambda m: _unit(m) == "ratio"))
+PANELS = (
+    ("times (s)", lambda m: _unit(m) == "s"),
+    ("token rates (tokens/s)", lambda m: _unit(m) == "tokens/s"),
+    ("bandwidth (bytes/s)", lambda m: _unit(m) == "bytes/s"),
+    ("compute (FLOP/s)", lambda m: _unit(m) == "FLOP/s"),
+    ("speedups (ratio)", lambda m: _unit(m) == "ratio"),
+)
 
 
 def plot_predictions(preds: Sequence[Prediction], path: str | Path) -> Path:
@@ -46,7 +50,7 @@ def plot_predictions(preds: Sequence[Prediction], path: str | Path) -> Path:
     rows = -(-len(panels) // cols)
     fig, grid = plt.subplots(rows, cols, figsize=(5.2 * cols, 4.6 * rows), squeeze=False)
     axes = grid.ravel()
-    for ax in axes[len(panels):]:
+    for ax in axes[len(panels) :]:
         ax.set_visible(False)
     for ax, (title, keep) in zip(axes, panels, strict=False):
         pts = [p for p in done if keep(p.case.metric)]
@@ -64,7 +68,10 @@ def plot_predictions(preds: Sequence[Prediction], path: str | Path) -> Path:
         ax.set_xscale("log")
         ax.set_yscale("log")
         narrow = bool(pts) and max(vals) / min(vals) < 30
-        for axis in (ax.xaxis, ax.yaxis):  # a panel under a decade labels its minor ticks: they overlap
+        for axis in (
+            ax.xaxis,
+            ax.yaxis,
+        ):  # a panel under a decade labels its minor ticks: they overlap
             axis.set_minor_formatter(NullFormatter())
             if narrow:  # 1-2-5 ticks in plain numbers where powers of ten alone leave one label
                 axis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))

@@ -46,7 +46,9 @@ class DecodeGroupMixin:
     _pending_group: int
     _pending_blocks: int
     _plain_chunked: bool
-    _register_blocks: Callable[[Request], None]  # Scheduler's: make a request's full blocks findable
+    _register_blocks: Callable[
+        [Request], None
+    ]  # Scheduler's: make a request's full blocks findable
 
     @property
     def group_context_tokens(self) -> int:
@@ -102,7 +104,9 @@ class DecodeGroupMixin:
     def _kv_horizon(self, steps: int) -> int:
         """Largest k <= steps whose group steps fit in the free KV blocks."""
         free, n, bs = self.kv.num_free_blocks, self._phased, self.config.block_size
-        if (steps // bs + 1) * n <= free or self._blocks_needed(steps) <= free:  # a bound first: no loop
+        if (steps // bs + 1) * n <= free or self._blocks_needed(
+            steps
+        ) <= free:  # a bound first: no loop
             return steps
         full = min(steps // bs, free // n)  # n > 0 here: otherwise nothing is needed
         left = free - full * n

@@ -75,8 +75,13 @@ def synthetic_block_hashes(
 class BlockManager:
     """Free pool, ref counts and prefix-cache index of one replica's KV blocks."""
 
-    def __init__(self, num_blocks: int, block_size: int, enable_prefix_caching: bool = False,
-                 host_tier: HostTier | None = None):
+    def __init__(
+        self,
+        num_blocks: int,
+        block_size: int,
+        enable_prefix_caching: bool = False,
+        host_tier: HostTier | None = None,
+    ):
         if num_blocks < 1:
             raise ConfigError(f"num_blocks={num_blocks}: need at least 1 KV block")
         if block_size < 1:
@@ -186,7 +191,7 @@ class BlockManager:
                 break
             hits.append(block)
         if self.host_tier is not None and len(hits) < min(max_blocks, len(block_hashes)):
-            hits += self._restore(self.host_tier, block_hashes[len(hits):max_blocks], hits)
+            hits += self._restore(self.host_tier, block_hashes[len(hits) : max_blocks], hits)
         return hits
 
     def _restore(self, tier: HostTier, block_hashes: Sequence[int], pinned: list[int]) -> list[int]:

@@ -74,7 +74,12 @@ def _run_running(
 
 def admit_waiting(s: Scheduler, entries: Entries, budget: int, chunked: bool) -> None:
     """Admit waiting requests FCFS while seats, budget and KV last."""
-    bs, max_seqs, waiting, running = s.config.block_size, s.config.max_num_seqs, s.waiting, s.running
+    bs, max_seqs, waiting, running = (
+        s.config.block_size,
+        s.config.max_num_seqs,
+        s.waiting,
+        s.running,
+    )
     caching = s.config.enable_prefix_caching
     while waiting and budget > 0 and len(running) < max_seqs:
         req = waiting[0]
@@ -130,8 +135,9 @@ class StaticPolicy:
     def schedule(self, s: Scheduler) -> tuple[list[tuple[Request, int]], list[str]]:
         if s.running:  # KV was reserved at admission: the group step never lacks blocks
             preempted: list[str] = []
-            running, _ = _with_group(s, lambda s: list(s.explicit.values()),
-                                     s.config.max_num_batched_tokens, preempted)
+            running, _ = _with_group(
+                s, lambda s: list(s.explicit.values()), s.config.max_num_batched_tokens, preempted
+            )
             if preempted:
                 raise RuntimeError("static batch outgrew its KV reservation")
             return list(running.values()), []
@@ -209,11 +215,17 @@ class PrefillFirstPolicy:
         budget = s.config.max_num_batched_tokens
         preempted: list[str] = []
         entries: Entries = {}
-        while True:  # the unfinished chunked prompts first (a preemption may dissolve the group: retry)
+        while (
+            True
+        ):  # the unfinished chunked prompts first (a preemption may dissolve the group: retry)
             entries = {}
             prefilling = [r for r in s.explicit.values() if r.num_remaining_tokens > 1]
             try:
-                left = _run_running(s, prefilling, budget, entries, preempted) if prefilling else budget
+                left = (
+                    _run_running(s, prefilling, budget, entries, preempted)
+                    if prefilling
+                    else budget
+                )
             except _Restart:
                 continue
             break

@@ -60,7 +60,10 @@ _FINISHED = RequestStatus.FINISHED
 _WAITING = RequestStatus.WAITING
 
 POLICY_NAMES = ("static", "continuous", "chunked", "prefill-first")
-CHUNKING = ("chunked", "prefill-first")  # policies that split a prompt over steps (no prompt-length cap)
+CHUNKING = (
+    "chunked",
+    "prefill-first",
+)  # policies that split a prompt over steps (no prompt-length cap)
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,7 +113,9 @@ class Scheduler(DecodeGroupMixin):
     def __init__(self, config: SchedulerConfig):
         self.config = config
         tier = HostTier(config.host_blocks) if config.host_blocks else None
-        self.kv = BlockManager(config.num_blocks, config.block_size, config.enable_prefix_caching, tier)
+        self.kv = BlockManager(
+            config.num_blocks, config.block_size, config.enable_prefix_caching, tier
+        )
         self.policy = make_policy(config.policy)
         self.waiting: deque[Request] = deque()
         # Admission order (the last is preempted first); a dict: a finish removes in O(1).
@@ -131,17 +136,24 @@ class Scheduler(DecodeGroupMixin):
         # ``_reject_reason`` is None when 1 <= prompt <= _max_prompt, 1 <= output and
         # prompt + output <= _max_total (KV: cdiv(total - 1, block_size) <= num_blocks).
         kv_total = config.num_blocks * config.block_size + 1
-        self._max_total = kv_total if config.max_model_len is None else min(kv_total, config.max_model_len)
-        self._max_prompt = config.max_num_batched_tokens if config.policy not in CHUNKING else kv_total
-        self._plain_chunked = (config.policy == "chunked" and config.compact_decodes
-                               and not config.emit_block_tables)
+        self._max_total = (
+            kv_total if config.max_model_len is None else min(kv_total, config.max_model_len)
+        )
+        self._max_prompt = (
+            config.max_num_batched_tokens if config.policy not in CHUNKING else kv_total
+        )
+        self._plain_chunked = (
+            config.policy == "chunked" and config.compact_decodes and not config.emit_block_tables
+        )
         self._plain_batch = Batch()  # refilled by every ``_schedule_plain_chunked`` (see there)
 
     # ---- public API -------------------------------------------------------------
     def add_request(self, req: Request) -> bool:
         """Queue a request, or reject it (False) when it could never run."""
         p, o = req.prompt_tokens, req.max_output_tokens
-        fits = 1 <= p <= self._max_prompt and o >= 1 and p + o <= self._max_total  # the usual case, cheaply
+        fits = (
+            1 <= p <= self._max_prompt and o >= 1 and p + o <= self._max_total
+        )  # the usual case, cheaply
         reason = None if fits else self._reject_reason(req)
         if reason is not None:
             req.status = RequestStatus.REJECTED
@@ -176,21 +188,46 @@ class Scheduler(DecodeGroupMixin):
             entries = listed + entries
             n_group = 0
         if cfg.emit_block_tables:
-            seqs = tuple([
-                ScheduledSeq(req.request_id, n, req.num_computed_tokens, tuple(req.block_table),
-                             req.num_computed_tokens + n == req.num_tokens, req)
-                for req, n in entries
-            ])
+            seqs = tuple(
+                [
+                    ScheduledSeq(
+                        req.request_id,
+                        n,
+                        req.num_computed_tokens,
+                        tuple(req.block_table),
+                        req.num_computed_tokens + n == req.num_tokens,
+                        req,
+                    )
+                    for req, n in entries
+                ]
+            )
         elif len(entries) == 1:  # the common simulator step: one prefill chunk beside the group
             req, n = entries[0]
             c = req.num_computed_tokens
-            seqs = (ScheduledSeq(req.request_id, n, c, (), c + n == req.prompt_tokens + req.num_output_tokens, req),)
+            seqs = (
+                ScheduledSeq(
+                    req.request_id,
+                    n,
+                    c,
+                    (),
+                    c + n == req.prompt_tokens + req.num_output_tokens,
+                    req,
+                ),
+            )
         else:
-            seqs = tuple([
-                ScheduledSeq(req.request_id, n, req.num_computed_tokens, (),
-                             req.num_computed_tokens + n == req.prompt_tokens + req.num_output_tokens, req)
-                for req, n in entries
-            ])
+            seqs = tuple(
+                [
+                    ScheduledSeq(
+                        req.request_id,
+                        n,
+                        req.num_computed_tokens,
+                        (),
+                        req.num_computed_tokens + n == req.prompt_tokens + req.num_output_tokens,
+                        req,
+                    )
+                    for req, n in entries
+                ]
+            )
         cached = self._dsum + len(self.group) * self.dstep if n_group else 0
         return Batch(seqs, tuple(preempted) if preempted else (), n_group, cached)
 
@@ -320,7 +357,11 @@ class Scheduler(DecodeGroupMixin):
             assert not req.block_table and req.num_computed_tokens == 0
         assert refs == self.kv.ref_counts, "block tables and ref counts disagree"
         assert len(self.group) + len(self.explicit) == len(self.running)
-        assert sum(self._phase) == self._phased == sum(1 for r in self.group.values() if r.group_phase >= 0)
+        assert (
+            sum(self._phase)
+            == self._phased
+            == sum(1 for r in self.group.values() if r.group_phase >= 0)
+        )
         self.kv.check_invariants()
 
     # ---- helpers for policies -----------------------------------------------------

@@ -68,8 +68,11 @@ class HarnessPreset(BaseModel):
         if (self.prompts_per_client is None) == (self.num_prompts is None):
             raise ValueError("set exactly one of prompts_per_client and num_prompts")
         cited = {"name", "harness", "description", "sources"}
-        missing = [f for f in type(self).model_fields
-                   if f not in cited and getattr(self, f) is not None and not self.sources.get(f)]
+        missing = [
+            f
+            for f in type(self).model_fields
+            if f not in cited and getattr(self, f) is not None and not self.sources.get(f)
+        ]
         if missing:
             raise ValueError(f"every rule needs its source: add {', '.join(missing)} to [sources]")
         extra = sorted(set(self.sources) - set(type(self).model_fields))
@@ -102,9 +105,15 @@ def _length_dist(lo: int, hi: int) -> dict:
     return {"dist": "uniform", "mean": (lo + hi) / 2, "std": (hi - lo) / math.sqrt(12.0)}
 
 
-def closed_loop_workload(harness: HarnessPreset, concurrency: int, input_tokens: int, output_tokens: int,
-                         range_ratio: float | None = None, fixed: bool = False,
-                         num_prompts: int | None = None) -> dict:
+def closed_loop_workload(
+    harness: HarnessPreset,
+    concurrency: int,
+    input_tokens: int,
+    output_tokens: int,
+    range_ratio: float | None = None,
+    fixed: bool = False,
+    num_prompts: int | None = None,
+) -> dict:
     """The simulator's ``workload`` table for ``harness`` at ``concurrency`` clients.
 
     ``range_ratio`` replaces the harness's default ratio (a run that set ``--random-range-ratio``);
@@ -115,12 +124,20 @@ def closed_loop_workload(harness: HarnessPreset, concurrency: int, input_tokens:
         raise ConfigError(f"concurrency {concurrency!r}: must be >= 1")
     n = num_prompts if num_prompts is not None else harness.requests_for(concurrency)
     if fixed:
-        inp, out = _length_dist(input_tokens, input_tokens), _length_dist(output_tokens, output_tokens)
+        inp, out = (
+            _length_dist(input_tokens, input_tokens),
+            _length_dist(output_tokens, output_tokens),
+        )
     else:
         inp = _length_dist(*harness.length_range(input_tokens, range_ratio))
         out = _length_dist(*harness.length_range(output_tokens, range_ratio))
-    return {"arrival": "closed", "concurrency": int(concurrency), "num_requests": int(max(n, concurrency)),
-            "input": inp, "output": out}
+    return {
+        "arrival": "closed",
+        "concurrency": int(concurrency),
+        "num_requests": int(max(n, concurrency)),
+        "input": inp,
+        "output": out,
+    }
 
 
 def parse_harness(data: dict, where: str) -> HarnessPreset:
@@ -134,8 +151,10 @@ def harness_names() -> list[str]:
 
 
 def _read(path: Path) -> HarnessPreset:
-    return parse_harness(read_toml(path, "harness preset", "; shipped ones: " + ", ".join(harness_names())),
-                         str(path))
+    return parse_harness(
+        read_toml(path, "harness preset", "; shipped ones: " + ", ".join(harness_names())),
+        str(path),
+    )
 
 
 @functools.lru_cache(maxsize=16)  # presets are frozen; validate asks for one per row
@@ -147,4 +166,6 @@ def load_harness(name: str) -> HarnessPreset:
     names = harness_names()
     if key.lower() in names:
         return _read(data_path("harnesses", f"{key.lower()}.toml"))
-    raise ConfigError(f"unknown harness {name!r}: choose one of {', '.join(names)}, or give a preset .toml")
+    raise ConfigError(
+        f"unknown harness {name!r}: choose one of {', '.join(names)}, or give a preset .toml"
+    )

@@ -29,23 +29,44 @@ FLUSH_EVERY = 4096
 ROW_WIDTH = 8  # arrival, prompt, output, first token, finish, first scheduled, last token, cached
 
 
-def finished_record(req, first_scheduled_s: float | None, finish_s: float, times,
-                    chunk_tokens: list[int] | None = None) -> RequestRecord:
+def finished_record(
+    req,
+    first_scheduled_s: float | None,
+    finish_s: float,
+    times,
+    chunk_tokens: list[int] | None = None,
+) -> RequestRecord:
     """The one record of a simulated request that finished at ``finish_s``: ``times`` its token
     times (None when no sink wants them), ``chunk_tokens`` tokens per emission (speculative
     steps emit several; None: one each)."""
     return RequestRecord(
-        req.request_id, req.arrival_s, req.prompt_tokens, req.num_output_tokens, times,
-        chunk_tokens=chunk_tokens, finish_s=finish_s, first_scheduled_s=first_scheduled_s,
-        finish_reason=req.finish_reason, num_preemptions=req.num_preemptions,
-        cached_prompt_tokens=req.num_cached_prompt_tokens)
+        req.request_id,
+        req.arrival_s,
+        req.prompt_tokens,
+        req.num_output_tokens,
+        times,
+        chunk_tokens=chunk_tokens,
+        finish_s=finish_s,
+        first_scheduled_s=first_scheduled_s,
+        finish_reason=req.finish_reason,
+        num_preemptions=req.num_preemptions,
+        cached_prompt_tokens=req.num_cached_prompt_tokens,
+    )
 
 
 def rejected_record(req, now: float, error: str | None) -> RequestRecord:
     """The record of a request turned away at ``now`` (never scheduled), with the reason."""
-    return RequestRecord(req.request_id, req.arrival_s, req.prompt_tokens, 0, [], finish_s=now,
-                         first_scheduled_s=req.first_scheduled_s,  # set: a disaggregated move
-                         finish_reason="rejected", error=error)
+    return RequestRecord(
+        req.request_id,
+        req.arrival_s,
+        req.prompt_tokens,
+        0,
+        [],
+        finish_s=now,
+        first_scheduled_s=req.first_scheduled_s,  # set: a disaggregated move
+        finish_reason="rejected",
+        error=error,
+    )
 
 
 class Completions(Protocol):
@@ -53,17 +74,37 @@ class Completions(Protocol):
 
     wants_times: bool
 
-    def add(self, req, first_scheduled_s: float | None, first_token_s: float, finish_s: float,
-            times: np.ndarray | None = None) -> None: ...
+    def add(
+        self,
+        req,
+        first_scheduled_s: float | None,
+        first_token_s: float,
+        finish_s: float,
+        times: np.ndarray | None = None,
+    ) -> None: ...
 
 
 class CompletionBuffer:
     """Per-request scalars of completed requests, flushed in blocks."""
 
-    __slots__ = ("acc", "sink", "flush_every", "_rows", "_reasons", "_plain", "num_done", "progress")
+    __slots__ = (
+        "acc",
+        "sink",
+        "flush_every",
+        "_rows",
+        "_reasons",
+        "_plain",
+        "num_done",
+        "progress",
+    )
 
-    def __init__(self, acc: MetricsAccumulator, sink: Callable[[RequestRecord], None] | None = None,
-                 flush_every: int = FLUSH_EVERY, progress: Callable[[int], None] | None = None) -> None:
+    def __init__(
+        self,
+        acc: MetricsAccumulator,
+        sink: Callable[[RequestRecord], None] | None = None,
+        flush_every: int = FLUSH_EVERY,
+        progress: Callable[[int], None] | None = None,
+    ) -> None:
         self.acc, self.sink, self.flush_every = acc, sink, flush_every
         # Requests done (the driver counts its rejections here too); ``progress(num_done)`` every 1,000.
         self.num_done = 0
@@ -77,16 +118,29 @@ class CompletionBuffer:
         """True when every token time is needed (a sink builds records)."""
         return self.sink is not None
 
-    def add(self, req, first_scheduled_s: float | None, first_token_s: float, finish_s: float,
-            times: np.ndarray | None = None) -> None:
+    def add(
+        self,
+        req,
+        first_scheduled_s: float | None,
+        first_token_s: float,
+        finish_s: float,
+        times: np.ndarray | None = None,
+    ) -> None:
         """A completed request whose last token came at ``finish_s``; ``times`` if :attr:`wants_times`."""
         reason = req.finish_reason
         if self.sink is not None:
             self.sink(finished_record(req, first_scheduled_s, finish_s, times))
         rows = self._rows
-        rows += (req.arrival_s, req.prompt_tokens, req.num_output_tokens, first_token_s, finish_s,
-                 math.nan if first_scheduled_s is None else first_scheduled_s, finish_s,
-                 req.num_cached_prompt_tokens)
+        rows += (
+            req.arrival_s,
+            req.prompt_tokens,
+            req.num_output_tokens,
+            first_token_s,
+            finish_s,
+            math.nan if first_scheduled_s is None else first_scheduled_s,
+            finish_s,
+            req.num_cached_prompt_tokens,
+        )
         self._reasons.append(reason)
         if reason != "length":
             self._plain = False
@@ -101,9 +155,17 @@ class CompletionBuffer:
         if not self._rows:
             return
         c = np.array(self._rows, dtype=np.float64).reshape(-1, ROW_WIDTH)
-        self.acc.add_many(c[:, 0], c[:, 1].astype(np.int64), c[:, 2].astype(np.int64), c[:, 3], c[:, 4],
-                          c[:, 6], c[:, 5], None if self._plain else self._reasons,
-                          c[:, 7].astype(np.int64))
+        self.acc.add_many(
+            c[:, 0],
+            c[:, 1].astype(np.int64),
+            c[:, 2].astype(np.int64),
+            c[:, 3],
+            c[:, 4],
+            c[:, 6],
+            c[:, 5],
+            None if self._plain else self._reasons,
+            c[:, 7].astype(np.int64),
+        )
         self._rows, self._reasons, self._plain = [], [], True
 
 
@@ -143,7 +205,9 @@ class GapTally:
         # Gap values and their counts since the last flush.
         self.vals: list[float] = []
         self.counts: list[int] = []
-        self.off: dict[str, float] = {}  # request id -> its previous token time, not on the timeline
+        self.off: dict[
+            str, float
+        ] = {}  # request id -> its previous token time, not on the timeline
         self.last = math.nan  # time of the last timeline entry
 
     def explicit(self, gap_s: float) -> None:

@@ -83,8 +83,14 @@ ROUTERS = ("round-robin", "least-tokens", "prefix-affinity")
 class _Frozen(BaseModel):
     # Strict (infercast.validation's rules): TOML `true` is not 1, "4" is not 4, numbers are
     # finite, and an empty string is an error rather than "not given".
-    model_config = ConfigDict(frozen=True, extra="forbid", strict=True, allow_inf_nan=False,
-                              str_min_length=1, str_strip_whitespace=True)
+    model_config = ConfigDict(
+        frozen=True,
+        extra="forbid",
+        strict=True,
+        allow_inf_nan=False,
+        str_min_length=1,
+        str_strip_whitespace=True,
+    )
 
 
 class LengthConfig(_Frozen):
@@ -133,32 +139,44 @@ class WorkloadSection(_Frozen):
         if source is None:
             return
         if self.resolved_arrival == "trace" or self.trace is not None:
-            raise ValueError("conversations replace the trace: drop --trace (sessions start by "
-                             "--request-rate, --max-concurrency or all at once)")
+            raise ValueError(
+                "conversations replace the trace: drop --trace (sessions start by "
+                "--request-rate, --max-concurrency or all at once)"
+            )
         for name in ("input", "output"):
             spec: LengthConfig = getattr(self, name)
             if spec.dist not in (None, "trace", "fixed") and spec.mean is None:
-                raise ValueError(f"conversations: workload.{name}.dist={spec.dist!r} needs a mean "
-                                 f"(--{name}-tokens)")
+                raise ValueError(
+                    f"conversations: workload.{name}.dist={spec.dist!r} needs a mean "
+                    f"(--{name}-tokens)"
+                )
         lengths = self.input.mean is not None and self.output.mean is not None
         if source == "synthetic" and (self.turns is None or not lengths):
-            raise ValueError("synthetic conversations need --turns, --input-tokens (each message) "
-                             "and --output-tokens (each answer); or use --conversations builtin")
+            raise ValueError(
+                "synthetic conversations need --turns, --input-tokens (each message) "
+                "and --output-tokens (each answer); or use --conversations builtin"
+            )
 
     @model_validator(mode="after")
     def _consistent(self) -> WorkloadSection:
         self._check_conversations()
         arrival = self.resolved_arrival
         if arrival in ("poisson", "gamma") and self.rate is None:
-            raise ValueError(f"arrival {arrival!r} needs a rate (requests/s): set workload.rate / --request-rate")
+            raise ValueError(
+                f"arrival {arrival!r} needs a rate (requests/s): set workload.rate / --request-rate"
+            )
         if arrival == "closed" and self.concurrency is None:
             raise ValueError("arrival 'closed' needs workload.concurrency / --max-concurrency")
         if arrival == "trace" and self.trace is None:
             raise ValueError("arrival 'trace' needs workload.trace / --trace")
         if self.concurrency is not None and arrival != "closed":
-            raise ValueError(f"concurrency is for closed-loop arrivals, not {arrival!r}: drop one of them")
+            raise ValueError(
+                f"concurrency is for closed-loop arrivals, not {arrival!r}: drop one of them"
+            )
         if self.rate is not None and arrival in ("closed", "offline", "trace"):
-            raise ValueError(f"a rate does not apply to {arrival!r} arrivals: drop --request-rate or the arrival choice")
+            raise ValueError(
+                f"a rate does not apply to {arrival!r} arrivals: drop --request-rate or the arrival choice"
+            )
         if (self.prefix_groups > 0) != (self.prefix_tokens > 0):
             raise ValueError("prefix_groups and prefix_tokens go together: set both or neither")
         for name in ("input", "output"):
@@ -223,7 +241,9 @@ class KvOffloadSection(_Frozen):
     """A host-DRAM KV tier below HBM (``sched/host_tier.py``, ``cost/kv_tier.py``)."""
 
     gib: float = Field(gt=0)  # host memory per replica for KV, GiB
-    host_link_gbps: float | None = Field(default=None, gt=0)  # H2D GB/s per GPU; None = the part's measured
+    host_link_gbps: float | None = Field(
+        default=None, gt=0
+    )  # H2D GB/s per GPU; None = the part's measured
     overlap: bool = False  # reload layer by layer under the step's compute (else the step waits)
 
 
@@ -237,7 +257,9 @@ class ExpertRoutingSection(_Frozen):
     @model_validator(mode="after")
     def _one(self) -> ExpertRoutingSection:
         if (self.skew is None) == (self.loads is None):
-            raise ValueError("expert routing needs exactly one of skew (Zipf exponent) or loads (CSV file)")
+            raise ValueError(
+                "expert routing needs exactly one of skew (Zipf exponent) or loads (CSV file)"
+            )
         return self
 
 
@@ -255,8 +277,12 @@ class SimConfig(_Frozen):
 
     model: str = "llama-3.1-8b"
     hardware: str = "h100-sxm"
-    weights: str = "checkpoint"  # resolved on validation: the checkpoint's own (specs/checkpoint.py)
-    experts: str | None = None  # routed experts' own "<format>/<compute>" (gpt-oss: mxfp4/...), None = weights
+    weights: str = (
+        "checkpoint"  # resolved on validation: the checkpoint's own (specs/checkpoint.py)
+    )
+    experts: str | None = (
+        None  # routed experts' own "<format>/<compute>" (gpt-oss: mxfp4/...), None = weights
+    )
     kv_cache: str | None = None
     tp: int = Field(default=1, ge=1)
     ep: int = Field(default=1, ge=1)
@@ -287,7 +313,9 @@ class SimConfig(_Frozen):
             from infercast.specs.catalog import load_hardware
 
             model = str(data.get("model") or cls.model_fields["model"].default)
-            hardware = load_hardware(str(data.get("hardware") or cls.model_fields["hardware"].default))
+            hardware = load_hardware(
+                str(data.get("hardware") or cls.model_fields["hardware"].default)
+            )
             w, e, _ = resolve_precision(model, hardware, "checkpoint", None)
             data = {**data, "weights": w, "experts": data.get("experts", e)}
         return data
@@ -307,13 +335,21 @@ class SimConfig(_Frozen):
     @model_validator(mode="after")
     def _levers(self) -> SimConfig:
         if self.speculative is not None and self.disaggregation is not None:
-            raise ValueError("speculative decoding with disaggregation is not modelled: drop one of them")
+            raise ValueError(
+                "speculative decoding with disaggregation is not modelled: drop one of them"
+            )
         if self.kv_offload is not None and not self.scheduler.prefix_caching:
-            raise ValueError("kv_offload keeps prefix-cache blocks in host memory: turn on "
-                             "scheduler.prefix_caching / --prefix-caching")
+            raise ValueError(
+                "kv_offload keeps prefix-cache blocks in host memory: turn on "
+                "scheduler.prefix_caching / --prefix-caching"
+            )
         for name in ("lora", "kv_offload"):
-            if getattr(self, name) is not None and (self.speculative is not None or self.disaggregation is not None):
-                raise ValueError(f"{name} with speculative decoding or disaggregation is not modelled: drop one")
+            if getattr(self, name) is not None and (
+                self.speculative is not None or self.disaggregation is not None
+            ):
+                raise ValueError(
+                    f"{name} with speculative decoding or disaggregation is not modelled: drop one"
+                )
         pools = [("", self.tp, self.ep)]
         if self.disaggregation is not None:
             for name in ("prefill", "decode"):
@@ -332,16 +368,21 @@ class SimConfig(_Frozen):
         n = self.workload.num_requests
         counts = [("replicas", self.replicas)]
         if self.disaggregation is not None:
-            counts += [(f"disaggregation.{name}.replicas",
-                        getattr(self.disaggregation, name).replicas)
-                       for name in ("prefill", "decode")]
+            counts += [
+                (f"disaggregation.{name}.replicas", getattr(self.disaggregation, name).replicas)
+                for name in ("prefill", "decode")
+            ]
         for name, count in counts:
             if count > n:
-                raise ValueError(f"{name} {count} for {n} requests: at most {n} can ever receive "
-                                 f"one; use {name.split('.')[-1]} <= {n} or more requests")
+                raise ValueError(
+                    f"{name} {count} for {n} requests: at most {n} can ever receive "
+                    f"one; use {name.split('.')[-1]} <= {n} or more requests"
+                )
         if self.workload.concurrency is not None and self.workload.concurrency > n:
-            raise ValueError(f"concurrency {self.workload.concurrency} for {n} requests: at "
-                             f"most {n} can be in flight; use --concurrency <= {n}")
+            raise ValueError(
+                f"concurrency {self.workload.concurrency} for {n} requests: at "
+                f"most {n} can be in flight; use --concurrency <= {n}"
+            )
 
 
 def _one_line(exc: ValidationError) -> str:
@@ -375,11 +416,15 @@ def read_config_file(path: str | Path) -> dict[str, Any]:
         try:
             import yaml
         except ImportError:
-            raise ConfigError("YAML config needs PyYAML: pip install pyyaml (or use TOML)") from None
+            raise ConfigError(
+                "YAML config needs PyYAML: pip install pyyaml (or use TOML)"
+            ) from None
         try:
             data = yaml.safe_load(text) or {}
         except yaml.YAMLError as exc:
-            raise ConfigError(f"config file {p}: not valid YAML ({str(exc).splitlines()[0]})") from None
+            raise ConfigError(
+                f"config file {p}: not valid YAML ({str(exc).splitlines()[0]})"
+            ) from None
     else:
         try:
             data = tomllib.loads(text)

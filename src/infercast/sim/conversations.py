@@ -333,9 +333,12 @@ class ConversationDriver(BufferedDriver):
             shared = self._shared.get(group)
             if shared is None:
                 shared = self._shared[group] = list(
-                    synthetic_block_hashes(group, self.prefix_tokens, self.block_size))
-            first = min(self.prefix_tokens // self.block_size,
-                        (sess.turns[0][0] + sess.turns[0][1]) // self.block_size)
+                    synthetic_block_hashes(group, self.prefix_tokens, self.block_size)
+                )
+            first = min(
+                self.prefix_tokens // self.block_size,
+                (sess.turns[0][0] + sess.turns[0][1]) // self.block_size,
+            )
             sess.hashes = shared[:first]
         self._send(sess, t)
 

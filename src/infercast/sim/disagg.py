@@ -66,9 +66,13 @@ class DecodeTimer:
         ctx = [c + n - 1 for n, c in zip(new, cached, strict=True)]
         return self.target.step_time_s([1] * len(ctx), ctx)
 
-    def mixed_step_time_s(self, num_decode, decode_cached_sum, new_tokens=(), cached_tokens=()) -> float:
+    def mixed_step_time_s(
+        self, num_decode, decode_cached_sum, new_tokens=(), cached_tokens=()
+    ) -> float:
         extra = sum(c + n - 1 for n, c in zip(new_tokens, cached_tokens, strict=True))
-        return self.target.mixed_step_time_s(num_decode + len(new_tokens), decode_cached_sum + extra)
+        return self.target.mixed_step_time_s(
+            num_decode + len(new_tokens), decode_cached_sum + extra
+        )
 
     def chunk_step_time_s(self, num_decode, decode_cached_sum, n, c) -> float:
         return self.target.mixed_step_time_s(num_decode + 1, decode_cached_sum + c + n - 1)
@@ -96,18 +100,31 @@ class _Transfer:
         self.outputs: dict[str, int] = {}  # request id -> output tokens it will need on decode
         self.num_transfers, self.transfer_s = 0, 0.0
 
-    def add(self, req: Request, first_scheduled_s: float | None, first_token_s: float,
-            finish_s: float, times=None) -> None:
+    def add(
+        self,
+        req: Request,
+        first_scheduled_s: float | None,
+        first_token_s: float,
+        finish_s: float,
+        times=None,
+    ) -> None:
         """A prefill finished now: its KV leaves for the decode pool."""
         output = self.outputs.pop(req.request_id)
         p = req.prompt_tokens
         prefill_s = self.sm.step_time_s([p], [0]) if self.overlap else 0.0
-        t = transfer_time_s(kv_transfer_bytes(self.sm, p), self.bandwidth, self.latency,
-                            prefill_s, self.sm.model.num_layers, self.overlap)
+        t = transfer_time_s(
+            kv_transfer_bytes(self.sm, p),
+            self.bandwidth,
+            self.latency,
+            prefill_s,
+            self.sm.model.num_layers,
+            self.overlap,
+        )
         self.num_transfers += 1
         self.transfer_s += t
-        moved = Request(req.request_id, p, output, req.arrival_s,
-                        first_scheduled_s=first_scheduled_s)
+        moved = Request(
+            req.request_id, p, output, req.arrival_s, first_scheduled_s=first_scheduled_s
+        )
         self.kernel.at(self.kernel.now + t, PRIO_ARRIVAL, self._arrive, moved)
 
     def _arrive(self, req: Request) -> None:
@@ -143,19 +160,42 @@ def build_disagg(cfg, timer, kernel: Kernel, driver, series):
     dec_sm = pool_step_model(cfg, d.decode, timer)
     fast = cfg.mode == "fast"
     pf_cfg = _pool_sched(cfg, d.prefill, pf_sm)
-    dec_cfg = dataclasses.replace(_pool_sched(cfg, d.decode, dec_sm),
-                                  max_num_batched_tokens=DECODE_TOKEN_BUDGET, policy="chunked")
+    dec_cfg = dataclasses.replace(
+        _pool_sched(cfg, d.decode, dec_sm),
+        max_num_batched_tokens=DECODE_TOKEN_BUDGET,
+        policy="chunked",
+    )
     decode: list[Replica] = []
     xfer = _Transfer(cfg, kernel, driver, pf_sm, dec_sm, decode)
     complete = driver if driver.closed else driver.completions  # a closed loop sends on each
     for i in range(d.decode.replicas):
-        decode.append(Replica(i, Scheduler(dec_cfg), DecodeTimer(dec_sm), kernel, driver.emit,
-                              fast=fast, observe=series.observe, complete=complete, itl=driver.itl))
+        decode.append(
+            Replica(
+                i,
+                Scheduler(dec_cfg),
+                DecodeTimer(dec_sm),
+                kernel,
+                driver.emit,
+                fast=fast,
+                observe=series.observe,
+                complete=complete,
+                itl=driver.itl,
+            )
+        )
     driver.unrouted.extend(decode)
     for i in range(d.prefill.replicas):
-        driver.replicas.append(PrefillReplica(i, Scheduler(pf_cfg), pf_sm, kernel,
-                                              xfer.on_prefill_rejected, fast=fast,
-                                              observe=series.observe, transfer=xfer))
+        driver.replicas.append(
+            PrefillReplica(
+                i,
+                Scheduler(pf_cfg),
+                pf_sm,
+                kernel,
+                xfer.on_prefill_rejected,
+                fast=fast,
+                observe=series.observe,
+                transfer=xfer,
+            )
+        )
 
     def extra() -> dict[str, object]:
         busy = sum(r.stats.busy_s for r in decode)
@@ -163,11 +203,15 @@ def build_disagg(cfg, timer, kernel: Kernel, driver, series):
             "disaggregated": True,
             "num_gpus": d.prefill.replicas * pf_sm.parallel.gpus_per_replica
             + d.decode.replicas * dec_sm.parallel.gpus_per_replica,
-            "kv_transfer_s_mean": xfer.transfer_s / xfer.num_transfers if xfer.num_transfers else None,
+            "kv_transfer_s_mean": xfer.transfer_s / xfer.num_transfers
+            if xfer.num_transfers
+            else None,
             "kv_transfer_bandwidth_bytes_per_s": xfer.bandwidth,
             "decode_num_kv_blocks": dec_cfg.num_blocks,
             "decode_num_preemptions": sum(r.sched.num_preemptions for r in decode),
-            "decode_mean_batch_size": sum(r.stats.seq_time_s for r in decode) / busy if busy else None,
+            "decode_mean_batch_size": sum(r.stats.seq_time_s for r in decode) / busy
+            if busy
+            else None,
             "decode_peak_kv_usage": max(r.stats.peak_kv_usage for r in decode),
         }
 
@@ -179,7 +223,15 @@ def _pool_sched(cfg, pool, sm):
     kv_capacity_tokens = sm.kv_capacity_tokens
     compact = float(sm.affine_context_limit) == float("inf")  # windowed attention: list everyone
     s = scheduler_config(cfg, kv_capacity_tokens, compact)
-    changes = {k: getattr(pool, k) for k in ("max_num_seqs", "max_num_batched_tokens") if getattr(pool, k)}
-    if cfg.scheduler.num_blocks is None or pool.hardware or pool.tp or pool.ep or pool.attn_dp is not None:
+    changes = {
+        k: getattr(pool, k) for k in ("max_num_seqs", "max_num_batched_tokens") if getattr(pool, k)
+    }
+    if (
+        cfg.scheduler.num_blocks is None
+        or pool.hardware
+        or pool.tp
+        or pool.ep
+        or pool.attn_dp is not None
+    ):
         changes["num_blocks"] = max(1, kv_capacity_tokens // s.block_size)
     return dataclasses.replace(s, **changes)

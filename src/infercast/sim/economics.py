@@ -25,7 +25,16 @@ from infercast.cost.energy import (
     try_power_model,
 )
 
-__all__ = ["RunUsage", "check_price", "dollars", "economics", "energy", "prefill_share", "price_for", "run_usage"]
+__all__ = [
+    "RunUsage",
+    "check_price",
+    "dollars",
+    "economics",
+    "energy",
+    "prefill_share",
+    "price_for",
+    "run_usage",
+]
 
 
 def prefill_share(sm, usage: RunUsage) -> float:
@@ -40,15 +49,24 @@ def prefill_share(sm, usage: RunUsage) -> float:
 def energy(sm, power: PowerModel | None, usage: RunUsage) -> dict[str, object]:
     """Energy keys of a run (``energy_summary``) plus the power model's source; empty without one."""
     if power is None or usage.requests <= 0:
-        return {"energy_j": None, "energy_note": "no power figures for this part (add tdp_w)"
-                if power is None else "no request completed"}
+        return {
+            "energy_j": None,
+            "energy_note": "no power figures for this part (add tdp_w)"
+            if power is None
+            else "no request completed",
+        }
     mean_prompt = max(1, round(usage.input_tokens / usage.requests))
     mean_output = usage.output_tokens / usage.requests
     batch = max(1, round(usage.mean_batch)) if usage.mean_batch == usage.mean_batch else 1
     te = token_energy(sm, power, mean_prompt, batch, max(1, round(mean_prompt + mean_output / 2)))
-    joules = run_energy_j(te, usage.replicas * usage.duration_s, usage.input_tokens, usage.output_tokens)
-    out: dict[str, object] = dict(energy_summary(joules, usage.duration_s, usage.input_tokens,
-                                                 usage.output_tokens, usage.requests))
+    joules = run_energy_j(
+        te, usage.replicas * usage.duration_s, usage.input_tokens, usage.output_tokens
+    )
+    out: dict[str, object] = dict(
+        energy_summary(
+            joules, usage.duration_s, usage.input_tokens, usage.output_tokens, usage.requests
+        )
+    )
     out["energy_idle_j"] = te.idle_w * usage.replicas * usage.duration_s
     out["power_source"] = power.source
     return out
@@ -59,9 +77,16 @@ def run_usage(result, cfg) -> RunUsage:
     s = result.summary
     d = result.to_dict()
     duration = float(d.get("duration_s") or 0.0)
-    return RunUsage(duration, cfg.replicas * cfg.tp, float(d.get("total_input_tokens") or 0.0),
-                    float(d.get("total_output_tokens") or 0.0), int(s.completed), result.busy_replica_s,
-                    float(result.mean_batch_size), cfg.replicas)
+    return RunUsage(
+        duration,
+        cfg.replicas * cfg.tp,
+        float(d.get("total_input_tokens") or 0.0),
+        float(d.get("total_output_tokens") or 0.0),
+        int(s.completed),
+        result.busy_replica_s,
+        float(result.mean_batch_size),
+        cfg.replicas,
+    )
 
 
 def economics(result, cfg, sm, price_per_hour: float | None) -> dict[str, Any]:
@@ -75,8 +100,16 @@ def economics(result, cfg, sm, price_per_hour: float | None) -> dict[str, Any]:
         gpus = int(result.extra.get("num_gpus") or usage.gpus)
         d = cfg.disaggregation
         pre_gpus = d.prefill.replicas * (d.prefill.tp or cfg.tp)
-        usage = RunUsage(usage.duration_s, gpus, usage.input_tokens, usage.output_tokens, usage.requests,
-                         usage.busy_replica_s, usage.mean_batch, usage.replicas)
+        usage = RunUsage(
+            usage.duration_s,
+            gpus,
+            usage.input_tokens,
+            usage.output_tokens,
+            usage.requests,
+            usage.busy_replica_s,
+            usage.mean_batch,
+            usage.replicas,
+        )
         pools: dict[str, Any] = dollars(usage, price_per_hour, pre_gpus / gpus if gpus else 0.0)
         pools.update(energy_j=None, energy_note="energy is not modelled for disaggregated runs yet")
         return pools

@@ -63,8 +63,9 @@ class Kernel:
         """Cancel a pending event (it is skipped when popped)."""
         handle[3] = None
 
-    def run(self, arrivals: Iterator[Any] | None = None,
-            on_arrival: Callable[[Any], None] | None = None) -> None:
+    def run(
+        self, arrivals: Iterator[Any] | None = None, on_arrival: Callable[[Any], None] | None = None
+    ) -> None:
         """Process events until none are left.
 
         ``arrivals`` (optional) yields objects with an ``arrival_s`` in time order;
@@ -94,8 +95,10 @@ class Kernel:
                     item = next(stream, None)
                     nxt = self.arrival_s = _INF if item is None else item.arrival_s
                     if nxt < ta:
-                        raise ValueError(f"arrival at {nxt} s after one at {ta} s: "
-                                         "the stream must be in time order")
+                        raise ValueError(
+                            f"arrival at {nxt} s after one at {ta} s: "
+                            "the stream must be in time order"
+                        )
                     self.now = ta
                     count += 1
                     deliver(cur)

@@ -137,7 +137,8 @@ class _BatchStep:
         if decoding:
             if decoding != rep._num_decoding:
                 raise RuntimeError(
-                    "a step ran only some decoding requests; timeline would be wrong")
+                    "a step ran only some decoding requests; timeline would be wrong"
+                )
             rep._record(now, decoding)
         done = rep.sched.update(batch)
         size = rep.timeline.size
@@ -276,7 +277,9 @@ class Replica:
         self._fast_timer = timer if isinstance(timer, FastStepTimer) else None
         self._affine_timer = timer if isinstance(timer, AffineStepTimer) else None
         if fast and self._affine_timer is None:
-            raise TypeError(f"fast mode needs an AffineStepTimer; {type(timer).__name__} is not one")
+            raise TypeError(
+                f"fast mode needs an AffineStepTimer; {type(timer).__name__} is not one"
+            )
         self.kernel = kernel
         self.emit = emit  # (record, replica index) for every finished or rejected request
         # Completed requests go to ``complete`` (no record) and their ITL values, per step, to ``itl``
@@ -311,7 +314,9 @@ class Replica:
         self._handle: list[Any] = []  # the kernel entry of the plan's end
         self._on_end, self._on_start = self._end, self._start  # bound once, not once per event
         # A host KV tier's reloads (cost/kv_tier.KvReload): a step waits for the blocks copied back.
-        self._reload = getattr(timer, "kv_reload", None) if scheduler.kv.host_tier is not None else None
+        self._reload = (
+            getattr(timer, "kv_reload", None) if scheduler.kv.host_tier is not None else None
+        )
 
     # ---- arrivals ---------------------------------------------------------------
     def submit(self, req: Request) -> None:
@@ -390,11 +395,15 @@ class Replica:
             return self.timer.step_time_s(*_step_lists(batch))
         if len(seqs) == 1:  # one prefill chunk beside the group: no lists
             seq = seqs[0]
-            return fast.chunk_step_time_s(nd, batch.decode_cached_tokens, seq.num_new_tokens,
-                                          seq.num_cached_tokens)
-        return fast.mixed_step_time_s(nd, batch.decode_cached_tokens,
-                                      [s.num_new_tokens for s in seqs],
-                                      [s.num_cached_tokens for s in seqs])
+            return fast.chunk_step_time_s(
+                nd, batch.decode_cached_tokens, seq.num_new_tokens, seq.num_cached_tokens
+            )
+        return fast.mixed_step_time_s(
+            nd,
+            batch.decode_cached_tokens,
+            [s.num_new_tokens for s in seqs],
+            [s.num_cached_tokens for s in seqs],
+        )
 
     def _affine(self, n: int) -> tuple[float, float]:
         """(a, b) of a decode step of ``n`` sequences (``a + b * context``), into ``_affines``."""

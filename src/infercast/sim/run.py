@@ -113,8 +113,14 @@ class _Arrival(NamedTuple):
 class _Driver(BufferedDriver):
     """Feeds arrivals (open or closed loop) to the router and collects records."""
 
-    def __init__(self, cfg: SimConfig, columns: Iterator, replicas: list[Replica], kernel: Kernel,
-                 on_record: Callable[[RequestRecord], None]):
+    def __init__(
+        self,
+        cfg: SimConfig,
+        columns: Iterator,
+        replicas: list[Replica],
+        kernel: Kernel,
+        on_record: Callable[[RequestRecord], None],
+    ):
         # ``request_columns`` chunks; ``stream`` yields them as ``request_stream``'s tuples (lazily: the
         # one-replica open loop reads the columns as Requests instead, see ``run``).
         self.columns, self.replicas, self.kernel = columns, replicas, kernel
@@ -145,7 +151,9 @@ class _Driver(BufferedDriver):
     def _prefix_hashes(self, group: int) -> tuple[int, ...]:
         hashes = self._hashes.get(group)
         if hashes is None:
-            hashes = self._hashes[group] = synthetic_block_hashes(group, self.prefix_tokens, self.block_size)
+            hashes = self._hashes[group] = synthetic_block_hashes(
+                group, self.prefix_tokens, self.block_size
+            )
         return hashes
 
     def run(self) -> None:
@@ -170,7 +178,9 @@ class _Driver(BufferedDriver):
         for arrivals, prompts, outputs, groups in self.columns:
             ids = map(str, range(start, start + len(arrivals)))
             if groups and groups[0] >= 0:  # shared prefixes: every request has a group
-                yield map(Request, ids, prompts, outputs, arrivals, map(self._prefix_hashes, groups))
+                yield map(
+                    Request, ids, prompts, outputs, arrivals, map(self._prefix_hashes, groups)
+                )
             else:  # none has one (-1)
                 yield map(Request, ids, prompts, outputs, arrivals)
             start += len(arrivals)
@@ -179,7 +189,9 @@ class _Driver(BufferedDriver):
         self._arrive(*item)
 
     def _arrive(self, at: float, prompt: int, output: int, group: int) -> None:
-        req = Request(str(self._count), prompt, output, at, self._prefix_hashes(group) if group >= 0 else ())
+        req = Request(
+            str(self._count), prompt, output, at, self._prefix_hashes(group) if group >= 0 else ()
+        )
         self._count += 1
         replicas = self.replicas
         target = replicas[0] if len(replicas) == 1 else replicas[self.router.route(group, replicas)]
@@ -190,8 +202,14 @@ class _Driver(BufferedDriver):
         if self.closed:  # a finished (or rejected) request frees a client slot
             self._next_at(self.kernel.now)
 
-    def add(self, req: Request, first_scheduled_s: float | None, first_token_s: float, finish_s: float,
-            times: np.ndarray | None = None) -> None:
+    def add(
+        self,
+        req: Request,
+        first_scheduled_s: float | None,
+        first_token_s: float,
+        finish_s: float,
+        times: np.ndarray | None = None,
+    ) -> None:
         """A completed request of a closed loop: batched for the metrics, and a client sends the next.
 
         Open loops hand completions to ``completions`` directly (one call less per request).
@@ -258,7 +276,9 @@ def simulate(
 
 def _build_replicas(cfg: SimConfig, timer, kernel: Kernel, driver: _Driver, series: TimeSeries):
     """``cfg.replicas`` aggregated replicas on the driver's list (speculative ones if asked)."""
-    complete = driver if driver.closed else driver.completions  # closed loops send on each completion
+    complete = (
+        driver if driver.closed else driver.completions
+    )  # closed loops send on each completion
     cls: type[Replica] = Replica
     kwargs: dict[str, Any] = {"fast": cfg.mode == "fast", "complete": complete, "itl": driver.itl}
     if cfg.speculative is not None:
@@ -270,14 +290,27 @@ def _build_replicas(cfg: SimConfig, timer, kernel: Kernel, driver: _Driver, seri
         compact = False  # every request listed: each draws its own token count per step
     else:  # windowed attention makes decode cost depend on each context, not just their sum
         compact = float(getattr(timer, "affine_context_limit", float("inf"))) == float("inf")
-    sched_cfg = scheduler_config(cfg, timer.kv_capacity_tokens, compact, getattr(timer, "kv_host_blocks", 0))
+    sched_cfg = scheduler_config(
+        cfg, timer.kv_capacity_tokens, compact, getattr(timer, "kv_host_blocks", 0)
+    )
     for i in range(cfg.replicas):
-        driver.replicas.append(cls(i, Scheduler(sched_cfg), timer, kernel, driver.emit,
-                                   observe=series.observe, **kwargs))
+        driver.replicas.append(
+            cls(
+                i,
+                Scheduler(sched_cfg),
+                timer,
+                kernel,
+                driver.emit,
+                observe=series.observe,
+                **kwargs,
+            )
+        )
     extra = {}
     if cfg.speculative is not None:
-        extra = {"speculative_tokens_per_step_expected": timer.config.tokens_per_step,
-                 "speculative_mode_note": "speculative runs are exact (one event per step)"}
+        extra = {
+            "speculative_tokens_per_step_expected": timer.config.tokens_per_step,
+            "speculative_mode_note": "speculative runs are exact (one event per step)",
+        }
     if getattr(timer, "kv_host_blocks", 0):
         from infercast.sim.levers import tier_extra
 

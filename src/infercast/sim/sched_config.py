@@ -6,8 +6,9 @@ from infercast.sched import SchedulerConfig
 from infercast.sim.config import SimConfig
 
 
-def scheduler_config(cfg: SimConfig, kv_capacity_tokens: int, compact: bool = True,
-                     host_blocks: int = 0) -> SchedulerConfig:
+def scheduler_config(
+    cfg: SimConfig, kv_capacity_tokens: int, compact: bool = True, host_blocks: int = 0
+) -> SchedulerConfig:
     """The replica scheduler's limits; ``compact`` needs a cost that sees decode contexts by sum;
     ``host_blocks``: a host-memory KV tier's size (``sim/levers.py``), 0 = none."""
     s = cfg.scheduler

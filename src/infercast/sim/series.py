@@ -37,7 +37,9 @@ class TimeSeries:
             return last, self.interval_s
         self._last[replica.index] = now
         s = replica.sched
-        self._rows.append((now, replica.index, batch_size, s.kv.usage, len(s.waiting), s.num_preemptions))
+        self._rows.append(
+            (now, replica.index, batch_size, s.kv.usage, len(s.waiting), s.num_preemptions)
+        )
         if len(self._rows) >= self.max_points:
             self._rows = self._rows[::2]
             span = self._rows[-1][0] - self._rows[0][0]

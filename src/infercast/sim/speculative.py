@@ -60,8 +60,9 @@ class SpecTimer:
         """A step without verification: the target's (a :class:`~infercast.sim.timer.StepTimer`)."""
         return self.target.step_time_s(new, cached)
 
-    def verify_step_time_s(self, new: Sequence[int], cached: Sequence[int],
-                           verify: Sequence[bool]) -> float:
+    def verify_step_time_s(
+        self, new: Sequence[int], cached: Sequence[int], verify: Sequence[bool]
+    ) -> float:
         """Target step (sequences with ``verify`` widened to the verify width) + k drafter steps."""
         width = self.config.width
         wide = [max(n, width) if v else n for n, v in zip(new, verify, strict=True)]
@@ -120,8 +121,9 @@ class _SpecStep(_BatchStep):
             if req.first_scheduled_s is None:
                 req.first_scheduled_s = now
         verify = self.verify = [_verifies(s) for s in seqs]
-        dt = rep.timer.verify_step_time_s([s.num_new_tokens for s in seqs],
-                                          [s.num_cached_tokens for s in seqs], verify)
+        dt = rep.timer.verify_step_time_s(
+            [s.num_new_tokens for s in seqs], [s.num_cached_tokens for s in seqs], verify
+        )
         self.num_seqs = batch.num_seqs
         self.end_s = now + dt
         return dt
@@ -163,7 +165,9 @@ class SpecReplica(Replica):
         c = self.timer.config
         a = self._accept.get(req.request_id)
         if a is None:
-            a = self._accept[req.request_id] = draw_acceptance(self.rng, c.acceptance, c.acceptance_std)
+            a = self._accept[req.request_id] = draw_acceptance(
+                self.rng, c.acceptance, c.acceptance_std
+            )
         left = req.max_output_tokens - req.num_output_tokens
         return max(1, min(draw_tokens(self.rng, a, c.k), left))
 

@@ -27,7 +27,9 @@ class Timeline:
         del capacity  # a list grows by itself; kept for callers that pass a size hint
         # The held entries, oldest first (read-only for callers; ``drop_before`` removes entries).
         self.data: list[float] = []
-        self.base = 0  # absolute index of data[0] (read-only for callers: ``size`` is base + len(data))
+        self.base = (
+            0  # absolute index of data[0] (read-only for callers: ``size`` is base + len(data))
+        )
 
     @property
     def size(self) -> int:

@@ -48,8 +48,9 @@ class AffineStepTimer(StepTimer, Protocol):
 class FastStepTimer(AffineStepTimer, Protocol):
     """An :class:`AffineStepTimer` that also times mixed steps from sums (no per-sequence lists)."""
 
-    def mixed_step_time_s(self, num_decode: int, decode_cached_sum: float,
-                          new: Sequence[int], cached: Sequence[int]) -> float:
+    def mixed_step_time_s(
+        self, num_decode: int, decode_cached_sum: float, new: Sequence[int], cached: Sequence[int]
+    ) -> float:
         """``num_decode`` one-token decodes over contexts summing to ``decode_cached_sum``, plus
         prefill chunks of ``new[i]`` tokens over ``cached[i]``."""
         ...

@@ -42,8 +42,13 @@ def sharegpt_pairs(data: Any) -> list[tuple[str, str]]:
         if not isinstance(item, dict):
             continue
         conv = item.get("conversations") or item.get("conversation") or []
-        if (isinstance(conv, list) and len(conv) >= 2 and all(isinstance(t, dict) for t in conv[:2])
-                and conv[0].get("value") and conv[1].get("value")):
+        if (
+            isinstance(conv, list)
+            and len(conv) >= 2
+            and all(isinstance(t, dict) for t in conv[:2])
+            and conv[0].get("value")
+            and conv[1].get("value")
+        ):
             pairs.append((str(conv[0]["value"]), str(conv[1]["value"])))
     return pairs
 
@@ -55,8 +60,11 @@ def is_sharegpt(data: Any) -> bool:
 
 
 def _mooncake(row: dict) -> dict:
-    return {"arrival_s": float(row["timestamp"]) / 1e3, "prompt_tokens": row["input_length"],
-            "output_tokens": row["output_length"]}
+    return {
+        "arrival_s": float(row["timestamp"]) / 1e3,
+        "prompt_tokens": row["input_length"],
+        "output_tokens": row["output_length"],
+    }
 
 
 def json_trace_rows(name: str, text: str) -> list[dict]:
@@ -66,13 +74,21 @@ def json_trace_rows(name: str, text: str) -> list[dict]:
         try:
             data = json.loads(text)
         except json.JSONDecodeError as exc:
-            raise DataError(f"trace {name}: not valid JSON ({exc.msg} at line {exc.lineno})") from None
+            raise DataError(
+                f"trace {name}: not valid JSON ({exc.msg} at line {exc.lineno})"
+            ) from None
         if is_sharegpt(data):
             pairs = sharegpt_pairs(data)
             if not pairs:
                 raise DataError(f"trace {name}: no ShareGPT conversation has a prompt and a reply")
-            return [{"arrival_s": 0.0, "prompt_tokens": approx_tokens(p), "output_tokens": approx_tokens(r)}
-                    for p, r in pairs]
+            return [
+                {
+                    "arrival_s": 0.0,
+                    "prompt_tokens": approx_tokens(p),
+                    "output_tokens": approx_tokens(r),
+                }
+                for p, r in pairs
+            ]
         rows = data
     else:
         rows = []

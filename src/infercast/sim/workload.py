@@ -67,7 +67,9 @@ def load_trace(name_or_path: str | Path) -> Trace:
         return _parse_csv(key, text.splitlines())
     path = Path(key)
     if not path.is_file():
-        raise ConfigError(f"trace {key!r}: not a shipped trace ({', '.join(TRACE_FILES)}) nor a file")
+        raise ConfigError(
+            f"trace {key!r}: not a shipped trace ({', '.join(TRACE_FILES)}) nor a file"
+        )
     if path.suffix.lower() in (".jsonl", ".json", ".ndjson"):  # ShareGPT, Mooncake, row objects
         from infercast.sim.trace_formats import json_trace_rows
 
@@ -84,18 +86,24 @@ def _parse_csv(name: str, lines) -> Trace:
     if header is not None and cols is not None and len(lines) > 1:
         idx = [header.index(c) for c in cols]
         try:  # plain numbers (the shipped traces): numpy's C reader, ~4x faster than csv + float()
-            a = np.loadtxt(lines[1:], delimiter=",", usecols=idx, dtype=np.float64, ndmin=2, comments=None)
+            a = np.loadtxt(
+                lines[1:], delimiter=",", usecols=idx, dtype=np.float64, ndmin=2, comments=None
+            )
         except ValueError:
             a = None  # date-times, quotes or bad rows: the csv module below says which
         if a is not None and len(a):
-            return _finish_trace(name, a[:, 0].copy(), a[:, 1].astype(np.int64), a[:, 2].astype(np.int64))
+            return _finish_trace(
+                name, a[:, 0].copy(), a[:, 1].astype(np.int64), a[:, 2].astype(np.int64)
+            )
     reader = csv.reader(lines)
     next(reader, None)
     rows = [r for r in reader if r]  # csv.DictReader skips blank lines too
     if header is None or not rows:
         raise DataError(f"trace {name}: no rows")
     if cols is None:
-        return _parse_rows(name, [dict(zip(header, r, strict=False)) for r in rows[:1]])  # its column error
+        return _parse_rows(
+            name, [dict(zip(header, r, strict=False)) for r in rows[:1]]
+        )  # its column error
     idx = [header.index(c) for c in cols]
     if any(len(r) <= max(idx) for r in rows):
         raise DataError(f"trace {name}: a row has fewer fields than the header {header}")
@@ -150,13 +158,16 @@ def _seconds(values: list, name: str) -> np.ndarray:
     try:
         stamps = np.array([str(v).strip() for v in values], dtype="datetime64[ns]")
     except ValueError as exc:
-        raise DataError(f"trace {name}: arrival times are neither seconds nor date-times ({exc})") from None
+        raise DataError(
+            f"trace {name}: arrival times are neither seconds nor date-times ({exc})"
+        ) from None
     return (stamps - stamps.min()).astype(np.int64) / 1e9
 
 
 # ---- length distributions ---------------------------------------------------------------
-def sample_lengths(dist: str, mean: float, std: float, lo: int, hi: int | None,
-                   rng: np.random.Generator, n: int) -> np.ndarray:
+def sample_lengths(
+    dist: str, mean: float, std: float, lo: int, hi: int | None, rng: np.random.Generator, n: int
+) -> np.ndarray:
     """``n`` token counts from a distribution given by its mean and standard deviation.
 
     uniform: mean +- std*sqrt(3) (a uniform's std is width/sqrt(12));
@@ -174,7 +185,9 @@ def sample_lengths(dist: str, mean: float, std: float, lo: int, hi: int | None,
         sigma2 = math.log1p((std / mean) ** 2)
         x = rng.lognormal(math.log(mean) - sigma2 / 2, math.sqrt(sigma2), n)
     else:
-        raise ConfigError(f"length distribution {dist!r}: choose fixed, uniform, normal, lognormal or trace")
+        raise ConfigError(
+            f"length distribution {dist!r}: choose fixed, uniform, normal, lognormal or trace"
+        )
     out = np.rint(x).astype(np.int64)
     return np.clip(out, lo, hi if hi is not None else np.iinfo(np.int64).max)
 
@@ -201,8 +214,9 @@ class WorkloadSpec:
     prefix_tokens: int = 0  # tokens of the shared prefix, added in front of the prompt
 
 
-def request_stream(spec: WorkloadSpec, rng: np.random.Generator,
-                   trace: Trace | None = None) -> Iterator[tuple[float, int, int, int]]:
+def request_stream(
+    spec: WorkloadSpec, rng: np.random.Generator, trace: Trace | None = None
+) -> Iterator[tuple[float, int, int, int]]:
     """Yield ``(arrival_s, prompt_tokens, output_tokens, prefix_group)`` per request.
 
     ``arrival_s`` is NaN for closed-loop workloads (the simulator sends the next
@@ -214,11 +228,14 @@ def request_stream(spec: WorkloadSpec, rng: np.random.Generator,
     The items come from one ``zip`` per chunk of requests, chained in C: taking the next
     request resumes no Python frame (the chunk generator runs once per chunk).
     """
-    return itertools.chain.from_iterable(zip(*cols, strict=True) for cols in request_columns(spec, rng, trace))
+    return itertools.chain.from_iterable(
+        zip(*cols, strict=True) for cols in request_columns(spec, rng, trace)
+    )
 
 
-def request_columns(spec: WorkloadSpec, rng: np.random.Generator,
-                    trace: Trace | None = None) -> Iterator[tuple[list[float], list[int], list[int], list[int]]]:
+def request_columns(
+    spec: WorkloadSpec, rng: np.random.Generator, trace: Trace | None = None
+) -> Iterator[tuple[list[float], list[int], list[int], list[int]]]:
     """:func:`request_stream`'s items as columns (arrivals, prompts, outputs, groups), a chunk of
     ``CHUNK`` requests at a time (the same numbers from the same draws)."""
     needs_trace = spec.arrival == "trace" or "trace" in (spec.input_dist, spec.output_dist)
@@ -231,10 +248,28 @@ def request_columns(spec: WorkloadSpec, rng: np.random.Generator,
         arrivals = _arrivals(spec, rng, n, last_s, rows, trace)
         if arrivals.size and not math.isnan(arrivals[-1]):
             last_s = float(arrivals[-1])
-        prompt = _lengths(spec.input_dist, spec.input_mean, spec.input_std, spec.max_input_tokens,
-                          spec, rng, n, rows, None if trace is None else trace.prompt_tokens)
-        output = _lengths(spec.output_dist, spec.output_mean, spec.output_std, spec.max_output_tokens,
-                          spec, rng, n, rows, None if trace is None else trace.output_tokens)
+        prompt = _lengths(
+            spec.input_dist,
+            spec.input_mean,
+            spec.input_std,
+            spec.max_input_tokens,
+            spec,
+            rng,
+            n,
+            rows,
+            None if trace is None else trace.prompt_tokens,
+        )
+        output = _lengths(
+            spec.output_dist,
+            spec.output_mean,
+            spec.output_std,
+            spec.max_output_tokens,
+            spec,
+            rng,
+            n,
+            rows,
+            None if trace is None else trace.output_tokens,
+        )
         if spec.prefix_groups > 0:
             groups = rng.integers(0, spec.prefix_groups, n)
             prompt = prompt + spec.prefix_tokens
@@ -251,8 +286,14 @@ def _trace_rows(start: int, n: int, num_rows: int, rng: np.random.Generator) -> 
     return idx
 
 
-def _arrivals(spec: WorkloadSpec, rng: np.random.Generator, n: int, last_s: float,
-              rows: np.ndarray | None, trace: Trace | None) -> np.ndarray:
+def _arrivals(
+    spec: WorkloadSpec,
+    rng: np.random.Generator,
+    n: int,
+    last_s: float,
+    rows: np.ndarray | None,
+    trace: Trace | None,
+) -> np.ndarray:
     if spec.arrival == "closed":
         return np.full(n, math.nan)
     if spec.arrival == "offline":
@@ -267,16 +308,26 @@ def _arrivals(spec: WorkloadSpec, rng: np.random.Generator, n: int, last_s: floa
         # Row i's gap to row i-1: in order this replays the trace's own times.
         gaps = np.diff(trace.arrival_s, prepend=trace.arrival_s[0])[rows]
     else:
-        raise ConfigError(f"arrival process {spec.arrival!r}: choose poisson, gamma, closed, offline or trace")
+        raise ConfigError(
+            f"arrival process {spec.arrival!r}: choose poisson, gamma, closed, offline or trace"
+        )
     out = last_s + np.cumsum(gaps)
     if spec.arrival != "trace" and last_s == 0.0 and out.size:
         out -= out[0]  # the first request arrives at t = 0
     return out
 
 
-def _lengths(dist: str, mean: float, std: float, hi: int | None, spec: WorkloadSpec,
-             rng: np.random.Generator, n: int, rows: np.ndarray | None,
-             column: np.ndarray | None) -> np.ndarray:
+def _lengths(
+    dist: str,
+    mean: float,
+    std: float,
+    hi: int | None,
+    spec: WorkloadSpec,
+    rng: np.random.Generator,
+    n: int,
+    rows: np.ndarray | None,
+    column: np.ndarray | None,
+) -> np.ndarray:
     if dist == "trace" and column is not None and rows is not None:  # checked by the caller
         x = column[rows]
         return np.clip(x, spec.min_tokens, hi) if hi is not None else x

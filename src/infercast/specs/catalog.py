@@ -65,7 +65,9 @@ def _read_json(path: Path, what: str) -> Any:
 
 @lru_cache(maxsize=64)
 def _load_preset_model(name: str) -> ModelSpec:
-    return model_from_hf_config(_read_json(data_path("models", f"{name}.json"), "model preset"), name)
+    return model_from_hf_config(
+        _read_json(data_path("models", f"{name}.json"), "model preset"), name
+    )
 
 
 def load_model(name_or_path: str) -> ModelSpec:
@@ -131,7 +133,9 @@ def default_prices() -> dict[str, tuple[float, str]]:
             if row["usd_per_gpu_hour"]:
                 value = float(row["usd_per_gpu_hour"])
             elif row["usd_per_gpu_hour_low"] and row["usd_per_gpu_hour_high"]:
-                value = (float(row["usd_per_gpu_hour_low"]) + float(row["usd_per_gpu_hour_high"])) / 2
+                value = (
+                    float(row["usd_per_gpu_hour_low"]) + float(row["usd_per_gpu_hour_high"])
+                ) / 2
             else:
                 continue
             quotes.setdefault(row["hardware"], []).append(value)
@@ -149,7 +153,9 @@ def visible_capacities() -> dict[str, tuple[float, str]]:
     what the runtime can allocate, so a measured figure wins over the datasheet.
     """
     with data_path("hardware_capacity.csv").open() as fh:
-        return {r["key"]: (float(r["memory_bytes_visible"]), r["citation"]) for r in csv.DictReader(fh)}
+        return {
+            r["key"]: (float(r["memory_bytes_visible"]), r["citation"]) for r in csv.DictReader(fh)
+        }
 
 
 def hardware_names() -> list[str]:

@@ -70,7 +70,11 @@ def _quantized_dtype(quant: dict) -> str | None:
         if bits == 8:
             return "fp8" if kind == "float" else "int8"
         if bits == 4:
-            return "fp4" if "fp4" in str(quant.get("format", "")).lower() or kind == "float" else "int4"
+            return (
+                "fp4"
+                if "fp4" in str(quant.get("format", "")).lower() or kind == "float"
+                else "int4"
+            )
         return None
     if method == "modelopt":
         algo = str(quant.get("quant_algo", "")).upper()
@@ -119,4 +123,3 @@ def served_precision(model: str, hardware: HardwareSpec) -> tuple[str, str | Non
     if fmt:
         return "bf16", f"{fmt}/{expert_compute_dtype(hardware)}"
     return checkpoint_weights(model) or "bf16", None
-

@@ -31,7 +31,12 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from infercast.errors import ConfigError
 from infercast.specs.catalog import data_path, read_toml
 
-PROFILE_GROUPS = ("vllm", "sglang", "trtllm", "trtllm-engine")  # cost.profiles engine families with presets
+PROFILE_GROUPS = (
+    "vllm",
+    "sglang",
+    "trtllm",
+    "trtllm-engine",
+)  # cost.profiles engine families with presets
 GiB = 2**30
 
 
@@ -49,7 +54,9 @@ class GpuRule(_Frozen):
     chunk_size: int | None = Field(default=None, ge=0)
 
     def matches(self, hardware_key: str, memory_bytes: float) -> bool:
-        return memory_bytes < self.below_memory_gib * GiB or hardware_key.lower().startswith(self.also_keys)
+        return memory_bytes < self.below_memory_gib * GiB or hardware_key.lower().startswith(
+            self.also_keys
+        )
 
 
 class EnginePreset(_Frozen):
@@ -70,10 +77,14 @@ class EnginePreset(_Frozen):
     max_num_batched_tokens: int = Field(ge=1)  # new tokens one step may hold
     chunk_size: int = Field(ge=0)  # prefill chunk (tokens); 0 = whole prompts
     block_size: int = Field(ge=1)  # KV block (page) in tokens
-    memory_rule: Literal["total", "free"]  # fraction of all memory, or of what weights/activations leave
+    memory_rule: Literal[
+        "total", "free"
+    ]  # fraction of all memory, or of what weights/activations leave
     memory_fraction: float = Field(gt=0, le=1)
     admission_watermark: float = Field(ge=0, lt=1)  # fraction of KV blocks kept free at admission
-    preemption: Literal["recompute", "reserve"]  # reserve: KV for the whole output held from admission
+    preemption: Literal[
+        "recompute", "reserve"
+    ]  # reserve: KV for the whole output held from admission
     stream_interval: int = Field(ge=1)  # tokens per streamed chunk
     memory_fraction_by_tp: dict[int, float] = Field(default_factory=dict)
     by_gpu: tuple[GpuRule, ...] = ()
@@ -81,8 +92,16 @@ class EnginePreset(_Frozen):
 
     @model_validator(mode="after")
     def _cited(self) -> EnginePreset:
-        cited = {"name", "engine", "version", "description", "profile_group", "sources", "by_gpu",
-                 "memory_fraction_by_tp"}
+        cited = {
+            "name",
+            "engine",
+            "version",
+            "description",
+            "profile_group",
+            "sources",
+            "by_gpu",
+            "memory_fraction_by_tp",
+        }
         missing = [f for f in type(self).model_fields if f not in cited and not self.sources.get(f)]
         if missing:
             raise ValueError(f"every value needs its source: add {', '.join(missing)} to [sources]")
@@ -102,7 +121,9 @@ class EnginePreset(_Frozen):
         if self.admission_watermark:
             out.append(f"admission watermark {self.admission_watermark:g}")
         if self.preemption == "reserve":
-            out.append("KV reserved for the whole output at admission (simulated: preempt and recompute)")
+            out.append(
+                "KV reserved for the whole output at admission (simulated: preempt and recompute)"
+            )
         if self.stream_interval != 1:
             out.append(f"stream interval {self.stream_interval}")
         return tuple(out)
@@ -112,14 +133,19 @@ class EnginePreset(_Frozen):
         updates: dict = {}
         rule = next((r for r in self.by_gpu if r.matches(hardware_key, memory_bytes)), None)
         if rule is not None:
-            updates = {k: v for k in ("max_num_seqs", "max_num_batched_tokens", "chunk_size")
-                       if (v := getattr(rule, k)) is not None}
+            updates = {
+                k: v
+                for k in ("max_num_seqs", "max_num_batched_tokens", "chunk_size")
+                if (v := getattr(rule, k)) is not None
+            }
         steps = [k for k in sorted(self.memory_fraction_by_tp) if k <= tp]
         if steps:
             updates["memory_fraction"] = self.memory_fraction_by_tp[steps[-1]]
         return self.model_copy(update=updates) if updates else self
 
-    def memory_fraction_for(self, weight_bytes: float, activation_bytes: float, device_bytes: float) -> float:
+    def memory_fraction_for(
+        self, weight_bytes: float, activation_bytes: float, device_bytes: float
+    ) -> float:
         """The fraction of device memory the engine may use: ``memory_fraction`` of all of it
         (``total``), or the weights and activations plus that fraction of what they leave (``free``)."""
         if self.memory_rule == "total":
@@ -137,7 +163,11 @@ def validated(model: type[BaseModel], data: dict, what: str, where: str):
         err = exc.errors()[0]
         field = ".".join(str(p) for p in err["loc"]) or "preset"
         msg = err["msg"].removeprefix("Value error, ")
-        got = "" if err["type"] == "missing" or isinstance(err.get("input"), dict) else f" (got {err.get('input')!r})"
+        got = (
+            ""
+            if err["type"] == "missing" or isinstance(err.get("input"), dict)
+            else f" (got {err.get('input')!r})"
+        )
         raise ConfigError(f"{what} {where}: {field}: {msg}{got}") from None
 
 
@@ -152,7 +182,9 @@ def preset_names() -> list[str]:
 
 
 def _read(path: Path) -> EnginePreset:
-    return parse_preset(read_toml(path, "engine preset", "; see infercast engines for the shipped ones"), str(path))
+    return parse_preset(
+        read_toml(path, "engine preset", "; see infercast engines for the shipped ones"), str(path)
+    )
 
 
 def shipped_presets() -> list[EnginePreset]:
@@ -164,7 +196,9 @@ def _version_key(p: EnginePreset) -> tuple:
     return tuple(int(x) if x.isdigit() else 0 for x in p.version.split("."))
 
 
-@functools.lru_cache(maxsize=64)  # presets are frozen; planners and validators ask for one many times
+@functools.lru_cache(
+    maxsize=64
+)  # presets are frozen; planners and validators ask for one many times
 def load_engine(name: str) -> EnginePreset:
     """A preset by name, by engine family (its newest preset) or from a TOML file (module docstring)."""
     key = name.strip()
@@ -176,8 +210,10 @@ def load_engine(name: str) -> EnginePreset:
     family = [p for p in shipped_presets() if p.profile_group == key.lower()]
     if family:
         return max(family, key=_version_key)
-    raise ConfigError(f"unknown engine {name!r}: choose one of {', '.join(names)} "
-                      f"(or a family: {', '.join(PROFILE_GROUPS)}), or give a preset .toml (infercast engines)")
+    raise ConfigError(
+        f"unknown engine {name!r}: choose one of {', '.join(names)} "
+        f"(or a family: {', '.join(PROFILE_GROUPS)}), or give a preset .toml (infercast engines)"
+    )
 
 
 def engine_family(engine: str) -> str:

@@ -58,8 +58,12 @@ class HardwareSpec:
         from dataclasses import replace
 
         if price_per_hour is not None:
-            price_per_hour = check_number(price_per_hour, f"price ({source})", 0.0,
-                                          fix="give $/device-hour as a finite number >= 0")
+            price_per_hour = check_number(
+                price_per_hour,
+                f"price ({source})",
+                0.0,
+                fix="give $/device-hour as a finite number >= 0",
+            )
         return replace(self, price_per_hour=price_per_hour, price_source=source)
 
 
@@ -70,8 +74,13 @@ def _positive(data: Mapping[str, Any], key: str, where: str, required: bool = Tr
             raise ConfigError(f"hardware spec {where} misses {key!r}: add it (SI units)")
         return 0.0
     # a typed file: a number must be a number ("1e15" and true are refused), finite, >= 0
-    return check_number(value, f"hardware spec {where}: {key}", 0.0, lo_open=required,
-                        fix="give a positive, finite number in SI units")
+    return check_number(
+        value,
+        f"hardware spec {where}: {key}",
+        0.0,
+        lo_open=required,
+        fix="give a positive, finite number in SI units",
+    )
 
 
 def hardware_from_mapping(data: Mapping[str, Any], where: str = "file") -> HardwareSpec:
@@ -90,7 +99,9 @@ def hardware_from_mapping(data: Mapping[str, Any], where: str = "file") -> Hardw
     peaks = {}
     for dtype in flops:
         if dtype not in COMPUTE_DTYPES:
-            raise ConfigError(f"hardware spec {where}: unknown dtype {dtype!r} in flops_per_s; use {', '.join(COMPUTE_DTYPES)}")
+            raise ConfigError(
+                f"hardware spec {where}: unknown dtype {dtype!r} in flops_per_s; use {', '.join(COMPUTE_DTYPES)}"
+            )
         peaks[dtype] = _positive(flops, dtype, where)
     for text_field in ("name", "key"):
         if data.get(text_field) is not None:
@@ -98,15 +109,21 @@ def hardware_from_mapping(data: Mapping[str, Any], where: str = "file") -> Hardw
     name = str(data.get("name") or data.get("key") or "custom")
     price = data.get("price_per_hour")
     if price is not None:
-        price = check_number(price, f"hardware spec {where}: price_per_hour", 0.0,
-                             fix="give $/device-hour as a finite number >= 0")
+        price = check_number(
+            price,
+            f"hardware spec {where}: price_per_hour",
+            0.0,
+            fix="give $/device-hour as a finite number >= 0",
+        )
     return HardwareSpec(
         key=str(data.get("key") or name),
         name=name,
         memory_bytes=memory,
         memory_bandwidth_bytes_per_s=bandwidth,
         flops_per_s=peaks,
-        link_bandwidth_bytes_per_s=_positive(data, "link_bandwidth_bytes_per_s", where, required=False),
+        link_bandwidth_bytes_per_s=_positive(
+            data, "link_bandwidth_bytes_per_s", where, required=False
+        ),
         tdp_w=_positive(data, "tdp_w", where, required=False),
         price_per_hour=price,
         price_source=where if price is not None else "",

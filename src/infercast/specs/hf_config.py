@@ -44,8 +44,14 @@ def _checked_int(value: Any, arch: str, name: str, lo: int) -> int:
     """An integer field of config.json (4096.0 accepted; "8", true, NaN and 4.5 refused)."""
     hi = _MAX_LAYERS if name in ("num_hidden_layers", "n_layer", "num_layers") else _MAX_SIZE
     try:
-        return check_int(value, f"config.json ({arch}) field {name!r}", lo, hi, whole_floats=True,
-                         fix=f"write an integer from {lo} to {hi}")
+        return check_int(
+            value,
+            f"config.json ({arch}) field {name!r}",
+            lo,
+            hi,
+            whole_floats=True,
+            fix=f"write an integer from {lo} to {hi}",
+        )
     except ConfigError as exc:
         raise ModelConfigError(str(exc)) from None
 
@@ -80,16 +86,22 @@ def _heads(cfg: Cfg, arch: str) -> tuple[int, int, int]:
     """
     h = _int(cfg, arch, "hidden_size", "n_embd", "d_model")
     nh = _int(cfg, arch, "num_attention_heads", "n_head")
-    nkv = _opt_int(cfg, "num_key_value_heads", arch=arch) or _opt_int(
-        cfg, "num_kv_heads", arch=arch) or nh
+    nkv = (
+        _opt_int(cfg, "num_key_value_heads", arch=arch)
+        or _opt_int(cfg, "num_kv_heads", arch=arch)
+        or nh
+    )
     hd = _opt_int(cfg, "head_dim", arch=arch) or h // nh
     if nh % nkv:
         raise ModelConfigError(
             f"config.json ({arch}): {nkv} KV heads for {nh} query heads; num_attention_heads "
-            "must be a multiple of num_key_value_heads")
+            "must be a multiple of num_key_value_heads"
+        )
     if hd < 1:
-        raise ModelConfigError(f"config.json ({arch}): head_dim is 0 (hidden_size {h} < "
-                               f"{nh} heads); give head_dim or fix the sizes")
+        raise ModelConfigError(
+            f"config.json ({arch}): head_dim is 0 (hidden_size {h} < "
+            f"{nh} heads); give head_dim or fix the sizes"
+        )
     return nh, nkv, hd
 
 
@@ -112,7 +124,9 @@ def _num_layers(cfg: Cfg, arch: str) -> int:
 
 def _mha(cfg: Cfg, arch: str, **kw: Any) -> AttentionSpec:
     nh, nkv, hd = _heads(cfg, arch)
-    return AttentionSpec(kind="mha", num_heads=nh, num_kv_heads=nkv, head_dim=hd, v_head_dim=hd, **kw)
+    return AttentionSpec(
+        kind="mha", num_heads=nh, num_kv_heads=nkv, head_dim=hd, v_head_dim=hd, **kw
+    )
 
 
 def _sliding_layers(cfg: Cfg, arch: str, n: int, ffn: int) -> tuple[LayerSpec, ...]:
@@ -132,7 +146,11 @@ def _sliding_layers(cfg: Cfg, arch: str, n: int, ffn: int) -> tuple[LayerSpec, .
         first = _opt_int(cfg, "max_window_layers", 0) if "max_window_layers" in cfg else 0
         if arch.startswith("qwen"):
             return tuple(
-                LayerSpec(ATTN_SLIDING if i >= first else ATTN_FULL, window if i >= first else 0, ffn_size=ffn)
+                LayerSpec(
+                    ATTN_SLIDING if i >= first else ATTN_FULL,
+                    window if i >= first else 0,
+                    ffn_size=ffn,
+                )
                 for i in range(n)
             )
         return tuple(LayerSpec(ATTN_SLIDING, window, ffn_size=ffn) for _ in range(n))
@@ -144,7 +162,9 @@ def _llama(cfg: Cfg, arch: str, name: str) -> ModelSpec:
     n = _num_layers(cfg, arch)
     ffn = _int(cfg, arch, "intermediate_size")
     bias = _opt_bool(cfg, "attention_bias", arch == "qwen2")
-    attn = _mha(cfg, arch, qkv_bias=bias, o_bias=bias and arch != "qwen2", qk_norm=arch.startswith("qwen3"))
+    attn = _mha(
+        cfg, arch, qkv_bias=bias, o_bias=bias and arch != "qwen2", qk_norm=arch.startswith("qwen3")
+    )
     return ModelSpec(
         attention=attn,
         layers=_sliding_layers(cfg, arch, n, ffn),
@@ -161,7 +181,8 @@ def _mixtral(cfg: Cfg, arch: str, name: str) -> ModelSpec:
         expert_ffn_size=_int(cfg, arch, "intermediate_size"),
     )
     layers = tuple(
-        LayerSpec(layer.attention, layer.window, moe=True) for layer in _sliding_layers(cfg, arch, n, 0)
+        LayerSpec(layer.attention, layer.window, moe=True)
+        for layer in _sliding_layers(cfg, arch, n, 0)
     )
     return ModelSpec(attention=_mha(cfg, arch), layers=layers, moe=moe, **_common(cfg, arch, name))
 
@@ -185,9 +206,20 @@ def _qwen_moe(cfg: Cfg, arch: str, name: str) -> ModelSpec:
         else LayerSpec(ffn_size=_int(cfg, arch, "intermediate_size"))
         for i in range(n)
     )
-    notes = ("qwen2_moe shared-expert gate (hidden_size params per layer) not counted",) if shared_ffn else ()
-    attn = _mha(cfg, arch, qkv_bias=_opt_bool(cfg, "attention_bias", arch == "qwen2_moe"), qk_norm=arch == "qwen3_moe")
-    return ModelSpec(attention=attn, layers=layers, moe=moe, notes=notes, **_common(cfg, arch, name))
+    notes = (
+        ("qwen2_moe shared-expert gate (hidden_size params per layer) not counted",)
+        if shared_ffn
+        else ()
+    )
+    attn = _mha(
+        cfg,
+        arch,
+        qkv_bias=_opt_bool(cfg, "attention_bias", arch == "qwen2_moe"),
+        qk_norm=arch == "qwen3_moe",
+    )
+    return ModelSpec(
+        attention=attn, layers=layers, moe=moe, notes=notes, **_common(cfg, arch, name)
+    )
 
 
 def _deepseek(cfg: Cfg, arch: str, name: str) -> ModelSpec:
@@ -224,8 +256,12 @@ def _deepseek(cfg: Cfg, arch: str, name: str) -> ModelSpec:
     )
     notes: tuple[str, ...] = ()
     if _opt_int(cfg, "num_nextn_predict_layers"):
-        notes = ("multi-token-prediction layers excluded from parameters (as DeepSeek's 671B figure)",)
-    return ModelSpec(attention=attn, layers=layers, moe=moe, notes=notes, **_common(cfg, arch, name))
+        notes = (
+            "multi-token-prediction layers excluded from parameters (as DeepSeek's 671B figure)",
+        )
+    return ModelSpec(
+        attention=attn, layers=layers, moe=moe, notes=notes, **_common(cfg, arch, name)
+    )
 
 
 def _gpt_oss(cfg: Cfg, arch: str, name: str) -> ModelSpec:
@@ -238,7 +274,9 @@ def _gpt_oss(cfg: Cfg, arch: str, name: str) -> ModelSpec:
         router_bias=True,
         expert_bias=True,
     )
-    layers = tuple(LayerSpec(x.attention, x.window, moe=True) for x in _sliding_layers(cfg, arch, n, 0))
+    layers = tuple(
+        LayerSpec(x.attention, x.window, moe=True) for x in _sliding_layers(cfg, arch, n, 0)
+    )
     attn = _mha(cfg, arch, qkv_bias=True, o_bias=True, sinks=True)
     return ModelSpec(attention=attn, layers=layers, moe=moe, **_common(cfg, arch, name))
 
@@ -268,10 +306,14 @@ def _llama4(cfg: Cfg, arch: str, name: str) -> ModelSpec:
         return LayerSpec(kind, win, ffn_size=dense_ffn)
 
     common = _common(text, arch, name)
-    common["tie_embeddings"] = bool(text.get("tie_word_embeddings", cfg.get("tie_word_embeddings", False)))
+    common["tie_embeddings"] = bool(
+        text.get("tie_word_embeddings", cfg.get("tie_word_embeddings", False))
+    )
     attn = _mha(text, arch, qk_norm=bool(text.get("use_qk_norm", False)))
     notes = ("text model only: the vision encoder in Meta's nominal size is not counted",)
-    return ModelSpec(attention=attn, layers=tuple(layer(i) for i in range(n)), moe=moe, notes=notes, **common)
+    return ModelSpec(
+        attention=attn, layers=tuple(layer(i) for i in range(n)), moe=moe, notes=notes, **common
+    )
 
 
 def _gptj(cfg: Cfg, arch: str, name: str) -> ModelSpec:

@@ -53,8 +53,13 @@ GEMMA3_TEXT_DEFAULTS: dict[str, Any] = {
     "tie_word_embeddings": True,
 }
 
-LLAMA_LIKE_FIELDS = ("hidden_size", "num_hidden_layers", "num_attention_heads",
-                     "intermediate_size", "vocab_size")
+LLAMA_LIKE_FIELDS = (
+    "hidden_size",
+    "num_hidden_layers",
+    "num_attention_heads",
+    "intermediate_size",
+    "vocab_size",
+)
 MOE_FIELDS = ("num_experts", "num_local_experts", "n_routed_experts", "moe_intermediate_size")
 
 
@@ -64,14 +69,18 @@ def _with_defaults(cfg: Cfg, defaults: Mapping[str, Any]) -> tuple[dict[str, Any
     return {**cfg, **{k: defaults[k] for k in filled}}, filled
 
 
-def _patterned(cfg: Cfg, arch: str, n: int, ffn: int, sliding: Callable[[int], bool]) -> tuple[LayerSpec, ...]:
+def _patterned(
+    cfg: Cfg, arch: str, n: int, ffn: int, sliding: Callable[[int], bool]
+) -> tuple[LayerSpec, ...]:
     """Layers from ``layer_types`` when the config lists them, else from the family's pattern."""
     types = cfg.get("layer_types")
     if isinstance(types, list) and len(types) == n:
         return _sliding_layers(cfg, arch, n, ffn)
     window = _opt_int(cfg, "sliding_window")
     return tuple(
-        LayerSpec(ATTN_SLIDING, window, ffn_size=ffn) if window and sliding(i) else LayerSpec(ATTN_FULL, ffn_size=ffn)
+        LayerSpec(ATTN_SLIDING, window, ffn_size=ffn)
+        if window and sliding(i)
+        else LayerSpec(ATTN_FULL, ffn_size=ffn)
         for i in range(n)
     )
 
@@ -101,8 +110,13 @@ def _gemma(cfg: Cfg, arch: str, name: str) -> ModelSpec:
     common["tie_embeddings"] = bool(cfg.get("tie_word_embeddings", True))
     bias = bool(cfg.get("attention_bias", False))
     attn = _mha(cfg, arch, qkv_bias=bias, o_bias=bias, qk_norm=arch == "gemma3_text")
-    return ModelSpec(attention=attn, layers=layers, norms_per_layer=2 if arch == "gemma" else 4,
-                     notes=notes, **common)
+    return ModelSpec(
+        attention=attn,
+        layers=layers,
+        norms_per_layer=2 if arch == "gemma" else 4,
+        notes=notes,
+        **common,
+    )
 
 
 def _olmo2(cfg: Cfg, arch: str, name: str) -> ModelSpec:
@@ -111,7 +125,9 @@ def _olmo2(cfg: Cfg, arch: str, name: str) -> ModelSpec:
     ffn = _int(cfg, arch, "intermediate_size")
     bias = bool(cfg.get("attention_bias", False))
     attn = _mha(cfg, arch, qkv_bias=bias, o_bias=bias, qk_norm=True, qk_norm_full=True)
-    return ModelSpec(attention=attn, layers=_sliding_layers(cfg, arch, n, ffn), **_common(cfg, arch, name))
+    return ModelSpec(
+        attention=attn, layers=_sliding_layers(cfg, arch, n, ffn), **_common(cfg, arch, name)
+    )
 
 
 def _cohere(cfg: Cfg, arch: str, name: str) -> ModelSpec:
@@ -131,7 +147,9 @@ def _cohere(cfg: Cfg, arch: str, name: str) -> ModelSpec:
     attn = _mha(cfg, arch, qkv_bias=bias, o_bias=bias, qk_norm=qk, qk_norm_full=qk)
     common = _common(cfg, arch, name)
     common["tie_embeddings"] = bool(cfg.get("tie_word_embeddings", True))
-    return ModelSpec(attention=attn, layers=layers, norms_per_layer=1, parallel_block=True, **common)
+    return ModelSpec(
+        attention=attn, layers=layers, norms_per_layer=1, parallel_block=True, **common
+    )
 
 
 def _glm(cfg: Cfg, arch: str, name: str) -> ModelSpec:
@@ -140,8 +158,12 @@ def _glm(cfg: Cfg, arch: str, name: str) -> ModelSpec:
     n = _num_layers(cfg, arch)
     ffn = _int(cfg, arch, "intermediate_size")
     attn = _mha(cfg, arch, qkv_bias=bool(cfg.get("attention_bias", True)))
-    return ModelSpec(attention=attn, layers=_sliding_layers(cfg, arch, n, ffn),
-                     norms_per_layer=4 if arch == "glm4" else 2, **_common(cfg, arch, name))
+    return ModelSpec(
+        attention=attn,
+        layers=_sliding_layers(cfg, arch, n, ffn),
+        norms_per_layer=4 if arch == "glm4" else 2,
+        **_common(cfg, arch, name),
+    )
 
 
 def _chatglm(cfg: Cfg, arch: str, name: str) -> ModelSpec:
@@ -151,14 +173,26 @@ def _chatglm(cfg: Cfg, arch: str, name: str) -> ModelSpec:
     nh = _int(cfg, arch, "num_attention_heads")
     nkv = _int(cfg, arch, "multi_query_group_num") if cfg.get("multi_query_attention") else nh
     hd = _opt_int(cfg, "kv_channels") or h // nh
-    attn = AttentionSpec("mha", nh, nkv, hd, hd, qkv_bias=bool(cfg.get("add_qkv_bias", False)),
-                         o_bias=bool(cfg.get("add_bias_linear", False)))
+    attn = AttentionSpec(
+        "mha",
+        nh,
+        nkv,
+        hd,
+        hd,
+        qkv_bias=bool(cfg.get("add_qkv_bias", False)),
+        o_bias=bool(cfg.get("add_bias_linear", False)),
+    )
     ffn = _int(cfg, arch, "ffn_hidden_size", "intermediate_size")
     return ModelSpec(
-        name=name, arch=arch, hidden_size=h,
+        name=name,
+        arch=arch,
+        hidden_size=h,
         vocab_size=_int(cfg, arch, "padded_vocab_size", "vocab_size"),
         attention=attn,
-        layers=tuple(LayerSpec(ffn_size=ffn) for _ in range(_int(cfg, arch, "num_layers", "num_hidden_layers"))),
+        layers=tuple(
+            LayerSpec(ffn_size=ffn)
+            for _ in range(_int(cfg, arch, "num_layers", "num_hidden_layers"))
+        ),
         tie_embeddings=bool(cfg.get("tie_word_embeddings", False)),
         max_context=_opt_int(cfg, "seq_length"),
     )
@@ -173,11 +207,18 @@ def _phimoe(cfg: Cfg, arch: str, name: str) -> ModelSpec:
         experts_per_token=_int(cfg, arch, "num_experts_per_tok"),
         expert_ffn_size=_int(cfg, arch, "intermediate_size"),
     )
-    layers = tuple(LayerSpec(x.attention, x.window, moe=True) for x in _sliding_layers(cfg, arch, n, 0))
+    layers = tuple(
+        LayerSpec(x.attention, x.window, moe=True) for x in _sliding_layers(cfg, arch, n, 0)
+    )
     bias = bool(cfg.get("attention_bias", False))
-    return ModelSpec(attention=_mha(cfg, arch, qkv_bias=bias, o_bias=bias), layers=layers, moe=moe,
-                     norm="layer", lm_head_bias=bool(cfg.get("lm_head_bias", False)),
-                     **_common(cfg, arch, name))
+    return ModelSpec(
+        attention=_mha(cfg, arch, qkv_bias=bias, o_bias=bias),
+        layers=layers,
+        moe=moe,
+        norm="layer",
+        lm_head_bias=bool(cfg.get("lm_head_bias", False)),
+        **_common(cfg, arch, name),
+    )
 
 
 def llama_like_problem(cfg: Cfg) -> str:

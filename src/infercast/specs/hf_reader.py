@@ -24,8 +24,9 @@ def _text_model(cfg: Cfg, arch: str, name: str) -> ModelSpec:
     """gemma3 / mistral3 (``...ForConditionalGeneration``): the text model in ``text_config``."""
     text = cfg.get("text_config")
     if not isinstance(text, Mapping):
-        raise ModelConfigError(f"config.json ({arch}) misses field 'text_config': "
-                               "add the text model's config")
+        raise ModelConfigError(
+            f"config.json ({arch}) misses field 'text_config': add the text model's config"
+        )
     inner = dict(text)
     inner["model_type"] = text.get("model_type") or WRAPPED_TEXT_TYPE.get(arch, "")
     if "tie_word_embeddings" not in inner and "tie_word_embeddings" in cfg:
@@ -36,18 +37,22 @@ def _text_model(cfg: Cfg, arch: str, name: str) -> ModelSpec:
 
 
 WRAPPERS: dict[str, Callable[[Cfg, str, str], ModelSpec]] = {
-    "gemma3": _text_model, "mistral3": _text_model}
+    "gemma3": _text_model,
+    "mistral3": _text_model,
+}
 
 
 def model_from_hf_config(cfg: Cfg, name: str = "custom") -> ModelSpec:
     """Normalize a Hugging Face config dict into a :class:`ModelSpec`."""
     if not isinstance(cfg, Mapping):
-        raise ModelConfigError(f"config for {name!r} must be a JSON object, "
-                               f"got {type(cfg).__name__}")
+        raise ModelConfigError(
+            f"config for {name!r} must be a JSON object, got {type(cfg).__name__}"
+        )
     arch = cfg.get("model_type")
     if not arch:
-        raise ModelConfigError(f"config.json for {name!r} misses field 'model_type': "
-                               "add it (e.g. \"llama\")")
+        raise ModelConfigError(
+            f"config.json for {name!r} misses field 'model_type': add it (e.g. \"llama\")"
+        )
     readers = {**READERS, **FAMILY_READERS, **WRAPPERS}
     reader = readers.get(str(arch))
     if reader is not None:

@@ -113,7 +113,9 @@ class ModelSpec:
     extra_norms: int = 0  # norms outside the layers besides the final one (BLOOM's embedding LN)
     tie_embeddings: bool = False
     lm_head_bias: bool = False
-    parallel_block: bool = False  # attention and MLP read the same input (GPT-J, Falcon): one TP all-reduce per layer
+    parallel_block: bool = (
+        False  # attention and MLP read the same input (GPT-J, Falcon): one TP all-reduce per layer
+    )
     max_context: int = 0
     notes: tuple[str, ...] = field(default=())
 

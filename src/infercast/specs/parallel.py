@@ -39,8 +39,9 @@ class Parallelism:
             if not isinstance(value, int) or value < 1:
                 raise ConfigError(f"`{name}` must be a positive integer, got {value!r}")
         if self.ep > self.tp * self.pp and self.ep > 1:
-            raise ConfigError(f"`ep` {self.ep} exceeds the GPUs of a replica "
-                              f"(tp*pp = {self.tp * self.pp})")
+            raise ConfigError(
+                f"`ep` {self.ep} exceeds the GPUs of a replica (tp*pp = {self.tp * self.pp})"
+            )
 
     @property
     def gpus_per_replica(self) -> int:
@@ -62,7 +63,9 @@ def attention_split_problem(model: ModelSpec, tp: int) -> str | None:
     if tp > 1 and a.num_heads % tp:
         return f"tp {tp} does not divide {model.name}'s {a.num_heads} attention heads"
     if tp > 1 and a.kind != "mla" and a.num_kv_heads % tp and tp % a.num_kv_heads:
-        return f"tp {tp} neither divides nor is a multiple of {model.name}'s {a.num_kv_heads} KV heads"
+        return (
+            f"tp {tp} neither divides nor is a multiple of {model.name}'s {a.num_kv_heads} KV heads"
+        )
     return None
 
 
@@ -74,7 +77,13 @@ def check_attention_split(model: ModelSpec, par: Parallelism) -> None:
     problem = attention_split_problem(model, atp)
     if problem is None:
         return
-    ok = [t for t in range(1, model.attention.num_heads + 1) if attention_split_problem(model, t) is None]
+    ok = [
+        t
+        for t in range(1, model.attention.num_heads + 1)
+        if attention_split_problem(model, t) is None
+    ]
     sizes = ", ".join(map(str, ok))
-    raise ConfigError(f"`tp`{problem.removeprefix('tp')} (engines shard whole heads): "
-                      f"use `tp` {sizes}, or attention data parallel")
+    raise ConfigError(
+        f"`tp`{problem.removeprefix('tp')} (engines shard whole heads): "
+        f"use `tp` {sizes}, or attention data parallel"
+    )

@@ -30,7 +30,6 @@ from infercast.ui.validation_view import ValidationStore
 STATIC = Path(__file__).parent / "static"
 
 
-
 def _engine_names() -> list[str]:
     """The engine presets' names (``infercast engines``), for the page's engine field."""
     from infercast.specs.engines import preset_names
@@ -65,12 +64,24 @@ def options() -> dict[str, Any]:
     parts = []
     for key in hardware_names():
         h = load_hardware(key)
-        parts.append({"key": key, "name": h.name, "memory_bytes": h.memory_bytes,
-                      "memory_bandwidth_bytes_per_s": h.memory_bandwidth_bytes_per_s,
-                      "price_per_hour": h.price_per_hour})
-    return {"models": model_names(), "hardware": parts, "dtypes": list(DTYPE_BYTES),
-            "engines": _engine_names(), "traces": ["azure-conv", "azure-code"],
-            "schedulers": ["chunked", "continuous", "static"], "defaults": {"estimate": EstimateForm().model_dump()}}
+        parts.append(
+            {
+                "key": key,
+                "name": h.name,
+                "memory_bytes": h.memory_bytes,
+                "memory_bandwidth_bytes_per_s": h.memory_bandwidth_bytes_per_s,
+                "price_per_hour": h.price_per_hour,
+            }
+        )
+    return {
+        "models": model_names(),
+        "hardware": parts,
+        "dtypes": list(DTYPE_BYTES),
+        "engines": _engine_names(),
+        "traces": ["azure-conv", "azure-code"],
+        "schedulers": ["chunked", "continuous", "static"],
+        "defaults": {"estimate": EstimateForm().model_dump()},
+    }
 
 
 def create_app(validate_on_start: bool = True, validation_data: str | None = None) -> FastAPI:
@@ -88,7 +99,9 @@ def create_app(validate_on_start: bool = True, validation_data: str | None = Non
         store.stop()
 
     # no /docs: FastAPI's Swagger page loads from a CDN, and the page must work offline
-    app = FastAPI(title="infercast ui", docs_url=None, redoc_url=None, openapi_url=None, lifespan=lifespan)
+    app = FastAPI(
+        title="infercast ui", docs_url=None, redoc_url=None, openapi_url=None, lifespan=lifespan
+    )
     app.state.jobs, app.state.validation = jobs, store
 
     @app.exception_handler(InfercastError)
@@ -141,7 +154,9 @@ def create_app(validate_on_start: bool = True, validation_data: str | None = Non
     def get_job(job_id: str) -> JSONResponse:
         job = jobs.get(job_id)
         if job is None:
-            return _error(f"no job {job_id!r} (finished jobs are kept for a while only)", status=404)
+            return _error(
+                f"no job {job_id!r} (finished jobs are kept for a while only)", status=404
+            )
         return _json(job.to_dict())
 
     @app.get("/api/validation")

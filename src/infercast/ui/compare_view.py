@@ -14,13 +14,30 @@ from infercast.ui.inputs import EstimateForm, FieldError
 
 MAX_CONFIGS = 6
 LETTERS = "ABCDEF"
-_FIELDS = ("model", "hardware", "weights", "compute", "kv_cache", "tp", "pp", "ep", "prompt", "context", "batch",
-           "profile", "engine", "price")
+_FIELDS = (
+    "model",
+    "hardware",
+    "weights",
+    "compute",
+    "kv_cache",
+    "tp",
+    "pp",
+    "ep",
+    "prompt",
+    "context",
+    "batch",
+    "profile",
+    "engine",
+    "price",
+)
 
 
 def _changed(a: EstimateForm, b: EstimateForm) -> str:
-    parts = [f"{f} {getattr(a, f) or 'default'} -> {getattr(b, f) or 'default'}"
-             for f in _FIELDS if getattr(a, f) != getattr(b, f)]
+    parts = [
+        f"{f} {getattr(a, f) or 'default'} -> {getattr(b, f) or 'default'}"
+        for f in _FIELDS
+        if getattr(a, f) != getattr(b, f)
+    ]
     return ", ".join(parts) or "same inputs"
 
 
@@ -48,14 +65,24 @@ def differences(forms: list[EstimateForm], payloads: list[dict[str, Any]]) -> li
             _vs("decode tok/s", d0["tokens_per_s"], d1["tokens_per_s"], lambda x: f"{x:,.0f}"),
             _vs("TTFT", base["prefill"]["ttft_s"], r["prefill"]["ttft_s"], _ms),
             f"max batch {r['memory']['max_batch']:,} vs {base['memory']['max_batch']:,}",
-            _vs("$/M output tokens", d0["cost_per_million_output_tokens"], d1["cost_per_million_output_tokens"],
-                money),
+            _vs(
+                "$/M output tokens",
+                d0["cost_per_million_output_tokens"],
+                d1["cost_per_million_output_tokens"],
+                money,
+            ),
             f"decode bound {payloads[i]['regime']} vs {payloads[0]['regime']}",
         ]
         if d1["fits"] != d0["fits"]:
-            bits.append(f"batch {d1['batch']} {'fits' if d1['fits'] else 'does not fit'} "
-                        f"({'not ' if not d0['fits'] else ''}in {LETTERS[0]})")
-        out.append(f"{LETTERS[i]} vs {LETTERS[0]} ({_changed(forms[0], forms[i])}): " + "; ".join(bits) + ".")
+            bits.append(
+                f"batch {d1['batch']} {'fits' if d1['fits'] else 'does not fit'} "
+                f"({'not ' if not d0['fits'] else ''}in {LETTERS[0]})"
+            )
+        out.append(
+            f"{LETTERS[i]} vs {LETTERS[0]} ({_changed(forms[0], forms[i])}): "
+            + "; ".join(bits)
+            + "."
+        )
     return out
 
 

@@ -27,7 +27,9 @@ from infercast.ui.inputs import (
     profile_for,
 )
 
-GRID_MIN = 1024  # the curve spans at least batches 1..1024 (past the weights -> KV -> compute turns)
+GRID_MIN = (
+    1024  # the curve spans at least batches 1..1024 (past the weights -> KV -> compute turns)
+)
 GRID_MAX = 65536
 
 
@@ -45,8 +47,19 @@ def build_estimate(form: EstimateForm, batches: list[int] | None = None) -> Esti
     profile = profile_for(form.profile, form.engine, hw.key)
 
     def run(fraction: float | None):
-        args = (model, hw, weights, kv, compute, batches or [form.batch], form.context, form.prompt,
-                par, profile, form.price)
+        args = (
+            model,
+            hw,
+            weights,
+            kv,
+            compute,
+            batches or [form.batch],
+            form.context,
+            form.prompt,
+            par,
+            profile,
+            form.price,
+        )
         return estimate(*args) if fraction is None else estimate(*args, fraction)
 
     if not form.engine:
@@ -74,9 +87,17 @@ def _ops(cost) -> list[dict[str, Any]]:
     for o in cost.ops:
         if o.op.flops <= 0 or o.op.kind == "comm" or o.time_s <= 0:
             continue
-        out.append({"name": o.op.name, "kind": o.op.kind, "intensity": o.op.intensity,
-                    "flops_per_s": o.op.flops / o.time_s, "floor_s": o.floor_s, "time_s": o.time_s,
-                    "bound": o.bound})
+        out.append(
+            {
+                "name": o.op.name,
+                "kind": o.op.kind,
+                "intensity": o.op.intensity,
+                "flops_per_s": o.op.flops / o.time_s,
+                "floor_s": o.floor_s,
+                "time_s": o.time_s,
+                "bound": o.bound,
+            }
+        )
     return out
 
 
@@ -94,8 +115,12 @@ def regime(cost) -> str:
 
 def _curve_point(d) -> dict[str, Any]:
     # floor throughput as report/plots.py draws it: the batch over the floor step time
-    return {**d.to_dict(), "floor_tokens_per_s": d.batch / d.floor_step_time_s, "regime": regime(d.cost),
-            "time_by_kind_s": d.cost.time_by_kind()}
+    return {
+        **d.to_dict(),
+        "floor_tokens_per_s": d.batch / d.floor_step_time_s,
+        "regime": regime(d.cost),
+        "time_by_kind_s": d.cost.time_by_kind(),
+    }
 
 
 def command_line(form: EstimateForm) -> str:
@@ -110,7 +135,14 @@ def command_line(form: EstimateForm) -> str:
     for flag, value in (("--tp", form.tp), ("--pp", form.pp), ("--ep", form.ep)):
         if value != 1:
             args += [flag, str(value)]
-    args += ["--prompt", str(form.prompt), "--context", str(form.context), "--batch", str(form.batch)]
+    args += [
+        "--prompt",
+        str(form.prompt),
+        "--context",
+        str(form.context),
+        "--batch",
+        str(form.batch),
+    ]
     args += ["--profile", form.profile]  # always: the CLI's default profile may change
     if form.engine:
         args += ["--engine", form.engine]
@@ -157,9 +189,12 @@ def estimate_payload(form: EstimateForm, cache: CurveCache | None = None) -> dic
         "regime": regime(point.cost),
         "curve": curve,
         "roofline": {
-            "peak_flops_per_s": mach.peak_flops, "attn_peak_flops_per_s": mach.attn_peak_flops,
-            "bandwidth_bytes_per_s": mach.bandwidth, "compute_dtype": mach.compute_dtype,
+            "peak_flops_per_s": mach.peak_flops,
+            "attn_peak_flops_per_s": mach.attn_peak_flops,
+            "bandwidth_bytes_per_s": mach.bandwidth,
+            "compute_dtype": mach.compute_dtype,
             "ridge_flop_per_byte": mach.peak_flops / mach.bandwidth if mach.bandwidth else None,
-            "prefill_ops": _ops(est.prefill), "decode_ops": _ops(point.cost),
+            "prefill_ops": _ops(est.prefill),
+            "decode_ops": _ops(point.cost),
         },
     }

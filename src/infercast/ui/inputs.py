@@ -52,14 +52,24 @@ class Form(BaseModel):
 def _plain(err: dict[str, Any]) -> str:
     """A pydantic error in a person's words."""
     ctx, kind = err.get("ctx") or {}, err["type"]
-    words = {"greater_than_equal": "must be at least {ge}", "greater_than": "must be more than {gt}",
-             "less_than_equal": "must be at most {le}", "less_than": "must be less than {lt}",
-             "int_parsing": "must be a whole number", "int_from_float": "must be a whole number",
-             "float_parsing": "must be a number", "int_type": "must be a whole number",
-             "float_type": "must be a number", "bool_parsing": "must be true or false",
-             "missing": "is required", "literal_error": "must be one of {expected}"}
+    words = {
+        "greater_than_equal": "must be at least {ge}",
+        "greater_than": "must be more than {gt}",
+        "less_than_equal": "must be at most {le}",
+        "less_than": "must be less than {lt}",
+        "int_parsing": "must be a whole number",
+        "int_from_float": "must be a whole number",
+        "float_parsing": "must be a number",
+        "int_type": "must be a whole number",
+        "float_type": "must be a number",
+        "bool_parsing": "must be true or false",
+        "missing": "is required",
+        "literal_error": "must be one of {expected}",
+    }
     if kind in words:
-        return words[kind].format(**{k: f"{v:g}" if isinstance(v, float) else v for k, v in ctx.items()})
+        return words[kind].format(
+            **{k: f"{v:g}" if isinstance(v, float) else v for k, v in ctx.items()}
+        )
     return err["msg"].removeprefix("Value error, ")
 
 
@@ -98,12 +108,16 @@ def load_model_input(name: str, pasted: str) -> ModelSpec:
 
     if name == CUSTOM:
         if not pasted.strip():
-            raise FieldError("paste a Hugging Face config.json, or pick a preset", "model_config_json")
+            raise FieldError(
+                "paste a Hugging Face config.json, or pick a preset", "model_config_json"
+            )
         try:
             cfg = json.loads(pasted)
         except json.JSONDecodeError as exc:
-            raise FieldError(f"config.json is not valid JSON: {exc.msg} at line {exc.lineno}",
-                             "model_config_json") from None
+            raise FieldError(
+                f"config.json is not valid JSON: {exc.msg} at line {exc.lineno}",
+                "model_config_json",
+            ) from None
         if not isinstance(cfg, dict):
             raise FieldError("config.json must be a JSON object", "model_config_json")
         try:
@@ -111,8 +125,11 @@ def load_model_input(name: str, pasted: str) -> ModelSpec:
         except InfercastError as exc:
             raise FieldError(f"config.json: {exc}", "model_config_json") from None
     if name not in model_names():  # a path on the server's disk is not the page's business
-        raise FieldError(f"unknown model {name!r}{_close(name, model_names())}: pick a preset or paste "
-                         "a config.json", "model")
+        raise FieldError(
+            f"unknown model {name!r}{_close(name, model_names())}: pick a preset or paste "
+            "a config.json",
+            "model",
+        )
     return load_model(name)
 
 
@@ -124,18 +141,25 @@ def load_hardware_input(key: str, pasted: str) -> HardwareSpec:
     if key == CUSTOM:
         text = pasted.strip()
         if not text:
-            raise FieldError("paste a hardware spec (TOML or JSON), or pick a preset", "hardware_spec")
+            raise FieldError(
+                "paste a hardware spec (TOML or JSON), or pick a preset", "hardware_spec"
+            )
         try:
             data = json.loads(text) if text.startswith("{") else tomllib.loads(text)
         except (json.JSONDecodeError, tomllib.TOMLDecodeError) as exc:
-            raise FieldError(f"the hardware spec is not valid TOML/JSON: {exc}", "hardware_spec") from None
+            raise FieldError(
+                f"the hardware spec is not valid TOML/JSON: {exc}", "hardware_spec"
+            ) from None
         try:
             return hardware_from_mapping(data, where="the pasted spec")
         except InfercastError as exc:
             raise FieldError(str(exc), "hardware_spec") from None
     if key.lower() not in hardware_names():
-        raise FieldError(f"unknown part {key!r}{_close(key, hardware_names())}: pick a preset "
-                         "(infercast hardware) or paste a spec", "hardware")
+        raise FieldError(
+            f"unknown part {key!r}{_close(key, hardware_names())}: pick a preset "
+            "(infercast hardware) or paste a spec",
+            "hardware",
+        )
     return load_hardware(key)
 
 

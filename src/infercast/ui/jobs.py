@@ -38,14 +38,24 @@ class Job:
 
     def to_dict(self) -> dict[str, Any]:
         with self.lock:
-            return {"id": self.id, "kind": self.kind, "state": self.state, "progress": self.progress,
-                    "result": self.result, "error": self.error, "field": self.bad_field, "wall_s": self.wall_s}
+            return {
+                "id": self.id,
+                "kind": self.kind,
+                "state": self.state,
+                "progress": self.progress,
+                "result": self.result,
+                "error": self.error,
+                "field": self.bad_field,
+                "wall_s": self.wall_s,
+            }
 
 
 class Jobs:
     """A small registry of background jobs (``max_running`` at once, ``keep`` remembered)."""
 
-    def __init__(self, max_running: int = 2, keep: int = 32, clock: Callable[[], float] = time.monotonic):
+    def __init__(
+        self, max_running: int = 2, keep: int = 32, clock: Callable[[], float] = time.monotonic
+    ):
         self._jobs: OrderedDict[str, Job] = OrderedDict()
         self._lock = threading.Lock()
         self._ids = itertools.count(1)
@@ -56,7 +66,9 @@ class Jobs:
         with self._lock:
             running = sum(j.state == "running" for j in self._jobs.values())
             if running >= self.max_running:
-                raise FieldError(f"{running} computations are already running: wait for one to finish")
+                raise FieldError(
+                    f"{running} computations are already running: wait for one to finish"
+                )
             job = Job(f"{kind}-{next(self._ids)}", kind, self.clock())
             self._jobs[job.id] = job
             while len(self._jobs) > self.keep:
@@ -85,8 +97,13 @@ class Jobs:
         else:
             self._finish(job, result=result)
 
-    def _finish(self, job: Job, result: dict[str, Any] | None = None, error: str | None = None,
-                field: str | None = None) -> None:
+    def _finish(
+        self,
+        job: Job,
+        result: dict[str, Any] | None = None,
+        error: str | None = None,
+        field: str | None = None,
+    ) -> None:
         with job.lock:
             job.state = "error" if error else "done"
             job.result, job.error, job.bad_field = result, error, field

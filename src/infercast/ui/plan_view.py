@@ -51,7 +51,9 @@ def _pairs(text: str) -> tuple[tuple[str, str], ...]:
     out = []
     for part in (p.strip() for p in text.split(",") if p.strip()):
         if "/" not in part:
-            raise FieldError(f"precision expects weights/KV pairs like fp8/fp8, got {part!r}", "precision")
+            raise FieldError(
+                f"precision expects weights/KV pairs like fp8/fp8, got {part!r}", "precision"
+            )
         w, kv = (s.strip() for s in part.split("/", 1))
         out.append((check_dtype(w, "precision"), check_dtype(kv, "precision")))
     if not out:
@@ -69,15 +71,25 @@ def build_request(f: PlanForm):
     parts = tuple(h.strip() for h in f.hardware.split(",") if h.strip())
     unknown = [h for h in parts if h not in hardware_names()]
     if not parts or unknown:
-        raise FieldError(f"unknown part {', '.join(unknown) or '(none)'}: give preset keys, comma-separated",
-                         "hardware")
+        raise FieldError(
+            f"unknown part {', '.join(unknown) or '(none)'}: give preset keys, comma-separated",
+            "hardware",
+        )
     fixed = f.lengths == "fixed"
     try:
         return PlanRequest(
-            model=f.model, hardware=parts, rate=f.rate, slo_ttft_p99_s=f.slo_ttft_p99,
-            slo_tpot_p99_s=f.slo_tpot_p99, trace=None if fixed else f.trace,
-            input_tokens=f.input_tokens if fixed else None, output_tokens=f.output_tokens if fixed else None,
-            num_requests=f.num_requests, seed=f.seed, tps=_ints(f.tp, "tp"), precisions=_pairs(f.precision),
+            model=f.model,
+            hardware=parts,
+            rate=f.rate,
+            slo_ttft_p99_s=f.slo_ttft_p99,
+            slo_tpot_p99_s=f.slo_tpot_p99,
+            trace=None if fixed else f.trace,
+            input_tokens=f.input_tokens if fixed else None,
+            output_tokens=f.output_tokens if fixed else None,
+            num_requests=f.num_requests,
+            seed=f.seed,
+            tps=_ints(f.tp, "tp"),
+            precisions=_pairs(f.precision),
             speculative=(False, True) if f.speculative else (False,),
             disagg_ratios=((1, 1), (1, 2), (2, 1)) if f.disaggregation else (),
         )
@@ -87,14 +99,35 @@ def build_request(f: PlanForm):
 
 def command_line(f: PlanForm) -> str:
     """The ``infercast plan`` command for this form."""
-    a = ["infercast", "plan", "--model", f.model, "--hardware", f.hardware, "--rate", f"{f.rate:g}",
-         "--slo-ttft-p99", f"{f.slo_ttft_p99:g}", "--slo-tpot-p99", f"{f.slo_tpot_p99:g}"]
+    a = [
+        "infercast",
+        "plan",
+        "--model",
+        f.model,
+        "--hardware",
+        f.hardware,
+        "--rate",
+        f"{f.rate:g}",
+        "--slo-ttft-p99",
+        f"{f.slo_ttft_p99:g}",
+        "--slo-tpot-p99",
+        f"{f.slo_tpot_p99:g}",
+    ]
     if f.lengths == "trace":
         a += ["--trace", f.trace]
     else:
         a += ["--input-tokens", str(f.input_tokens), "--output-tokens", str(f.output_tokens)]
-    a += ["--tp", f.tp, "--precision", f.precision, "--num-requests", str(f.num_requests), "--seed", str(f.seed),
-          "--speculative" if f.speculative else "--no-speculative"]
+    a += [
+        "--tp",
+        f.tp,
+        "--precision",
+        f.precision,
+        "--num-requests",
+        str(f.num_requests),
+        "--seed",
+        str(f.seed),
+        "--speculative" if f.speculative else "--no-speculative",
+    ]
     if not f.disaggregation:
         a += ["--disagg-ratios", "none"]
     return shlex.join(a + ["--json"])

@@ -46,7 +46,9 @@ class SimulateForm(Form):
     max_num_seqs: int = Field(256, ge=1, le=100_000)
     max_num_batched_tokens: int = Field(8192, ge=1, le=10_000_000)
     prefix_caching: bool = False
-    prefix_groups: int = Field(0, ge=0, le=100_000)  # requests share one of this many prompt prefixes
+    prefix_groups: int = Field(
+        0, ge=0, le=100_000
+    )  # requests share one of this many prompt prefixes
     prefix_tokens: int = Field(0, ge=0, le=1_000_000)
     speculative: bool = False
     acceptance: float = Field(0.8, ge=0, le=1)
@@ -72,10 +74,16 @@ def config_dict(f: SimulateForm) -> dict[str, Any]:
     if f.kv_cache:
         check_dtype(f.kv_cache, "kv_cache")
     if f.load == "trace" and f.lengths != "trace":
-        raise FieldError("trace arrivals replay the trace's lengths too: set lengths to trace", "lengths")
+        raise FieldError(
+            "trace arrivals replay the trace's lengths too: set lengths to trace", "lengths"
+        )
     trace = f.trace if f.lengths == "trace" else None
-    workload: dict[str, Any] = {"num_requests": f.num_requests, "trace": trace,
-                                "prefix_groups": f.prefix_groups, "prefix_tokens": f.prefix_tokens}
+    workload: dict[str, Any] = {
+        "num_requests": f.num_requests,
+        "trace": trace,
+        "prefix_groups": f.prefix_groups,
+        "prefix_tokens": f.prefix_tokens,
+    }
     if f.load == "rate":
         workload["rate"] = f.rate
     elif f.load == "concurrency":
@@ -86,24 +94,49 @@ def config_dict(f: SimulateForm) -> dict[str, Any]:
         workload["input"] = {"mean": f.input_tokens}
         workload["output"] = {"mean": f.output_tokens}
     cfg: dict[str, Any] = {
-        "model": f.model, "hardware": f.hardware, "weights": f.weights, "kv_cache": f.kv_cache or None,
-        "tp": f.tp, "replicas": f.replicas, "seed": f.seed, "slo_ttft_s": f.slo_ttft_s, "slo_tpot_s": f.slo_tpot_s,
-        "scheduler": {"policy": f.scheduler, "max_num_seqs": f.max_num_seqs,
-                      "max_num_batched_tokens": f.max_num_batched_tokens, "prefix_caching": f.prefix_caching},
+        "model": f.model,
+        "hardware": f.hardware,
+        "weights": f.weights,
+        "kv_cache": f.kv_cache or None,
+        "tp": f.tp,
+        "replicas": f.replicas,
+        "seed": f.seed,
+        "slo_ttft_s": f.slo_ttft_s,
+        "slo_tpot_s": f.slo_tpot_s,
+        "scheduler": {
+            "policy": f.scheduler,
+            "max_num_seqs": f.max_num_seqs,
+            "max_num_batched_tokens": f.max_num_batched_tokens,
+            "prefix_caching": f.prefix_caching,
+        },
         "workload": workload,
     }
     if f.speculative:
-        cfg["speculative"] = {"method": "eagle", "acceptance": f.acceptance,
-                              "num_speculative_tokens": f.num_speculative_tokens}
+        cfg["speculative"] = {
+            "method": "eagle",
+            "acceptance": f.acceptance,
+            "num_speculative_tokens": f.num_speculative_tokens,
+        }
     if f.disaggregated:
-        cfg["disaggregation"] = {"prefill": {"replicas": f.prefill_replicas},
-                                 "decode": {"replicas": f.decode_replicas}}
+        cfg["disaggregation"] = {
+            "prefill": {"replicas": f.prefill_replicas},
+            "decode": {"replicas": f.decode_replicas},
+        }
     return cfg
 
 
 def command_line(f: SimulateForm) -> str:
     """The ``infercast simulate`` command for this form."""
-    a = ["infercast", "simulate", "--model", f.model, "--hardware", f.hardware, "--weights", f.weights]
+    a = [
+        "infercast",
+        "simulate",
+        "--model",
+        f.model,
+        "--hardware",
+        f.hardware,
+        "--weights",
+        f.weights,
+    ]
     if f.kv_cache:
         a += ["--kv-cache", f.kv_cache]
     if f.tp != 1:
@@ -120,18 +153,39 @@ def command_line(f: SimulateForm) -> str:
         a += ["--trace", f.trace]
     else:
         a += ["--input-tokens", str(f.input_tokens), "--output-tokens", str(f.output_tokens)]
-    a += ["--num-requests", str(f.num_requests), "--seed", str(f.seed), "--scheduler", f.scheduler,
-          "--max-num-seqs", str(f.max_num_seqs), "--max-num-batched-tokens", str(f.max_num_batched_tokens)]
+    a += [
+        "--num-requests",
+        str(f.num_requests),
+        "--seed",
+        str(f.seed),
+        "--scheduler",
+        f.scheduler,
+        "--max-num-seqs",
+        str(f.max_num_seqs),
+        "--max-num-batched-tokens",
+        str(f.max_num_batched_tokens),
+    ]
     if f.prefix_caching:
         a += ["--prefix-caching"]
     if f.prefix_groups or f.prefix_tokens:
         a += ["--prefix-groups", str(f.prefix_groups), "--prefix-tokens", str(f.prefix_tokens)]
     if f.speculative:
-        a += ["--speculative", "eagle", "--acceptance", f"{f.acceptance:g}",
-              "--num-speculative-tokens", str(f.num_speculative_tokens)]
+        a += [
+            "--speculative",
+            "eagle",
+            "--acceptance",
+            f"{f.acceptance:g}",
+            "--num-speculative-tokens",
+            str(f.num_speculative_tokens),
+        ]
     if f.disaggregated:
-        a += ["--disaggregated", "--prefill-replicas", str(f.prefill_replicas),
-              "--decode-replicas", str(f.decode_replicas)]
+        a += [
+            "--disaggregated",
+            "--prefill-replicas",
+            str(f.prefill_replicas),
+            "--decode-replicas",
+            str(f.decode_replicas),
+        ]
     a += ["--slo-ttft-s", f"{f.slo_ttft_s:g}", "--slo-tpot-s", f"{f.slo_tpot_s:g}"]
     a += ["--profile", f.profile]  # always: the CLI's default profile may change
     if f.engine:
@@ -189,10 +243,18 @@ def run(f: SimulateForm, cfg, timer, progress: Callable[[float], None]) -> dict[
     except ValueError:  # folded into a histogram on huge runs: the CDF shows TTFT/TPOT only
         itl = np.array([])
     return {
-        "result": d, "command": command_line(f), "num_gpus": gpus, "price_per_gpu_hour": price,
-        "cost_per_million_output_tokens": dollars_per_million_tokens(price, gpus, tps) if price and tps else None,
-        "cdf": {"ttft_s": _quantiles(acc.column("ttft")), "tpot_s": _quantiles(acc.column("tpot")),
-                "itl_s": _quantiles(np.asarray(itl))},
+        "result": d,
+        "command": command_line(f),
+        "num_gpus": gpus,
+        "price_per_gpu_hour": price,
+        "cost_per_million_output_tokens": dollars_per_million_tokens(price, gpus, tps)
+        if price and tps
+        else None,
+        "cdf": {
+            "ttft_s": _quantiles(acc.column("ttft")),
+            "tpot_s": _quantiles(acc.column("tpot")),
+            "itl_s": _quantiles(np.asarray(itl)),
+        },
         "timeline": _timeline(result.series),
         "slo": {"ttft_s": cfg.slo_ttft_s, "tpot_s": cfg.slo_tpot_s},
     }

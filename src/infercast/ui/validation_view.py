@@ -50,7 +50,9 @@ class ValidationStore:
         # with the server (stop() ends it at once)
         ctx = multiprocessing.get_context("spawn")
         recv, send = ctx.Pipe(duplex=False)
-        proc = ctx.Process(target=_compute_into, args=(self.data, send), name="infercast-validate", daemon=True)
+        proc = ctx.Process(
+            target=_compute_into, args=(self.data, send), name="infercast-validate", daemon=True
+        )
         with self._lock:
             if self.state != "running":  # stopped before it began
                 return
@@ -60,7 +62,10 @@ class ValidationStore:
         try:
             ok, answer = recv.recv()
         except EOFError:
-            ok, answer = False, f"the validation process ended without an answer (exit code {proc.exitcode})"
+            ok, answer = (
+                False,
+                f"the validation process ended without an answer (exit code {proc.exitcode})",
+            )
         proc.join()
         with self._lock:
             if not ok:
@@ -81,9 +86,20 @@ class ValidationStore:
     def status(self) -> dict[str, Any]:
         """State, and the report (rows and summary) once done."""
         with self._lock:
-            return {"state": self.state, "error": self.error, "wall_s": self.wall_s, "report": self.report,
-                    "command": shlex.join(["infercast", "validate", *(["--data", self.data] if self.data else []),
-                                           "--json"])}
+            return {
+                "state": self.state,
+                "error": self.error,
+                "wall_s": self.wall_s,
+                "report": self.report,
+                "command": shlex.join(
+                    [
+                        "infercast",
+                        "validate",
+                        *(["--data", self.data] if self.data else []),
+                        "--json",
+                    ]
+                ),
+            }
 
     def row(self, row_id: str) -> dict[str, Any]:
         """One row's CSV fields (with citation) and its prediction's breakdown."""
@@ -105,12 +121,24 @@ def _csv_rows(data: str | None) -> dict[str, dict[str, str]]:
 
 
 def _breakdown(plan, step_times: list[float]) -> dict[str, Any]:
-    out: dict[str, Any] = {"group": plan.group, "notes": list(plan.notes),
-                           "method": "simulator" if plan.simulate is not None else "closed form"}
+    out: dict[str, Any] = {
+        "group": plan.group,
+        "notes": list(plan.notes),
+        "method": "simulator" if plan.simulate is not None else "closed form",
+    }
     if plan.layout is not None:
-        out.update(setup=asdict(plan.layout.setup), replicas=plan.layout.replicas, num_gpus=plan.layout.num_gpus)
-    out["steps"] = [{"runs": [{"count": c, "new_tokens": n, "cached_tokens": k} for c, n, k in shape],
-                     "expected_time_s": t} for shape, t in zip(plan.shapes, step_times, strict=False)]
+        out.update(
+            setup=asdict(plan.layout.setup),
+            replicas=plan.layout.replicas,
+            num_gpus=plan.layout.num_gpus,
+        )
+    out["steps"] = [
+        {
+            "runs": [{"count": c, "new_tokens": n, "cached_tokens": k} for c, n, k in shape],
+            "expected_time_s": t,
+        }
+        for shape, t in zip(plan.shapes, step_times, strict=False)
+    ]
     return out
 
 
@@ -140,13 +168,18 @@ def compute(data: str | None = None) -> tuple[dict[str, Any], dict[str, dict[str
     rep = report(preds, profiles.name, floor_report(cases))
     profs = [profiles.for_group(g) for g in ev.groups]
     times = ev.ledger.times(profile_matrix(profs or [profiles.default]))
-    for r in rep["rows"]:  # the engine filter groups versions: trtllm-1.0 and trtllm-1.3 are one engine
+    for r in rep[
+        "rows"
+    ]:  # the engine filter groups versions: trtllm-1.0 and trtllm-1.3 are one engine
         r["engine_family"] = engine_family(r["engine"]) if r["engine"] else ""
     raw = _csv_rows(data)
     details = {}
     for i, p in enumerate(preds):
         plan = ev.plans[i]
         shape_times = [float(times[j]) for j in ev._shape_idx[i]] if plan is not None else []
-        details[p.case.id] = {"row": raw.get(p.case.id, {}), "prediction": rep["rows"][i],
-                              "breakdown": _breakdown(plan, shape_times) if plan is not None else None}
+        details[p.case.id] = {
+            "row": raw.get(p.case.id, {}),
+            "prediction": rep["rows"][i],
+            "breakdown": _breakdown(plan, shape_times) if plan is not None else None,
+        }
     return rep, details

@@ -51,8 +51,18 @@ AT_BOUND_REL = 0.01  # a fitted value within 1 % of a bound "sits on" it
 # A serving stack's per-request TTFT overhead starts at 50 ms, the order of the published client-side
 # overheads (EfficiencyProfile's docstring).
 FIT_START = {"layer_overhead_s": 20e-6, "request_overhead_s": 0.05}
-FIT_FIELDS = ("gemm_compute_eff", "gemm_compute_eff_8bit", "gemm_m_half", "mem_bw_eff", "attn_bw_eff",
-              "attn_compute_eff", "comm_bw_eff", "step_overhead_s", "layer_overhead_s", "request_overhead_s")
+FIT_FIELDS = (
+    "gemm_compute_eff",
+    "gemm_compute_eff_8bit",
+    "gemm_m_half",
+    "mem_bw_eff",
+    "attn_bw_eff",
+    "attn_compute_eff",
+    "comm_bw_eff",
+    "step_overhead_s",
+    "layer_overhead_s",
+    "request_overhead_s",
+)
 LOSS_SCALE = 0.1  # soft-L1 knee: residuals beyond ~10 % in log space count linearly
 # Prior weight per parameter (log units) = PRIOR * sqrt(rows): a one-log-unit move must cut
 # each row's log error by roughly PRIOR**2 / (4 * LOSS_SCALE) to pay for itself (soft-L1 costs ~2*LOSS_SCALE*|r|).
@@ -83,8 +93,13 @@ def _median_abs_pct(pred: np.ndarray, meas: np.ndarray) -> float:
 class Calibrator:
     """Fits over the closed-form rows of ``cases`` (plans built once, reused by every fit)."""
 
-    def __init__(self, cases: Sequence[Case], fields: Sequence[str] = FIT_FIELDS, min_group_rows: int = MIN_GROUP_ROWS,
-                 prior_scale: float = 1.0):
+    def __init__(
+        self,
+        cases: Sequence[Case],
+        fields: Sequence[str] = FIT_FIELDS,
+        min_group_rows: int = MIN_GROUP_ROWS,
+        prior_scale: float = 1.0,
+    ):
         self.ev = Evaluator(cases, simulate=False)
         self.measured = np.array([c.value for c in self.ev.cases])
         self.fields = tuple(fields)
@@ -94,9 +109,15 @@ class Calibrator:
 
     def rows(self, exclude_source: str | None = None) -> np.ndarray:
         """Indices of fit rows (optionally without one source)."""
-        idx = [i for i in self.ev.predictable if self.ev.cases[i].scenario not in NOT_FITTED
-               and not any(ASSUMED_DP_NOTE in n for n in self.ev.plans[i].notes)  # layout assumed: scored only
-               and (exclude_source is None or self.ev.cases[i].source != exclude_source)]
+        idx = [
+            i
+            for i in self.ev.predictable
+            if self.ev.cases[i].scenario not in NOT_FITTED
+            and not any(
+                ASSUMED_DP_NOTE in n for n in self.ev.plans[i].notes
+            )  # layout assumed: scored only
+            and (exclude_source is None or self.ev.cases[i].source != exclude_source)
+        ]
         return np.array(idx, dtype=np.int64)
 
     def _residuals(self, params: np.ndarray, rows: np.ndarray) -> np.ndarray:
@@ -105,12 +126,24 @@ class Calibrator:
             r = np.log(pred / self.measured[rows])
         return np.where(np.isfinite(r), r, 5.0)  # a failed prediction costs like a 150x miss
 
-    def _fit(self, start: EfficiencyProfile, base: np.ndarray, groups: list[int], rows: np.ndarray,
-             prior: float) -> EfficiencyProfile:
+    def _fit(
+        self,
+        start: EfficiencyProfile,
+        base: np.ndarray,
+        groups: list[int],
+        rows: np.ndarray,
+        prior: float,
+    ) -> EfficiencyProfile:
         """Fit ``self.fields`` of the profile used by ``groups`` (other groups keep ``base``)."""
         cols = [FIELD_NAMES.index(f) for f in self.fields]
-        x0 = np.log([getattr(start, f) if getattr(start, f) >= BOUNDS[f][0] else FIT_START.get(f, BOUNDS[f][0])
-                     for f in self.fields])
+        x0 = np.log(
+            [
+                getattr(start, f)
+                if getattr(start, f) >= BOUNDS[f][0]
+                else FIT_START.get(f, BOUNDS[f][0])
+                for f in self.fields
+            ]
+        )
         lo = np.log([BOUNDS[f][0] for f in self.fields])
         hi = np.log([BOUNDS[f][1] for f in self.fields])
         x0 = np.clip(x0, lo + 1e-9, hi - 1e-9)
@@ -120,20 +153,41 @@ class Calibrator:
             for g in groups:
                 p[g, cols] = np.exp(x)
             return np.concatenate([self._residuals(p, rows), prior * (x - x0)])
-        sol = least_squares(fun, x0, bounds=(lo, hi), loss="soft_l1", f_scale=LOSS_SCALE, diff_step=1e-3,
-                            x_scale=1.0, max_nfev=60 * len(x0))
-        return start.with_updates(**{f: float(v) for f, v in zip(self.fields, np.exp(sol.x), strict=True)})
 
-    def fit(self, start: ProfileSet | None = None, exclude_source: str | None = None, per_group: bool = True,
-            name: str = "calibrated", rows: np.ndarray | None = None) -> FitResult:
+        sol = least_squares(
+            fun,
+            x0,
+            bounds=(lo, hi),
+            loss="soft_l1",
+            f_scale=LOSS_SCALE,
+            diff_step=1e-3,
+            x_scale=1.0,
+            max_nfev=60 * len(x0),
+        )
+        return start.with_updates(
+            **{f: float(v) for f, v in zip(self.fields, np.exp(sol.x), strict=True)}
+        )
+
+    def fit(
+        self,
+        start: ProfileSet | None = None,
+        exclude_source: str | None = None,
+        per_group: bool = True,
+        name: str = "calibrated",
+        rows: np.ndarray | None = None,
+    ) -> FitResult:
         """Default profile on all fit rows (or ``rows``), then per-group profiles where the data supports it."""
         start = start or ProfileSet()
         rows = self.rows(exclude_source) if rows is None else rows
         n_groups = len(self.ev.groups)
-        before = self.ev.values(profile_matrix([start.for_group(g) for g in self.ev.groups]), rows=rows)[rows]
+        before = self.ev.values(
+            profile_matrix([start.for_group(g) for g in self.ev.groups]), rows=rows
+        )[rows]
         base = np.tile(profile_matrix([start.default]), (n_groups, 1))
         prior = self.prior_scale * DEFAULT_PRIOR * math.sqrt(rows.size)
-        default = self._fit(start.default, base, list(range(n_groups)), rows, prior).with_updates(name=name)
+        default = self._fit(start.default, base, list(range(n_groups)), rows, prior).with_updates(
+            name=name
+        )
         base = np.tile(profile_matrix([default]), (n_groups, 1))
         groups: dict[str, EfficiencyProfile] = {}
         counts: dict[str, int] = {}
@@ -141,13 +195,20 @@ class Calibrator:
             mine = rows[self.group_of[rows] == g]
             counts[key] = int(mine.size)
             if per_group and mine.size >= self.min_group_rows:
-                prof = self._fit(default, base, [g], mine, self.prior_scale * GROUP_PRIOR * math.sqrt(mine.size))
+                prof = self._fit(
+                    default, base, [g], mine, self.prior_scale * GROUP_PRIOR * math.sqrt(mine.size)
+                )
                 groups[key] = prof.with_updates(name=f"{name}:{key}")
                 base[g] = profile_matrix([prof])[0]
         after = self.ev.values(base, rows=rows)[rows]
         fitted = ProfileSet(default, groups)
-        return FitResult(fitted, int(rows.size), _median_abs_pct(before, self.measured[rows]),
-                         _median_abs_pct(after, self.measured[rows]), counts)
+        return FitResult(
+            fitted,
+            int(rows.size),
+            _median_abs_pct(before, self.measured[rows]),
+            _median_abs_pct(after, self.measured[rows]),
+            counts,
+        )
 
     def at_bounds(self, profiles: ProfileSet) -> list[str]:
         """Fitted fields that sit on a bound of their physical range (``AT_BOUND_REL``), as
@@ -157,7 +218,13 @@ class Calibrator:
             for f in self.fields:
                 lo, hi = BOUNDS[f]
                 v = getattr(prof, f)
-                side = "lower" if v <= lo * (1 + AT_BOUND_REL) else "upper" if v >= hi * (1 - AT_BOUND_REL) else None
+                side = (
+                    "lower"
+                    if v <= lo * (1 + AT_BOUND_REL)
+                    else "upper"
+                    if v >= hi * (1 - AT_BOUND_REL)
+                    else None
+                )
                 if side and (key == "default" or v != getattr(profiles.default, f)):
                     out.append(f"{key}: {f}={v:.4g} ({side} bound)")
         return out
@@ -170,25 +237,38 @@ class Calibrator:
         out = {}
         for name, (fit_rows, held) in zip(("a", "b"), (halves, halves[::-1]), strict=True):
             profiles = self.fit(per_group=per_group, rows=fit_rows).profiles
-            out[f"held_out_half_{name}_median_abs_error_pct"] = _median_abs_pct(self.predict(profiles, held),
-                                                                                self.measured[held])
+            out[f"held_out_half_{name}_median_abs_error_pct"] = _median_abs_pct(
+                self.predict(profiles, held), self.measured[held]
+            )
         out["median_abs_error_pct"] = float(np.mean(list(out.values())))
         return out
 
     def predict(self, profiles: ProfileSet, rows: np.ndarray) -> np.ndarray:
-        return self.ev.values(profile_matrix([profiles.for_group(g) for g in self.ev.groups]), rows=rows)[rows]
+        return self.ev.values(
+            profile_matrix([profiles.for_group(g) for g in self.ev.groups]), rows=rows
+        )[rows]
 
-    def leave_one_source_out(self, min_rows: int = 10, per_group: bool = True) -> dict[str, dict[str, float]]:
+    def leave_one_source_out(
+        self, min_rows: int = 10, per_group: bool = True
+    ) -> dict[str, dict[str, float]]:
         """Per source with >= ``min_rows`` fit rows: median |error| % in-sample vs held out."""
         full = self.fit(per_group=per_group).profiles
         out = {}
         sources = sorted({self.ev.cases[i].source for i in self.rows()})
         for src in sources:
-            held = np.array([i for i in self.rows() if self.ev.cases[i].source == src], dtype=np.int64)
+            held = np.array(
+                [i for i in self.rows() if self.ev.cases[i].source == src], dtype=np.int64
+            )
             if held.size < min_rows:
                 continue
             cv = self.fit(exclude_source=src, per_group=per_group).profiles
-            out[src] = {"rows": int(held.size),
-                        "in_sample_median_abs_error_pct": _median_abs_pct(self.predict(full, held), self.measured[held]),
-                        "held_out_median_abs_error_pct": _median_abs_pct(self.predict(cv, held), self.measured[held])}
+            out[src] = {
+                "rows": int(held.size),
+                "in_sample_median_abs_error_pct": _median_abs_pct(
+                    self.predict(full, held), self.measured[held]
+                ),
+                "held_out_median_abs_error_pct": _median_abs_pct(
+                    self.predict(cv, held), self.measured[held]
+                ),
+            }
         return out

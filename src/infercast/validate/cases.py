@@ -20,12 +20,51 @@ from infercast.errors import DataError
 from infercast.specs.catalog import data_path
 
 REQUIRED_COLUMNS = ("id", "scenario", "metric", "value")
-OPTIONAL_COLUMNS = ("source", "citation", "model", "hardware", "n_gpus", "tp", "pp", "ep", "dp", "weights",
-                    "kv_cache", "engine", "input_tokens", "output_tokens", "dataset", "batch", "concurrency",
-                    "request_rate", "unit_si", "quality", "extra")
-INT_COLUMNS = ("n_gpus", "tp", "pp", "ep", "dp", "input_tokens", "output_tokens", "batch", "concurrency")
-SCENARIOS = ("offline", "static_batch", "concurrency", "server", "single_stream", "kernel", "speculative",
-             "disaggregated", "energy")
+OPTIONAL_COLUMNS = (
+    "source",
+    "citation",
+    "model",
+    "hardware",
+    "n_gpus",
+    "tp",
+    "pp",
+    "ep",
+    "dp",
+    "weights",
+    "kv_cache",
+    "engine",
+    "input_tokens",
+    "output_tokens",
+    "dataset",
+    "batch",
+    "concurrency",
+    "request_rate",
+    "unit_si",
+    "quality",
+    "extra",
+)
+INT_COLUMNS = (
+    "n_gpus",
+    "tp",
+    "pp",
+    "ep",
+    "dp",
+    "input_tokens",
+    "output_tokens",
+    "batch",
+    "concurrency",
+)
+SCENARIOS = (
+    "offline",
+    "static_batch",
+    "concurrency",
+    "server",
+    "single_stream",
+    "kernel",
+    "speculative",
+    "disaggregated",
+    "energy",
+)
 
 
 @dataclass(frozen=True)
@@ -74,8 +113,10 @@ def _int(raw: str, name: str) -> int | None:
     # a count of GPUs, tokens or requests: 0 is not "not given" (leave the cell empty for
     # that), and nothing measured had 2**31 of them
     if not math.isfinite(x) or x != int(x) or not 1 <= x < 2**31:
-        raise ValueError(f"{name}={raw!r} is not a positive integer (below 2**31); "
-                         "leave the cell empty when not stated")
+        raise ValueError(
+            f"{name}={raw!r} is not a positive integer (below 2**31); "
+            "leave the cell empty when not stated"
+        )
     return int(x)
 
 
@@ -105,10 +146,21 @@ def parse_row(row: dict[str, str], line: int) -> Case:
     """A CSV row (column -> text) as a Case; a bad field sets ``problem`` naming it."""
     g = {k: (row.get(k) or "").strip() for k in REQUIRED_COLUMNS + OPTIONAL_COLUMNS}
     rid = g["id"] or f"line-{line}"
-    base = dict(id=rid, scenario=g["scenario"], metric=g["metric"], value=math.nan, line=line,
-                source=g["source"], model=g["model"], hardware=g["hardware"], engine=g["engine"],
-                weights=g["weights"].lower(), kv_cache=g["kv_cache"].lower(), dataset=g["dataset"],
-                quality=g["quality"])
+    base = dict(
+        id=rid,
+        scenario=g["scenario"],
+        metric=g["metric"],
+        value=math.nan,
+        line=line,
+        source=g["source"],
+        model=g["model"],
+        hardware=g["hardware"],
+        engine=g["engine"],
+        weights=g["weights"].lower(),
+        kv_cache=g["kv_cache"].lower(),
+        dataset=g["dataset"],
+        quality=g["quality"],
+    )
     try:
         for key in REQUIRED_COLUMNS:
             if not g[key]:
@@ -128,21 +180,39 @@ def read_cases(text: str, name: str = "<csv>") -> list[Case]:
     """Every data row of a CSV text as a Case (malformed rows carry ``problem``)."""
     reader = csv.DictReader(io.StringIO(text))
     if reader.fieldnames is None:
-        raise DataError(f"measurements {name}: the file is empty; expected a header with {', '.join(REQUIRED_COLUMNS)}")
+        raise DataError(
+            f"measurements {name}: the file is empty; expected a header with {', '.join(REQUIRED_COLUMNS)}"
+        )
     missing = [c for c in REQUIRED_COLUMNS if c not in reader.fieldnames]
     if missing:
-        raise DataError(f"measurements {name}: missing column(s) {', '.join(missing)}; "
-                        f"see docs/validation.md for the schema")
+        raise DataError(
+            f"measurements {name}: missing column(s) {', '.join(missing)}; "
+            f"see docs/validation.md for the schema"
+        )
     cases, seen = [], set()
     for i, row in enumerate(reader, start=2):
         if None in row:  # more cells than header columns
-            cases.append(Case(id=row.get("id") or f"line-{i}", scenario=row.get("scenario") or "", metric=row.get("metric") or "",
-                              value=math.nan, line=i, problem=f"line {i}: more cells than header columns"))
+            cases.append(
+                Case(
+                    id=row.get("id") or f"line-{i}",
+                    scenario=row.get("scenario") or "",
+                    metric=row.get("metric") or "",
+                    value=math.nan,
+                    line=i,
+                    problem=f"line {i}: more cells than header columns",
+                )
+            )
             continue
         case = parse_row(row, i)
         if case.problem is None and case.id in seen:
-            case = Case(id=case.id, scenario=case.scenario, metric=case.metric, value=math.nan, line=i,
-                        problem=f"line {i}: duplicate id {case.id!r}")
+            case = Case(
+                id=case.id,
+                scenario=case.scenario,
+                metric=case.metric,
+                value=math.nan,
+                line=i,
+                problem=f"line {i}: duplicate id {case.id!r}",
+            )
         seen.add(case.id)
         cases.append(case)
     return cases
@@ -156,6 +226,7 @@ def load_cases(path: str | Path | None = None) -> list[Case]:
     except OSError as exc:
         raise DataError(f"cannot read measurements {p}: {exc.strerror or exc}") from None
     except UnicodeDecodeError as exc:
-        raise DataError(f"measurements {p} is not UTF-8 text (byte {exc.start}); save it as "
-                        "UTF-8") from None
+        raise DataError(
+            f"measurements {p} is not UTF-8 text (byte {exc.start}); save it as UTF-8"
+        ) from None
     return read_cases(text, str(p))

@@ -23,7 +23,9 @@ def energy_plan(case: Case, models, plan_cls):
     """The :class:`~infercast.validate.predict.Plan` of an energy row (``plan_cls`` passed in so
     this module needs nothing from predict)."""
     if case.metric not in METRICS:
-        raise Unpredictable(f"metric {case.metric} has no energy predictor (use {', '.join(METRICS)})")
+        raise Unpredictable(
+            f"metric {case.metric} has no energy predictor (use {', '.join(METRICS)})"
+        )
     lay = layout(case)
     sm = models.get(lay.setup)
     try:
@@ -42,7 +44,9 @@ def energy_plan(case: Case, models, plan_cls):
     o = int(o if o is not None else case.extra["assumed_output_tokens"])
     b = case.batch or 1
     prefill, decode = ((b, i, 0),), ((b, 1, i + o // 2),)
-    busy = [tensor_busy_s(sm, sm.step_cost([n] * k, [c] * k)) for k, n, c in (prefill[0], decode[0])]
+    busy = [
+        tensor_busy_s(sm, sm.step_cost([n] * k, [c] * k)) for k, n, c in (prefill[0], decode[0])
+    ]
     gpus = sm.parallel.gpus_per_replica
 
     def step_j(t: float, busy_s: float) -> float:
@@ -51,4 +55,5 @@ def energy_plan(case: Case, models, plan_cls):
     def combine(t, p):
         e_pre, e_dec = step_j(t[0], busy[0]), step_j(t[1], busy[1])
         return (e_pre + (o - 1) * e_dec) / (b * o)
+
     return plan_cls(case, group_key(case), lay, (prefill, decode), combine, tuple(notes))

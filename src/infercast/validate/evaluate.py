@@ -53,7 +53,9 @@ def run_simulations(todo: dict, workers: int | None = None) -> dict:
     import multiprocessing
     import os
 
-    keys = [k for k, (task, _) in todo.items() if hasattr(task, "config")]  # SimTasks pickle; closures do not
+    keys = [
+        k for k, (task, _) in todo.items() if hasattr(task, "config")
+    ]  # SimTasks pickle; closures do not
     out = {k: task(prof) for k, (task, prof) in todo.items() if not hasattr(task, "config")}
     n = min(len(keys), workers or os.cpu_count() or 1)
     # a daemonic process (the ui's validation run) may not start a pool: run the tasks in it
@@ -84,9 +86,15 @@ def _task_size(task) -> float:
 class Evaluator:
     """Plans for a list of cases, reusable across profile sets (calibration calls it often)."""
 
-    def __init__(self, cases: Sequence[Case], simulate: bool = True, prefer_simulator: bool = False,
-                 assume_weights: str | None = None, engine: EnginePreset | None = None,
-                 workers: int | None = None):
+    def __init__(
+        self,
+        cases: Sequence[Case],
+        simulate: bool = True,
+        prefer_simulator: bool = False,
+        assume_weights: str | None = None,
+        engine: EnginePreset | None = None,
+        workers: int | None = None,
+    ):
         """``simulate=False`` skips rows only the simulator predicts; ``prefer_simulator`` uses
         the simulator also where a closed form exists (concurrency and disaggregated rows, each
         with its row's benchmark client; the closed form's value is kept as
@@ -97,13 +105,19 @@ class Evaluator:
         group; None = each row's own (``setup.row_preset``). ``workers``: processes that run the
         simulations (:func:`run_simulations`; None = one per CPU)."""
         self.workers = workers
-        self.closed_form: dict[int, float] = {}  # row -> closed-form value, for simulated rows (last values())
+        self.closed_form: dict[
+            int, float
+        ] = {}  # row -> closed-form value, for simulated rows (last values())
         self.cases = with_acceptance(cases)
         self.assumed: dict[int, str] = {}
         if assume_weights:
             for i, c in enumerate(self.cases):
                 if c.model and not c.weights and not c.problem and c.scenario != "speculative":
-                    w = checkpoint_weights(c.model) if assume_weights == "checkpoint" else assume_weights
+                    w = (
+                        checkpoint_weights(c.model)
+                        if assume_weights == "checkpoint"
+                        else assume_weights
+                    )
                     if w:
                         self.cases[i] = replace(c, weights=w)
                         self.assumed[i] = w
@@ -125,21 +139,33 @@ class Evaluator:
             self.groups.append(key)
         return self.groups.index(key)
 
-    def _plan(self, case: Case, simulate: bool, prefer: bool) -> tuple[Plan | None, str | None, tuple[int, ...]]:
+    def _plan(
+        self, case: Case, simulate: bool, prefer: bool
+    ) -> tuple[Plan | None, str | None, tuple[int, ...]]:
         try:
             plan = plan_case(case, self.models)
             if not simulate and plan.combine is None:
-                raise Unpredictable("only the simulator predicts this row (simulation off in this run)")
+                raise Unpredictable(
+                    "only the simulator predicts this row (simulation off in this run)"
+                )
             if not simulate or (plan.combine is not None and not prefer):
                 plan = replace(plan, simulate=None)
             if self.engine is not None:
-                plan = replace(plan, group=f"{hardware_family(case.hardware)}/{self.engine.profile_group}")
+                plan = replace(
+                    plan, group=f"{hardware_family(case.hardware)}/{self.engine.profile_group}"
+                )
             g = self._group(plan.group)
             setups = plan.setups or (plan.layout.setup if plan.layout else None,) * len(plan.shapes)
-            idx = tuple(self.ledger.add(g, su, s) for su, s in zip(setups, plan.shapes, strict=True))
+            idx = tuple(
+                self.ledger.add(g, su, s) for su, s in zip(setups, plan.shapes, strict=True)
+            )
         except Unpredictable as exc:
             return None, str(exc), ()
-        except (InfercastError, ValueError, ZeroDivisionError) as exc:  # a model gap, reported per row
+        except (
+            InfercastError,
+            ValueError,
+            ZeroDivisionError,
+        ) as exc:  # a model gap, reported per row
             return None, f"cost model cannot handle this setup: {exc}", ()
         return plan, None, idx
 
@@ -152,14 +178,22 @@ class Evaluator:
         """Profile-group index of each planned row (-1 for skipped rows)."""
         return np.array([self.groups.index(p.group) if p else -1 for p in self.plans])
 
-    def values(self, params: np.ndarray, profiles=None, rows: Sequence[int] | None = None,
-               sim_cache: dict | None = None) -> np.ndarray:
+    def values(
+        self,
+        params: np.ndarray,
+        profiles=None,
+        rows: Sequence[int] | None = None,
+        sim_cache: dict | None = None,
+    ) -> np.ndarray:
         """Predicted value per row (NaN when skipped) with ``params`` = [groups, fields]."""
         from infercast.cost.efficiency import FIELD_NAMES, EfficiencyProfile
 
         times = self.ledger.times(params)
         if profiles is None:
-            profiles = [EfficiencyProfile(**dict(zip(FIELD_NAMES, map(float, row), strict=True))) for row in params]
+            profiles = [
+                EfficiencyProfile(**dict(zip(FIELD_NAMES, map(float, row), strict=True)))
+                for row in params
+            ]
         out = np.full(len(self.cases), np.nan)
         cache = {} if sim_cache is None else sim_cache
         picked = range(len(self.cases)) if rows is None else rows
@@ -181,7 +215,9 @@ class Evaluator:
                 if key not in cache:
                     cache[key] = plan.simulate(prof)
                 out[i] = plan.sim_combine(cache[key], prof)
-                if plan.combine is not None and plan.shapes:  # the closed form beside it (cross-check)
+                if (
+                    plan.combine is not None and plan.shapes
+                ):  # the closed form beside it (cross-check)
                     self.closed_form[i] = plan.combine([times[j] for j in self._shape_idx[i]], prof)
             else:
                 out[i] = plan.combine([times[j] for j in self._shape_idx[i]], prof)
@@ -192,17 +228,36 @@ class Evaluator:
         profs = [profiles.for_group(g) for g in self.groups]
         values = self.values(profile_matrix(profs or [profiles.default]), profs)
         out = []
-        for i, (case, plan, reason, v) in enumerate(zip(self.cases, self.plans, self.reasons, values, strict=True)):
+        for i, (case, plan, reason, v) in enumerate(
+            zip(self.cases, self.plans, self.reasons, values, strict=True)
+        ):
             assumed = self.assumed.get(i)
             if plan is not None and assumed:
                 plan = replace(plan, notes=plan.notes + (f"weights not stated: {assumed} assumed",))
             if plan is None:
                 out.append(Prediction(case, None, reason, group_key(case), (), assumed))
             elif not math.isfinite(v) or v <= 0:
-                out.append(Prediction(case, None, f"the model gave no finite positive value ({v})", plan.group,
-                                      plan.notes, assumed))
+                out.append(
+                    Prediction(
+                        case,
+                        None,
+                        f"the model gave no finite positive value ({v})",
+                        plan.group,
+                        plan.notes,
+                        assumed,
+                    )
+                )
             else:
                 cf = self.closed_form.get(i)
-                out.append(Prediction(case, float(v), None, plan.group, plan.notes, assumed,
-                                      None if cf is None or not math.isfinite(cf) else float(cf)))
+                out.append(
+                    Prediction(
+                        case,
+                        float(v),
+                        None,
+                        plan.group,
+                        plan.notes,
+                        assumed,
+                        None if cf is None or not math.isfinite(cf) else float(cf),
+                    )
+                )
         return out

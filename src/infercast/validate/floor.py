@@ -34,11 +34,25 @@ from infercast.specs.catalog import load_hardware, load_model
 from infercast.specs.parallel import Parallelism
 from infercast.specs.precision import Precision
 
-TIME_METRICS = ("ttft_mean_s", "prefill_time_s", "decode_step_s", "e2e_latency_s",
-                "ttft_p99_s", "tpot_mean_s", "tpot_p99_s", "itl_mean_s")
+TIME_METRICS = (
+    "ttft_mean_s",
+    "prefill_time_s",
+    "decode_step_s",
+    "e2e_latency_s",
+    "ttft_p99_s",
+    "tpot_mean_s",
+    "tpot_p99_s",
+    "itl_mean_s",
+)
 CYCLE_METRIC = "closed_loop_cycle_s"  # TTFT + (O - 1) TPOT of one closed-loop run
-RATE_METRICS = ("tokens_per_s_single_stream", "achieved_bandwidth_bytes_per_s", "matmul_flops_per_s",
-                "link_bandwidth_bytes_per_s", "output_throughput_per_gpu", "output_throughput_total")
+RATE_METRICS = (
+    "tokens_per_s_single_stream",
+    "achieved_bandwidth_bytes_per_s",
+    "matmul_flops_per_s",
+    "link_bandwidth_bytes_per_s",
+    "output_throughput_per_gpu",
+    "output_throughput_total",
+)
 
 
 @dataclass(frozen=True)
@@ -51,7 +65,9 @@ class FloorCheck:
     bound: float | None
     kind: str  # "floor" | "ceiling"
     skipped_reason: str | None = None
-    rows: tuple[str, ...] = ()  # the rows the check covers (a closed-loop run: its TTFT and TPOT rows)
+    rows: tuple[
+        str, ...
+    ] = ()  # the rows the check covers (a closed-loop run: its TTFT and TPOT rows)
 
     @property
     def violates(self) -> bool:
@@ -78,9 +94,13 @@ def _step_model(row: Mapping[str, str]) -> StepModel:
     kv = row.get("kv_cache") or ("fp8" if narrow else weights)
     tp = _int(row, "tp", _int(row, "n_gpus", 1))
     par = Parallelism(tp=tp, pp=_int(row, "pp", 1))
-    hw = tp_link(load_hardware(row["hardware"]), par.gpus_per_replica)  # PCIe-only parts: NCCL over PCIe
+    hw = tp_link(
+        load_hardware(row["hardware"]), par.gpus_per_replica
+    )  # PCIe-only parts: NCCL over PCIe
     # the ideal even split over the stated GPUs (whole_heads=False): a lower bound for any layout
-    return StepModel(load_model(row["model"]), hw, Precision.parse(weights, kv), par, whole_heads=False)
+    return StepModel(
+        load_model(row["model"]), hw, Precision.parse(weights, kv), par, whole_heads=False
+    )
 
 
 def _hardware_bound(row: Mapping[str, str]) -> float:
@@ -93,7 +113,9 @@ def _hardware_bound(row: Mapping[str, str]) -> float:
         return peak
     if metric == "link_bandwidth_bytes_per_s":
         # bidirectional tests may use both directions; host copies use PCIe
-        return max(2 * hw.link_bandwidth_bytes_per_s, hw.pcie_bandwidth_bytes_per_s * 2) or float("inf")
+        return max(2 * hw.link_bandwidth_bytes_per_s, hw.pcie_bandwidth_bytes_per_s * 2) or float(
+            "inf"
+        )
     return hw.memory_bandwidth_bytes_per_s * _int(row, "n_gpus", 1)
 
 
@@ -103,11 +125,19 @@ def check_row(row: Mapping[str, str]) -> FloorCheck:
     measured = float(row["value"])
     kind = "floor" if metric in TIME_METRICS else "ceiling"
     if metric not in TIME_METRICS + RATE_METRICS:
-        return FloorCheck(rid, metric, measured, None, kind, f"metric {metric} has no physics bound here")
+        return FloorCheck(
+            rid, metric, measured, None, kind, f"metric {metric} has no physics bound here"
+        )
     try:
-        if metric in ("achieved_bandwidth_bytes_per_s", "matmul_flops_per_s", "link_bandwidth_bytes_per_s"):
+        if metric in (
+            "achieved_bandwidth_bytes_per_s",
+            "matmul_flops_per_s",
+            "link_bandwidth_bytes_per_s",
+        ):
             return FloorCheck(rid, metric, measured, _hardware_bound(row), kind)
-        static = row.get("scenario") == "static_batch" and row.get("batch") and row.get("output_tokens")
+        static = (
+            row.get("scenario") == "static_batch" and row.get("batch") and row.get("output_tokens")
+        )
         if metric.startswith("output_throughput") and not static:
             return FloorCheck(rid, metric, measured, _compute_ceiling(row), kind)
         sm = _step_model(row)
@@ -115,12 +145,20 @@ def check_row(row: Mapping[str, str]) -> FloorCheck:
         prompt = _int(row, "input_tokens", 1)
         prefill = sm.prefill_cost(prompt, batch).floor_time_s
         decode = sm.decode_cost(batch, prompt + 1).floor_time_s
-        if metric.startswith("output_throughput"):  # static batch: batch x O tokens in prefill + (O-1) decodes
+        if metric.startswith(
+            "output_throughput"
+        ):  # static batch: batch x O tokens in prefill + (O-1) decodes
             out = _int(row, "output_tokens", 1)
             per = _int(row, "n_gpus", 1) if metric.endswith("per_gpu") else 1
             gpus_per_replica = sm.parallel.gpus_per_replica
             replicas = max(_int(row, "n_gpus", gpus_per_replica) // gpus_per_replica, 1)
-            return FloorCheck(rid, metric, measured, batch * out / (prefill + (out - 1) * decode) * replicas / per, kind)
+            return FloorCheck(
+                rid,
+                metric,
+                measured,
+                batch * out / (prefill + (out - 1) * decode) * replicas / per,
+                kind,
+            )
         # ttft/tpot/itl of any scenario: one prompt's prefill, one batch-1 decode step (more
         # sequences in a step only add work), at the smallest context the row allows
         one = sm.decode_cost(1, prompt + 1).floor_time_s
@@ -131,9 +169,15 @@ def check_row(row: Mapping[str, str]) -> FloorCheck:
             "e2e_latency_s": prefill + max(_int(row, "output_tokens", 1) - 1, 0) * decode,
             "tokens_per_s_single_stream": 1.0 / one,
             "ttft_p99_s": sm.prefill_cost(prompt, 1).floor_time_s,
-            "tpot_mean_s": one, "tpot_p99_s": one, "itl_mean_s": one,
+            "tpot_mean_s": one,
+            "tpot_p99_s": one,
+            "itl_mean_s": one,
         }[metric]
-        if metric == "ttft_mean_s" and row.get("scenario") not in ("kernel", "single_stream", "static_batch"):
+        if metric == "ttft_mean_s" and row.get("scenario") not in (
+            "kernel",
+            "single_stream",
+            "static_batch",
+        ):
             bound = sm.prefill_cost(prompt, 1).floor_time_s
     except (InfercastError, KeyError, ValueError) as exc:
         return FloorCheck(rid, metric, measured, None, kind, str(exc) or type(exc).__name__)
@@ -152,9 +196,13 @@ def _compute_ceiling(row: Mapping[str, str]) -> float:
         raise InfercastError("pipeline-parallel throughput is not bounded here")
     sm = _step_model(row)
     if sm.machine.compute_dtype == "fp32" and sm.precision.weights != "fp32":
-        raise InfercastError(f"{sm.hardware.key} has no 16-bit or narrower tensor peak in the table")
+        raise InfercastError(
+            f"{sm.hardware.key} has no 16-bit or narrower tensor peak in the table"
+        )
     work = _request_work(sm, prompt, out)
-    per_request_s = work.prefill_compute_s + (out - 1) * work.decode_compute_s  # every GPU of the replica at once
+    per_request_s = (
+        work.prefill_compute_s + (out - 1) * work.decode_compute_s
+    )  # every GPU of the replica at once
     gpus = sm.parallel.gpus_per_replica
     replicas = max(_int(row, "n_gpus", gpus) // gpus, 1)
     per = _int(row, "n_gpus", gpus) if row["metric"].endswith("per_gpu") else 1
@@ -178,7 +226,9 @@ def check_closed_loop(ttft_row: Mapping[str, str], tpot_row: Mapping[str, str]) 
         per_replica = clients / max(_int(tpot_row, "n_gpus", tp) // tp, 1)
         bound = _cycle_floor(sm, prompt, out, per_replica)
     except (InfercastError, KeyError, ValueError) as exc:
-        return FloorCheck(rid, CYCLE_METRIC, measured, None, "floor", str(exc) or type(exc).__name__, pair)
+        return FloorCheck(
+            rid, CYCLE_METRIC, measured, None, "floor", str(exc) or type(exc).__name__, pair
+        )
     return FloorCheck(rid, CYCLE_METRIC, measured, bound, "floor", rows=pair)
 
 
@@ -207,4 +257,6 @@ def _request_work(sm: StepModel, prompt: int, out: int) -> _RequestWork:
     first_c, first_m, _ = sm.resource_floors(sm.decode_cost(1, prompt + 1).ops)
     last_c, last_m, _ = sm.resource_floors(sm.decode_cost(1, prompt + out).ops)
     _, weights_m, _ = sm.resource_floors(sm.decode_cost(1, 1).ops)
-    return _RequestWork(pre_c, (first_c + last_c) / 2, (first_m + last_m) / 2 - weights_m, weights_m)
+    return _RequestWork(
+        pre_c, (first_c + last_c) / 2, (first_m + last_m) / 2 - weights_m, weights_m
+    )

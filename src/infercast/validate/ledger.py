@@ -36,7 +36,10 @@ _KIND = {GEMM: 0, ATTENTION: 1, COMM: 3}  # everything else: 2 (elementwise, gat
 def expand(shape: Shape) -> tuple[np.ndarray, np.ndarray]:
     """(new, cached) arrays of a shape."""
     counts = [c for c, _, _ in shape]
-    return (np.repeat([float(n) for _, n, _ in shape], counts), np.repeat([float(k) for _, _, k in shape], counts))
+    return (
+        np.repeat([float(n) for _, n, _ in shape], counts),
+        np.repeat([float(k) for _, _, k in shape], counts),
+    )
 
 
 def profile_matrix(profiles: Sequence[EfficiencyProfile]) -> np.ndarray:
@@ -54,16 +57,36 @@ def setup_step_model(s: Setup, profile: EfficiencyProfile | None = None) -> Step
     """The StepModel of a setup: its precision (and the experts' own), layout, engine limits and
     the engine's memory rule (``Setup.kv_free_fraction``, ``validate/setup.py``)."""
     model, hw = engine_model(load_model(s.model), s), setup_hardware(s)
-    prec, par = Precision.parse(s.weights, s.kv_cache), Parallelism(tp=s.tp, pp=s.pp, ep=s.ep, attn_dp=s.attn_dp)
+    prec, par = (
+        Precision.parse(s.weights, s.kv_cache),
+        Parallelism(tp=s.tp, pp=s.pp, ep=s.ep, attn_dp=s.attn_dp),
+    )
     experts = ExpertPrecision.parse(s.experts) if s.experts else None
     fraction = s.memory_fraction
     if s.kv_free_fraction:  # KV = that fraction of what weights and activations leave free
-        probe = plan_memory(model, hw, prec, par, 1.0, s.max_batched_tokens, s.max_seqs,
-                            experts.weight_bytes if experts else None)
+        probe = plan_memory(
+            model,
+            hw,
+            prec,
+            par,
+            1.0,
+            s.max_batched_tokens,
+            s.max_seqs,
+            experts.weight_bytes if experts else None,
+        )
         used = probe.weight_bytes + probe.activation_bytes
         fraction = (used + s.kv_free_fraction * (probe.device_bytes - used)) / probe.device_bytes
-    return StepModel(model, hw, prec, par, profile, memory_fraction=fraction, max_batched_tokens=s.max_batched_tokens,
-                     max_seqs=s.max_seqs, experts=experts)
+    return StepModel(
+        model,
+        hw,
+        prec,
+        par,
+        profile,
+        memory_fraction=fraction,
+        max_batched_tokens=s.max_batched_tokens,
+        max_seqs=s.max_seqs,
+        experts=experts,
+    )
 
 
 class StepModels:
@@ -71,7 +94,9 @@ class StepModels:
 
     def __init__(self, engine: EnginePreset | None = None) -> None:
         self._cache: dict[Setup, StepModel | str] = {}
-        self.engine = engine  # one preset for every row (``validate --engine``); None: each row's own
+        self.engine = (
+            engine  # one preset for every row (``validate --engine``); None: each row's own
+        )
 
     def get(self, s: Setup) -> StepModel:
         hit = self._cache.get(s)
@@ -94,7 +119,9 @@ class Ledger:
         self._index: dict[tuple[int, Setup, Shape], int] = {}
         self._parts: list[tuple[np.ndarray, ...]] = []
         self._groups: list[int] = []
-        self._layers: list[int] = []  # decoder layers of each shape's model (EfficiencyProfile.layer_overhead_s)
+        self._layers: list[
+            int
+        ] = []  # decoder layers of each shape's model (EfficiencyProfile.layer_overhead_s)
         self._frozen: tuple[np.ndarray, ...] | None = None
 
     def __len__(self) -> int:
@@ -113,9 +140,21 @@ class Ledger:
         rows = []
         for o in ops:
             peak, dtype = m.gemm_peak_dtype(o.op)  # a routed-expert GEMM may run in its own dtype
-            rows.append([o.op.flops, o.op.bytes, o.op.m_tokens, o.op.link_bytes, o.op.collectives,
-                         _KIND.get(o.op.kind, 2), m.attn_peak_flops if o.op.kind == ATTENTION else peak,
-                         m.bandwidth, m.link_bandwidth, dtype in EIGHT_BIT, idx])
+            rows.append(
+                [
+                    o.op.flops,
+                    o.op.bytes,
+                    o.op.m_tokens,
+                    o.op.link_bytes,
+                    o.op.collectives,
+                    _KIND.get(o.op.kind, 2),
+                    m.attn_peak_flops if o.op.kind == ATTENTION else peak,
+                    m.bandwidth,
+                    m.link_bandwidth,
+                    dtype in EIGHT_BIT,
+                    idx,
+                ]
+            )
         cols = np.array(rows, dtype=np.float64).reshape(-1, 11)
         self._parts.append(cols)
         self._groups.append(group)
@@ -129,24 +168,53 @@ class Ledger:
             a = np.concatenate(self._parts) if self._parts else np.zeros((0, 11))
             shape_idx = a[:, 10].astype(np.int64)
             group = np.asarray(self._groups, dtype=np.int64)
-            self._frozen = (*a[:, :10].T, shape_idx, group[shape_idx] if len(group) else shape_idx, group)
+            self._frozen = (
+                *a[:, :10].T,
+                shape_idx,
+                group[shape_idx] if len(group) else shape_idx,
+                group,
+            )
         return self._frozen
 
     def times(self, params: np.ndarray) -> np.ndarray:
         """Expected step time (s) of every shape; ``params`` is [groups, FIELD_NAMES]."""
-        flops, nbytes, m_tok, link, coll, kind, peak, bw, link_bw, eight, shape_idx, op_group, group = self._arrays()
+        (
+            flops,
+            nbytes,
+            m_tok,
+            link,
+            coll,
+            kind,
+            peak,
+            bw,
+            link_bw,
+            eight,
+            shape_idx,
+            op_group,
+            group,
+        ) = self._arrays()
         f = {name: params[:, i][op_group] for i, name in enumerate(FIELD_NAMES)}
         gemm, attn, comm = kind == 0, kind == 1, kind == 3
         m = np.maximum(m_tok, 1e-9)
         base = np.where(eight > 0, f["gemm_compute_eff_8bit"], f["gemm_compute_eff"])
-        c_eff = np.where(gemm, base * m / (m + f["gemm_m_half"]), np.where(attn, f["attn_compute_eff"], f["gemm_compute_eff"]))
-        b_eff = np.where(gemm, f["mem_bw_eff"], np.where(attn, f["attn_bw_eff"], f["elementwise_bw_eff"]))
+        c_eff = np.where(
+            gemm,
+            base * m / (m + f["gemm_m_half"]),
+            np.where(attn, f["attn_compute_eff"], f["gemm_compute_eff"]),
+        )
+        b_eff = np.where(
+            gemm, f["mem_bw_eff"], np.where(attn, f["attn_bw_eff"], f["elementwise_bw_eff"])
+        )
         with np.errstate(divide="ignore", invalid="ignore"):
             compute = np.where(flops > 0, flops / (peak * c_eff), 0.0)
             memory = nbytes / (bw * b_eff)
-            wire = np.where(link > 0, link / (link_bw * f["comm_bw_eff"]) + f["comm_latency_s"] * coll, 0.0)
+            wire = np.where(
+                link > 0, link / (link_bw * f["comm_bw_eff"]) + f["comm_latency_s"] * coll, 0.0
+            )
         t = np.where(comm, wire, np.maximum(compute, memory))
         per_shape = np.bincount(shape_idx, t, minlength=len(self._groups))
         layers = np.asarray(self._layers, dtype=np.float64)
         overhead = params[:, FIELD_NAMES.index("step_overhead_s")][group]
-        return per_shape + overhead + params[:, FIELD_NAMES.index("layer_overhead_s")][group] * layers
+        return (
+            per_shape + overhead + params[:, FIELD_NAMES.index("layer_overhead_s")][group] * layers
+        )

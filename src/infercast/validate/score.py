@@ -27,14 +27,27 @@ def stats(preds: Sequence[Prediction]) -> dict[str, Any]:
     errs = np.array([p.error_pct for p in preds if p.predicted is not None], dtype=np.float64)
     a = np.abs(errs)
     n = len(preds)
-    out: dict[str, Any] = {"count": n, "predicted": int(errs.size), "coverage": errs.size / n if n else None}
+    out: dict[str, Any] = {
+        "count": n,
+        "predicted": int(errs.size),
+        "coverage": errs.size / n if n else None,
+    }
     if errs.size:
-        out.update(median_abs_error_pct=float(np.median(a)), mean_abs_error_pct=float(a.mean()),
-                   median_signed_error_pct=float(np.median(errs)),
-                   within_10_pct=float((a <= 10).mean()), within_25_pct=float((a <= 25).mean()))
+        out.update(
+            median_abs_error_pct=float(np.median(a)),
+            mean_abs_error_pct=float(a.mean()),
+            median_signed_error_pct=float(np.median(errs)),
+            within_10_pct=float((a <= 10).mean()),
+            within_25_pct=float((a <= 25).mean()),
+        )
     else:
-        out.update(median_abs_error_pct=None, mean_abs_error_pct=None, median_signed_error_pct=None,
-                   within_10_pct=None, within_25_pct=None)
+        out.update(
+            median_abs_error_pct=None,
+            mean_abs_error_pct=None,
+            median_signed_error_pct=None,
+            within_10_pct=None,
+            within_25_pct=None,
+        )
     return out
 
 
@@ -50,17 +63,34 @@ def row_dict(p: Prediction) -> dict[str, Any]:
     """The JSON of one row (contract keys first)."""
     c = p.case
     e = p.error_pct
-    return {"id": c.id, "metric": c.metric, "measured": c.value, "predicted": p.predicted,
-            "error_pct": e, "abs_error_pct": None if e is None else abs(e), "skipped_reason": p.skipped_reason,
-            "scenario": c.scenario, "source": c.source, "model": c.model, "hardware": c.hardware,
-            "engine": c.engine, "group": p.group, "assumed_weights": p.assumed_weights, "notes": list(p.notes),
-            **({"closed_form": p.closed_form} if p.closed_form is not None else {})}
+    return {
+        "id": c.id,
+        "metric": c.metric,
+        "measured": c.value,
+        "predicted": p.predicted,
+        "error_pct": e,
+        "abs_error_pct": None if e is None else abs(e),
+        "skipped_reason": p.skipped_reason,
+        "scenario": c.scenario,
+        "source": c.source,
+        "model": c.model,
+        "hardware": c.hardware,
+        "engine": c.engine,
+        "group": p.group,
+        "assumed_weights": p.assumed_weights,
+        "notes": list(p.notes),
+        **({"closed_form": p.closed_form} if p.closed_form is not None else {}),
+    }
 
 
 def case_row(c: Case) -> dict[str, str]:
     """A Case as the string mapping ``validate.floor.check_row`` reads."""
     d = asdict(c)
-    return {k: "" if v is None else str(v) for k, v in d.items() if k not in ("extra", "problem", "line")}
+    return {
+        k: "" if v is None else str(v)
+        for k, v in d.items()
+        if k not in ("extra", "problem", "line")
+    }
 
 
 def floor_report(cases: Sequence[Case]) -> dict[str, Any]:
@@ -76,9 +106,18 @@ def floor_report(cases: Sequence[Case]) -> dict[str, Any]:
             continue
         checked += 1
         if chk.violates:
-            violations.append({"id": chk.id, "metric": chk.metric, "measured": chk.measured, "bound": chk.bound,
-                               "kind": chk.kind, "ratio": chk.ratio, "source": sources.get(chk.id, ""),
-                               "rows": list(chk.rows or (chk.id,))})
+            violations.append(
+                {
+                    "id": chk.id,
+                    "metric": chk.metric,
+                    "measured": chk.measured,
+                    "bound": chk.bound,
+                    "kind": chk.kind,
+                    "ratio": chk.ratio,
+                    "source": sources.get(chk.id, ""),
+                    "rows": list(chk.rows or (chk.id,)),
+                }
+            )
     return {"checked": checked, "violations": violations}
 
 
@@ -88,16 +127,26 @@ def closed_loop_pairs(cases: Sequence[Case]) -> list[tuple[Case, Case]]:
     are written together); a setup with unequal counts of the two metrics is left unpaired."""
     runs: dict[str, dict[str, list[Case]]] = {}
     for c in cases:
-        if c.problem or c.scenario != "concurrency" or c.metric not in ("ttft_mean_s", "tpot_mean_s"):
+        if (
+            c.problem
+            or c.scenario != "concurrency"
+            or c.metric not in ("ttft_mean_s", "tpot_mean_s")
+        ):
             continue
-        setup = {k: v for k, v in asdict(c).items() if k not in ("id", "metric", "value", "line", "problem")}
+        setup = {
+            k: v
+            for k, v in asdict(c).items()
+            if k not in ("id", "metric", "value", "line", "problem")
+        }
         key = json.dumps(setup, sort_keys=True, default=str)
         runs.setdefault(key, {}).setdefault(c.metric, []).append(c)
     pairs: list[tuple[Case, Case]] = []
     for r in runs.values():
         ttft, tpot = r.get("ttft_mean_s", []), r.get("tpot_mean_s", [])
         if len(ttft) == len(tpot):
-            pairs += zip(sorted(ttft, key=lambda c: c.line), sorted(tpot, key=lambda c: c.line), strict=True)
+            pairs += zip(
+                sorted(ttft, key=lambda c: c.line), sorted(tpot, key=lambda c: c.line), strict=True
+            )
     return pairs
 
 
@@ -118,13 +167,22 @@ def agreement(preds: Sequence[Prediction]) -> dict[str, dict[str, Any]]:
     groups: dict[str, list[float]] = {}
     for p in preds:
         if p.predicted is not None and p.closed_form:
-            groups.setdefault(f"{p.case.scenario}/{p.case.metric}", []).append(p.predicted / p.closed_form)
-    return {k: {"rows": len(v), "median_ratio": statistics.median(v),
-                "median_abs_diff_pct": statistics.median(abs(r - 1) * 100 for r in v)}
-            for k, v in sorted(groups.items())}
+            groups.setdefault(f"{p.case.scenario}/{p.case.metric}", []).append(
+                p.predicted / p.closed_form
+            )
+    return {
+        k: {
+            "rows": len(v),
+            "median_ratio": statistics.median(v),
+            "median_abs_diff_pct": statistics.median(abs(r - 1) * 100 for r in v),
+        }
+        for k, v in sorted(groups.items())
+    }
 
 
-def report(preds: Sequence[Prediction], profile_name: str, floor: dict[str, Any] | None = None) -> dict[str, Any]:
+def report(
+    preds: Sequence[Prediction], profile_name: str, floor: dict[str, Any] | None = None
+) -> dict[str, Any]:
     """The ``--json`` object: rows, summary (per scenario, metric, hardware, source, group), worst rows."""
     predicted = [p for p in preds if p.predicted is not None]
     worst = sorted(predicted, key=lambda p: -abs(p.error_pct))[:WORST]
@@ -139,9 +197,15 @@ def report(preds: Sequence[Prediction], profile_name: str, floor: dict[str, Any]
         "group": by(predicted, lambda p: p.group),
         "worst": [row_dict(p) for p in worst],
         "skipped_reasons": dict(skipped.most_common()),
-        "assumed_weights": stats([p for p in preds if p.assumed_weights]),  # rows whose weight dtype was assumed
-        "assumed_layout": stats([p for p in preds if assumed_layout(p)]),  # disaggregated rows without worker counts
-        "nothing_assumed": stats([p for p in preds if not p.assumed_weights and not assumed_layout(p)]),
+        "assumed_weights": stats(
+            [p for p in preds if p.assumed_weights]
+        ),  # rows whose weight dtype was assumed
+        "assumed_layout": stats(
+            [p for p in preds if assumed_layout(p)]
+        ),  # disaggregated rows without worker counts
+        "nothing_assumed": stats(
+            [p for p in preds if not p.assumed_weights and not assumed_layout(p)]
+        ),
     }
     cross = agreement(preds)
     if cross:
@@ -159,7 +223,9 @@ def _mark_floor_violations(rows: list[dict[str, Any]], violations: list[dict[str
     for v in violations:
         side = "below the floor" if v["kind"] == "floor" else "above the ceiling"
         for rid in v.get("rows", [v["id"]]):
-            notes.setdefault(rid, []).append(f"measurement beats physics: {v['metric']} is {v['ratio']:.2f}x "
-                                             f"its bound ({side}; docs/validation.md)")
+            notes.setdefault(rid, []).append(
+                f"measurement beats physics: {v['metric']} is {v['ratio']:.2f}x "
+                f"its bound ({side}; docs/validation.md)"
+            )
     for r in rows:
         r["notes"] = r["notes"] + notes.get(r["id"], [])

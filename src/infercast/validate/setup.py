@@ -75,9 +75,15 @@ from infercast.specs.model import ATTN_CHUNKED, ATTN_FULL, ModelSpec
 from infercast.specs.parallel import attention_split_problem
 from infercast.validate.cases import Case
 
-MEMORY_FRACTION = 0.9  # engines without a preset: of all device memory (vLLM's default, module docstring)
-OTHER_LIMITS = (256, 8192)  # engines without a preset: vLLM V0's max_num_seqs, the common 8192-token budget
+MEMORY_FRACTION = (
+    0.9  # engines without a preset: of all device memory (vLLM's default, module docstring)
+)
+OTHER_LIMITS = (
+    256,
+    8192,
+)  # engines without a preset: vLLM V0's max_num_seqs, the common 8192-token budget
 NARROW = ("fp8", "int8", "int4", "fp4")
+
 
 def group_key(case: Case) -> str:
     """Profile group of a row: ``<hardware family>/<engine family>``; TensorRT-LLM's engine
@@ -89,7 +95,9 @@ def group_key(case: Case) -> str:
     return f"{hardware_family(case.hardware)}/{family}"
 
 
-def row_preset(case: Case, hardware_key: str, tp: int, engine: EnginePreset | None = None) -> EnginePreset | None:
+def row_preset(
+    case: Case, hardware_key: str, tp: int, engine: EnginePreset | None = None
+) -> EnginePreset | None:
     """The row's engine preset (``engine`` when given: ``validate --engine``) on its part and TP size."""
     from infercast.specs.catalog import load_hardware
 
@@ -121,7 +129,9 @@ class Setup:
     experts: str = ""  # routed experts' own "<format>/<compute>" (cost.experts.ExpertPrecision), "" = ``weights``
     kv_free_fraction: float = 0.0  # KV = this fraction of the memory weights/activations leave (TRT-LLM); 0: memory_fraction of all
     memory_fraction: float = MEMORY_FRACTION  # of all device memory (the ``total`` memory rule)
-    policy: str = "chunked"  # the engine's scheduling policy, as the simulator runs it (sched/policies.py)
+    policy: str = (
+        "chunked"  # the engine's scheduling policy, as the simulator runs it (sched/policies.py)
+    )
     chunked_as_full: bool = False  # chunked-attention layers attend to the whole context (TRT-LLM on Hopper; engine_model)
 
     @property
@@ -151,14 +161,19 @@ def kv_dtype(case: Case) -> str:
 def checkpoint_experts(case: Case) -> str:
     """``"mxfp4/<compute>"`` when the row runs a checkpoint that quantizes only its routed experts
     to MXFP4 (module docstring), else ""."""
-    if (checkpoint_expert_format(case.model) != "mxfp4" or case.weights not in NARROW
-            or engine_family(case.engine) not in ("trtllm", "vllm", "sglang")):  # GPU engines' MoE kernels
+    if (
+        checkpoint_expert_format(case.model) != "mxfp4"
+        or case.weights not in NARROW
+        or engine_family(case.engine) not in ("trtllm", "vllm", "sglang")
+    ):  # GPU engines' MoE kernels
         return ""
     w4a8 = hardware_family(case.hardware) == "blackwell" and engine_family(case.engine) == "trtllm"
     return "mxfp4/fp8" if w4a8 else "mxfp4/bf16"
 
 
-EP_SOURCES = ("trtllm-perf-overview-v1.0",)  # sources whose MoE runs pass --ep without stating it (module docstring)
+EP_SOURCES = (
+    "trtllm-perf-overview-v1.0",
+)  # sources whose MoE runs pass --ep without stating it (module docstring)
 
 
 ASSUMED_DP_NOTE = "attention data parallel assumed"  # marks a row predicted on an assumed layout
@@ -191,9 +206,11 @@ def unshardable_tp(model: str, tp: int) -> str | None:
     if problem is None:
         return None
     experts = ", experts over all of them" if spec.moe is not None else ""
-    return (f"{ASSUMED_DP_NOTE}: {problem}, so the run did not shard them; predicted as one aggregated "
-            f"attention-data-parallel replica over the {tp} GPUs{experts} (the wide-EP layout; the run may "
-            "have been disaggregated, which the row does not say)")
+    return (
+        f"{ASSUMED_DP_NOTE}: {problem}, so the run did not shard them; predicted as one aggregated "
+        f"attention-data-parallel replica over the {tp} GPUs{experts} (the wide-EP layout; the run may "
+        "have been disaggregated, which the row does not say)"
+    )
 
 
 def is_moe(model: str) -> bool:
@@ -213,12 +230,16 @@ def layout(case: Case, engine: EnginePreset | None = None) -> Layout:
         raise Unpredictable("the source does not state the weight precision")
     n = case.n_gpus
     if case.tp is None and n not in (None, 1):
-        raise Unpredictable(f"the source does not state the parallel layout of its {n} GPUs (tp/pp/ep)")
+        raise Unpredictable(
+            f"the source does not state the parallel layout of its {n} GPUs (tp/pp/ep)"
+        )
     tp, pp, ep = case.tp or 1, case.pp or 1, case.ep or 1
     notes = []
     if case.ep is None and tp > 1 and case.source in EP_SOURCES and is_moe(case.model):
         ep = tp
-        notes.append(f"ep not stated: ep={tp}, experts split over the TP group (the source runs MoE models with --ep)")
+        notes.append(
+            f"ep not stated: ep={tp}, experts split over the TP group (the source runs MoE models with --ep)"
+        )
     attn_dp = ep > tp * pp
     unshardable = None if attn_dp or pp > 1 or tp == 1 else unshardable_tp(case.model, tp)
     if unshardable:
@@ -227,30 +248,54 @@ def layout(case: Case, engine: EnginePreset | None = None) -> Layout:
     elif attn_dp:
         if ep % pp:
             raise Unpredictable(f"ep={ep} is not a multiple of pp={pp}")
-        notes.append(f"ep={ep} > tp*pp={tp * pp}: attention data parallel over {ep // pp} GPUs (tp={ep // pp}, attn_dp)")
+        notes.append(
+            f"ep={ep} > tp*pp={tp * pp}: attention data parallel over {ep // pp} GPUs (tp={ep // pp}, attn_dp)"
+        )
         tp = ep // pp
     per = tp * pp
     n = n or per
     if n % per:
-        raise Unpredictable(f"n_gpus={n} is not a multiple of the {per} GPUs of one replica (tp*pp)")
+        raise Unpredictable(
+            f"n_gpus={n} is not a multiple of the {per} GPUs of one replica (tp*pp)"
+        )
     preset = row_preset(case, case.hardware, tp * pp, engine)
     seqs, tokens = (preset.max_num_seqs, preset.max_num_batched_tokens) if preset else OTHER_LIMITS
     weights, kv, experts = case.weights, kv_dtype(case), checkpoint_experts(case)
     if experts:
         weights, kv = "bf16", case.kv_cache or "bf16"
-        notes.append(f"{case.model} served from its MXFP4 checkpoint: experts {experts} (format/compute), "
-                     f"the rest bf16, KV {kv}")
+        notes.append(
+            f"{case.model} served from its MXFP4 checkpoint: experts {experts} (format/compute), "
+            f"the rest bf16, KV {kv}"
+        )
     trtllm = engine_family(case.engine) == "trtllm"
     free = preset.memory_fraction if preset and preset.memory_rule == "free" else 0.0
-    fraction = preset.memory_fraction if preset and preset.memory_rule == "total" else MEMORY_FRACTION
+    fraction = (
+        preset.memory_fraction if preset and preset.memory_rule == "total" else MEMORY_FRACTION
+    )
     chunked_as_full = trtllm and hardware_family(case.hardware) != "blackwell"
-    setup = Setup(case.model, case.hardware, weights, kv, tp, pp, ep, seqs, tokens, attn_dp, experts, free,
-                  chunked_as_full=chunked_as_full, memory_fraction=fraction,
-                  policy=preset.policy if preset else "chunked")
+    setup = Setup(
+        case.model,
+        case.hardware,
+        weights,
+        kv,
+        tp,
+        pp,
+        ep,
+        seqs,
+        tokens,
+        attn_dp,
+        experts,
+        free,
+        chunked_as_full=chunked_as_full,
+        memory_fraction=fraction,
+        policy=preset.policy if preset else "chunked",
+    )
     r = length_range_ratio(case)
     if r is not None:
-        notes.append(f"lengths drawn uniformly from [{r:g} L, L] of the stated ones (the harness's random dataset): "
-                     f"their mean, {(1 + r) / 2:g} L, predicted")
+        notes.append(
+            f"lengths drawn uniformly from [{r:g} L, L] of the stated ones (the harness's random dataset): "
+            f"their mean, {(1 + r) / 2:g} L, predicted"
+        )
     return Layout(setup, n // per, n, tuple(notes))
 
 
@@ -259,6 +304,8 @@ def engine_model(model: ModelSpec, setup: Setup) -> ModelSpec:
     docstring) its chunked-attention layers attend to the whole context, as its decode does."""
     if not setup.chunked_as_full or all(layer.attention != ATTN_CHUNKED for layer in model.layers):
         return model
-    layers = tuple(replace(layer, attention=ATTN_FULL, window=0) if layer.attention == ATTN_CHUNKED else layer
-                   for layer in model.layers)
+    layers = tuple(
+        replace(layer, attention=ATTN_FULL, window=0) if layer.attention == ATTN_CHUNKED else layer
+        for layer in model.layers
+    )
     return replace(model, layers=layers)

@@ -45,12 +45,18 @@ class SimTask:
     def __call__(self, profile: EfficiencyProfile) -> Summary:
         from infercast.sim.run import simulate
 
-        timer = setup_step_model(self.setup, profile)  # the closed forms' StepModel: same memory and precision rules
+        timer = setup_step_model(
+            self.setup, profile
+        )  # the closed forms' StepModel: same memory and precision rules
         return simulate(self.config, timer).summary
 
 
 def _scheduler(s: Setup) -> dict:
-    return {"policy": s.policy, "max_num_seqs": s.max_seqs, "max_num_batched_tokens": s.max_batched_tokens}
+    return {
+        "policy": s.policy,
+        "max_num_seqs": s.max_seqs,
+        "max_num_batched_tokens": s.max_batched_tokens,
+    }
 
 
 def sim_predictor(s: Setup, workload: dict) -> tuple[tuple, SimTask]:
@@ -60,14 +66,28 @@ def sim_predictor(s: Setup, workload: dict) -> tuple[tuple, SimTask]:
     run share the key."""
     from infercast.sim.config import build_config
 
-    cfg = build_config({"model": s.model, "hardware": s.hardware, "replicas": 1, "mode": "fast",
-                        "seed": 0, "scheduler": _scheduler(s), "workload": workload})
+    cfg = build_config(
+        {
+            "model": s.model,
+            "hardware": s.hardware,
+            "replicas": 1,
+            "mode": "fast",
+            "seed": 0,
+            "scheduler": _scheduler(s),
+            "workload": workload,
+        }
+    )
     return (s, json.dumps(workload, sort_keys=True)), SimTask(s, cfg)
 
 
-def disagg_predictor(s: Setup, prefill: tuple[int, int, bool], workers: tuple[int, int], workload: dict,
-                     decode_limit: int | None = None,
-                     prefill_seats: int | None = None) -> tuple[tuple, SimTask]:
+def disagg_predictor(
+    s: Setup,
+    prefill: tuple[int, int, bool],
+    workers: tuple[int, int],
+    workload: dict,
+    decode_limit: int | None = None,
+    prefill_seats: int | None = None,
+) -> tuple[tuple, SimTask]:
     """Disaggregated prefill/decode pools (``infercast.sim.disagg``) under a closed-loop ``workload``.
 
     ``s`` is one decode worker (timed with the profile being scored); ``prefill`` is a
@@ -81,16 +101,48 @@ def disagg_predictor(s: Setup, prefill: tuple[int, int, bool], workers: tuple[in
     from infercast.sim.config import build_config
 
     gp, ep_p, dp_p = prefill
-    cfg = build_config({
-        "model": s.model, "hardware": s.hardware, "weights": s.weights, "kv_cache": s.kv_cache, "tp": s.tp,
-        "ep": s.ep, "attn_dp": s.attn_dp, "mode": "fast", "seed": 0, "scheduler": _scheduler(s),
-        "workload": workload,
-        "disaggregation": {"prefill": {"replicas": workers[0], "tp": gp, "ep": ep_p, "attn_dp": dp_p,
-                                       **({"max_num_seqs": prefill_seats} if prefill_seats else {})},
-                           "decode": {"replicas": workers[1],
-                                      **({"max_num_seqs": decode_limit,  # a decode step: one token per sequence
-                                          "max_num_batched_tokens": max(s.max_batched_tokens, decode_limit)}
-                                         if decode_limit else {})}},
-    })
-    key = ("disagg", s, prefill, workers, json.dumps(workload, sort_keys=True), decode_limit, prefill_seats)
+    cfg = build_config(
+        {
+            "model": s.model,
+            "hardware": s.hardware,
+            "weights": s.weights,
+            "kv_cache": s.kv_cache,
+            "tp": s.tp,
+            "ep": s.ep,
+            "attn_dp": s.attn_dp,
+            "mode": "fast",
+            "seed": 0,
+            "scheduler": _scheduler(s),
+            "workload": workload,
+            "disaggregation": {
+                "prefill": {
+                    "replicas": workers[0],
+                    "tp": gp,
+                    "ep": ep_p,
+                    "attn_dp": dp_p,
+                    **({"max_num_seqs": prefill_seats} if prefill_seats else {}),
+                },
+                "decode": {
+                    "replicas": workers[1],
+                    **(
+                        {
+                            "max_num_seqs": decode_limit,  # a decode step: one token per sequence
+                            "max_num_batched_tokens": max(s.max_batched_tokens, decode_limit),
+                        }
+                        if decode_limit
+                        else {}
+                    ),
+                },
+            },
+        }
+    )
+    key = (
+        "disagg",
+        s,
+        prefill,
+        workers,
+        json.dumps(workload, sort_keys=True),
+        decode_limit,
+        prefill_seats,
+    )
     return key, SimTask(s, cfg)

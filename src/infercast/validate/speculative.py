@@ -47,11 +47,18 @@ def _pair_key(c: Case) -> tuple:
 
 def with_acceptance(cases: Sequence[Case]) -> list[Case]:
     """Copy each speculative row's paired acceptance length into ``extra`` (when it has none)."""
-    tau = {_pair_key(c): c.value for c in cases
-           if c.scenario == "speculative" and c.metric == "acceptance_length" and not c.problem}
+    tau = {
+        _pair_key(c): c.value
+        for c in cases
+        if c.scenario == "speculative" and c.metric == "acceptance_length" and not c.problem
+    }
     out = []
     for c in cases:
-        if c.scenario == "speculative" and c.metric != "acceptance_length" and "acceptance_length" not in c.extra:
+        if (
+            c.scenario == "speculative"
+            and c.metric != "acceptance_length"
+            and "acceptance_length" not in c.extra
+        ):
             t = tau.get(_pair_key(c))
             if t is not None:
                 c = replace(c, extra={**c.extra, "acceptance_length": t})
