@@ -121,12 +121,12 @@ def check_bool(value: Any, field: str) -> bool:
     return value
 
 
-def check_seed(value: Any, field: str = "--seed") -> int:
+def check_seed(value: Any, field: str = "`seed`") -> int:
     """A random seed: an integer in [0, 2**64 - 1]."""
     return check_int(value, field, 0, SEED_MAX, fix="use a seed from 0 to 2**64 - 1")
 
 
-def check_port(value: Any, field: str = "--port") -> int:
+def check_port(value: Any, field: str = "`port`") -> int:
     """A TCP port, 1-65535."""
     return check_int(value, field, 1, 65535, fix="use a TCP port from 1 to 65535")
 
@@ -195,7 +195,7 @@ PLOT_SUFFIXES = (
 )
 
 
-def check_plot_path(path: str | os.PathLike | None, flag: str = "--plot") -> Path | None:
+def check_plot_path(path: str | os.PathLike | None, flag: str = "`plot`") -> Path | None:
     """An image path ``flag`` can write: a format matplotlib writes, in a writable folder."""
     if path is not None and Path(os.fspath(path)).suffix.lower() not in ("", *PLOT_SUFFIXES):
         raise _fail(

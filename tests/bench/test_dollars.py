@@ -27,5 +27,5 @@ def test_price_comes_from_flag_or_table_and_rejects_negative():
     assert bench_price(None, 2.0) == (2.0, "--price")
     assert bench_price(None, None) == (None, "")
     assert bench_price("h100-sxm", None)[0] > 0
-    with pytest.raises(ConfigError, match="--price"):
+    with pytest.raises(ConfigError, match="`price`"):
         bench_price("h100-sxm", -1.0)

@@ -72,5 +72,5 @@ def test_separate_draft_model(target):
     )
     spec = SpeculativeModel(target, SpeculativeConfig("draft", 4, 0.7), draft)
     assert spec.step(1, 512).draft_s > 0
-    with pytest.raises(ConfigError, match="draft-model"):
+    with pytest.raises(ConfigError, match="`draft_model`"):
         SpeculativeModel(target, SpeculativeConfig("draft", 4, 0.7))

@@ -57,7 +57,7 @@ def test_q4_prefill_and_decode_paths_agree():
 
 
 def test_unknown_weights_format_is_a_config_error():
-    with pytest.raises(ConfigError, match="--weights 'q3'"):
+    with pytest.raises(ConfigError, match="`weights` 'q3'"):
         resolve_weights("q3")
 
 

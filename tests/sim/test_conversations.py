@@ -136,7 +136,7 @@ def test_builtin_with_turns_draws_follow_ups():
 def test_bad_inputs_are_one_line_errors(tmp_path):
     with pytest.raises(ConfigError, match="synthetic conversations need"):
         build_config({"workload": {"turns": 3}})
-    with pytest.raises(ConfigError, match="drop --trace"):
+    with pytest.raises(ConfigError, match="drop `trace`"):
         build_config({"workload": {"conversations": "builtin", "trace": "azure-conv"}})
     bad = tmp_path / "s.csv"
     bad.write_text("session,turn\n1,1\n")

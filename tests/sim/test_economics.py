@@ -76,5 +76,5 @@ def test_simulate_run_economics_by_hand():
 
 
 def test_negative_price_is_a_config_error():
-    with pytest.raises(ConfigError, match="--price"):
+    with pytest.raises(ConfigError, match="`price`"):
         check_price(-1.0)

@@ -128,6 +128,6 @@ def test_quantized_checkpoints_are_read(tmp_path, quant, expected):
 
 def test_unknown_quantization_is_an_error_naming_it(tmp_path):
     path = _config(tmp_path, {"quant_method": "hqq", "nbits": 3})
-    with pytest.raises(ConfigError, match="quant_method 'hqq'.*pass --weights"):
+    with pytest.raises(ConfigError, match="quant_method 'hqq'.*pass `weights`"):
         estimate(path, "h100-sxm", batches=[1])
     assert estimate(path, "h100-sxm", weights="int4", batches=[1]).precision.weights == "int4"

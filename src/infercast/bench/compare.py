@@ -62,7 +62,7 @@ def sim_config_dict(
         workload = {"arrival": "closed", "concurrency": cfg.concurrency}
     else:
         raise ConfigError(
-            "--compare-sim supports --request-rate or --max-concurrency, not both together"
+            "`compare_sim` supports `request_rate` or `concurrency`, not both together"
         )
     workload["num_requests"] = cfg.num_requests
     if not (cfg.is_trace and cfg.request_rate is None) and cfg.dataset is None:
@@ -78,7 +78,7 @@ def sim_config_dict(
                 else {"dist": "fixed", "mean": mean}
             )
     elif cfg.dataset is not None and not cfg.is_trace:
-        raise ConfigError("--compare-sim works with random prompts and traces, not ShareGPT files")
+        raise ConfigError("`compare_sim` works with random prompts and traces, not ShareGPT files")
     flags = {
         "model": model,
         "hardware": hardware,

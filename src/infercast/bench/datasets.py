@@ -56,14 +56,14 @@ def load_tokenizer(path: str | None) -> Any | None:
     if not path:
         return None
     if not Path(path).is_file():
-        raise ConfigError(f"--tokenizer {path!r} is not a file; pass a HuggingFace tokenizer.json")
+        raise ConfigError(f"`tokenizer` {path!r} is not a file; pass a HuggingFace tokenizer.json")
     from tokenizers import Tokenizer
 
     try:
         return Tokenizer.from_file(path)
     except Exception as exc:  # noqa: BLE001 - the Rust library raises a bare Exception
         raise ConfigError(
-            f"--tokenizer {path!r} is not a readable tokenizer.json "
+            f"`tokenizer` {path!r} is not a readable tokenizer.json "
             f"({str(exc).splitlines()[0] if str(exc) else type(exc).__name__})"
         ) from None
 
@@ -97,10 +97,10 @@ def random_specs(
     """``num`` random prompts; lengths uniform in [1-r, 1+r] x the given ones (r = range_ratio)."""
     if input_tokens < 1 or output_tokens < 1:
         raise ConfigError(
-            f"--input-tokens {input_tokens} and --output-tokens {output_tokens} must be >= 1"
+            f"`input_tokens` {input_tokens} and `output_tokens` {output_tokens} must be >= 1"
         )
     if not 0.0 <= range_ratio < 1.0:
-        raise ConfigError(f"--range-ratio {range_ratio} must be in [0, 1)")
+        raise ConfigError(f"`range_ratio` {range_ratio} must be in [0, 1)")
     prefix, n_prefix = (
         make_prompt(rng, shared_prefix_tokens, tokenizer) if shared_prefix_tokens else ("", 0)
     )
@@ -172,7 +172,7 @@ def read_trace(name_or_path: str) -> np.ndarray:
             text = Path(name_or_path).read_text()
         except OSError as exc:
             raise ConfigError(
-                f"--dataset {name_or_path!r}: {exc.strerror}; give azure-conv, azure-code, "
+                f"`dataset` {name_or_path!r}: {exc.strerror}; give azure-conv, azure-code, "
                 "a trace CSV or a ShareGPT JSON file"
             ) from None
     rows = list(csv.DictReader(text.splitlines()))

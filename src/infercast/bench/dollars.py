@@ -21,14 +21,14 @@ def bench_price(hardware: str | None, price_per_hour: float | None) -> tuple[flo
 
     hw = load_hardware(hardware)
     if hw.price_per_hour is None:
-        raise ConfigError(f"no shipped price for {hw.key!r}: pass --price $/GPU-hour")
+        raise ConfigError(f"no shipped price for {hw.key!r}: pass `price` $/GPU-hour")
     return hw.price_per_hour, hw.price_source
 
 
 def run_dollars(summary, records, gpus: int, price_per_hour: float) -> dict[str, float | None]:
     """Dollar keys of one bench run (``cost.dollars.dollars``)."""
     if gpus < 1:
-        raise ConfigError(f"--gpus must be >= 1, got {gpus}")
+        raise ConfigError(f"`gpus` must be >= 1, got {gpus}")
     ok = [r for r in records if r.ok and r.ttft_s is not None and r.e2e_s]
     e2e = sum(r.e2e_s for r in ok)
     share = sum(r.ttft_s for r in ok) / e2e if e2e > 0 else 0.0

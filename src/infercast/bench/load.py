@@ -42,7 +42,7 @@ def arrival_offsets(
     ``rate = inf`` sends everything at once.
     """
     if rate <= 0 or burstiness <= 0:
-        raise ConfigError(f"--request-rate {rate} and --burstiness {burstiness} must be > 0")
+        raise ConfigError(f"`request_rate` {rate} and `burstiness` {burstiness} must be > 0")
     if math.isinf(rate):
         return np.zeros(num)
     gaps = rng.gamma(shape=burstiness, scale=1.0 / (rate * burstiness), size=max(num - 1, 0))
@@ -109,7 +109,7 @@ async def run_load(
 ) -> LoadResult:
     """Warm up, then run the plan and return the measured records and client diagnostics."""
     if plan.request_rate is None and not plan.replay_arrivals and not plan.concurrency:
-        raise ConfigError("give --request-rate R or --max-concurrency C")
+        raise ConfigError("give `request_rate` R or `concurrency` C")
     warm, specs = specs[: plan.warmup_requests], specs[plan.warmup_requests :]
     warm_recs = (
         await asyncio.gather(*(client.send(s, client.clock()) for s in warm)) if warm else []

@@ -77,10 +77,10 @@ class BenchConfig(BaseModel):
     @model_validator(mode="after")
     def _load_given(self) -> BenchConfig:
         if self.request_rate is None and self.concurrency is None and not self.is_trace:
-            raise ValueError("give --request-rate R or --max-concurrency C")
+            raise ValueError("give `request_rate` R or `concurrency` C")
         if any(not 0 < q <= 100 for q in self.percentiles):
             raise ValueError(
-                f"--percentiles {','.join(f'{q:g}' for q in self.percentiles)}: "
+                f"`percentiles` {','.join(f'{q:g}' for q in self.percentiles)}: "
                 "each must be above 0 and at most 100"
             )
         for name in (
@@ -93,7 +93,7 @@ class BenchConfig(BaseModel):
         ):
             value = getattr(self, name)
             if value is not None and not math.isfinite(value):
-                raise ValueError(f"--{name.removesuffix('_s').replace('_', '-')} must be finite")
+                raise ValueError(f"`{name}` must be finite")
         # a client per stream costs memory and connections: one that can never get a request
         # (1e5 streams for 4 requests took 55 s and 676 MB) is refused before any is opened
         if (
@@ -101,22 +101,22 @@ class BenchConfig(BaseModel):
             and self.concurrency > self.num_requests + self.warmup_requests
         ):
             raise ValueError(
-                f"--max-concurrency {self.concurrency} for {self.num_requests} requests: "
+                f"`concurrency` {self.concurrency} for {self.num_requests} requests: "
                 f"at most {self.num_requests + self.warmup_requests} can be in flight; "
-                "lower it or raise --num-prompts"
+                "lower it or raise `num_requests`"
             )
         if self.multi_turn:
             if self.endpoint != "chat":
-                raise ValueError("multi-turn sessions send chat messages: add --endpoint chat")
+                raise ValueError("multi-turn sessions send chat messages: add `endpoint` chat")
             if self.dataset is not None:
-                raise ValueError("--conversations replaces --dataset: drop one of them")
+                raise ValueError("`conversations` replaces `dataset`: drop one of them")
             if self.request_rate is not None and self.concurrency is not None:
                 raise ValueError(
-                    "sessions start at --request-rate or run as --max-concurrency users, not both"
+                    "sessions start at `request_rate` or run as `concurrency` users, not both"
                 )
             if (self.conversations or "synthetic") == "synthetic" and self.turns is None:
                 raise ValueError(
-                    "synthetic sessions need --turns (or --conversations builtin|FILE)"
+                    "synthetic sessions need `turns` (or `conversations` builtin|FILE)"
                 )
         url = urlsplit(self.base_url)
         try:
@@ -125,7 +125,7 @@ class BenchConfig(BaseModel):
             url = urlsplit("")
         if url.scheme not in ("http", "https") or not url.hostname:
             raise ValueError(
-                f"--base-url {self.base_url!r} is not an http(s) URL; use e.g. "
+                f"`base_url` {self.base_url!r} is not an http(s) URL; use e.g. "
                 "http://127.0.0.1:8000/v1"
             )
         return self
@@ -269,7 +269,7 @@ def build_specs(
     if cfg.dataset.endswith(".json"):
         return sharegpt_specs(cfg.dataset, n, rng, tokenizer)
     raise ConfigError(
-        f"--dataset {cfg.dataset!r}: give azure-conv, azure-code, a trace .csv or a ShareGPT .json"
+        f"`dataset` {cfg.dataset!r}: give azure-conv, azure-code, a trace .csv or a ShareGPT .json"
     )
 
 
@@ -368,7 +368,7 @@ def search_goodput(
     rate 0 means even the lowest rate tried missed.
     """
     if cfg.slo_ttft_s is None and cfg.slo_tpot_s is None:
-        raise ConfigError("--search-goodput needs --slo-ttft-ms and/or --slo-tpot-ms")
+        raise ConfigError("`search_goodput` needs `slo_ttft_s` and/or `slo_tpot_s`")
     runs = [
         run_bench(cfg.model_copy(update={"request_rate": rate_max, "concurrency": None}), on_done)
     ]

@@ -25,9 +25,16 @@ def _floats(text: str | None, flag: str) -> list[float]:
 
 
 # BenchConfig fields whose flag is not the field's name (vLLM bench serve's vocabulary)
-FLAG_OF = {"num_requests": "--num-prompts", "concurrency": "--max-concurrency"}
-# Library parameters named otherwise than their flag (infercast.errors.with_flags).
-PARAM_FLAGS = {"config": "--sim-config"}
+# Library parameters named otherwise than their flag (infercast.errors.with_flags): BenchConfig's
+# fields in seconds and counts, and compare's simulator config.
+PARAM_FLAGS = {
+    "config": "--sim-config",
+    "max_duration_s": "--max-duration",
+    "slo_ttft_s": "--slo-ttft-ms",
+    "slo_tpot_s": "--slo-tpot-ms",
+    "timeout_s": "--timeout",
+    "warmup_requests": "--warmup",
+}
 
 
 def _config(**kw: object):  # noqa: ANN202 - BenchConfig, imported lazily
@@ -40,7 +47,7 @@ def _config(**kw: object):  # noqa: ANN202 - BenchConfig, imported lazily
     except ValidationError as exc:
         err = exc.errors()[0]
         field = str(err["loc"][0]) if err["loc"] else ""
-        where = FLAG_OF.get(field, "--" + field.replace("_", "-")) if field else "flags"
+        where = f"`{field}`" if field else "flags"  # cli.main writes `field` as its flag
         msg = str(err["msg"]).removeprefix("Value error, ")
         raise ConfigError(f"{where}: {msg}" if err["loc"] else msg) from None
 

@@ -43,7 +43,7 @@ def dollars_per_million_tokens(
     return price_per_gpu_hour * num_gpus / 3600.0 / tokens_per_s * 1e6
 
 
-def check_price(price_per_hour: float | None, where: str = "--price") -> None:
+def check_price(price_per_hour: float | None, where: str = "`price`") -> None:
     """A price must be a finite number >= 0 ($/GPU-hour)."""
     if price_per_hour is not None and (not math.isfinite(price_per_hour) or price_per_hour < 0):
         raise ConfigError(f"{where} must be a finite number >= 0 $/GPU-hour, got {price_per_hour}")

@@ -77,7 +77,7 @@ def resolve_precision(
         if unknown:
             raise ConfigError(
                 f"{model}: its quantization_config (quant_method {unknown!r}) is not one infercast "
-                "reads: pass --weights (e.g. int4, fp8)"
+                "reads: pass `weights` (e.g. int4, fp8)"
             )
         if checkpoint_weights(model) is None and not expert_spec:
             note = "weights: the checkpoint's config names no dtype, bf16 assumed (pass --weights)"

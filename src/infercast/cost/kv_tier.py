@@ -56,7 +56,7 @@ def host_link(hw) -> tuple[float, str]:
         name = "pcie-gen4-x16"
     else:
         raise ConfigError(
-            f"hardware {hw.key!r} has no host link in its spec: give --host-link-gbps "
+            f"hardware {hw.key!r} has no host link in its spec: give `host_link_gbps` "
             "(host-to-device GB/s per GPU)"
         )
     row = links[name]

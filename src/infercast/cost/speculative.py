@@ -160,7 +160,7 @@ class SpeculativeModel:
         self.target, self.config = target, config
         if config.method == "draft":
             if draft is None:
-                raise ConfigError("speculative method 'draft' needs --draft-model")
+                raise ConfigError("speculative method 'draft' needs `draft_model`")
             self.drafter = draft
         else:
             head = head_model(target.model, config.draft_layers)

@@ -120,7 +120,7 @@ def _tp_link(hw: HardwareSpec, gpus_per_replica: int) -> tuple[HardwareSpec, tup
         return hw, ()
     if hw.pcie_bandwidth_bytes_per_s <= 0:
         raise ConfigError(
-            f"hardware {hw.key!r} has no scale-up link and no PCIe bandwidth: use --tp 1 --pp 1 "
+            f"hardware {hw.key!r} has no scale-up link and no PCIe bandwidth: use `tp` 1 `pp` 1 "
             "or add link_bandwidth_bytes_per_s (or pcie_bandwidth_bytes_per_s) to its spec"
         )
     pcie = hw.pcie_bandwidth_bytes_per_s

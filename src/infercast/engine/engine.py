@@ -73,15 +73,15 @@ class EngineConfig:
         if self.policy not in POLICIES:
             raise ConfigError(f"scheduler {self.policy!r}: use one of {', '.join(POLICIES)}")
         for flag, value in (
-            ("--max-num-seqs", self.max_num_seqs),
-            ("--max-num-batched-tokens", self.max_num_batched_tokens),
+            ("`max_num_seqs`", self.max_num_seqs),
+            ("`max_num_batched_tokens`", self.max_num_batched_tokens),
             ("block_size", self.block_size),
         ):
             check_int(value, flag, 1, fix="give a positive integer")
-        check_int(self.max_model_len, "--max-model-len", 2, fix="give at least 2 tokens")
+        check_int(self.max_model_len, "`max_model_len`", 2, fix="give at least 2 tokens")
         check_number(
             self.kv_cache_bytes,
-            "KV cache bytes (--kv-cache-gib)",
+            "KV cache bytes (`kv_cache_gib`)",
             0,
             lo_open=True,
             fix="give a positive, finite size",

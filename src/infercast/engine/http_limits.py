@@ -204,7 +204,7 @@ def bind_socket(host: str, port: int):
         infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
     except (OSError, UnicodeError) as exc:
         raise ConfigError(
-            f"--host {host!r} cannot be resolved ({exc}); use an address such as 127.0.0.1"
+            f"`host` {host!r} cannot be resolved ({exc}); use an address such as 127.0.0.1"
         ) from None
     family, _, _, _, addr = infos[0]
     sock = socket.socket(family, socket.SOCK_STREAM)
@@ -216,7 +216,7 @@ def bind_socket(host: str, port: int):
         sock.close()
         why = "is already in use" if exc.errno == 98 else f"cannot be bound ({exc.strerror})"
         raise ConfigError(
-            f"{host}:{port} {why}; pick another --port or stop the process holding it"
+            f"{host}:{port} {why}; pick another `port` or stop the process holding it"
         ) from None
     sock.set_inheritable(True)
     return sock

@@ -139,7 +139,7 @@ def _check_groups(w: np.ndarray) -> tuple[int, int]:
     if k % GROUP:
         raise ModelConfigError(
             f"a {n}x{k} matrix cannot be quantized in groups of {GROUP}: "
-            f"its {k} columns are not a multiple of {GROUP}; use --weights fp32"
+            f"its {k} columns are not a multiple of {GROUP}; use `weights` fp32"
         )
     return n, k
 

@@ -41,7 +41,7 @@ def resolve_weights(weights: str) -> str:
     import importlib.util
 
     if weights not in ("auto", *WEIGHT_FORMATS):
-        raise ConfigError(f"--weights {weights!r}: use auto or one of {', '.join(WEIGHT_FORMATS)}")
+        raise ConfigError(f"`weights` {weights!r}: use auto or one of {', '.join(WEIGHT_FORMATS)}")
     if weights == "auto" and importlib.util.find_spec("torch") is None:
         return "fp32"
     return weights
@@ -54,7 +54,7 @@ def import_torch():
     except ImportError:
         raise ConfigError(
             "bf16/int8/q4 weights need torch: pip install 'infercast[torch]' "
-            "(or serve with --weights fp32)"
+            "(or serve with `weights` fp32)"
         ) from None
     return torch
 
@@ -237,7 +237,7 @@ def to_format(w: Rows, fmt: str) -> np.ndarray | QuantMatrix:
         from infercast.engine.qformats import quantize_q4
 
         return Int4Matrix(w if isinstance(w, Q4Rows) else quantize_q4(dense(w)))
-    raise ConfigError(f"--weights {fmt!r}: use one of {', '.join(WEIGHT_FORMATS)}")
+    raise ConfigError(f"`weights` {fmt!r}: use one of {', '.join(WEIGHT_FORMATS)}")
 
 
 def native_format(w: Rows) -> str:

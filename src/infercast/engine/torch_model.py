@@ -32,7 +32,7 @@ def import_torch():
     try:
         import torch
     except ImportError:
-        raise ConfigError("--backend torch needs torch: pip install 'infercast[torch]'") from None
+        raise ConfigError("`backend` torch needs torch: pip install 'infercast[torch]'") from None
     return torch
 
 

@@ -215,7 +215,7 @@ def _price(req: PlanRequest, hardware: str, cache: dict[str, float]) -> float:
             price = load_hardware(hardware).price_per_hour
             if price is None:
                 raise ConfigError(
-                    f"no price for {hardware!r}: pass --price {hardware}=DOLLARS_PER_GPU_HOUR"
+                    f"no price for {hardware!r}: pass `prices` {hardware}=DOLLARS_PER_GPU_HOUR"
                 )
             cache[hardware] = price
     return cache[hardware]

@@ -102,7 +102,7 @@ class PlanRequest:
         if not self.hardware:
             raise ConfigError("`hardware` needs at least one part")
         if self.trace is None and (self.input_tokens is None or self.output_tokens is None):
-            raise ConfigError("give --trace, or both --input-tokens and --output-tokens")
+            raise ConfigError("give `trace`, or both `input_tokens` and `output_tokens`")
         if self.num_requests < 10 or self.max_gpus < 1:
             raise ConfigError("`num_requests` must be >= 10 and `max_gpus` >= 1")
         # names that cannot resolve fail here, one line and exit 2, not as "no candidate fits"

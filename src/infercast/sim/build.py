@@ -89,7 +89,7 @@ def step_model(
     if cfg.scheduler.num_blocks is None and sm.kv_capacity_tokens < cfg.scheduler.block_size:
         raise DoesNotFitError(
             f"{cfg.model} on {spec.key} (TP {tp or cfg.tp}) leaves no memory for the KV cache "
-            f"({sm.kv_capacity_tokens} tokens): use more --tp, smaller --weights, or other hardware"
+            f"({sm.kv_capacity_tokens} tokens): use more `tp`, smaller `weights`, or other hardware"
         )
     return sm
 

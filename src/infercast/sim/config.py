@@ -140,21 +140,21 @@ class WorkloadSection(_Frozen):
             return
         if self.resolved_arrival == "trace" or self.trace is not None:
             raise ValueError(
-                "conversations replace the trace: drop --trace (sessions start by "
-                "--request-rate, --max-concurrency or all at once)"
+                "conversations replace the trace: drop `trace` (sessions start by "
+                "`rate`, `concurrency` or all at once)"
             )
         for name in ("input", "output"):
             spec: LengthConfig = getattr(self, name)
             if spec.dist not in (None, "trace", "fixed") and spec.mean is None:
                 raise ValueError(
                     f"conversations: workload.{name}.dist={spec.dist!r} needs a mean "
-                    f"(--{name}-tokens)"
+                    f"(`{name}_tokens`)"
                 )
         lengths = self.input.mean is not None and self.output.mean is not None
         if source == "synthetic" and (self.turns is None or not lengths):
             raise ValueError(
-                "synthetic conversations need --turns, --input-tokens (each message) "
-                "and --output-tokens (each answer); or use --conversations builtin"
+                "synthetic conversations need `turns`, `input_tokens` (each message) "
+                "and `output_tokens` (each answer); or use `conversations` builtin"
             )
 
     @model_validator(mode="after")
@@ -163,26 +163,26 @@ class WorkloadSection(_Frozen):
         arrival = self.resolved_arrival
         if arrival in ("poisson", "gamma") and self.rate is None:
             raise ValueError(
-                f"arrival {arrival!r} needs a rate (requests/s): set workload.rate / --request-rate"
+                f"arrival {arrival!r} needs a rate (requests/s): set workload.rate / `rate`"
             )
         if arrival == "closed" and self.concurrency is None:
-            raise ValueError("arrival 'closed' needs workload.concurrency / --max-concurrency")
+            raise ValueError("arrival 'closed' needs workload.concurrency / `concurrency`")
         if arrival == "trace" and self.trace is None:
-            raise ValueError("arrival 'trace' needs workload.trace / --trace")
+            raise ValueError("arrival 'trace' needs workload.trace / `trace`")
         if self.concurrency is not None and arrival != "closed":
             raise ValueError(
                 f"concurrency is for closed-loop arrivals, not {arrival!r}: drop one of them"
             )
         if self.rate is not None and arrival in ("closed", "offline", "trace"):
             raise ValueError(
-                f"a rate does not apply to {arrival!r} arrivals: drop --request-rate or the arrival choice"
+                f"a rate does not apply to {arrival!r} arrivals: drop `rate` or the arrival choice"
             )
         if (self.prefix_groups > 0) != (self.prefix_tokens > 0):
             raise ValueError("prefix_groups and prefix_tokens go together: set both or neither")
         for name in ("input", "output"):
             spec: LengthConfig = getattr(self, name)
             if spec.dist == "trace" and self.trace is None:
-                raise ValueError(f"workload.{name}.dist='trace' needs workload.trace / --trace")
+                raise ValueError(f"workload.{name}.dist='trace' needs workload.trace / `trace`")
         return self
 
     @property
@@ -211,7 +211,7 @@ class SpeculativeSection(_Frozen):
     @model_validator(mode="after")
     def _consistent(self) -> SpeculativeSection:
         if self.method == "draft" and self.draft_model is None:
-            raise ValueError("method 'draft' needs speculative.draft_model / --draft-model")
+            raise ValueError("method 'draft' needs speculative.draft_model / `draft_model`")
         return self
 
 
@@ -341,7 +341,7 @@ class SimConfig(_Frozen):
         if self.kv_offload is not None and not self.scheduler.prefix_caching:
             raise ValueError(
                 "kv_offload keeps prefix-cache blocks in host memory: turn on "
-                "scheduler.prefix_caching / --prefix-caching"
+                "scheduler.prefix_caching / `prefix_caching`"
             )
         for name in ("lora", "kv_offload"):
             if getattr(self, name) is not None and (
@@ -357,7 +357,7 @@ class SimConfig(_Frozen):
                 pools.append((f"disaggregation.{name}.", pool.tp or self.tp, pool.ep or self.ep))
         for where, tp, ep in pools:
             if ep > tp:  # the expert-parallel group lives inside the replica's tp GPUs
-                raise ValueError(f"{where}ep {ep} exceeds {where}tp {tp}: use --ep <= --tp")
+                raise ValueError(f"{where}ep {ep} exceeds {where}tp {tp}: use `ep` <= `tp`")
         self._bounded()
         return self
 
@@ -381,7 +381,7 @@ class SimConfig(_Frozen):
         if self.workload.concurrency is not None and self.workload.concurrency > n:
             raise ValueError(
                 f"concurrency {self.workload.concurrency} for {n} requests: at "
-                f"most {n} can be in flight; use --concurrency <= {n}"
+                f"most {n} can be in flight; use `concurrency` <= {n}"
             )
 
 

@@ -174,10 +174,10 @@ class SessionSampler:
             first = t.start[:-1]
             self._follow = np.setdiff1d(np.arange(t.new_tokens.size), first)
             if spec.turns is not None and spec.turns > 1 and not self._follow.size:
-                raise DataError(f"conversations {t.name}: no follow-up turns to draw --turns from")
+                raise DataError(f"conversations {t.name}: no follow-up turns to draw `turns` from")
         elif spec.turns is None or spec.input_dist is None or spec.output_dist is None:
             raise ConfigError(
-                "synthetic conversations need --turns, --input-tokens and --output-tokens"
+                "synthetic conversations need `turns`, `input_tokens` and `output_tokens`"
             )
 
     def session(self) -> list[tuple[int, int, float]]:

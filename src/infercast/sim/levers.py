@@ -23,7 +23,7 @@ def lever_kwargs(cfg, model, hardware) -> tuple[type, dict]:
         if model.moe is None:
             raise ConfigError(
                 f"expert routing applies to MoE models; {cfg.model} is dense: "
-                "drop --expert-skew/--expert-loads"
+                "drop `expert_skew`/`expert_loads`"
             )
         e = model.moe.num_experts
         extra["routing"] = (

@@ -240,7 +240,7 @@ def request_columns(
     ``CHUNK`` requests at a time (the same numbers from the same draws)."""
     needs_trace = spec.arrival == "trace" or "trace" in (spec.input_dist, spec.output_dist)
     if needs_trace and (trace is None or len(trace) == 0):
-        raise ConfigError("workload uses a trace but none was given: pass --trace NAME_OR_FILE")
+        raise ConfigError("workload uses a trace but none was given: pass `trace` NAME_OR_FILE")
     last_s = 0.0
     for start in range(0, spec.num_requests, CHUNK):
         n = min(CHUNK, spec.num_requests - start)
