@@ -13,9 +13,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from rich.table import Table
-
-from infercast.bench.run import BenchConfig, BenchResult
+from infercast.bench.run import BenchConfig
 from infercast.errors import ConfigError
 from infercast.metrics.summary import Summary
 
@@ -233,17 +231,3 @@ def comparison(measured: Summary, predicted: Summary) -> list[dict[str, Any]]:
             }
         )
     return out
-
-
-def comparison_table(result: BenchResult, rows: list[dict[str, Any]], sim_label: str) -> Table:
-    """Measured vs predicted, side by side."""
-    t = Table(title=f"measured vs simulated ({sim_label})", title_justify="left")
-    for col in ("metric", "measured", "predicted", "pred / meas"):
-        t.add_column(col, justify="right" if col != "metric" else "left")
-    for r in rows:
-        fmt = [
-            ("-" if r[k] is None else f"{r[k]:,.2f}")
-            for k in ("measured", "predicted", "predicted_over_measured")
-        ]
-        t.add_row(r["metric"], *fmt)
-    return t

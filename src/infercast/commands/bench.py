@@ -178,7 +178,6 @@ def register(app: typer.Typer) -> None:
         engine: str = typer.Option(None, "--engine", help=f"--compare-sim: {ENGINE_HELP}"),
     ) -> None:
         """Measure TTFT, TPOT, ITL, E2E, throughput and goodput of an OpenAI-compatible server."""
-        from infercast.bench import report
         from infercast.bench.dollars import bench_price
         from infercast.bench.run import run_bench
         from infercast.bench.run import search_goodput as search
@@ -286,9 +285,13 @@ def register(app: typer.Typer) -> None:
             engine,
         )
         if jsonl:
-            report.write_jsonl(results, jsonl)
+            from infercast.bench.jsonl import write_jsonl
+
+            write_jsonl(results, jsonl)
         if plot:
-            report.plot(results, plot)
+            from infercast.report.bench_plots import plot_bench
+
+            plot_bench(results, plot)
         if price_per_hour is not None:
             from infercast.bench.dollars import run_dollars
 
@@ -376,13 +379,12 @@ def _emit_console(
     results: list, compared: dict, best_rate: float | None, attainment: float, console
 ) -> None:
     """Rich tables: each run (and its simulated counterpart), then the sweep."""
-    from infercast.bench import report
-    from infercast.bench.compare import comparison_table
+    from infercast.report import bench_tables as report
 
     for i, r in enumerate(results):
         report.print_result(r, console)
         if "rows" in compared.get(i, {}):
-            console.print(comparison_table(r, compared[i]["rows"], compared[i]["simulated"]))
+            console.print(report.comparison_table(r, compared[i]["rows"], compared[i]["simulated"]))
         if "dollars" in compared.get(i, {}):
             console.print(report.dollars_line(compared[i]["dollars"]))
     if len(results) > 1:

@@ -8,9 +8,8 @@ HELP = "List serving-engine presets (scheduling policy, limits, KV block, memory
 
 
 def run_engines(show: str, as_json: bool) -> None:
-    from rich.table import Table
-
     from infercast.commands._common import print_json
+    from infercast.report.catalog_tables import engines_table
     from infercast.report.console import make_console
     from infercast.specs.engines import load_engine, shipped_presets
 
@@ -27,38 +26,8 @@ def run_engines(show: str, as_json: bool) -> None:
             ]
         )
         return
-    t = Table(title="Engine presets (base values; per-GPU and per-TP refinements: --show NAME)")
-    for col in (
-        "name",
-        "policy",
-        "seqs",
-        "tokens/step",
-        "chunk",
-        "block",
-        "memory",
-        "preempt",
-        "profile group",
-    ):
-        t.add_column(
-            col,
-            justify="left"
-            if col in ("name", "policy", "memory", "preempt", "profile group")
-            else "right",
-        )
-    for p in presets:
-        t.add_row(
-            p.name,
-            p.policy,
-            f"{p.max_num_seqs:,}",
-            f"{p.max_num_batched_tokens:,}",
-            f"{p.chunk_size:,}" if p.chunk_size else "whole",
-            str(p.block_size),
-            f"{p.memory_fraction:g} of {p.memory_rule}",
-            p.preemption,
-            p.profile_group,
-        )
     console = make_console()
-    console.print(t)
+    console.print(engines_table(presets))
     console.print(
         "Each value's source: infercast engines --show NAME. Use one: --engine NAME (or a family: vllm, "
         "sglang, trtllm, trtllm-engine; or your own preset .toml) on estimate, simulate, plan, bench "

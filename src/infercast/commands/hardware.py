@@ -18,12 +18,10 @@ def register(app: typer.Typer) -> None:
             help="also the parts kept only for measured rows (no bandwidth or no dense peak)",
         ),
     ) -> None:
-        from rich.table import Table
-
         from infercast.commands._common import print_json
+        from infercast.report.catalog_tables import hardware_table
         from infercast.report.console import make_console
         from infercast.specs.catalog import hardware_names, listed_hardware_names, load_hardware
-        from infercast.units import GB, GiB
 
         if show:
             h = load_hardware(show)
@@ -58,46 +56,7 @@ def register(app: typer.Typer) -> None:
                 ]
             )
             return
-        t = Table(title="Hardware presets (dense peaks, no sparsity; GB = 1e9 bytes)")
-        for col in (
-            "key",
-            "name",
-            "memory GB (GiB)",
-            "TB/s",
-            "bf16 TFLOP/s",
-            "fp8 TFLOP/s",
-            "fp4 TFLOP/s",
-            "link GB/s",
-            "$/h",
-        ):
-            t.add_column(col, justify="left" if col in ("key", "name") else "right")
-
-        def tf(h, d):
-            v = h.peak_flops(d)
-            return f"{v / 1e12:,.0f}" if v else "-"
-
-        for h in parts:
-            mem = (
-                f"{h.memory_bytes / GB:,.0f} ({h.memory_bytes / GiB:,.0f})"
-                if h.memory_bytes
-                else "-"
-            )
-            t.add_row(
-                h.key,
-                h.name,
-                mem,
-                f"{h.memory_bandwidth_bytes_per_s / 1e12:,.2f}"
-                if h.memory_bandwidth_bytes_per_s
-                else "-",
-                tf(h, "bf16"),
-                tf(h, "fp8"),
-                tf(h, "fp4"),
-                f"{h.link_bandwidth_bytes_per_s / 1e9:,.0f}"
-                if h.link_bandwidth_bytes_per_s
-                else "-",
-                f"{h.price_per_hour:,.2f}" if h.price_per_hour else "-",
-            )
-        make_console().print(t)
+        make_console().print(hardware_table(parts))
         console = make_console()
         console.print(
             "Citations: infercast hardware --show KEY. Add a part: a TOML file (see docs/estimate.md)."

@@ -1,14 +1,12 @@
-"""Bench outputs: a Rich table, per-request JSONL, and plots (latency CDFs, latency vs load)."""
+"""Bench tables: one run's counts, throughput and latencies; a sweep; its dollars; and the
+measured-vs-simulated comparison of ``bench --compare-sim`` (rows from ``bench.compare``)."""
 
 from __future__ import annotations
 
-import dataclasses
-import json
 import math
 from collections.abc import Sequence
-from pathlib import Path
+from typing import Any
 
-import numpy as np
 from rich.console import Console
 from rich.panel import Panel
 from rich.table import Table
@@ -114,8 +112,10 @@ def dollars_line(d: dict) -> str:
 
     return (
         f"cost: {d['gpus']} GPU x ${d['price_per_gpu_hour']:,.2f}/GPU-hour ({d['price_source']}): "
-        f"{d['gpu_hours']:,.4f} GPU-hours, {usd(d['usd_per_hour'])}/hour, {usd(d['usd'])} for the run; "
-        f"$/M tokens in {usd(d['usd_per_million_input_tokens'])}, out {usd(d['usd_per_million_output_tokens'])}"
+        f"{d['gpu_hours']:,.4f} GPU-hours, {usd(d['usd_per_hour'])}/hour, "
+        f"{usd(d['usd'])} for the run; "
+        f"$/M tokens in {usd(d['usd_per_million_input_tokens'])}, "
+        f"out {usd(d['usd_per_million_output_tokens'])}"
     )
 
 
@@ -155,60 +155,15 @@ def sweep_table(results: Sequence[BenchResult]) -> Table:
     return t
 
 
-def write_jsonl(results: Sequence[BenchResult], path: str) -> None:
-    """Every measured request as one JSON line (the RequestRecord fields, plus the run's load)."""
-    with Path(path).open("w") as fh:
-        for r in results:
-            for rec in r.records:
-                row = dataclasses.asdict(rec)
-                row["load"] = {
-                    "request_rate": r.config.request_rate,
-                    "concurrency": r.config.concurrency,
-                }
-                fh.write(json.dumps(row) + "\n")
-
-
-def plot(results: Sequence[BenchResult], path: str) -> None:
-    """Latency CDFs of each run, and TTFT/TPOT vs load when there is more than one run."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    sweep = len(results) > 1
-    fig, axes = plt.subplots(1, 5 if sweep else 4, figsize=(22 if sweep else 18, 4))
-    for r in results:
-        label = (
-            f"{r.config.request_rate} req/s"
-            if r.config.request_rate
-            else f"C={r.config.concurrency}"
-        )
-        ok = [x for x in r.records if x.ok]
-        series = {
-            "TTFT": [x.ttft_s for x in ok],
-            "TPOT": [x.tpot_s for x in ok],
-            "E2E": [x.e2e_s for x in ok],
-            "ITL per chunk": _chunk_gaps(ok),
-        }
-        for ax, (name, vals) in zip(axes, series.items(), strict=False):
-            v = np.sort([x for x in vals if x is not None]) * 1e3
-            if v.size:
-                ax.plot(v, np.arange(1, v.size + 1) / v.size, label=label)
-            ax.set(title=f"{name} CDF", xlabel="ms", ylabel="fraction")
-    if sweep:
-        ax = axes[-1]
-        x = [r.summary.request_throughput_rps for r in results]
-        for name, key in (("TTFT", "ttft"), ("TPOT", "tpot")):
-            dist = [getattr(r.summary, key) for r in results]
-            ax.plot(x, [d.median * 1e3 for d in dist], "o-", label=f"{name} p50")
-            ax.plot(x, [d.percentiles[99.0] * 1e3 for d in dist], "s--", label=f"{name} p99")
-        ax.set(title="latency vs achieved load", xlabel="requests/s", ylabel="ms", yscale="log")
-    for ax in axes:
-        ax.legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
-
-
-def _chunk_gaps(records: list) -> list[float]:
-    return [float(g) for r in records for g in np.diff(np.asarray(r.chunk_times_s))]
+def comparison_table(result: BenchResult, rows: list[dict[str, Any]], sim_label: str) -> Table:
+    """Measured vs predicted, side by side."""
+    t = Table(title=f"measured vs simulated ({sim_label})", title_justify="left")
+    for col in ("metric", "measured", "predicted", "pred / meas"):
+        t.add_column(col, justify="right" if col != "metric" else "left")
+    for r in rows:
+        fmt = [
+            ("-" if r[k] is None else f"{r[k]:,.2f}")
+            for k in ("measured", "predicted", "predicted_over_measured")
+        ]
+        t.add_row(r["metric"], *fmt)
+    return t
