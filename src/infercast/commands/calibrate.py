@@ -18,11 +18,10 @@ def run_calibrate(
 ) -> None:
     from pathlib import Path
 
-    from rich.table import Table
-
     from infercast.commands._common import print_json
     from infercast.cost.profiles import ProfileSet
     from infercast.errors import ConfigError
+    from infercast.report.calibrate_tables import print_calibration
     from infercast.report.console import make_console
     from infercast.validate.calibrate import Calibrator
     from infercast.validate.cases import load_cases
@@ -74,33 +73,7 @@ def run_calibrate(
             }
         )
         return
-    console = make_console()
-    console.print(
-        f"fitted on {res.rows} rows: median |error| {res.median_abs_error_before_pct:.1f}% -> "
-        f"{res.median_abs_error_after_pct:.1f}% (in sample); groups: {', '.join(sorted(fitted.groups)) or 'none'}"
-    )
-    if loso:
-        t = Table(title="leave-one-source-out cross-validation (median |error| %)")
-        for col in ("source", "rows", "in sample", "held out"):
-            t.add_column(col, justify="left" if col == "source" else "right")
-        for src, v in loso.items():
-            t.add_row(
-                src,
-                str(v["rows"]),
-                f"{v['in_sample_median_abs_error_pct']:.1f}",
-                f"{v['held_out_median_abs_error_pct']:.1f}",
-            )
-        console.print(t)
-    if split:
-        console.print(
-            f"split-half: fit on alternate rows, scored on the others: median |error| "
-            f"{split['median_abs_error_pct']:.1f}%"
-        )
-    console.print(
-        "parameters on a bound of their physical range (a missing mechanism, to model): "
-        + ("; ".join(at_bounds) if at_bounds else "none")
-    )
-    console.print(f"profile written to {out} (use: infercast validate --profile {out})")
+    print_calibration(fit, list(fitted.groups), loso, split, out, make_console())
 
 
 def register(app: typer.Typer) -> None:

@@ -81,7 +81,10 @@ def register(app: typer.Typer) -> None:
 
             print(json.dumps(with_meta(result), indent=2, default=str))
             return
-        _print_table(result)
+        from infercast.report.console import make_console
+        from infercast.report.machine_tables import print_machine
+
+        print_machine(result, make_console())
 
 
 def _parse_rows(rows: str) -> list[int]:
@@ -136,61 +139,3 @@ def _engine_profile(
             for p, t in zip(fit.points, fit.predicted_s, strict=True)
         ],
     }
-
-
-def _print_table(result: dict) -> None:
-    from rich.table import Table
-
-    from infercast.report.console import make_console
-
-    console = make_console()
-    table = Table(title=f"{result['name']}  (GB = 1e9 bytes)")
-    for col in ("figure", "median", "best", "runs"):
-        table.add_column(col, justify="right" if col != "figure" else "left")
-    for key, m in result["measurements"].items():
-        scale, unit = (1e9, "GB/s") if "bandwidth" in key else (1e9, "GFLOP/s")
-        table.add_row(
-            key,
-            f"{m['median'] / scale:,.1f} {unit}",
-            f"{m['best'] / scale:,.1f} {unit}",
-            str(m["runs"]),
-        )
-    console.print(table)
-    print(
-        f"profile written to {result['profile_path']} (memory {result['memory_bytes'] / 1e9:.1f} GB)"
-    )
-    engine = result.get("engine")
-    if engine is None:
-        return
-    table = Table(
-        title="engine rates (best of runs; fitted to the thread CPU time) vs the fitted cost model"
-    )
-    for col in (
-        "unit",
-        "GFLOP/s",
-        "best cpu ms",
-        "best ms",
-        "median ms",
-        "predicted ms",
-        "cpu/predicted",
-    ):
-        table.add_column(col, justify="right" if col != "unit" else "left")
-    for p in engine["points"]:
-        table.add_row(
-            p["label"],
-            f"{p['flops'] / p['best_cpu_s'] / 1e9:,.1f}",
-            f"{p['best_cpu_s'] * 1e3:,.2f}",
-            f"{p['best_s'] * 1e3:,.2f}",
-            f"{p['median_s'] * 1e3:,.2f}",
-            f"{p['predicted_s'] * 1e3:,.2f}",
-            f"{p['best_cpu_s'] / p['predicted_s']:.2f}",
-        )
-    console.print(table)
-    prof = engine["profile"]
-    print(
-        f"efficiency profile written to {engine['profile_path']}: gemm_compute_eff "
-        f"{prof['gemm_compute_eff']:.3f}, gemm_m_half {prof['gemm_m_half']:.1f}, mem_bw_eff "
-        f"{prof['mem_bw_eff']:.3f}, attn_bw_eff {prof['attn_bw_eff']:.3f}, step_overhead_s "
-        f"{prof['step_overhead_s']:.2e}, layer_overhead_s {prof.get('layer_overhead_s', 0.0):.2e}; "
-        f"model config for estimate: {engine['model_config_path']}"
-    )

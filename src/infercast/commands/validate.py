@@ -12,131 +12,6 @@ PARAM_FLAGS = {"path": "--plot"}
 HELP = "Score predictions against published (or your own) measurements: per-row errors, summaries, floor check."
 
 
-def _table(title: str, stats: dict, label: str):
-    from rich.table import Table
-
-    t = Table(title=title)
-    # Medians lead; the mean, which a few assumed-layout rows dominate, comes last (--json has all).
-    for col in (
-        label,
-        "rows",
-        "predicted",
-        "coverage",
-        "median |err| %",
-        "median signed %",
-        "within 10%",
-        "within 25%",
-        "mean |err| %",
-    ):
-        t.add_column(col, justify="left" if col == label else "right")
-
-    def f(x, pct=False):
-        if x is None:
-            return "-"
-        return f"{100 * x:.0f}%" if pct else f"{x:.1f}"
-
-    for key, s in stats.items():
-        t.add_row(
-            key,
-            str(s["count"]),
-            str(s["predicted"]),
-            f(s["coverage"], True),
-            f(s["median_abs_error_pct"]),
-            f(s["median_signed_error_pct"]),
-            f(s["within_10_pct"], True),
-            f(s["within_25_pct"], True),
-            f(s["mean_abs_error_pct"]),
-        )
-    return t
-
-
-def headline(s: dict) -> str:
-    """The first lines: the median error, and why the mean is larger when a few rows dominate it."""
-    o, ok = s["overall"], s["nothing_assumed"]
-    out = (
-        f"median |error| {o['median_abs_error_pct']:.1f} % over {o['predicted']:,} predicted rows "
-        f"({o['within_25_pct']:.0%} within 25 %); {ok['median_abs_error_pct']:.1f} % on the "
-        f"{ok['predicted']:,} rows that state their weights and layout."
-    )
-    if (
-        o["mean_abs_error_pct"] is not None
-        and o["mean_abs_error_pct"] > 2 * o["median_abs_error_pct"]
-    ):
-        worst = s["worst"]
-        assumed = sum(
-            1
-            for r in worst
-            if r.get("assumed_weights") or any("assumed" in n for n in r.get("notes", []))
-        )
-        out += (
-            f"\nThe mean ({o['mean_abs_error_pct']:.0f} %) is pulled up by a few rows: {assumed} of the "
-            f"{len(worst)} worst assumed what their source did not state (worker counts, weight dtype); "
-            "the 'why' column below says what each assumed."
-        )
-    return out
-
-
-def print_report(rep: dict, by: str, console) -> None:
-    """Rich tables: the chosen breakdown, overall, worst rows, skipped reasons, floor violations."""
-    from rich.table import Table
-
-    s = rep["summary"]
-    console.print(headline(s))
-    console.print(_table(f"infercast validate (profile {rep['profile']}) by {by}", s[by], by))
-    sets = {"all rows": s["overall"]}
-    if s["assumed_weights"]["count"]:
-        sets["weights assumed (not stated)"] = s["assumed_weights"]
-    if s["assumed_layout"]["count"]:
-        sets["layout assumed (workers not stated, or TP cannot shard heads)"] = s["assumed_layout"]
-    if s["assumed_weights"]["count"] or s["assumed_layout"]["count"]:
-        sets["nothing assumed"] = s["nothing_assumed"]
-    console.print(_table("overall", sets, "set"))
-    worst = Table(title="worst rows")
-    for col in ("id", "scenario", "metric", "measured", "predicted", "error %", "why"):
-        worst.add_column(col)
-    for r in s["worst"]:
-        why = "; ".join(n for n in r.get("notes", []) if "assumed" in n or "not stated" in n)
-        if r.get("assumed_weights"):
-            why = f"weights not stated: {r['assumed_weights']} assumed" + (
-                f"; {why}" if why else ""
-            )
-        worst.add_row(
-            r["id"],
-            r["scenario"],
-            r["metric"],
-            f"{r['measured']:.4g}",
-            f"{r['predicted']:.4g}",
-            f"{r['error_pct']:+.0f}",
-            why or "-",
-        )
-    console.print(worst)
-    skipped = Table(title="rows not predicted (counted in coverage)")
-    skipped.add_column("rows", justify="right")
-    skipped.add_column("reason")
-    for reason, n in list(s["skipped_reasons"].items())[:15]:
-        skipped.add_row(str(n), reason)
-    console.print(skipped)
-    cross = s.get("simulation_vs_closed_form")
-    if cross:
-        agree = Table(title="simulator vs closed form (rows predicted by both: --simulate-all)")
-        for col in ("scenario / metric", "rows", "median sim / closed", "median |diff|"):
-            agree.add_column(col)
-        for k, v in cross.items():
-            agree.add_row(
-                k, str(v["rows"]), f"{v['median_ratio']:.3f}", f"{v['median_abs_diff_pct']:.1f} %"
-            )
-        console.print(agree)
-    if "floor" in rep:
-        fl = rep["floor"]
-        console.print(
-            f"physics floor: {fl['checked']} checks (rows, and closed-loop runs as TTFT + (O - 1) TPOT), "
-            f"{len(fl['violations'])} beat the floor "
-            + ", ".join(
-                f"{v['id']} {v['metric']} ({v['ratio']:.2f}x)" for v in fl["violations"][:10]
-            )
-        )
-
-
 def run_validate(
     data: str | None,
     profile: str | None,
@@ -152,6 +27,7 @@ def run_validate(
     from infercast.cost.profiles import load_profile_set
     from infercast.errors import ConfigError
     from infercast.report.console import make_console
+    from infercast.report.validate_tables import print_report
     from infercast.validate.cases import load_cases
     from infercast.validate.evaluate import Evaluator
     from infercast.validate.score import floor_report, report

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from infercast.commands.validate import headline
+from infercast.report.validate_tables import headline
 
 
 def _stats(median, mean, n):
