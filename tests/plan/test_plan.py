@@ -7,7 +7,8 @@ import json
 import pytest
 
 from infercast.cli import main
-from infercast.plan import PlanRequest, pareto_frontier, pareto_points, plan, plot_pareto
+from infercast.plan import PlanRequest, pareto_frontier, pareto_points, plan
+from infercast.report.plan_plots import plot_pareto
 
 BASE = dict(
     model="llama-3.1-70b",

@@ -160,7 +160,7 @@ def run_plan(o: dict) -> None:
     from infercast.commands._common import print_json
     from infercast.commands._progress import working
     from infercast.errors import ConfigError
-    from infercast.plan import pareto_frontier, pareto_points, plan, plot_pareto
+    from infercast.plan import pareto_frontier, pareto_points, plan
     from infercast.plan.executors import default_executor
     from infercast.validation import check_int, check_plot_path
 
@@ -182,64 +182,18 @@ def run_plan(o: dict) -> None:
             o["alternatives"],
         )
     if o["plot"]:
+        from infercast.report.plan_plots import plot_pareto
+
         plot_pareto(result, o["plot"])
     d = result.to_dict()
     d["pareto_frontier"] = pareto_frontier(pareto_points(result))
     if o["as_json"]:
         print_json(d)
         return
-    _print(d)
-
-
-def _print(d: dict) -> None:
-    from rich.table import Table
-
     from infercast.report.console import make_console
+    from infercast.report.plan_tables import print_plan
 
-    console = make_console()
-    best = d["best"]
-    rows = ([best] if best else [d["closest_miss"]] if d.get("closest_miss") else []) + d[
-        "alternatives"
-    ]
-    goal = "least energy per token" if d.get("objective") == "energy" else "cheapest"
-    title = (
-        f"plan: {goal} configuration meeting the SLO"
-        if best
-        else "plan: NOTHING meets the SLO (closest misses)"
-    )
-    t = Table(
-        title=f"{title} ({d['model']}, {d['rate_per_s']:g} req/s, "
-        f"TTFT p99 <= {d['slo']['ttft_p99_s'] * 1e3:g} ms, TPOT p99 <= {d['slo']['tpot_p99_s'] * 1e3:g} ms)"
-    )
-    for col in (
-        "configuration",
-        "GPUs",
-        "$/h",
-        "$/M out tok",
-        "J/out tok",
-        "TTFT p99 (ms)",
-        "TPOT p99 (ms)",
-        "why not",
-    ):
-        t.add_column(col, justify="left" if col in ("configuration", "why not") else "right")
-    for i, r in enumerate(rows):
-        t.add_row(
-            r["label"],
-            str(r["num_gpus"]),
-            f"{r['cost_per_hour']:.2f}",
-            f"{r['cost_per_million_output_tokens']:.3f}"
-            if r["cost_per_million_output_tokens"]
-            else "-",
-            f"{r['joules_per_output_token']:.3f}" if r.get("joules_per_output_token") else "-",
-            f"{r['ttft_p99_s'] * 1e3:,.0f}",
-            f"{r['tpot_p99_s'] * 1e3:.1f}",
-            "best" if (best and i == 0) else r.get("why_not", ""),
-        )
-    console.print(t)
-    console.print(
-        f"{d['num_candidates']} candidates ({d['num_feasible']} meet the SLO), {d['num_simulations']} "
-        f"simulations in {d['wall_s']:.1f} s on the {d['executor']} executor"
-    )
+    print_plan(d, make_console())
 
 
 def register(app: typer.Typer) -> None:

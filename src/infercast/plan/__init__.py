@@ -2,10 +2,11 @@
 
 ``PlanRequest`` (the question) -> ``plan(request, executor)`` -> ``Plan`` (best,
 alternatives and why they lost, or the closest miss) and ``pareto_points`` /
-``plot_pareto`` for the throughput-per-GPU vs tokens-per-second-per-user chart.
+``pareto_frontier`` for the throughput-per-GPU vs tokens-per-second-per-user chart
+(drawn by ``report.plan_plots.plot_pareto``).
 """
 
-from infercast.plan.pareto import pareto_frontier, pareto_points, plot_pareto
+from infercast.plan.pareto import pareto_frontier, pareto_points
 from infercast.plan.search import Option, Plan, plan
 from infercast.plan.space import Candidate, PlanRequest
 
@@ -17,5 +18,4 @@ __all__ = [
     "pareto_frontier",
     "pareto_points",
     "plan",
-    "plot_pareto",
 ]
