@@ -293,49 +293,14 @@ def run_simulate(o: dict) -> None:
     if o["as_json"]:
         print_json({"sweep": key, "runs": dicts} if key else dicts[0])
         return
-    _print_table(runs, configs[0])
+    from infercast.report.console import make_console
+    from infercast.report.sim_tables import print_runs, what_if_table
+
+    print_runs(runs, dicts, configs[0], make_console())
     for line in lever_lines(dicts[0]):
         print(line)
     if levers:
-        _print_what_if(levers)
-
-
-def _print_what_if(rows: list[dict]) -> None:
-    from rich.table import Table
-
-    from infercast.report.console import make_console
-
-    t = Table(title="what-if: the same workload with one lever moved (first run's load)")
-    for col in (
-        "lever",
-        "GPUs",
-        "KV blocks",
-        "mean batch",
-        "tok/s",
-        "tok/s/GPU",
-        "TTFT p99 (ms)",
-        "TPOT p99 (ms)",
-    ):
-        t.add_column(col, justify="left" if col == "lever" else "right")
-    failed = []
-    for r in rows:
-        if "error" in r:  # the row keeps its place; the reason goes under the table, whole
-            failed.append(f"not evaluated: {r['lever']}: {r['error']}")
-            t.add_row(r["lever"], *["-"] * 7)
-            continue
-        t.add_row(
-            r["lever"],
-            str(r["num_gpus"]),
-            f"{r['num_kv_blocks']:,}",
-            _num(r["mean_batch_size"], ",.1f"),
-            _num(r["output_throughput_tokens_per_s"], ",.0f"),
-            _num(r["output_throughput_per_gpu"], ",.0f"),
-            _ms(r["ttft_p99_s"]),
-            _ms(r["tpot_p99_s"]),
-        )
-    if failed:
-        t.caption, t.caption_justify = "\n".join(failed), "left"
-    make_console().print(t)
+        make_console().print(what_if_table(levers))
 
 
 def _label(cfg) -> str:
@@ -466,145 +431,6 @@ class _progress:
     def __exit__(self, *exc) -> None:
         if self.enabled:
             self.bar.stop()
-
-
-def _ms(v) -> str:
-    return "-" if v is None else f"{v * 1e3:,.1f}"
-
-
-def _num(v, fmt: str = ",.2f") -> str:
-    return "-" if v is None or v != v else format(v, fmt)
-
-
-_ROWS = (
-    ("completed / rejected", lambda d: f"{d['num_completed']:,} / {d['num_rejected']:,}"),
-    ("duration (s)", lambda d: _num(d["duration_s"], ",.1f")),
-    ("requests/s", lambda d: _num(d["request_throughput_per_s"])),
-    ("output tokens/s", lambda d: _num(d["output_throughput_tokens_per_s"], ",.0f")),
-    ("goodput (req/s at SLO)", lambda d: _num(d["goodput_per_s"])),
-    *(
-        (f"{name} {q} (ms)", lambda d, k=key, q=q: _ms(d[k][q]))
-        for name, key in (
-            ("TTFT", "ttft_s"),
-            ("TPOT", "tpot_s"),
-            ("ITL", "itl_s"),
-            ("E2E", "e2e_s"),
-        )
-        for q in ("mean", "p50", "p90", "p99")
-    ),
-    ("queueing p99 (ms)", lambda d: _ms(d["queueing_s"]["p99"])),
-    ("mean batch (seqs)", lambda d: _num(d["mean_batch_size"], ",.1f")),
-    (
-        "KV used: mean / peak",
-        lambda d: (
-            f"{_num(100 * d['mean_kv_usage'], '.0f')}% / {_num(100 * d['peak_kv_usage'], '.0f')}%"
-        ),
-    ),
-    ("preemptions", lambda d: f"{d['num_preemptions']:,}"),
-    (
-        "prefix cache hits: tokens / requests",
-        lambda d: f"{_pct(d['prefix_hit_rate_tokens'])} / {_pct(d['prefix_hit_rate_requests'])}",
-    ),
-    (
-        "GPU-hours / $ per hour",
-        lambda d: f"{_num(d.get('gpu_hours'), ',.3f')} / {_usd(d.get('usd_per_hour'))}",
-    ),
-    (
-        "$/M tokens in / out",
-        lambda d: (
-            f"{_usd(d.get('usd_per_million_input_tokens'))} / "
-            f"{_usd(d.get('usd_per_million_output_tokens'))}"
-        ),
-    ),
-    (
-        "energy (kWh) / avg W",
-        lambda d: f"{_num(d.get('energy_kwh'), ',.4f')} / {_num(d.get('average_power_w'), ',.0f')}",
-    ),
-    (
-        "J per output token / request",
-        lambda d: (
-            f"{_num(d.get('joules_per_output_token'), ',.3f')} / "
-            f"{_num(d.get('joules_per_request'), ',.1f')}"
-        ),
-    ),
-)
-
-
-def _pct(v) -> str:
-    return "-" if v is None or v != v else f"{100 * v:.1f}%"
-
-
-def _usd(v) -> str:
-    return "-" if v is None or v != v else f"${v:,.3f}"
-
-
-def _system(cfg) -> str:
-    """What served the requests: replicas of one part, or the prefill and decode pools."""
-    if cfg.disaggregation is None:
-        return f"{cfg.hardware} x{cfg.replicas} replica(s) (TP {cfg.tp})"
-    pools = []
-    for name in ("prefill", "decode"):
-        p = getattr(cfg.disaggregation, name)
-        pools.append(f"{p.replicas} x {p.hardware or cfg.hardware} TP {p.tp or cfg.tp} {name}")
-    return "disaggregated: " + " + ".join(pools)
-
-
-# A disaggregated run: the batch and KV rows show both pools, and the KV transfer has its own row.
-_DISAGG_ROWS = (
-    *(
-        row
-        for row in _ROWS
-        if row[0] not in ("mean batch (seqs)", "KV used: mean / peak", "preemptions")
-    ),
-    ("GPUs (prefill + decode)", lambda d: f"{d['num_gpus']:,}"),
-    (
-        "mean batch: prefill / decode",
-        lambda d: (
-            f"{_num(d['mean_batch_size'], ',.1f')} / {_num(d['decode_mean_batch_size'], ',.1f')}"
-        ),
-    ),
-    (
-        "KV peak: prefill / decode",
-        lambda d: (
-            f"{_num(100 * d['peak_kv_usage'], '.0f')}% / "
-            f"{_num(100 * d['decode_peak_kv_usage'], '.0f')}%"
-        ),
-    ),
-    (
-        "preemptions: prefill / decode",
-        lambda d: f"{d['num_preemptions']:,} / {d['decode_num_preemptions']:,}",
-    ),
-    ("KV transfer mean (ms)", lambda d: _ms(d["kv_transfer_s_mean"])),
-)
-
-
-def _print_table(runs, cfg) -> None:
-    from rich.table import Table
-
-    from infercast.report.console import make_console
-
-    experts = f" + {cfg.experts} experts" if cfg.experts else ""
-    title = (
-        f"simulate: {cfg.model} ({cfg.weights}{experts}, KV {cfg.kv_cache or '16-bit'}) on "
-        f"{_system(cfg)}, {cfg.scheduler.policy} scheduler"
-    )
-    t = Table()  # the title goes on its own line: a table of one or two runs is narrower than it
-    t.add_column("metric")
-    dicts = [_run_dict(r, c) for _, r, _, c in runs]
-    for label, *_ in runs:
-        t.add_column(label, justify="right")
-    for name, get in _DISAGG_ROWS if cfg.disaggregation is not None else _ROWS:
-        t.add_row(name, *(get(d) for d in dicts))
-    console = make_console()
-    console.print(title)
-    console.print(t)
-    total = sum(r.summary.total for _, r, _, _ in runs)
-    cpu = sum(r.cpu_s for _, r, _, _ in runs)
-    console.print(
-        f"simulated {total:,} requests in {cpu:,.2f} CPU-s "
-        f"({total / max(cpu, 1e-9):,.0f} requests per CPU-second); "
-        "metric definitions: docs/metrics.md"
-    )
 
 
 def register(app: typer.Typer) -> None:
