@@ -1,4 +1,4 @@
-"""Disaggregated prefill/decode: transfer time, TTFT cost, no prefill stalls in decode streams."""
+"""Disaggregated prefill/decode: transfer bytes, TTFT cost, no prefill stalls in decode streams."""
 
 from __future__ import annotations
 
@@ -7,8 +7,9 @@ import json
 import pytest
 
 from infercast.cli import main
+from infercast.cost.comm import kv_transfer_time_s
 from infercast.sim.config import build_config
-from infercast.sim.disagg import kv_transfer_bytes, transfer_time_s
+from infercast.sim.disagg import kv_transfer_bytes
 from infercast.sim.run import simulate
 
 DISAGG = {
@@ -28,21 +29,17 @@ def _run(step_model, workload: dict, disagg: dict | None = None, **top):
     return result, records
 
 
-def test_transfer_time_is_bytes_over_bandwidth_plus_latency(step_model):
+def test_transfer_bytes_are_the_prompts_kv(step_model):
+    # the time to send them: tests/cost/test_comm.py (cost.comm.kv_transfer_time_s)
     nbytes = kv_transfer_bytes(step_model, 1000)
     assert nbytes == pytest.approx(1000 * step_model.model.kv_bytes_per_token(2))  # bf16 KV, TP 1
-    assert transfer_time_s(nbytes, 2e10, 0.002) == pytest.approx(nbytes / 2e10 + 0.002)
-    # Layer overlap hides what fits under the prefill, never the last layer's share.
-    assert transfer_time_s(
-        nbytes, 2e10, 0.002, prefill_s=1.0, num_layers=32, overlap=True
-    ) == pytest.approx(0.002 + nbytes / 2e10 / 32)
 
 
 def test_ttft_grows_by_the_transfer_time(step_model):
     one = {"concurrency": 1, "num_requests": 1, "input": {"mean": 2000}, "output": {"mean": 16}}
     agg, _ = _run(step_model, one)
     dis, _ = _run(step_model, one, DISAGG)
-    transfer = transfer_time_s(kv_transfer_bytes(step_model, 2000), 2e10, 0.002)
+    transfer = kv_transfer_time_s(kv_transfer_bytes(step_model, 2000), 2e10, 0.002)
     first_decode = step_model.step_time_s([1], [1999])  # the decode side emits the first token
     assert dis.summary.ttft.mean == pytest.approx(
         agg.summary.ttft.mean + transfer + first_decode, rel=1e-9

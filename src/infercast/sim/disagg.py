@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from infercast.cost.comm import kv_transfer_time_s as transfer_time_s  # the one KV transfer time
+from infercast.cost.comm import kv_transfer_time_s
 from infercast.sched import Request, Scheduler
 from infercast.sim.build import pool_step_model
 from infercast.sim.kernel import PRIO_ARRIVAL, Kernel
@@ -112,7 +112,7 @@ class _Transfer:
         output = self.outputs.pop(req.request_id)
         p = req.prompt_tokens
         prefill_s = self.sm.step_time_s([p], [0]) if self.overlap else 0.0
-        t = transfer_time_s(
+        t = kv_transfer_time_s(
             kv_transfer_bytes(self.sm, p),
             self.bandwidth,
             self.latency,

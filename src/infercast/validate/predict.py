@@ -501,11 +501,8 @@ def _disaggregated(case: Case, models: StepModels) -> Plan:
         pool_workers,
         prefill_seats,
     )
-    from infercast.sim.disagg import (
-        DEFAULT_LINK_PER_GPU_BYTES_PER_S,
-        kv_transfer_bytes,
-        transfer_time_s,
-    )
+    from infercast.cost.comm import kv_transfer_time_s
+    from infercast.sim.disagg import DEFAULT_LINK_PER_GPU_BYTES_PER_S, kv_transfer_bytes
     from infercast.validate.simrun import SIM_METRICS, disagg_predictor
 
     if case.metric not in ("ttft_mean_s", "tpot_mean_s", "itl_mean_s"):
@@ -533,7 +530,7 @@ def _disaggregated(case: Case, models: StepModels) -> Plan:
     clients = _need(case.concurrency, "concurrency")
     # sim/disagg.py's defaults: 50 GB/s per GPU x the smaller TP, 1 ms, no layer overlap
     bw = DEFAULT_LINK_PER_GPU_BYTES_PER_S * min(pf_sm.parallel.tp, dec_sm.parallel.tp)
-    xfer = transfer_time_s(kv_transfer_bytes(pf_sm, i), bw, 1e-3)
+    xfer = kv_transfer_time_s(kv_transfer_bytes(pf_sm, i), bw, 1e-3)
     limit = _running_limit(case, replace(lay, setup=setup), dec_sm, i, o)
     limit = decode_running_limit(limit, case.extra["decode"], dec_sm.memory.max_batch(i + o))
     ranks_p = gp if dp_p else 1
