@@ -8,21 +8,9 @@ import sys
 
 import pytest
 
-from infercast.cli import main
 
-
-def run(args, capsys):
-    code = 0
-    try:
-        main(args)
-    except SystemExit as exc:
-        code = exc.code
-    out = capsys.readouterr()
-    return code, out.out, out.err
-
-
-def test_contract_keys(capsys):
-    code, out, _ = run(
+def test_contract_keys(cli):
+    code, out, _ = cli(
         [
             "estimate",
             "--model",
@@ -41,7 +29,6 @@ def test_contract_keys(capsys):
             "1024",
             "--json",
         ],
-        capsys,
     )
     assert code in (0, None)
     d = json.loads(out)
@@ -67,8 +54,8 @@ def test_contract_keys(capsys):
     assert d["decode"][0]["floor_step_time_s"] == pytest.approx(0.020847, rel=1e-3)
 
 
-def test_tp2_and_floor_flag(capsys):
-    code, out, _ = run(
+def test_tp2_and_floor_flag(cli):
+    code, out, _ = cli(
         [
             "estimate",
             "--weights",
@@ -82,7 +69,6 @@ def test_tp2_and_floor_flag(capsys):
             "--floor",
             "--json",
         ],
-        capsys,
     )
     d = json.loads(out)
     assert d["mode"] == "floor" and d["memory"]["fits"] is True
@@ -108,34 +94,33 @@ def test_tp2_and_floor_flag(capsys):
         ),
     ],
 )
-def test_bad_input_one_line_exit_2(args, needle, capsys):
-    code, _, err = run(args, capsys)
+def test_bad_input_one_line_exit_2(args, needle, cli):
+    code, _, err = cli(args)
     assert code == 2
     assert needle in err
     assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
 
 
-def test_malformed_config_file(tmp_path, capsys):
+def test_malformed_config_file(tmp_path, cli):
     bad = tmp_path / "config.json"
     bad.write_text(json.dumps({"model_type": "llama", "hidden_size": 64}))
-    code, _, err = run(["estimate", "--model", str(bad)], capsys)
+    code, _, err = cli(["estimate", "--model", str(bad)])
     assert code == 2 and "misses field" in err
 
 
-def test_user_hardware_file(tmp_path, capsys):
+def test_user_hardware_file(tmp_path, cli):
     spec = tmp_path / "part.toml"
     spec.write_text(
         'name = "my-part"\nmemory_bytes = 192e9\nmemory_bandwidth_bytes_per_s = 5e12\n'
         "link_bandwidth_bytes_per_s = 4e11\nprice_per_hour = 3.0\n[flops_per_s]\nbf16 = 1.2e15\nfp8 = 2.4e15\n"
     )
-    code, out, _ = run(
+    code, out, _ = cli(
         ["estimate", "--hardware", str(spec), "--model", "llama-3.1-8b", "--batch", "1", "--json"],
-        capsys,
     )
     d = json.loads(out)
     assert d["hardware"]["name"] == "my-part" and d["cost"]["price_per_hour"] == 3.0
     spec.write_text('name = "x"\nmemory_bytes = 1e9\n')
-    code, _, err = run(["estimate", "--hardware", str(spec)], capsys)
+    code, _, err = cli(["estimate", "--hardware", str(spec)])
     assert code == 2 and "memory_bandwidth_bytes_per_s" in err
 
 
@@ -151,17 +136,17 @@ def test_no_arguments_prints_the_seed_table():
     assert "llama-3.1-70b" in out.stdout and "20.85" in out.stdout and "does not fit" in out.stdout
 
 
-def test_hardware_and_models_lists(capsys):
-    code, out, _ = run(["hardware", "--json"], capsys)
+def test_hardware_and_models_lists(cli):
+    code, out, _ = cli(["hardware", "--json"])
     keys = {h["key"] for h in json.loads(out)}
     assert {"h100-sxm", "h200-sxm", "b200", "mi300x"} <= keys
-    code, out, _ = run(["models", "--json"], capsys)
+    code, out, _ = cli(["models", "--json"])
     assert len(json.loads(out)) == 40
 
 
-def test_plot(tmp_path, capsys):
+def test_plot(tmp_path, cli):
     png = tmp_path / "roof.png"
-    code, _, _ = run(["estimate", "--plot", str(png), "--batch", "1,16"], capsys)
+    code, _, _ = cli(["estimate", "--plot", str(png), "--batch", "1,16"])
     assert png.stat().st_size > 10_000
 
 

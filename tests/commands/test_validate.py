@@ -6,7 +6,6 @@ import json
 
 import pytest
 
-from infercast.cli import main
 from infercast.cost.efficiency import load_profile
 
 CSV = """id,source,scenario,metric,value,model,hardware,n_gpus,tp,weights,engine,input_tokens,output_tokens,batch,concurrency,my_extra_column
@@ -18,16 +17,6 @@ e,s2,kernel,decode_step_s,not-a-number,llama-3.1-8b,h100-sxm,1,1,bf16,vllm,1024,
 """
 
 
-def run(args, capsys):
-    code = 0
-    try:
-        main(args)
-    except SystemExit as exc:
-        code = exc.code
-    out = capsys.readouterr()
-    return code, out.out, out.err
-
-
 @pytest.fixture
 def data(tmp_path):
     p = tmp_path / "runs.csv"
@@ -35,11 +24,10 @@ def data(tmp_path):
     return p
 
 
-def test_validate_json_contract(data, tmp_path, capsys):
+def test_validate_json_contract(data, tmp_path, cli):
     plot = tmp_path / "v.png"
-    code, out, _ = run(
+    code, out, _ = cli(
         ["validate", "--data", str(data), "--json", "--plot", str(plot), "--profile", "builtin"],
-        capsys,
     )
     assert code in (0, None)
     d = json.loads(out)
@@ -71,18 +59,18 @@ def test_validate_json_contract(data, tmp_path, capsys):
     assert "floor" in d and plot.stat().st_size > 10_000
 
 
-def test_validate_table_and_bad_input(data, capsys):
-    code, out, _ = run(["validate", "--data", str(data), "--by", "source", "--no-floor"], capsys)
+def test_validate_table_and_bad_input(data, cli):
+    code, out, _ = cli(["validate", "--data", str(data), "--by", "source", "--no-floor"])
     assert code in (0, None) and "s1" in out and "worst rows" in out
-    code, _, err = run(["validate", "--data", str(data), "--by", "colour"], capsys)
+    code, _, err = cli(["validate", "--data", str(data), "--by", "colour"])
     assert code == 2 and err.count("\n") == 1 and "--by" in err
-    code, _, err = run(["validate", "--data", "/nonexistent.csv"], capsys)
+    code, _, err = cli(["validate", "--data", "/nonexistent.csv"])
     assert code == 2 and "cannot read measurements" in err
 
 
-def test_calibrate_writes_a_profile_validate_and_estimate_accept(data, tmp_path, capsys):
+def test_calibrate_writes_a_profile_validate_and_estimate_accept(data, tmp_path, cli):
     out_path = tmp_path / "p.toml"
-    code, out, _ = run(
+    code, out, _ = cli(
         [
             "calibrate",
             "--data",
@@ -93,38 +81,36 @@ def test_calibrate_writes_a_profile_validate_and_estimate_accept(data, tmp_path,
             "--min-group-rows",
             "2",
         ],
-        capsys,
     )
     assert code in (0, None)
     d = json.loads(out)
     assert d["fit"]["rows"] == 4  # every row but the malformed one has a closed form
     assert d["leave_one_source_out"] == {}  # no source has the 10 rows a fold needs
     assert load_profile(out_path).name == "calibrated"
-    code, out, _ = run(
+    code, out, _ = cli(
         ["validate", "--data", str(data), "--json", "--profile", str(out_path), "--no-floor"],
-        capsys,
     )
     assert code in (0, None) and json.loads(out)["profile"] == "calibrated"
-    code, _, _ = run(["estimate", "--profile", str(out_path), "--json"], capsys)
+    code, _, _ = cli(["estimate", "--profile", str(out_path), "--json"])
     assert code in (0, None)
 
 
-def test_assume_weights_fills_missing_dtypes(tmp_path, capsys):
+def test_assume_weights_fills_missing_dtypes(tmp_path, cli):
     p = tmp_path / "w.csv"
     p.write_text(
         "id,scenario,metric,value,model,hardware,n_gpus,tp,input_tokens,output_tokens,batch\n"
         "a,kernel,decode_step_s,0.01,llama-3.1-8b,h100-sxm,1,1,1024,32,8\n"
         "b,kernel,decode_step_s,0.01,deepseek-r1,h200-sxm,8,8,1024,32,8\n"
     )
-    code, out, _ = run(
-        ["validate", "--data", str(p), "--json", "--no-floor", "--assume-weights", "none"], capsys
+    code, out, _ = cli(
+        ["validate", "--data", str(p), "--json", "--no-floor", "--assume-weights", "none"]
     )
     assert (
         json.loads(out)["rows"][0]["skipped_reason"]
         == "the source does not state the weight precision"
     )
-    code, out, _ = run(
-        ["validate", "--data", str(p), "--json", "--no-floor"], capsys
+    code, out, _ = cli(
+        ["validate", "--data", str(p), "--json", "--no-floor"]
     )  # default: the checkpoint's
     rep = json.loads(out)
     assert [r["assumed_weights"] for r in rep["rows"]] == [
@@ -133,9 +119,9 @@ def test_assume_weights_fills_missing_dtypes(tmp_path, capsys):
     ]  # torch_dtype; quantization_config
     assert rep["summary"]["assumed_weights"]["count"] == 2 and rep["rows"][0]["predicted"] > 0
     assert "weights not stated: bf16 assumed" in rep["rows"][0]["notes"]
-    code, out, _ = run(
-        ["validate", "--data", str(p), "--json", "--no-floor", "--assume-weights", "fp8"], capsys
+    code, out, _ = cli(
+        ["validate", "--data", str(p), "--json", "--no-floor", "--assume-weights", "fp8"]
     )
     assert json.loads(out)["rows"][0]["assumed_weights"] == "fp8"
-    code, _, err = run(["validate", "--data", str(p), "--assume-weights", "fp7"], capsys)
+    code, _, err = cli(["validate", "--data", str(p), "--assume-weights", "fp7"])
     assert code == 2 and "fp7" in err
