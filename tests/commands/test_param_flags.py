@@ -46,3 +46,25 @@ def test_every_bench_config_field_is_shown_as_a_bench_flag():
         if field.endswith("_given"):  # set by the command, not typed by the user
             continue
         assert flags.get(field) in options, f"BenchConfig.{field} has no bench flag"
+
+
+@pytest.mark.parametrize(
+    "argv, line",
+    [
+        (  # sim/config.py names `trace`, `rate` and `concurrency`
+            ["simulate", "--conversations", "builtin", "--trace", "azure-conv"],
+            "drop --trace (sessions start by --request-rate, --max-concurrency or all at once)",
+        ),
+        (  # bench/run.py's BenchConfig rules
+            ["bench", "--model", "m"],
+            "give --request-rate R or --max-concurrency C",
+        ),
+        (  # a BenchConfig field named otherwise than its flag (PARAM_FLAGS)
+            ["bench", "--model", "m", "--request-rate", "1", "--max-duration", "inf"],
+            "--max-duration must be finite",
+        ),
+    ],
+)
+def test_library_errors_reach_the_user_with_the_flags_they_typed(cli, argv, line):
+    code, _, err = cli(argv)
+    assert code == 2 and line in err and "`" not in err
