@@ -19,7 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from infercast.errors import InfercastError
+from infercast.errors import InfercastError, with_flags
 from infercast.estimate import Estimate, EstimateRequest, estimate
 from infercast.specs.parallel import Parallelism
 
@@ -107,7 +107,7 @@ def what_if(base: Estimate) -> list[WhatIf]:
         try:
             results.append(WhatIf(name, estimate(request, **change)))
         except InfercastError as exc:
-            results.append(WhatIf(name, None, str(exc)))
+            results.append(WhatIf(name, None, with_flags(str(exc), {})))
     return results
 
 
@@ -147,5 +147,5 @@ def simulate_what_if(cfg, profile=None) -> list[dict[str, Any]]:
         try:
             rows.append(_sim_row(name, moved, simulate(moved, step_model(moved, profile=profile))))
         except InfercastError as exc:
-            rows.append({"lever": name, "error": str(exc)})
+            rows.append({"lever": name, "error": with_flags(str(exc), {})})
     return rows

@@ -65,3 +65,13 @@ def test_plan_cli_rejects_a_bad_engine_before_searching():
             ]
         )
     assert exc.value.code == 2
+
+
+def test_a_candidate_that_cannot_run_keeps_the_reason_with_bare_parameter_names():
+    # sim/build names `tp` and `weights`; a candidate's error is data, not a command line
+    from infercast.plan.evaluate import evaluate
+
+    req = PlanRequest(**{**REQ, "model": "llama-3.1-70b"})
+    result = evaluate(_cand(), req)
+    assert result.error and "leaves no memory for the KV cache" in result.error
+    assert "`" not in result.error and "use more tp, smaller weights" in result.error

@@ -23,7 +23,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from infercast.errors import InfercastError
+from infercast.errors import InfercastError, with_flags
 from infercast.plan.space import Candidate, PlanRequest
 
 
@@ -225,7 +225,7 @@ def evaluate(cand: Candidate, req: PlanRequest) -> CandidateResult:
             build_config(sim_config(cand, req, 1)), profile=plan_profile(cand, req), engine=engine
         )
     except InfercastError as exc:
-        return CandidateResult(cand, None, None, error=str(exc))
+        return CandidateResult(cand, None, None, error=with_flags(str(exc), {}))
     cap = capacity(cand, req, timer)
     seen: dict[int, Point] = {}
 

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from infercast.errors import InfercastError
+from infercast.errors import InfercastError, with_flags
 from infercast.ui.inputs import FieldError
 
 Work = Callable[[Callable[[float], None]], dict[str, Any]]
@@ -91,7 +91,8 @@ class Jobs:
         try:
             result = work(progress)
         except InfercastError as exc:
-            self._finish(job, error=str(exc), field=getattr(exc, "field", None))
+            message = with_flags(str(exc), {})  # the page names fields, not flags
+            self._finish(job, error=message, field=getattr(exc, "field", None))
         except Exception as exc:  # a bug: the page gets one line, the server keeps serving
             self._finish(job, error=f"internal error ({type(exc).__name__}): {exc}")
         else:

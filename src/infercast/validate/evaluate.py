@@ -15,7 +15,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from infercast.cost.profiles import ProfileSet
-from infercast.errors import InfercastError
+from infercast.errors import InfercastError, with_flags
 from infercast.specs.checkpoint import checkpoint_weights
 from infercast.specs.engines import EnginePreset
 from infercast.validate.cases import Case
@@ -160,13 +160,13 @@ class Evaluator:
                 self.ledger.add(g, su, s) for su, s in zip(setups, plan.shapes, strict=True)
             )
         except Unpredictable as exc:
-            return None, str(exc), ()
+            return None, with_flags(str(exc), {}), ()
         except (
             InfercastError,
             ValueError,
             ZeroDivisionError,
         ) as exc:  # a model gap, reported per row
-            return None, f"cost model cannot handle this setup: {exc}", ()
+            return None, f"cost model cannot handle this setup: {with_flags(str(exc), {})}", ()
         return plan, None, idx
 
     @property

@@ -29,7 +29,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from infercast.cost.step import StepModel, tp_link
-from infercast.errors import InfercastError
+from infercast.errors import InfercastError, with_flags
 from infercast.specs.catalog import load_hardware, load_model
 from infercast.specs.parallel import Parallelism
 from infercast.specs.precision import Precision
@@ -180,7 +180,8 @@ def check_row(row: Mapping[str, str]) -> FloorCheck:
         ):
             bound = sm.prefill_cost(prompt, 1).floor_time_s
     except (InfercastError, KeyError, ValueError) as exc:
-        return FloorCheck(rid, metric, measured, None, kind, str(exc) or type(exc).__name__)
+        why = with_flags(str(exc), {}) or type(exc).__name__
+        return FloorCheck(rid, metric, measured, None, kind, why)
     return FloorCheck(rid, metric, measured, bound, kind)
 
 
@@ -227,7 +228,13 @@ def check_closed_loop(ttft_row: Mapping[str, str], tpot_row: Mapping[str, str]) 
         bound = _cycle_floor(sm, prompt, out, per_replica)
     except (InfercastError, KeyError, ValueError) as exc:
         return FloorCheck(
-            rid, CYCLE_METRIC, measured, None, "floor", str(exc) or type(exc).__name__, pair
+            rid,
+            CYCLE_METRIC,
+            measured,
+            None,
+            "floor",
+            with_flags(str(exc), {}) or type(exc).__name__,
+            pair,
         )
     return FloorCheck(rid, CYCLE_METRIC, measured, bound, "floor", rows=pair)
 
