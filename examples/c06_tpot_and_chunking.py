@@ -33,8 +33,7 @@ SCHEDULERS = {
 CLAIM = {
     "id": 6,
     "claim": "bigger batches raise TPOT for every user; chunked prefill stops a long prompt from "
-    "stalling "
-    'in-flight streams ("my stream stuttered")',
+    'stalling in-flight streams ("my stream stuttered")',
     "where": "seed, the batching trade-off and chunked-prefill passages",
     "commands": [
         f"{EST} --batch {','.join(map(str, BATCHES))} --json",
