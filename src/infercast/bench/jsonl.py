@@ -1,4 +1,4 @@
-"""``bench --jsonl``: every measured request as one JSON line (its tables and plots: ``report/``)."""
+"""``bench --jsonl``: every measured request as one JSON line (tables and plots: ``report/``)."""
 
 from __future__ import annotations
 

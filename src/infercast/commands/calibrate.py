@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import typer
 
-HELP = "Fit the efficiency profile (per hardware family and engine where the data allows) to measurements; write a profile TOML."
+HELP = (
+    "Fit the efficiency profile (per hardware family and engine where the data allows) to "
+    "measurements; write a profile TOML."
+)
 
 
 def run_calibrate(
@@ -34,7 +37,8 @@ def run_calibrate(
     cal = Calibrator(load_cases(data), min_group_rows=min_group_rows)
     if not len(cal.rows()):
         raise ConfigError(
-            "no row of the data can be predicted in closed form: nothing to fit (see infercast validate)"
+            "no row of the data can be predicted in closed form: nothing to fit (see infercast "
+            "validate)"
         )
     from infercast.commands._progress import working
 

@@ -36,8 +36,8 @@ def _pairs(text: str, flag: str, sep: str) -> tuple[tuple[str, str], ...]:
 
 
 def _precisions(model: str, pairs: tuple[tuple[str, str], ...]) -> tuple[tuple[str, str], ...]:
-    """``checkpoint/KV`` (the model as it ships, specs/checkpoint.py) is dropped where it repeats another
-    pair: a BF16 or FP8 checkpoint without experts of their own is that pair already."""
+    """``checkpoint/KV`` (the model as it ships, specs/checkpoint.py) is dropped where it repeats
+    another pair: a BF16 or FP8 checkpoint without experts of their own is that pair already."""
     from infercast.specs.checkpoint import checkpoint_expert_format, checkpoint_weights
 
     same = None if checkpoint_expert_format(model) else (checkpoint_weights(model) or "bf16")
@@ -46,7 +46,8 @@ def _precisions(model: str, pairs: tuple[tuple[str, str], ...]) -> tuple[tuple[s
 
 
 def _vocabulary(o: dict) -> dict:
-    """Old flag names (hidden) folded into the new ones: ``--rate``, ``--num-requests``, SLOs in seconds."""
+    """Old flag names (hidden) folded into the new ones: ``--rate``, ``--num-requests``, SLOs in
+    seconds."""
     from infercast.commands._common import renamed
     from infercast.errors import ConfigError
 
@@ -223,7 +224,8 @@ def register(app: typer.Typer) -> None:
         tp: str = typer.Option("1,2,4,8", help="TP sizes to try"),
         precision: str = typer.Option(
             "checkpoint/bf16,bf16/bf16,fp8/bf16,fp8/fp8",
-            help="weights/KV dtype pairs to try; checkpoint = as the model ships (gpt-oss: MXFP4 experts)",
+            help="weights/KV dtype pairs to try; checkpoint = as the model ships (gpt-oss: MXFP4 "
+            "experts)",
         ),
         batch_caps: str = typer.Option("64,256", help="max_num_seqs values to try"),
         chunks: str = typer.Option(
@@ -260,7 +262,8 @@ def register(app: typer.Typer) -> None:
         objective: str = typer.Option(
             "cost",
             "--objective",
-            help="rank configurations meeting the SLO by cost ($/hour) or energy (J per output token)",
+            help="rank configurations meeting the SLO by cost ($/hour) or energy (J per output "
+            "token)",
         ),
         expert_skew: float | None = typer.Option(
             None, "--expert-skew", help="MoE routing skew every candidate serves: Zipf exponent"

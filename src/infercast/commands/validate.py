@@ -9,7 +9,10 @@ from infercast.commands._common import PROFILE_HELP
 # Library parameters named otherwise than their flag (infercast.errors.with_flags).
 PARAM_FLAGS = {"path": "--plot"}
 
-HELP = "Score predictions against published (or your own) measurements: per-row errors, summaries, floor check."
+HELP = (
+    "Score predictions against published (or your own) measurements: per-row errors, summaries, "
+    "floor check."
+)
 
 
 def run_validate(
@@ -94,8 +97,9 @@ def register(app: typer.Typer) -> None:
         simulate_all: bool = typer.Option(
             False,
             "--simulate-all",
-            help="use the simulator also for concurrency and disaggregated rows, with clients as the "
-            "row's benchmark harness runs them (slower; reports agreement with the closed form)",
+            help="use the simulator also for concurrency and disaggregated rows, with clients as "
+            "the row's benchmark harness runs them (slower; reports agreement with the closed "
+            "form)",
         ),
         floor: bool = typer.Option(
             True, "--floor/--no-floor", help="check that no measurement beats the physics floor"
@@ -103,12 +107,14 @@ def register(app: typer.Typer) -> None:
         assume_weights: str = typer.Option(
             "checkpoint",
             "--assume-weights",
-            help="weights of rows that state none: checkpoint (its config's dtype, marked per row), a dtype, or none (skip them)",
+            help="weights of rows that state none: checkpoint (its config's dtype, marked per "
+            "row), a dtype, or none (skip them)",
         ),
         engine: str | None = typer.Option(
             None,
             "--engine",
-            help="predict every row on this engine preset (infercast engines; a name or a .toml): its limits, memory rule, policy and profile group; default: each row's own engine",
+            help="predict every row on this engine preset (infercast engines; a name or a .toml): "
+            "its limits, memory rule, policy and profile group; default: each row's own engine",
         ),
     ) -> None:
         run_validate(data, profile, as_json, plot, by, simulate_all, floor, assume_weights, engine)
