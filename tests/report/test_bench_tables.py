@@ -37,6 +37,6 @@ def test_comparison_rows_show_dashes_for_what_was_not_measured(render):
             "predicted_over_measured": None,
         },
     ]
-    text = render(comparison_table(None, rows, "sim x"))
+    text = render(comparison_table(rows, "sim x"))
     assert "measured vs simulated (sim x)" in text and "110.00" in text and "1.10" in text
     assert "-" in text.split("prefix hit rate, tokens (%)")[1].splitlines()[0]

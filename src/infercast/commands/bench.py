@@ -384,7 +384,7 @@ def _emit_console(
     for i, r in enumerate(results):
         report.print_result(r, console)
         if "rows" in compared.get(i, {}):
-            console.print(report.comparison_table(r, compared[i]["rows"], compared[i]["simulated"]))
+            console.print(report.comparison_table(compared[i]["rows"], compared[i]["simulated"]))
         if "dollars" in compared.get(i, {}):
             console.print(report.dollars_line(compared[i]["dollars"]))
     if len(results) > 1:

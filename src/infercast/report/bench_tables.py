@@ -155,8 +155,8 @@ def sweep_table(results: Sequence[BenchResult]) -> Table:
     return t
 
 
-def comparison_table(result: BenchResult, rows: list[dict[str, Any]], sim_label: str) -> Table:
-    """Measured vs predicted, side by side."""
+def comparison_table(rows: list[dict[str, Any]], sim_label: str) -> Table:
+    """Measured vs predicted, side by side (``rows``: ``bench.compare.comparison``)."""
     t = Table(title=f"measured vs simulated ({sim_label})", title_justify="left")
     for col in ("metric", "measured", "predicted", "pred / meas"):
         t.add_column(col, justify="right" if col != "metric" else "left")
