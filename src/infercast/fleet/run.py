@@ -13,6 +13,11 @@ adds what a single-replica run lacks:
   the policy sets the replica count (``fleet/policies.py``).
 
 Every arrival ends as exactly one record, completed or rejected with a reason (tested).
+
+Memory follows the active requests, not the day's length: counts, tokens and SLO attainment
+are per-tick aggregates (``fleet/ledger.py``, exact), and the per-request columns behind the
+day's percentiles keep at most ``FleetSpec.column_cap`` values each before they fold into a
+fixed histogram (``metrics/sample.py``); ``benchmarks/fleet_day_size.py`` measures it.
 """
 
 from __future__ import annotations
@@ -35,6 +40,7 @@ from infercast.sim.collect import rejected_record
 from infercast.sim.kernel import PRIO_ARRIVAL, Kernel
 from infercast.sim.replica import Replica
 
+DEFAULT_COLUMN_CAP = 100_000  # per-request values per column: 0.8 MB of float64 each
 PRIO_TICK = 3  # after arrivals, step ends and kicks at the same instant
 STARTING, READY, DRAINING, STOPPED = "starting", "ready", "draining", "stopped"
 
@@ -48,6 +54,8 @@ class FleetSpec:
     tick_s: float = 60.0
     max_queue_s: float = 300.0  # router wait before a request is rejected
     seed: int = 0
+    # per-request values kept for percentiles (None: all); counts and sums stay exact
+    column_cap: int | None = DEFAULT_COLUMN_CAP
 
     def __post_init__(self) -> None:
         if not (self.start_s >= 0 and math.isfinite(self.start_s)):
@@ -60,6 +68,10 @@ class FleetSpec:
             raise ConfigError(f"--tick-s must be > 0, got {self.tick_s}")
         if not self.max_queue_s > 0:
             raise ConfigError(f"--max-queue-s must be > 0, got {self.max_queue_s}")
+        if self.column_cap is not None and self.column_cap < 1:
+            raise ConfigError(
+                f"column_cap must be >= 1 value (or None: all), got {self.column_cap}"
+            )
 
 
 @dataclass(frozen=True)
@@ -132,7 +144,13 @@ class FleetSim:
         self.kernel = Kernel()
         self.members: list[Member] = []
         self.queue: deque[Request] = deque()  # waiting at the router
-        self.acc = MetricsAccumulator(slo_ttft_s=slo_ttft_s, slo_tpot_s=slo_tpot_s)
+        cap = spec.column_cap  # per-request and per-token values alike (ITL: 1M by default)
+        self.acc = MetricsAccumulator(
+            slo_ttft_s=slo_ttft_s,
+            slo_tpot_s=slo_tpot_s,
+            column_cap=cap,
+            **({} if cap is None else {"itl_exact_cap": cap}),
+        )
         self.ledger = Ledger(spec.tick_s, slo_ttft_s, slo_tpot_s)
         self.decode_context = decode_context
         self.day_end_s = load.duration_s
