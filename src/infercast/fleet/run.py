@@ -33,6 +33,7 @@ import numpy as np
 from infercast.errors import ConfigError
 from infercast.fleet.ledger import Ledger, MinuteRow
 from infercast.fleet.load import DayLoad, request_chunks
+from infercast.fleet.router import LeastLoaded
 from infercast.metrics.records import RequestRecord
 from infercast.metrics.summary import MetricsAccumulator
 from infercast.sched import Request, Scheduler
@@ -143,6 +144,7 @@ class FleetSim:
         self.base_ledger = Ledger(spec.tick_s, slo_ttft_s, slo_tpot_s)  # the base pool's finishes
         self.kernel = Kernel()
         self.members: list[Member] = []
+        self.router = LeastLoaded()  # the READY members by index, keyed by relative load
         self.queue: deque[Request] = deque()  # waiting at the router
         cap = spec.column_cap  # per-request and per-token values alike (ITL: 1M by default)
         self.acc = MetricsAccumulator(
@@ -167,16 +169,29 @@ class FleetSim:
         for m in self.members:  # a draining replica is still up: take it back first
             if m.state == DRAINING and not m.base:
                 m.state = READY
+                self._serve(m)
                 return
-        rep = Replica(
-            len(self.members), Scheduler(self.sched_cfg), self.timer, self.kernel, self._emit
-        )
-        m = Member(rep, STARTING, now, now + self.spec.start_s)
+        m = Member(self._new_replica(), STARTING, now, now + self.spec.start_s)
         self.members.append(m)
         m.ready_event = self.kernel.at(m.ready_s, PRIO_ARRIVAL, self._ready, m)
 
+    def _new_replica(self):
+        """A policy member's replica, indexed by its place in members."""
+        index = len(self.members)
+        return Replica(index, Scheduler(self.sched_cfg), self.timer, self.kernel, self._emit)
+
+    def _serve(self, m: Member) -> None:
+        """``m`` is READY: the router may pick it, at its current load."""
+        self.router.update(m.replica.index, m.replica.outstanding_tokens / m.weight)
+
+    def _drain(self, m: Member, now: float) -> None:
+        self.router.remove(m.replica.index)
+        m.state = DRAINING
+        self._maybe_stop(m, now)
+
     def _ready(self, m: Member) -> None:
         m.state, m.ready_event = READY, None
+        self._serve(m)
         m.busy_mark = m.replica.stats.busy_s
         while self.queue and m.state == READY:
             self._route(self.queue.popleft())
@@ -192,9 +207,7 @@ class FleetSim:
         ready = [m for m in self.members if m.state == READY and not m.base]
         if len(ready) <= 1 and not starting:
             return  # keep one serving policy replica
-        m = min(ready, key=lambda x: x.replica.outstanding_tokens)
-        m.state = DRAINING
-        self._maybe_stop(m, now)
+        self._drain(min(ready, key=lambda x: x.replica.outstanding_tokens), now)
 
     def _maybe_stop(self, m: Member, now: float) -> None:
         if (
@@ -222,15 +235,14 @@ class FleetSim:
         self._route(req)
 
     def _route(self, req: Request) -> None:
-        serving = self._serving()
-        if not serving:
+        """To the least loaded serving replica (``fleet/router.py``), else the router's queue."""
+        index = self.router.best()
+        if index is None:
             self.queue.append(req)
             return
-        if self.base is None:
-            target = min(serving, key=lambda m: m.replica.outstanding_tokens)
-        else:  # replicas of unequal speed: load relative to each one's capacity
-            target = min(serving, key=lambda m: m.replica.outstanding_tokens / m.weight)
-        target.replica.submit(req)
+        m = self.members[index]
+        m.replica.submit(req)
+        self._serve(m)
 
     def _emit(self, rec: RequestRecord, index: int) -> None:
         self.acc.add(rec)
@@ -238,7 +250,9 @@ class FleetSim:
         m = self.members[index]
         if m.base:
             self.base_ledger.record(rec)
-        if m.state == DRAINING:
+        if m.state == READY:
+            self._serve(m)  # its load fell
+        elif m.state == DRAINING:
             self._maybe_stop(m, self.kernel.now)
 
     def _reject_stale(self, now: float) -> None:
@@ -270,8 +284,7 @@ class FleetSim:
                     self.kernel.cancel(m.ready_event)
                     m.state, m.stopped_s = STOPPED, now
                 elif m.state == READY:
-                    m.state = DRAINING
-                    self._maybe_stop(m, now)
+                    self._drain(m, now)
         busy = any(m.state != STOPPED for m in self.members) or self.queue
         if now < self.day_end_s or busy:
             self.kernel.at(now + self.spec.tick_s, PRIO_TICK, self._tick)
@@ -344,22 +357,9 @@ class FleetSim:
         self._stream = itertools.chain.from_iterable(
             zip(*(c.tolist() for c in ch), strict=True) for ch in chunks
         )
-        for _ in range(self.spec.initial_replicas):
-            m = Member(
-                Replica(
-                    len(self.members),
-                    Scheduler(self.sched_cfg),
-                    self.timer,
-                    self.kernel,
-                    self._emit,
-                ),
-                READY,
-                0.0,
-                0.0,
-            )
-            self.members.append(
-                m
-            )  # warm at the start of the day (the night before paid their start)
+        for _ in range(self.spec.initial_replicas):  # warm at the start of the day (the night
+            # before paid their start)
+            self.members.append(Member(self._new_replica(), READY, 0.0, 0.0))
         for _ in range(self.base.count if self.base else 0):
             rep = Replica(
                 len(self.members),
@@ -369,6 +369,8 @@ class FleetSim:
                 self._emit,
             )
             self.members.append(Member(rep, READY, 0.0, 0.0, base=True, weight=self.base.weight))
+        for m in self.members:
+            self._serve(m)
         self._next_arrival()
         self.kernel.at(self.spec.tick_s, PRIO_TICK, self._tick)
         self.kernel.run()
