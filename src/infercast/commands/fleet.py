@@ -49,6 +49,10 @@ def run_fleet(o: dict) -> None:
         ("--workers", "workers"),
         ("--tp", "tp"),
         ("--replicas", "replicas"),
+        ("--prefill-replicas", "prefill_replicas"),
+        ("--decode-replicas", "decode_replicas"),
+        ("--prefill-tp", "prefill_tp"),
+        ("--decode-tp", "decode_tp"),
     ):
         if o[key] is not None:
             check_int(o[key], flag, 1, fix="give at least 1")
@@ -78,6 +82,7 @@ def run_fleet(o: dict) -> None:
                 "scheduler": {"max_num_seqs": o["max_num_seqs"]}
                 if o["max_num_seqs"] is not None
                 else None,
+                "disaggregation": _disaggregation(o),
             }.items()
             if v is not None
         }
@@ -152,6 +157,8 @@ def run_fleet(o: dict) -> None:
         "price_source": rep.price_source,
         "slo": {"ttft_s": cfg.slo_ttft_s, "tpot_s": cfg.slo_tpot_s},
     }
+    if rep.unit is not None:  # every "replica" of the report is a disaggregated unit
+        header["unit"] = rep.unit.describe()
     if base is not None:
         header["base_pool"] = {
             "hardware": base.cfg.hardware,
@@ -177,6 +184,33 @@ def run_fleet(o: dict) -> None:
         )
         return
     _print(header, runs, o)
+
+
+def _disaggregation(o: dict) -> dict | None:
+    """The ``[disaggregation]`` section of every policy member (a unit of prefill and decode
+    replicas, ``fleet/members.py``), or None for aggregated replicas."""
+    from infercast.errors import ConfigError
+
+    pools = {
+        name: {k: o[f"{name}_{k}"] for k in ("replicas", "tp") if o[f"{name}_{k}"] is not None}
+        for name in ("prefill", "decode")
+    }
+    link = {
+        "transfer_bandwidth_bytes_per_s": o["transfer_bandwidth"],
+        "transfer_latency_s": o["transfer_latency_s"],
+    }
+    if not o["disaggregated"]:
+        if any(pools.values()) or any(v is not None for v in link.values()):
+            raise ConfigError(
+                "--prefill-*/--decode-*/--transfer-* describe disaggregated units: "
+                "add --disaggregated (or drop them)"
+            )
+        return None
+    if o["base_hardware"] is not None:
+        raise ConfigError(
+            "a base pool (--base-hardware) is not modelled beside disaggregated units"
+        )
+    return {**{k: v for k, v in link.items() if v is not None}, **pools}
 
 
 def _base_replica(cfg, load, o: dict, profile):
@@ -272,8 +306,9 @@ def _print(header: dict, runs: dict, o: dict) -> None:
         f"fleet: {h['model']} ({h['weights']}) on {h['hardware']} TP{h['tp']}; {h['load']}; "
         f"~{h['expected_requests']:,.0f} requests over {h['hours']:g} h"
     )
+    one = f"one unit ({h['unit']})" if "unit" in h else "one replica"
     c.print(
-        f"one replica: {h['replica_capacity_rps']:.2f} req/s saturated, starts in {h['replica_start_s']:.0f} s "
+        f"{one}: {h['replica_capacity_rps']:.2f} req/s saturated, starts in {h['replica_start_s']:.0f} s "
         f"(weights / {o['storage_bandwidth'] / 1e9:g} GB/s + {o['warmup_s']:g} s warm-up); "
         f"price {_fmt(h['price_per_gpu_hour'], ',.2f')} $/GPU-hour ({h['price_source']}); "
         f"SLO TTFT <= {h['slo']['ttft_s']} s, TPOT <= {h['slo']['tpot_s']} s"
@@ -466,6 +501,27 @@ def register(app: typer.Typer) -> None:
             None,
             "--base-price",
             help="mixed fleet: $/GPU-hour of the base pool (default: its part's median)",
+        ),
+        disaggregated: bool = typer.Option(
+            False,
+            "--disaggregated",
+            help="every replica the policy scales is a unit of prefill and decode replicas",
+        ),
+        prefill_replicas: int | None = typer.Option(
+            None, help="disaggregated: prefill replicas per unit (default: 1)"
+        ),
+        decode_replicas: int | None = typer.Option(
+            None, help="disaggregated: decode replicas per unit (default: 1)"
+        ),
+        prefill_tp: int | None = typer.Option(
+            None, help="disaggregated: prefill TP (default: --tp)"
+        ),
+        decode_tp: int | None = typer.Option(None, help="disaggregated: decode TP (default: --tp)"),
+        transfer_bandwidth: float | None = typer.Option(
+            None, "--transfer-bandwidth", help="KV transfer bytes/s (default: 50e9 x min TP)"
+        ),
+        transfer_latency_s: float | None = typer.Option(
+            None, "--transfer-latency-s", help="KV transfer latency (default: 0.001)"
         ),
         groups: int = typer.Option(
             1, "--groups", help="independent router groups the day is sharded over (fleet/shard.py)"

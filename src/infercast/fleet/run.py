@@ -33,6 +33,7 @@ import numpy as np
 from infercast.errors import ConfigError
 from infercast.fleet.ledger import Ledger, MinuteRow
 from infercast.fleet.load import DayLoad, request_chunks
+from infercast.fleet.members import DisaggUnit
 from infercast.fleet.router import LeastLoaded
 from infercast.metrics.records import RequestRecord
 from infercast.metrics.summary import MetricsAccumulator
@@ -132,7 +133,10 @@ class FleetSim:
         slo_tpot_s: float | None,
         decode_context: int,
         base: BasePool | None = None,
+        unit=None,
     ):
+        """``unit`` (a ``fleet/members.UnitShape``): every policy member is a disaggregated unit
+        of prefill and decode replicas; None: one aggregated replica of ``timer``."""
         self.load, self.spec, self.policy, self.timer, self.sched_cfg = (
             load,
             spec,
@@ -140,7 +144,7 @@ class FleetSim:
             timer,
             sched_cfg,
         )
-        self.base = base
+        self.base, self.unit = base, unit
         self.base_ledger = Ledger(spec.tick_s, slo_ttft_s, slo_tpot_s)  # the base pool's finishes
         self.kernel = Kernel()
         self.members: list[Member] = []
@@ -176,8 +180,10 @@ class FleetSim:
         m.ready_event = self.kernel.at(m.ready_s, PRIO_ARRIVAL, self._ready, m)
 
     def _new_replica(self):
-        """A policy member's replica, indexed by its place in members."""
+        """A policy member's replica (or disaggregated unit), indexed by its place in members."""
         index = len(self.members)
+        if self.unit is not None:
+            return DisaggUnit(index, self.unit, self.kernel, self._emit)
         return Replica(index, Scheduler(self.sched_cfg), self.timer, self.kernel, self._emit)
 
     def _serve(self, m: Member) -> None:
