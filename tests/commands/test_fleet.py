@@ -111,3 +111,14 @@ def test_tiny_disaggregated_day_bills_every_gpu_of_a_unit(capsys):
     day = out["policies"]["fixed"]["day"]
     assert day["requests_completed"] + day["requests_rejected"] == day["requests_arrived"] > 0
     assert day["usd"] == pytest.approx(day["replica_hours"] * 3 * 2.0)
+
+
+def test_param_flags_name_real_fleet_options():
+    import typer
+
+    from infercast.cli import build_app
+    from infercast.commands.fleet import PARAM_FLAGS
+
+    command = typer.main.get_command(build_app()).commands["fleet"]
+    options = {o for p in command.params for o in p.opts}
+    assert set(PARAM_FLAGS.values()) <= options

@@ -65,7 +65,7 @@ def test_predictive_sizes_only_what_the_base_pool_does_not_serve():
 
 
 def test_base_pool_needs_a_replica():
-    with pytest.raises(ConfigError, match="--base-replicas"):
+    with pytest.raises(ConfigError, match="`base_count`"):
         BasePool(None, None, 0, 1.0)
 
 

@@ -67,9 +67,9 @@ def build_replica(
     if cfg.speculative is not None:
         raise ConfigError("fleet replicas are non-speculative: drop the speculative section")
     if not (storage_bytes_per_s > 0 and math.isfinite(storage_bytes_per_s)):
-        raise ConfigError(f"--storage-bandwidth must be > 0 bytes/s, got {storage_bytes_per_s}")
+        raise ConfigError(f"`storage_bytes_per_s` must be > 0 bytes/s, got {storage_bytes_per_s}")
     if not (warmup_s >= 0 and math.isfinite(warmup_s)):
-        raise ConfigError(f"--warmup-s must be >= 0, got {warmup_s}")
+        raise ConfigError(f"`warmup_s` must be >= 0, got {warmup_s}")
     price, source = price_for(cfg.hardware, price_per_gpu_hour)
     timer = step_model(cfg, profile=profile)
     cap = capacity_rps if capacity_rps is not None else _capacity(cfg, timer, load)
@@ -162,7 +162,7 @@ def make_policy(
             headroom,
             base_capacity_rps=base_capacity_rps,
         )
-    raise ConfigError(f"--policy {name!r}: choose fixed, reactive, scheduled, predictive or all")
+    raise ConfigError(f"`policy` {name!r}: choose fixed, reactive, scheduled, predictive or all")
 
 
 def run_day(

@@ -67,12 +67,12 @@ class FleetSpec:
                 f"the fleet must start with >= 1 replica, got {self.initial_replicas}"
             )
         if not self.tick_s > 0:
-            raise ConfigError(f"--tick-s must be > 0, got {self.tick_s}")
+            raise ConfigError(f"`tick_s` must be > 0, got {self.tick_s}")
         if not self.max_queue_s > 0:
-            raise ConfigError(f"--max-queue-s must be > 0, got {self.max_queue_s}")
+            raise ConfigError(f"`max_queue_s` must be > 0, got {self.max_queue_s}")
         if self.column_cap is not None and self.column_cap < 1:
             raise ConfigError(
-                f"column_cap must be >= 1 value (or None: all), got {self.column_cap}"
+                f"`column_cap` must be >= 1 value (or None: all), got {self.column_cap}"
             )
 
 
@@ -88,7 +88,7 @@ class BasePool:
 
     def __post_init__(self) -> None:
         if self.count < 1:
-            raise ConfigError(f"--base-replicas must be >= 1, got {self.count}")
+            raise ConfigError(f"`base_count` must be >= 1, got {self.count}")
         if not self.weight > 0:
             raise ConfigError(f"the base pool's relative capacity must be > 0, got {self.weight}")
 
