@@ -23,7 +23,8 @@ PARAM_FLAGS = {
 
 
 def _slos_in_seconds(o: dict) -> dict:
-    """SLOs come in ms as in every command (``--slo-ttft-ms``); the seconds names are hidden aliases."""
+    """SLOs come in ms as in every command (``--slo-ttft-ms``); the seconds names are hidden
+    aliases."""
     from infercast.commands._common import renamed
 
     for name, default_s in (("ttft", 2.0), ("tpot", 0.1)):
@@ -254,7 +255,8 @@ def _base_replica(cfg, load, o: dict, profile):
 
 
 def _sharded(rep, load, pol, spec, o: dict, schedule, profile) -> dict:
-    """The policy's day over ``--groups`` router groups (fleet/shard.py): the merged day, no ticks."""
+    """The policy's day over ``--groups`` router groups (fleet/shard.py): the merged day, no
+    ticks."""
     from infercast.fleet.shard import run_sharded
 
     kw = {
@@ -342,7 +344,8 @@ def register(app: typer.Typer) -> None:
         lengths: str | None = typer.Option(
             None,
             "--lengths",
-            help="trace whose (prompt, output) pairs requests draw (default: --trace, else azure-conv)",
+            help="trace whose (prompt, output) pairs requests draw (default: --trace, else "
+            "azure-conv)",
         ),
         input_tokens: int | None = typer.Option(
             None, help="fixed prompt length (with --output-tokens: instead of trace lengths)"
@@ -373,12 +376,14 @@ def register(app: typer.Typer) -> None:
         stabilization_s: float = typer.Option(
             300.0,
             "--stabilization-s",
-            help="reactive: the metric must stay below --scale-down this long before a replica is removed",
+            help="reactive: the metric must stay below --scale-down this long before a replica is "
+            "removed",
         ),
         schedule: str | None = typer.Option(
             None,
             "--schedule",
-            help="scheduled: hour:replicas pairs, e.g. 0:2,8:6,20:3 (default: sized from the curve)",
+            help="scheduled: hour:replicas pairs, e.g. 0:2,8:6,20:3 (default: sized from the "
+            "curve)",
         ),
         headroom: float = typer.Option(
             1.25, "--headroom", help="scheduled/predictive/fixed sizing: capacity over the rate"
