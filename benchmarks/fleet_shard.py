@@ -13,6 +13,13 @@ Reports each run's simulated requests, the groups' summed process CPU seconds, r
 CPU-second, wall seconds, and the sharded runs' relative difference from the unsharded one
 in SLO attainment, dollars, energy and replica-hours (tolerance: ``--tolerance``, relative).
 
+Then the production day's cost, extrapolated: ``--day-requests`` (24M) over ``--day-replicas``
+(200) is a mean of day-requests / 86,400 / day-replicas req/s per replica. One router group of
+``--group-replicas`` fixed replicas runs ``--sample-minutes`` at that per-replica rate (the
+same lengths), and its requests per CPU-second price the whole day: CPU-s = day-requests /
+(requests per CPU-s); wall = that / cores, groups being independent. An extrapolation, not
+a run: the day's peak hours batch more per step (cheaper per request) and its troughs less.
+
 Run:
     python benchmarks/fleet_shard.py                       # ~45k requests, a few minutes on 2 cores
     python benchmarks/fleet_shard.py --peak-rate 200 --replicas 16 --groups 4 --hours 2
@@ -24,8 +31,10 @@ import argparse
 import os
 import time
 
+import numpy as np
+
 from infercast.fleet.day import build_replica, make_policy, run_day
-from infercast.fleet.load import day_load
+from infercast.fleet.load import DayLoad, day_load
 from infercast.fleet.run import FleetSpec
 from infercast.fleet.shard import run_sharded
 from infercast.sim.config import build_config
@@ -42,6 +51,13 @@ def main() -> None:
     ap.add_argument("--replicas", type=int, default=4)
     ap.add_argument("--groups", type=int, default=2)
     ap.add_argument("--tolerance", type=float, default=0.02)
+    ap.add_argument(
+        "--policy", default="fixed", help="fixed (--replicas) or an autoscaler, e.g. predictive"
+    )
+    ap.add_argument("--day-requests", type=float, default=24e6, help="0: no extrapolation")
+    ap.add_argument("--day-replicas", type=int, default=200)
+    ap.add_argument("--group-replicas", type=int, default=25)
+    ap.add_argument("--sample-minutes", type=int, default=10)
     a = ap.parse_args()
     cfg = build_config(
         {
@@ -61,15 +77,16 @@ def main() -> None:
         trough_fraction=0.3,
     )
     rep = build_replica(cfg, load)
+    kw = {"replicas": a.replicas} if a.policy == "fixed" else {}
+    pol = make_policy(a.policy, rep, load, 60.0, **kw)
     spec = FleetSpec(rep.start_s, a.replicas)
     print(
         f"day: {load.source}; ~{load.expected_requests:,.0f} requests over {a.hours:g} h; "
-        f"{a.replicas} fixed replicas; replica capacity {rep.capacity_rps:.1f} req/s"
+        f"{pol.describe()}, starting from {a.replicas}; replica capacity "
+        f"{rep.capacity_rps:.1f} req/s"
     )
     t0 = time.perf_counter()
-    base = run_day(rep, load, make_policy("fixed", rep, load, 60.0, replicas=a.replicas), spec)[
-        "day"
-    ]
+    base = run_day(rep, load, pol, spec)["day"]
     rows = [("unsharded", 1, base, time.perf_counter() - t0)]
     cores = [1, 2] + ([os.cpu_count()] if (os.cpu_count() or 1) > 2 else [])
     for n in cores:
@@ -77,8 +94,8 @@ def main() -> None:
         day = run_sharded(
             rep,
             load,
-            "fixed",
-            {"replicas": a.replicas},
+            a.policy,
+            kw,
             spec,
             a.groups,
             "serial" if n == 1 else "local",
@@ -104,6 +121,29 @@ def main() -> None:
     print(
         f"agreement within {a.tolerance:.0%} (relative) on {', '.join(KEYS)}: "
         f"{'yes' if ok else 'NO'}"
+    )
+    if a.day_requests > 0:
+        extrapolate(rep, a)
+
+
+def extrapolate(rep, a) -> None:
+    """The production day's CPU time from one group's sample at its per-replica rate."""
+    per_replica = a.day_requests / 86400 / a.day_replicas
+    rate = per_replica * a.group_replicas
+    load = DayLoad(np.full(a.sample_minutes, rate), "flat", None, 512, 128)
+    pol = make_policy("fixed", rep, load, 60.0, replicas=a.group_replicas)
+    d = run_day(rep, load, pol, FleetSpec(rep.start_s, a.group_replicas))["day"]
+    rps = d["requests_arrived"] / d["sim_cpu_s"]
+    cpu = a.day_requests / rps
+    cores = os.cpu_count() or 1
+    print(
+        f"sample: {a.group_replicas} replicas at {per_replica:.2f} req/s each "
+        f"({a.sample_minutes} min, {d['requests_arrived']:,} requests): {rps:,.0f} requests/CPU-s"
+    )
+    print(
+        f"extrapolated: {a.day_requests:,.0f} requests over {a.day_replicas} replicas "
+        f"~ {cpu:,.0f} CPU-s ({cpu / 3600:.2f} CPU-hours); wall ~ {cpu / cores / 60:,.1f} min "
+        f"on this machine's {cores} cores, {cpu / 64 / 60:,.1f} min on 64"
     )
 
 

@@ -23,10 +23,8 @@ from infercast.cli import build_app
 
 PACKAGE = Path(__file__).resolve().parents[1] / "src" / "infercast"
 ABOVE = ("cli.py", "commands/")  # the modules that know the command line
-# A module part of the package whose errors still speak flags, with the reason. fleet/ is being
-# moved to parameter names on its own branch (issue 18, the fleet helper): delete this entry
-# when that branch is merged.
-ALLOWED = {"fleet/": "fleet's own PARAM_FLAGS conversion lands on the fleet branch"}
+# A module part of the package whose errors still speak flags, with the reason (none today).
+ALLOWED: dict[str, str] = {}
 # (module, flag) pairs that are right as they are, with the reason.
 ALLOWED_FLAGS = {
     ("engine/http_limits.py", "--max-body-bytes"): "an HTTP 413 body to a client of `serve`: "

@@ -45,6 +45,12 @@ def _run(args, capsys):
             ["--peak-rate", "2", "--base-hardware", "h200-sxm", "--base-replicas", "0"],
             "--base-replicas",
         ),
+        (["--peak-rate", "2", "--prefill-replicas", "2"], "--disaggregated"),
+        (
+            ["--peak-rate", "2", "--disaggregated", "--base-hardware", "h200-sxm"],
+            "--base-hardware",
+        ),
+        (["--peak-rate", "2", "--disaggregated", "--decode-replicas", "0"], "--decode-replicas"),
     ],
 )
 def test_bad_input_is_one_line_and_exit_2(args, words, capsys):
@@ -89,3 +95,30 @@ def test_tiny_day_runs_as_json(tmp_path, capsys):
     day = out["policies"]["fixed"]["day"]
     assert day["requests_completed"] + day["requests_rejected"] == day["requests_arrived"] > 0
     assert (tmp_path / "m.csv").read_text().startswith("policy,t_s")
+
+
+def test_tiny_disaggregated_day_bills_every_gpu_of_a_unit(capsys):
+    args = ["--peak-rate", "2", "--hours", "0.1", "--input-tokens", "64", "--output-tokens", "16"]
+    unit = ["--disaggregated", "--prefill-replicas", "1", "--decode-replicas", "2"]
+    code = 0
+    try:
+        main(["fleet", *args, *unit, "--policy", "fixed", "--price", "2", "--json"])
+    except SystemExit as exc:
+        code = exc.code
+    out = json.loads(capsys.readouterr().out)
+    assert code in (0, None)
+    assert out["gpus_per_replica"] == 3 and "2 decode" in out["unit"]
+    day = out["policies"]["fixed"]["day"]
+    assert day["requests_completed"] + day["requests_rejected"] == day["requests_arrived"] > 0
+    assert day["usd"] == pytest.approx(day["replica_hours"] * 3 * 2.0)
+
+
+def test_param_flags_name_real_fleet_options():
+    import typer
+
+    from infercast.cli import build_app
+    from infercast.commands.fleet import PARAM_FLAGS
+
+    command = typer.main.get_command(build_app()).commands["fleet"]
+    options = {o for p in command.params for o in p.opts}
+    assert set(PARAM_FLAGS.values()) <= options

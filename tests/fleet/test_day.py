@@ -127,11 +127,11 @@ def test_replica_seconds_split_exactly_over_ticks():
 
 
 def test_policies_reject_impossible_bounds():
-    with pytest.raises(ConfigError, match="max-replicas"):
+    with pytest.raises(ConfigError, match="`max_replicas`"):
         Reactive("queue", 4, 1, 5, 2)
-    with pytest.raises(ConfigError, match="scale-down"):
+    with pytest.raises(ConfigError, match="`down`"):
         Reactive("queue", 1, 4, 1, 4)
-    with pytest.raises(ConfigError, match="min-replicas"):
+    with pytest.raises(ConfigError, match="`min_replicas`"):
         Predictive(10.0, 60.0, 0, 4)
     with pytest.raises(ConfigError, match="replicas"):
         Fixed(0)
@@ -160,7 +160,7 @@ def test_load_curves():
     tr = Trace("t", np.array([0.0, 10.0, 70.0, 130.0, 150.0]), np.ones(5, int), np.ones(5, int))
     assert trace_rates(tr).tolist() == pytest.approx([2 / 60, 1 / 60, 2 / 60])
     assert trace_rates(tr, hours=0.1).sum() * 60 == pytest.approx(5.0)  # stretched: same requests
-    with pytest.raises(ConfigError, match="peak-rate"):
+    with pytest.raises(ConfigError, match="`peak_rate`"):
         day_load(-1.0, 24.0)
 
 

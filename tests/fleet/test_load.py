@@ -53,7 +53,7 @@ def test_burstgpt_columns_are_read(tmp_path):
 
 @pytest.mark.parametrize("text", ["48", "a:b", "-1:24", "0:0", "0:400"])
 def test_bad_window_names_the_flag(text):
-    with pytest.raises(ConfigError, match="--trace-window"):
+    with pytest.raises(ConfigError, match="`trace_window`"):
         parse_window(text)
 
 
@@ -61,7 +61,7 @@ def test_window_past_the_trace_end_says_its_span(tmp_path):
     trace = _three_days_azure_2024(tmp_path / "week.csv")
     with pytest.raises(ConfigError, match="spans only 71.99 h"):
         day_load(None, 24, str(trace), window=(60, 24))
-    with pytest.raises(ConfigError, match="needs --trace"):
+    with pytest.raises(ConfigError, match="needs `trace`"):
         day_load(5.0, 24, None, window=(0, 24))
 
 

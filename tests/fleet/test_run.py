@@ -65,5 +65,33 @@ def test_predictive_sizes_only_what_the_base_pool_does_not_serve():
 
 
 def test_base_pool_needs_a_replica():
-    with pytest.raises(ConfigError, match="--base-replicas"):
+    with pytest.raises(ConfigError, match="`base_count`"):
         BasePool(None, None, 0, 1.0)
+
+
+def test_capped_columns_keep_the_days_aggregates_exact():
+    """A day whose per-request columns are capped far below its request count reports the same
+    counts, tokens, SLO attainment, dollars and energy as one keeping every value."""
+    cfg = build_config({"model": "llama-3.1-8b", "hardware": "h100-sxm", "weights": "bf16"})
+    load = DayLoad(np.full(6, 6.0), "test", None, 256, 64)
+    rep = build_replica(cfg, load, PRICE, capacity_rps=20.0)
+    pol = make_policy("fixed", rep, load, 60.0, replicas=2)
+    exact = run_day(rep, load, pol, FleetSpec(rep.start_s, 2, column_cap=None))["day"]
+    capped = run_day(rep, load, pol, FleetSpec(rep.start_s, 2, column_cap=64))["day"]
+    assert exact["requests_arrived"] > 1000  # the cap (64 values) is far exceeded
+    for key in (
+        "requests_arrived",
+        "requests_completed",
+        "input_tokens",
+        "output_tokens",
+        "slo_attainment",
+        "usd",
+        "energy_kwh",
+    ):
+        assert capped[key] == exact[key], key
+    assert capped["ttft_p99_s"] == pytest.approx(exact["ttft_p99_s"], rel=0.1)
+
+
+def test_column_cap_must_be_positive():
+    with pytest.raises(ConfigError, match="column_cap"):
+        FleetSpec(60.0, 1, column_cap=0)

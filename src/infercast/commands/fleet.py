@@ -13,6 +13,13 @@ HELP = (
 )
 
 POLICY_NAMES = ("fixed", "reactive", "scheduled", "predictive")
+# fleet/'s parameters named otherwise than this command's options (cli.command_flags)
+PARAM_FLAGS = {
+    "storage_bytes_per_s": "--storage-bandwidth",
+    "up": "--scale-up",
+    "down": "--scale-down",
+    "base_count": "--base-replicas",
+}
 
 
 def _slos_in_seconds(o: dict) -> dict:
@@ -50,6 +57,10 @@ def run_fleet(o: dict) -> None:
         ("--workers", "workers"),
         ("--tp", "tp"),
         ("--replicas", "replicas"),
+        ("--prefill-replicas", "prefill_replicas"),
+        ("--decode-replicas", "decode_replicas"),
+        ("--prefill-tp", "prefill_tp"),
+        ("--decode-tp", "decode_tp"),
     ):
         if o[key] is not None:
             check_int(o[key], flag, 1, fix="give at least 1")
@@ -79,6 +90,7 @@ def run_fleet(o: dict) -> None:
                 "scheduler": {"max_num_seqs": o["max_num_seqs"]}
                 if o["max_num_seqs"] is not None
                 else None,
+                "disaggregation": _disaggregation(o),
             }.items()
             if v is not None
         }
@@ -153,6 +165,8 @@ def run_fleet(o: dict) -> None:
         "price_source": rep.price_source,
         "slo": {"ttft_s": cfg.slo_ttft_s, "tpot_s": cfg.slo_tpot_s},
     }
+    if rep.unit is not None:  # every "replica" of the report is a disaggregated unit
+        header["unit"] = rep.unit.describe()
     if base is not None:
         header["base_pool"] = {
             "hardware": base.cfg.hardware,
@@ -177,7 +191,36 @@ def run_fleet(o: dict) -> None:
             }
         )
         return
-    _print(header, runs, o)
+    from infercast.report.fleet_tables import print_fleet
+
+    print_fleet(header, runs, o["storage_bandwidth"], o["warmup_s"], o["plot"])
+
+
+def _disaggregation(o: dict) -> dict | None:
+    """The ``[disaggregation]`` section of every policy member (a unit of prefill and decode
+    replicas, ``fleet/members.py``), or None for aggregated replicas."""
+    from infercast.errors import ConfigError
+
+    pools = {
+        name: {k: o[f"{name}_{k}"] for k in ("replicas", "tp") if o[f"{name}_{k}"] is not None}
+        for name in ("prefill", "decode")
+    }
+    link = {
+        "transfer_bandwidth_bytes_per_s": o["transfer_bandwidth"],
+        "transfer_latency_s": o["transfer_latency_s"],
+    }
+    if not o["disaggregated"]:
+        if any(pools.values()) or any(v is not None for v in link.values()):
+            raise ConfigError(
+                "--prefill-*/--decode-*/--transfer-* describe disaggregated units: "
+                "add --disaggregated (or drop them)"
+            )
+        return None
+    if o["base_hardware"] is not None:
+        raise ConfigError(
+            "a base pool (--base-hardware) is not modelled beside disaggregated units"
+        )
+    return {**{k: v for k, v in link.items() if v is not None}, **pools}
 
 
 def _base_replica(cfg, load, o: dict, profile):
@@ -257,85 +300,6 @@ def _write_ticks(path: str, runs: dict) -> None:
                     w = csv.DictWriter(fh, fieldnames=["policy", *r])
                     w.writeheader()
                 w.writerow({"policy": name, **r})
-
-
-def _fmt(v, spec: str, none: str = "-") -> str:
-    return none if v is None or v != v else format(v, spec)
-
-
-def _print(header: dict, runs: dict, o: dict) -> None:
-    from rich.table import Table
-
-    from infercast.report.console import make_console
-
-    c = make_console()
-    h = header
-    c.print(
-        f"fleet: {h['model']} ({h['weights']}) on {h['hardware']} TP{h['tp']}; {h['load']}; "
-        f"~{h['expected_requests']:,.0f} requests over {h['hours']:g} h"
-    )
-    c.print(
-        f"one replica: {h['replica_capacity_rps']:.2f} req/s saturated, starts in "
-        f"{h['replica_start_s']:.0f} s (weights / {o['storage_bandwidth'] / 1e9:g} GB/s + "
-        f"{o['warmup_s']:g} s warm-up); price {_fmt(h['price_per_gpu_hour'], ',.2f')} $/GPU-hour "
-        f"({h['price_source']}); SLO TTFT <= {h['slo']['ttft_s']} s, TPOT <= {h['slo']['tpot_s']} s"
-    )
-    t = Table(title="the day per policy")
-    cols = (
-        "policy",
-        "SLO met",
-        "goodput/s",
-        "rejected",
-        "replica-h",
-        "peak",
-        "util",
-        "$/day",
-        "$/M tok",
-        "kWh/day",
-        "J/out tok",
-        "TTFT p99 s",
-    )
-    for col in cols:
-        t.add_column(col, justify="left" if col == "policy" else "right", no_wrap=col != "policy")
-    for name, out in runs.items():
-        d = out["day"]
-        t.add_row(
-            name,
-            _fmt(100 * d["slo_attainment"] if d["slo_attainment"] is not None else None, ".1f")
-            + "%",
-            _fmt(d["goodput_per_s"], ",.2f"),
-            f"{d['requests_rejected']:,}",
-            _fmt(d["replica_hours"], ",.1f"),
-            str(d["peak_replicas"]),
-            _fmt(d.get("mean_utilization"), ".2f"),
-            _fmt(d["usd_per_day"], ",.2f"),
-            _fmt(d["usd_per_million_tokens"], ",.3f"),
-            _fmt(d["kwh_per_day"], ",.1f"),
-            _fmt(d.get("joules_per_output_token"), ",.3f"),
-            _fmt(d["ttft_p99_s"], ",.2f"),
-        )
-    c.print(t)
-    if "base_pool" in h:
-        b = h["base_pool"]
-        c.print(
-            f"base pool: {b['replicas']} x {b['hardware']} TP{b['tp']} always on "
-            f"({b['replica_capacity_rps']:.2f} req/s each, "
-            f"{_fmt(b['price_per_gpu_hour'], ',.2f')} $/GPU-hour); "
-            "the policy scales the rest; replica-h, peak, $ and kWh include it"
-        )
-    for name, out in runs.items():
-        d = out["day"]
-        changes = d.get("bottleneck_changes", [])
-        moves = ", ".join(f"{ch['t_s'] / 3600:.1f} h -> {ch['to']}" for ch in changes[:8])
-        more = " ..." if len(changes) > 8 else ""
-        story = (
-            f"; bottleneck ticks {d['bottleneck_minutes']}; moves: {moves}{more}" if changes else ""
-        )
-        c.print(f"{name}: {d['policy_detail']}{story}")
-        if d["reject_reasons"]:
-            c.print(f"  rejected: {d['reject_reasons']}")
-    if o["plot"]:
-        c.print(f"plot written to {o['plot']}")
 
 
 def register(app: typer.Typer) -> None:
@@ -471,6 +435,27 @@ def register(app: typer.Typer) -> None:
             None,
             "--base-price",
             help="mixed fleet: $/GPU-hour of the base pool (default: its part's median)",
+        ),
+        disaggregated: bool = typer.Option(
+            False,
+            "--disaggregated",
+            help="every replica the policy scales is a unit of prefill and decode replicas",
+        ),
+        prefill_replicas: int | None = typer.Option(
+            None, help="disaggregated: prefill replicas per unit (default: 1)"
+        ),
+        decode_replicas: int | None = typer.Option(
+            None, help="disaggregated: decode replicas per unit (default: 1)"
+        ),
+        prefill_tp: int | None = typer.Option(
+            None, help="disaggregated: prefill TP (default: --tp)"
+        ),
+        decode_tp: int | None = typer.Option(None, help="disaggregated: decode TP (default: --tp)"),
+        transfer_bandwidth: float | None = typer.Option(
+            None, "--transfer-bandwidth", help="KV transfer bytes/s (default: 50e9 x min TP)"
+        ),
+        transfer_latency_s: float | None = typer.Option(
+            None, "--transfer-latency-s", help="KV transfer latency (default: 0.001)"
         ),
         groups: int = typer.Option(
             1, "--groups", help="independent router groups the day is sharded over (fleet/shard.py)"

@@ -9,6 +9,10 @@ storage and your engine's start-up log.
 Capacity of a replica (for the scheduled and predictive policies) = the request rate one
 replica sustains saturated: an offline run of the day's request lengths (every request at
 t = 0, eight batch caps of them), as ``plan`` measures it.
+
+A config with a ``[disaggregation]`` section makes every policy member a unit of prefill and
+decode replicas (``fleet/members.py``): its GPUs, start time (all its GPUs' weights), capacity
+(an offline run of one unit) and energy are the unit's; below, "replica" then means "unit".
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ from infercast.cost.energy import J_PER_KWH, token_energy, try_power_model
 from infercast.errors import ConfigError
 from infercast.fleet.ledger import replica_seconds_per_tick
 from infercast.fleet.load import DayLoad
+from infercast.fleet.members import UnitShape, unit_shape, unit_token_energy
 from infercast.fleet.policies import Fixed, Predictive, Reactive, Scheduled, schedule_from_rates
 from infercast.fleet.run import BasePool, FleetResult, FleetSim, FleetSpec
 
@@ -41,6 +46,7 @@ class Replica:
     price_source: str
     start_s: float
     capacity_rps: float
+    unit: UnitShape | None = None  # a disaggregated unit's shape; None: one aggregated replica
 
 
 def build_replica(
@@ -58,20 +64,24 @@ def build_replica(
     from infercast.sim.economics import price_for
     from infercast.sim.sched_config import scheduler_config
 
-    if cfg.disaggregation is not None or cfg.speculative is not None:
-        raise ConfigError(
-            "fleet replicas are aggregated, non-speculative (disaggregated fleets: not yet)"
-        )
+    if cfg.speculative is not None:
+        raise ConfigError("fleet replicas are non-speculative: drop the speculative section")
     if not (storage_bytes_per_s > 0 and math.isfinite(storage_bytes_per_s)):
-        raise ConfigError(f"--storage-bandwidth must be > 0 bytes/s, got {storage_bytes_per_s}")
+        raise ConfigError(f"`storage_bytes_per_s` must be > 0 bytes/s, got {storage_bytes_per_s}")
     if not (warmup_s >= 0 and math.isfinite(warmup_s)):
-        raise ConfigError(f"--warmup-s must be >= 0, got {warmup_s}")
+        raise ConfigError(f"`warmup_s` must be >= 0, got {warmup_s}")
     price, source = price_for(cfg.hardware, price_per_gpu_hour)
     timer = step_model(cfg, profile=profile)
+    cap = capacity_rps if capacity_rps is not None else _capacity(cfg, timer, load)
+    if cfg.disaggregation is not None:
+        shape = unit_shape(cfg, timer)
+        start_s = shape.weight_bytes / storage_bytes_per_s + warmup_s
+        dec = shape.pools.decode_sm  # the step whose bound the fleet reports
+        sched = shape.pools.prefill_sched
+        return Replica(cfg, dec, sched, shape.gpus, price, source, start_s, cap, shape)
     gpus = timer.parallel.gpus_per_replica
     start_s = timer.memory.weight_bytes * gpus / storage_bytes_per_s + warmup_s
     sched_cfg = scheduler_config(cfg, timer.kv_capacity_tokens)
-    cap = capacity_rps if capacity_rps is not None else _capacity(cfg, timer, load)
     return Replica(cfg, timer, sched_cfg, gpus, price, source, start_s, cap)
 
 
@@ -79,7 +89,8 @@ def _capacity(cfg, timer, load: DayLoad) -> float:
     from infercast.sim.config import build_config
     from infercast.sim.run import simulate
 
-    n = min(4000, max(500, 8 * cfg.scheduler.max_num_seqs))
+    k = cfg.disaggregation.decode.replicas if cfg.disaggregation is not None else 1
+    n = k * min(4000, max(500, 8 * cfg.scheduler.max_num_seqs))  # a unit: per decode replica
     wl: dict = {"arrival": "offline", "num_requests": n}
     mean_in, mean_out = _mean_lengths(load)
     if load.lengths is not None and load.lengths.name in ("azure-conv", "azure-code"):
@@ -90,7 +101,7 @@ def _capacity(cfg, timer, load: DayLoad) -> float:
     rps = simulate(c, timer).summary.request_throughput_rps
     if not rps > 0:
         raise ConfigError(
-            f"one replica of {cfg.model} on {cfg.hardware} completes no request saturated"
+            f"one replica (or unit) of {cfg.model} on {cfg.hardware} completes no request saturated"
         )
     return float(rps)
 
@@ -151,7 +162,7 @@ def make_policy(
             headroom,
             base_capacity_rps=base_capacity_rps,
         )
-    raise ConfigError(f"--policy {name!r}: choose fixed, reactive, scheduled, predictive or all")
+    raise ConfigError(f"`policy` {name!r}: choose fixed, reactive, scheduled, predictive or all")
 
 
 def run_day(
@@ -183,6 +194,7 @@ def run_day(
         cfg.slo_tpot_s,
         max(1, round(mean_in + mean_out / 2)),
         pool,
+        rep.unit,
     )
     result = sim.run(max_len)
     return report(result, rep, load, spec, policy, base)
@@ -214,7 +226,10 @@ def _pool_cost(
         return gpu_h, usd, None
     mean_in, mean_out = _mean_lengths(load)
     context = max(1, round(mean_in + mean_out / 2))
-    te = token_energy(rep.timer, power, max(1, round(mean_in)), batch, context)
+    if rep.unit is not None:
+        te = unit_token_energy(rep.unit, power, max(1, round(mean_in)), batch, context)
+    else:
+        te = token_energy(rep.timer, power, max(1, round(mean_in)), batch, context)
     energy = (
         te.idle_w * rep_s
         + te.prefill_dynamic_j_per_token * in_tok

@@ -70,11 +70,11 @@ def diurnal_rates(
 ) -> np.ndarray:
     """Per-minute rates of a one-peak day (module docstring)."""
     if not (peak_rate > 0 and math.isfinite(peak_rate)):
-        raise ConfigError(f"--peak-rate must be a positive number of requests/s, got {peak_rate}")
+        raise ConfigError(f"`peak_rate` must be a positive number of requests/s, got {peak_rate}")
     if not 0 <= trough_fraction <= 1:
-        raise ConfigError(f"--trough-fraction must be in [0, 1], got {trough_fraction}")
+        raise ConfigError(f"`trough_fraction` must be in [0, 1], got {trough_fraction}")
     if not 0 < hours <= 24 * 14:
-        raise ConfigError(f"--hours must be in (0, 336], got {hours}")
+        raise ConfigError(f"`hours` must be in (0, 336], got {hours}")
     h = (np.arange(max(1, round(hours * 60))) + 0.5) / 60.0
     shape = (1 - np.cos(2 * np.pi * (h - peak_hour + 12.0) / 24.0)) / 2.0
     return peak_rate * (trough_fraction + (1 - trough_fraction) * shape)
@@ -112,7 +112,7 @@ def parse_window(text: str) -> tuple[float, float]:
         start = hours = None
     if start is None or hours is None or not (start >= 0 and 0 < hours <= 24 * 14):
         raise ConfigError(
-            f"--trace-window {text!r}: give START_H:HOURS with START_H >= 0 and "
+            f"`trace_window` {text!r}: give START_H:HOURS with START_H >= 0 and "
             "0 < HOURS <= 336, e.g. 48:24 for the third day"
         )
     return start, hours
@@ -121,7 +121,7 @@ def parse_window(text: str) -> tuple[float, float]:
 def trace_window(trace: Trace, start_h: float, hours: float) -> Trace:
     """Requests ``[start_h, start_h + hours)`` hours into the trace, timed from the window start."""
     span_h = float(trace.arrival_s[-1]) / 3600 if len(trace) else 0.0
-    flag = f"--trace-window {start_h:g}:{hours:g}"
+    flag = f"`trace_window` {start_h:g}:{hours:g}"
     if start_h + hours > span_h + 1 / 60:  # a minute of slack: the last arrival is not the end
         raise ConfigError(
             f"{flag}: trace {trace.name!r} spans only {span_h:.2f} h; choose a window inside it"
@@ -151,7 +151,7 @@ def _scaled(rates: np.ndarray, peak_rate: float | None) -> np.ndarray:
     if peak_rate is None:
         return rates
     if not (peak_rate > 0 and math.isfinite(peak_rate)):
-        raise ConfigError(f"--peak-rate must be a positive number of requests/s, got {peak_rate}")
+        raise ConfigError(f"`peak_rate` must be a positive number of requests/s, got {peak_rate}")
     top = rates.max()
     return rates * (peak_rate / top) if top > 0 else rates
 
@@ -174,7 +174,7 @@ def rate_trace_rates(
     window_s = float(t[1] - t[0])
     span_h = (t[-1] + window_s) / 3600
     if start_h + hours > span_h + 1e-9:
-        flag = f"--trace-window {start_h:g}:{hours:g}"
+        flag = f"`trace_window` {start_h:g}:{hours:g}"
         raise ConfigError(f"{flag}: trace {name!r} spans {span_h:g} h; choose a window inside it")
     minutes = max(1, round(hours * 60))
     at = start_h * 3600 + (np.arange(minutes) + 0.5) * MINUTE_S  # each minute's middle
@@ -195,7 +195,7 @@ def day_load(
     """The day a command asks for: a trace's own rates (stretched to ``hours``, or a ``window``
     (start hour, hours) of it at its own time), a shipped rate trace, or a diurnal curve;
     request lengths from ``lengths`` (a trace), the request trace (its window), or fixed values."""
-    for name, v in (("--input-tokens", input_tokens), ("--output-tokens", output_tokens)):
+    for name, v in (("`input_tokens`", input_tokens), ("`output_tokens`", output_tokens)):
         if v is not None and v < 1:
             raise ConfigError(f"{name} must be >= 1, got {v}")
     rates, src, tr = _rates(peak_rate, hours, trace, trough_fraction, peak_hour, window)
@@ -226,7 +226,7 @@ def _rates(
     tr = load_trace(trace) if trace else None
     if window is not None:
         if tr is None:
-            raise ConfigError("--trace-window needs --trace (a trace longer than the window)")
+            raise ConfigError("`trace_window` needs `trace` (a trace longer than the window)")
         full_h = float(tr.arrival_s[-1]) / 3600
         tr = trace_window(tr, *window)
         return (
@@ -240,7 +240,7 @@ def _rates(
         src = f"trace {trace} ({len(tr):,} requests over {span_h:.2f} h) stretched to {hours:g} h"
         return trace_rates(tr, hours, peak_rate), src, tr
     if peak_rate is None:
-        raise ConfigError("give --peak-rate (requests/s at the busiest minute) or --trace")
+        raise ConfigError("give `peak_rate` (requests/s at the busiest minute) or `trace`")
     return (
         diurnal_rates(peak_rate, hours, trough_fraction, peak_hour),
         f"diurnal curve: peak {peak_rate:g} req/s at hour {peak_hour:g}, "

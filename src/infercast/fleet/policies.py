@@ -53,9 +53,9 @@ class Observation:
 
 def _bounds(lo: int, hi: int) -> None:
     if lo < 1:
-        raise ConfigError(f"--min-replicas must be >= 1, got {lo}")
+        raise ConfigError(f"`min_replicas` must be >= 1, got {lo}")
     if hi < lo:
-        raise ConfigError(f"--max-replicas {hi} is below --min-replicas {lo}: give max >= min")
+        raise ConfigError(f"`max_replicas` {hi} is below `min_replicas` {lo}: give max >= min")
 
 
 @dataclass(frozen=True)
@@ -65,7 +65,7 @@ class Fixed:
 
     def __post_init__(self) -> None:
         if self.replicas < 1:
-            raise ConfigError(f"--replicas must be >= 1 for the fixed policy, got {self.replicas}")
+            raise ConfigError(f"`replicas` must be >= 1 for the fixed policy, got {self.replicas}")
 
     def desired(self, obs: Observation) -> int:
         return self.replicas
@@ -89,18 +89,16 @@ class Reactive:
 
     def __post_init__(self) -> None:
         if self.metric not in METRICS:
-            raise ConfigError(f"--metric {self.metric!r}: choose one of {', '.join(METRICS)}")
+            raise ConfigError(f"`metric` {self.metric!r}: choose one of {', '.join(METRICS)}")
         _bounds(self.min_replicas, self.max_replicas)
         if not (0 <= self.down < self.up):
-            raise ConfigError(
-                f"thresholds need 0 <= --scale-down ({self.down}) < --scale-up ({self.up})"
-            )
+            raise ConfigError(f"thresholds need 0 <= `down` ({self.down}) < `up` ({self.up})")
         if self.metric in ("kv", "util") and self.up > 1:
-            raise ConfigError(f"--scale-up {self.up} for {self.metric}: a fraction in (0, 1]")
+            raise ConfigError(f"`up` {self.up} for {self.metric}: a fraction in (0, 1]")
         if self.step < 1:
-            raise ConfigError(f"--scale-step must be >= 1, got {self.step}")
+            raise ConfigError(f"`step` must be >= 1, got {self.step}")
         if self.stabilization_s < 0:
-            raise ConfigError(f"--stabilization-s must be >= 0, got {self.stabilization_s}")
+            raise ConfigError(f"`stabilization_s` must be >= 0, got {self.stabilization_s}")
 
     def value(self, obs: Observation) -> float:
         return {"queue": obs.queue_per_replica, "kv": obs.kv_usage, "util": obs.utilization}[
@@ -169,7 +167,7 @@ class Predictive:
         if not self.capacity_rps > 0:
             raise ConfigError(f"a replica's capacity must be > 0 req/s, got {self.capacity_rps}")
         if self.headroom < 1:
-            raise ConfigError(f"--headroom must be >= 1, got {self.headroom}")
+            raise ConfigError(f"`headroom` must be >= 1, got {self.headroom}")
 
     def forecast(self, rates: Sequence[float]) -> float:
         """Holt's forecast of the per-minute rate ``lead_s`` ahead (0 with no history)."""
@@ -224,13 +222,13 @@ def parse_schedule(text: str) -> tuple[int, ...]:
             h, n = (int(x) for x in part.split(":"))
         except ValueError:
             raise ConfigError(
-                f"--schedule expects hour:replicas pairs like 0:2,8:6, got {part!r}"
+                f"`schedule` expects hour:replicas pairs like 0:2,8:6, got {part!r}"
             ) from None
         if not 0 <= h < 24 or n < 1:
-            raise ConfigError(f"--schedule {part!r}: hour in 0-23 and replicas >= 1")
+            raise ConfigError(f"`schedule` {part!r}: hour in 0-23 and replicas >= 1")
         points[h] = n
     if 0 not in points:
-        raise ConfigError("--schedule must start at hour 0 (e.g. 0:2,8:6,20:3)")
+        raise ConfigError("`schedule` must start at hour 0 (e.g. 0:2,8:6,20:3)")
     out, cur = [], points[0]
     for h in range(24):
         cur = points.get(h, cur)

@@ -13,6 +13,11 @@ adds what a single-replica run lacks:
   the policy sets the replica count (``fleet/policies.py``).
 
 Every arrival ends as exactly one record, completed or rejected with a reason (tested).
+
+Memory follows the active requests, not the day's length: counts, tokens and SLO attainment
+are per-tick aggregates (``fleet/ledger.py``, exact), and the per-request columns behind the
+day's percentiles keep at most ``FleetSpec.column_cap`` values each before they fold into a
+fixed histogram (``metrics/sample.py``); ``benchmarks/fleet_day_size.py`` measures it.
 """
 
 from __future__ import annotations
@@ -28,6 +33,8 @@ import numpy as np
 from infercast.errors import ConfigError
 from infercast.fleet.ledger import Ledger, MinuteRow
 from infercast.fleet.load import DayLoad, request_chunks
+from infercast.fleet.members import DisaggUnit
+from infercast.fleet.router import LeastLoaded
 from infercast.metrics.records import RequestRecord
 from infercast.metrics.summary import MetricsAccumulator
 from infercast.sched import Request, Scheduler
@@ -35,6 +42,7 @@ from infercast.sim.collect import rejected_record
 from infercast.sim.kernel import PRIO_ARRIVAL, Kernel
 from infercast.sim.replica import Replica
 
+DEFAULT_COLUMN_CAP = 100_000  # per-request values per column: 0.8 MB of float64 each
 PRIO_TICK = 3  # after arrivals, step ends and kicks at the same instant
 STARTING, READY, DRAINING, STOPPED = "starting", "ready", "draining", "stopped"
 
@@ -48,6 +56,8 @@ class FleetSpec:
     tick_s: float = 60.0
     max_queue_s: float = 300.0  # router wait before a request is rejected
     seed: int = 0
+    # per-request values kept for percentiles (None: all); counts and sums stay exact
+    column_cap: int | None = DEFAULT_COLUMN_CAP
 
     def __post_init__(self) -> None:
         if not (self.start_s >= 0 and math.isfinite(self.start_s)):
@@ -57,9 +67,13 @@ class FleetSpec:
                 f"the fleet must start with >= 1 replica, got {self.initial_replicas}"
             )
         if not self.tick_s > 0:
-            raise ConfigError(f"--tick-s must be > 0, got {self.tick_s}")
+            raise ConfigError(f"`tick_s` must be > 0, got {self.tick_s}")
         if not self.max_queue_s > 0:
-            raise ConfigError(f"--max-queue-s must be > 0, got {self.max_queue_s}")
+            raise ConfigError(f"`max_queue_s` must be > 0, got {self.max_queue_s}")
+        if self.column_cap is not None and self.column_cap < 1:
+            raise ConfigError(
+                f"`column_cap` must be >= 1 value (or None: all), got {self.column_cap}"
+            )
 
 
 @dataclass(frozen=True)
@@ -74,7 +88,7 @@ class BasePool:
 
     def __post_init__(self) -> None:
         if self.count < 1:
-            raise ConfigError(f"--base-replicas must be >= 1, got {self.count}")
+            raise ConfigError(f"`base_count` must be >= 1, got {self.count}")
         if not self.weight > 0:
             raise ConfigError(f"the base pool's relative capacity must be > 0, got {self.weight}")
 
@@ -119,7 +133,10 @@ class FleetSim:
         slo_tpot_s: float | None,
         decode_context: int,
         base: BasePool | None = None,
+        unit=None,
     ):
+        """``unit`` (a ``fleet/members.UnitShape``): every policy member is a disaggregated unit
+        of prefill and decode replicas; None: one aggregated replica of ``timer``."""
         self.load, self.spec, self.policy, self.timer, self.sched_cfg = (
             load,
             spec,
@@ -127,12 +144,19 @@ class FleetSim:
             timer,
             sched_cfg,
         )
-        self.base = base
+        self.base, self.unit = base, unit
         self.base_ledger = Ledger(spec.tick_s, slo_ttft_s, slo_tpot_s)  # the base pool's finishes
         self.kernel = Kernel()
         self.members: list[Member] = []
+        self.router = LeastLoaded()  # the READY members by index, keyed by relative load
         self.queue: deque[Request] = deque()  # waiting at the router
-        self.acc = MetricsAccumulator(slo_ttft_s=slo_ttft_s, slo_tpot_s=slo_tpot_s)
+        cap = spec.column_cap  # per-request and per-token values alike (ITL: 1M by default)
+        self.acc = MetricsAccumulator(
+            slo_ttft_s=slo_ttft_s,
+            slo_tpot_s=slo_tpot_s,
+            column_cap=cap,
+            **({} if cap is None else {"itl_exact_cap": cap}),
+        )
         self.ledger = Ledger(spec.tick_s, slo_ttft_s, slo_tpot_s)
         self.decode_context = decode_context
         self.day_end_s = load.duration_s
@@ -149,16 +173,31 @@ class FleetSim:
         for m in self.members:  # a draining replica is still up: take it back first
             if m.state == DRAINING and not m.base:
                 m.state = READY
+                self._serve(m)
                 return
-        rep = Replica(
-            len(self.members), Scheduler(self.sched_cfg), self.timer, self.kernel, self._emit
-        )
-        m = Member(rep, STARTING, now, now + self.spec.start_s)
+        m = Member(self._new_replica(), STARTING, now, now + self.spec.start_s)
         self.members.append(m)
         m.ready_event = self.kernel.at(m.ready_s, PRIO_ARRIVAL, self._ready, m)
 
+    def _new_replica(self):
+        """A policy member's replica (or disaggregated unit), indexed by its place in members."""
+        index = len(self.members)
+        if self.unit is not None:
+            return DisaggUnit(index, self.unit, self.kernel, self._emit)
+        return Replica(index, Scheduler(self.sched_cfg), self.timer, self.kernel, self._emit)
+
+    def _serve(self, m: Member) -> None:
+        """``m`` is READY: the router may pick it, at its current load."""
+        self.router.update(m.replica.index, m.replica.outstanding_tokens / m.weight)
+
+    def _drain(self, m: Member, now: float) -> None:
+        self.router.remove(m.replica.index)
+        m.state = DRAINING
+        self._maybe_stop(m, now)
+
     def _ready(self, m: Member) -> None:
         m.state, m.ready_event = READY, None
+        self._serve(m)
         m.busy_mark = m.replica.stats.busy_s
         while self.queue and m.state == READY:
             self._route(self.queue.popleft())
@@ -174,9 +213,7 @@ class FleetSim:
         ready = [m for m in self.members if m.state == READY and not m.base]
         if len(ready) <= 1 and not starting:
             return  # keep one serving policy replica
-        m = min(ready, key=lambda x: x.replica.outstanding_tokens)
-        m.state = DRAINING
-        self._maybe_stop(m, now)
+        self._drain(min(ready, key=lambda x: x.replica.outstanding_tokens), now)
 
     def _maybe_stop(self, m: Member, now: float) -> None:
         if (
@@ -204,15 +241,14 @@ class FleetSim:
         self._route(req)
 
     def _route(self, req: Request) -> None:
-        serving = self._serving()
-        if not serving:
+        """To the least loaded serving replica (``fleet/router.py``), else the router's queue."""
+        index = self.router.best()
+        if index is None:
             self.queue.append(req)
             return
-        if self.base is None:
-            target = min(serving, key=lambda m: m.replica.outstanding_tokens)
-        else:  # replicas of unequal speed: load relative to each one's capacity
-            target = min(serving, key=lambda m: m.replica.outstanding_tokens / m.weight)
-        target.replica.submit(req)
+        m = self.members[index]
+        m.replica.submit(req)
+        self._serve(m)
 
     def _emit(self, rec: RequestRecord, index: int) -> None:
         self.acc.add(rec)
@@ -220,7 +256,9 @@ class FleetSim:
         m = self.members[index]
         if m.base:
             self.base_ledger.record(rec)
-        if m.state == DRAINING:
+        if m.state == READY:
+            self._serve(m)  # its load fell
+        elif m.state == DRAINING:
             self._maybe_stop(m, self.kernel.now)
 
     def _reject_stale(self, now: float) -> None:
@@ -252,8 +290,7 @@ class FleetSim:
                     self.kernel.cancel(m.ready_event)
                     m.state, m.stopped_s = STOPPED, now
                 elif m.state == READY:
-                    m.state = DRAINING
-                    self._maybe_stop(m, now)
+                    self._drain(m, now)
         busy = any(m.state != STOPPED for m in self.members) or self.queue
         if now < self.day_end_s or busy:
             self.kernel.at(now + self.spec.tick_s, PRIO_TICK, self._tick)
@@ -327,22 +364,9 @@ class FleetSim:
         self._stream = itertools.chain.from_iterable(
             zip(*(c.tolist() for c in ch), strict=True) for ch in chunks
         )
-        for _ in range(self.spec.initial_replicas):
-            m = Member(
-                Replica(
-                    len(self.members),
-                    Scheduler(self.sched_cfg),
-                    self.timer,
-                    self.kernel,
-                    self._emit,
-                ),
-                READY,
-                0.0,
-                0.0,
-            )
-            self.members.append(
-                m
-            )  # warm at the start of the day (the night before paid their start)
+        for _ in range(self.spec.initial_replicas):  # warm at the start of the day (the night
+            # before paid their start)
+            self.members.append(Member(self._new_replica(), READY, 0.0, 0.0))
         for _ in range(self.base.count if self.base else 0):
             rep = Replica(
                 len(self.members),
@@ -352,6 +376,8 @@ class FleetSim:
                 self._emit,
             )
             self.members.append(Member(rep, READY, 0.0, 0.0, base=True, weight=self.base.weight))
+        for m in self.members:
+            self._serve(m)
         self._next_arrival()
         self.kernel.at(self.spec.tick_s, PRIO_TICK, self._tick)
         self.kernel.run()

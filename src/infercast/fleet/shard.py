@@ -102,7 +102,7 @@ def run_sharded(
     from infercast.plan.executors import run_map
 
     if groups < 1:
-        raise ConfigError(f"--groups must be >= 1, got {groups}")
+        raise ConfigError(f"`groups` must be >= 1, got {groups}")
     cfg = rep.cfg.model_dump()
     share = DayLoad(
         load.rates_per_s / groups,

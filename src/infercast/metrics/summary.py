@@ -297,24 +297,40 @@ class _Column:
 
 
 class _SampledColumn:
-    """A per-request column in bounded memory: a :class:`BoundedSample` (NaN values skipped)."""
+    """A per-request column in bounded memory: a :class:`BoundedSample` (NaN values skipped).
 
-    __slots__ = ("sample",)
+    Single values wait in a list and reach the sample ``_BUFFER`` at a time: one array per
+    value cost ~20 us a request (a fleet day's whole accumulator)."""
+
+    __slots__ = ("sample", "_buf")
+    _BUFFER = 1024
 
     def __init__(self, cap: int) -> None:
         self.sample = BoundedSample(cap)
+        self._buf: list[float] = []
 
     def append(self, x: float) -> None:
-        if not math.isnan(x):
-            self.sample.add(np.array([x]))
+        if x == x:  # not NaN
+            buf = self._buf
+            buf.append(x)
+            if len(buf) >= self._BUFFER:
+                self._flush()
+
+    def _flush(self) -> None:
+        if self._buf:
+            self.sample.add(np.array(self._buf, dtype=np.float64))
+            self._buf.clear()
 
     def extend(self, xs: np.ndarray) -> None:
+        self._flush()  # keep the order of the values
         self.sample.add(xs[~np.isnan(xs)])
 
     def values(self) -> np.ndarray:
+        self._flush()
         return self.sample.values()  # raises once folded into the histogram
 
     def distribution(self, percentiles: Sequence[float]) -> Distribution:
+        self._flush()
         return Distribution.of_sample(self.sample, percentiles)
 
 
@@ -485,14 +501,13 @@ class MetricsAccumulator:
         ttft, tpot, e2e = rec.ttft_s, rec.tpot_s, rec.e2e_s
         self._cols["ttft"].append(math.nan if ttft is None else ttft)
         self._cols["tpot"].append(math.nan if tpot is None else tpot)
-        if self._bounded:
-            self._num_good += int(
-                self._good(
-                    np.array([math.nan if ttft is None else ttft]),
-                    np.array([math.nan if tpot is None else tpot]),
-                    self.slo_ttft_s,
-                    self.slo_tpot_s,
-                )[0]
+        if self._bounded:  # ``_good`` on one request, without arrays
+            lim_ttft, lim_tpot = self.slo_ttft_s, self.slo_tpot_s
+            self._num_good += (
+                ttft is not None
+                and ttft == ttft
+                and (lim_ttft is None or ttft <= lim_ttft)
+                and (lim_tpot is None or tpot is None or tpot != tpot or tpot <= lim_tpot)
             )
         self._cols["e2e"].append(math.nan if e2e is None else e2e)
         if rec.first_scheduled_s is not None:

@@ -31,9 +31,10 @@ decode-side preemption (charged as a decode step, so it is optimistic).
 from __future__ import annotations
 
 import dataclasses
+from typing import Any
 
 from infercast.cost.comm import kv_transfer_time_s
-from infercast.sched import Request, Scheduler
+from infercast.sched import Request, Scheduler, SchedulerConfig
 from infercast.sim.build import pool_step_model
 from infercast.sim.kernel import PRIO_ARRIVAL, Kernel
 from infercast.sim.replica import Replica
@@ -153,18 +154,37 @@ class PrefillReplica(Replica):
         super().submit(req)
 
 
-def build_disagg(cfg, timer, kernel: Kernel, driver, series):
-    """Prefill replicas on the driver's list (the router's), decode replicas behind a transfer."""
+@dataclasses.dataclass(frozen=True)
+class DisaggPools:
+    """Both pools' cost models and scheduler limits: built once, shared by every set of
+    replicas built from them (a fleet starts many)."""
+
+    prefill_sm: Any  # StepModel
+    decode_sm: Any
+    prefill_sched: SchedulerConfig
+    decode_sched: SchedulerConfig
+
+
+def disagg_pools(cfg, timer) -> DisaggPools:
+    """The pools of ``cfg.disaggregation`` around the run's cost model ``timer``."""
     d = cfg.disaggregation
     pf_sm = pool_step_model(cfg, d.prefill, timer)
     dec_sm = pool_step_model(cfg, d.decode, timer)
-    fast = cfg.mode == "fast"
-    pf_cfg = _pool_sched(cfg, d.prefill, pf_sm)
     dec_cfg = dataclasses.replace(
         _pool_sched(cfg, d.decode, dec_sm),
         max_num_batched_tokens=DECODE_TOKEN_BUDGET,
         policy="chunked",
     )
+    return DisaggPools(pf_sm, dec_sm, _pool_sched(cfg, d.prefill, pf_sm), dec_cfg)
+
+
+def build_disagg(cfg, timer, kernel: Kernel, driver, series, pools: DisaggPools | None = None):
+    """Prefill replicas on the driver's list (the router's), decode replicas behind a transfer
+    (the pools built here unless given)."""
+    d = cfg.disaggregation
+    p = pools if pools is not None else disagg_pools(cfg, timer)
+    pf_sm, dec_sm, pf_cfg, dec_cfg = p.prefill_sm, p.decode_sm, p.prefill_sched, p.decode_sched
+    fast = cfg.mode == "fast"
     decode: list[Replica] = []
     xfer = _Transfer(cfg, kernel, driver, pf_sm, dec_sm, decode)
     complete = driver if driver.closed else driver.completions  # a closed loop sends on each

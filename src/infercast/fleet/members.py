@@ -1,0 +1,192 @@
+"""Disaggregated fleet members: a unit of prefill and decode replicas, scaled as one.
+
+A unit is the simulator's disaggregated mode (``sim/disagg.py``) on the fleet's event kernel:
+``P`` prefill replicas and ``D`` decode replicas joined by the KV transfer, built from one
+:class:`~infercast.sim.disagg.DisaggPools` shared by every unit of the day. The fleet routes
+a request to the least loaded unit (``fleet/router.py``); inside the unit it goes to the
+prefill replica with the fewest outstanding tokens (ties to the lowest index, the rule of
+``sim/router.py``'s least-tokens), then, after its prefill and transfer, to a decode replica
+as ``sim/disagg.py`` does. The autoscaler starts, drains and stops whole units, and a unit is
+billed and powered for all its GPUs: ``P x prefill GPUs + D x decode GPUs``.
+
+The fleet observes a unit as it observes one replica (``fleet/run.py``): its queue and
+running counts and preemptions are the sums over its replicas, its KV use the decode
+pool's mean (where a request holds KV for its whole output), its busy time the mean over
+its replicas (so a unit's utilization is in [0, 1] like a replica's). Its outstanding tokens
+count each request from its arrival at the unit to its record (prefill, transfer and decode
+alike), so a draining unit stops only when no request is left anywhere in it.
+
+Energy of a unit (``unit_token_energy``): the idle power of all its GPUs, plus each prompt
+token's dynamic energy on the prefill pool's cost model and each output token's on the
+decode pool's (``cost/energy.py``'s per-token split, applied per pool), the decode batch
+being the unit's mean running requests over its decode replicas.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from infercast.cost.energy import TokenEnergy, token_energy
+from infercast.metrics.records import RequestRecord
+from infercast.sched import Request
+from infercast.sim.disagg import DisaggPools, build_disagg, disagg_pools
+
+
+@dataclass(frozen=True)
+class UnitShape:
+    """What every unit of a day is made of: the config, its pools, their sizes and GPUs."""
+
+    cfg: object  # SimConfig with a [disaggregation] section
+    timer: object  # the top-level cost model the pools derive from
+    pools: DisaggPools
+    prefill_replicas: int
+    decode_replicas: int
+
+    @property
+    def prefill_gpus(self) -> int:
+        return self.prefill_replicas * self.pools.prefill_sm.parallel.gpus_per_replica
+
+    @property
+    def decode_gpus(self) -> int:
+        return self.decode_replicas * self.pools.decode_sm.parallel.gpus_per_replica
+
+    @property
+    def gpus(self) -> int:
+        return self.prefill_gpus + self.decode_gpus
+
+    @property
+    def weight_bytes(self) -> float:
+        """Bytes of weights all the unit's GPUs load when it starts."""
+        p = self.pools
+        return (
+            p.prefill_sm.memory.weight_bytes * self.prefill_gpus
+            + p.decode_sm.memory.weight_bytes * self.decode_gpus
+        )
+
+    def describe(self) -> str:
+        p, d = self.pools.prefill_sm.parallel, self.pools.decode_sm.parallel
+        return (
+            f"{self.prefill_replicas} prefill (TP{p.tp}) + {self.decode_replicas} decode "
+            f"(TP{d.tp}) replicas, {self.gpus} GPUs"
+        )
+
+
+def unit_shape(cfg, timer) -> UnitShape:
+    """The units of ``cfg`` (its ``[disaggregation]`` pools around the cost model ``timer``)."""
+    d = cfg.disaggregation
+    return UnitShape(cfg, timer, disagg_pools(cfg, timer), d.prefill.replicas, d.decode.replicas)
+
+
+def unit_token_energy(
+    shape: UnitShape, power, prompt_tokens: int, unit_running: int, decode_context: int
+) -> TokenEnergy:
+    """A unit's per-token energy (module doc): prefill pool for prompts, decode pool for outputs
+    at a batch of ``unit_running`` / decode replicas, idle power of every GPU
+    (``TokenEnergy.idle_w`` is per unit)."""
+    p = shape.pools
+    decode_batch = max(1, round(unit_running / shape.decode_replicas))
+    pre = token_energy(p.prefill_sm, power, prompt_tokens, decode_batch, decode_context)
+    dec = token_energy(p.decode_sm, power, prompt_tokens, decode_batch, decode_context)
+    return TokenEnergy(
+        pre.prefill_dynamic_j_per_token,
+        dec.decode_dynamic_j_per_token,
+        pre.idle_w * shape.prefill_replicas + dec.idle_w * shape.decode_replicas,
+        dec.busy_w_decode,
+    )
+
+
+class _Driver:
+    """What ``build_disagg`` asks of its driver: lists to fill, and where records go (every
+    finished or rejected request is a record through ``emit``: no completion sink)."""
+
+    closed = False
+    completions = None
+    itl = None
+
+    def __init__(self, emit) -> None:
+        self.emit = emit
+        self.replicas: list = []  # the prefill replicas (routed)
+        self.unrouted: list = []  # the decode replicas
+
+
+class _NoSeries:
+    observe = None
+
+
+class _UnitKV:
+    __slots__ = ("_decode",)
+
+    def __init__(self, decode: list) -> None:
+        self._decode = decode
+
+    @property
+    def usage(self) -> float:
+        return sum(r.sched.kv.usage for r in self._decode) / len(self._decode)
+
+
+class _UnitSched:
+    """A unit's scheduler counts as the fleet reads a replica's (module doc)."""
+
+    __slots__ = ("_unit", "kv")
+
+    def __init__(self, unit: DisaggUnit) -> None:
+        self._unit = unit
+        self.kv = _UnitKV(unit.decode)
+
+    @property
+    def num_waiting(self) -> int:
+        return sum(r.sched.num_waiting for r in self._unit.replicas)
+
+    @property
+    def num_running(self) -> int:
+        return sum(r.sched.num_running for r in self._unit.replicas)
+
+    @property
+    def num_preemptions(self) -> int:
+        return sum(r.sched.num_preemptions for r in self._unit.replicas)
+
+    @property
+    def has_unfinished(self) -> bool:
+        return bool(self._unit.in_flight)
+
+
+class _UnitStats:
+    __slots__ = ("_unit",)
+
+    def __init__(self, unit: DisaggUnit) -> None:
+        self._unit = unit
+
+    @property
+    def busy_s(self) -> float:
+        reps = self._unit.replicas
+        return sum(r.stats.busy_s for r in reps) / len(reps)
+
+
+class DisaggUnit:
+    """One unit on the fleet's kernel; looks to the fleet like one replica (module doc)."""
+
+    def __init__(self, index: int, shape: UnitShape, kernel, emit) -> None:
+        self.index = index
+        self._emit_up = emit
+        self.in_flight: dict[str, int] = {}  # request id -> its tokens counted in outstanding
+        self.outstanding_tokens = 0
+        driver = _Driver(self._emit)
+        build_disagg(shape.cfg, shape.timer, kernel, driver, _NoSeries, shape.pools)
+        self.prefill: list = driver.replicas
+        self.decode: list = driver.unrouted
+        self.replicas = [*self.prefill, *self.decode]
+        self.sched = _UnitSched(self)
+        self.stats = _UnitStats(self)
+
+    def submit(self, req: Request) -> None:
+        tokens = req.prompt_tokens + req.max_output_tokens  # before prefill caps its output
+        self.in_flight[req.request_id] = tokens
+        self.outstanding_tokens += tokens
+        pf = self.prefill
+        target = pf[0] if len(pf) == 1 else min(pf, key=lambda r: r.outstanding_tokens)
+        target.submit(req)
+
+    def _emit(self, rec: RequestRecord, index: int) -> None:
+        """A record from any of the unit's replicas: the request has left the unit."""
+        self.outstanding_tokens -= self.in_flight.pop(rec.request_id, 0)
+        self._emit_up(rec, self.index)
