@@ -39,12 +39,14 @@ ROOT = HERE.parent
 WORKTREE = "WORKTREE"
 
 # name -> (requests, mode, arrivals, cost model): the runs of sim_speed.py, scaled down so a
-# tree's four runs take about a minute under callgrind (~50x slower than a plain run).
+# tree's four runs take a few minutes under callgrind (~50x slower than a plain run). Below
+# ~10k requests a run is mostly its start (time-series samples every step, cost-model memo
+# misses), which hides part of the simulator's own cost.
 WORKLOADS = {
-    "fast": (3000, "fast", "poisson", "real"),
-    "alone": (3000, "fast", "poisson", "constant"),
-    "exact": (1000, "exact", "poisson", "real"),
-    "offline": (3000, "fast", "offline", "real"),
+    "fast": (10_000, "fast", "poisson", "real"),
+    "alone": (10_000, "fast", "poisson", "constant"),
+    "exact": (3000, "exact", "poisson", "real"),
+    "offline": (10_000, "fast", "offline", "real"),
 }
 
 _CG_SOURCE = """
