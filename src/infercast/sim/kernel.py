@@ -71,7 +71,8 @@ class Kernel:
 
         ``arrivals`` (optional) yields objects with an ``arrival_s`` in time order;
         ``on_arrival(item)`` runs at that time, before any heap event of the same instant.
-        While an event runs, :attr:`arrival_s` is the next arrival's time (see :meth:`after_arrivals`).
+        While an event runs, :attr:`arrival_s` is the next arrival's time (see
+        :meth:`after_arrivals`).
         """
         heap, pop = self.heap, heapq.heappop
         stream = arrivals if arrivals is not None else iter(())
