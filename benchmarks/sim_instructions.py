@@ -28,6 +28,7 @@ import ctypes
 import math
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -176,6 +177,12 @@ def cpu_pairs(old: Path, new: Path, pairs: int, n: int, rate: float) -> list[tup
     return got
 
 
+def bad(message: str) -> None:
+    """Bad input: one line naming the value and the fix, exit status 2."""
+    print(message, file=sys.stderr)
+    sys.exit(2)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--old", default="4edeabe", help="git revision (default 4edeabe)")
@@ -195,12 +202,20 @@ def main() -> None:
         return
     names = [w for w in args.workloads.split(",") if w]
     unknown = [w for w in names if w not in WORKLOADS]
-    if unknown:
-        sys.exit(f"--workloads {','.join(unknown)}: choose from {', '.join(WORKLOADS)}")
+    if unknown or not names:
+        bad(f"--workloads {args.workloads!r}: choose among {', '.join(WORKLOADS)}")
     if args.scale <= 0:
-        sys.exit(f"--scale {args.scale}: must be positive")
+        bad(f"--scale {args.scale}: must be positive (1 runs the sizes in WORKLOADS)")
+    if args.pairs < 0:
+        bad(f"--pairs {args.pairs}: must be 0 or more")
+    for tool in ("valgrind", "cc"):
+        if shutil.which(tool) is None:
+            bad(f"{tool} not found: install it (valgrind's callgrind counts, cc builds its toggle)")
     args.cache.mkdir(parents=True, exist_ok=True)
-    old, new = tree_src(args.old, args.cache), tree_src(args.new, args.cache)
+    try:
+        old, new = tree_src(args.old, args.cache), tree_src(args.new, args.cache)
+    except subprocess.CalledProcessError as err:
+        bad(f"--old {args.old} / --new {args.new}: not a git revision here ({err.cmd[-1]})")
     lib = build_toggle_lib(args.cache)
     rate = capacity_rate()
     print(f"old {args.old} ({old}), new {args.new} ({new}); Poisson at {rate:.3f} req/s")
