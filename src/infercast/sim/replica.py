@@ -216,28 +216,28 @@ class _Segment:
         ends_array: np.ndarray = s + js * c1 + c2 * (js * (js - 1))
         return ends_array.tolist()
 
-    def first_end_after(self, t: float) -> int:
-        """Smallest j in [1, steps] with step_end(j) >= t (root of the quadratic, then checked)."""
-        c1, c2, dt = self.c1, self.c2, t - self.start_s
+    def cut(self, now: float) -> bool:
+        """End at the first step end at or after ``now`` (an arrival); True if that is earlier.
+
+        That step is the smallest j in [1, steps] with step_end(j) >= now: the root of the
+        quadratic, then checked against the step ends around it.
+        """
+        c1, c2, dt, steps = self.c1, self.c2, now - self.start_s, self.steps
         if c2 > 0:
             lin = c1 - c2
             j = math.ceil((-lin + math.sqrt(lin * lin + 4.0 * c2 * dt)) / (2.0 * c2))
         else:
             j = math.ceil(dt / c1)
-        j = min(max(j, 1), self.steps)
-        while j > 1 and self.step_end(j - 1) >= t:
+        j = min(max(j, 1), steps)
+        while j > 1 and self.step_end(j - 1) >= now:
             j -= 1
-        while j < self.steps and self.step_end(j) < t:
+        end = self.step_end(j)
+        while j < steps and end < now:
             j += 1
-        return j
-
-    def cut(self, now: float) -> bool:
-        """End at the first step end at or after ``now`` (an arrival); True if that is earlier."""
-        m = self.first_end_after(now)
-        if m >= self.steps:
+            end = self.step_end(j)
+        if j >= steps:
             return False
-        self.steps = m
-        self.end_s = self.step_end(m)
+        self.steps, self.end_s = j, end
         return True
 
     def end(self, now: float) -> list[Request]:
