@@ -304,7 +304,7 @@ class Replica:
         self._compact_at = TIMELINE_COMPACT_MIN
         self.stats = ReplicaStats()
         self.outstanding_tokens = 0  # prompt + max output of requests here, for routing
-        self._busy = False  # True from a kick or a step's start until a start finds nothing to run
+        self._busy = False  # from an arrival at an idle replica until a start finds nothing to run
         self._num_decoding = 0
         self._affines: dict[int, tuple[float, float]] = {}
         limit = self._affine_timer.affine_context_limit if self._affine_timer else math.inf
