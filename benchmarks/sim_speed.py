@@ -90,6 +90,11 @@ class ConstantModel:
         a, b = self.inner.decode_affine(1)
         return a + 2e-5 * float(num_decode + sum(new)) + b * float(decode_cached_sum + sum(cached))
 
+    def chunk_step_time_s(self, num_decode, decode_cached_sum, n, c):
+        # a FastStepTimer as the real model is: the replica takes the same path with either
+        a, b = self.inner.decode_affine(1)
+        return a + 2e-5 * float(num_decode + n) + b * float(decode_cached_sum + c)
+
     def decode_affine(self, n):
         return self.inner.decode_affine(n)
 

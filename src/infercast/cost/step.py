@@ -619,7 +619,10 @@ class _Compiled:
     nonaffine_names: frozenset[str]
 
     def time_s(self, x: float, m: Machine, eff: EfficiencyProfile) -> float:
-        return sum(op.time_s(x, m, eff) for op in self.ops)
+        total = 0.0  # a loop, not sum() over a generator: no generator frame per op
+        for op in self.ops:
+            total += op.time_s(x, m, eff)
+        return total
 
 
 def _compile(build, _unit: int) -> _Compiled:

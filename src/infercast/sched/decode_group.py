@@ -75,9 +75,15 @@ class DecodeGroupMixin:
         if self.waiting and self.policy.would_admit(self):
             return 0
         heap = self._finish_heap
-        while not self._live(heap[0]):
+        # Drop stale finish-heap entries: an entry is its request's current one when the request
+        # is a member (``dbase >= 0``; every way out of the group, ``_leave_group``, sets it to -1,
+        # and preemption, abort and finish leave the group) with that finish step.
+        while heap[0][2].dbase < 0 or heap[0][2].finish_dstep != heap[0][0]:
             heapq.heappop(heap)
-        return self._kv_horizon(min(max_steps, heap[0][0] - self.dstep))
+        steps = min(max_steps, heap[0][0] - self.dstep)
+        if (steps // self.config.block_size + 1) * self._phased <= self.kv.num_free_blocks:
+            return steps  # a bound: even a new block per member every block_size steps fits
+        return self._kv_horizon(steps)
 
     def advance_decode(self, num_steps: int) -> list[Request]:
         """Apply ``num_steps`` group-only steps (at most :meth:`decode_horizon`)."""
@@ -104,9 +110,7 @@ class DecodeGroupMixin:
     def _kv_horizon(self, steps: int) -> int:
         """Largest k <= steps whose group steps fit in the free KV blocks."""
         free, n, bs = self.kv.num_free_blocks, self._phased, self.config.block_size
-        if (steps // bs + 1) * n <= free or self._blocks_needed(
-            steps
-        ) <= free:  # a bound first: no loop
+        if self._blocks_needed(steps) <= free:
             return steps
         full = min(steps // bs, free // n)  # n > 0 here: otherwise nothing is needed
         left = free - full * n
@@ -206,13 +210,6 @@ class DecodeGroupMixin:
         if explicit:
             self.explicit[req.request_id] = req
 
-    def _live(self, entry: tuple[int, int, Request]) -> bool:
-        """The finish-heap entry is its request's current one. ``dbase >= 0`` (a member) implies
-        running: every way out of the group (``_leave_group``) sets ``dbase = -1``, and preemption,
-        abort and finish leave the group."""
-        req = entry[2]
-        return req.dbase >= 0 and req.finish_dstep == entry[0]
-
     def _pop_finished(self) -> list[Request]:
         """Finish every live member whose ``finish_dstep`` has come, in (finish step, join) order.
 
@@ -227,7 +224,7 @@ class DecodeGroupMixin:
         done: list[Request] = []
         while heap and heap[0][0] <= dstep:
             f, _, req = pop(heap)
-            if req.dbase < 0 or req.finish_dstep != f:  # not ``_live``
+            if req.dbase < 0 or req.finish_dstep != f:  # stale (see decode_horizon)
                 continue
             c = req.num_computed_tokens + dstep - req.dbase  # ``_sync``
             req.num_computed_tokens = c

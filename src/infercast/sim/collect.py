@@ -16,7 +16,6 @@ sink (``--records``) wants one; then the replica passes the token times too.
 from __future__ import annotations
 
 import math
-import operator
 from collections.abc import Callable
 from typing import Protocol
 
@@ -24,8 +23,10 @@ import numpy as np
 
 from infercast.metrics.records import RequestRecord
 from infercast.metrics.summary import MetricsAccumulator
+from infercast.sim.timeline import Timeline
 
 FLUSH_EVERY = 4096
+FLUSH_GAPS = 65_536  # gaps counted alone held before they go to the sink
 ROW_WIDTH = 8  # arrival, prompt, output, first token, finish, first scheduled, last token, cached
 
 
@@ -191,60 +192,77 @@ class GapTally:
 
     Every step that runs decodes runs all of them, so the gap between two
     consecutive decode steps (timeline entries) is the ITL of every request
-    that had a token at both: ``n`` decoding requests minus those whose
+    that had a token at both: the step's decoding requests minus those whose
     previous token was not on the timeline (a first token from a step without
-    decodes, kept in ``off`` until their first decode step; their gap is
-    counted alone). Other gaps (a first token after a recompute) come through
-    :meth:`explicit`. Same multiset of values as each request's own token-time
-    differences, in (value, count) pairs: a step's gap is handled once, not
-    once per request.
+    decodes: :meth:`off`; their gap to that entry is counted alone). Other gaps
+    (a first token after a recompute) come through :meth:`explicit`. Same
+    multiset of values as each request's own token-time differences, in (value,
+    count) pairs: a step's gap is handled once, not once per request.
+
+    The replica appends each timeline entry's number of decoding requests to
+    :attr:`counts` (a list's own ``append``: no Python frame per step); the
+    gaps themselves are taken from the timeline with numpy at :meth:`flush`,
+    which must run before the timeline drops entries and at the end of a run.
     """
 
-    __slots__ = ("sink", "vals", "counts", "off", "last")
+    __slots__ = ("sink", "timeline", "counts", "start", "last", "pending", "vals")
 
-    def __init__(self, sink: Callable[[np.ndarray, np.ndarray], None]) -> None:
+    def __init__(self, sink: Callable[[np.ndarray, np.ndarray], None], timeline: Timeline) -> None:
         self.sink = sink
-        # Gap values and their counts since the last flush.
-        self.vals: list[float] = []
+        self.timeline = timeline
+        # Decoding requests in each timeline entry from absolute index ``start`` on; the same list
+        # object for the whole run (the replica holds it), emptied by ``flush``.
         self.counts: list[int] = []
-        self.off: dict[
-            str, float
-        ] = {}  # request id -> its previous token time, not on the timeline
-        self.last = math.nan  # time of the last timeline entry
+        self.start = timeline.size
+        self.last = math.nan  # time of the entry before ``start``
+        # (previous token's time, absolute index of the entry of the next token, request id) of
+        # requests whose previous token is not on the timeline, in the order they came.
+        self.pending: list[tuple[float, int, str]] = []
+        self.vals: list[float] = []  # gaps counted alone, since the last flush
 
     def explicit(self, gap_s: float) -> None:
+        """A gap seen by one request, known now."""
         self.vals.append(gap_s)
-        self.counts.append(1)
-
-    def entry(self, t: float, num_decoding: int) -> None:
-        """A timeline entry at ``t``: a decode step of ``num_decoding`` requests ended."""
-        vals, counts, off = self.vals, self.counts, self.off
-        if off:
-            for prev in off.values():
-                vals.append(t - prev)
-                counts.append(1)
-            num_decoding -= len(off)
-            off.clear()
-        if num_decoding > 0:
-            vals.append(t - self.last)
-            counts.append(num_decoding)
-        self.last = t
-        if len(vals) >= 65_536:
+        if len(self.vals) >= FLUSH_GAPS:
             self.flush()
 
-    def entries(self, ends: list[float] | np.ndarray, num_decoding: int) -> None:
-        """Timeline entries of a segment: ``num_decoding`` requests in each of its steps."""
-        m = len(ends)
-        self.entry(ends[0], num_decoding)
-        if m > 1:
-            if isinstance(ends, list):
-                self.vals.extend(map(operator.sub, ends[1:], ends))  # ends[j] - ends[j - 1], j >= 1
-            else:
-                self.vals.extend(np.diff(ends).tolist())
-            self.counts.extend([num_decoding] * (m - 1))
-            self.last = ends[-1]
+    def off(self, request_id: str, t: float) -> None:
+        """A request got a token at ``t``, not on the timeline; its next is the next entry."""
+        self.pending.append((t, self.timeline.size, request_id))
+
+    def drop(self, request_id: str) -> None:
+        """The request stops decoding (preempted): its gap to an entry still to come is none."""
+        pending, size = self.pending, self.timeline.size
+        i = len(pending) - 1
+        while i >= 0 and pending[i][1] >= size:  # those still to come are the last ones
+            if pending[i][2] == request_id:
+                del pending[i]
+                return
+            i -= 1
 
     def flush(self) -> None:
-        if self.vals:
-            self.sink(np.array(self.vals, dtype=np.float64), np.array(self.counts, dtype=np.int64))
-            self.vals, self.counts = [], []
+        """Hand every gap up to the timeline's last entry to the sink."""
+        counts, vals = self.counts, self.vals
+        n = len(counts)
+        if n:
+            lo = self.start - self.timeline.base
+            times = np.array(self.timeline[lo : lo + n], dtype=np.float64)
+            weights = np.array(counts, dtype=np.int64)
+            end = self.start + n
+            later = []
+            for prev, idx, rid in self.pending:
+                if idx < end:
+                    vals.append(float(times[idx - self.start]) - prev)
+                    weights[idx - self.start] -= 1
+                else:
+                    later.append((prev, idx, rid))
+            self.pending = later
+            gaps = np.diff(times, prepend=self.last)
+            keep = weights > 0
+            self.sink(gaps[keep], weights[keep])
+            self.last = float(times[-1])
+            self.start = end
+            counts.clear()
+        if vals:
+            self.sink(np.array(vals, dtype=np.float64), np.ones(len(vals), dtype=np.int64))
+            vals.clear()

@@ -50,13 +50,14 @@ class Kernel:
         heapq.heappush(self.heap, entry)
         return entry
 
-    def has_pending(self, time_s: float, max_priority: int) -> bool:
-        """True if an event at ``time_s`` with priority <= ``max_priority`` is queued (a streamed
-        arrival counts as ``PRIO_ARRIVAL``)."""
-        if self.arrival_s == time_s and max_priority >= PRIO_ARRIVAL:
-            return True
-        heap = self.heap
-        return bool(heap) and heap[0][0] == time_s and heap[0][1] <= max_priority
+    def after_arrivals(self, fn: Callable[[], None]) -> None:
+        """Run ``fn()`` once every arrival of this instant has run: now when none is still to
+        come (streamed or queued), else as a ``PRIO_KICK`` event at this instant, after them."""
+        now, heap = self.now, self.heap
+        if self.arrival_s == now or (heap and heap[0][0] == now and heap[0][1] <= PRIO_ARRIVAL):
+            self.at(now, PRIO_KICK, fn)
+        else:
+            fn()
 
     @staticmethod
     def cancel(handle: list[Any]) -> None:
@@ -70,7 +71,8 @@ class Kernel:
 
         ``arrivals`` (optional) yields objects with an ``arrival_s`` in time order;
         ``on_arrival(item)`` runs at that time, before any heap event of the same instant.
-        While an event runs, :attr:`arrival_s` is the next arrival's time (see :meth:`has_pending`).
+        While an event runs, :attr:`arrival_s` is the next arrival's time (see
+        :meth:`after_arrivals`).
         """
         heap, pop = self.heap, heapq.heappop
         stream = arrivals if arrivals is not None else iter(())

@@ -36,7 +36,7 @@ import numpy as np
 from infercast.metrics.records import RequestRecord
 from infercast.sched import Batch, BlockManager, Request, RequestStatus, Scheduler
 from infercast.sim.collect import Completions, GapTally, finished_record, rejected_record
-from infercast.sim.kernel import PRIO_ARRIVAL, PRIO_KICK, PRIO_STEP_END, Kernel
+from infercast.sim.kernel import PRIO_STEP_END, Kernel
 from infercast.sim.timeline import Timeline
 from infercast.sim.timer import AffineStepTimer, FastStepTimer, StepTimer
 
@@ -147,7 +147,7 @@ class _BatchStep:
                 req.timeline_start = size
                 rep._num_decoding += 1
                 if not decoding and gaps is not None:  # its token is not on the timeline
-                    gaps.off[req.request_id] = now
+                    gaps.off(req.request_id, now)
         return done
 
 
@@ -204,8 +204,8 @@ class _Segment:
     def step_end(self, j: int) -> float:
         return self.start_s + j * self.c1 + self.c2 * (j * (j - 1))
 
-    def ends(self, m: int) -> list[float] | np.ndarray:
-        """End times of steps 1..m (same arithmetic as :meth:`step_end`; a list when short)."""
+    def ends(self, m: int) -> list[float]:
+        """End times of steps 1..m (same arithmetic as :meth:`step_end`)."""
         s, c1, c2 = self.start_s, self.c1, self.c2
         if m <= 32:  # segments are mostly a few steps long (cut by arrivals): numpy costs more
             ends = []  # a loop: in 3.11 a list comprehension builds and calls a function
@@ -213,30 +213,31 @@ class _Segment:
                 ends.append(s + j * c1 + c2 * (j * (j - 1)))
             return ends
         js = np.arange(1, m + 1, dtype=np.float64)
-        return s + js * c1 + c2 * (js * (js - 1))
+        ends_array: np.ndarray = s + js * c1 + c2 * (js * (js - 1))
+        return ends_array.tolist()
 
-    def first_end_after(self, t: float) -> int:
-        """Smallest j in [1, steps] with step_end(j) >= t (root of the quadratic, then checked)."""
-        c1, c2, dt = self.c1, self.c2, t - self.start_s
+    def cut(self, now: float) -> bool:
+        """End at the first step end at or after ``now`` (an arrival); True if that is earlier.
+
+        That step is the smallest j in [1, steps] with step_end(j) >= now: the root of the
+        quadratic, then checked against the step ends around it.
+        """
+        c1, c2, dt, steps = self.c1, self.c2, now - self.start_s, self.steps
         if c2 > 0:
             lin = c1 - c2
             j = math.ceil((-lin + math.sqrt(lin * lin + 4.0 * c2 * dt)) / (2.0 * c2))
         else:
             j = math.ceil(dt / c1)
-        j = min(max(j, 1), self.steps)
-        while j > 1 and self.step_end(j - 1) >= t:
+        j = min(max(j, 1), steps)
+        while j > 1 and self.step_end(j - 1) >= now:
             j -= 1
-        while j < self.steps and self.step_end(j) < t:
+        end = self.step_end(j)
+        while j < steps and end < now:
             j += 1
-        return j
-
-    def cut(self, now: float) -> bool:
-        """End at the first step end at or after ``now`` (an arrival); True if that is earlier."""
-        m = self.first_end_after(now)
-        if m >= self.steps:
+            end = self.step_end(j)
+        if j >= steps:
             return False
-        self.steps = m
-        self.end_s = self.step_end(m)
+        self.steps, self.end_s = j, end
         return True
 
     def end(self, now: float) -> list[Request]:
@@ -246,11 +247,11 @@ class _Segment:
         rep.stats.add(m, now - self.start_s, n, rep.sched.kv)
         ends = self.ends(m)
         tl = rep.timeline
-        if tl.held + m > rep._compact_at:
+        if len(tl) + m > rep._compact_at:
             rep._compact(m)
         tl.extend(ends)
-        if rep.gaps is not None:
-            rep.gaps.entries(ends, n)
+        if rep._gap_counts is not None:
+            rep._gap_counts.extend([n] * m)
         return rep.sched.advance_decode(m)
 
 
@@ -286,7 +287,12 @@ class Replica:
         # ``itl`` (both or neither; then every finished request is a record through ``emit``).
         self.complete = complete
         self._wants_times = complete is not None and complete.wants_times  # fixed for the run
-        self.gaps = GapTally(itl) if complete is not None and itl is not None else None
+        self.timeline = Timeline()
+        self.gaps = (
+            GapTally(itl, self.timeline) if complete is not None and itl is not None else None
+        )
+        # Its per-entry counts, appended to with each timeline entry (one list for the whole run).
+        self._gap_counts = self.gaps.counts if self.gaps is not None else None
         self.fast = fast
         self.max_segment_steps = max_segment_steps
         self.observe = observe  # returns (last sample, interval): see TimeSeries.observe
@@ -295,12 +301,10 @@ class Replica:
         # every such ``now`` is >= (last + interval) * (1 - 1e-12) (times are >= 0; the margin
         # dwarfs the subtraction's rounding). A step before it skips the call.
         self._obs_due = -math.inf if observe is not None else math.inf
-        self.timeline = Timeline()
         self._compact_at = TIMELINE_COMPACT_MIN
         self.stats = ReplicaStats()
         self.outstanding_tokens = 0  # prompt + max output of requests here, for routing
-        self._busy = False
-        self._kicked = False
+        self._busy = False  # from an arrival at an idle replica until a start finds nothing to run
         self._num_decoding = 0
         self._affines: dict[int, tuple[float, float]] = {}
         limit = self._affine_timer.affine_context_limit if self._affine_timer else math.inf
@@ -331,22 +335,13 @@ class Replica:
             if plan.cut(now):
                 Kernel.cancel(self._handle)
                 self._handle = self.kernel.at(plan.end_s, PRIO_STEP_END, self._on_end)
-        elif not self._busy:
-            self._kick(now)
-
-    def _kick(self, now: float) -> None:
-        """Start the next step now, but after every arrival of this same instant is queued."""
-        if not self._kicked:
-            self._kicked = True
-            if self.kernel.has_pending(now, PRIO_ARRIVAL):
-                self.kernel.at(now, PRIO_KICK, self._on_start)
-            else:  # no same-instant arrival can still come: skip the extra event
-                self._start()
+        elif not self._busy:  # idle: start a step once this instant's arrivals are queued
+            self._busy = True
+            self.kernel.after_arrivals(self._on_start)
 
     # ---- the step lifecycle -------------------------------------------------------
     def _start(self) -> None:
         """Plan the next step, account it, observe, and post its end (idle when nothing runs)."""
-        self._kicked = False
         now = self.kernel.now
         k = self.sched.decode_horizon(self.max_segment_steps) if self.fast else 0
         if k and self._windowed:
@@ -368,7 +363,6 @@ class Replica:
         if now >= self._obs_due and observe is not None:  # else ``observe`` would ignore the call
             last, interval = observe(now, self, plan.num_seqs)
             self._obs_due = (last + interval) * (1.0 - 1e-12)
-        self._busy = True
         self._plan = plan
         self._handle = self.kernel.at(plan.end_s, PRIO_STEP_END, self._on_end)
 
@@ -379,7 +373,7 @@ class Replica:
         assert plan is not None, "a step ended that was never started"
         for req in plan.end(now):
             self._finish(req, now)
-        self._kick(now)
+        self.kernel.after_arrivals(self._on_start)  # still busy: an arrival now does not kick
 
     def _cap_by_window(self, k: int) -> int:
         """Group-only steps ahead, at most ``k``, before the longest context reaches the window."""
@@ -414,19 +408,21 @@ class Replica:
     def _record(self, now: float, num_decoding: int) -> None:
         """A decode step of ``num_decoding`` requests ended now: a timeline entry, its ITL gap."""
         tl = self.timeline
-        if tl.held >= self._compact_at:
+        if len(tl) >= self._compact_at:
             self._compact(1)
         tl.append(now)
-        if self.gaps is not None:
-            self.gaps.entry(now, num_decoding)
+        if self._gap_counts is not None:
+            self._gap_counts.append(num_decoding)
 
     # ---- per-request records ----------------------------------------------------
     def _compact(self, extra: int) -> None:
         """Drop timeline entries no active request needs (amortized: the threshold doubles)."""
         tl = self.timeline
+        if self.gaps is not None:  # its gaps are read from the entries about to go
+            self.gaps.flush()
         starts = [r.timeline_start for r in self.sched.running.values() if r.timeline_start >= 0]
         tl.drop_before(min(starts) if starts else tl.size)
-        self._compact_at = max(TIMELINE_COMPACT_MIN, 2 * (tl.held + extra))
+        self._compact_at = max(TIMELINE_COMPACT_MIN, 2 * (len(tl) + extra))
 
     def _flush(self, req: Request) -> None:
         """Preempted: copy its decode times out of the timeline; it stops decoding."""
@@ -436,7 +432,7 @@ class Replica:
             req.timeline_start = -1
             self._num_decoding -= 1
             if self.gaps is not None:
-                self.gaps.off.pop(req.request_id, None)
+                self.gaps.drop(req.request_id)
 
     def _finish(self, req: Request, now: float) -> None:
         complete = self.complete
