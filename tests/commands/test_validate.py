@@ -80,6 +80,30 @@ def test_validate_table_and_bad_input(data, capsys):
     assert code == 2 and "cannot read measurements" in err
 
 
+def test_validate_simulates_by_default_and_fast_gives_the_closed_form(data, capsys):
+    args = ["validate", "--data", str(data), "--json", "--no-floor"]
+    code, out, _ = run(args, capsys)
+    rows = {r["id"]: r for r in json.loads(out)["rows"]}
+    # concurrency rows: simulated, the closed form kept beside each as the cross-check
+    assert code in (0, None) and rows["c"]["closed_form"] > 0 and rows["d"]["closed_form"] > 0
+    assert rows["d"]["predicted"] != rows["d"]["closed_form"]
+    code, out, _ = run(args + ["--fast"], capsys)
+    fast = {r["id"]: r for r in json.loads(out)["rows"]}
+    assert "closed_form" not in fast["c"] and fast["d"]["predicted"] == rows["d"]["closed_form"]
+    code, out, _ = run(args + ["--simulate-all"], capsys)  # the old flag: now the default
+    assert {r["id"]: r for r in json.loads(out)["rows"]} == rows
+
+
+def test_compare_fast_prints_the_agreement_and_excludes_fast(data, capsys):
+    code, out, _ = run(["validate", "--data", str(data), "--no-floor", "--compare-fast"], capsys)
+    assert code in (0, None) and "simulation (default) vs closed form" in out
+    assert "concurrency/tpot_mean_s" in out
+    code, _, err = run(["validate", "--data", str(data), "--fast", "--compare-fast"], capsys)
+    assert code == 2 and err.count("\n") == 1 and "--compare-fast" in err
+    code, _, err = run(["validate", "--data", str(data), "--fast", "--simulate-all"], capsys)
+    assert code == 2 and err.count("\n") == 1 and "--simulate-all" in err
+
+
 def test_calibrate_writes_a_profile_validate_and_estimate_accept(data, tmp_path, capsys):
     out_path = tmp_path / "p.toml"
     code, out, _ = run(

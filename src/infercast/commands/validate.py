@@ -76,8 +76,9 @@ def headline(s: dict) -> str:
     return out
 
 
-def print_report(rep: dict, by: str, console) -> None:
-    """Rich tables: the chosen breakdown, overall, worst rows, skipped reasons, floor violations."""
+def print_report(rep: dict, by: str, console, compare_fast: bool = False) -> None:
+    """Rich tables: the chosen breakdown, overall, worst rows, skipped reasons, floor violations;
+    with ``compare_fast`` the simulation's agreement with the closed form."""
     from rich.table import Table
 
     s = rep["summary"]
@@ -117,13 +118,25 @@ def print_report(rep: dict, by: str, console) -> None:
         skipped.add_row(str(n), reason)
     console.print(skipped)
     cross = s.get("simulation_vs_closed_form")
-    if cross:
-        agree = Table(title="simulator vs closed form (rows predicted by both: --simulate-all)")
-        for col in ("scenario / metric", "rows", "median sim / closed", "median |diff|"):
-            agree.add_column(col)
+    if cross and compare_fast:
+        agree = Table(title="simulation (default) vs closed form (--fast), rows predicted by both")
+        for col in (
+            "scenario / metric",
+            "rows",
+            "median sim / closed",
+            "10-90 % of sim / closed",
+            "median |err| sim",
+            "median |err| closed",
+        ):
+            agree.add_column(col, justify="left" if col == "scenario / metric" else "right")
         for k, v in cross.items():
             agree.add_row(
-                k, str(v["rows"]), f"{v['median_ratio']:.3f}", f"{v['median_abs_diff_pct']:.1f} %"
+                k,
+                str(v["rows"]),
+                f"{v['median_ratio']:.3f}",
+                f"{v['p10_ratio']:.3f}-{v['p90_ratio']:.3f}",
+                f"{v['median_abs_error_pct_sim']:.1f} %",
+                f"{v['median_abs_error_pct_closed']:.1f} %",
             )
         console.print(agree)
     if "floor" in rep:
@@ -143,11 +156,15 @@ def run_validate(
     as_json: bool,
     plot: str | None,
     by: str,
-    simulate_all: bool,
+    fast: bool,
     floor: bool,
     assume_weights: str | None = "checkpoint",
     engine: str | None = None,
+    compare_fast: bool = False,
 ) -> None:
+    """``fast``: closed forms where they exist (concurrency, disaggregated and offline-throughput
+    rows), the simulator only where none does; else (the default) every row the simulator can run
+    by simulation, with the closed form kept beside it (``compare_fast`` prints the agreement)."""
     from infercast.commands._common import print_json
     from infercast.cost.profiles import load_profile_set
     from infercast.errors import ConfigError
@@ -159,6 +176,8 @@ def run_validate(
 
     check_plot_path(plot, "--plot")
 
+    if fast and compare_fast:
+        raise ConfigError("--fast and --compare-fast: choose one (--compare-fast simulates)")
     choices = ("scenario", "metric", "scenario_metric", "hardware", "source", "group")
     if by not in choices:
         raise ConfigError(f"--by {by!r}: choose one of {', '.join(choices)}")
@@ -181,7 +200,7 @@ def run_validate(
 
     with working(f"predicting {len(cases):,} measurements"):
         preds = Evaluator(
-            cases, prefer_simulator=simulate_all, assume_weights=assume_weights, engine=preset
+            cases, prefer_simulator=not fast, assume_weights=assume_weights, engine=preset
         ).predict(profiles)
         rep = report(preds, profiles.name, floor_report(cases) if floor else None)
     if plot:
@@ -192,7 +211,7 @@ def run_validate(
         print_json(rep)
         return
     console = make_console()
-    print_report(rep, by, console)
+    print_report(rep, by, console, compare_fast)
     if plot:
         console.print(f"plot written to {plot}")
 
@@ -215,11 +234,20 @@ def register(app: typer.Typer) -> None:
             "--by",
             help="table breakdown: scenario, metric, scenario_metric, hardware, source, group",
         ),
-        simulate_all: bool = typer.Option(
+        fast: bool = typer.Option(
             False,
-            "--simulate-all",
-            help="use the simulator also for concurrency and disaggregated rows, with clients as the "
-            "row's benchmark harness runs them (slower; reports agreement with the closed form)",
+            "--fast",
+            help="closed forms instead of the simulator where they exist (concurrency, "
+            "disaggregated, offline throughput): seconds instead of minutes, not the validated "
+            "default",
+        ),
+        compare_fast: bool = typer.Option(
+            False,
+            "--compare-fast",
+            help="simulate (the default) and print how the closed forms of --fast agree with it",
+        ),
+        simulate_all: bool = typer.Option(
+            False, "--simulate-all", hidden=True, help="the default now (kept as an alias)"
         ),
         floor: bool = typer.Option(
             True, "--floor/--no-floor", help="check that no measurement beats the physics floor"
@@ -235,4 +263,10 @@ def register(app: typer.Typer) -> None:
             help="predict every row on this engine preset (infercast engines; a name or a .toml): its limits, memory rule, policy and profile group; default: each row's own engine",
         ),
     ) -> None:
-        run_validate(data, profile, as_json, plot, by, simulate_all, floor, assume_weights, engine)
+        if simulate_all and fast:
+            from infercast.errors import ConfigError
+
+            raise ConfigError("--simulate-all and --fast: choose one (--simulate-all is the default)")
+        run_validate(
+            data, profile, as_json, plot, by, fast, floor, assume_weights, engine, compare_fast
+        )

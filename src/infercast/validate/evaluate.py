@@ -45,22 +45,40 @@ class Prediction:
         return (self.predicted - self.case.value) / self.case.value * 100.0
 
 
+@dataclass(frozen=True)
+class SimFailure:
+    """A simulation that raised instead of giving a Summary: its rows are skipped with ``reason``
+    (shown in the report's skipped reasons), and the other rows are still predicted."""
+
+    reason: str
+
+
+def _run_one(item):
+    """One ``(task, profile)``: the task's result, or a :class:`SimFailure` naming what it raised."""
+    task, prof = item
+    try:
+        return task(prof)
+    except Exception as exc:  # any failure of one row's model: that row is skipped, not the run
+        return SimFailure(f"simulation failed: {type(exc).__name__}: {exc}")
+
+
 def run_simulations(todo: dict, workers: int | None = None) -> dict:
     """``{key: (task, profile)}`` -> ``{key: task(profile)}``, in a process pool when there is more
     than one task and more than one worker (``workers``: None = one per CPU). Each task is one
     independent simulation (``validate.simrun.SimTask``, picklable) with its own fixed seed, so the
-    results do not depend on the worker count or the order the pool runs them in."""
+    results do not depend on the worker count or the order the pool runs them in. A task that
+    raises gives a :class:`SimFailure` in its place."""
     import multiprocessing
     import os
 
     keys = [
         k for k, (task, _) in todo.items() if hasattr(task, "config")
     ]  # SimTasks pickle; closures do not
-    out = {k: task(prof) for k, (task, prof) in todo.items() if not hasattr(task, "config")}
+    out = {k: _run_one(todo[k]) for k in todo if not hasattr(todo[k][0], "config")}
     n = min(len(keys), workers or os.cpu_count() or 1)
     # a daemonic process (the ui's validation run) may not start a pool: run the tasks in it
     if n <= 1 or multiprocessing.current_process().daemon:
-        return out | {k: todo[k][0](todo[k][1]) for k in keys}
+        return out | {k: _run_one(todo[k]) for k in keys}
     from concurrent.futures import ProcessPoolExecutor
 
     # the longest runs first (more requests): the pool's last task is then a short one
@@ -68,11 +86,6 @@ def run_simulations(todo: dict, workers: int | None = None) -> dict:
     with ProcessPoolExecutor(max_workers=n) as pool:
         results = pool.map(_run_one, [todo[k] for k in keys], chunksize=1)
         return out | dict(zip(keys, results, strict=True))
-
-
-def _run_one(item):
-    task, prof = item
-    return task(prof)
 
 
 def _task_size(task) -> float:
@@ -105,9 +118,9 @@ class Evaluator:
         group; None = each row's own (``setup.row_preset``). ``workers``: processes that run the
         simulations (:func:`run_simulations`; None = one per CPU)."""
         self.workers = workers
-        self.closed_form: dict[
-            int, float
-        ] = {}  # row -> closed-form value, for simulated rows (last values())
+        # row -> closed-form value, for simulated rows (last values())
+        self.closed_form: dict[int, float] = {}
+        self.sim_failures: dict[int, str] = {}  # row -> why its simulation failed (last values())
         self.cases = with_acceptance(cases)
         self.assumed: dict[int, str] = {}
         if assume_weights:
@@ -213,8 +226,13 @@ class Evaluator:
             if plan.simulate is not None:
                 key = (plan.sim_key, prof)
                 if key not in cache:
-                    cache[key] = plan.simulate(prof)
-                out[i] = plan.sim_combine(cache[key], prof)
+                    cache[key] = _run_one((plan.simulate, prof))
+                result = cache[key]
+                if isinstance(result, SimFailure):
+                    self.sim_failures[i] = result.reason
+                    continue
+                self.sim_failures.pop(i, None)
+                out[i] = plan.sim_combine(result, prof)
                 if (
                     plan.combine is not None and plan.shapes
                 ):  # the closed form beside it (cross-check)
@@ -236,6 +254,10 @@ class Evaluator:
                 plan = replace(plan, notes=plan.notes + (f"weights not stated: {assumed} assumed",))
             if plan is None:
                 out.append(Prediction(case, None, reason, group_key(case), (), assumed))
+            elif i in self.sim_failures:
+                out.append(
+                    Prediction(case, None, self.sim_failures[i], plan.group, plan.notes, assumed)
+                )
             elif not math.isfinite(v) or v <= 0:
                 out.append(
                     Prediction(
