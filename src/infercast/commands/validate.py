@@ -266,7 +266,9 @@ def register(app: typer.Typer) -> None:
         if simulate_all and fast:
             from infercast.errors import ConfigError
 
-            raise ConfigError("--simulate-all and --fast: choose one (--simulate-all is the default)")
+            raise ConfigError(
+                "--simulate-all and --fast: choose one (--simulate-all is the default)"
+            )
         run_validate(
             data, profile, as_json, plot, by, fast, floor, assume_weights, engine, compare_fast
         )

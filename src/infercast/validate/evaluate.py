@@ -241,10 +241,12 @@ class Evaluator:
                 out[i] = plan.combine([times[j] for j in self._shape_idx[i]], prof)
         return out
 
-    def predict(self, profiles: ProfileSet) -> list[Prediction]:
-        """Every row's Prediction under a profile set."""
+    def predict(self, profiles: ProfileSet, sim_cache: dict | None = None) -> list[Prediction]:
+        """Every row's Prediction under a profile set (``sim_cache``: as in :meth:`values`)."""
         profs = [profiles.for_group(g) for g in self.groups]
-        values = self.values(profile_matrix(profs or [profiles.default]), profs)
+        values = self.values(
+            profile_matrix(profs or [profiles.default]), profs, sim_cache=sim_cache
+        )
         out = []
         for i, (case, plan, reason, v) in enumerate(
             zip(self.cases, self.plans, self.reasons, values, strict=True)

@@ -172,7 +172,11 @@ def agreement(preds: Sequence[Prediction]) -> dict[str, dict[str, Any]]:
     out = {}
     for k, ps in sorted(groups.items()):
         ratios = [p.predicted / p.closed_form for p in ps]
-        deciles = statistics.quantiles(ratios, n=10, method="inclusive") if len(ratios) > 1 else ratios * 9
+        deciles = (
+            statistics.quantiles(ratios, n=10, method="inclusive")
+            if len(ratios) > 1
+            else ratios * 9
+        )
         out[k] = {
             "rows": len(ps),
             "median_ratio": statistics.median(ratios),
