@@ -27,6 +27,10 @@ class Timed:
 
     task: object
 
+    @property
+    def config(self):  # run_simulations pools the tasks that have one (SimTasks), sizes them by it
+        return self.task.config
+
     def __call__(self, profile):
         c0 = time.process_time()
         out = self.task(profile)

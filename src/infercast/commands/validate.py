@@ -161,6 +161,7 @@ def run_validate(
     assume_weights: str | None = "checkpoint",
     engine: str | None = None,
     compare_fast: bool = False,
+    store: str | None = None,
 ) -> None:
     """``fast``: closed forms where they exist (concurrency, disaggregated and offline-throughput
     rows), the simulator only where none does; else (the default) every row the simulator can run
@@ -196,11 +197,20 @@ def run_validate(
 
         preset = load_engine(engine)
     cases = load_cases(data)
+    sims = None
+    if store:
+        from infercast.validate.simstore import SimStore
+
+        sims = SimStore(store)
     from infercast.commands._progress import working
 
     with working(f"predicting {len(cases):,} measurements"):
         preds = Evaluator(
-            cases, prefer_simulator=not fast, assume_weights=assume_weights, engine=preset
+            cases,
+            prefer_simulator=not fast,
+            assume_weights=assume_weights,
+            engine=preset,
+            store=sims,
         ).predict(profiles)
         rep = report(preds, profiles.name, floor_report(cases) if floor else None)
     if plot:
@@ -249,6 +259,12 @@ def register(app: typer.Typer) -> None:
         simulate_all: bool = typer.Option(
             False, "--simulate-all", hidden=True, help="the default now (kept as an alias)"
         ),
+        store: str | None = typer.Option(
+            None,
+            "--store",
+            help="keep each simulated result in DIR, keyed by a hash of its inputs and the "
+            "package: a repeated run simulates only what changed",
+        ),
         floor: bool = typer.Option(
             True, "--floor/--no-floor", help="check that no measurement beats the physics floor"
         ),
@@ -270,5 +286,15 @@ def register(app: typer.Typer) -> None:
                 "--simulate-all and --fast: choose one (--simulate-all is the default)"
             )
         run_validate(
-            data, profile, as_json, plot, by, fast, floor, assume_weights, engine, compare_fast
+            data,
+            profile,
+            as_json,
+            plot,
+            by,
+            fast,
+            floor,
+            assume_weights,
+            engine,
+            compare_fast,
+            store,
         )

@@ -22,6 +22,7 @@ from infercast.validate.cases import Case
 from infercast.validate.ledger import Ledger, StepModels, profile_matrix
 from infercast.validate.predict import Plan, plan_case
 from infercast.validate.setup import Unpredictable, group_key, hardware_family
+from infercast.validate.simstore import SimStore
 from infercast.validate.speculative import with_acceptance
 
 
@@ -107,17 +108,21 @@ class Evaluator:
         assume_weights: str | None = None,
         engine: EnginePreset | None = None,
         workers: int | None = None,
+        store: SimStore | None = None,
     ):
-        """``simulate=False`` skips rows only the simulator predicts; ``prefer_simulator`` uses
-        the simulator also where a closed form exists (concurrency and disaggregated rows, each
-        with its row's benchmark client; the closed form's value is kept as
-        ``Prediction.closed_form``); ``assume_weights`` fills a missing weight dtype instead of skipping the row: ``"checkpoint"`` = the
+        """``simulate=False`` skips rows only the simulator predicts; ``prefer_simulator`` (what
+        ``infercast validate`` does unless ``--fast``) uses the simulator also where a closed form
+        exists (concurrency and disaggregated rows, each with its row's benchmark client; the
+        closed form's value is kept as ``Prediction.closed_form``; calibration leaves it off: its
+        objective is called thousands of times); ``assume_weights`` fills a missing weight dtype instead of skipping the row: ``"checkpoint"`` = the
         checkpoint's own (``specs.checkpoint.checkpoint_weights``), else that dtype. Each such row
         carries ``assumed_weights``; its original case is kept for reporting. ``engine``: one
         engine preset for every row (``validate --engine``), its limits, memory rule and profile
         group; None = each row's own (``setup.row_preset``). ``workers``: processes that run the
-        simulations (:func:`run_simulations`; None = one per CPU)."""
+        simulations (:func:`run_simulations`; None = one per CPU). ``store``: simulated results
+        kept across runs (:mod:`infercast.validate.simstore`; None = none kept)."""
         self.workers = workers
+        self.store = store
         # row -> closed-form value, for simulated rows (last values())
         self.closed_form: dict[int, float] = {}
         self.sim_failures: dict[int, str] = {}  # row -> why its simulation failed (last values())
@@ -182,6 +187,12 @@ class Evaluator:
             return None, f"cost model cannot handle this setup: {exc}", ()
         return plan, None, idx
 
+    def _stored(self, task, profile):
+        """The store's result of a SimTask (closures are not stored: their repr is an address)."""
+        if self.store is None or not hasattr(task, "config"):
+            return None
+        return self.store.get(task, profile)
+
     @property
     def predictable(self) -> list[int]:
         """Indices of rows with a plan."""
@@ -215,9 +226,21 @@ class Evaluator:
             plan = self.plans[i]
             if plan is not None and plan.simulate is not None:
                 prof = profiles[self.groups.index(plan.group)]
-                if (plan.sim_key, prof) not in cache:
-                    todo[(plan.sim_key, prof)] = (plan.simulate, prof)
-        cache.update(run_simulations(todo, self.workers))
+                key = (plan.sim_key, prof)
+                if key in cache or key in todo:
+                    continue
+                stored = self._stored(plan.simulate, prof)
+                if stored is not None:
+                    cache[key] = stored
+                else:
+                    todo[key] = (plan.simulate, prof)
+        done = run_simulations(todo, self.workers)
+        if self.store is not None:
+            for key, result in done.items():
+                task = todo[key][0]
+                if hasattr(task, "config") and not isinstance(result, SimFailure):
+                    self.store.put(task, key[1], result)
+        cache.update(done)
         for i in picked:
             plan = self.plans[i]
             if plan is None:
