@@ -40,10 +40,14 @@ class Timed:
 def _scores(preds) -> str:
     out = []
     for m in ("ttft_mean_s", "tpot_mean_s"):
-        e = [abs(p.error_pct) for p in preds if p.case.metric == m and p.error_pct is not None]
-        out.append(
-            f"{m} {len(e)} rows, median |err| {statistics.median(e):.1f} %" if e else f"{m}: none"
-        )
+        for sc in sorted({p.case.scenario for p in preds}):
+            e = [
+                abs(p.error_pct)
+                for p in preds
+                if p.case.metric == m and p.case.scenario == sc and p.error_pct is not None
+            ]
+            if e:
+                out.append(f"{sc}/{m} {len(e)} rows, median |err| {statistics.median(e):.1f} %")
     return "; ".join(out)
 
 
@@ -68,6 +72,7 @@ def main() -> None:
     from infercast.cost.profiles import load_profile_set
     from infercast.validate.cases import load_cases
     from infercast.validate.evaluate import Evaluator, SimFailure, run_simulations
+    from infercast.validate.score import agreement
 
     scenarios = set(args.scenario.split(","))
     every = [c for c in load_cases() if c.scenario in scenarios and args.model in (c.model or "")]
@@ -105,6 +110,12 @@ def main() -> None:
     closed = Evaluator(cases, assume_weights="checkpoint").predict(prof)
     print(f"simulator:   {_scores(preds)}")
     print(f"closed form: {_scores(closed)}")
+    for k, v in agreement(preds).items():  # rows predicted by both (the closed form beside each)
+        print(
+            f"{k}: {v['rows']} rows, sim / closed median {v['median_ratio']:.3f} "
+            f"(10-90 % {v['p10_ratio']:.3f}-{v['p90_ratio']:.3f}), median |err| sim "
+            f"{v['median_abs_error_pct_sim']:.1f} %, closed {v['median_abs_error_pct_closed']:.1f} %"
+        )
 
 
 if __name__ == "__main__":
