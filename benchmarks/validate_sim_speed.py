@@ -114,7 +114,8 @@ def main() -> None:
         print(
             f"{k}: {v['rows']} rows, sim / closed median {v['median_ratio']:.3f} "
             f"(10-90 % {v['p10_ratio']:.3f}-{v['p90_ratio']:.3f}), median |err| sim "
-            f"{v['median_abs_error_pct_sim']:.1f} %, closed {v['median_abs_error_pct_closed']:.1f} %"
+            f"{v['median_abs_error_pct_sim']:.1f} %, "
+            f"closed {v['median_abs_error_pct_closed']:.1f} %"
         )
 
 

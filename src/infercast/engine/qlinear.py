@@ -37,7 +37,8 @@ ROW_BLOCK = 32  # rows per block of PyTorch's CPU int4 packing (checked in tests
 
 
 def resolve_weights(weights: str) -> str:
-    """Check a ``--weights`` value; ``auto`` without torch (the compact kernels' extra) means fp32."""
+    """Check a ``--weights`` value; ``auto`` without torch (the compact kernels' extra) means
+    fp32."""
     import importlib.util
 
     if weights not in ("auto", *WEIGHT_FORMATS):

@@ -55,7 +55,7 @@ class SimFailure:
 
 
 def _run_one(item):
-    """One ``(task, profile)``: the task's result, or a :class:`SimFailure` naming what it raised."""
+    """One ``(task, profile)``: the task's result, or a :class:`SimFailure` naming its error."""
     task, prof = item
     try:
         return task(prof)
@@ -114,13 +114,14 @@ class Evaluator:
         ``infercast validate`` does unless ``--fast``) uses the simulator also where a closed form
         exists (concurrency and disaggregated rows, each with its row's benchmark client; the
         closed form's value is kept as ``Prediction.closed_form``; calibration leaves it off: its
-        objective is called thousands of times); ``assume_weights`` fills a missing weight dtype instead of skipping the row: ``"checkpoint"`` = the
-        checkpoint's own (``specs.checkpoint.checkpoint_weights``), else that dtype. Each such row
-        carries ``assumed_weights``; its original case is kept for reporting. ``engine``: one
-        engine preset for every row (``validate --engine``), its limits, memory rule and profile
-        group; None = each row's own (``setup.row_preset``). ``workers``: processes that run the
-        simulations (:func:`run_simulations`; None = one per CPU). ``store``: simulated results
-        kept across runs (:mod:`infercast.validate.simstore`; None = none kept)."""
+        objective is called thousands of times); ``assume_weights`` fills a missing weight dtype
+        instead of skipping the row: ``"checkpoint"`` = the checkpoint's own
+        (``specs.checkpoint.checkpoint_weights``), else that dtype. Each such row carries
+        ``assumed_weights``; its original case is kept for reporting. ``engine``: one engine preset
+        for every row (``validate --engine``), its limits, memory rule and profile group; None =
+        each row's own (``setup.row_preset``). ``workers``: processes that run the simulations
+        (:func:`run_simulations`; None = one per CPU). ``store``: simulated results kept across
+        runs (:mod:`infercast.validate.simstore`; None = none kept)."""
         self.workers = workers
         self.store = store
         # row -> closed-form value, for simulated rows (last values())
