@@ -60,3 +60,29 @@ def test_the_closed_form_path_does_not_simulate_concurrency_rows(monkeypatch):
     monkeypatch.setattr(simrun.SimTask, "__call__", _boom)
     (p,) = Evaluator([_row()]).predict(ProfileSet())
     assert p.predicted is not None and p.closed_form is None
+
+
+def test_a_disaggregated_prefill_pool_keeps_the_experts_own_format():
+    # gpt-oss-120b's MXFP4 experts: one GB200 holds them; stored at bf16 they would not fit
+    from infercast.sim.build import pool_step_model
+    from infercast.validate.ledger import setup_step_model
+
+    pool = {"tp_size": "1", "attention_dp_size": "1", "moe_ep_size": "1"}
+    row = _row(
+        scenario="disaggregated",
+        model="gpt-oss-120b",
+        hardware="gb200",
+        engine="trtllm-1.0",
+        weights="fp4",
+        input_tokens=1024,
+        output_tokens=1024,
+        concurrency=8,
+        n_gpus=3,
+        extra={"prefill": pool, "decode": {**pool, "tp_size": "2"}},
+    )
+    (plan,) = Evaluator([row], prefer_simulator=True, assume_weights="checkpoint").plans
+    task = plan.simulate
+    assert task.setup.experts and task.config.experts == task.setup.experts
+    cfg = task.config
+    prefill = pool_step_model(cfg, cfg.disaggregation.prefill, setup_step_model(task.setup, None))
+    assert prefill.kv_capacity_tokens > 100_000
