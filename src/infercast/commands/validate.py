@@ -166,9 +166,10 @@ def run_validate(
     compare_fast: bool = False,
     store: str | None = None,
 ) -> None:
-    """``fast``: closed forms where they exist (concurrency, disaggregated and offline-throughput
-    rows), the simulator only where none does; else (the default) every row the simulator can run
-    by simulation, with the closed form kept beside it (``compare_fast`` prints the agreement)."""
+    """``fast``: the closed forms of concurrency and disaggregated rows, the simulator only where
+    no closed form exists (server, offline TTFT/ITL); else (the default) those rows too by
+    simulation, the closed form kept beside each (``compare_fast`` prints the agreement).
+    Offline throughput rows have only their closed form (steady state at the engine's limit)."""
     from infercast.commands._common import print_json
     from infercast.cost.profiles import load_profile_set
     from infercast.errors import ConfigError
@@ -250,9 +251,8 @@ def register(app: typer.Typer) -> None:
         fast: bool = typer.Option(
             False,
             "--fast",
-            help="closed forms instead of the simulator where they exist (concurrency, "
-            "disaggregated, offline throughput): seconds instead of minutes, not the validated "
-            "default",
+            help="closed forms instead of the simulator for concurrency and disaggregated rows: "
+            "seconds instead of minutes, not the validated default",
         ),
         compare_fast: bool = typer.Option(
             False,
