@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+from types import SimpleNamespace
+
 from infercast.cost.efficiency import EfficiencyProfile
 from infercast.cost.profiles import ProfileSet
 from infercast.validate import simrun
@@ -86,3 +89,22 @@ def test_a_disaggregated_prefill_pool_keeps_the_experts_own_format():
     cfg = task.config
     prefill = pool_step_model(cfg, cfg.disaggregation.prefill, setup_step_model(task.setup, None))
     assert prefill.kv_capacity_tokens > 100_000
+
+
+class _Exits:
+    """A pooled task (it has a config) whose worker process dies."""
+
+    config = SimpleNamespace(
+        workload=SimpleNamespace(num_requests=1, output=SimpleNamespace(mean=1))
+    )
+
+    def __call__(self, profile):
+        os._exit(3)
+
+
+def test_a_dead_worker_process_is_a_failure_not_a_crash():
+    got = run_simulations({"a": (_Exits(), EfficiencyProfile()), "b": (_Exits(), None)}, 2)
+    assert set(got) == {"a", "b"}
+    assert all(
+        isinstance(r, SimFailure) and "worker process ended" in r.reason for r in got.values()
+    )

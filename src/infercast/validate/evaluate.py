@@ -81,12 +81,21 @@ def run_simulations(todo: dict, workers: int | None = None) -> dict:
     if n <= 1 or multiprocessing.current_process().daemon:
         return out | {k: _run_one(todo[k]) for k in keys}
     from concurrent.futures import ProcessPoolExecutor
+    from concurrent.futures.process import BrokenProcessPool
 
     # the longest runs first (more requests): the pool's last task is then a short one
     keys.sort(key=lambda k: -_task_size(todo[k][0]))
     with ProcessPoolExecutor(max_workers=n) as pool:
-        results = pool.map(_run_one, [todo[k] for k in keys], chunksize=1)
-        return out | dict(zip(keys, results, strict=True))
+        futures = [(k, pool.submit(_run_one, todo[k])) for k in keys]
+        for k, future in futures:
+            try:
+                out[k] = future.result()
+            except BrokenProcessPool:  # a worker died (killed, out of memory): the pool ends
+                out[k] = SimFailure(
+                    "simulation failed: a worker process ended abruptly (killed or out of "
+                    "memory) before this simulation finished"
+                )
+    return out
 
 
 def _task_size(task) -> float:
