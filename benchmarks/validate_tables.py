@@ -1,6 +1,6 @@
-"""The score tables of README.md and docs/accuracy.md, from ``infercast validate --json``.
+"""The score tables of README.md and docs/accuracy.md, from ``infercast validate --fast --json``.
 
-    infercast validate --json > v.json
+    infercast validate --fast --json > v.json
     python benchmarks/validate_tables.py readme < v.json   # README "Validation" table
     python benchmarks/validate_tables.py docs < v.json     # docs/accuracy.md "Current scores"
 

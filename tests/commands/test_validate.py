@@ -72,6 +72,30 @@ def test_validate_table_and_bad_input(data, cli):
     assert code == 2 and "cannot read measurements" in err
 
 
+def test_validate_simulates_by_default_and_fast_gives_the_closed_form(data, cli):
+    args = ["validate", "--data", str(data), "--json", "--no-floor"]
+    code, out, _ = cli(args)
+    rows = {r["id"]: r for r in json.loads(out)["rows"]}
+    # concurrency rows: simulated, the closed form kept beside each as the cross-check
+    assert code in (0, None) and rows["c"]["closed_form"] > 0 and rows["d"]["closed_form"] > 0
+    assert rows["d"]["predicted"] != rows["d"]["closed_form"]
+    code, out, _ = cli(args + ["--fast"])
+    fast = {r["id"]: r for r in json.loads(out)["rows"]}
+    assert "closed_form" not in fast["c"] and fast["d"]["predicted"] == rows["d"]["closed_form"]
+    code, out, _ = cli(args + ["--simulate-all"])  # the old flag: now the default
+    assert {r["id"]: r for r in json.loads(out)["rows"]} == rows
+
+
+def test_compare_fast_prints_the_agreement_and_excludes_fast(data, cli):
+    code, out, _ = cli(["validate", "--data", str(data), "--no-floor", "--compare-fast"])
+    assert code in (0, None) and "simulation (default) vs closed form" in out
+    assert "concurrency/tpot_mean_s" in out
+    code, _, err = cli(["validate", "--data", str(data), "--fast", "--compare-fast"])
+    assert code == 2 and err.count("\n") == 1 and "--compare-fast" in err
+    code, _, err = cli(["validate", "--data", str(data), "--fast", "--simulate-all"])
+    assert code == 2 and err.count("\n") == 1 and "--simulate-all" in err
+
+
 def test_calibrate_writes_a_profile_validate_and_estimate_accept(data, tmp_path, cli):
     out_path = tmp_path / "p.toml"
     code, out, _ = cli(

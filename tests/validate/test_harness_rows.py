@@ -74,3 +74,13 @@ def test_agreement_is_the_median_ratio_of_simulated_to_closed_form():
     got = agreement(rows)["concurrency/ttft_mean_s"]
     assert got["rows"] == 3 and got["median_ratio"] == pytest.approx(1.0)
     assert got["median_abs_diff_pct"] == pytest.approx(10.0)
+
+
+def test_agreement_reports_the_spread_and_both_errors():
+    pairs = [(1.0 + k / 100, 1.0) for k in range(-10, 11)]  # ratios 0.90 .. 1.10
+    rows = [Prediction(_row(), p, closed_form=c) for p, c in pairs]
+    got = agreement(rows)["concurrency/ttft_mean_s"]
+    assert got["p10_ratio"] == pytest.approx(0.92) and got["p90_ratio"] == pytest.approx(1.08)
+    # measured 0.1: the closed form (1.0) is 900 % off; the simulated values 800 .. 1000 %
+    assert got["median_abs_error_pct_closed"] == pytest.approx(900.0)
+    assert got["median_abs_error_pct_sim"] == pytest.approx(900.0)

@@ -1,4 +1,5 @@
-"""The README's accuracy table is what the default prediction (the shipped profile) scores today."""
+"""The README's accuracy table is what the shipped profile scores today with ``validate --fast``
+(the closed forms for concurrency and disaggregated rows: the simulated default takes minutes)."""
 
 from __future__ import annotations
 
@@ -26,12 +27,12 @@ def _tables():
 
 @pytest.mark.slow
 def test_readme_accuracy_table_is_the_default_profiles():
-    # as `infercast validate --json` with no --profile: the default every command uses
+    # as `infercast validate --fast --json` with no --profile: the default every command uses
     preds = Evaluator(load_cases(), assume_weights="checkpoint").predict(load_profile_set(None))
     rows = report(preds, "shipped")["rows"]
     table = _tables().readme_table(rows)
     readme = (ROOT / "README.md").read_text()
     assert "\n".join(table) in readme, (
         "README.md's accuracy table is stale: regenerate it with "
-        "`infercast validate --json | python benchmarks/validate_tables.py readme`"
+        "`infercast validate --fast --json | python benchmarks/validate_tables.py readme`"
     )

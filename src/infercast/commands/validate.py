@@ -21,11 +21,17 @@ def run_validate(
     as_json: bool,
     plot: str | None,
     by: str,
-    simulate_all: bool,
+    fast: bool,
     floor: bool,
     assume_weights: str | None = "checkpoint",
     engine: str | None = None,
+    compare_fast: bool = False,
+    store: str | None = None,
 ) -> None:
+    """``fast``: the closed forms of concurrency and disaggregated rows, the simulator only where
+    no closed form exists (server, offline TTFT/ITL); else (the default) those rows too by
+    simulation, the closed form kept beside each (``compare_fast`` prints the agreement).
+    Offline throughput rows have only their closed form (steady state at the engine's limit)."""
     from infercast.commands._common import print_json
     from infercast.cost.profiles import load_profile_set
     from infercast.errors import ConfigError
@@ -38,6 +44,8 @@ def run_validate(
 
     check_plot_path(plot, "--plot")
 
+    if fast and compare_fast:
+        raise ConfigError("--fast and --compare-fast: choose one (--compare-fast simulates)")
     choices = ("scenario", "metric", "scenario_metric", "hardware", "source", "group")
     if by not in choices:
         raise ConfigError(f"--by {by!r}: choose one of {', '.join(choices)}")
@@ -56,11 +64,20 @@ def run_validate(
 
         preset = load_engine(engine)
     cases = load_cases(data)
+    sims = None
+    if store:
+        from infercast.validate.simstore import SimStore
+
+        sims = SimStore(store)
     from infercast.commands._progress import working
 
     with working(f"predicting {len(cases):,} measurements"):
         preds = Evaluator(
-            cases, prefer_simulator=simulate_all, assume_weights=assume_weights, engine=preset
+            cases,
+            prefer_simulator=not fast,
+            assume_weights=assume_weights,
+            engine=preset,
+            store=sims,
         ).predict(profiles)
         rep = report(preds, profiles.name, floor_report(cases) if floor else None)
     if plot:
@@ -71,7 +88,7 @@ def run_validate(
         print_json(rep)
         return
     console = make_console()
-    print_report(rep, by, console)
+    print_report(rep, by, console, compare_fast)
     if plot:
         console.print(f"plot written to {plot}")
 
@@ -94,12 +111,25 @@ def register(app: typer.Typer) -> None:
             "--by",
             help="table breakdown: scenario, metric, scenario_metric, hardware, source, group",
         ),
-        simulate_all: bool = typer.Option(
+        fast: bool = typer.Option(
             False,
-            "--simulate-all",
-            help="use the simulator also for concurrency and disaggregated rows, with clients as "
-            "the row's benchmark harness runs them (slower; reports agreement with the closed "
-            "form)",
+            "--fast",
+            help="closed forms instead of the simulator for concurrency and disaggregated rows: "
+            "seconds instead of minutes, not the validated default",
+        ),
+        compare_fast: bool = typer.Option(
+            False,
+            "--compare-fast",
+            help="simulate (the default) and print how the closed forms of --fast agree with it",
+        ),
+        simulate_all: bool = typer.Option(
+            False, "--simulate-all", hidden=True, help="the default now (kept as an alias)"
+        ),
+        store: str | None = typer.Option(
+            None,
+            "--store",
+            help="keep each simulated result in DIR, keyed by a hash of its inputs and the "
+            "package: a repeated run simulates only what changed",
         ),
         floor: bool = typer.Option(
             True, "--floor/--no-floor", help="check that no measurement beats the physics floor"
@@ -117,4 +147,22 @@ def register(app: typer.Typer) -> None:
             "its limits, memory rule, policy and profile group; default: each row's own engine",
         ),
     ) -> None:
-        run_validate(data, profile, as_json, plot, by, simulate_all, floor, assume_weights, engine)
+        if simulate_all and fast:
+            from infercast.errors import ConfigError
+
+            raise ConfigError(
+                "--simulate-all and --fast: choose one (--simulate-all is the default)"
+            )
+        run_validate(
+            data,
+            profile,
+            as_json,
+            plot,
+            by,
+            fast,
+            floor,
+            assume_weights,
+            engine,
+            compare_fast,
+            store,
+        )

@@ -4,7 +4,8 @@ Build it once per (model, hardware, precision, parallel, profile); then
 ``step_time_s`` / ``step_cost`` are cheap: ops that depend only on the number of
 new tokens are memoized per token count, attention ops are rebuilt from a few
 sums. ``decode_affine`` exposes the exact affine form of a pure decode step for
-the simulator's closed-form fast path.
+the simulator's closed-form fast path; ``decode_affine_past_window`` the one of a
+sliding-window model's decode step once every context covers the window.
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ from infercast.cost.roofline import (
 )
 from infercast.errors import ConfigError
 from infercast.specs.hardware import HardwareSpec
-from infercast.specs.model import ATTN_FULL, ModelSpec
+from infercast.specs.model import ATTN_FULL, ATTN_SLIDING, ModelSpec
 from infercast.specs.parallel import Parallelism, check_attention_split
 from infercast.specs.precision import Precision
 
@@ -272,6 +273,7 @@ class StepModel:
             )
         self._token_cache: dict[tuple[int, int], tuple[tuple[OpTime, ...], float]] = {}
         self._affine_cache: dict[int, tuple[float, float]] = {}
+        self._past_cache: dict[int, tuple[float, float]] = {}
         self._spans = tuple({(layer.attention, layer.window): 0 for layer in model.layers})
         self._span_counts = {
             s: sum(1 for x in model.layers if (x.attention, x.window) == s) for s in self._spans
@@ -305,6 +307,17 @@ class StepModel:
     def affine_context_limit(self) -> float:
         """Contexts up to which ``decode_affine`` is exact (window edge of windowed layers)."""
         return self.model.min_window - 1
+
+    @property
+    def affine_past_window_context(self) -> float:
+        """Contexts from which ``decode_affine_past_window`` is exact: one below the widest
+        sliding window, where every sliding layer reads its whole window (``ops.span_pairs``:
+        ``min(c, W - 1)`` keys); inf when all layers are full or any is chunked-local (its keys
+        cycle with the chunk, never settling)."""
+        windowed = [(k, w) for k, w in self._spans if k != ATTN_FULL]
+        if not windowed or any(k != ATTN_SLIDING for k, _ in windowed):
+            return float("inf")
+        return float(max(w for _, w in windowed)) - 1
 
     def step_cost(
         self, new_tokens: Tokens, cached_tokens: Tokens, num_logits: int | None = None
@@ -451,6 +464,23 @@ class StepModel:
             at_big = self.step_time_s(ones, np.full(num_seqs, big))
             self._affine_cache[num_seqs] = (base, (at_big - base) / (big * num_seqs))
         return self._affine_cache[num_seqs]
+
+    def decode_affine_past_window(self, num_seqs: int) -> tuple[float, float]:
+        """(a_s, b_s): a decode step of ``num_seqs`` sequences whose cached contexts sum to S
+        takes a_s + b_s * S while every context >= ``affine_past_window_context``: the sliding
+        layers then cost a constant (their whole window), the full layers stay affine in S. Two
+        evaluations of ``step_time_s``, as ``decode_affine``: at every context P (the window
+        edge) and at P + 1024."""
+        p = self.affine_past_window_context
+        if not np.isfinite(p):
+            raise ValueError("no past-window affine form: the model has no sliding-window layers")
+        if num_seqs not in self._past_cache:
+            ones, big = np.ones(num_seqs), 1024.0
+            at_p = self.step_time_s(ones, np.full(num_seqs, p))
+            at_big = self.step_time_s(ones, np.full(num_seqs, p + big))
+            b = (at_big - at_p) / (big * num_seqs)
+            self._past_cache[num_seqs] = (at_p - b * p * num_seqs, b)
+        return self._past_cache[num_seqs]
 
     def prefill_cost(self, prompt_tokens: int, batch: int = 1) -> StepCost:
         """Prefill of ``batch`` prompts of ``prompt_tokens`` each, in one step."""

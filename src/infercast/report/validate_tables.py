@@ -72,8 +72,9 @@ def headline(s: dict) -> str:
     return out
 
 
-def print_report(rep: dict, by: str, console: Console) -> None:
-    """Rich tables: the chosen breakdown, overall, worst rows, skipped reasons, floor violations."""
+def print_report(rep: dict, by: str, console: Console, compare_fast: bool = False) -> None:
+    """Rich tables: the chosen breakdown, overall, worst rows, skipped reasons, floor violations;
+    with ``compare_fast`` the simulation's agreement with the closed form."""
 
     s = rep["summary"]
     console.print(headline(s))
@@ -112,13 +113,25 @@ def print_report(rep: dict, by: str, console: Console) -> None:
         skipped.add_row(str(n), reason)
     console.print(skipped)
     cross = s.get("simulation_vs_closed_form")
-    if cross:
-        agree = Table(title="simulator vs closed form (rows predicted by both: --simulate-all)")
-        for col in ("scenario / metric", "rows", "median sim / closed", "median |diff|"):
-            agree.add_column(col)
+    if cross and compare_fast:
+        agree = Table(title="simulation (default) vs closed form (--fast), rows predicted by both")
+        for col in (
+            "scenario / metric",
+            "rows",
+            "median sim / closed",
+            "10-90 % of sim / closed",
+            "median |err| sim",
+            "median |err| closed",
+        ):
+            agree.add_column(col, justify="left" if col == "scenario / metric" else "right")
         for k, v in cross.items():
             agree.add_row(
-                k, str(v["rows"]), f"{v['median_ratio']:.3f}", f"{v['median_abs_diff_pct']:.1f} %"
+                k,
+                str(v["rows"]),
+                f"{v['median_ratio']:.3f}",
+                f"{v['p10_ratio']:.3f}-{v['p90_ratio']:.3f}",
+                f"{v['median_abs_error_pct_sim']:.1f} %",
+                f"{v['median_abs_error_pct_closed']:.1f} %",
             )
         console.print(agree)
     if "floor" in rep:

@@ -81,6 +81,13 @@ class DecodeTimer:
     def decode_affine(self, num_seqs: int) -> tuple[float, float]:
         return self.target.decode_affine(num_seqs)
 
+    @property
+    def affine_past_window_context(self) -> float:
+        return getattr(self.target, "affine_past_window_context", float("inf"))
+
+    def decode_affine_past_window(self, num_seqs: int) -> tuple[float, float]:
+        return self.target.decode_affine_past_window(num_seqs)
+
 
 class _Transfer:
     """Moves finished prefills to the decode pool after the transfer time.

@@ -310,6 +310,11 @@ class Replica:
         limit = self._affine_timer.affine_context_limit if self._affine_timer else math.inf
         self._context_limit = float(limit)
         self._windowed = self._context_limit != math.inf
+        # Past the window (every context >= this): the other affine form, in its own table.
+        past = getattr(self._affine_timer, "affine_past_window_context", math.inf)
+        self._past_limit = float(past) if self._windowed else math.inf
+        self._affines_pre = self._affines
+        self._affines_past: dict[int, tuple[float, float]] = {}
         # One plan object of each kind, refilled per step; ``_plan`` is the one under way.
         self._batch_step = _BatchStep(self)
         self._group_step = _GroupStep(self)
@@ -376,10 +381,18 @@ class Replica:
         self.kernel.after_arrivals(self._on_start)  # still busy: an arrival now does not kick
 
     def _cap_by_window(self, k: int) -> int:
-        """Group-only steps ahead, at most ``k``, before the longest context reaches the window."""
+        """Group-only steps ahead, at most ``k``, on one affine form of a windowed model: all
+        ``k`` past the window when the shortest context already covers it (contexts only grow;
+        ``decode_affine_past_window``), else those before the longest reaches the window edge
+        (``decode_affine``); 0 in between (steps listed one by one). Selects the form's table."""
         s = self.sched
-        longest = max(r.num_computed_tokens + s.dstep - r.dbase for r in s.group.values())
-        return max(0, min(k, int(self._context_limit) - longest))
+        d = s.dstep
+        ctx = [r.num_computed_tokens + d - r.dbase for r in s.group.values()]
+        if min(ctx) >= self._past_limit:
+            self._affines = self._affines_past
+            return k
+        self._affines = self._affines_pre
+        return max(0, min(k, int(self._context_limit) - max(ctx)))
 
     def _batch_time_s(self, batch: Batch) -> float:
         """The cost model's time of a batch: as sums when it can, else per-sequence arrays."""
@@ -401,8 +414,12 @@ class Replica:
 
     def _affine(self, n: int) -> tuple[float, float]:
         """(a, b) of a decode step of ``n`` sequences (``a + b * context``), into ``_affines``."""
-        assert self._affine_timer is not None, "only fast mode times steps by their affine form"
-        ab = self._affines[n] = self._affine_timer.decode_affine(n)
+        timer = self._affine_timer
+        assert timer is not None, "only fast mode times steps by their affine form"
+        if self._affines is self._affines_past:  # _cap_by_window chose the past-window form
+            ab = self._affines[n] = timer.decode_affine_past_window(n)  # type: ignore[attr-defined]
+        else:
+            ab = self._affines[n] = timer.decode_affine(n)
         return ab
 
     def _record(self, now: float, num_decoding: int) -> None:

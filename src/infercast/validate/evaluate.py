@@ -22,6 +22,7 @@ from infercast.validate.cases import Case
 from infercast.validate.ledger import Ledger, StepModels, profile_matrix
 from infercast.validate.predict import Plan, plan_case
 from infercast.validate.setup import Unpredictable, group_key, hardware_family
+from infercast.validate.simstore import SimStore
 from infercast.validate.speculative import with_acceptance
 
 
@@ -45,34 +46,56 @@ class Prediction:
         return (self.predicted - self.case.value) / self.case.value * 100.0
 
 
+@dataclass(frozen=True)
+class SimFailure:
+    """A simulation that raised instead of giving a Summary: its rows are skipped with ``reason``
+    (shown in the report's skipped reasons), and the other rows are still predicted."""
+
+    reason: str
+
+
+def _run_one(item):
+    """One ``(task, profile)``: the task's result, or a :class:`SimFailure` naming its error."""
+    task, prof = item
+    try:
+        return task(prof)
+    except Exception as exc:  # any failure of one row's model: that row is skipped, not the run
+        return SimFailure(f"simulation failed: {type(exc).__name__}: {exc}")
+
+
 def run_simulations(todo: dict, workers: int | None = None) -> dict:
     """``{key: (task, profile)}`` -> ``{key: task(profile)}``, in a process pool when there is more
     than one task and more than one worker (``workers``: None = one per CPU). Each task is one
     independent simulation (``validate.simrun.SimTask``, picklable) with its own fixed seed, so the
-    results do not depend on the worker count or the order the pool runs them in."""
+    results do not depend on the worker count or the order the pool runs them in. A task that
+    raises gives a :class:`SimFailure` in its place."""
     import multiprocessing
     import os
 
     keys = [
         k for k, (task, _) in todo.items() if hasattr(task, "config")
     ]  # SimTasks pickle; closures do not
-    out = {k: task(prof) for k, (task, prof) in todo.items() if not hasattr(task, "config")}
+    out = {k: _run_one(todo[k]) for k in todo if not hasattr(todo[k][0], "config")}
     n = min(len(keys), workers or os.cpu_count() or 1)
     # a daemonic process (the ui's validation run) may not start a pool: run the tasks in it
     if n <= 1 or multiprocessing.current_process().daemon:
-        return out | {k: todo[k][0](todo[k][1]) for k in keys}
+        return out | {k: _run_one(todo[k]) for k in keys}
     from concurrent.futures import ProcessPoolExecutor
+    from concurrent.futures.process import BrokenProcessPool
 
     # the longest runs first (more requests): the pool's last task is then a short one
     keys.sort(key=lambda k: -_task_size(todo[k][0]))
     with ProcessPoolExecutor(max_workers=n) as pool:
-        results = pool.map(_run_one, [todo[k] for k in keys], chunksize=1)
-        return out | dict(zip(keys, results, strict=True))
-
-
-def _run_one(item):
-    task, prof = item
-    return task(prof)
+        futures = [(k, pool.submit(_run_one, todo[k])) for k in keys]
+        for k, future in futures:
+            try:
+                out[k] = future.result()
+            except BrokenProcessPool:  # a worker died (killed, out of memory): the pool ends
+                out[k] = SimFailure(
+                    "simulation failed: a worker process ended abruptly (killed or out of "
+                    "memory) before this simulation finished"
+                )
+    return out
 
 
 def _task_size(task) -> float:
@@ -94,21 +117,25 @@ class Evaluator:
         assume_weights: str | None = None,
         engine: EnginePreset | None = None,
         workers: int | None = None,
+        store: SimStore | None = None,
     ):
-        """``simulate=False`` skips rows only the simulator predicts; ``prefer_simulator`` uses
-        the simulator also where a closed form exists (concurrency and disaggregated rows, each
-        with its row's benchmark client; the closed form's value is kept as
-        ``Prediction.closed_form``); ``assume_weights`` fills a missing weight dtype instead of
-        skipping the row: ``"checkpoint"`` = the checkpoint's own
+        """``simulate=False`` skips rows only the simulator predicts; ``prefer_simulator`` (what
+        ``infercast validate`` does unless ``--fast``) uses the simulator also where a closed form
+        exists (concurrency and disaggregated rows, each with its row's benchmark client; the
+        closed form's value is kept as ``Prediction.closed_form``; calibration leaves it off: its
+        objective is called thousands of times); ``assume_weights`` fills a missing weight dtype
+        instead of skipping the row: ``"checkpoint"`` = the checkpoint's own
         (``specs.checkpoint.checkpoint_weights``), else that dtype. Each such row carries
         ``assumed_weights``; its original case is kept for reporting. ``engine``: one engine preset
         for every row (``validate --engine``), its limits, memory rule and profile group; None =
         each row's own (``setup.row_preset``). ``workers``: processes that run the simulations
-        (:func:`run_simulations`; None = one per CPU)."""
+        (:func:`run_simulations`; None = one per CPU). ``store``: simulated results kept across
+        runs (:mod:`infercast.validate.simstore`; None = none kept)."""
         self.workers = workers
-        self.closed_form: dict[
-            int, float
-        ] = {}  # row -> closed-form value, for simulated rows (last values())
+        self.store = store
+        # row -> closed-form value, for simulated rows (last values())
+        self.closed_form: dict[int, float] = {}
+        self.sim_failures: dict[int, str] = {}  # row -> why its simulation failed (last values())
         self.cases = with_acceptance(cases)
         self.assumed: dict[int, str] = {}
         if assume_weights:
@@ -170,6 +197,12 @@ class Evaluator:
             return None, f"cost model cannot handle this setup: {with_flags(str(exc), {})}", ()
         return plan, None, idx
 
+    def _stored(self, task, profile):
+        """The store's result of a SimTask (closures are not stored: their repr is an address)."""
+        if self.store is None or not hasattr(task, "config"):
+            return None
+        return self.store.get(task, profile)
+
     @property
     def predictable(self) -> list[int]:
         """Indices of rows with a plan."""
@@ -203,9 +236,21 @@ class Evaluator:
             plan = self.plans[i]
             if plan is not None and plan.simulate is not None:
                 prof = profiles[self.groups.index(plan.group)]
-                if (plan.sim_key, prof) not in cache:
-                    todo[(plan.sim_key, prof)] = (plan.simulate, prof)
-        cache.update(run_simulations(todo, self.workers))
+                key = (plan.sim_key, prof)
+                if key in cache or key in todo:
+                    continue
+                stored = self._stored(plan.simulate, prof)
+                if stored is not None:
+                    cache[key] = stored
+                else:
+                    todo[key] = (plan.simulate, prof)
+        done = run_simulations(todo, self.workers)
+        if self.store is not None:
+            for key, result in done.items():
+                task = todo[key][0]
+                if hasattr(task, "config") and not isinstance(result, SimFailure):
+                    self.store.put(task, key[1], result)
+        cache.update(done)
         for i in picked:
             plan = self.plans[i]
             if plan is None:
@@ -214,8 +259,13 @@ class Evaluator:
             if plan.simulate is not None:
                 key = (plan.sim_key, prof)
                 if key not in cache:
-                    cache[key] = plan.simulate(prof)
-                out[i] = plan.sim_combine(cache[key], prof)
+                    cache[key] = _run_one((plan.simulate, prof))
+                result = cache[key]
+                if isinstance(result, SimFailure):
+                    self.sim_failures[i] = result.reason
+                    continue
+                self.sim_failures.pop(i, None)
+                out[i] = plan.sim_combine(result, prof)
                 if (
                     plan.combine is not None and plan.shapes
                 ):  # the closed form beside it (cross-check)
@@ -224,10 +274,12 @@ class Evaluator:
                 out[i] = plan.combine([times[j] for j in self._shape_idx[i]], prof)
         return out
 
-    def predict(self, profiles: ProfileSet) -> list[Prediction]:
-        """Every row's Prediction under a profile set."""
+    def predict(self, profiles: ProfileSet, sim_cache: dict | None = None) -> list[Prediction]:
+        """Every row's Prediction under a profile set (``sim_cache``: as in :meth:`values`)."""
         profs = [profiles.for_group(g) for g in self.groups]
-        values = self.values(profile_matrix(profs or [profiles.default]), profs)
+        values = self.values(
+            profile_matrix(profs or [profiles.default]), profs, sim_cache=sim_cache
+        )
         out = []
         for i, (case, plan, reason, v) in enumerate(
             zip(self.cases, self.plans, self.reasons, values, strict=True)
@@ -237,6 +289,10 @@ class Evaluator:
                 plan = replace(plan, notes=plan.notes + (f"weights not stated: {assumed} assumed",))
             if plan is None:
                 out.append(Prediction(case, None, reason, group_key(case), (), assumed))
+            elif i in self.sim_failures:
+                out.append(
+                    Prediction(case, None, self.sim_failures[i], plan.group, plan.notes, assumed)
+                )
             elif not math.isfinite(v) or v <= 0:
                 out.append(
                     Prediction(

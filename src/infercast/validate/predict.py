@@ -13,12 +13,13 @@ with the reason. Scenarios (``docs/validation.md`` says what each assumes):
 - ``static_batch``: one prefill of the whole batch, then ``O - 1`` decode steps.
 - ``offline``: the engine runs at its own max batch (the KV that fits at ``I + O``,
   capped by its max running sequences): closed-loop steady state (:mod:`.steady`).
-- ``concurrency``: the closed loop at the row's concurrency, clients starting together
-  (closed form in waves, :mod:`.steady`; the simulator on request).
+- ``concurrency``: the closed loop at the row's concurrency, the row's benchmark client
+  (the simulator, ``validate``'s default; closed form in waves, :mod:`.steady`, with
+  ``--fast`` and as the cross-check beside it).
 - ``server``: the simulator, Poisson arrivals at ``request_rate`` over the replicas
   (also offline TTFT/ITL rows, every request at t = 0).
-- ``disaggregated``: prefill and decode pools from ``extra``, the closed loop in closed
-  form (:mod:`.disagg`; the simulator's pools on request).
+- ``disaggregated``: prefill and decode pools from ``extra``, the closed loop by the
+  simulator's pools (the default), or in closed form (:mod:`.disagg`, ``--fast``).
 """
 
 from __future__ import annotations
@@ -498,7 +499,8 @@ def _pool(p: dict, where: str, model: str) -> tuple[int, int, bool, str | None]:
 
 def _disaggregated(case: Case, models: StepModels) -> Plan:
     """Prefill and decode pools from ``extra``, closed loop at the row's concurrency: closed form
-    (:mod:`infercast.closedform.disagg`), or the simulator's pools with ``--simulate-all``."""
+    (:mod:`infercast.closedform.disagg`, ``validate --fast``), and the simulator's pools (the
+    default)."""
     from infercast.closedform.disagg import (
         decode_running_limit,
         disagg_loop,

@@ -163,21 +163,32 @@ def assumed_layout(p: Prediction) -> bool:
 
 def agreement(preds: Sequence[Prediction]) -> dict[str, dict[str, Any]]:
     """Per scenario/metric, how the simulator's value compares with the closed form's on the rows
-    predicted by both: rows, median ratio simulator / closed form, median |ratio - 1| %."""
-    groups: dict[str, list[float]] = {}
+    predicted by both: rows, the median and 10th-90th percentiles of simulator / closed form, the
+    median |ratio - 1| %, and each one's median |error| % against the measurement."""
+    groups: dict[str, list[Prediction]] = {}
     for p in preds:
         if p.predicted is not None and p.closed_form:
-            groups.setdefault(f"{p.case.scenario}/{p.case.metric}", []).append(
-                p.predicted / p.closed_form
-            )
-    return {
-        k: {
-            "rows": len(v),
-            "median_ratio": statistics.median(v),
-            "median_abs_diff_pct": statistics.median(abs(r - 1) * 100 for r in v),
+            groups.setdefault(f"{p.case.scenario}/{p.case.metric}", []).append(p)
+    out = {}
+    for k, ps in sorted(groups.items()):
+        ratios = [p.predicted / p.closed_form for p in ps]
+        deciles = (
+            statistics.quantiles(ratios, n=10, method="inclusive")
+            if len(ratios) > 1
+            else ratios * 9
+        )
+        out[k] = {
+            "rows": len(ps),
+            "median_ratio": statistics.median(ratios),
+            "p10_ratio": deciles[0],
+            "p90_ratio": deciles[-1],
+            "median_abs_diff_pct": statistics.median(abs(r - 1) * 100 for r in ratios),
+            "median_abs_error_pct_sim": statistics.median(abs(p.error_pct) for p in ps),
+            "median_abs_error_pct_closed": statistics.median(
+                abs(p.closed_form - p.case.value) / p.case.value * 100 for p in ps
+            ),
         }
-        for k, v in sorted(groups.items())
-    }
+    return out
 
 
 def report(

@@ -107,6 +107,9 @@ def disagg_predictor(
             "model": s.model,
             "hardware": s.hardware,
             "weights": s.weights,
+            # the routed experts' own format (gpt-oss: MXFP4): the prefill pool's model is built
+            # from this config, so without it its experts would be stored at ``weights``
+            **({"experts": s.experts} if s.experts else {}),
             "kv_cache": s.kv_cache,
             "tp": s.tp,
             "ep": s.ep,
