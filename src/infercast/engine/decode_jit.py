@@ -1,0 +1,119 @@
+"""Compiled decode attention and one-token RMSNorm (numba), for the small steps of decode.
+
+A batch-1 decode step of SmolLM2-135M calls attention 30 times on 3 KV heads of
+129 keys: work of microseconds that numpy spends in dozens of small calls
+(scaling, gathers, ``matmul`` per segment, masking, softmax passes). One compiled
+loop per layer does the same arithmetic (Vaswani et al. 2017, eq. 1: softmax(q
+K^T / sqrt(d)) V, each KV head serving Hq/Hkv query heads, Ainslie et al. 2023)
+straight from the paged store's slots, with no copies. Measured in the engine's
+step: docs/design.md ("CPU kernels").
+
+numba is in the ``torch`` extra; without it :func:`kernels` is ``None`` and the
+numpy path (:func:`infercast.engine.attention.decode_attention`) runs. Both are
+tested equal.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cache
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class DecodeSlots:
+    """The step's decode requests: token columns, and each one's KV slots (CSR layout).
+
+    Request i's keys are ``slots[ptr[i]:ptr[i + 1]]``; a decode query sees every
+    cached key, so their order does not matter.
+    """
+
+    columns: np.ndarray  # [B] int64
+    ptr: np.ndarray  # [B + 1] int64
+    slots: np.ndarray  # [sum of contexts] int64
+
+    @staticmethod
+    def build(columns: list[int], slot_lists: list[np.ndarray]) -> DecodeSlots:
+        ptr = np.zeros(len(slot_lists) + 1, dtype=np.int64)
+        np.cumsum([len(s) for s in slot_lists], out=ptr[1:])
+        return DecodeSlots(
+            np.asarray(columns, dtype=np.int64),
+            ptr,
+            np.concatenate(slot_lists).astype(np.int64, copy=False),
+        )
+
+
+@dataclass(frozen=True)
+class Kernels:
+    """The compiled functions (see the module doc)."""
+
+    attend: object  # (q, k_flat, v_flat, columns, ptr, slots, out) -> None
+    rms_norm_one: object  # (x [H], gain [H], eps) -> [H]
+
+
+@cache
+def kernels() -> Kernels | None:
+    """The compiled kernels, or ``None`` without numba. Compiled on first call (cached to disk)."""
+    try:
+        from numba import njit
+    except ImportError:
+        return None
+
+    @njit(fastmath=True, cache=True)
+    def attend(q, k_flat, v_flat, columns, ptr, slots, out):  # pragma: no cover - compiled
+        hq, d, _ = q.shape
+        hkv = k_flat.shape[1]
+        g = hq // hkv
+        scale = np.float32(1.0 / np.sqrt(d))
+        qv = np.empty((g, d), dtype=np.float32)
+        acc = np.empty((g, d), dtype=np.float32)
+        for r in range(columns.shape[0]):
+            c = columns[r]
+            a = ptr[r]
+            n = ptr[r + 1] - a
+            scores = np.empty((g, n), dtype=np.float32)
+            for h in range(hkv):
+                for gi in range(g):
+                    for e in range(d):
+                        qv[gi, e] = q[h * g + gi, e, c] * scale
+                for j in range(n):
+                    kr = k_flat[slots[a + j], h]
+                    for gi in range(g):
+                        t = np.float32(0.0)
+                        for e in range(d):
+                            t += qv[gi, e] * kr[e]
+                        scores[gi, j] = t
+                for gi in range(g):
+                    m = scores[gi, 0]
+                    for j in range(1, n):
+                        m = max(m, scores[gi, j])
+                    total = np.float32(0.0)
+                    for j in range(n):
+                        p = np.exp(scores[gi, j] - m)
+                        scores[gi, j] = p
+                        total += p
+                    for e in range(d):
+                        acc[gi, e] = 0.0
+                    for j in range(n):
+                        vr = v_flat[slots[a + j], h]
+                        p = scores[gi, j]
+                        for e in range(d):
+                            acc[gi, e] += p * vr[e]
+                    inv = np.float32(1.0) / total
+                    for e in range(d):
+                        out[h * g + gi, e, c] = acc[gi, e] * inv
+
+    @njit(fastmath=True, cache=True)
+    def rms_norm_one(x, gain, eps):  # pragma: no cover - compiled
+        # Zhang & Sennrich 2019: x / sqrt(mean(x^2) + eps) * gain, one token.
+        s = np.float32(0.0)
+        for i in range(x.shape[0]):
+            s += x[i] * x[i]
+        r = np.float32(1.0) / np.sqrt(s / np.float32(x.shape[0]) + np.float32(eps))
+        out = np.empty((x.shape[0], 1), dtype=np.float32)
+        for i in range(x.shape[0]):
+            out[i, 0] = x[i] * r * gain[i]
+        return out
+
+    return Kernels(attend, rms_norm_one)
