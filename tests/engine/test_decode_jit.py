@@ -54,3 +54,21 @@ def test_one_token_norm_equals_the_batched_formula():
     assert one.shape == (576, 1)
     assert np.allclose(one, rms_norm(x, gain, 1e-5)[:, :1], rtol=1e-5, atol=1e-6)
     assert np.allclose(rms_norm(x[:, :1].copy(), gain, 1e-5), one)
+
+
+@pytest.mark.parametrize("tokens", [1, 5, 16])
+def test_int8_products_of_few_tokens_run_the_compiled_kernel_exactly(tokens):
+    """Up to INT8_JIT_MAX_TOKENS the int8 product is the numba loop with float32
+    activations: the dequantized matrix's product to float32 rounding (PyTorch's kernel,
+    with bf16 activations, is ~1e-2 off)."""
+    pytest.importorskip("torch", reason="Int8Matrix needs the torch extra")
+    from infercast.engine.qlinear import INT8_JIT_MAX_TOKENS, Int8Matrix, Scratch
+
+    assert tokens <= INT8_JIT_MAX_TOKENS
+    rng = np.random.default_rng(5)
+    w = Int8Matrix(rng.standard_normal((96, 160), dtype=np.float32))
+    x = rng.standard_normal((160, tokens), dtype=np.float32)
+    got = w.matmul_fm(x, Scratch())
+    want = w.dequantize() @ x
+    assert got.shape == (96, tokens) and got.flags.c_contiguous
+    assert np.abs(got - want).max() < 1e-4 * np.abs(want).max()

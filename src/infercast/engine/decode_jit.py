@@ -50,6 +50,7 @@ class Kernels:
 
     attend: object  # (q, k_flat, v_flat, columns, ptr, slots, out) -> None
     rms_norm_one: object  # (x [H], gain [H], eps) -> [H]
+    int8_matmul: object  # (q int8 [N, K], scale [N], x [T, K], out [N, T]) -> None
 
 
 @cache
@@ -116,4 +117,17 @@ def kernels() -> Kernels | None:
             out[i, 0] = x[i] * r * gain[i]
         return out
 
-    return Kernels(attend, rms_norm_one)
+    @njit(fastmath=True, cache=True)
+    def int8_matmul(q, scale, x_rows, out):  # pragma: no cover - compiled
+        # out[r, t] = scale[r] * sum_c q[r, c] x[t, c]: int8 rows widened in registers.
+        n, k = q.shape
+        for r in range(n):
+            qr = q[r]
+            for t in range(x_rows.shape[0]):
+                xr = x_rows[t]
+                acc = np.float32(0.0)
+                for c in range(k):
+                    acc += np.float32(qr[c]) * xr[c]
+                out[r, t] = acc * scale[r]
+
+    return Kernels(attend, rms_norm_one, int8_matmul)

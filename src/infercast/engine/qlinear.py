@@ -5,9 +5,11 @@ Formats (``serve --weights``): ``fp32`` (numpy arrays, :mod:`infercast.engine.li
 ``q4`` (4-bit groups of 32 with a bf16 scale and zero per group: 4.5 bits a weight).
 The quantized kernels are PyTorch's CPU weight-only kernels
 (``_weight_int4pack_mm_for_cpu``, ``_weight_int8pack_mm``; bf16 activations,
-fp32 accumulation), so these formats need the ``torch`` extra. Why these and not
-a numba kernel over GGUF's blocks: docs/design.md ("Quantized weights in the CPU
-engine"), with the measurements.
+fp32 accumulation), so these formats need the ``torch`` extra. int8 products of
+up to :data:`INT8_JIT_MAX_TOKENS` tokens run a numba loop instead
+(:mod:`infercast.engine.decode_jit`: int8 rows widened in registers, float32
+activations), 2.3x faster at batch 1 here. Why these and not a numba kernel over
+GGUF's 4-bit blocks: docs/design.md ("CPU kernels"), with the measurements.
 
 Up to :data:`KERNEL_MAX_TOKENS` tokens a product reads the compressed weights
 directly (decode: the step is a stream of weight bytes, so fewer bytes is a
@@ -25,6 +27,7 @@ from typing import Protocol
 
 import numpy as np
 
+from infercast.engine.decode_jit import kernels
 from infercast.engine.linear import linear_fm
 from infercast.engine.qformats import GROUP, Q4Rows, Q8Rows, Rows, dense, quantize_int8_rows
 from infercast.errors import ConfigError
@@ -34,6 +37,9 @@ KERNEL_MAX_TOKENS = (
     48  # int4 kernel vs widen+GEMM crossover: 4.9 vs 5.1 ms at 32, 13.5 vs 9.2 at 128
 )
 ROW_BLOCK = 32  # rows per block of PyTorch's CPU int4 packing (checked in tests)
+# int8 products of up to this many tokens run the numba kernel: 100m's chain of products,
+# ms, torch / numba: 8 tokens 39.8 / 32.2, 16 71.9 / 69.1, 24 116 / 121 (one thread).
+INT8_JIT_MAX_TOKENS = 16
 
 
 def resolve_weights(weights: str) -> str:
@@ -174,6 +180,7 @@ class Int8Matrix:
         torch = self._torch = import_torch()
         q, s = quantize_int8_rows(dense(w))
         self.q = torch.from_numpy(q)
+        self.q_np = q
         self.s = torch.from_numpy(s).to(torch.bfloat16)
         self.s32 = self.s.float().numpy()
         self.shape = q.shape
@@ -184,6 +191,12 @@ class Int8Matrix:
             w = scratch.get(self.shape)
             np.multiply(self.q.numpy(), self.s32[:, None], out=w)
             return w @ x
+        t = x.shape[1]
+        jit = kernels()
+        if jit is not None and t <= INT8_JIT_MAX_TOKENS:
+            out = np.empty((self.shape[0], t), dtype=np.float32)
+            jit.int8_matmul(self.q_np, self.s32, x.reshape(1, -1) if t == 1 else x.T.copy(), out)
+            return out
         torch = self._torch
         y = torch.ops.aten._weight_int8pack_mm(
             _to_torch_rows(x, torch, torch.bfloat16), self.q, self.s
