@@ -1,4 +1,5 @@
-"""How far the bench client's TTFT/TPOT are from the truth, and where the client becomes the bottleneck.
+"""How far the bench client's TTFT/TPOT are from the truth, and where the client becomes the
+bottleneck.
 
 Starts ``infercast mock-server`` (50 ms TTFT, 10 ms ITL, in its own process),
 runs the bench client against it at concurrency 1 and 64 (issue 6 goals:
@@ -172,8 +173,9 @@ def median_row(label: str, runs: list[dict]) -> dict:
 def print_tables(table: list[dict], trials: int, load_before: str, wide: bool) -> None:
     load_after = open("/proc/loadavg").read().split()[0]
     print(
-        f"medians of {trials} runs per point; mock {TTFT_S * 1e3:.0f} ms TTFT / {ITL_S * 1e3:.0f} ms ITL, "
-        f"{OUT} output tokens; load average {load_before} before, {load_after} after; times in ms"
+        f"medians of {trials} runs per point; mock {TTFT_S * 1e3:.0f} ms TTFT / {ITL_S * 1e3:.0f} "
+        f"ms ITL, {OUT} output tokens; load average {load_before} before, {load_after} after; "
+        "times in ms"
     )
     cols = (
         list(table[0])

@@ -1,4 +1,5 @@
-"""infercast bench side by side with NVIDIA AIPerf and ``vllm bench serve``, against the timing mock.
+"""infercast bench side by side with NVIDIA AIPerf and ``vllm bench serve``, against the timing
+mock.
 
 The other clients live in their own environments (not dependencies of infercast):
 
@@ -241,14 +242,16 @@ def main() -> None:
                 proc.wait(timeout=10)
     print(f"load average {open('/proc/loadavg').read().split()[0]}")
     print(
-        "| client | role chunk | C | completed | TTFT ms | mock TTFT ms | TTFT error ms | TPOT ms | mock TPOT ms | TPOT error ms |"
+        "| client | role chunk | C | completed | TTFT ms | mock TTFT ms | TTFT error ms | TPOT ms "
+        "| mock TPOT ms | TPOT error ms |"
     )
     print("|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
         print(
-            f"| {r['client']} | {'yes' if r['role_chunk'] else 'no'} | {r['C']} | {r['completed']} | {r['ttft_ms']:.2f} | {r['mock_ttft_ms']:.2f} | "
-            f"{r['ttft_ms'] - r['mock_ttft_ms']:.2f} | {r['tpot_ms']:.2f} | {r['mock_tpot_ms']:.2f} | "
-            f"{r['tpot_ms'] - r['mock_tpot_ms']:.2f} |"
+            f"| {r['client']} | {'yes' if r['role_chunk'] else 'no'} | {r['C']} | {r['completed']} "
+            f"| {r['ttft_ms']:.2f} | {r['mock_ttft_ms']:.2f} | "
+            f"{r['ttft_ms'] - r['mock_ttft_ms']:.2f} | {r['tpot_ms']:.2f} | "
+            f"{r['mock_tpot_ms']:.2f} | {r['tpot_ms'] - r['mock_tpot_ms']:.2f} |"
         )
 
 

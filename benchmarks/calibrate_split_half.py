@@ -67,10 +67,10 @@ def main() -> None:
     args = ap.parse_args()
     for r in split_half(args.group, args.min_group_rows):
         print(
-            f"fold {r['fold']}: {r['held_rows']} held-out rows (group fitted: {r['group_fitted']}): median |error| "
-            f"{r['median_abs_error_default_pct']:.1f} % with the default profile -> "
-            f"{r['median_abs_error_group_pct']:.1f} % with the group's; within 10 %: "
-            f"{r['within_10_pct_default']:.2f} -> {r['within_10_pct_group']:.2f}"
+            f"fold {r['fold']}: {r['held_rows']} held-out rows (group fitted: "
+            f"{r['group_fitted']}): median |error| {r['median_abs_error_default_pct']:.1f} % with "
+            f"the default profile -> {r['median_abs_error_group_pct']:.1f} % with the group's; "
+            f"within 10 %: {r['within_10_pct_default']:.2f} -> {r['within_10_pct_group']:.2f}"
         )
 
 

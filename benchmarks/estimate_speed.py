@@ -29,7 +29,8 @@ def main() -> None:
     estimate()  # warm the preset caches
     med, best = timeit(lambda: estimate(weights="fp8", kv_cache="fp8", batches=(1, 8, 32, 64)), 200)
     print(
-        f"estimate() seed case, 4 batches + prefill: median {med * 1e3:.3f} ms, best {best * 1e3:.3f} ms"
+        f"estimate() seed case, 4 batches + prefill: median {med * 1e3:.3f} ms, best "
+        f"{best * 1e3:.3f} ms"
     )
     sm = StepModel(load_model("llama-3.1-8b"), load_hardware("h100-sxm"), Precision.parse("bf16"))
     ctx = [1000 + i for i in range(64)]
@@ -39,7 +40,8 @@ def main() -> None:
     )
     med, best = timeit(lambda: sm.step_time_s([512] + [1] * 63, [0] + ctx[1:]), 2000)
     print(
-        f"StepModel.step_time_s, mixed prefill+decode: median {med * 1e6:.1f} us, best {best * 1e6:.1f} us"
+        f"StepModel.step_time_s, mixed prefill+decode: median {med * 1e6:.1f} us, best "
+        f"{best * 1e6:.1f} us"
     )
     cli = [
         sys.executable,

@@ -102,7 +102,8 @@ def main() -> None:
             f"{d['requests_arrived'] / d['sim_cpu_s']:>10,.0f} {wall:>7.2f}  " + "  ".join(diffs)
         )
     print(
-        f"agreement within {a.tolerance:.0%} (relative) on {', '.join(KEYS)}: {'yes' if ok else 'NO'}"
+        f"agreement within {a.tolerance:.0%} (relative) on {', '.join(KEYS)}: "
+        f"{'yes' if ok else 'NO'}"
     )
 
 

@@ -1,4 +1,5 @@
-"""Disaggregated serving vs the ``disaggregated`` rows of measurements.csv (aiconfigurator silicon data).
+"""Disaggregated serving vs the ``disaggregated`` rows of measurements.csv (aiconfigurator silicon
+data).
 
 Each row pair (TTFT mean, TPOT mean) carries its worker layouts in ``extra``:
 per pool the TP size, attention-DP size, MoE EP size and (sometimes) worker
@@ -123,7 +124,8 @@ def main() -> None:
     step = max(1, len(all_cases) // args.max_rows)
     chosen = all_cases[::step][: args.max_rows]
     print(
-        f"{len(all_cases)} representable row pairs with concurrency <= {args.max_concurrency}; running {len(chosen)}"
+        f"{len(all_cases)} representable row pairs with concurrency <= {args.max_concurrency}; "
+        f"running {len(chosen)}"
     )
     errs: dict[str, list[float]] = {"ttft": [], "tpot": []}
     t0 = time.process_time()
@@ -137,9 +139,10 @@ def main() -> None:
         errs["ttft"].append(e1)
         errs["tpot"].append(e2)
         print(
-            f"  {c['key']:44} {c['hardware']:8} {c['weights']} {c['input']}/{c['output']} c={c['concurrency']:<4} "
-            f"P {c['workers'][0]}x{c['prefill'][0]} D {c['workers'][1]}x{c['decode'][0]}: "
-            f"TTFT {c['ttft']:.3f} vs {ttft:.3f} ({e1:+.0%})  TPOT {c['tpot'] * 1e3:.1f} vs {tpot * 1e3:.1f} ms ({e2:+.0%})"
+            f"  {c['key']:44} {c['hardware']:8} {c['weights']} {c['input']}/{c['output']} "
+            f"c={c['concurrency']:<4} P {c['workers'][0]}x{c['prefill'][0]} D "
+            f"{c['workers'][1]}x{c['decode'][0]}: TTFT {c['ttft']:.3f} vs {ttft:.3f} ({e1:+.0%})  "
+            f"TPOT {c['tpot'] * 1e3:.1f} vs {tpot * 1e3:.1f} ms ({e2:+.0%})"
         )
     for name, e in errs.items():
         if e:

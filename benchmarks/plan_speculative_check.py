@@ -130,7 +130,8 @@ def batch_curve_check(data) -> dict[str, list[float]]:
     errors: dict[str, list[float]] = {"assumed": [], "fitted": []}
     cache: dict = {}
     print(
-        "\n2. speedup vs batch, Llama-3.1-8B, simulated closed loop (assumed a | a fitted at the first batch)"
+        "\n2. speedup vs batch, Llama-3.1-8B, simulated closed loop (assumed a | a fitted at the "
+        "first batch)"
     )
     for (name, hw, k), pts in sorted(curves.items()):
         pts.sort()
@@ -144,8 +145,8 @@ def batch_curve_check(data) -> dict[str, list[float]]:
             if i:
                 errors["fitted"].append(p2 / meas - 1)
             print(
-                f"  batch {batch:3d}: measured {meas:4.2f}  assumed {p1:4.2f} ({p1 / meas - 1:+6.1%})  "
-                f"fitted {p2:4.2f} ({p2 / meas - 1:+6.1%})"
+                f"  batch {batch:3d}: measured {meas:4.2f}  assumed {p1:4.2f} "
+                f"({p1 / meas - 1:+6.1%})  fitted {p2:4.2f} ({p2 / meas - 1:+6.1%})"
             )
     return errors
 

@@ -50,7 +50,8 @@ def main() -> None:
         print(
             f"{name:6}: {wall:6.1f} s wall, {time.process_time() - cpu0:6.1f} s driver CPU, "
             f"{d['num_candidates']} candidates, {d['num_simulations']} simulations -> "
-            f"{best['label']} x{best['replicas']} ({best['num_gpus']} GPUs, ${best['cost_per_hour']:.2f}/h)"
+            f"{best['label']} x{best['replicas']} ({best['num_gpus']} GPUs, "
+            f"${best['cost_per_hour']:.2f}/h)"
         )
     print("all executors agree:", all(a == answers[0] for a in answers))
 

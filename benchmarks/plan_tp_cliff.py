@@ -79,7 +79,8 @@ def predict(
 
 def main() -> None:
     print(
-        f"{'TP':>2} {'in/out':>10} {'measured':>9} {'80e9 B':>8} {'err':>7} {'85.0e9 B':>9} {'err':>7}  row"
+        f"{'TP':>2} {'in/out':>10} {'measured':>9} {'80e9 B':>8} {'err':>7} {'85.0e9 B':>9} "
+        f"{'err':>7}  row"
     )
     cache: dict = {}
     for tp, inp, out, meas, row in ROWS:
@@ -100,8 +101,8 @@ def main() -> None:
         t1, k1 = cache[(1, 1000, 1000, mem)]
         t2, k2 = cache[(2, 1000, 1000, mem)]
         print(
-            f"{name}: KV capacity {k1:,} tokens at TP1 vs {k2:,} at TP2; 1000/1000 throughput ratio "
-            f"TP2/TP1 = {t2 / t1:.1f}x (issue: 4247/742 = {4247 / 742:.1f}x)"
+            f"{name}: KV capacity {k1:,} tokens at TP1 vs {k2:,} at TP2; 1000/1000 throughput "
+            f"ratio TP2/TP1 = {t2 / t1:.1f}x (issue: 4247/742 = {4247 / 742:.1f}x)"
         )
 
 

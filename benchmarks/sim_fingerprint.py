@@ -8,7 +8,8 @@ the old code and the new, and compare the files byte for byte:
 
     git archive HEAD src | tar -x -C /tmp/base
     PYTHONPATH=/tmp/base/src python benchmarks/sim_fingerprint.py /tmp/base.json
-    python benchmarks/sim_fingerprint.py /tmp/new.json && cmp /tmp/base.json /tmp/new.json && echo IDENTICAL
+    python benchmarks/sim_fingerprint.py /tmp/new.json
+    cmp /tmp/base.json /tmp/new.json && echo IDENTICAL
 
 Cases: the three policies in fast and exact mode; offline (fast and exact) and
 closed loop; KV-scarce runs with preemptions; prefix caching with and without

@@ -8,7 +8,7 @@ lengths, Poisson arrivals at 80 % of capacity, chunked scheduler (vLLM v1 defaul
 Run:
     python benchmarks/sim_speed.py                       # 50k requests, fast vs exact mode
     python benchmarks/sim_speed.py --num-requests 1000000 --no-exact   # the 1M-request goal
-    python benchmarks/sim_speed.py --opcodes 20000      # bytecodes/calls per request (load-independent)
+    python benchmarks/sim_speed.py --opcodes 20000  # bytecodes/calls per request (load-independent)
     PYTHONPATH=/tmp/base/src python benchmarks/sim_speed.py --fast-only   # one A/B sample of a tree
 
 Reports process CPU seconds (not wall time: the machine is shared), requests per
@@ -135,7 +135,8 @@ def run(label: str, cfg, model, n: int) -> float:
 def count_opcodes(cfg, model, n: int, top: int = 25) -> None:
     """Python bytecodes and calls per request of one run, per function (``sys.settrace`` with
     opcode events): a load-independent measure of the simulator's own work for A/B comparisons
-    on a shared machine (the run is ~30x slower under the tracer; builtins and C work not counted)."""
+    on a shared machine (the run is ~30x slower under the tracer; builtins and C work not
+    counted)."""
     ops: collections.Counter = collections.Counter()
     calls: collections.Counter = collections.Counter()
 
@@ -186,7 +187,8 @@ def main() -> None:
     cap = simulate(config(10_000, None), model).summary.request_throughput_rps
     rate = 0.8 * cap
     print(
-        f"capacity (offline, 10k azure-conv requests): {cap:.2f} req/s -> Poisson at {rate:.2f} req/s"
+        f"capacity (offline, 10k azure-conv requests): {cap:.2f} req/s -> Poisson at {rate:.2f} "
+        "req/s"
     )
     simulate(config(2_000, rate), model)  # warm the cost model's caches, as a long run would
     if args.opcodes:
@@ -201,7 +203,8 @@ def main() -> None:
     timed_cpu = run("  same, cost model timed", config(m, rate), timed, m)
     print(
         f"  cost model: {timed.calls:,} calls, {timed.cpu_s:,.2f} CPU-s "
-        f"({100 * timed.cpu_s / timed_cpu:.0f} % of that run, {timed.cpu_s / max(timed.calls, 1) * 1e6:.0f} us/call; "
+        f"({100 * timed.cpu_s / timed_cpu:.0f} % of that run, "
+        f"{timed.cpu_s / max(timed.calls, 1) * 1e6:.0f} us/call; "
         f"~{timed.cpu_s / timed_cpu * cpu:,.1f} CPU-s of the fast-mode run)"
     )
     if not args.no_alone:

@@ -133,7 +133,8 @@ def main() -> None:
     if vidur_cpu is not None:
         v = args.num_requests / vidur_cpu
         print(
-            f"Vidur: {vidur_cpu:.1f} CPU-s = {v:,.0f} requests/CPU-s; infercast is {rate / v:.0f}x faster"
+            f"Vidur: {vidur_cpu:.1f} CPU-s = {v:,.0f} requests/CPU-s; infercast is {rate / v:.0f}x "
+            "faster"
         )
         return
     if not args.vidur_python:

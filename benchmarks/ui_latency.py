@@ -1,4 +1,5 @@
-"""How fast the Estimate view paints and follows a slider (issue 19's goal: an update within 100 ms).
+"""How fast the Estimate view paints and follows a slider (issue 19's goal:
+an update within 100 ms).
 
 Starts the ``infercast ui`` app in this process (validation off: it would compete
 for the two cores), opens the Estimate view in headless system Chromium (playwright),
@@ -50,7 +51,7 @@ def _summary(name: str, xs: list[float]) -> str:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--moves", type=int, default=40)
     args = ap.parse_args()
 
@@ -81,7 +82,8 @@ def main() -> None:
         browser.close()
     srv.should_exit = True
     print(
-        f"first contentful paint: {fcp:.0f} ms; first chart drawn: {first_chart:.0f} ms (from navigation start)"
+        f"first contentful paint: {fcp:.0f} ms; first chart drawn: {first_chart:.0f} ms (from "
+        "navigation start)"
     )
     print(_summary("slider move -> updated chart", updates))
     print(_summary("  of which the API round trip (fetch in the page)", fetches[-len(updates) :]))

@@ -59,10 +59,12 @@ def main() -> None:
     wall, cpu = time.perf_counter() - t0, _cpu_s() - c0
     closed = Evaluator(cases, assume_weights="checkpoint").predict(prof)
     print(
-        f"{args.scenario}: {len(cases)} of {len(every)} rows, {len(sims)} simulations, {args.workers} workers"
+        f"{args.scenario}: {len(cases)} of {len(every)} rows, {len(sims)} simulations, "
+        f"{args.workers} workers"
     )
     print(
-        f"wall {wall:.1f} s, CPU {cpu:.1f} s (this process + workers), load average {os.getloadavg()}"
+        f"wall {wall:.1f} s, CPU {cpu:.1f} s (this process + workers), load average "
+        f"{os.getloadavg()}"
     )
     print(f"whole scenario by extrapolation: {cpu * len(every) / max(len(cases), 1):.0f} CPU-s")
     print(f"simulator:   {_scores(preds)}")

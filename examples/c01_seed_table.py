@@ -20,18 +20,19 @@ from _gallery import CONDITIONAL, REFUTED, REPRODUCED, decode_row, infercast, ma
 SEED_MS = {1: 21.00, 8: 21.70, 32: 24.10, 64: 27.31}
 SEED_TOK_S = {1: 48, 8: 369, 32: 1328, 64: 2344}
 COMMAND = (
-    "infercast estimate --profile builtin --model llama-3.1-70b --hardware h100-sxm --weights fp8 --kv-cache fp8 "
-    "--batch 1,8,32,64 --context 2048 --json"
+    "infercast estimate --profile builtin --model llama-3.1-70b --hardware h100-sxm --weights fp8 "
+    "--kv-cache fp8 --batch 1,8,32,64 --context 2048 --json"
 )
 CLAIM = {
     "id": 1,
-    "claim": "Llama-3-70B FP8 on one H100, context 2048, batch 1/8/32/64: 21.00/21.70/24.10/27.31 ms, "
-    "48/369/1,328/2,344 tok/s; double these for a realistic TPOT (~47% of bandwidth achieved)",
+    "claim": "Llama-3-70B FP8 on one H100, context 2048, batch 1/8/32/64: 21.00/21.70/24.10/27.31 "
+    "ms, 48/369/1,328/2,344 tok/s; double these for a realistic TPOT (~47% of bandwidth achieved)",
     "where": "seed, the minimal implementation's output table and the note under it",
     "commands": [
         COMMAND,
-        "infercast estimate --profile builtin --model llama-3.1-70b --hardware h100-sxm --weights fp8 --tp T "
-        "--batch C --context I+O/2 --json   (per measured TPOT row: its TP, concurrency, lengths)",
+        "infercast estimate --profile builtin --model llama-3.1-70b --hardware h100-sxm --weights "
+        "fp8 --tp T --batch C --context I+O/2 --json   (per measured TPOT row: its TP, "
+        "concurrency, lengths)",
     ],
 }
 
@@ -51,13 +52,14 @@ def _measured_tpot_rows() -> list[dict[str, str]]:
 
 
 def _achieved_fraction(row: dict[str, str]) -> dict[str, float]:
-    """Floor / measured TPOT at the row's TP and concurrency, mean decode context = input + output / 2."""
+    """Floor / measured TPOT at the row's TP and concurrency, mean decode context = input +
+    output / 2."""
     tp, conc = int(row["tp"]), int(row["concurrency"] or row["batch"])
     context = int(row["input_tokens"]) + int(row["output_tokens"]) // 2
     kv = f" --kv-cache {row['kv_cache']}" if row["kv_cache"] else ""
     est = infercast(
-        f"infercast estimate --profile builtin --model llama-3.1-70b --hardware h100-sxm --weights fp8{kv} "
-        f"--tp {tp} --batch {conc} --context {context} --json"
+        "infercast estimate --profile builtin --model llama-3.1-70b --hardware h100-sxm --weights "
+        f"fp8{kv} --tp {tp} --batch {conc} --context {context} --json"
     )
     d = decode_row(est, conc)
     measured = float(row["value"])
@@ -132,11 +134,13 @@ def verdict(r: dict) -> tuple[str, str]:
     )
     tps = ", ".join(f"TP{k} {v:.0%}" for k, v in r["achieved_fraction_median_by_tp"].items())
     finding = (
-        f"seed formula with 70e9 params: {ms} ms, {tok} tok/s; infercast floor (70.55B params, gathered "
-        f"embedding rows only): {floor} ms; expected {exp} ms = {ratio}x the seed formula, not 2x. "
-        f"{len(r['measured'])} measured vLLM TPOTs (Llama-3.1-70B FP8, H100, TP {tp_lo}-{tp_hi}, concurrency {c_lo}-{c_hi}) "
-        f"reach {r['achieved_fraction_min']:.0%}-{r['achieved_fraction_max']:.0%} of the bandwidth floor "
-        f"(median {med:.0%}; by TP: {tps}; the seed says ~47%). Memory: {fit_note} (max batch {r['max_batch']})."
+        f"seed formula with 70e9 params: {ms} ms, {tok} tok/s; infercast floor (70.55B params, "
+        f"gathered embedding rows only): {floor} ms; expected {exp} ms = {ratio}x the seed "
+        f"formula, not 2x. {len(r['measured'])} measured vLLM TPOTs (Llama-3.1-70B FP8, H100, TP "
+        f"{tp_lo}-{tp_hi}, concurrency {c_lo}-{c_hi}) reach "
+        f"{r['achieved_fraction_min']:.0%}-{r['achieved_fraction_max']:.0%} of the bandwidth floor "
+        f"(median {med:.0%}; by TP: {tps}; the seed says ~47%). Memory: {fit_note} (max batch "
+        f"{r['max_batch']})."
     )
     if not table_ok:
         return REFUTED, finding

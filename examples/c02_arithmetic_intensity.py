@@ -17,8 +17,8 @@ PROMPTS = (128, 256, 512, 1024, 2048, 4096)
 BATCHES = (1, 8, 16, 32, 48, 56, 64, 72, 80, 88, 96, 104, 112, 120, 128, 136, 144, 160, 256)
 CLAIM = {
     "id": 2,
-    "claim": "prefill runs at 200-400 FLOP/byte for a typical prompt vs the H100 ridge point ~295 FLOP/byte "
-    "(BF16); decode at ~60-80 FLOP/byte, ~5x lower",
+    "claim": "prefill runs at 200-400 FLOP/byte for a typical prompt vs the H100 ridge point ~295 "
+    "FLOP/byte (BF16); decode at ~60-80 FLOP/byte, ~5x lower",
     "where": "seed, the prefill-vs-decode section (arithmetic intensity and the ridge point)",
     "commands": [
         f"{BASE} --prompt N --batch 1 --json   (N = {', '.join(map(str, PROMPTS))})",
@@ -34,7 +34,8 @@ def _prefill_ai(prompt: int) -> float:
 
 
 def _prompt_at(ai: float, lo: int = 16, hi: int = 8192) -> int:
-    """Smallest prompt whose prefill intensity reaches ``ai`` (bisection; intensity rises with the prompt)."""
+    """Smallest prompt whose prefill intensity reaches ``ai`` (bisection; intensity rises with
+    the prompt)."""
     while hi - lo > 1:
         mid = (lo + hi) // 2
         lo, hi = (mid, hi) if _prefill_ai(mid) < ai else (lo, mid)
@@ -72,13 +73,14 @@ def verdict(r: dict) -> tuple[str, str]:
     p, d = r["prefill_ai"], r["decode_ai"]
     b1 = d["2048"]["1"]
     finding = (
-        f"ridge {r['ridge_flop_per_byte']:.0f} FLOP/byte. Prefill: {p['512']:.0f} (512-token prompt), "
-        f"{p['1024']:.0f} (1024), {p['2048']:.0f} (2048) FLOP/byte; 200-400 only for prompts of "
-        f"{r['prompt_for_ai_200']}-{r['prompt_for_ai_400']} tokens; the ridge is crossed at "
-        f"{r['prompt_at_ridge']} tokens. Decode: {b1:.2f} FLOP/byte at batch 1 (a GEMV: ~1 FLOP per "
-        f"16-bit weight byte), so prefill(1024)/decode(1) = {p['1024'] / b1:.0f}x, not 5x. The seed's "
-        f"60-80 FLOP/byte is decode at {_batch_range(d['2048'], 60, 80)} (context 2048) or "
-        f"{_batch_range(d['128'], 60, 80)} (context 128): intensity ~ batch, cut by KV reads."
+        f"ridge {r['ridge_flop_per_byte']:.0f} FLOP/byte. Prefill: {p['512']:.0f} (512-token "
+        f"prompt), {p['1024']:.0f} (1024), {p['2048']:.0f} (2048) FLOP/byte; 200-400 only for "
+        f"prompts of {r['prompt_for_ai_200']}-{r['prompt_for_ai_400']} tokens; the ridge is "
+        f"crossed at {r['prompt_at_ridge']} tokens. Decode: {b1:.2f} FLOP/byte at batch 1 (a GEMV: "
+        f"~1 FLOP per 16-bit weight byte), so prefill(1024)/decode(1) = {p['1024'] / b1:.0f}x, not "
+        f"5x. The seed's 60-80 FLOP/byte is decode at {_batch_range(d['2048'], 60, 80)} (context "
+        f"2048) or {_batch_range(d['128'], 60, 80)} (context 128): intensity ~ batch, cut by KV "
+        "reads."
     )
     prefill_ok = 200 <= p["1024"] <= 400
     if prefill_ok and 60 <= b1 <= 80:
@@ -86,8 +88,8 @@ def verdict(r: dict) -> tuple[str, str]:
     if b1 < 60:
         return CONDITIONAL, (
             finding
-            + f" Holds only for prompts of ~{r['prompt_for_ai_200']}-{r['prompt_for_ai_400']} tokens and "
-            "a decode batch near the range above; the sides of the ridge are right "
+            + f" Holds only for prompts of ~{r['prompt_for_ai_200']}-{r['prompt_for_ai_400']} "
+            "tokens and a decode batch near the range above; the sides of the ridge are right "
             "(prefill above it past the crossing prompt, decode far below)."
         )
     return REFUTED, finding

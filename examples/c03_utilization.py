@@ -31,8 +31,8 @@ CLAIM = {
     "commands": [
         f"{BASE} --prompt N --batch 1 --json   (N = {', '.join(map(str, PROMPTS))})",
         f"{BASE} --context 2048 --json   (batch 1, 8, 32, 64 and the max batch that fits)",
-        "infercast estimate --profile builtin --model M --hardware H --weights fp8 --tp T --prompt 2048 --batch 1 --json   "
-        "(per measured TTFT row)",
+        "infercast estimate --profile builtin --model M --hardware H --weights fp8 --tp T --prompt "
+        "2048 --batch 1 --json   (per measured TTFT row)",
     ],
 }
 
@@ -55,8 +55,8 @@ def _measured_prefill() -> list[dict]:
     out = []
     for r in rows:
         e = infercast(
-            f"infercast estimate --profile builtin --model {r['model']} --hardware {r['hardware']} --weights {r['weights']} "
-            f"--tp {r['tp']} --prompt 2048 --batch 1 --json"
+            f"infercast estimate --profile builtin --model {r['model']} --hardware {r['hardware']} "
+            f"--weights {r['weights']} --tp {r['tp']} --prompt 2048 --batch 1 --json"
         )
         peak = e["hardware"]["peak_flops_per_s"][e["precision"]["compute"]]
         out.append(
@@ -107,10 +107,10 @@ def verdict(r: dict) -> tuple[str, str]:
         f"{', '.join(p)}; capped by the GEMM efficiency {r['gemm_compute_eff']:.2f}); decode "
         f"at context 2048: {d['1']:.2%} at batch 1, {d['32']:.1%} at 32, {d['64']:.1%} at 64, "
         f"{d[mb]:.1%} at the max batch {mb} (still memory-bound: KV reads grow with the batch). "
-        f"Measured: {len(r['measured_prefill'])} TensorRT-LLM TTFTs of 2048-token prompts on H100/H200 "
-        f"imply {r['measured_prefill_utilization_median']:.0%} of the FP8 peak (median; best "
-        f"{r['measured_prefill_utilization_max']:.0%}); only if this FP8 work is divided by the BF16 "
-        f"peak does it read {r['measured_prefill_vs_bf16_peak_median']:.0%}."
+        f"Measured: {len(r['measured_prefill'])} TensorRT-LLM TTFTs of 2048-token prompts on "
+        f"H100/H200 imply {r['measured_prefill_utilization_median']:.0%} of the FP8 peak (median; "
+        f"best {r['measured_prefill_utilization_max']:.0%}); only if this FP8 work is divided by "
+        f"the BF16 peak does it read {r['measured_prefill_vs_bf16_peak_median']:.0%}."
     )
     prefill_ok = max(p.values()) >= 0.9 or r["measured_prefill_utilization_max"] >= 0.9
     decode_ok = any(0.2 <= v <= 0.4 for v in d.values())

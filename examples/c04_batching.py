@@ -1,4 +1,5 @@
-"""Claim 4: batching raises decode throughput 4-24x (PagedAttention); continuous beats static by 23x+.
+"""Claim 4: batching raises decode throughput 4-24x (PagedAttention); continuous beats static by
+23x+.
 
 Two parts. (a) ``infercast estimate``, Llama-3.1-8B BF16 on one H100 at context
 2048: tokens/s at the largest batch that fits vs batch 1, and the batch a
@@ -15,14 +16,14 @@ from _gallery import CONDITIONAL, REFUTED, REPRODUCED, decode_row, infercast, ma
 
 EST = "infercast estimate --profile builtin --model llama-3.1-8b --hardware h100-sxm --weights bf16"
 SIM = (
-    "infercast simulate --profile builtin --model llama-3.1-8b --hardware h100-sxm --workload offline --num-prompts 400 "
-    "--trace azure-conv --seed 1 --no-progress --json"
+    "infercast simulate --profile builtin --model llama-3.1-8b --hardware h100-sxm --workload "
+    "offline --num-prompts 400 --trace azure-conv --seed 1 --no-progress --json"
 )
 BUDGETS = (8192, 65536, 262144)
 CLAIM = {
     "id": 4,
-    "claim": "batching raises decode throughput 4-24x (PagedAttention), and continuous batching beats "
-    "static batching by 23x or more",
+    "claim": "batching raises decode throughput 4-24x (PagedAttention), and continuous batching "
+    "beats static batching by 23x or more",
     "where": "seed, the batching / PagedAttention section",
     "commands": [
         f"{EST} --context 2048 --json",
@@ -73,8 +74,8 @@ def verdict(r: dict) -> tuple[str, str]:
         for k, v in c.items()
     )
     finding = (
-        f"(a) decode tok/s at the max batch {r['max_batch']} is {r['batch_gain_max']:.0f}x batch 1; a "
-        f"server reserving 8192 tokens per sequence holds batch {r['reserved_8192_batch']} "
+        f"(a) decode tok/s at the max batch {r['max_batch']} is {r['batch_gain_max']:.0f}x batch "
+        f"1; a server reserving 8192 tokens per sequence holds batch {r['reserved_8192_batch']} "
         f"({r['batch_gain_reserved']:.0f}x batch 1), so paged KV adds {r['paging_gain']:.1f}x. "
         f"(b) continuous over static: {ratios}."
     )

@@ -24,8 +24,8 @@ CLAIM = {
     "claim": "the KV cache, not the weights, becomes the wall at long context or large batch",
     "where": "seed, the KV-cache / memory-wall section",
     "commands": [
-        f"infercast estimate --profile builtin --hardware h100-sxm {flags} --context C --batch 1,B --json   "
-        f"(C = {', '.join(map(str, CONTEXTS))}; B = the crossover batch)"
+        f"infercast estimate --profile builtin --hardware h100-sxm {flags} --context C --batch 1,B "
+        f"--json   (C = {', '.join(map(str, CONTEXTS))}; B = the crossover batch)"
         for flags in CASES.values()
     ],
 }
@@ -41,7 +41,8 @@ def _case(flags: str) -> dict:
     for ctx in CONTEXTS:
         b = max(1, math.ceil(cross_tokens / ctx))
         e = infercast(
-            f"infercast estimate --profile builtin --hardware h100-sxm {flags} --context {ctx} --batch 1,{b} --json"
+            f"infercast estimate --profile builtin --hardware h100-sxm {flags} --context {ctx} "
+            f"--batch 1,{b} --json"
         )
         d1, db = decode_row(e, 1), decode_row(e, b)
         rows[str(ctx)] = {
@@ -72,9 +73,9 @@ def _line(name: str, c: dict) -> str:
         )
         parts.append(f"{int(ctx) // 1024}k: batch {row['crossover_batch']} ({fit})")
     return (
-        f"{name}: weights {c['weight_bytes'] / 1e9:.1f} GB, KV {c['kv_bytes_per_token'] / 1e3:.0f} kB/token, "
-        f"KV passes weights at context x batch = {c['crossover_tokens'] / 1e3:.0f}k tokens; "
-        + ", ".join(parts)
+        f"{name}: weights {c['weight_bytes'] / 1e9:.1f} GB, KV {c['kv_bytes_per_token'] / 1e3:.0f} "
+        f"kB/token, KV passes weights at context x batch = {c['crossover_tokens'] / 1e3:.0f}k "
+        "tokens; " + ", ".join(parts)
     )
 
 

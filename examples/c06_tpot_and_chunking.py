@@ -1,4 +1,5 @@
-"""Claim 6: bigger batches raise TPOT for every user; chunked prefill stops a long prompt stalling streams.
+"""Claim 6: bigger batches raise TPOT for every user; chunked prefill stops a long prompt stalling
+streams.
 
 (a) ``infercast estimate``: TPOT (the decode step time) of Llama-3.1-8B BF16 on
 one H100 at context 2048 across batch sizes. (b) ``infercast simulate``: 200
@@ -13,11 +14,15 @@ from __future__ import annotations
 
 from _gallery import CONDITIONAL, REFUTED, REPRODUCED, decode_row, infercast, main
 
-EST = "infercast estimate --profile builtin --model llama-3.1-8b --hardware h100-sxm --weights bf16 --context 2048"
+EST = (
+    "infercast estimate --profile builtin --model llama-3.1-8b --hardware h100-sxm --weights bf16 "
+    "--context 2048"
+)
 BATCHES = (1, 8, 32, 64, 128, 237)
 SIM = (
-    "infercast simulate --profile builtin --model llama-3.1-8b --hardware h100-sxm --request-rate 2 --num-prompts 200 "
-    "--input-tokens 4000 --input-dist uniform --input-std 2000 --output-tokens 300 --seed 1 --no-progress --json"
+    "infercast simulate --profile builtin --model llama-3.1-8b --hardware h100-sxm --request-rate "
+    "2 --num-prompts 200 --input-tokens 4000 --input-dist uniform --input-std 2000 --output-tokens "
+    "300 --seed 1 --no-progress --json"
 )
 SCHEDULERS = {
     "continuous": "--scheduler continuous",
@@ -27,8 +32,8 @@ SCHEDULERS = {
 }
 CLAIM = {
     "id": 6,
-    "claim": "bigger batches raise TPOT for every user; chunked prefill stops a long prompt from stalling "
-    'in-flight streams ("my stream stuttered")',
+    "claim": "bigger batches raise TPOT for every user; chunked prefill stops a long prompt from "
+    'stalling in-flight streams ("my stream stuttered")',
     "where": "seed, the batching trade-off and chunked-prefill passages",
     "commands": [
         f"{EST} --batch {','.join(map(str, BATCHES))} --json",
@@ -73,9 +78,10 @@ def verdict(r: dict) -> tuple[str, str]:
         return REPRODUCED, (
             finding
             + f" Small chunks cut the worst stall {c['itl_max_s'] / k['itl_max_s']:.0f}x at "
-            f"a TTFT p50 cost of {k['ttft_p50_s'] / c['ttft_p50_s'] - 1:+.0%}; the default 8192-token "
-            f"chunk moves ITL p99 by {s['chunked_8192']['itl_p99_s'] / c['itl_p99_s'] - 1:+.0%}: "
-            "the chunk size is the knob."
+            f"a TTFT p50 cost of {k['ttft_p50_s'] / c['ttft_p50_s'] - 1:+.0%}; the default "
+            "8192-token chunk moves ITL p99 by "
+            f"{s['chunked_8192']['itl_p99_s'] / c['itl_p99_s'] - 1:+.0%}: the chunk size is the "
+            "knob."
         )
     if monotone or stall_cut:
         return CONDITIONAL, finding

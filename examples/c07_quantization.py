@@ -1,4 +1,5 @@
-"""Claim 7: INT4 weight-only often does not speed up a busy, compute-bound server but does at batch 1; W8A8/FP8 does both.
+"""Claim 7: INT4 weight-only often does not speed up a busy, compute-bound server but does at batch
+1; W8A8/FP8 does both.
 
 ``infercast estimate`` for Llama-3.1-8B on one H100 with BF16, W4A16 INT4
 (4-bit weights, 16-bit math) and W8A8 FP8 weights. Three regimes: decode at
@@ -16,11 +17,12 @@ BASE = "infercast estimate --profile builtin --model llama-3.1-8b --hardware h10
 WEIGHTS = ("bf16", "int4", "fp8")
 CLAIM = {
     "id": 7,
-    "claim": "INT4 weight-only quantization often does not speed up a busy, compute-bound server, while it "
-    "does at batch 1; W8A8 / FP8 does both",
+    "claim": "INT4 weight-only quantization often does not speed up a busy, compute-bound server, "
+    "while it does at batch 1; W8A8 / FP8 does both",
     "where": "seed, the quantization section",
     "commands": [
-        f"{BASE} --weights W --prompt 8192 --batch 1,256 --context 256 --json   (W = bf16, int4, fp8)",
+        f"{BASE} --weights W --prompt 8192 --batch 1,256 --context 256 --json   (W = bf16, int4, "
+        "fp8)",
         f"{BASE} --weights W --batch 1,237 --context 2048 --json",
     ],
 }
@@ -52,15 +54,15 @@ def verdict(r: dict) -> tuple[str, str]:
 
     def row(s: dict) -> str:
         return (
-            f"{s['decode_b1_s']:.2f}x at batch 1, {s['prefill_8192_s']:.2f}x on an 8192-token prefill, "
-            f"{s['decode_b256_ctx256_s']:.2f}x at batch 256 (context 256), "
+            f"{s['decode_b1_s']:.2f}x at batch 1, {s['prefill_8192_s']:.2f}x on an 8192-token "
+            f"prefill, {s['decode_b256_ctx256_s']:.2f}x at batch 256 (context 256), "
             f"{s['decode_b237_ctx2048_s']:.2f}x at batch 237 (context 2048)"
         )
 
     finding = (
         f"speedup over BF16, INT4 W4A16: {row(i4)}; FP8 W8A8: {row(f8)}. BF16 bounds: prefill "
-        f"{b['bound_prefill']}, batch 256 / context 256 {b['bound_b256_ctx256']}, batch 237 / context "
-        f"2048 {b['bound_b237_ctx2048']}."
+        f"{b['bound_prefill']}, batch 256 / context 256 {b['bound_b256_ctx256']}, batch 237 / "
+        f"context 2048 {b['bound_b237_ctx2048']}."
     )
     int4_b1 = i4["decode_b1_s"] > 1.5
     int4_busy_flat = i4["prefill_8192_s"] < 1.1

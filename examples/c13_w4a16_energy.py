@@ -14,8 +14,8 @@ from __future__ import annotations
 from _gallery import CONDITIONAL, REFUTED, REPRODUCED, decode_row, infercast, main
 
 EST = (
-    "infercast estimate --profile builtin --model llama-3.1-70b --hardware h100-sxm --tp 2 --weights {w} --batch 1,256 "
-    "--context 1024 --prompt 4096 --json"
+    "infercast estimate --profile builtin --model llama-3.1-70b --hardware h100-sxm --tp 2 "
+    "--weights {w} --batch 1,256 --context 1024 --prompt 4096 --json"
 )
 CLAIM = {
     "id": 13,
@@ -61,8 +61,8 @@ def verdict(r: dict) -> tuple[str, str]:
         q["decode_b256_joules_per_output_token"],
     )
     finding = (
-        f"Compute-bound prefill (W4A16 at the BF16 peak, W8A8 at FP8's): W4A16 costs {pre:.2f}x the "
-        f"joules per token; decode at batch 256: {b256:.2f}x; memory-bound decode at batch 1: "
+        f"Compute-bound prefill (W4A16 at the BF16 peak, W8A8 at FP8's): W4A16 costs {pre:.2f}x "
+        f"the joules per token; decode at batch 256: {b256:.2f}x; memory-bound decode at batch 1: "
         f"{b1:.2f}x (W4A16 reads half the weight bytes, so it is cheaper there). Power figures: "
         f"data/power.csv (H100 SXM, cited), validated to -27% median error."
     )

@@ -14,13 +14,14 @@ from __future__ import annotations
 from _gallery import CONDITIONAL, REFUTED, REPRODUCED, infercast, main
 
 CMD = (
-    "infercast fleet --profile builtin --model llama-3.1-8b --hardware h100-sxm --weights bf16 --max-num-seqs 1 "
-    "--input-tokens 512 --output-tokens 512 --peak-rate 0.6 --hours 12 --peak-hour 12 --tick-s 300 "
-    "--policy fixed,predictive --json"
+    "infercast fleet --profile builtin --model llama-3.1-8b --hardware h100-sxm --weights bf16 "
+    "--max-num-seqs 1 --input-tokens 512 --output-tokens 512 --peak-rate 0.6 --hours 12 "
+    "--peak-hour 12 --tick-s 300 --policy fixed,predictive --json"
 )
 CLAIM = {
     "id": 14,
-    "claim": "A fleet sized for its peak pays for idle capacity: its daily cost vs an autoscaled fleet at the same SLO",
+    "claim": "A fleet sized for its peak pays for idle capacity: its daily cost vs an autoscaled "
+    "fleet at the same SLO",
     "where": "issue 22 (fleet economics): idle cost of a fleet sized for peak",
     "commands": [CMD],
 }
@@ -54,12 +55,13 @@ def run() -> dict:
 def verdict(r: dict) -> tuple[str, str]:
     f, p = r["policies"]["fixed"], r["policies"]["predictive"]
     finding = (
-        f"Fixed at the peak's {f['peak_replicas']} replicas: ${f['usd']:.2f} and {f['energy_kwh']:.2f} kWh "
-        f"for 12 h, SLO met by {f['slo_attainment']:.1%}, replicas busy {f['mean_utilization']:.0%} of the "
-        f"time; predictive autoscaling: {p['mean_replicas']:.2f} replicas on average, ${p['usd']:.2f}, "
-        f"{p['energy_kwh']:.2f} kWh, SLO {p['slo_attainment']:.1%}. Idle capacity is "
-        f"{r['idle_share_of_fixed_bill']:.0%} of the fixed fleet's bill (energy falls less: an idle GPU "
-        f"still draws 80 W, a busy one ~270 W)."
+        f"Fixed at the peak's {f['peak_replicas']} replicas: ${f['usd']:.2f} and "
+        f"{f['energy_kwh']:.2f} kWh for 12 h, SLO met by {f['slo_attainment']:.1%}, replicas busy "
+        f"{f['mean_utilization']:.0%} of the time; predictive autoscaling: "
+        f"{p['mean_replicas']:.2f} replicas on average, ${p['usd']:.2f}, {p['energy_kwh']:.2f} "
+        f"kWh, SLO {p['slo_attainment']:.1%}. Idle capacity is {r['idle_share_of_fixed_bill']:.0%} "
+        "of the fixed fleet's bill (energy falls less: an idle GPU still draws 80 W, a busy one "
+        "~270 W)."
     )
     if r["idle_share_of_fixed_bill"] >= 0.15 and p["slo_attainment"] >= f["slo_attainment"] - 0.01:
         return REPRODUCED, finding
@@ -67,7 +69,8 @@ def verdict(r: dict) -> tuple[str, str]:
         return (
             CONDITIONAL,
             finding
-            + " The autoscaled fleet saves it only by giving up some SLO attainment while replicas start.",
+            + " The autoscaled fleet saves it only by giving up some SLO attainment while replicas "
+            "start.",
         )
     return REFUTED, finding
 

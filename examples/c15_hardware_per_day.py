@@ -15,9 +15,9 @@ from _gallery import CONDITIONAL, REFUTED, REPRODUCED, infercast, main
 
 PARTS = ("h100-sxm", "h200-sxm", "b200")
 CMD = (
-    "infercast fleet --profile builtin --model llama-3.1-70b --hardware {part} --weights fp8 --kv-cache fp8 --max-num-seqs 8 "
-    "--input-tokens 1024 --output-tokens 256 --peak-rate 1 --hours 12 --peak-hour 12 --tick-s 600 "
-    "--policy scheduled --json"
+    "infercast fleet --profile builtin --model llama-3.1-70b --hardware {part} --weights fp8 "
+    "--kv-cache fp8 --max-num-seqs 8 --input-tokens 1024 --output-tokens 256 --peak-rate 1 --hours "
+    "12 --peak-hour 12 --tick-s 600 --policy scheduled --json"
 )
 CLAIM = {
     "id": 15,
@@ -54,8 +54,9 @@ def verdict(r: dict) -> tuple[str, str]:
     p = r["parts"]
     rows = "; ".join(
         f"{k}: {v['capacity_rps']:.2f} req/s per GPU, {v['mean_replicas']:.2f} replicas on average "
-        f"(peak {v['peak_replicas']}), ${v['usd_per_day']:.0f}/day at ${v['price_per_gpu_hour']:.2f}/GPU-h, "
-        f"{v['kwh_per_day']:.1f} kWh/day, SLO {v['slo_attainment']:.1%}"
+        f"(peak {v['peak_replicas']}), ${v['usd_per_day']:.0f}/day at "
+        f"${v['price_per_gpu_hour']:.2f}/GPU-h, {v['kwh_per_day']:.1f} kWh/day, SLO "
+        f"{v['slo_attainment']:.1%}"
         for k, v in p.items()
     )
     h100 = p["h100-sxm"]
@@ -67,7 +68,8 @@ def verdict(r: dict) -> tuple[str, str]:
     if cheaper and same_slo:
         return CONDITIONAL, (
             finding + f" Only {', '.join(cheaper)} is cheaper per day: a fleet buys whole GPUs, so "
-            "a part whose one replica covers the peak with room to spare pays for that room all day."
+            "a part whose one replica covers the peak with room to spare pays for that room all "
+            "day."
         )
     why = [f"{k} costs more per day" for k in ("h200-sxm", "b200") if k not in cheaper]
     why += [

@@ -75,8 +75,8 @@ def verdict(r: dict) -> tuple[str, str]:
     on, off = r["on"], r["off"]
     finding = (
         f"{on['conversation_sessions']:,} sessions, {on['conversation_turns']:,} turns "
-        f"({on['conversation_turns'] / on['conversation_sessions']:.2f} per session): prefix caching "
-        f"serves {on['prefix_hit_rate_tokens']:.1%} of prompt tokens from the cache "
+        f"({on['conversation_turns'] / on['conversation_sessions']:.2f} per session): prefix "
+        f"caching serves {on['prefix_hit_rate_tokens']:.1%} of prompt tokens from the cache "
         f"({on['prefix_hit_rate_requests']:.1%} of turns hit), so prefill computes "
         f"{r['prefill_tokens_saved']:,} fewer tokens ({r['prefill_pflop_saved']:,.0f} PFLOP at 2N "
         f"per token); the two replicas are busy {r['busy_time_cut']:.1%} less "

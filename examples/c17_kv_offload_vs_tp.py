@@ -7,10 +7,11 @@ second KV tier (LMCache, vLLM's CPU offloading): evicted blocks are kept in DRAM
 over the host link instead of recomputed (``--kv-offload-gib``; ``sched/host_tier.py``,
 ``cost/kv_tier.py``). Per prompt token, recomputing costs a prefill token's time and reloading
 its KV costs ``kv_bytes / host link``: part A compares the two for Llama-3.1-8B on four parts
-and for Llama-3.1-70B FP8 (TP 4) and Qwen3-30B-A3B (an MoE with 3B active) on H100 (the link from ``data/host_links.csv``: PCIe Gen5 measured 55.6 GB/s; Gen4 and NVLink-C2C
-scaled by that measured fraction). Part B simulates the choice: Llama-3.1-8B BF16 on H100s,
-160 prefix groups of 4,096 tokens (655k tokens of prefixes, more than one H100's 486k-token KV
-pool), 64 requests in flight: TP 1, TP 1 + 128 GiB of host KV, TP 2.
+and for Llama-3.1-70B FP8 (TP 4) and Qwen3-30B-A3B (an MoE with 3B active) on H100 (the link from
+``data/host_links.csv``: PCIe Gen5 measured 55.6 GB/s; Gen4 and NVLink-C2C scaled by that measured
+fraction). Part B simulates the choice: Llama-3.1-8B BF16 on H100s, 160 prefix groups of 4,096
+tokens (655k tokens of prefixes, more than one H100's 486k-token KV pool), 64 requests in flight: TP
+1, TP 1 + 128 GiB of host KV, TP 2.
 """
 
 from __future__ import annotations
@@ -31,19 +32,19 @@ CASES = tuple(
 )
 EST = "infercast estimate --profile builtin {model} --hardware {hw} --prompt 4096 --json"
 LINK = (
-    "infercast simulate --profile builtin --model llama-3.1-8b --hardware {hw} --weights bf16 --num-prompts 2 "
-    "--request-rate 1 --prefix-caching --kv-offload-gib 1 --no-progress --json"
+    "infercast simulate --profile builtin --model llama-3.1-8b --hardware {hw} --weights bf16 "
+    "--num-prompts 2 --request-rate 1 --prefix-caching --kv-offload-gib 1 --no-progress --json"
 )
 SIM = (
     "infercast simulate --profile builtin --model llama-3.1-8b --hardware h100-sxm --weights bf16 "
-    "--max-concurrency 64 --num-prompts 1500 --input-tokens 4500 --output-tokens 128 --prefix-groups 160 "
-    "--prefix-tokens 4096 --prefix-caching --seed 1 --no-progress --json"
+    "--max-concurrency 64 --num-prompts 1500 --input-tokens 4500 --output-tokens 128 "
+    "--prefix-groups 160 --prefix-tokens 4096 --prefix-caching --seed 1 --no-progress --json"
 )
 SETUPS = {"TP1": "--tp 1", "TP1 + 128 GiB host KV": "--tp 1 --kv-offload-gib 128", "TP2": "--tp 2"}
 CLAIM = {
     "id": 17,
-    "claim": "KV offload to host memory beats a bigger TP when shared prefixes outgrow HBM: reloading "
-    "a token's KV over the host link is cheaper than recomputing it",
+    "claim": "KV offload to host memory beats a bigger TP when shared prefixes outgrow HBM: "
+    "reloading a token's KV over the host link is cheaper than recomputing it",
     "where": "issue 20 (production levers): a KV tier below HBM",
     "commands": [
         EST.format(model="MODEL", hw="PART")
@@ -93,20 +94,21 @@ def run() -> dict:
 def verdict(r: dict) -> tuple[str, str]:
     p, s = r["per_token"], r["simulated"]
     ratios = ", ".join(
-        f"{k} {v['recompute_over_reload']:.1f}x ({v['kv_bytes_per_token'] / 1024:.0f} KiB/token/GPU "
-        f"at {v['link_bytes_per_s'] / 1e9:.0f} GB/s)"
+        f"{k} {v['recompute_over_reload']:.1f}x ({v['kv_bytes_per_token'] / 1024:.0f} "
+        f"KiB/token/GPU at {v['link_bytes_per_s'] / 1e9:.0f} GB/s)"
         for k, v in p.items()
     )
     one, off, two = s["TP1"], s["TP1 + 128 GiB host KV"], s["TP2"]
     gain = off["output_tokens_per_s_per_gpu"] / one["output_tokens_per_s_per_gpu"]
     vs_tp2 = off["output_tokens_per_s_per_gpu"] / two["output_tokens_per_s_per_gpu"]
     finding = (
-        f"Recomputing a prompt token costs, vs reloading its KV: {ratios}. Simulated on H100 with 655k tokens of shared prefixes: TP1 "
-        f"{one['output_tokens_per_s_per_gpu']:,.0f} output tok/s per GPU (TTFT p50 "
-        f"{one['ttft_p50_s'] * 1e3:,.0f} ms); TP1 + 128 GiB host KV {off['output_tokens_per_s_per_gpu']:,.0f} "
-        f"({gain:.2f}x; {off['blocks_reloaded']:,} blocks reloaded in {off['reload_s']:.1f} s of PCIe "
-        f"transfer, TTFT p50 {off['ttft_p50_s'] * 1e3:,.0f} ms); TP2 {two['output_tokens_per_s_per_gpu']:,.0f} "
-        f"per GPU (TTFT p50 {two['ttft_p50_s'] * 1e3:,.0f} ms)."
+        f"Recomputing a prompt token costs, vs reloading its KV: {ratios}. Simulated on H100 with "
+        f"655k tokens of shared prefixes: TP1 {one['output_tokens_per_s_per_gpu']:,.0f} output "
+        f"tok/s per GPU (TTFT p50 {one['ttft_p50_s'] * 1e3:,.0f} ms); TP1 + 128 GiB host KV "
+        f"{off['output_tokens_per_s_per_gpu']:,.0f} ({gain:.2f}x; {off['blocks_reloaded']:,} "
+        f"blocks reloaded in {off['reload_s']:.1f} s of PCIe transfer, TTFT p50 "
+        f"{off['ttft_p50_s'] * 1e3:,.0f} ms); TP2 {two['output_tokens_per_s_per_gpu']:,.0f} per "
+        f"GPU (TTFT p50 {two['ttft_p50_s'] * 1e3:,.0f} ms)."
     )
     if min(v["recompute_over_reload"] for v in p.values()) > 1 and vs_tp2 > 1:
         if two["ttft_p50_s"] < off["ttft_p50_s"]:

@@ -1,4 +1,5 @@
-"""Claim 18: a hot expert sets an MoE server's step time; EPLB's redundant experts buy it back with memory.
+"""Claim 18: a hot expert sets an MoE server's step time; EPLB's redundant experts buy it back with
+memory.
 
 Under expert parallelism each GPU runs the tokens routed to its own experts and the step waits
 for the busiest one. Routers are skewed: here the i-th most popular expert takes a share
@@ -16,8 +17,9 @@ from __future__ import annotations
 from _gallery import CONDITIONAL, REFUTED, REPRODUCED, main, serving_row, variants
 
 SIM = (
-    "infercast simulate --profile builtin --model deepseek-v3 --hardware h200-sxm --tp 8 --ep 8 --attn-dp "
-    "--max-concurrency 256 --num-prompts 1000 --input-tokens 2000 --output-tokens 500 --seed 1 --no-progress --json"
+    "infercast simulate --profile builtin --model deepseek-v3 --hardware h200-sxm --tp 8 --ep 8 "
+    "--attn-dp --max-concurrency 256 --num-prompts 1000 --input-tokens 2000 --output-tokens 500 "
+    "--seed 1 --no-progress --json"
 )
 SETUPS = {
     "uniform": "",
@@ -29,8 +31,8 @@ SETUPS = {
 }
 CLAIM = {
     "id": 18,
-    "claim": "a hot expert sets the MoE step time under expert parallelism; redundant hot experts (EPLB) "
-    "buy the throughput back at a memory cost",
+    "claim": "a hot expert sets the MoE step time under expert parallelism; redundant hot experts "
+    "(EPLB) buy the throughput back at a memory cost",
     "where": "issue 20 (production levers): skewed experts",
     "commands": [SIM + "   with " + " | ".join(v or "(nothing)" for v in SETUPS.values())],
 }
@@ -65,9 +67,9 @@ def verdict(r: dict) -> tuple[str, str]:
             finding + f" A Zipf-1.0 router costs {1 - hot:.0%} of the throughput; 32 redundant "
             f"experts (4 per GPU) recover it to {fixed:.0%} and take {kv_cost:.0%} of the KV cache "
             "(4 experts x 58 MoE layers of FP8 weights per GPU): worth it while the batch is not "
-            "KV-bound. A steeper skew (1.2) hurts less here: top-8 routing caps the hottest expert at one pick per "
-            "token, and fewer distinct experts are read. Expected loads only: a batch's random "
-            "fluctuation adds imbalance at small batches."
+            "KV-bound. A steeper skew (1.2) hurts less here: top-8 routing caps the hottest expert "
+            "at one pick per token, and fewer distinct experts are read. Expected loads only: a "
+            "batch's random fluctuation adds imbalance at small batches."
         )
     if fixed <= hot:
         return REFUTED, finding + " EPLB does not pay here."

@@ -1,4 +1,5 @@
-"""Claim 19: mixing LoRA adapters in a batch costs throughput: each distinct adapter's weights are read every step.
+"""Claim 19: mixing LoRA adapters in a batch costs throughput: each distinct adapter's weights are
+read every step.
 
 A multi-adapter server (Punica's SGMV, S-LoRA, vLLM's LoRA kernels) batches requests for
 different adapters over one base model; the base GEMMs keep their batching, but the LoRA
@@ -18,7 +19,8 @@ from _gallery import CONDITIONAL, REFUTED, main, serving_row, variants
 
 SIM = (
     "infercast simulate --profile builtin --model llama-3.1-8b --hardware h100-sxm --weights bf16 "
-    "--max-concurrency 64 --num-prompts 1000 --input-tokens 1000 --output-tokens 250 --seed 1 --no-progress --json"
+    "--max-concurrency 64 --num-prompts 1000 --input-tokens 1000 --output-tokens 250 --seed 1 "
+    "--no-progress --json"
 )
 SETUPS = {
     "no LoRA": "",
@@ -30,7 +32,8 @@ SETUPS = {
 }
 CLAIM = {
     "id": 19,
-    "claim": "mixing many LoRA adapters in one batch costs throughput: every distinct adapter is read each step",
+    "claim": "mixing many LoRA adapters in one batch costs throughput: every distinct adapter is "
+    "read each step",
     "where": "issue 20 (production levers): many adapters",
     "commands": [SIM + "   with " + " | ".join(v or "(nothing)" for v in SETUPS.values())],
 }
@@ -58,8 +61,8 @@ def verdict(r: dict) -> tuple[str, str]:
     one, many = r["1 adapter"]["output_tokens_per_s"], r["64 adapters"]["output_tokens_per_s"]
     added = (r["64 adapters"]["tpot_p50_s"] - base["tpot_p50_s"]) * 1e3
     finding = (
-        f"Llama-3.1-8B BF16, H100, 64 in flight; base {base['output_tokens_per_s']:,.0f} output tok/s, TPOT "
-        f"p50 {base['tpot_p50_s'] * 1e3:.2f} ms. {rows}. A rank-16 q,k,v,o adapter is "
+        f"Llama-3.1-8B BF16, H100, 64 in flight; base {base['output_tokens_per_s']:,.0f} output "
+        f"tok/s, TPOT p50 {base['tpot_p50_s'] * 1e3:.2f} ms. {rows}. A rank-16 q,k,v,o adapter is "
         f"{r['1 adapter']['adapter_mb_per_gpu']:.1f} MB."
     )
     if many < one:
@@ -67,10 +70,11 @@ def verdict(r: dict) -> tuple[str, str]:
         return CONDITIONAL, (
             finding + f" Mixing 64 adapters costs {1 - many / one:.1%} more than one shared "
             f"adapter and adds {added:.2f} ms per token (Punica: ~2 ms): small at rank 16, "
-            f"but rank 64 on every linear layer makes each adapter {big['adapter_mb_per_gpu']:,.0f} "
-            f"MB, the batch reads up to 64 of them per step and keeps "
-            f"{big['output_tokens_per_s'] / base['output_tokens_per_s']:.0%} of the throughput. The "
-            "penalty is bytes: it grows with rank x targets x distinct adapters in the batch."
+            "but rank 64 on every linear layer makes each adapter "
+            f"{big['adapter_mb_per_gpu']:,.0f} MB, the batch reads up to 64 of them per step and "
+            f"keeps {big['output_tokens_per_s'] / base['output_tokens_per_s']:.0%} of the "
+            "throughput. The penalty is bytes: it grows with rank x targets x distinct adapters in "
+            "the batch."
         )
     return REFUTED, finding
 

@@ -19,9 +19,9 @@ from _gallery import CONDITIONAL, REFUTED, REPRODUCED, cheapest_option, infercas
 LEVELS = (5, 10, 15, 20)
 PEAK, TROUGH, PEAK_HOUR = 20.0, 0.2, 14.0
 PLAN = (
-    "infercast plan --profile builtin --model llama-3.1-8b --hardware h100-sxm --tp 1 --precision bf16/bf16 "
-    "--batch-caps 256 --chunks 8192 --no-speculative --disagg-ratios 1:1,2:1,1:2 --executor serial "
-    "--alternatives 10 --input-tokens 4000 --output-tokens 200 --num-prompts 300 "
+    "infercast plan --profile builtin --model llama-3.1-8b --hardware h100-sxm --tp 1 --precision "
+    "bf16/bf16 --batch-caps 256 --chunks 8192 --no-speculative --disagg-ratios 1:1,2:1,1:2 "
+    "--executor serial --alternatives 10 --input-tokens 4000 --output-tokens 200 --num-prompts 300 "
     "--slo-ttft-ms 2000 --slo-tpot-ms 15 --request-rate {rate} --json"
 )
 CLAIM = {

@@ -18,9 +18,9 @@ from _gallery import CONDITIONAL, REFUTED, REPRODUCED, infercast, main
 
 KV = ("bf16", "fp8")
 CMD = (
-    "infercast fleet --profile builtin --model llama-3.1-70b --hardware h100-sxm --weights fp8 --kv-cache {kv} "
-    "--max-num-seqs 64 --input-tokens 1024 --output-tokens 256 --peak-rate 2 --hours 12 --peak-hour 12 "
-    "--tick-s 600 --policy scheduled --json"
+    "infercast fleet --profile builtin --model llama-3.1-70b --hardware h100-sxm --weights fp8 "
+    "--kv-cache {kv} --max-num-seqs 64 --input-tokens 1024 --output-tokens 256 --peak-rate 2 "
+    "--hours 12 --peak-hour 12 --tick-s 600 --policy scheduled --json"
 )
 CLAIM = {
     "id": 21,
@@ -65,9 +65,10 @@ def verdict(r: dict) -> tuple[str, str]:
     same_slo = f["slo_attainment"] >= b["slo_attainment"] - 0.01
     gain = f["capacity_rps"] / b["capacity_rps"] - 1
     why = (
-        f" One replica's saturated capacity rises {gain:.0%} (twice the cached tokens: a larger batch), "
-        f"but a day buys whole replicas over a curve, so the bill falls {saved / b['usd_per_day']:.0%}: "
-        "the saving is where the peak's rounding and the night's minimum of one replica let it show."
+        f" One replica's saturated capacity rises {gain:.0%} (twice the cached tokens: a larger "
+        "batch), but a day buys whole replicas over a curve, so the bill falls "
+        f"{saved / b['usd_per_day']:.0%}: the saving is where the peak's rounding and the night's "
+        "minimum of one replica let it show."
     )
     if saved > 0.05 * b["usd_per_day"] and same_slo:
         return REPRODUCED, finding + why

@@ -1,5 +1,6 @@
 """One vocabulary across commands: vLLM ``bench serve``'s flag names and units (milliseconds for
-SLOs), the old names kept as hidden aliases, ``--version``, and the ``meta`` every JSON result carries."""
+SLOs), the old names kept as hidden aliases, ``--version``, and the ``meta`` every JSON result
+carries."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""Library errors name parameters; the command line shows flags (errors.with_flags, cli.command_flags)."""
+"""Library errors name parameters; the command line shows flags (errors.with_flags,
+cli.command_flags)."""
 
 from __future__ import annotations
 

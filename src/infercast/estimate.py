@@ -217,7 +217,8 @@ class Estimate:
         }
 
     def _energy_dict(self) -> dict[str, Any] | None:
-        """The power model and the prefill's joules per prompt token (decode rows carry their own)."""
+        """The power model and the prefill's joules per prompt token (decode rows carry their
+        own)."""
         if self.power is None:
             return None
         p = self.prefill
@@ -245,8 +246,8 @@ def _seed_formula_s(
     context: int,
     expert_weight_bytes: float | None = None,
 ) -> float:
-    """The seed's estimator: (params * bytes/param + kv/token * context * batch) / bandwidth, per GPU
-    (routed experts at their own bytes/param when the checkpoint stores them apart)."""
+    """The seed's estimator: (params * bytes/param + kv/token * context * batch) / bandwidth, per
+    GPU (routed experts at their own bytes/param when the checkpoint stores them apart)."""
     weights = model.total_params * prec.weight_bytes
     if expert_weight_bytes is not None and model.moe is not None:
         weights += (

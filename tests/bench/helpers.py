@@ -1,4 +1,5 @@
-"""Small helpers shared by the bench tests: a word-level tokenizer and a bench run against the mock."""
+"""Small helpers shared by the bench tests: a word-level tokenizer and a bench run against the
+mock."""
 
 from __future__ import annotations
 
@@ -21,7 +22,8 @@ def word_tokenizer() -> Tokenizer:
 def bench_mock(
     mock: MockConfig, tokenizer_path: str | None = None, **bench
 ) -> tuple[BenchResult, list]:
-    """Serve ``mock`` in a thread, run the bench against it; returns (result, the mock's truth rows)."""
+    """Serve ``mock`` in a thread, run the bench against it; returns (result, the mock's truth
+    rows)."""
     defaults = dict(
         model="mock",
         endpoint="chat",

@@ -44,7 +44,8 @@ SSE_OK = (
 
 
 async def _raw_server(respond):
-    """A bare HTTP/1.1 server: ``respond(conn_no, req_no)`` gives the bytes to answer, or None to close."""
+    """A bare HTTP/1.1 server: ``respond(conn_no, req_no)`` gives the bytes to answer, or None to
+    close."""
     counter = {"conn": 0}
 
     async def handle(reader, writer):

@@ -1,4 +1,5 @@
-"""bench as a careful client: bounded linear SSE parsing, usage cross-checked, no false completions."""
+"""bench as a careful client: bounded linear SSE parsing, usage cross-checked, no false
+completions."""
 
 from __future__ import annotations
 

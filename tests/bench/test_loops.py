@@ -1,4 +1,5 @@
-"""The client's event loop: aiohttp's request-body writer starts at once (Python 3.11 backport of eager_start)."""
+"""The client's event loop: aiohttp's request-body writer starts at once (Python 3.11 backport of
+eager_start)."""
 
 import asyncio
 

@@ -40,7 +40,8 @@ def test_multi_token_chunks_spread_itl_per_token():
     assert s.tokens_per_chunk == pytest.approx(n / 4)  # chunks of 3, 3, 3, 1
     assert s.tpot.mean == pytest.approx(truth_mean(truth, "tpot_s"), abs=0.001)
     assert s.tpot.mean == pytest.approx((n - k) * ITL / (n - 1), abs=TOL_NOMINAL / 4)
-    # per token: the 3 gaps of a request (k, k, 1 tokens) spread over the 7 tokens after the first chunk
+    # per token: the 3 gaps of a request (k, k, 1 tokens) spread over the 7 tokens after the first
+    # chunk
     assert s.itl.mean == pytest.approx(s.tpot.mean * (n - 1) / (n - k), rel=0.02)
     assert s.itl.mean == pytest.approx(ITL, abs=TOL_NOMINAL / 4)
     assert s.itl_chunk.median == pytest.approx(k * ITL, abs=TOL_NOMINAL / 4)  # per chunk

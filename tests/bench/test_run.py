@@ -1,4 +1,5 @@
-"""End to end: the bench against ``infercast serve``'s app (tiny random-weight model) on 127.0.0.1."""
+"""End to end: the bench against ``infercast serve``'s app (tiny random-weight model) on
+127.0.0.1."""
 
 import asyncio
 import socket
@@ -54,7 +55,8 @@ def _serve_tiny(**engine_kw):
 
 
 def _bench_tiny(engine_kw: dict, **bench_kw):
-    """One bench run against a tiny ``serve`` started for it (``engine_kw``: EngineConfig fields)."""
+    """One bench run against a tiny ``serve`` started for it (``engine_kw``: EngineConfig
+    fields)."""
     server, thread, url, name, _ = _serve_tiny(**engine_kw)
     try:
         return asyncio.run(run_bench_async(BenchConfig(base_url=url, model=name, **bench_kw)))

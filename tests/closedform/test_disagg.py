@@ -1,4 +1,5 @@
-"""The disaggregated closed form agrees with the simulator's prefill/decode pools on the same rows."""
+"""The disaggregated closed form agrees with the simulator's prefill/decode pools on the same
+rows."""
 
 from __future__ import annotations
 
@@ -11,7 +12,10 @@ from infercast.cost.profiles import ProfileSet
 from infercast.validate.cases import read_cases
 from infercast.validate.evaluate import Evaluator
 
-COLS = "id,scenario,metric,value,model,hardware,n_gpus,weights,engine,input_tokens,output_tokens,concurrency,extra\n"
+COLS = (
+    "id,scenario,metric,value,model,hardware,n_gpus,weights,engine,input_tokens,output_tokens,"
+    "concurrency,extra\n"
+)
 
 
 def _extra(pw: int, dw: int, tp_p: int = 1, tp_d: int = 1) -> str:
@@ -36,7 +40,8 @@ def _cases():
     for k, (c, i, o, pw, dw) in enumerate(ROWS):
         for m in ("ttft_mean_s", "tpot_mean_s"):
             lines.append(
-                f"r{k}-{m},disaggregated,{m},1,llama-3.1-8b,h100-sxm,{pw + dw},bf16,vllm,{i},{o},{c},{_extra(pw, dw)}"
+                f"r{k}-{m},disaggregated,{m},1,llama-3.1-8b,h100-sxm,{pw + dw},bf16,vllm,{i},{o},"
+                f"{c},{_extra(pw, dw)}"
             )
     cases = read_cases(COLS + "\n".join(lines) + "\n")
     assert all(c.problem is None for c in cases)

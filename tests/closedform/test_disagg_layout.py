@@ -16,7 +16,10 @@ from infercast.cost.profiles import ProfileSet
 from infercast.validate.cases import read_cases
 from infercast.validate.evaluate import Evaluator
 
-COLS = "id,scenario,metric,value,model,hardware,n_gpus,weights,engine,input_tokens,output_tokens,concurrency,extra\n"
+COLS = (
+    "id,scenario,metric,value,model,hardware,n_gpus,weights,engine,input_tokens,output_tokens,"
+    "concurrency,extra\n"
+)
 
 
 def _row(
@@ -29,7 +32,10 @@ def _row(
 ) -> str:
     cell = '"' + json.dumps(extra).replace('"', '""') + '"'
     i, o = lengths
-    return f"{rid},disaggregated,{metric},0.01,llama-3.1-8b,h100-sxm,{n_gpus},bf16,vllm,{i},{o},{concurrency},{cell}"
+    return (
+        f"{rid},disaggregated,{metric},0.01,llama-3.1-8b,h100-sxm,{n_gpus},bf16,vllm,{i},{o},"
+        f"{concurrency},{cell}"
+    )
 
 
 def _predict(*lines: str):
@@ -68,8 +74,9 @@ def test_stated_decode_batch_raises_the_running_limit_within_the_kv():
 
 
 def test_deep_decode_pool_runs_its_stated_batch_without_a_queue():
-    # 1 decode worker of 8 ranks x 512 sequences, 4,096 clients of 128-token prompts (cheap prefill):
-    # with the engine default (1,024 for vLLM) three quarters of the clients wait for a decode seat
+    # 1 decode worker of 8 ranks x 512 sequences, 4,096 clients of 128-token prompts (cheap
+    # prefill): with the engine default (1,024 for vLLM) three quarters of the clients wait for a
+    # decode seat
     def rows(batch: str) -> list[str]:
         layout = {
             "prefill": {"tp_size": "1", "num_workers": "4"},
@@ -131,8 +138,8 @@ def test_shipped_rows_without_workers_do_not_determine_their_run():
 
 
 def test_prefill_worker_takes_its_stated_batch_per_rank():
-    # aiconfigurator deploys prefill engines with max_batch_size = batch_size (1 on every shipped row),
-    # per attention-DP rank, each rank with its own token budget
+    # aiconfigurator deploys prefill engines with max_batch_size = batch_size (1 on every shipped
+    # row), per attention-DP rank, each rank with its own token budget
     assert prefill_seats({"batch_size": "1"}, ranks=4, default=2048) == 4
     assert prefill_seats({"batch_size": ""}, ranks=4, default=2048) == 2048
     tp = disagg_loop(
@@ -175,8 +182,8 @@ def test_ttft_includes_the_serving_stack_overhead_tpot_does_not():
 
 
 def test_simulator_runs_the_stated_layout_too():
-    # --simulate-all: the simulator's pools get the same stated decode batch and prefill seats as the
-    # closed form (before, its decode pool kept the engine default and queued three quarters)
+    # --simulate-all: the simulator's pools get the same stated decode batch and prefill seats as
+    # the closed form (before, its decode pool kept the engine default and queued three quarters)
     layout = {
         "prefill": {"tp_size": "1", "num_workers": "4", "batch_size": "1"},
         "decode": {

@@ -126,7 +126,8 @@ def test_user_hardware_file(tmp_path, capsys):
     spec = tmp_path / "part.toml"
     spec.write_text(
         'name = "my-part"\nmemory_bytes = 192e9\nmemory_bandwidth_bytes_per_s = 5e12\n'
-        "link_bandwidth_bytes_per_s = 4e11\nprice_per_hour = 3.0\n[flops_per_s]\nbf16 = 1.2e15\nfp8 = 2.4e15\n"
+        "link_bandwidth_bytes_per_s = 4e11\nprice_per_hour = 3.0\n[flops_per_s]\nbf16 = "
+        "1.2e15\nfp8 = 2.4e15\n"
     )
     code, out, _ = run(
         ["estimate", "--hardware", str(spec), "--model", "llama-3.1-8b", "--batch", "1", "--json"],
@@ -166,7 +167,8 @@ def test_plot(tmp_path, capsys):
 
 
 def test_quickstart_tables_read_at_80_columns():
-    # Nothing elided ("…") and no line wider than the terminal, for the seed case and a context sweep.
+    # Nothing elided ("…") and no line wider than the terminal, for the seed case and a context
+    # sweep.
     from rich.console import Console
 
     from infercast.estimate import estimate

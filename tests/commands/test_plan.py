@@ -1,4 +1,5 @@
-"""plan tries the model as its checkpoint ships (gpt-oss: MXFP4 experts) unless that repeats another pair."""
+"""plan tries the model as its checkpoint ships (gpt-oss: MXFP4 experts) unless that repeats
+another pair."""
 
 from __future__ import annotations
 

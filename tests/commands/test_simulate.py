@@ -88,8 +88,8 @@ def test_offline_and_concurrency_modes(capsys):
 def test_config_file_sweep_records_and_plots(tmp_path, capsys):
     cfg = tmp_path / "run.toml"
     cfg.write_text(
-        'model = "llama-3.1-8b"\nslo_ttft_s = 0.2\nslo_tpot_s = 0.05\n[scheduler]\npolicy = "continuous"\n'
-        '[workload]\nnum_requests = 100\ntrace = "azure-code"\n'
+        'model = "llama-3.1-8b"\nslo_ttft_s = 0.2\nslo_tpot_s = 0.05\n[scheduler]\npolicy = '
+        '"continuous"\n[workload]\nnum_requests = 100\ntrace = "azure-code"\n'
     )
     rec = tmp_path / "records.jsonl"
     rec.write_text("a line from an earlier command\n")  # replaced, not appended to

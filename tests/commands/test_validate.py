@@ -1,4 +1,5 @@
-"""validate / calibrate commands: JSON contract, per-row reasons, plot, profile written and read back."""
+"""validate / calibrate commands: JSON contract, per-row reasons, plot, profile written and read
+back."""
 
 from __future__ import annotations
 
@@ -9,13 +10,16 @@ import pytest
 from infercast.cli import main
 from infercast.cost.efficiency import load_profile
 
-CSV = """id,source,scenario,metric,value,model,hardware,n_gpus,tp,weights,engine,input_tokens,output_tokens,batch,concurrency,my_extra_column
-a,s1,kernel,decode_step_s,0.012,llama-3.1-8b,h100-sxm,1,1,bf16,vllm,1024,32,8,,ignored
+CSV = (
+    "id,source,scenario,metric,value,model,hardware,n_gpus,tp,weights,engine,input_tokens,"
+    "output_tokens,batch,concurrency,my_extra_column\n"
+    """a,s1,kernel,decode_step_s,0.012,llama-3.1-8b,h100-sxm,1,1,bf16,vllm,1024,32,8,,ignored
 b,s1,single_stream,tokens_per_s_single_stream,150,llama-3.1-8b,h100-sxm,1,1,bf16,vllm,128,256,1,,
 c,s2,concurrency,ttft_mean_s,0.2,llama-3.1-8b,h100-sxm,1,1,fp8,vllm,1024,256,,16,
 d,s2,concurrency,tpot_mean_s,0.009,llama-3.1-8b,h100-sxm,1,1,fp8,vllm,1024,256,,16,
 e,s2,kernel,decode_step_s,not-a-number,llama-3.1-8b,h100-sxm,1,1,bf16,vllm,1024,32,8,,
 """
+)
 
 
 def run(args, capsys):

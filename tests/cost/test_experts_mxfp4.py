@@ -1,4 +1,5 @@
-"""gpt-oss served from its MXFP4 checkpoint: MXFP4 routed experts beside BF16 attention (cost/experts.py).
+"""gpt-oss served from its MXFP4 checkpoint: MXFP4 routed experts beside BF16 attention
+(cost/experts.py).
 
 Hand numbers (gpt-oss-120b ``config.json``: hidden 2880, expert width 2880, 128 experts,
 top-4, 36 layers): one routed expert holds 3 x 2880 x 2880 = 24,883,200 weights (+ biases),
@@ -18,7 +19,10 @@ from infercast.specs.precision import Precision
 from infercast.validate.cases import read_cases
 from infercast.validate.setup import layout
 
-COLS = "id,scenario,metric,value,model,hardware,n_gpus,tp,ep,weights,kv_cache,engine,input_tokens,output_tokens\n"
+COLS = (
+    "id,scenario,metric,value,model,hardware,n_gpus,tp,ep,weights,kv_cache,engine,input_tokens,"
+    "output_tokens\n"
+)
 
 
 def case(cells: str):
@@ -53,7 +57,8 @@ def test_memory_counts_experts_in_mxfp4_rest_in_bf16(oss):
 
 
 def test_expert_gemms_run_at_their_own_peak(oss):
-    """B200 under TensorRT-LLM: experts at the FP8 rate (MXFP8 activations), attention projections BF16."""
+    """B200 under TensorRT-LLM: experts at the FP8 rate (MXFP8 activations), attention
+    projections BF16."""
     sm = StepModel(
         oss,
         load_hardware("b200"),
@@ -88,7 +93,8 @@ def test_expert_gemms_run_at_their_own_peak(oss):
 )
 def test_setup_serves_the_checkpoint(hardware, engine, weights, experts):
     c = case(
-        f"x,offline,output_throughput_total,1,gpt-oss-120b,{hardware},1,1,,{weights},,{engine},1000,1000"
+        f"x,offline,output_throughput_total,1,gpt-oss-120b,{hardware},1,1,,{weights},,{engine},"
+        "1000,1000"
     )
     s = layout(c).setup
     assert s.experts == experts
@@ -104,7 +110,8 @@ def test_setup_serves_the_checkpoint(hardware, engine, weights, experts):
 def test_other_models_unchanged():
     s = layout(
         case(
-            "x,offline,output_throughput_total,1,qwen3-235b-a22b,b200,8,8,,fp4,,tensorrt-llm,1000,1000"
+            "x,offline,output_throughput_total,1,qwen3-235b-a22b,b200,8,8,,fp4,,tensorrt-llm,1000,"
+            "1000"
         )
     ).setup
     assert (s.weights, s.kv_cache, s.experts) == ("fp4", "fp8", "")

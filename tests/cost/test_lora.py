@@ -62,7 +62,8 @@ def test_mixing_adapters_reads_each_distinct_adapters_weights():
     a, b = one.lora_op(32, 32), many.lora_op(32, 32)
     d = 64 * (1 - (63 / 64) ** 32)
     assert b.op.compulsory_bytes - a.op.compulsory_bytes == pytest.approx((d - 1) * QV_BYTES)
-    # a decode step is memory bound here: the extra time is the extra bytes at the profile's bandwidth
+    # a decode step is memory bound here: the extra time is the extra bytes at the profile's
+    # bandwidth
     bw = load_hardware("h100-sxm").memory_bandwidth_bytes_per_s
     assert b.time_s - a.time_s == pytest.approx(
         (d - 1) * QV_BYTES / (bw * EfficiencyProfile().mem_bw_eff), rel=1e-9

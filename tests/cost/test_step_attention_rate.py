@@ -1,4 +1,5 @@
-"""Attention's tensor-core rate: FP8 with an FP8 KV cache under FP8 or FP4 matmuls (cost/step.py _machine)."""
+"""Attention's tensor-core rate: FP8 with an FP8 KV cache under FP8 or FP4 matmuls (cost/step.py
+_machine)."""
 
 from __future__ import annotations
 
@@ -26,6 +27,7 @@ from infercast.specs.precision import Precision
 def test_attention_peak_on_b200(weights, kv, peak):
     sm = StepModel(load_model("llama-3.1-8b"), load_hardware("b200"), Precision.parse(weights, kv))
     assert sm.machine.attn_peak_flops == peak
-    # a 4,096-token prefill's attention over new tokens is compute-bound: its floor is FLOPs / that peak
+    # a 4,096-token prefill's attention over new tokens is compute-bound: its floor is FLOPs / that
+    # peak
     op = next(o for o in sm.prefill_cost(4096).ops if o.op.name == "attention (new tokens)")
     assert op.floor_s == pytest.approx(op.op.flops / peak)

@@ -1,5 +1,5 @@
-"""Per-layer step overhead (EfficiencyProfile.layer_overhead_s): charged once per step per decoder layer,
-the same in StepModel and in the vectorized ledger."""
+"""Per-layer step overhead (EfficiencyProfile.layer_overhead_s): charged once per step per decoder
+layer, the same in StepModel and in the vectorized ledger."""
 
 from __future__ import annotations
 
@@ -28,7 +28,8 @@ def test_default_is_off_and_the_profile_is_kept():
 
 
 def test_step_time_adds_layers_times_the_overhead():
-    """Llama-3.1-8B has 32 decoder layers, Llama-3.1-70B 80: 40 us a layer adds 1.28 and 3.2 ms a step."""
+    """Llama-3.1-8B has 32 decoder layers, Llama-3.1-70B 80: 40 us a layer adds 1.28 and 3.2 ms a
+    step."""
     hw = load_hardware("h200-sxm")
     for name, layers in (("llama-3.1-8b", 32), ("llama-3.1-70b", 80)):
         off = StepModel(load_model(name), hw, Precision.parse("fp8", "fp8"))

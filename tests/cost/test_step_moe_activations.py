@@ -1,4 +1,5 @@
-"""Round 4: the routed experts' hidden-size activations per rank, and the reduction of their outputs.
+"""Round 4: the routed experts' hidden-size activations per rank, and the reduction of their
+outputs.
 
 Hand numbers (Qwen3-235B-A22B ``config.json``: hidden 4096, 128 experts, top-8, expert width
 1536, 94 MoE layers; BF16 activations, 2 bytes). One decode step of 64 sequences routes

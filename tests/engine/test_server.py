@@ -13,7 +13,8 @@ MODEL = "random-tiny"
 
 @pytest.fixture(scope="module")
 def slow_down(server_helpers):
-    """conftest's slow_down: each step a little longer, or the tiny model finishes before a client acts."""
+    """conftest's slow_down: each step a little longer, or the tiny model finishes before a
+    client acts."""
     return server_helpers[0]
 
 

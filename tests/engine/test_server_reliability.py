@@ -1,4 +1,5 @@
-"""The server survives every request: failures stay with their request, limits hold, health tells."""
+"""The server survives every request: failures stay with their request, limits hold, health
+tells."""
 
 from __future__ import annotations
 

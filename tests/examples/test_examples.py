@@ -37,7 +37,8 @@ PATHS = GEN.example_paths()
 
 
 def assert_close(live, saved, where: str = "result", values: bool = True) -> None:
-    """Same structure; numbers within RTOL; everything else equal (``values=False``: structure only)."""
+    """Same structure; numbers within RTOL; everything else equal (``values=False``: structure
+    only)."""
     if isinstance(saved, dict):
         assert isinstance(live, dict) and set(live) == set(saved), (
             f"{where}: keys {sorted(live)} vs {sorted(saved)}"
@@ -57,7 +58,8 @@ def assert_close(live, saved, where: str = "result", values: bool = True) -> Non
             f"{where}: {live!r} is not a number"
         )
         assert math.isclose(live, saved, rel_tol=RTOL, abs_tol=ATOL), (
-            f"{where}: {live!r} vs saved {saved!r} (rtol {RTOL}); if the model changed on purpose: {REFRESH}"
+            f"{where}: {live!r} vs saved {saved!r} (rtol {RTOL}); if the model changed on purpose: "
+            f"{REFRESH}"
         )
 
 

@@ -1,4 +1,5 @@
-"""A short synthetic fleet day: conservation, dollars = replica-hours x price, energy by hand, policies."""
+"""A short synthetic fleet day: conservation, dollars = replica-hours x price, energy by hand,
+policies."""
 
 import math
 

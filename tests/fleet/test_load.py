@@ -10,7 +10,8 @@ from infercast.fleet.load import day_load, parse_window
 
 
 def _three_days_azure_2024(path):
-    """Azure 2024's format (date-time TIMESTAMP): a request every 60 s on day 0, 30 s on day 1, 20 s on day 2."""
+    """Azure 2024's format (date-time TIMESTAMP): a request every 60 s on day 0, 30 s on day 1,
+    20 s on day 2."""
     t0 = datetime(2024, 5, 10)
     rows = ["TIMESTAMP,ContextTokens,GeneratedTokens"]
     for day, gap in enumerate((60, 30, 20)):

@@ -1,4 +1,5 @@
-"""Generated bad values for every value-taking flag of every command: one line, exit 2, no traceback.
+"""Generated bad values for every value-taking flag of every command: one line, exit 2, no
+traceback.
 
 Each flag has a kind (a count, a seed, a fraction, an output path, a name ...)
 and hypothesis draws values that kind must refuse: NaN, infinities, 1e400,

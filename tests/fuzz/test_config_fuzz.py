@@ -1,4 +1,5 @@
-"""Generated bad values for every field of every input file: one ConfigError, never a crash or a default.
+"""Generated bad values for every field of every input file: one ConfigError, never a crash or a
+default.
 
 - simulate config files (TOML and JSON-typed values through ``build_config``),
 - Hugging Face config.json fields (``model_from_hf_config``),

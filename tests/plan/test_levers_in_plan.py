@@ -1,4 +1,5 @@
-"""plan simulates every candidate with the stated expert skew or LoRA adapters (sim/config sections)."""
+"""plan simulates every candidate with the stated expert skew or LoRA adapters (sim/config
+sections)."""
 
 import json
 

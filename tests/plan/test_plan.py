@@ -1,4 +1,5 @@
-"""``infercast plan``: a constructed case with a known cheapest answer, infeasible SLOs, caching, CLI."""
+"""``infercast plan``: a constructed case with a known cheapest answer, infeasible SLOs, caching,
+CLI."""
 
 from __future__ import annotations
 
@@ -219,7 +220,8 @@ def test_short_runs_cannot_hide_an_unsustainable_rate():
 
 
 def test_plan_checks_prices_and_parts_before_any_work(monkeypatch):
-    # A part without a price (or an unknown part) fails before the executor runs a single evaluation.
+    # A part without a price (or an unknown part) fails before the executor runs a single
+    # evaluation.
     import infercast.plan.search as search
     from infercast.errors import ConfigError, UnknownHardwareError
     from infercast.plan import PlanRequest

@@ -129,7 +129,8 @@ workloads = st.lists(st.tuples(st.integers(1, 40), st.integers(1, 30)), min_size
 
 
 @settings(max_examples=40, deadline=None)
-# Found by hypothesis: r3 and r4 finish in the same step after preemptions, reported in different orders.
+# Found by hypothesis: r3 and r4 finish in the same step after preemptions, reported in different
+# orders.
 @example([(1, 15), (1, 16), (1, 17), (1, 18), (1, 16), (1, 10)], "continuous", 16, False, True)
 @given(
     workloads,
@@ -171,8 +172,9 @@ def test_invariants_on_random_workloads(lengths, policy, num_blocks, prefix, fas
         when2: dict[str, int] = {}
         done2, steps2 = drive(s2, finish_step=when2)
         assert steps2 == steps
-        # Every request finishes at the same step (the order within one step is not part of the contract:
-        # a multi-step advance reports in running order, a single update in its own removal order).
+        # Every request finishes at the same step (the order within one step is not part of the
+        # contract: a multi-step advance reports in running order, a single update in its own
+        # removal order).
         assert when2 == when
 
 

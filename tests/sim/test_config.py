@@ -30,7 +30,8 @@ def test_stated_weights_and_experts_win():
 
 
 def test_mxfp4_checkpoint_fits_where_bf16_does_not():
-    # 60.7 GiB of MXFP4 experts + BF16 rest leave most of an H200 to the KV cache; all-BF16 (234 GB) fits nowhere
+    # 60.7 GiB of MXFP4 experts + BF16 rest leave most of an H200 to the KV cache; all-BF16 (234 GB)
+    # fits nowhere
     sm = build_step_model(build_config({"model": "gpt-oss-120b", "hardware": "h200-sxm"}))
     assert sm.experts is not None and sm.kv_capacity_tokens > 500_000
     with pytest.raises(DoesNotFitError, match="leaves no memory for the KV cache"):

@@ -42,7 +42,8 @@ def test_timeline_slices_survive_compaction():
 
 
 def test_time_series_says_when_a_replica_may_skip_observing():
-    """observe returns (last sample, interval); a call skipped while now - last < interval changes nothing."""
+    """observe returns (last sample, interval); a call skipped while now - last < interval
+    changes nothing."""
     from types import SimpleNamespace
 
     from infercast.sim.series import TimeSeries

@@ -40,7 +40,8 @@ def test_tp2_fits_what_tp1_cannot_and_the_cliff_follows():
     # 64 sequences of 2000 tokens: no room beside 70.6 GB of FP8 weights on one 80 GiB part.
     assert not one.memory.fits(64, 2000) and two.memory.fits(64, 2000)
     assert two.kv_capacity_tokens > 10 * one.kv_capacity_tokens
-    # Capacity, not compute: twice the GPUs serve far more than twice the tokens (TRT-LLM: 742 -> 4,247).
+    # Capacity, not compute: twice the GPUs serve far more than twice the tokens (TRT-LLM: 742 ->
+    # 4,247).
     ratio = r2.summary.output_throughput_tps / r1.summary.output_throughput_tps
     assert ratio > 4.0
     assert r1.mean_batch_size < 0.25 * r2.mean_batch_size  # ~30 vs ~170 sequences in flight
@@ -66,7 +67,8 @@ def test_attention_dp_multiplies_mla_kv_capacity_and_drops_the_attention_allredu
     m, hw, prec = load_model("deepseek-v3"), load_hardware("h200-sxm"), Precision.parse("fp8")
     tp = StepModel(m, hw, prec, Parallelism(tp=8, ep=8))
     dp = StepModel(m, hw, prec, Parallelism(tp=8, ep=8, attn_dp=True))
-    # The MLA latent is replicated on every TP rank; under attention DP each GPU keeps only its sequences'.
+    # The MLA latent is replicated on every TP rank; under attention DP each GPU keeps only its
+    # sequences'.
     assert dp.kv_bytes_per_token == pytest.approx(tp.kv_bytes_per_token / 8)
     extra = m.attention_params * m.num_layers * 1.0 * 7 / 8  # attention weights replicated (fp8)
     assert dp.memory.weight_bytes == pytest.approx(tp.memory.weight_bytes + extra)
@@ -74,16 +76,18 @@ def test_attention_dp_multiplies_mla_kv_capacity_and_drops_the_attention_allredu
         {o.op.name: o.op.link_bytes for o in x.decode_cost(64, 2048).ops if o.op.kind == "comm"}
         for x in (tp, dp)
     ]
-    # TP attention: every rank holds every token, so the 58 MoE layers dispatch nothing and sum their
-    # experts' outputs in the MLP all-reduce (two reduces in each of the 61 layers)...
+    # TP attention: every rank holds every token, so the 58 MoE layers dispatch nothing and sum
+    # their experts' outputs in the MLP all-reduce (two reduces in each of the 61 layers)...
     assert "ep all-to-all" not in link[0]
     buf = 64 * m.hidden_size * 2.0  # tokens x hidden x bf16 activations
     assert link[0]["tp all-reduce"] == pytest.approx(61 * 2 * 2 * 7 / 8 * buf)
-    # ...attention DP: only the 3 dense layers gather/scatter, the MoE layers dispatch their own tokens.
+    # ...attention DP: only the 3 dense layers gather/scatter, the MoE layers dispatch their own
+    # tokens.
     assert link[1]["tp all-reduce"] == pytest.approx(link[0]["tp all-reduce"] * 3 / (2 * 61))
     a2a = 58 * 2 * 7 / 8 * (64 / 8) * m.moe.experts_per_token * buf / 64
     assert link[1]["ep all-to-all"] == pytest.approx(a2a)
-    # A large long-context decode batch: each GPU reads 1/8 of the latent cache instead of all of it.
+    # A large long-context decode batch: each GPU reads 1/8 of the latent cache instead of all of
+    # it.
     assert dp.step_time_s([1] * 256, [4000] * 256) < 0.7 * tp.step_time_s([1] * 256, [4000] * 256)
     # The fast paths agree with the itemised cost under attention DP.
     assert dp.step_time_s([1] * 256, [4000] * 256) == pytest.approx(

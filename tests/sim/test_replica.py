@@ -189,7 +189,8 @@ def test_per_step_itl_tally_equals_per_request_token_gaps(step_model, case, mode
 
 
 def test_one_chunk_step_cost_is_the_mixed_step_cost_bit_for_bit(step_model):
-    """The replica's list-free entry point (one prefill chunk beside the decodes) changes no float."""
+    """The replica's list-free entry point (one prefill chunk beside the decodes) changes no
+    float."""
     rng = np.random.default_rng(5)
     cases = [(0, 0, 1000, 0), (64, 80_000, 1, 700), (1, 5, 2, 0), (255, 1_000_000, 8000, 4096)]
     cases += [

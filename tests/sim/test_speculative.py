@@ -1,4 +1,5 @@
-"""Speculative decoding in the simulator: sampled tokens per step, speedup vs batch, acceptance 0."""
+"""Speculative decoding in the simulator: sampled tokens per step, speedup vs batch, acceptance
+0."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""Trace formats: ShareGPT JSON, Mooncake JSONL and Azure CSV, each from a small file in tests/data/traces."""
+"""Trace formats: ShareGPT JSON, Mooncake JSONL and Azure CSV, each from a small file in
+tests/data/traces."""
 
 from __future__ import annotations
 

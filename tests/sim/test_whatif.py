@@ -40,7 +40,8 @@ def test_simulate_what_if_levers(capsys):
 
 
 def test_what_if_levers_use_the_runs_profile(capsys):
-    # The baseline lever re-runs the run itself, so with --profile it must equal the run's own numbers.
+    # The baseline lever re-runs the run itself, so with --profile it must equal the run's own
+    # numbers.
     main(
         [
             "simulate",

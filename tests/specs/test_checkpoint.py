@@ -1,4 +1,5 @@
-"""``estimate`` serves a model as its checkpoint ships unless told otherwise (specs/checkpoint.py)."""
+"""``estimate`` serves a model as its checkpoint ships unless told otherwise
+(specs/checkpoint.py)."""
 
 from __future__ import annotations
 

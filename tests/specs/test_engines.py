@@ -52,8 +52,8 @@ def test_families_name_their_newest_preset():
 
 
 def test_vllm_012_batch_defaults_by_gpu():
-    # vllm/engine/arg_utils.py EngineArgs.get_batch_defaults: 1024 / 8192 on >= 70 GiB parts that are
-    # not A100 (H100), 256 / 2048 on A100 (PR #17885) and smaller parts
+    # vllm/engine/arg_utils.py EngineArgs.get_batch_defaults: 1024 / 8192 on >= 70 GiB parts that
+    # are not A100 (H100), 256 / 2048 on A100 (PR #17885) and smaller parts
     v = load_engine("vllm-0.12")
     h100 = v.for_hardware("h100-sxm", load_hardware("h100-sxm").memory_bytes)
     a100 = v.for_hardware("a100-sxm-80gb", 80 * GB)
@@ -65,7 +65,8 @@ def test_vllm_012_batch_defaults_by_gpu():
 
 
 def test_vllm_06_runs_prefill_only_steps():
-    # vLLM V0 without chunked prefill: prefills are scheduled first, decodes wait (core/scheduler.py)
+    # vLLM V0 without chunked prefill: prefills are scheduled first, decodes wait
+    # (core/scheduler.py)
     from infercast.sched import Request, Scheduler, SchedulerConfig
 
     v = load_engine("vllm-0.6")

@@ -51,7 +51,8 @@ def test_exact_published_totals_within_half_percent(name):
 
 @pytest.mark.parametrize("name,tol", sorted(NOMINAL_TOLERANCE.items()))
 def test_nominal_totals_are_close(name, tol):
-    # Nominal names: "7B" is 6.74B for Llama-2-7B; Meta's Llama-4 figures include the vision encoder.
+    # Nominal names: "7B" is 6.74B for Llama-2-7B; Meta's Llama-4 figures include the vision
+    # encoder.
     published = float(published_sizes()[name]["published_total_params_b"]) * 1e9
     assert load_model(name).total_params == pytest.approx(published, rel=tol)
 
@@ -142,7 +143,8 @@ def test_config_path_and_directory(tmp_path):
     (tmp_path / "config.json").write_text(json.dumps(cfg))
     by_dir = load_model(str(tmp_path))
     by_file = load_model(str(tmp_path / "config.json"))
-    # 2 layers * (q 64*64 + k,v 64*32*2 + o 64*64 + mlp 3*64*128 + 2 norms) + emb + head + final norm
+    # 2 layers * (q 64*64 + k,v 64*32*2 + o 64*64 + mlp 3*64*128 + 2 norms) + emb + head + final
+    # norm
     per_layer = 64 * 64 * 2 + 2 * 64 * 32 + 3 * 64 * 128 + 2 * 64
     assert by_dir.total_params == by_file.total_params == 2 * per_layer + 2 * 100 * 64 + 64
 

@@ -1,4 +1,5 @@
-"""The Estimate and Compare views in a real browser: numbers equal the Python API's, links restore state."""
+"""The Estimate and Compare views in a real browser: numbers equal the Python API's, links
+restore state."""
 
 from __future__ import annotations
 
@@ -33,7 +34,8 @@ def stat(page, name: str) -> float:
 def wait_batch(page, batch: int) -> None:
     """Until the page shows the estimate at ``batch`` (its TPOT card names it)."""
     page.wait_for_function(
-        "b => (document.querySelector('#stat-tpot .sub') || {}).textContent?.includes(`batch ${b},`)",
+        "b => (document.querySelector('#stat-tpot .sub') || {}).textContent?.includes(`batch "
+        "${b},`)",
         arg=batch,
     )
 
@@ -64,7 +66,8 @@ def test_estimate_view_matches_api_follows_links_and_flags_bad_input(page, tmp_p
     assert page.locator(".chart-box .uplot").count() == 4  # roofline, tok/s, TPOT, time by op kind
     page.screenshot(path=tmp_path / "estimate-batch16.png", full_page=True)
 
-    # a value typed in the box: batch 64 does not fit on one H100; the page lists the library's fixes
+    # a value typed in the box: batch 64 does not fit on one H100; the page lists the library's
+    # fixes
     page.fill("#f-batch", "64")
     wait_batch(page, 64)
     d = check_numbers(page, 64)

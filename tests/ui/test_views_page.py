@@ -1,4 +1,5 @@
-"""Compare, Simulate, Plan and Validation in a real browser, against the Python API for the same inputs."""
+"""Compare, Simulate, Plan and Validation in a real browser, against the Python API for the same
+inputs."""
 
 from __future__ import annotations
 

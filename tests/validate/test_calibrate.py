@@ -10,7 +10,10 @@ from infercast.validate.calibrate import Calibrator
 from infercast.validate.cases import read_cases
 from infercast.validate.evaluate import Evaluator
 
-COLS = "id,source,scenario,metric,value,model,hardware,n_gpus,tp,weights,kv_cache,engine,input_tokens,output_tokens,batch\n"
+COLS = (
+    "id,source,scenario,metric,value,model,hardware,n_gpus,tp,weights,kv_cache,engine,input_tokens,"
+    "output_tokens,batch\n"
+)
 TRUE = EfficiencyProfile(gemm_compute_eff=0.55, mem_bw_eff=0.62, step_overhead_s=2.5e-3)
 FIELDS = ("gemm_compute_eff", "mem_bw_eff", "step_overhead_s")
 
@@ -32,7 +35,8 @@ def synthetic_cases(truth: ProfileSet):
             for b in batches:
                 n += 1
                 lines.append(
-                    f"r{n},src{src},kernel,{metric},1,{model},{hw},{tp},{tp},bf16,bf16,trtllm,{prompt},32,{b}"
+                    f"r{n},src{src},kernel,{metric},1,{model},{hw},{tp},{tp},bf16,bf16,trtllm,"
+                    f"{prompt},32,{b}"
                 )
     cases = read_cases(COLS + "\n".join(lines) + "\n")
     preds = Evaluator(cases).predict(truth)
@@ -101,8 +105,8 @@ def test_profile_set_round_trip_and_plain_loader(tmp_path):
 
 
 def test_fit_stays_inside_physical_ranges_and_names_the_bounds_that_bind():
-    """Data 'measured' with a GEMM efficiency below its physical range (0.30 < 0.40): the fit stops at
-    the bound and reports it, instead of leaving physics to absorb a missing mechanism."""
+    """Data 'measured' with a GEMM efficiency below its physical range (0.30 < 0.40): the fit stops
+    at the bound and reports it, instead of leaving physics to absorb a missing mechanism."""
     from infercast.cost.efficiency import PHYSICAL_RANGES
 
     low = PHYSICAL_RANGES["gemm_compute_eff"][0]

@@ -1,4 +1,5 @@
-"""Reading measurement CSVs: documented columns, unknown ones ignored, a clear reason per bad row."""
+"""Reading measurement CSVs: documented columns, unknown ones ignored, a clear reason per bad
+row."""
 
 from __future__ import annotations
 
@@ -7,7 +8,10 @@ import pytest
 from infercast.errors import DataError
 from infercast.validate.cases import load_cases, read_cases
 
-HEADER = "id,scenario,metric,value,model,hardware,weights,tp,input_tokens,output_tokens,batch,extra,my_note\n"
+HEADER = (
+    "id,scenario,metric,value,model,hardware,weights,tp,input_tokens,output_tokens,batch,extra,"
+    "my_note\n"
+)
 
 
 def test_good_row_parsed_and_unknown_column_ignored():

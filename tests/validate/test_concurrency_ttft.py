@@ -51,7 +51,8 @@ def test_simulator_path_and_long_prompts_are_unchanged():
 
 
 def test_serving_overhead_is_added_to_benchmark_ttft_only():
-    """The profile's request_overhead_s lands on concurrency TTFT rows, never on TPOT or throughput."""
+    """The profile's request_overhead_s lands on concurrency TTFT rows, never on TPOT or
+    throughput."""
     ids = {"AIC-3382-ttft", "AIC-3382-tpot"}
     cases = [c for c in load_cases() if c.id in ids]
     assert len(cases) == 2

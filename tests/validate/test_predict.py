@@ -16,7 +16,10 @@ from infercast.validate.ledger import StepModels, expand
 from infercast.validate.predict import plan_case
 from infercast.validate.setup import Unpredictable, layout
 
-COLS = "id,scenario,metric,value,model,hardware,n_gpus,tp,pp,ep,weights,kv_cache,engine,input_tokens,output_tokens,batch,concurrency,request_rate,dataset\n"
+COLS = (
+    "id,scenario,metric,value,model,hardware,n_gpus,tp,pp,ep,weights,kv_cache,engine,input_tokens,"
+    "output_tokens,batch,concurrency,request_rate,dataset\n"
+)
 PROF = EfficiencyProfile()
 
 
@@ -38,7 +41,8 @@ def times(plan, models):
 
 def test_static_batch_per_gpu_throughput(models):
     c = case(
-        "s,static_batch,output_throughput_per_gpu,1,llama-2-70b,h200-sxm,2,2,1,,fp8,fp8,trtllm-0.9,128,2048,64,,,"
+        "s,static_batch,output_throughput_per_gpu,1,llama-2-70b,h200-sxm,2,2,1,,fp8,fp8,trtllm-0.9,"
+        "128,2048,64,,,"
     )
     plan = plan_case(c, models)
     # one prefill of the whole batch, then O-1 decode steps at the mean context I + O/2
@@ -48,7 +52,8 @@ def test_static_batch_per_gpu_throughput(models):
     total = plan_case(
         case(
             c_cells
-            := "s,static_batch,output_throughput_total,1,llama-2-70b,h200-sxm,2,2,1,,fp8,fp8,trtllm,128,2048,64,,,"
+            := "s,static_batch,output_throughput_total,1,llama-2-70b,h200-sxm,2,2,1,,fp8,fp8,"
+            "trtllm,128,2048,64,,,"
         ),
         models,
     )
@@ -58,7 +63,8 @@ def test_static_batch_per_gpu_throughput(models):
 def test_kernel_prefill_and_decode_shapes(models):
     p = plan_case(
         case(
-            "k,kernel,prefill_time_s,1,llama-2-70b,a100-sxm-80gb,2,2,1,,fp16,,splitwise,512,128,4,,,"
+            "k,kernel,prefill_time_s,1,llama-2-70b,a100-sxm-80gb,2,2,1,,fp16,,splitwise,512,128,4,,"
+            ","
         ),
         models,
     )
@@ -75,14 +81,16 @@ def test_kernel_prefill_and_decode_shapes(models):
 def test_kernel_hardware_rows_scale_the_spec(models):
     mm = plan_case(
         case(
-            "h,kernel,matmul_flops_per_s,1,,h100-sxm,1,,,,bf16,,mamf,,,,,,mamf:best-shape=1024x9216x14336"
+            "h,kernel,matmul_flops_per_s,1,,h100-sxm,1,,,,bf16,,mamf,,,,,,mamf:best-"
+            "shape=1024x9216x14336"
         ),
         models,
     )
     assert mm.combine([], PROF) == pytest.approx(989.4e12 * PROF.gemm_eff("bf16", 1024), rel=0.01)
     link = plan_case(
         case(
-            "l,kernel,link_bandwidth_bytes_per_s,1,,h200-sxm,8,,,,,,nvbandwidth,,,,,,nvlink bidirectional"
+            "l,kernel,link_bandwidth_bytes_per_s,1,,h200-sxm,8,,,,,,nvbandwidth,,,,,,nvlink "
+            "bidirectional"
         ),
         models,
     )
@@ -92,14 +100,16 @@ def test_kernel_hardware_rows_scale_the_spec(models):
 def test_single_stream(models):
     tps = plan_case(
         case(
-            "g,single_stream,tokens_per_s_single_stream,1,llama-2-7b,a100-sxm-80gb,1,1,1,,int8,,gpt-fast,5,200,1,,,"
+            "g,single_stream,tokens_per_s_single_stream,1,llama-2-7b,a100-sxm-80gb,1,1,1,,int8,,"
+            "gpt-fast,5,200,1,,,"
         ),
         models,
     )
     assert tps.shapes == (((1, 1, 5 + 100),),)
     bw = plan_case(
         case(
-            "g,single_stream,achieved_bandwidth_bytes_per_s,1,llama-2-7b,a100-sxm-80gb,1,1,1,,int8,,gpt-fast,5,200,1,,,"
+            "g,single_stream,achieved_bandwidth_bytes_per_s,1,llama-2-7b,a100-sxm-80gb,1,1,1,,int8,"
+            ",gpt-fast,5,200,1,,,"
         ),
         models,
     )
@@ -111,7 +121,8 @@ def test_single_stream(models):
 
 def test_offline_runs_at_the_engine_max_batch(models):
     c = case(
-        "o,offline,output_throughput_per_gpu,1,llama-3.1-8b,h100-sxm,2,1,1,,fp8,,tensorrt-llm-1.0,128,128,,,,synthetic-fixed"
+        "o,offline,output_throughput_per_gpu,1,llama-3.1-8b,h100-sxm,2,1,1,,fp8,,tensorrt-llm-1.0,"
+        "128,128,,,,synthetic-fixed"
     )
     plan = plan_case(c, models)
     lay = layout(c)
@@ -129,7 +140,8 @@ def test_offline_runs_at_the_engine_max_batch(models):
 
 def test_concurrency_splits_clients_over_replicas(models):
     c = case(
-        "c,concurrency,tpot_mean_s,1,llama-3.1-8b,h100-sxm,4,2,1,,fp8,,vllm-0.12.0,1024,256,,32,,synthetic-fixed"
+        "c,concurrency,tpot_mean_s,1,llama-3.1-8b,h100-sxm,4,2,1,,fp8,,vllm-0.12.0,1024,256,,32,,"
+        "synthetic-fixed"
     )
     plan = plan_case(c, models)
     assert plan.layout.replicas == 2
@@ -139,7 +151,8 @@ def test_concurrency_splits_clients_over_replicas(models):
 
 def test_server_row_uses_the_simulator_per_replica(models):
     c = case(
-        "v,server,output_throughput_total,1,llama-3.1-8b,h100-sxm,2,1,1,,bf16,,tensorrt-llm-0.14,128,128,,,4,synthetic-fixed;n_requests=500;poisson-arrivals"
+        "v,server,output_throughput_total,1,llama-3.1-8b,h100-sxm,2,1,1,,bf16,,tensorrt-llm-0.14,"
+        "128,128,,,4,synthetic-fixed;n_requests=500;poisson-arrivals"
     )
     plan = plan_case(c, models)
     workload = json.loads(plan.sim_key[1])
@@ -166,7 +179,8 @@ def test_server_row_uses_the_simulator_per_replica(models):
             "disaggregated",
         ),
         (
-            "x,offline,output_throughput_total,2,llama-2-70b,h100-sxm,8,,,,,,mlperf,,,,,,mlperf:llama2-70b-99",
+            "x,offline,output_throughput_total,2,llama-2-70b,h100-sxm,8,,,,,,mlperf,,,,,,"
+            "mlperf:llama2-70b-99",
             "weight precision",
         ),
         (
@@ -174,7 +188,8 @@ def test_server_row_uses_the_simulator_per_replica(models):
             "no-such-model",
         ),
         (
-            "x,offline,output_throughput_total,2,llama-3.1-8b,h100-sxm,1,1,1,,bf16,,trt,,,,,,unknown-ds",
+            "x,offline,output_throughput_total,2,llama-3.1-8b,h100-sxm,1,1,1,,bf16,,trt,,,,,,"
+            "unknown-ds",
             "input_tokens",
         ),
         ("x,weird,ttft_mean_s,2,llama-3.1-8b,h100-sxm,1,1,1,,bf16,,x,1,1,,,,", "unknown scenario"),
@@ -198,8 +213,9 @@ def test_speculative_speedup_at_the_paired_acceptance_length(models):
     from infercast.specs.precision import Precision
 
     rows = (
-        "p,speculative,speedup,1,llama-3.1-8b,rtx-3090,1,1,1,,,,vllm + eagle-3 (chain 2),,,1,,,mt-bench\n"
-        "q,speculative,acceptance_length,3.1,llama-3.1-8b,rtx-3090,1,1,1,,,,vllm + eagle-3 (chain 2),,,1,,,mt-bench"
+        "p,speculative,speedup,1,llama-3.1-8b,rtx-3090,1,1,1,,,,vllm + eagle-3 (chain "
+        "2),,,1,,,mt-bench\nq,speculative,acceptance_length,3.1,llama-3.1-8b,rtx-3090,1,1,1,,,,"
+        "vllm + eagle-3 (chain 2),,,1,,,mt-bench"
     )
     preds = Evaluator(read_cases(COLS + rows + "\n")).predict(ProfileSet())
     assert preds[1].predicted is None and "input" in preds[1].skipped_reason
@@ -216,7 +232,8 @@ def test_pipeline_parallel_runs_pp_micro_batches(models):
     from infercast.closedform.steady import closed_loop
 
     c = case(
-        "pp,offline,output_throughput_total,1,llama-3.1-70b,h100-sxm,2,1,2,,fp8,,tensorrt-llm,1024,1024,,,,"
+        "pp,offline,output_throughput_total,1,llama-3.1-70b,h100-sxm,2,1,2,,fp8,,tensorrt-llm,1024,"
+        "1024,,,,"
     )
     plan = plan_case(c, models)
     sm = models.get(plan.layout.setup)
@@ -231,7 +248,8 @@ def test_part_without_a_tensor_peak_is_not_predicted(models):
     with pytest.raises(Unpredictable, match="no 16-bit or narrower tensor peak"):
         plan_case(
             case(
-                "r,offline,output_throughput_total,1,llama-3.3-70b,rtx-pro-6000,1,1,1,,fp4,,trtllm,128,128,,,,"
+                "r,offline,output_throughput_total,1,llama-3.3-70b,rtx-pro-6000,1,1,1,,fp4,,trtllm,"
+                "128,128,,,,"
             ),
             models,
         )

@@ -7,8 +7,8 @@ from infercast.validate.cases import load_cases
 from infercast.validate.evaluate import Evaluator
 from infercast.validate.score import assumed_layout, report
 
-# AIC-2074: an InferenceX-style disaggregated run without worker counts; AIC-0253: aiconfigurator's own
-# CI run with its workers stated.
+# AIC-2074: an InferenceX-style disaggregated run without worker counts; AIC-0253: aiconfigurator's
+# own CI run with its workers stated.
 IDS = {"AIC-2074-ttft", "AIC-2074-tpot", "AIC-0253-ttft", "AIC-0253-tpot"}
 
 

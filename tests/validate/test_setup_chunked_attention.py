@@ -1,4 +1,5 @@
-"""Round 5: TensorRT-LLM decodes Llama 4's chunked-attention layers over the whole context on Hopper.
+"""Round 5: TensorRT-LLM decodes Llama 4's chunked-attention layers over the whole context on
+Hopper.
 
 TensorRT-LLM applies chunked attention to context requests only ("chunked attention can only be
 applied to context requests", docs/source/features/long-sequence.md) and keeps every layer's
@@ -23,7 +24,10 @@ from infercast.specs.precision import Precision
 from infercast.validate.cases import read_cases
 from infercast.validate.setup import engine_model, layout
 
-COLS = "id,source,scenario,metric,value,model,hardware,n_gpus,tp,ep,weights,engine,input_tokens,output_tokens\n"
+COLS = (
+    "id,source,scenario,metric,value,model,hardware,n_gpus,tp,ep,weights,engine,input_tokens,"
+    "output_tokens\n"
+)
 
 
 def _setup(cells: str):
@@ -39,7 +43,10 @@ def _cached_kv_bytes(model) -> float:
 
 
 def test_trtllm_hopper_rows_decode_chunked_layers_in_full():
-    row = "X,trtllm-perf-overview-v1.0,offline,output_throughput_total,4106,llama-4-maverick,{hw},8,8,,{w},{eng},20000,2000"
+    row = (
+        "X,trtllm-perf-overview-v1.0,offline,output_throughput_total,4106,llama-4-maverick,{hw},8,"
+        "8,,{w},{eng},20000,2000"
+    )
     hopper = _setup(row.format(hw="h200-sxm", w="fp8", eng="tensorrt-llm-1.0 (pytorch)"))
     blackwell = _setup(row.format(hw="b200", w="fp4", eng="tensorrt-llm-1.0 (pytorch)"))
     vllm = _setup(row.format(hw="h200-sxm", w="fp8", eng="vllm-0.10"))
@@ -54,8 +61,8 @@ def test_engine_model_runs_chunked_layers_as_full_attention():
     maverick = load_model("llama-4-maverick")
     assert sum(layer.attention == ATTN_CHUNKED for layer in maverick.layers) == 36
     setup = _setup(
-        "X,trtllm-perf-overview-v1.0,offline,output_throughput_total,4106,llama-4-maverick,h200-sxm,8,8,,"
-        "fp8,tensorrt-llm-1.0 (pytorch),20000,2000"
+        "X,trtllm-perf-overview-v1.0,offline,output_throughput_total,4106,llama-4-maverick,h200-"
+        "sxm,8,8,,fp8,tensorrt-llm-1.0 (pytorch),20000,2000"
     )
     full = engine_model(maverick, setup)
     assert all(layer.attention == ATTN_FULL for layer in full.layers)
@@ -68,8 +75,8 @@ def test_engine_model_runs_chunked_layers_as_full_attention():
 def test_decode_kv_read_hand_checked():
     maverick = load_model("llama-4-maverick")
     setup = _setup(
-        "X,trtllm-perf-overview-v1.0,offline,output_throughput_total,4106,llama-4-maverick,h200-sxm,8,8,,"
-        "fp8,tensorrt-llm-1.0 (pytorch),20000,2000"
+        "X,trtllm-perf-overview-v1.0,offline,output_throughput_total,4106,llama-4-maverick,h200-"
+        "sxm,8,8,,fp8,tensorrt-llm-1.0 (pytorch),20000,2000"
     )
     assert _cached_kv_bytes(maverick) == pytest.approx(370_176 * 4_096)
     assert _cached_kv_bytes(engine_model(maverick, setup)) == pytest.approx(960_000 * 4_096)

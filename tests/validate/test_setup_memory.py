@@ -52,6 +52,7 @@ def test_trtllm_kv_is_a_fraction_of_free_memory():
 def test_weights_that_do_not_fit_still_do_not():
     (c,) = read_cases(
         COLS
-        + "x,offline,output_throughput_total,1,llama-3.1-405b,h100-sxm,1,1,fp8,tensorrt-llm,128,128\n"
+        + "x,offline,output_throughput_total,1,llama-3.1-405b,h100-sxm,1,1,fp8,tensorrt-llm,128,"
+        "128\n"
     )
     assert setup_step_model(layout(c).setup).memory.kv_budget_bytes < 0

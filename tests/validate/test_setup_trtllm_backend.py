@@ -44,7 +44,8 @@ COLS = (
 def test_group_of_each_backend(engine, hardware, group):
     (c,) = read_cases(
         COLS
-        + f'X,src,offline,output_throughput_total,1,llama-3.1-8b,{hardware},1,fp8,"{engine}",128,128\n'
+        + f'X,src,offline,output_throughput_total,1,llama-3.1-8b,{hardware},1,fp8,"{engine}",128,'
+        "128\n"
     )
     assert group_key(c) == group
 

@@ -1,4 +1,5 @@
-"""The whole shipped measurement set: every row accounted for, scores in a sane band, floor check."""
+"""The whole shipped measurement set: every row accounted for, scores in a sane band, floor
+check."""
 
 from __future__ import annotations
 
@@ -66,13 +67,17 @@ def test_whole_shipped_set_runs_and_scores():
 def test_floor_violation_is_listed():
     from infercast.validate.cases import read_cases
 
-    cols = "id,scenario,metric,value,model,hardware,n_gpus,tp,weights,input_tokens,output_tokens,batch\n"
+    cols = (
+        "id,scenario,metric,value,model,hardware,n_gpus,tp,weights,input_tokens,output_tokens,"
+        "batch\n"
+    )
     rows = (
         "fast,kernel,decode_step_s,0.0001,llama-3.1-70b,h100-sxm,1,1,fp8,1024,32,1\n"
         "ok,kernel,decode_step_s,0.05,llama-3.1-70b,h100-sxm,1,1,fp8,1024,32,1\n"
         "tpot,concurrency,tpot_mean_s,0.002,llama-3.1-70b,h100-sxm,1,1,fp8,1024,256,\n"
-        "many,static_batch,output_throughput_per_gpu,1e6,llama-3.1-70b,h100-sxm,1,1,fp8,128,128,64\n"
-        "nobatch,static_batch,output_throughput_per_gpu,1e6,llama-3.1-70b,h100-sxm,1,1,fp8,128,,\n"
+        "many,static_batch,output_throughput_per_gpu,1e6,llama-3.1-70b,h100-sxm,1,1,fp8,128,128,"
+        "64\nnobatch,static_batch,output_throughput_per_gpu,1e6,llama-3.1-70b,h100-sxm,1,1,fp8,128,"
+        ",\n"
     )
     rep = floor_report(read_cases(cols + rows))
     assert rep["checked"] == 4 and [v["id"] for v in rep["violations"]] == ["fast", "tpot", "many"]
@@ -83,7 +88,10 @@ def test_closed_loop_runs_pair_their_ttft_and_tpot_rows():
     from infercast.validate.cases import read_cases
     from infercast.validate.score import closed_loop_pairs
 
-    cols = "id,scenario,metric,value,model,hardware,n_gpus,tp,weights,input_tokens,output_tokens,concurrency\n"
+    cols = (
+        "id,scenario,metric,value,model,hardware,n_gpus,tp,weights,input_tokens,output_tokens,"
+        "concurrency\n"
+    )
     run = "concurrency,{m},{v},llama-3.1-70b,h100-sxm,1,1,fp8,4096,128,{c}\n"
     rows = "".join(
         f"{i},{run.format(m=m, v=v, c=c)}"

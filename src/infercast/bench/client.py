@@ -58,7 +58,8 @@ class _Stream:
 
 
 class BenchClient:
-    """Sends :class:`RequestSpec` s and returns :class:`RequestRecord` s; use as an async context."""
+    """Sends :class:`RequestSpec` s and returns :class:`RequestRecord` s; use as an async
+    context."""
 
     def __init__(
         self,
@@ -133,7 +134,8 @@ class BenchClient:
         return json.dumps(self.payload(spec), separators=(",", ":")).encode()
 
     async def warm_pool(self, connections: int) -> int:
-        """Open up to ``connections`` pooled connections before a timed run; returns how many answered.
+        """Open up to ``connections`` pooled connections before a timed run; returns how many
+        answered.
 
         Sends that many concurrent ``GET {base_url}/models`` (cheap on every
         OpenAI-compatible server; any status will do): the pool keeps each

@@ -128,7 +128,8 @@ def _sim_inputs(
     """The simulator's validated config and cost model for the bench run's workload.
 
     ``profile``: the efficiency profile (``cost.profiles.resolve_profile``; None = the shipped one);
-    ``engine``: an engine preset name or file (``specs.engines``), under the config file's settings."""
+    ``engine``: an engine preset name or file (``specs.engines``), under the config file's
+    settings."""
     from infercast.sim.config import build_config, read_config_file
     from infercast.sim.presets import build_step_model, with_engine
 
@@ -149,7 +150,8 @@ def check_sim_inputs(
     engine: str | None = None,
 ) -> None:
     """Everything ``--compare-sim`` needs, built without simulating: a bad simulator input
-    (model, part, precision, config file, trace, profile, engine) fails before the benchmark runs."""
+    (model, part, precision, config file, trace, profile, engine) fails before the benchmark
+    runs."""
     sim_cfg, _ = _sim_inputs(cfg, model, hardware, weights, config_file, profile, engine)
     if sim_cfg.workload.trace is not None:
         from infercast.sim.workload import load_trace

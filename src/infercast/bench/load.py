@@ -1,4 +1,5 @@
-"""Load shapes: open loop at a rate (Poisson, gamma, ramp, trace replay), closed loop at a concurrency.
+"""Load shapes: open loop at a rate (Poisson, gamma, ramp, trace replay), closed loop at a
+concurrency.
 
 Open loop: request i is *scheduled* at ``start + offset_i`` and that scheduled
 time is its clock zero, so a client that falls behind shows the lag in TTFT
@@ -52,7 +53,8 @@ def arrival_offsets(
 def ramp_offsets(
     num: int, rate_start: float, rate_end: float, rng: np.random.Generator
 ) -> np.ndarray:
-    """Poisson arrivals whose rate moves linearly from ``rate_start`` to ``rate_end`` over the requests."""
+    """Poisson arrivals whose rate moves linearly from ``rate_start`` to ``rate_end`` over the
+    requests."""
     if rate_start <= 0 or rate_end <= 0:
         raise ConfigError(f"ramp rates {rate_start} -> {rate_end} must be > 0")
     rates = np.linspace(rate_start, rate_end, max(num - 1, 1))[: max(num - 1, 0)]
@@ -118,7 +120,8 @@ async def run_load(
     await client.warm_pool(plan.concurrency or 0)
     offsets = plan_offsets(plan, specs, rng)
     # what is alive now (modules, specs) leaves the collector's view for the timed run: a full
-    # collection over it stalled the loop for 15-30 ms (every stream's chunks stamped late) at 128 streams
+    # collection over it stalled the loop for 15-30 ms (every stream's chunks stamped late) at 128
+    # streams
     gc.collect()
     gc.freeze()
     lags: list[float] = []
@@ -281,8 +284,8 @@ def client_warnings(plan: LoadPlan, result: LoadResult, send_lag_p90_s: float) -
         if lag90 > CLIENT_ERROR_BUDGET_S + 0.001:
             out.append(
                 f"client event loop woke late: p90 {lag90 * 1e3:.1f} ms (the client, the server or "
-                f"other processes keep this machine's cores busy); chunk time stamps can be late by "
-                f"as much (budget {budget_ms:.0f} ms)"
+                "other processes keep this machine's cores busy); chunk time stamps can be late "
+                f"by as much (budget {budget_ms:.0f} ms)"
             )
     if result.cpu_fraction > 0.8:
         out.append(
@@ -297,7 +300,7 @@ def client_warnings(plan: LoadPlan, result: LoadResult, send_lag_p90_s: float) -
         and result.achieved_concurrency < 0.9 * plan.concurrency
     ):
         out.append(
-            f"achieved concurrency {result.achieved_concurrency:.1f} < 90% of the {plan.concurrency} "
-            "asked: the server saw fewer streams than requested"
+            f"achieved concurrency {result.achieved_concurrency:.1f} < 90% of the "
+            f"{plan.concurrency} asked: the server saw fewer streams than requested"
         )
     return out

@@ -29,7 +29,8 @@ _AIOHTTP_BODY_WRITER = "ClientRequest.write_bytes"
 
 
 def new_event_loop(eager_body_writes: bool = False) -> asyncio.AbstractEventLoop:
-    """uvloop where installed, else asyncio's own loop; optionally with eager aiohttp body writes."""
+    """uvloop where installed, else asyncio's own loop; optionally with eager aiohttp body
+    writes."""
     try:
         import uvloop
 
@@ -48,7 +49,8 @@ def run(coro: Coroutine[Any, Any, Any], eager_body_writes: bool = False) -> Any:
 
 
 def _eager_body_writes(loop: asyncio.AbstractEventLoop, coro: Any, **kwargs: Any) -> asyncio.Future:
-    """Task factory: aiohttp's body writer runs its first step now, as Python 3.12's ``eager_start``.
+    """Task factory: aiohttp's body writer runs its first step now, as Python 3.12's
+    ``eager_start``.
 
     Every other coroutine becomes an ordinary task. The first step runs in the
     caller's task and context (the writer only writes to its transport); if it

@@ -64,7 +64,8 @@ class MockConfig(BaseModel):
 
 
 def hits(every: int, index: int) -> bool:
-    """True when a failure mode set to every ``every``-th request hits request ``index`` (1-based)."""
+    """True when a failure mode set to every ``every``-th request hits request ``index``
+    (1-based)."""
     return every > 0 and index % every == 0
 
 

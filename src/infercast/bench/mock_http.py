@@ -140,7 +140,8 @@ class _Connection(asyncio.Protocol):
         """The current response ended: close, or answer the next queued request."""
         self.active = None
         if not keep_alive or self.mock.config.close_after_stream:
-            # close-after-stream: keep-alive stays advertised (no "Connection: close"), as llama.cpp's server
+            # close-after-stream: keep-alive stays advertised (no "Connection: close"), as
+            # llama.cpp's server
             self.close()
         elif self.queue:
             self._next()
@@ -214,7 +215,8 @@ class _Answer:
         self.timer: asyncio.TimerHandle | None = None
 
     def chunk_time(self, i: int) -> float:
-        """Chunk i leaves when its last token is ready; token j is ready at ttft + (j - k + 1) itl."""
+        """Chunk i leaves when its last token is ready; token j is ready at ttft + (j - k + 1)
+        itl."""
         k = self.cfg.tokens_per_chunk
         last_token = min((i + 1) * k, self.num_tokens) - 1
         return self.req.t0 + self.cfg.ttft_s + max(last_token - (k - 1), 0) * self.cfg.itl_s
@@ -239,7 +241,8 @@ class _Answer:
             self.timer.cancel()
 
     def _arm(self, when: float) -> None:
-        """Call :meth:`_tick` at ``when`` (perf_counter s); loop timers are ms-grained, hence the check."""
+        """Call :meth:`_tick` at ``when`` (perf_counter s); loop timers are ms-grained, hence the
+        check."""
         self.timer = self.conn.loop.call_later(
             max(when - time.perf_counter(), 0.0), self._tick, when
         )
@@ -327,7 +330,8 @@ class MockHTTP:
 
 
 async def start_server(mock: MockServer, sock: socket.socket) -> MockHTTP:
-    """Listen on ``sock`` (bound, listening) with the running loop; returns the handle to close it."""
+    """Listen on ``sock`` (bound, listening) with the running loop; returns the handle to close
+    it."""
     loop = asyncio.get_running_loop()
     registry: set[_Connection] = set()
     server = await loop.create_server(lambda: _Connection(mock, loop, registry), sock=sock)

@@ -114,8 +114,9 @@ def dollars_line(d: dict) -> str:
 
     return (
         f"cost: {d['gpus']} GPU x ${d['price_per_gpu_hour']:,.2f}/GPU-hour ({d['price_source']}): "
-        f"{d['gpu_hours']:,.4f} GPU-hours, {usd(d['usd_per_hour'])}/hour, {usd(d['usd'])} for the run; "
-        f"$/M tokens in {usd(d['usd_per_million_input_tokens'])}, out {usd(d['usd_per_million_output_tokens'])}"
+        f"{d['gpu_hours']:,.4f} GPU-hours, {usd(d['usd_per_hour'])}/hour, {usd(d['usd'])} for the "
+        f"run; $/M tokens in {usd(d['usd_per_million_input_tokens'])}, out "
+        f"{usd(d['usd_per_million_output_tokens'])}"
     )
 
 

@@ -276,7 +276,8 @@ def build_specs(
 async def run_bench_async(
     cfg: BenchConfig, on_done: Callable[[RequestRecord], None] | None = None
 ) -> BenchResult:
-    """Run one benchmark against a live server (:func:`run_bench` runs it on the loop of :mod:`infercast.bench.loops`)."""
+    """Run one benchmark against a live server (:func:`run_bench` runs it on the loop of
+    :mod:`infercast.bench.loops`)."""
     rng = np.random.default_rng(cfg.seed)
     tokenizer = load_tokenizer(cfg.tokenizer)
     specs = [] if cfg.multi_turn else build_specs(cfg, rng, tokenizer)

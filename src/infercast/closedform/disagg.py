@@ -15,8 +15,8 @@ batch sizes timed once): a request stays ``O t_d`` there, so the request rate is
 
 Prefill side. Requests travel in cohorts: the clients start together, so a
 prefill worker takes its ``C / P`` prompts in steps of ``g1 = min(g, C / P)``
-(``g = min(R T // I, seats)`` over its ``R`` attention-DP ranks; one prompt's chunks when ``I > T``) of ``t_1`` seconds
-each; a cohort then decodes in lockstep, finishes together and comes back as one,
+(``g = min(R T // I, seats)`` over its ``R`` attention-DP ranks; one prompt's chunks when ``I > T``)
+of ``t_1`` seconds each; a cohort then decodes in lockstep, finishes together and comes back as one,
 ``t_1`` after the cohort before it (the same pattern the simulator shows, and
 :mod:`infercast.closedform.steady` uses for one replica). So a prompt's prefill
 takes ``t_1`` and a worker is busy ``rho = (X / P) t_1 / g1``.
@@ -50,11 +50,12 @@ from infercast.errors import Unpredictable
 # Rows whose source gives no worker counts: in aiconfigurator's silicon sample (v0.12.0) those with
 # silicon_data_source "source_file=2026-03-25.csv" / "2026-04-06.csv" are, by their Dynamo 0.8.1
 # images and their concurrencies (4968, 10860, 2192, 896 ...), SemiAnalysis InferenceX runs, kept
-# with the per-pool TP/EP but without num_workers, dp-attn or spec-decoding; InferenceX's configs (SemiAnalysisAI/InferenceX .github/configs/nvidia-master.yaml, e.g.
-# dsr1-fp4-b200-dynamo-trt 1k/1k at concurrency 4968: 3 prefill TP4 + 4 decode DEP8 workers, MTP 1;
-# at 10860: 3 + 5 DEP4, MTP 1) ran several workers a side, attention DP and MTP. One worker a
-# side is then a guess, marked on the row: 207 of those 398 TPOT rows measure below the physics
-# floor of a plain decode step at their concurrency on one decode worker (docs/history/validation.md, "Round 3: disaggregated").
+# with the per-pool TP/EP but without num_workers, dp-attn or spec-decoding; InferenceX's configs
+# (SemiAnalysisAI/InferenceX .github/configs/nvidia-master.yaml, e.g. dsr1-fp4-b200-dynamo-trt 1k/1k
+# at concurrency 4968: 3 prefill TP4 + 4 decode DEP8 workers, MTP 1; at 10860: 3 + 5 DEP4, MTP 1)
+# ran several workers a side, attention DP and MTP. One worker a side is then a guess, marked on the
+# row: 207 of those 398 TPOT rows measure below the physics floor of a plain decode step at their
+# concurrency on one decode worker (docs/history/validation.md, "Round 3: disaggregated").
 UNSTATED_WORKERS_NOTE = (
     "worker counts not stated: 1 prefill + 1 decode worker assumed (the InferenceX runs "
     "behind such rows had several, attention DP and MTP)"
@@ -161,7 +162,8 @@ class DisaggLoop:
 
 
 def _prefill(prompts: int, i: int, t: int) -> tuple[Shape, ...]:
-    """One prefill step of ``prompts`` prompts, or the chunks of one prompt longer than the budget."""
+    """One prefill step of ``prompts`` prompts, or the chunks of one prompt longer than the
+    budget."""
     if prompts > 1 or i <= t:
         return (((prompts, i, 0),),)
     return tuple(((1, min(t, i - j * t), j * t),) for j in range(math.ceil(i / t)))

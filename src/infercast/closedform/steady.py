@@ -16,11 +16,12 @@ budget); a group takes ``k = ceil(g I / T)`` steps; wave one has ``n = ceil(M /
 g)`` groups. Each step also decodes ``d = M (O - 1) / S`` sequences at mean context
 ``I + O / 2``, where ``S = max(O - 1 + k, n k)`` steps make one request cycle.
 ``t0`` is a pure decode step of ``d`` sequences, ``t_j`` a step with chunk ``j``
-of a group beside ``min(d, M - g)`` decoding sequences, ``own = sum_j t_j`` and ``delta = sum_j (t_j - t0)``:
+of a group beside ``min(d, M - g)`` decoding sequences, ``own = sum_j t_j`` and
+``delta = sum_j (t_j - t0)``:
 
-    cycle R     = S t0 + n delta                       (every step, plus every group's prompts)
-    TTFT wave 1 = own1 (n + 1) / 2                     (the groups queue behind each other)
-    TTFT later  = own + lag                            (groups arrive apart; real clients: spread, below)
+    cycle R     = S t0 + n delta                  (every step, plus every group's prompts)
+    TTFT wave 1 = own1 (n + 1) / 2                (the groups queue behind each other)
+    TTFT later  = own + lag                       (groups arrive apart; real clients: spread, below)
     TTFT        = (wave 1 + (W - 1) later) / W + overhead   for W waves (W -> inf: steady state)
     TPOT        = (R - own) / (O - 1)
     throughput  = M O / R output tokens/s

@@ -41,7 +41,8 @@ def parse_float_list(text: str, flag: str) -> list[float]:
 
 
 def print_json(data: Any) -> None:
-    """One JSON object on stdout; a result object carries ``"meta"`` (command, inputs, version, date)."""
+    """One JSON object on stdout; a result object carries ``"meta"`` (command, inputs, version,
+    date)."""
     from infercast.commands._meta import with_meta
 
     sys.stdout.write(json.dumps(_clean(with_meta(data)), indent=2, default=str) + "\n")

@@ -382,7 +382,8 @@ def _emit_console(
         console.print(report.sweep_table(results))
     if best_rate is not None:
         console.print(
-            f"highest rate meeting the SLO for {attainment:.0%} of requests: [bold]{best_rate:.3g} req/s[/]"
+            f"highest rate meeting the SLO for {attainment:.0%} of requests: [bold]{best_rate:.3g} "
+            "req/s[/]"
         )
 
 

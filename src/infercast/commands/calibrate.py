@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import typer
 
-HELP = "Fit the efficiency profile (per hardware family and engine where the data allows) to measurements; write a profile TOML."
+HELP = (
+    "Fit the efficiency profile (per hardware family and engine where the data allows) to "
+    "measurements; write a profile TOML."
+)
 
 
 def run_calibrate(
@@ -35,7 +38,8 @@ def run_calibrate(
     cal = Calibrator(load_cases(data), min_group_rows=min_group_rows)
     if not len(cal.rows()):
         raise ConfigError(
-            "no row of the data can be predicted in closed form: nothing to fit (see infercast validate)"
+            "no row of the data can be predicted in closed form: nothing to fit (see infercast "
+            "validate)"
         )
     from infercast.commands._progress import working
 
@@ -77,7 +81,8 @@ def run_calibrate(
     console = make_console()
     console.print(
         f"fitted on {res.rows} rows: median |error| {res.median_abs_error_before_pct:.1f}% -> "
-        f"{res.median_abs_error_after_pct:.1f}% (in sample); groups: {', '.join(sorted(fitted.groups)) or 'none'}"
+        f"{res.median_abs_error_after_pct:.1f}% (in sample); groups: "
+        f"{', '.join(sorted(fitted.groups)) or 'none'}"
     )
     if loso:
         t = Table(title="leave-one-source-out cross-validation (median |error| %)")

@@ -1,10 +1,14 @@
-"""``infercast engines``: the serving-engine presets (``--engine`` of estimate, simulate, plan, bench, validate)."""
+"""``infercast engines``: the serving-engine presets (``--engine`` of estimate, simulate, plan,
+bench, validate)."""
 
 from __future__ import annotations
 
 import typer
 
-HELP = "List serving-engine presets (scheduling policy, limits, KV block, memory rule), each value cited."
+HELP = (
+    "List serving-engine presets (scheduling policy, limits, KV block, memory rule), each value "
+    "cited."
+)
 
 
 def run_engines(show: str, as_json: bool) -> None:
@@ -60,9 +64,9 @@ def run_engines(show: str, as_json: bool) -> None:
     console = make_console()
     console.print(t)
     console.print(
-        "Each value's source: infercast engines --show NAME. Use one: --engine NAME (or a family: vllm, "
-        "sglang, trtllm, trtllm-engine; or your own preset .toml) on estimate, simulate, plan, bench "
-        "--compare-sim and validate."
+        "Each value's source: infercast engines --show NAME. Use one: --engine NAME (or a family: "
+        "vllm, sglang, trtllm, trtllm-engine; or your own preset .toml) on estimate, simulate, "
+        "plan, bench --compare-sim and validate."
     )
 
 

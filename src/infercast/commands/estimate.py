@@ -10,7 +10,10 @@ from infercast.cost.memory import DEFAULT_MEMORY_FRACTION
 # Library parameters named otherwise than their flag (infercast.errors.with_flags).
 PARAM_FLAGS = {"batches": "--batch", "price_per_hour": "--price", "path": "--plot"}
 
-HELP = "Roofline of prefill and decode: floor and expected times, bound, memory fit, max batch, tok/s, $/M tokens."
+HELP = (
+    "Roofline of prefill and decode: floor and expected times, bound, memory fit, max batch, "
+    "tok/s, $/M tokens."
+)
 
 
 def run_estimate(
@@ -111,7 +114,8 @@ def run_estimate(
 
 
 def run_default() -> None:
-    """``infercast`` with no arguments: the seed case (Llama-3.1-70B, FP8 weights and KV, one H100 SXM)."""
+    """``infercast`` with no arguments: the seed case (Llama-3.1-70B, FP8 weights and KV, one
+    H100 SXM)."""
     from infercast.estimate import SEED
 
     run_estimate(
@@ -153,12 +157,14 @@ def register(app: typer.Typer) -> None:
         ),
         weights: str = typer.Option(
             "checkpoint",
-            help="weight storage dtype: fp32 bf16 fp16 fp8 int8 int4 fp4, or checkpoint (as the model's config.json ships it)",
+            help="weight storage dtype: fp32 bf16 fp16 fp8 int8 int4 fp4, or checkpoint (as the "
+            "model's config.json ships it)",
         ),
         experts: str | None = typer.Option(
             None,
             "--experts",
-            help="routed experts' own precision <format>/<compute>, e.g. mxfp4/bf16 or mxfp4/fp8; none = the weights' dtype (default: what --weights implies)",
+            help="routed experts' own precision <format>/<compute>, e.g. mxfp4/bf16 or mxfp4/fp8; "
+            "none = the weights' dtype (default: what --weights implies)",
         ),
         kv_cache: str | None = typer.Option(
             None, "--kv-cache", help="KV-cache dtype (default: 16-bit)"

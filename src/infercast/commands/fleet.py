@@ -16,7 +16,8 @@ POLICY_NAMES = ("fixed", "reactive", "scheduled", "predictive")
 
 
 def _slos_in_seconds(o: dict) -> dict:
-    """SLOs come in ms as in every command (``--slo-ttft-ms``); the seconds names are hidden aliases."""
+    """SLOs come in ms as in every command (``--slo-ttft-ms``); the seconds names are hidden
+    aliases."""
     from infercast.commands._common import renamed
 
     for name, default_s in (("ttft", 2.0), ("tpot", 0.1)):
@@ -211,7 +212,8 @@ def _base_replica(cfg, load, o: dict, profile):
 
 
 def _sharded(rep, load, pol, spec, o: dict, schedule, profile) -> dict:
-    """The policy's day over ``--groups`` router groups (fleet/shard.py): the merged day, no ticks."""
+    """The policy's day over ``--groups`` router groups (fleet/shard.py): the merged day, no
+    ticks."""
     from infercast.fleet.shard import run_sharded
 
     kw = {
@@ -273,10 +275,10 @@ def _print(header: dict, runs: dict, o: dict) -> None:
         f"~{h['expected_requests']:,.0f} requests over {h['hours']:g} h"
     )
     c.print(
-        f"one replica: {h['replica_capacity_rps']:.2f} req/s saturated, starts in {h['replica_start_s']:.0f} s "
-        f"(weights / {o['storage_bandwidth'] / 1e9:g} GB/s + {o['warmup_s']:g} s warm-up); "
-        f"price {_fmt(h['price_per_gpu_hour'], ',.2f')} $/GPU-hour ({h['price_source']}); "
-        f"SLO TTFT <= {h['slo']['ttft_s']} s, TPOT <= {h['slo']['tpot_s']} s"
+        f"one replica: {h['replica_capacity_rps']:.2f} req/s saturated, starts in "
+        f"{h['replica_start_s']:.0f} s (weights / {o['storage_bandwidth'] / 1e9:g} GB/s + "
+        f"{o['warmup_s']:g} s warm-up); price {_fmt(h['price_per_gpu_hour'], ',.2f')} $/GPU-hour "
+        f"({h['price_source']}); SLO TTFT <= {h['slo']['ttft_s']} s, TPOT <= {h['slo']['tpot_s']} s"
     )
     t = Table(title="the day per policy")
     cols = (
@@ -378,7 +380,8 @@ def register(app: typer.Typer) -> None:
         lengths: str | None = typer.Option(
             None,
             "--lengths",
-            help="trace whose (prompt, output) pairs requests draw (default: --trace, else azure-conv)",
+            help="trace whose (prompt, output) pairs requests draw (default: --trace, else "
+            "azure-conv)",
         ),
         input_tokens: int | None = typer.Option(
             None, help="fixed prompt length (with --output-tokens: instead of trace lengths)"
@@ -409,12 +412,14 @@ def register(app: typer.Typer) -> None:
         stabilization_s: float = typer.Option(
             300.0,
             "--stabilization-s",
-            help="reactive: the metric must stay below --scale-down this long before a replica is removed",
+            help="reactive: the metric must stay below --scale-down this long before a replica is "
+            "removed",
         ),
         schedule: str | None = typer.Option(
             None,
             "--schedule",
-            help="scheduled: hour:replicas pairs, e.g. 0:2,8:6,20:3 (default: sized from the curve)",
+            help="scheduled: hour:replicas pairs, e.g. 0:2,8:6,20:3 (default: sized from the "
+            "curve)",
         ),
         headroom: float = typer.Option(
             1.25, "--headroom", help="scheduled/predictive/fixed sizing: capacity over the rate"

@@ -100,11 +100,12 @@ def register(app: typer.Typer) -> None:
         make_console().print(t)
         console = make_console()
         console.print(
-            "Citations: infercast hardware --show KEY. Add a part: a TOML file (see docs/estimate.md)."
+            "Citations: infercast hardware --show KEY. Add a part: a TOML file (see "
+            "docs/estimate.md)."
         )
         hidden = [k for k in hardware_names() if k not in listed]
         if hidden and not show_all:
             console.print(
-                f"Not listed ({len(hidden)}; no bandwidth or no dense peak, kept for validate's measured "
-                f"rows): {', '.join(hidden)}. --all shows them."
+                f"Not listed ({len(hidden)}; no bandwidth or no dense peak, kept for validate's "
+                f"measured rows): {', '.join(hidden)}. --all shows them."
             )

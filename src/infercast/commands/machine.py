@@ -12,9 +12,14 @@ from pathlib import Path
 
 import typer
 
+HELP = (
+    "Measure bandwidth, matmul FLOP/s and the engine's rates; write profiles "
+    "estimate/simulate accept."
+)
+
 
 def register(app: typer.Typer) -> None:
-    @app.command("machine")
+    @app.command("machine", help=HELP)
     def machine(
         output: Path = typer.Option(
             Path("local-cpu.toml"), help="Hardware profile to write (.toml or .json)"
@@ -39,7 +44,6 @@ def register(app: typer.Typer) -> None:
         ),
         as_json: bool = typer.Option(False, "--json", help="Print the measurements as JSON"),
     ) -> None:
-        """Measure bandwidth, matmul FLOP/s and the engine's rates; write profiles estimate/simulate accept."""
         import json
         import time
 
@@ -180,7 +184,8 @@ def _print_table(result: dict) -> None:
         )
     console.print(table)
     print(
-        f"profile written to {result['profile_path']} (memory {result['memory_bytes'] / 1e9:.1f} GB)"
+        f"profile written to {result['profile_path']} (memory {result['memory_bytes'] / 1e9:.1f} "
+        "GB)"
     )
     engine = result.get("engine")
     if engine is None:

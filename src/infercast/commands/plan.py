@@ -36,8 +36,8 @@ def _pairs(text: str, flag: str, sep: str) -> tuple[tuple[str, str], ...]:
 
 
 def _precisions(model: str, pairs: tuple[tuple[str, str], ...]) -> tuple[tuple[str, str], ...]:
-    """``checkpoint/KV`` (the model as it ships, specs/checkpoint.py) is dropped where it repeats another
-    pair: a BF16 or FP8 checkpoint without experts of their own is that pair already."""
+    """``checkpoint/KV`` (the model as it ships, specs/checkpoint.py) is dropped where it repeats
+    another pair: a BF16 or FP8 checkpoint without experts of their own is that pair already."""
     from infercast.specs.checkpoint import checkpoint_expert_format, checkpoint_weights
 
     same = None if checkpoint_expert_format(model) else (checkpoint_weights(model) or "bf16")
@@ -46,7 +46,8 @@ def _precisions(model: str, pairs: tuple[tuple[str, str], ...]) -> tuple[tuple[s
 
 
 def _vocabulary(o: dict) -> dict:
-    """Old flag names (hidden) folded into the new ones: ``--rate``, ``--num-requests``, SLOs in seconds."""
+    """Old flag names (hidden) folded into the new ones: ``--rate``, ``--num-requests``, SLOs in
+    seconds."""
     from infercast.commands._common import renamed
     from infercast.errors import ConfigError
 
@@ -209,7 +210,8 @@ def _print(d: dict) -> None:
     )
     t = Table(
         title=f"{title} ({d['model']}, {d['rate_per_s']:g} req/s, "
-        f"TTFT p99 <= {d['slo']['ttft_p99_s'] * 1e3:g} ms, TPOT p99 <= {d['slo']['tpot_p99_s'] * 1e3:g} ms)"
+        f"TTFT p99 <= {d['slo']['ttft_p99_s'] * 1e3:g} ms, TPOT p99 <= "
+        f"{d['slo']['tpot_p99_s'] * 1e3:g} ms)"
     )
     for col in (
         "configuration",
@@ -237,8 +239,8 @@ def _print(d: dict) -> None:
         )
     console.print(t)
     console.print(
-        f"{d['num_candidates']} candidates ({d['num_feasible']} meet the SLO), {d['num_simulations']} "
-        f"simulations in {d['wall_s']:.1f} s on the {d['executor']} executor"
+        f"{d['num_candidates']} candidates ({d['num_feasible']} meet the SLO), "
+        f"{d['num_simulations']} simulations in {d['wall_s']:.1f} s on the {d['executor']} executor"
     )
 
 
@@ -269,7 +271,8 @@ def register(app: typer.Typer) -> None:
         tp: str = typer.Option("1,2,4,8", help="TP sizes to try"),
         precision: str = typer.Option(
             "checkpoint/bf16,bf16/bf16,fp8/bf16,fp8/fp8",
-            help="weights/KV dtype pairs to try; checkpoint = as the model ships (gpt-oss: MXFP4 experts)",
+            help="weights/KV dtype pairs to try; checkpoint = as the model ships (gpt-oss: MXFP4 "
+            "experts)",
         ),
         batch_caps: str = typer.Option("64,256", help="max_num_seqs values to try"),
         chunks: str = typer.Option(
@@ -306,7 +309,8 @@ def register(app: typer.Typer) -> None:
         objective: str = typer.Option(
             "cost",
             "--objective",
-            help="rank configurations meeting the SLO by cost ($/hour) or energy (J per output token)",
+            help="rank configurations meeting the SLO by cost ($/hour) or energy (J per output "
+            "token)",
         ),
         expert_skew: float | None = typer.Option(
             None, "--expert-skew", help="MoE routing skew every candidate serves: Zipf exponent"

@@ -155,7 +155,8 @@ def _harness(o: dict, base: dict):
     wl = base.get("workload") or {}
     if o["concurrency"] is None and wl.get("concurrency") is None:
         raise ConfigError(
-            f"--harness {o['harness']}: a benchmark client runs a closed loop; give --max-concurrency"
+            f"--harness {o['harness']}: a benchmark client runs a closed loop; give "
+            "--max-concurrency"
         )
     keep_n = o["num_requests"] is not None or wl.get("num_requests") is not None
     keep = [
@@ -184,7 +185,8 @@ def _harness(o: dict, base: dict):
 
 
 def _trace_size(base: dict, o: dict) -> int | None:
-    """Rows of the run's trace when the request count is left to default (a trace is replayed once)."""
+    """Rows of the run's trace when the request count is left to default (a trace is replayed
+    once)."""
     wl = base.get("workload") or {}
     trace = o["trace"] or wl.get("trace")
     if trace is None or o["num_requests"] is not None or wl.get("num_requests") is not None:
@@ -625,7 +627,8 @@ def register(app: typer.Typer) -> None:
         experts: str | None = typer.Option(
             None,
             "--experts",
-            help="routed experts' own precision, e.g. mxfp4/bf16; none = the weights' dtype (default: the checkpoint's)",
+            help="routed experts' own precision, e.g. mxfp4/bf16; none = the weights' dtype "
+            "(default: the checkpoint's)",
         ),
         kv_cache: str | None = typer.Option(
             None, "--kv-cache", help="KV-cache dtype (default: 16-bit)"
@@ -776,7 +779,8 @@ def register(app: typer.Typer) -> None:
         host_link_gbps: float | None = typer.Option(
             None,
             "--host-link-gbps",
-            help="host-to-GPU GB/s per GPU for KV reloads and adapter loads (default: the part's measured link)",
+            help="host-to-GPU GB/s per GPU for KV reloads and adapter loads (default: the part's "
+            "measured link)",
         ),
         kv_offload_overlap: bool | None = typer.Option(
             None,

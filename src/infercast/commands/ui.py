@@ -33,8 +33,9 @@ def run_ui(host: str, port: int | None, open_browser: bool) -> None:
         raise ConfigError(f"--port must be 1..65535, got {port}")
     if host not in LOOPBACK:
         print(
-            f"infercast ui: warning: serving on {host}, reachable from other machines; the page has no "
-            "login and runs simulations on request. Use the default 127.0.0.1 unless you mean it.",
+            f"infercast ui: warning: serving on {host}, reachable from other machines; the page "
+            "has no login and runs simulations on request. Use the default 127.0.0.1 unless you "
+            "mean it.",
             file=sys.stderr,
         )
     port = port or free_port(host)

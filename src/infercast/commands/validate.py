@@ -9,7 +9,10 @@ from infercast.commands._common import PROFILE_HELP
 # Library parameters named otherwise than their flag (infercast.errors.with_flags).
 PARAM_FLAGS = {"path": "--plot"}
 
-HELP = "Score predictions against published (or your own) measurements: per-row errors, summaries, floor check."
+HELP = (
+    "Score predictions against published (or your own) measurements: per-row errors, summaries, "
+    "floor check."
+)
 
 
 def _table(title: str, stats: dict, label: str):
@@ -69,9 +72,9 @@ def headline(s: dict) -> str:
             if r.get("assumed_weights") or any("assumed" in n for n in r.get("notes", []))
         )
         out += (
-            f"\nThe mean ({o['mean_abs_error_pct']:.0f} %) is pulled up by a few rows: {assumed} of the "
-            f"{len(worst)} worst assumed what their source did not state (worker counts, weight dtype); "
-            "the 'why' column below says what each assumed."
+            f"\nThe mean ({o['mean_abs_error_pct']:.0f} %) is pulled up by a few rows: {assumed} "
+            f"of the {len(worst)} worst assumed what their source did not state (worker counts, "
+            "weight dtype); the 'why' column below says what each assumed."
         )
     return out
 
@@ -129,8 +132,8 @@ def print_report(rep: dict, by: str, console) -> None:
     if "floor" in rep:
         fl = rep["floor"]
         console.print(
-            f"physics floor: {fl['checked']} checks (rows, and closed-loop runs as TTFT + (O - 1) TPOT), "
-            f"{len(fl['violations'])} beat the floor "
+            f"physics floor: {fl['checked']} checks (rows, and closed-loop runs as TTFT + (O - 1) "
+            f"TPOT), {len(fl['violations'])} beat the floor "
             + ", ".join(
                 f"{v['id']} {v['metric']} ({v['ratio']:.2f}x)" for v in fl["violations"][:10]
             )
@@ -218,8 +221,9 @@ def register(app: typer.Typer) -> None:
         simulate_all: bool = typer.Option(
             False,
             "--simulate-all",
-            help="use the simulator also for concurrency and disaggregated rows, with clients as the "
-            "row's benchmark harness runs them (slower; reports agreement with the closed form)",
+            help="use the simulator also for concurrency and disaggregated rows, with clients as "
+            "the row's benchmark harness runs them (slower; reports agreement with the closed "
+            "form)",
         ),
         floor: bool = typer.Option(
             True, "--floor/--no-floor", help="check that no measurement beats the physics floor"
@@ -227,12 +231,14 @@ def register(app: typer.Typer) -> None:
         assume_weights: str = typer.Option(
             "checkpoint",
             "--assume-weights",
-            help="weights of rows that state none: checkpoint (its config's dtype, marked per row), a dtype, or none (skip them)",
+            help="weights of rows that state none: checkpoint (its config's dtype, marked per "
+            "row), a dtype, or none (skip them)",
         ),
         engine: str | None = typer.Option(
             None,
             "--engine",
-            help="predict every row on this engine preset (infercast engines; a name or a .toml): its limits, memory rule, policy and profile group; default: each row's own engine",
+            help="predict every row on this engine preset (infercast engines; a name or a .toml): "
+            "its limits, memory rule, policy and profile group; default: each row's own engine",
         ),
     ) -> None:
         run_validate(data, profile, as_json, plot, by, simulate_all, floor, assume_weights, engine)

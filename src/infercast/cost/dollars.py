@@ -37,7 +37,8 @@ class RunUsage:
 def dollars_per_million_tokens(
     price_per_gpu_hour: float, num_gpus: int, tokens_per_s: float
 ) -> float:
-    """$ per million tokens at ``tokens_per_s`` on ``num_gpus`` GPUs (inf when nothing is produced)."""
+    """$ per million tokens at ``tokens_per_s`` on ``num_gpus`` GPUs (inf when nothing is
+    produced)."""
     if tokens_per_s <= 0:
         return float("inf")
     return price_per_gpu_hour * num_gpus / 3600.0 / tokens_per_s * 1e6

@@ -65,14 +65,16 @@ class EfficiencyProfile:
         0.75,
         0.40,
         0.87,
-        "at most the best measured bf16 GEMM (A100 SXM MAMF 0.87 of spec, data/hardware_measured.csv); "
-        "at least about half the part's best (MI300X's best is 0.51): lower is a cost the model lacks",
+        "at most the best measured bf16 GEMM (A100 SXM MAMF 0.87 of spec, "
+        "data/hardware_measured.csv); at least about half the part's best (MI300X's best is 0.51): "
+        "lower is a cost the model lacks",
     )
     gemm_compute_eff_8bit: float = _eff(
         0.70,
         0.35,
         0.78,
-        "at most the best measured fp8 GEMM (GH200 MAMF 0.78, B200 0.76); at least about half of it",
+        "at most the best measured fp8 GEMM (GH200 MAMF 0.78, B200 0.76); at least about half of "
+        "it",
     )
     gemm_m_half: float = _eff(
         16.0,
@@ -85,20 +87,23 @@ class EfficiencyProfile:
         0.80,
         0.45,
         0.85,
-        "at most a tuned GEMV's share of HBM spec (gpt-fast 1.7 of 2.04 TB/s on A100 = 0.83; best measured "
-        "achieved bandwidth in data/hardware_measured.csv 0.79); at least gpt-fast's bf16 TP4 decode (0.47)",
+        "at most a tuned GEMV's share of HBM spec (gpt-fast 1.7 of 2.04 TB/s on A100 = 0.83; best "
+        "measured achieved bandwidth in data/hardware_measured.csv 0.79); at least gpt-fast's bf16 "
+        "TP4 decode (0.47)",
     )
     attn_bw_eff: float = _eff(
         0.70,
         0.30,
         0.85,
-        "paged KV reads: no faster than weight streaming (mem_bw_eff's ceiling); at least 0.3 (scattered 16-token blocks)",
+        "paged KV reads: no faster than weight streaming (mem_bw_eff's ceiling); at least 0.3 "
+        "(scattered 16-token blocks)",
     )
     attn_compute_eff: float = _eff(
         0.55,
         0.20,
         0.75,
-        "at most FlashAttention-3's 75 % of the H100 bf16 peak (Shah et al. 2024); at least 0.2 (short prompts)",
+        "at most FlashAttention-3's 75 % of the H100 bf16 peak (Shah et al. 2024); at least 0.2 "
+        "(short prompts)",
     )
     elementwise_bw_eff: float = _eff(
         0.60, 0.20, 0.85, "small memory-bound kernels: at most mem_bw_eff's ceiling; at least 0.2"
@@ -107,9 +112,9 @@ class EfficiencyProfile:
         0.75,
         0.35,
         0.90,
-        "at most the best measured link use (H200 nvbandwidth 0.88 of the NVLink spec); at least 0.35, "
-        "about what NCCL all-reduce of a decode step's few-MB messages reaches on NVLink (a judgment: no "
-        "all-reduce measurement ships yet)",
+        "at most the best measured link use (H200 nvbandwidth 0.88 of the NVLink spec); at least "
+        "0.35, about what NCCL all-reduce of a decode step's few-MB messages reaches on NVLink (a "
+        "judgment: no all-reduce measurement ships yet)",
     )
     comm_latency_s: float = _eff(
         10e-6,
@@ -121,7 +126,8 @@ class EfficiencyProfile:
         1e-3,
         1e-4,
         10e-3,
-        "scheduling, sampling and launch per engine step: 0.1 ms (CUDA graphs) to 10 ms (Python-bound)",
+        "scheduling, sampling and launch per engine step: 0.1 ms (CUDA graphs) to 10 ms "
+        "(Python-bound)",
     )
     layer_overhead_s: float = _eff(
         0.0, 0.0, 1e-4, "~10-15 kernel boundaries per layer at ~1.5-5 us each: at most 100 us"
@@ -130,7 +136,8 @@ class EfficiencyProfile:
         0.0,
         0.0,
         0.30,
-        "serving stack per request: published client-side overheads are 40-200 ms (below); 300 ms at most",
+        "serving stack per request: published client-side overheads are 40-200 ms (below); 300 ms "
+        "at most",
     )
     name: str = "builtin"  # the code's values (`--profile builtin`); a calibrated set names itself
 
@@ -199,7 +206,8 @@ def load_profile(path: str | Path | None) -> EfficiencyProfile:
     unknown = sorted(set(values) - set(FIELD_NAMES))
     if unknown:
         raise ConfigError(
-            f"profile {p} has unknown field(s) {', '.join(unknown)}; known: {', '.join(FIELD_NAMES)}"
+            f"profile {p} has unknown field(s) {', '.join(unknown)}; known: "
+            f"{', '.join(FIELD_NAMES)}"
         )
     return EfficiencyProfile(
         name=str(data.get("name", p.stem)), **{k: float(v) for k, v in values.items()}

@@ -40,7 +40,8 @@ from infercast.errors import ConfigError
 from infercast.specs.catalog import data_path
 from infercast.specs.hardware import HardwareSpec
 
-# Fractions of TDP used for a part without a power.csv row: the H100 SXM row (80.3 / 700, 267 / 700).
+# Fractions of TDP used for a part without a power.csv row: the H100 SXM row (80.3 / 700, 267 /
+# 700).
 DEFAULT_IDLE_FRACTION = 80.3 / 700.0
 DEFAULT_MEMORY_FRACTION = 267.0 / 700.0
 J_PER_KWH = 3.6e6
@@ -65,7 +66,8 @@ class PowerModel:
         )
 
     def energy_j(self, time_s: float, flops: float, peak_flops: float) -> float:
-        """Joules of one GPU running ``flops`` in ``time_s`` at ``peak_flops`` (module docstring)."""
+        """Joules of one GPU running ``flops`` in ``time_s`` at ``peak_flops`` (module
+        docstring)."""
         if time_s <= 0:
             return 0.0
         u_c = flops / (peak_flops * time_s) if peak_flops > 0 else 0.0

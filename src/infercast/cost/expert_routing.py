@@ -75,7 +75,8 @@ class ExpertRouting:
     # ---- construction ------------------------------------------------------------
     @classmethod
     def zipf(cls, num_experts: int, exponent: float, redundant: int = 0) -> ExpertRouting:
-        """The i-th hottest of ``num_experts`` experts takes a share proportional to ``i ** -exponent``."""
+        """The i-th hottest of ``num_experts`` experts takes a share proportional to
+        ``i ** -exponent``."""
         if not (exponent >= 0 and math.isfinite(exponent)):
             raise ConfigError(
                 f"expert skew {exponent!r}: a Zipf exponent must be a finite number >= 0 "
@@ -167,7 +168,8 @@ class ExpertRouting:
         return touched, rows
 
     def extra_weight_bytes(self, expert_bytes_per_layer: float, moe_layers: int, ep: int) -> float:
-        """Per-GPU bytes of the redundant replicas: ``redundant / ep`` experts per rank, every MoE layer."""
+        """Per-GPU bytes of the redundant replicas: ``redundant / ep`` experts per rank, every
+        MoE layer."""
         return self.redundant / ep * expert_bytes_per_layer * moe_layers
 
     def imbalance(self, k: int, ep: int) -> float:

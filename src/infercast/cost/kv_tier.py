@@ -67,7 +67,8 @@ def host_link(hw) -> tuple[float, str]:
     bw = float(row["unidir_bytes_per_s"]) * _measured_fraction()
     return (
         bw,
-        f"{name} spec x {_measured_fraction():.3f} (the measured Gen5 fraction; no measurement shipped)",
+        f"{name} spec x {_measured_fraction():.3f} (the measured Gen5 fraction; no measurement "
+        "shipped)",
     )
 
 
@@ -99,7 +100,8 @@ class KvReload:
 def host_blocks(
     offload_gib: float, kv_bytes_per_token_per_gpu: float, gpus: int, block_size: int
 ) -> int:
-    """Blocks a replica's ``offload_gib`` GiB of host DRAM holds (every GPU's shard of each block)."""
+    """Blocks a replica's ``offload_gib`` GiB of host DRAM holds (every GPU's shard of each
+    block)."""
     if not offload_gib > 0:
         raise ConfigError(f"KV offload {offload_gib!r} GiB must be > 0")
     per_block = kv_bytes_per_token_per_gpu * gpus * block_size

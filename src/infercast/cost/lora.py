@@ -97,7 +97,8 @@ class LoraSpec:
 
 
 def layer_shapes(model, targets: tuple[str, ...]) -> list[tuple[str, int, int]]:
-    """(target, d_in, d_out) of each targeted linear of one layer (standard attention, dense MLP)."""
+    """(target, d_in, d_out) of each targeted linear of one layer (standard attention, dense
+    MLP)."""
     a = model.attention
     if a.kind == "mla" and any(t in ("q", "k", "v", "o") for t in targets):
         raise ConfigError(f"{model.name}: LoRA on MLA attention is not modelled: target mlp only")

@@ -47,7 +47,8 @@ class MemoryPlan:
 
     @property
     def kv_capacity_tokens(self) -> int:
-        """Tokens of KV one replica can hold (full-attention accounting, as paged engines allocate)."""
+        """Tokens of KV one replica can hold (full-attention accounting, as paged engines
+        allocate)."""
         if self.kv_budget_bytes <= 0 or self.kv_bytes_per_token <= 0:
             return 0
         return int(self.kv_budget_bytes // self.kv_bytes_per_token)
@@ -110,7 +111,8 @@ def plan_memory(
     max_seqs: int = DEFAULT_MAX_SEQS,
     expert_weight_bytes: float | None = None,
 ) -> MemoryPlan:
-    """Per-GPU memory plan: weights split over tp*pp, KV heads split over tp (MLA latent replicated).
+    """Per-GPU memory plan: weights split over tp*pp, KV heads split over tp (MLA latent
+    replicated).
 
     ``expert_weight_bytes``: bytes per routed-expert weight when the experts have their own
     format (gpt-oss's MXFP4 beside BF16 attention, ``cost/experts.py``)."""
@@ -155,7 +157,8 @@ def fit_suggestions(
     tips = []
     if not plan.weights_fit:
         tips.append(
-            f"weights alone need {fmt_bytes(plan.weight_bytes)} per GPU: raise --tp (now {parallel.tp}) or quantize --weights"
+            f"weights alone need {fmt_bytes(plan.weight_bytes)} per GPU: raise --tp (now "
+            f"{parallel.tp}) or quantize --weights"
         )
         return tips
     mb = plan.max_batch(context)

@@ -244,7 +244,8 @@ class Shards:
             else:
                 ops.append(gemm("q_proj", t, h, self.heads * qk, w, ab))
             ops.append(gemm("kv_a_proj", t, h, a.kv_lora_rank + a.qk_rope_head_dim, w, ab))
-            # kv_b: decode applies it to q/o (absorbed), prefill to new tokens' latents: T rows either way.
+            # kv_b: decode applies it to q/o (absorbed), prefill to new tokens' latents: T rows
+            # either way.
             ops.append(
                 gemm(
                     "kv_b_proj",

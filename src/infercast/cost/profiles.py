@@ -66,7 +66,8 @@ HARDWARE_FAMILIES = {
     "tpu": "tpu",
     "apple": "apple",
 }
-# profile-group engine families: trtllm-engine is TensorRT-LLM's TensorRT engine flow, trtllm its PyTorch flow
+# profile-group engine families: trtllm-engine is TensorRT-LLM's TensorRT engine flow, trtllm its
+# PyTorch flow
 ENGINE_FAMILIES = ("trtllm", "trtllm-engine", "vllm", "sglang", "llamacpp", "gpt-fast", "other")
 
 
@@ -162,7 +163,8 @@ def parse_profile_set(data: dict[str, Any], where: str, stem: str = "profile") -
 
 
 def load_profile_set(path: str | Path | None) -> ProfileSet:
-    """A profile set file; ``None`` or ``"shipped"`` gives the shipped fitted set, ``"builtin"`` the code defaults."""
+    """A profile set file; ``None`` or ``"shipped"`` gives the shipped fitted set, ``"builtin"``
+    the code defaults."""
     if path == BUILTIN:
         return ProfileSet()
     p = data_path("profiles", SHIPPED) if path in (None, DEFAULT_PROFILE) else Path(path)

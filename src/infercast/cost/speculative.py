@@ -60,7 +60,8 @@ def beta_params(mean: float, std: float) -> tuple[float, float]:
     var = std * std
     if var <= 0 or var >= mean * (1 - mean):
         raise ConfigError(
-            f"acceptance spread {std} must be in (0, sqrt(mean*(1-mean)) = {np.sqrt(mean * (1 - mean)):.3f})"
+            f"acceptance spread {std} must be in (0, sqrt(mean*(1-mean)) = "
+            f"{np.sqrt(mean * (1 - mean)):.3f})"
         )
     common = mean * (1 - mean) / var - 1
     return mean * common, (1 - mean) * common
@@ -152,7 +153,8 @@ class SpecStep:
 
 
 class SpeculativeModel:
-    """Costs speculative decoding for a target ``StepModel`` (and a drafter StepModel for ``draft``)."""
+    """Costs speculative decoding for a target ``StepModel`` (and a drafter StepModel for
+    ``draft``)."""
 
     def __init__(
         self, target: StepModel, config: SpeculativeConfig, draft: StepModel | None = None

@@ -124,7 +124,10 @@ def _tp_link(hw: HardwareSpec, gpus_per_replica: int) -> tuple[HardwareSpec, tup
             "or add link_bandwidth_bytes_per_s (or pcie_bandwidth_bytes_per_s) to its spec"
         )
     pcie = hw.pcie_bandwidth_bytes_per_s
-    note = f"{hw.key} has no NVLink-class link: TP/PP traffic crosses PCIe at {pcie / 1e9:,.0f} GB/s per GPU"
+    note = (
+        f"{hw.key} has no NVLink-class link: TP/PP traffic crosses PCIe at {pcie / 1e9:,.0f} GB/s "
+        "per GPU"
+    )
     return tp_link(hw, gpus_per_replica), (note,)
 
 
@@ -137,7 +140,8 @@ def _expert_peak(
     dtype = next((d for d in (experts.compute, "bf16", "fp16", "fp32") if hw.peak_flops(d)), None)
     if dtype is None:
         raise ConfigError(
-            f"hardware {hw.key!r} has no dense FLOP/s figure in its spec: add flops_per_s for {experts.compute}"
+            f"hardware {hw.key!r} has no dense FLOP/s figure in its spec: add flops_per_s for "
+            f"{experts.compute}"
         )
     if dtype != experts.compute:
         notes.append(
@@ -153,24 +157,28 @@ def _machine(
     notes: list[str] = []
     if hw.memory_bandwidth_bytes_per_s <= 0:
         raise ConfigError(
-            f"hardware {hw.key!r} has no memory bandwidth in its spec: pick a specific variant or add one"
+            f"hardware {hw.key!r} has no memory bandwidth in its spec: pick a specific variant or "
+            "add one"
         )
     compute = prec.compute
     if hw.peak_flops(compute) is None:
         fallback = next((d for d in ("bf16", "fp16", "fp32") if hw.peak_flops(d)), None)
         if fallback is None:
             raise ConfigError(
-                f"hardware {hw.key!r} has no dense FLOP/s figure in its spec: add flops_per_s for {compute}"
+                f"hardware {hw.key!r} has no dense FLOP/s figure in its spec: add flops_per_s for "
+                f"{compute}"
             )
         notes.append(
-            f"{hw.key} has no {compute} peak: matmuls computed at the {fallback} peak (weight-only {prec.weights})"
+            f"{hw.key} has no {compute} peak: matmuls computed at the {fallback} peak (weight-only "
+            f"{prec.weights})"
         )
         compute = fallback
         prec = Precision(prec.weights, compute, prec.kv_cache)
     sixteen = hw.peak_flops("bf16") or hw.peak_flops("fp16") or hw.peak_flops("fp32")
-    # FP8 attention with an FP8 KV cache under FP8 or FP4 matmuls: TensorRT-LLM runs FP8 context FMHA when
-    # the attention output feeds an FP8 or NVFP4 GEMM or the KV cache is FP8 (``fp8_context_fmha = is_fp8_out
-    # or is_fp4_out or (has_fp8_kv_cache() and use_paged_context_fmha)``, tensorrt_llm/_torch/attention_backend/trtllm.py)
+    # FP8 attention with an FP8 KV cache under FP8 or FP4 matmuls: TensorRT-LLM runs FP8 context
+    # FMHA when the attention output feeds an FP8 or NVFP4 GEMM or the KV cache is FP8
+    # (tensorrt_llm/_torch/attention_backend/trtllm.py: ``fp8_context_fmha = is_fp8_out or
+    # is_fp4_out or (has_fp8_kv_cache() and use_paged_context_fmha)``)
     narrow = compute in ("fp8", "fp4")
     attn_peak = (
         hw.peak_flops("fp8")
@@ -209,7 +217,8 @@ def _fold_layer_overhead(profile: EfficiencyProfile, layers: int) -> EfficiencyP
 
 
 class StepModel:
-    """Forward-step cost of one replica: ``model`` on ``hardware`` at ``precision`` and ``parallel``."""
+    """Forward-step cost of one replica: ``model`` on ``hardware`` at ``precision`` and
+    ``parallel``."""
 
     def __init__(
         self,
@@ -226,10 +235,11 @@ class StepModel:
         routing: ExpertRouting | None = None,
     ):
         """``experts``: the routed experts' own storage and compute (``cost/experts.py``) when a
-        checkpoint quantizes only them (gpt-oss: MXFP4 experts beside BF16 attention); None = ``precision``.
-        ``whole_heads``: refuse a TP size that splits attention heads unevenly, as engines do
-        (``specs.parallel.check_attention_split``); False keeps the ideal even split (physics floors).
-        ``routing``: skewed expert routing and EPLB replicas (``cost/expert_routing.py``); None = uniform."""
+        checkpoint quantizes only them (gpt-oss: MXFP4 experts beside BF16 attention); None =
+        ``precision``. ``whole_heads``: refuse a TP size that splits attention heads unevenly, as
+        engines do (``specs.parallel.check_attention_split``); False keeps the ideal even split
+        (physics floors). ``routing``: skewed expert routing and EPLB replicas
+        (``cost/expert_routing.py``); None = uniform."""
         self.parallel = parallel or Parallelism()
         hardware, link_notes = _tp_link(hardware, self.parallel.gpus_per_replica)
         self.model, self.hardware = model, hardware
@@ -374,8 +384,9 @@ class StepModel:
         return tok + head + attn + self.profile.step_overhead_s  # ``_token_time``'s hit, inlined
 
     def chunk_step_time_s(self, num_decode: int, decode_cached_sum: float, n: int, c: int) -> float:
-        """``mixed_step_time_s(num_decode, decode_cached_sum, [n], [c])``: the decodes and one prefill
-        chunk of ``n`` new tokens on ``c`` cached (the simulator's usual step), the same floats, no lists."""
+        """``mixed_step_time_s(num_decode, decode_cached_sum, [n], [c])``: the decodes and one
+        prefill chunk of ``n`` new tokens on ``c`` cached (the simulator's usual step), the same
+        floats, no lists."""
         if n == 1 or not self._all_full or self._moe:  # those take other branches there
             return self.mixed_step_time_s(num_decode, decode_cached_sum, [n], [c])
         t = num_decode + n
@@ -549,10 +560,11 @@ class StepModel:
 
 
 def _attention_fn(ops):
-    """``(x0..x6) -> sum over ops of max(flops / f_den, bytes / b_den)``, the attention time of a step
-    from its seven sums, generated as one function from ``_attention_terms`` (a step pays one call,
-    not two closure calls per op). Each dot product is the left-to-right sum of ``coef * x[i]``
-    (``0.0 + y`` is ``y``); coefficients are written as ``repr`` literals, which read back exactly.
+    """``(x0..x6) -> sum over ops of max(flops / f_den, bytes / b_den)``, the attention time of a
+    step from its seven sums, generated as one function from ``_attention_terms`` (a step pays one
+    call, not two closure calls per op). Each dot product is the left-to-right sum of
+    ``coef * x[i]`` (``0.0 + y`` is ``y``); coefficients are written as ``repr`` literals, which
+    read back exactly.
     """
 
     def dot(terms) -> str:

@@ -62,7 +62,8 @@ class EngineModelConfig:
         rope_type = rope_type_of(self.rope_scaling)
         if rope_type not in SUPPORTED_ROPE_TYPES:
             raise ModelConfigError(
-                f"rope_scaling type {rope_type!r} is not supported; use one of {SUPPORTED_ROPE_TYPES}"
+                f"rope_scaling type {rope_type!r} is not supported; use one of "
+                f"{SUPPORTED_ROPE_TYPES}"
             )
 
     @property

@@ -43,7 +43,8 @@ INT8_JIT_MAX_TOKENS = 16
 
 
 def resolve_weights(weights: str) -> str:
-    """Check a ``--weights`` value; ``auto`` without torch (the compact kernels' extra) means fp32."""
+    """Check a ``--weights`` value; ``auto`` without torch (the compact kernels' extra) means
+    fp32."""
     import importlib.util
 
     if weights not in ("auto", *WEIGHT_FORMATS):

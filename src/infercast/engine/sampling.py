@@ -60,7 +60,8 @@ class SamplingParams:
 
     @property
     def numpy_seed(self) -> int | None:
-        """The seed as numpy wants it (non-negative): a negative int64 maps to its two's complement."""
+        """The seed as numpy wants it (non-negative): a negative int64 maps to its two's
+        complement."""
         return None if self.seed is None else self.seed % 2**64
 
 

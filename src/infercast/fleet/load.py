@@ -2,7 +2,8 @@
 
 Two sources of the rate:
 
-- ``diurnal_rates``: a smooth day, ``trough + (peak - trough) * (1 - cos(2 pi (h - peak_hour + 12) / 24)) / 2``
+- ``diurnal_rates``: a smooth day,
+  ``trough + (peak - trough) * (1 - cos(2 pi (h - peak_hour + 12) / 24)) / 2``
   per minute (one peak at ``peak_hour``, the trough 12 hours away), scaled to a peak rate.
   A stated shape, not data: use a trace for a measured day.
 - ``trace_rates``: arrivals of a trace counted per minute (``load_trace``), optionally

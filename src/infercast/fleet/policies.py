@@ -130,7 +130,8 @@ class Reactive:
     def describe(self) -> str:
         return (
             f"reactive on {self.metric}: +{self.step} above {self.up:g}, -1 after "
-            f"{self.stabilization_s:g} s below {self.down:g}, {self.min_replicas}-{self.max_replicas} replicas"
+            f"{self.stabilization_s:g} s below {self.down:g}, "
+            f"{self.min_replicas}-{self.max_replicas} replicas"
         )
 
 
@@ -189,7 +190,8 @@ class Predictive:
     def describe(self) -> str:
         return (
             f"predictive (Holt, {self.lead_s:.0f} s ahead, headroom {self.headroom:g}, "
-            f"{self.capacity_rps:.2f} req/s per replica), {self.min_replicas}-{self.max_replicas} replicas"
+            f"{self.capacity_rps:.2f} req/s per replica), {self.min_replicas}-{self.max_replicas} "
+            "replicas"
         )
 
 

@@ -302,7 +302,8 @@ class FleetSim:
     def _bottleneck(
         self, obs, waiting: int, running: int, up: int, preempted: int, loads: list[int]
     ) -> str:
-        """What limits the fleet this tick: start-up, KV capacity, the router, idle, or the step's bound."""
+        """What limits the fleet this tick: start-up, KV capacity, the router, idle, or the
+        step's bound."""
         if (obs.ready == 0 and waiting) or (obs.starting and obs.queue_per_replica > 1):
             return "start-up"
         if obs.kv_usage > 0.9 or preempted:

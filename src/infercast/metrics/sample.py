@@ -215,7 +215,8 @@ class BoundedSample:
 
     @property
     def std(self) -> float:
-        """Exact population standard deviation (numpy's default, as vLLM reports), NaN when empty."""
+        """Exact population standard deviation (numpy's default, as vLLM reports), NaN when
+        empty."""
         self._flush()
         if not self._count:
             return math.nan

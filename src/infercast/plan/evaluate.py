@@ -135,7 +135,8 @@ def sim_config(
 
 
 def capacity(cand: Candidate, req: PlanRequest, timer) -> Capacity:
-    """Saturated throughput of one unit: all requests at t=0, eight batch caps of them per replica."""
+    """Saturated throughput of one unit: all requests at t=0, eight batch caps of them per
+    replica."""
     from infercast.sim.config import build_config
     from infercast.sim.run import simulate
 
@@ -181,7 +182,8 @@ def _point(cand: Candidate, req: PlanRequest, units: int, timer, cap: Capacity) 
 
 
 def _energy(res, cfg, timer, units: int) -> tuple[float, float]:
-    """(J per output token, fleet watts) of one unit's run (``sim.economics``); nan when not modelled."""
+    """(J per output token, fleet watts) of one unit's run (``sim.economics``); nan when not
+    modelled."""
     from infercast.sim.economics import economics
 
     e = economics(res, cfg, timer, None)

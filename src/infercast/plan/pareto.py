@@ -13,7 +13,8 @@ from infercast.plan.search import Plan
 
 
 def pareto_points(p: Plan) -> list[dict]:
-    """Every simulated point as {label, num_gpus, tokens_per_s_per_user, throughput_per_gpu, meets_slo}."""
+    """Every simulated point as {label, num_gpus, tokens_per_s_per_user, throughput_per_gpu,
+    meets_slo}."""
     out = []
     for r in p.results.values():
         for pt in r.points:

@@ -195,12 +195,13 @@ def miss_reason(o: Option, req: PlanRequest) -> str:
     )
     if not p.stable:
         return (
-            f"cannot sustain the rate even with {p.num_gpus} GPUs: offered load is {p.utilization:.0%} "
-            f"of the saturated capacity (the queue grows without bound){served}"
+            f"cannot sustain the rate even with {p.num_gpus} GPUs: offered load is "
+            f"{p.utilization:.0%} of the saturated capacity (the queue grows without bound){served}"
         )
     return (
-        f"misses the SLO even with {p.num_gpus} GPUs: TTFT p99 {p.ttft_p99_s:.3f} s (SLO {req.slo_ttft_p99_s} s), "
-        f"TPOT p99 {p.tpot_p99_s * 1e3:.1f} ms (SLO {req.slo_tpot_p99_s * 1e3:.0f} ms){served}"
+        f"misses the SLO even with {p.num_gpus} GPUs: TTFT p99 {p.ttft_p99_s:.3f} s (SLO "
+        f"{req.slo_ttft_p99_s} s), TPOT p99 {p.tpot_p99_s * 1e3:.1f} ms (SLO "
+        f"{req.slo_tpot_p99_s * 1e3:.0f} ms){served}"
     )
 
 
@@ -223,7 +224,8 @@ def _price(req: PlanRequest, hardware: str, cache: dict[str, float]) -> float:
 
 def preflight(req: PlanRequest, executor: str, prices: dict[str, float]) -> None:
     """Check every input before the search starts (and before Ray does): the executor, the model,
-    each part and its price, the trace. Each failure is the one-line error the search would raise later."""
+    each part and its price, the trace. Each failure is the one-line error the search would raise
+    later."""
     from infercast.plan.executors import check_executor
     from infercast.specs.catalog import load_hardware, load_model
 
@@ -272,7 +274,8 @@ def _rank(req: PlanRequest, results, prices) -> tuple[list[Option], list[Option]
         for r in results
         if r.best is not None
     ]
-    # Equal $/h serves the same tokens at the same rate: prefer SLO headroom, then the simpler setup.
+    # Equal $/h serves the same tokens at the same rate: prefer SLO headroom, then the simpler
+    # setup.
     ranked.sort(
         key=lambda o: (
             round(o.cost_per_hour, 9),

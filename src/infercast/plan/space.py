@@ -53,8 +53,8 @@ class PlanRequest:
     engine: str | None = (
         None  # engine preset (specs.engines.load_engine): policy, block, memory rule, profile group
     )
-    # Workload facts every candidate is simulated with: simulate's [expert_routing] and [lora] sections
-    # as sorted (section, ((key, value), ...)) pairs (sim/config.py; docs/production.md)
+    # Workload facts every candidate is simulated with: simulate's [expert_routing] and [lora]
+    # sections as sorted (section, ((key, value), ...)) pairs (sim/config.py; docs/production.md)
     levers: tuple[tuple[str, tuple[tuple[str, object], ...]], ...] = ()
 
     def __post_init__(self) -> None:

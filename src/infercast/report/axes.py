@@ -33,8 +33,9 @@ def latency_axis(ax, values_ms: np.ndarray, which: str = "x") -> None:
     """Log scale only when the values span more than a decade; otherwise linear with a few ticks.
 
     A log axis over, say, 6.7-7.1 ms labels its minor ticks and the labels overlap; a narrow
-    range reads better linear. Wide ranges keep log with plain numbers and unlabeled minors (1, 2, 5 of each decade
-    labelled when the span is under two decades, so such an axis has more than one label).
+    range reads better linear. Wide ranges keep log with plain numbers and unlabeled minors (1, 2, 5
+    of each decade labelled when the span is under two decades, so such an axis has more than one
+    label).
     """
     from matplotlib.ticker import FuncFormatter, LogLocator, MaxNLocator, NullFormatter
 

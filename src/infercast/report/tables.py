@@ -27,10 +27,12 @@ def estimate_tables(est: Estimate) -> Group:
         f"{m.kv_bytes_per_token(prec.kv_bytes):,.0f} KV bytes/token)\n",
         (f"{h.name}", "bold"),
         f" x{est.num_gpus} (TP {est.parallel.tp}, PP {est.parallel.pp}): "
-        f"{fmt_si(h.memory_bandwidth_bytes_per_s, 'B/s')}, {fmt_si(est.step_model.machine.peak_flops, 'FLOP/s')} "
-        f"{prec.compute}, {h.memory_bytes / GB:,.0f} GB ({h.memory_bytes / GiB:,.1f} GiB)\n",
+        f"{fmt_si(h.memory_bandwidth_bytes_per_s, 'B/s')}, "
+        f"{fmt_si(est.step_model.machine.peak_flops, 'FLOP/s')} {prec.compute}, "
+        f"{h.memory_bytes / GB:,.0f} GB ({h.memory_bytes / GiB:,.1f} GiB)\n",
         f"precision {prec.label}"
-        f"{'; ' + est.step_model.experts.label if est.step_model.experts else ''}; mode: {'floor (physics only)' if est.use_floor else 'expected (floor / efficiency + overhead)'}"
+        f"{'; ' + est.step_model.experts.label if est.step_model.experts else ''}; mode: "
+        f"{'floor (physics only)' if est.use_floor else 'expected (floor / efficiency + overhead)'}"
         f"{'' if est.use_floor else f', profile {est.step_model.profile.name}'}",
     )
     memt = Table(title="Memory per GPU", show_header=False, title_justify="left")
@@ -101,14 +103,16 @@ def estimate_tables(est: Estimate) -> Group:
         else "no price: pass --price"
     )
     foot = [
-        "floor: physics (compulsory bytes / bandwidth, FLOPs / peak, per op); expected: the floor at "
-        "measured efficiency plus step overhead"
+        "floor: physics (compulsory bytes / bandwidth, FLOPs / peak, per op); expected: the floor "
+        "at measured efficiency plus step overhead"
     ]
     first = est.decode[0]
-    if not m.is_moe:  # (params x bytes + KV) / bandwidth reads every expert of an MoE model: no useful check there
+    # (params x bytes + KV) / bandwidth reads every expert of an MoE model: no useful check there
+    if not m.is_moe:
         foot.append(
             f"back-of-envelope (weights + KV) / bandwidth at batch {first.batch}: "
-            f"{first.seed_formula_time_s * 1e3:,.2f} ms (it also counts the embedding table as read)"
+            f"{first.seed_formula_time_s * 1e3:,.2f} ms (it also counts the embedding table as "
+            "read)"
         )
     foot.append(f"price: {price}; $/M input tokens {_money(est.cost_per_million_input_tokens)}")
     foot += [f"note: {n}" for n in est.notes]

@@ -120,7 +120,8 @@ class DecodeGroupMixin:
 
     # ---- decode group -------------------------------------------------------------
     def start_group_step(self) -> int:
-        """Schedule the group's next step: allocate its new blocks. 0 (group dissolved) if KV is short."""
+        """Schedule the group's next step: allocate its new blocks. 0 (group dissolved) if KV is
+        short."""
         if not self.group:
             return 0
         need = self._phase[self.dstep % self.config.block_size]
@@ -193,7 +194,8 @@ class DecodeGroupMixin:
         self.group[rid] = req
 
     def _leave_group(self, req: Request, explicit: bool = True) -> None:
-        """Back to an explicit request (``explicit=False``: it finishes at once, list it nowhere)."""
+        """Back to an explicit request (``explicit=False``: it finishes at once, list it
+        nowhere)."""
         self._sync(req)
         if req.group_phase >= 0:
             self._phase[req.group_phase] -= 1

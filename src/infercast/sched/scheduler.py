@@ -100,8 +100,9 @@ class SchedulerConfig:
         if self.max_num_batched_tokens < self.max_num_seqs:
             # vLLM enforces the same: otherwise running decodes could be left out of a step.
             raise ConfigError(
-                f"max_num_batched_tokens={self.max_num_batched_tokens} < max_num_seqs={self.max_num_seqs}: "
-                "raise max_num_batched_tokens or lower max_num_seqs"
+                f"max_num_batched_tokens={self.max_num_batched_tokens} < "
+                f"max_num_seqs={self.max_num_seqs}: raise max_num_batched_tokens or lower "
+                "max_num_seqs"
             )
         if self.max_model_len is not None and self.max_model_len < 2:
             raise ConfigError(f"max_model_len={self.max_model_len}: must be at least 2 tokens")
@@ -378,7 +379,8 @@ class Scheduler(DecodeGroupMixin):
         return True
 
     def prefix_hits(self, req: Request) -> list[int]:
-        """Cached blocks ``req`` (holding no KV yet) can reuse; always leaves >= 1 token to compute."""
+        """Cached blocks ``req`` (holding no KV yet) can reuse; always leaves >= 1 token to
+        compute."""
         if not req.block_hashes or not self.config.enable_prefix_caching:
             return []
         max_blocks = (req.num_tokens - 1) // self.config.block_size
@@ -484,8 +486,8 @@ class Scheduler(DecodeGroupMixin):
             return f"needs more KV blocks than the replica has ({blocks} > {cfg.num_blocks})"
         if cfg.policy not in CHUNKING and req.prompt_tokens > cfg.max_num_batched_tokens:
             return (
-                f"prompt exceeds max_num_batched_tokens={cfg.max_num_batched_tokens} without chunked "
-                f"prefill ({req.prompt_tokens} tokens)"
+                f"prompt exceeds max_num_batched_tokens={cfg.max_num_batched_tokens} without "
+                f"chunked prefill ({req.prompt_tokens} tokens)"
             )
         return None
 

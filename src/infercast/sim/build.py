@@ -12,7 +12,8 @@ from infercast.errors import DoesNotFitError
 
 def engine_defaults(preset, data: dict) -> dict:
     """The scheduler settings an engine preset (:mod:`infercast.specs.engines`) gives a run config
-    ``data`` (a nested dict), resolved on its part and TP size; merged *under* the file and flags."""
+    ``data`` (a nested dict), resolved on its part and TP size; merged *under* the file and
+    flags."""
     from infercast.sim.config import SimConfig
     from infercast.specs.catalog import load_hardware
 

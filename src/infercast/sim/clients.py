@@ -99,7 +99,8 @@ class HarnessPreset(BaseModel):
 
 
 def _length_dist(lo: int, hi: int) -> dict:
-    """A sim workload length block: fixed, or uniform with the range's mean and std (width / sqrt 12)."""
+    """A sim workload length block: fixed, or uniform with the range's mean and std (width / sqrt
+    12)."""
     if lo == hi:
         return {"dist": "fixed", "mean": lo}
     return {"dist": "uniform", "mean": (lo + hi) / 2, "std": (hi - lo) / math.sqrt(12.0)}

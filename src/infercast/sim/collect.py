@@ -106,7 +106,8 @@ class CompletionBuffer:
         progress: Callable[[int], None] | None = None,
     ) -> None:
         self.acc, self.sink, self.flush_every = acc, sink, flush_every
-        # Requests done (the driver counts its rejections here too); ``progress(num_done)`` every 1,000.
+        # Requests done (the driver counts its rejections here too); ``progress(num_done)`` every
+        # 1,000.
         self.num_done = 0
         self.progress = progress
         self._rows: list[float] = []  # ROW_WIDTH numbers per request, flat (one array at flush)
@@ -126,7 +127,8 @@ class CompletionBuffer:
         finish_s: float,
         times: np.ndarray | None = None,
     ) -> None:
-        """A completed request whose last token came at ``finish_s``; ``times`` if :attr:`wants_times`."""
+        """A completed request whose last token came at ``finish_s``; ``times`` if
+        :attr:`wants_times`."""
         reason = req.finish_reason
         if self.sink is not None:
             self.sink(finished_record(req, first_scheduled_s, finish_s, times))

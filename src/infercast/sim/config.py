@@ -175,7 +175,8 @@ class WorkloadSection(_Frozen):
             )
         if self.rate is not None and arrival in ("closed", "offline", "trace"):
             raise ValueError(
-                f"a rate does not apply to {arrival!r} arrivals: drop --request-rate or the arrival choice"
+                f"a rate does not apply to {arrival!r} arrivals: drop --request-rate or the "
+                "arrival choice"
             )
         if (self.prefix_groups > 0) != (self.prefix_tokens > 0):
             raise ValueError("prefix_groups and prefix_tokens go together: set both or neither")

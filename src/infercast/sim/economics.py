@@ -47,7 +47,8 @@ def prefill_share(sm, usage: RunUsage) -> float:
 
 
 def energy(sm, power: PowerModel | None, usage: RunUsage) -> dict[str, object]:
-    """Energy keys of a run (``energy_summary``) plus the power model's source; empty without one."""
+    """Energy keys of a run (``energy_summary``) plus the power model's source; empty without
+    one."""
     if power is None or usage.requests <= 0:
         return {
             "energy_j": None,

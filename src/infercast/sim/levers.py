@@ -124,6 +124,7 @@ def lever_lines(d: dict) -> list[str]:
             f"KV offload: {d['kv_offload_blocks_per_replica']:,} host blocks per replica; "
             f"{d['kv_offload_blocks_stored']:,} stored, {d['kv_offload_blocks_loaded']:,} reloaded "
             f"({d['kv_offload_reload_s']:,.2f} s of transfer at "
-            f"{d['kv_offload_link_bytes_per_s'] / 1e9:,.1f} GB/s, {d['kv_offload_link_source'].split(' (')[0]})"
+            f"{d['kv_offload_link_bytes_per_s'] / 1e9:,.1f} GB/s, "
+            f"{d['kv_offload_link_source'].split(' (')[0]})"
         )
     return lines

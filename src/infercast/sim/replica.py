@@ -282,8 +282,8 @@ class Replica:
             )
         self.kernel = kernel
         self.emit = emit  # (record, replica index) for every finished or rejected request
-        # Completed requests go to ``complete`` (no record) and their ITL values, per step, to ``itl``
-        # (both or neither; then every finished request is a record through ``emit``).
+        # Completed requests go to ``complete`` (no record) and their ITL values, per step, to
+        # ``itl`` (both or neither; then every finished request is a record through ``emit``).
         self.complete = complete
         self._wants_times = complete is not None and complete.wants_times  # fixed for the run
         self.gaps = GapTally(itl) if complete is not None and itl is not None else None

@@ -121,8 +121,8 @@ class _Driver(BufferedDriver):
         kernel: Kernel,
         on_record: Callable[[RequestRecord], None],
     ):
-        # ``request_columns`` chunks; ``stream`` yields them as ``request_stream``'s tuples (lazily: the
-        # one-replica open loop reads the columns as Requests instead, see ``run``).
+        # ``request_columns`` chunks; ``stream`` yields them as ``request_stream``'s tuples (lazily:
+        # the one-replica open loop reads the columns as Requests instead, see ``run``).
         self.columns, self.replicas, self.kernel = columns, replicas, kernel
         self.unrouted: list[Replica] = []  # replicas behind the routed ones (a decode pool)
         self.stream = itertools.chain.from_iterable(zip(*c, strict=True) for c in columns)
@@ -172,8 +172,9 @@ class _Driver(BufferedDriver):
         return map(_Arrival._make, self.stream)
 
     def _request_chunks(self) -> Iterator[Iterator[Request]]:
-        """The open loop's requests, as ``_arrive`` would build them, a ``map`` per chunk of columns:
-        built in C, no Python frame per request (the kernel hands each to ``Replica.submit``)."""
+        """The open loop's requests, as ``_arrive`` would build them, a ``map`` per chunk of
+        columns: built in C, no Python frame per request (the kernel hands each to
+        ``Replica.submit``)."""
         start = 0
         for arrivals, prompts, outputs, groups in self.columns:
             ids = map(str, range(start, start + len(arrivals)))
@@ -210,7 +211,8 @@ class _Driver(BufferedDriver):
         finish_s: float,
         times: np.ndarray | None = None,
     ) -> None:
-        """A completed request of a closed loop: batched for the metrics, and a client sends the next.
+        """A completed request of a closed loop: batched for the metrics, and a client sends the
+        next.
 
         Open loops hand completions to ``completions`` directly (one call less per request).
         """

@@ -49,7 +49,8 @@ class SpecTimer:
         self.affine_context_limit = float("inf")  # the replica lists every request anyway
 
     def _kv_capacity(self) -> int:
-        """Target KV capacity less the drafter's KV (a separate draft model or a head keeps its own)."""
+        """Target KV capacity less the drafter's KV (a separate draft model or a head keeps its
+        own)."""
         t, d = self.target, self.drafter
         share = d.kv_bytes_per_token / (t.kv_bytes_per_token + d.kv_bytes_per_token)
         extra_weights = d.memory.weight_bytes if self.config.method == "draft" else 0.0

@@ -3,9 +3,9 @@
 :class:`StepTimer` is all a replica needs in exact mode (one event per step):
 the time of a batch given each sequence's new and cached tokens, and the KV
 capacity that sizes its block pool. :class:`AffineStepTimer` adds the decode
-step's affine form the fast mode needs; :class:`FastStepTimer` adds the methods, which see a step as sums (decode contexts enter a step's
-cost only through their sum under full attention): a decode step's affine form
-for closed-form segments, and the mixed step of a decode group plus prefill
+step's affine form the fast mode needs; :class:`FastStepTimer` adds the methods, which see a step as
+sums (decode contexts enter a step's cost only through their sum under full attention): a decode
+step's affine form for closed-form segments, and the mixed step of a decode group plus prefill
 chunks without per-sequence lists. ``infercast.cost.step.StepModel`` is both;
 a replica checks which one it got once, when it is built.
 """

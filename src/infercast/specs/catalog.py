@@ -224,7 +224,8 @@ def _load_preset_hardware(key: str) -> HardwareSpec:
 
 
 def load_hardware(name_or_path: str) -> HardwareSpec:
-    """A key of data/hardware.csv, or a path to a TOML/JSON hardware spec (read afresh each call)."""
+    """A key of data/hardware.csv, or a path to a TOML/JSON hardware spec (read afresh each
+    call)."""
     name = str(name_or_path).strip()
     rows = _hardware_rows()
     if name.lower() in rows:

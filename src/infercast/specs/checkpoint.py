@@ -27,7 +27,8 @@ EXPERT_FORMATS = ("mxfp4",)  # quant_method values that quantize only the routed
 
 
 def checkpoint_config(model: str) -> dict:
-    """The ``config.json`` of a preset name or a path (file or model directory); {} if unreadable."""
+    """The ``config.json`` of a preset name or a path (file or model directory); {} if
+    unreadable."""
     path = data_path("models", f"{model.strip().lower()}.json")
     if not path.is_file():
         path = Path(model).expanduser()
@@ -40,7 +41,8 @@ def checkpoint_config(model: str) -> dict:
 
 
 def _quantized_dtype(quant: dict) -> str | None:
-    """The weight dtype a ``quantization_config`` stores, for the common public formats; None if unknown.
+    """The weight dtype a ``quantization_config`` stores, for the common public formats; None if
+    unknown.
 
     - ``fp8`` / ``fbgemm_fp8``: FP8; ``mxfp4``: FP4 (routed experts only, see above).
     - ``gptq`` / ``awq`` / ``bitsandbytes``: INT4 or INT8 from ``bits`` (``w_bit``,
@@ -83,8 +85,8 @@ def _quantized_dtype(quant: dict) -> str | None:
 
 
 def checkpoint_weights(model: str) -> str | None:
-    """The weight dtype the checkpoint ships in (module docstring), or None if its config does not say
-    (or names a quantization method this does not know: :func:`unknown_quantization`)."""
+    """The weight dtype the checkpoint ships in (module docstring), or None if its config does not
+    say (or names a quantization method this does not know: :func:`unknown_quantization`)."""
     cfg = checkpoint_config(model)
     quant = cfg.get("quantization_config") or {}
     if quant:
@@ -94,7 +96,8 @@ def checkpoint_weights(model: str) -> str | None:
 
 
 def unknown_quantization(model: str) -> str | None:
-    """The ``quant_method`` of a checkpoint whose quantization this module cannot read, else None."""
+    """The ``quant_method`` of a checkpoint whose quantization this module cannot read, else
+    None."""
     quant = checkpoint_config(model).get("quantization_config") or {}
     if quant and _quantized_dtype(quant) is None:
         return str(quant.get("quant_method") or "unnamed")

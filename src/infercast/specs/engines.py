@@ -45,7 +45,8 @@ class _Frozen(BaseModel):
 
 
 class GpuRule(_Frozen):
-    """Values that replace the preset's on parts below a memory size, or whose key starts with a prefix."""
+    """Values that replace the preset's on parts below a memory size, or whose key starts with a
+    prefix."""
 
     below_memory_gib: float = Field(gt=0)
     also_keys: tuple[str, ...] = ()
@@ -129,7 +130,8 @@ class EnginePreset(_Frozen):
         return tuple(out)
 
     def for_hardware(self, hardware_key: str, memory_bytes: float, tp: int = 1) -> EnginePreset:
-        """The preset as it resolves on one part at one TP size (``by_gpu``, ``memory_fraction_by_tp``)."""
+        """The preset as it resolves on one part at one TP size (``by_gpu``,
+        ``memory_fraction_by_tp``)."""
         updates: dict = {}
         rule = next((r for r in self.by_gpu if r.matches(hardware_key, memory_bytes)), None)
         if rule is not None:
@@ -147,7 +149,8 @@ class EnginePreset(_Frozen):
         self, weight_bytes: float, activation_bytes: float, device_bytes: float
     ) -> float:
         """The fraction of device memory the engine may use: ``memory_fraction`` of all of it
-        (``total``), or the weights and activations plus that fraction of what they leave (``free``)."""
+        (``total``), or the weights and activations plus that fraction of what they leave
+        (``free``)."""
         if self.memory_rule == "total":
             return self.memory_fraction
         used = weight_bytes + activation_bytes
@@ -156,7 +159,8 @@ class EnginePreset(_Frozen):
 
 def validated(model: type[BaseModel], data: dict, what: str, where: str):
     """``model`` validated from parsed TOML; a missing, unknown or wrong field raises one
-    ConfigError line naming ``what`` (``engine preset``, ``harness preset``), ``where`` and the field."""
+    ConfigError line naming ``what`` (``engine preset``, ``harness preset``), ``where`` and the
+    field."""
     try:
         return model.model_validate(data)
     except ValidationError as exc:
@@ -200,7 +204,8 @@ def _version_key(p: EnginePreset) -> tuple:
     maxsize=64
 )  # presets are frozen; planners and validators ask for one many times
 def load_engine(name: str) -> EnginePreset:
-    """A preset by name, by engine family (its newest preset) or from a TOML file (module docstring)."""
+    """A preset by name, by engine family (its newest preset) or from a TOML file (module
+    docstring)."""
     key = name.strip()
     if key.lower().endswith(".toml") or "/" in key:
         return _read(Path(key))

@@ -100,7 +100,8 @@ def hardware_from_mapping(data: Mapping[str, Any], where: str = "file") -> Hardw
     for dtype in flops:
         if dtype not in COMPUTE_DTYPES:
             raise ConfigError(
-                f"hardware spec {where}: unknown dtype {dtype!r} in flops_per_s; use {', '.join(COMPUTE_DTYPES)}"
+                f"hardware spec {where}: unknown dtype {dtype!r} in flops_per_s; use "
+                f"{', '.join(COMPUTE_DTYPES)}"
             )
         peaks[dtype] = _positive(flops, dtype, where)
     for text_field in ("name", "key"):

@@ -188,7 +188,8 @@ def _mixtral(cfg: Cfg, arch: str, name: str) -> ModelSpec:
 
 
 def _qwen_moe(cfg: Cfg, arch: str, name: str) -> ModelSpec:
-    """qwen2_moe / qwen3_moe: sparse every ``decoder_sparse_step`` layers, optional shared expert."""
+    """qwen2_moe / qwen3_moe: sparse every ``decoder_sparse_step`` layers, optional shared
+    expert."""
     n = _num_layers(cfg, arch)
     step = _opt_int(cfg, "decoder_sparse_step", 1)
     dense_only = set(cfg.get("mlp_only_layers") or [])

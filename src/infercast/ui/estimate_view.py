@@ -34,7 +34,8 @@ GRID_MAX = 65536
 
 
 def build_estimate(form: EstimateForm, batches: list[int] | None = None) -> Estimate:
-    """The library call ``infercast estimate`` makes for this form (at ``batches``, default the form's)."""
+    """The library call ``infercast estimate`` makes for this form (at ``batches``, default the
+    form's)."""
     model = load_model_input(form.model, form.model_config_json)
     hw = load_hardware_input(form.hardware, form.hardware_spec)
     weights = check_dtype(form.weights, "weights", allow=("checkpoint",))
@@ -176,7 +177,8 @@ class CurveCache:
 
 
 def estimate_payload(form: EstimateForm, cache: CurveCache | None = None) -> dict[str, Any]:
-    """Everything the Estimate view draws, from two ``estimate()`` calls (one when ``cache`` has the curve)."""
+    """Everything the Estimate view draws, from two ``estimate()`` calls (one when ``cache`` has
+    the curve)."""
     est = build_estimate(form)
     result = est.to_dict()
     point = est.decode[-1]

@@ -1,4 +1,5 @@
-"""The Validation view: ``infercast validate``'s result over the shipped measurements, once per server.
+"""The Validation view: ``infercast validate``'s result over the shipped measurements, once per
+server.
 
 :class:`ValidationStore` runs what ``infercast validate --json`` runs (the shipped
 cases, :class:`~infercast.validate.evaluate.Evaluator` with the shipped profile

@@ -48,8 +48,8 @@ BOUNDS = {f: (max(lo, LOG_FLOOR.get(f, 0.0)), hi) for f, (lo, hi, _) in PHYSICAL
 AT_BOUND_REL = 0.01  # a fitted value within 1 % of a bound "sits on" it
 # Where a field's start value is off (0, below its bound) the fit starts here instead: a per-layer
 # cost of 20 us is the order of a layer's ~10-15 kernel boundaries at ~1.5-2 us each.
-# A serving stack's per-request TTFT overhead starts at 50 ms, the order of the published client-side
-# overheads (EfficiencyProfile's docstring).
+# A serving stack's per-request TTFT overhead starts at 50 ms, the order of the published
+# client-side overheads (EfficiencyProfile's docstring).
 FIT_START = {"layer_overhead_s": 20e-6, "request_overhead_s": 0.05}
 FIT_FIELDS = (
     "gemm_compute_eff",
@@ -65,11 +65,13 @@ FIT_FIELDS = (
 )
 LOSS_SCALE = 0.1  # soft-L1 knee: residuals beyond ~10 % in log space count linearly
 # Prior weight per parameter (log units) = PRIOR * sqrt(rows): a one-log-unit move must cut
-# each row's log error by roughly PRIOR**2 / (4 * LOSS_SCALE) to pay for itself (soft-L1 costs ~2*LOSS_SCALE*|r|).
+# each row's log error by roughly PRIOR**2 / (4 * LOSS_SCALE) to pay for itself (soft-L1 costs
+# ~2*LOSS_SCALE*|r|).
 DEFAULT_PRIOR, GROUP_PRIOR = 0.05, 0.2
-# A group's own profile from 30 fit rows: the smallest family in the shipped set, Ada (L40S, 33 rows,
-# GDDR6 and PCIe-only), fitted on alternate halves of its rows predicts the other half at 4-5 % median
-# error against 12 % with the default profile (benchmarks/calibrate_split_half.py, docs/history/validation.md "Round 5").
+# A group's own profile from 30 fit rows: the smallest family in the shipped set, Ada (L40S, 33
+# rows, GDDR6 and PCIe-only), fitted on alternate halves of its rows predicts the other half at 4-5
+# % median error against 12 % with the default profile (benchmarks/calibrate_split_half.py,
+# docs/history/validation.md "Round 5").
 MIN_GROUP_ROWS = 30
 NOT_FITTED = ("disaggregated",)  # scenarios scored but left out of the fit (module docstring)
 
@@ -176,7 +178,8 @@ class Calibrator:
         name: str = "calibrated",
         rows: np.ndarray | None = None,
     ) -> FitResult:
-        """Default profile on all fit rows (or ``rows``), then per-group profiles where the data supports it."""
+        """Default profile on all fit rows (or ``rows``), then per-group profiles where the data
+        supports it."""
         start = start or ProfileSet()
         rows = self.rows(exclude_source) if rows is None else rows
         n_groups = len(self.ev.groups)

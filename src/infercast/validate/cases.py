@@ -181,7 +181,8 @@ def read_cases(text: str, name: str = "<csv>") -> list[Case]:
     reader = csv.DictReader(io.StringIO(text))
     if reader.fieldnames is None:
         raise DataError(
-            f"measurements {name}: the file is empty; expected a header with {', '.join(REQUIRED_COLUMNS)}"
+            f"measurements {name}: the file is empty; expected a header with "
+            f"{', '.join(REQUIRED_COLUMNS)}"
         )
     missing = [c for c in REQUIRED_COLUMNS if c not in reader.fieldnames]
     if missing:

@@ -1,4 +1,5 @@
-"""Benchmark data sets (``data/datasets.csv``): mean lengths and request counts of a row's workload."""
+"""Benchmark data sets (``data/datasets.csv``): mean lengths and request counts of a row's
+workload."""
 
 from __future__ import annotations
 

@@ -98,12 +98,13 @@ class Evaluator:
         """``simulate=False`` skips rows only the simulator predicts; ``prefer_simulator`` uses
         the simulator also where a closed form exists (concurrency and disaggregated rows, each
         with its row's benchmark client; the closed form's value is kept as
-        ``Prediction.closed_form``); ``assume_weights`` fills a missing weight dtype instead of skipping the row: ``"checkpoint"`` = the
-        checkpoint's own (``specs.checkpoint.checkpoint_weights``), else that dtype. Each such row
-        carries ``assumed_weights``; its original case is kept for reporting. ``engine``: one
-        engine preset for every row (``validate --engine``), its limits, memory rule and profile
-        group; None = each row's own (``setup.row_preset``). ``workers``: processes that run the
-        simulations (:func:`run_simulations`; None = one per CPU)."""
+        ``Prediction.closed_form``); ``assume_weights`` fills a missing weight dtype instead of
+        skipping the row: ``"checkpoint"`` = the checkpoint's own
+        (``specs.checkpoint.checkpoint_weights``), else that dtype. Each such row carries
+        ``assumed_weights``; its original case is kept for reporting. ``engine``: one engine preset
+        for every row (``validate --engine``), its limits, memory rule and profile group; None =
+        each row's own (``setup.row_preset``). ``workers``: processes that run the simulations
+        (:func:`run_simulations`; None = one per CPU)."""
         self.workers = workers
         self.closed_form: dict[
             int, float

@@ -252,7 +252,8 @@ class _RequestWork:
 
 def _request_work(sm: StepModel, prompt: int, out: int) -> _RequestWork:
     """A decode token's FLOPs and KV read grow with its context, linearly or (sliding and chunked
-    attention) concavely, so the mean of the first and last decode step bounds their mean from below."""
+    attention) concavely, so the mean of the first and last decode step bounds their mean from
+    below."""
     pre_c, _, _ = sm.resource_floors(sm.prefill_cost(prompt, 1).ops)
     first_c, first_m, _ = sm.resource_floors(sm.decode_cost(1, prompt + 1).ops)
     last_c, last_m, _ = sm.resource_floors(sm.decode_cost(1, prompt + out).ops)

@@ -64,7 +64,8 @@ class Plan:
     simulate: Callable[[EfficiencyProfile], Summary] | None = None  # simulator-based rows:
     sim_key: tuple = ()  # rows of one simulation share it
     sim_combine: Callable[[Summary, EfficiencyProfile], float] | None = None  # Summary -> value
-    setups: tuple = ()  # the Setup of each shape, when not all on ``layout.setup`` (disaggregated pools)
+    # the Setup of each shape, when not all on ``layout.setup`` (disaggregated pools)
+    setups: tuple = ()
 
 
 def _need(value, what: str):
@@ -82,7 +83,8 @@ def _lengths(case: Case) -> tuple[int, int]:
     if i is None or o is None:
         what = "input_tokens" if i is None else "output_tokens"
         raise Unpredictable(
-            f"no {what} in the row, and dataset {case.dataset or '(none)'!r} has no mean length for it"
+            f"no {what} in the row, and dataset {case.dataset or '(none)'!r} has no mean length "
+            "for it"
         )
     if i < 1 or o < 1:
         raise Unpredictable(f"input_tokens={i} and output_tokens={o} must both be >= 1")
@@ -236,7 +238,8 @@ def _running_limit(case: Case, lay: Layout, sm, i: int, o: int) -> int:
     full = sm.memory.max_batch(i + o)
     if full <= 0:
         raise Unpredictable(
-            f"the weights plus one {i + o}-token sequence do not fit on {lay.setup.gpus_per_replica} x {case.hardware}"
+            f"the weights plus one {i + o}-token sequence do not fit on "
+            f"{lay.setup.gpus_per_replica} x {case.hardware}"
         )
     fit = full if engine_family(case.engine) == "trtllm" else sm.memory.max_batch(i + o // 2)
     return min(fit, lay.setup.max_seqs)
@@ -425,7 +428,8 @@ def _speculative(case: Case, models: StepModels) -> Plan:
 
     if case.metric == "acceptance_length":
         raise Unpredictable(
-            "acceptance length is a property of the drafter and the data: an input to the cost model, not an output"
+            "acceptance length is a property of the drafter and the data: an input to the cost "
+            "model, not an output"
         )
     if case.metric != "speedup":
         raise _metric_error(case)

@@ -183,7 +183,8 @@ def agreement(preds: Sequence[Prediction]) -> dict[str, dict[str, Any]]:
 def report(
     preds: Sequence[Prediction], profile_name: str, floor: dict[str, Any] | None = None
 ) -> dict[str, Any]:
-    """The ``--json`` object: rows, summary (per scenario, metric, hardware, source, group), worst rows."""
+    """The ``--json`` object: rows, summary (per scenario, metric, hardware, source, group),
+    worst rows."""
     predicted = [p for p in preds if p.predicted is not None]
     worst = sorted(predicted, key=lambda p: -abs(p.error_pct))[:WORST]
     skipped = Counter(p.skipped_reason for p in preds if p.skipped_reason)
@@ -218,7 +219,8 @@ def report(
 
 
 def _mark_floor_violations(rows: list[dict[str, Any]], violations: list[dict[str, Any]]) -> None:
-    """A note on every row a floor violation covers: its error then measures the data, not the model."""
+    """A note on every row a floor violation covers: its error then measures the data, not the
+    model."""
     notes: dict[str, list[str]] = {}
     for v in violations:
         side = "below the floor" if v["kind"] == "floor" else "above the ceiling"

@@ -98,7 +98,8 @@ def group_key(case: Case) -> str:
 def row_preset(
     case: Case, hardware_key: str, tp: int, engine: EnginePreset | None = None
 ) -> EnginePreset | None:
-    """The row's engine preset (``engine`` when given: ``validate --engine``) on its part and TP size."""
+    """The row's engine preset (``engine`` when given: ``validate --engine``) on its part and TP
+    size."""
     from infercast.specs.catalog import load_hardware
 
     name = None if engine is not None else preset_name(case.engine)
@@ -126,13 +127,17 @@ class Setup:
     max_seqs: int
     max_batched_tokens: int
     attn_dp: bool = False  # attention data parallel over the tp GPUs (Parallelism.attn_dp)
-    experts: str = ""  # routed experts' own "<format>/<compute>" (cost.experts.ExpertPrecision), "" = ``weights``
-    kv_free_fraction: float = 0.0  # KV = this fraction of the memory weights/activations leave (TRT-LLM); 0: memory_fraction of all
+    # routed experts' own "<format>/<compute>" (cost.experts.ExpertPrecision), "" = ``weights``
+    experts: str = ""
+    # KV = this fraction of the memory weights/activations leave (TRT-LLM); 0: memory_fraction of
+    # all
+    kv_free_fraction: float = 0.0
     memory_fraction: float = MEMORY_FRACTION  # of all device memory (the ``total`` memory rule)
     policy: str = (
         "chunked"  # the engine's scheduling policy, as the simulator runs it (sched/policies.py)
     )
-    chunked_as_full: bool = False  # chunked-attention layers attend to the whole context (TRT-LLM on Hopper; engine_model)
+    # chunked-attention layers attend to the whole context (TRT-LLM on Hopper; engine_model)
+    chunked_as_full: bool = False
 
     @property
     def gpus_per_replica(self) -> int:
@@ -208,8 +213,8 @@ def unshardable_tp(model: str, tp: int) -> str | None:
     experts = ", experts over all of them" if spec.moe is not None else ""
     return (
         f"{ASSUMED_DP_NOTE}: {problem}, so the run did not shard them; predicted as one aggregated "
-        f"attention-data-parallel replica over the {tp} GPUs{experts} (the wide-EP layout; the run may "
-        "have been disaggregated, which the row does not say)"
+        f"attention-data-parallel replica over the {tp} GPUs{experts} (the wide-EP layout; the run "
+        "may have been disaggregated, which the row does not say)"
     )
 
 
@@ -238,7 +243,8 @@ def layout(case: Case, engine: EnginePreset | None = None) -> Layout:
     if case.ep is None and tp > 1 and case.source in EP_SOURCES and is_moe(case.model):
         ep = tp
         notes.append(
-            f"ep not stated: ep={tp}, experts split over the TP group (the source runs MoE models with --ep)"
+            f"ep not stated: ep={tp}, experts split over the TP group (the source runs MoE models "
+            "with --ep)"
         )
     attn_dp = ep > tp * pp
     unshardable = None if attn_dp or pp > 1 or tp == 1 else unshardable_tp(case.model, tp)
@@ -249,7 +255,8 @@ def layout(case: Case, engine: EnginePreset | None = None) -> Layout:
         if ep % pp:
             raise Unpredictable(f"ep={ep} is not a multiple of pp={pp}")
         notes.append(
-            f"ep={ep} > tp*pp={tp * pp}: attention data parallel over {ep // pp} GPUs (tp={ep // pp}, attn_dp)"
+            f"ep={ep} > tp*pp={tp * pp}: attention data parallel over {ep // pp} GPUs "
+            f"(tp={ep // pp}, attn_dp)"
         )
         tp = ep // pp
     per = tp * pp
@@ -293,8 +300,8 @@ def layout(case: Case, engine: EnginePreset | None = None) -> Layout:
     r = length_range_ratio(case)
     if r is not None:
         notes.append(
-            f"lengths drawn uniformly from [{r:g} L, L] of the stated ones (the harness's random dataset): "
-            f"their mean, {(1 + r) / 2:g} L, predicted"
+            f"lengths drawn uniformly from [{r:g} L, L] of the stated ones (the harness's random "
+            f"dataset): their mean, {(1 + r) / 2:g} L, predicted"
         )
     return Layout(setup, n // per, n, tuple(notes))
 

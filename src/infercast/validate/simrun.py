@@ -88,7 +88,8 @@ def disagg_predictor(
     decode_limit: int | None = None,
     prefill_seats: int | None = None,
 ) -> tuple[tuple, SimTask]:
-    """Disaggregated prefill/decode pools (``infercast.sim.disagg``) under a closed-loop ``workload``.
+    """Disaggregated prefill/decode pools (``infercast.sim.disagg``) under a closed-loop
+    ``workload``.
 
     ``s`` is one decode worker (timed with the profile being scored); ``prefill`` is a
     prefill worker's (GPUs, EP, attention DP). The simulator builds the prefill pool's
