@@ -119,15 +119,35 @@ def kernels() -> Kernels | None:
 
     @njit(fastmath=True, cache=True)
     def int8_matmul(q, scale, x_rows, out):  # pragma: no cover - compiled
-        # out[r, t] = scale[r] * sum_c q[r, c] x[t, c]: int8 rows widened in registers.
+        # out[r, t] = scale[r] * sum_c q[r, c] x[t, c]: int8 rows widened in registers,
+        # each widened weight used by up to 4 tokens.
         n, k = q.shape
+        m = x_rows.shape[0]
         for r in range(n):
             qr = q[r]
-            for t in range(x_rows.shape[0]):
-                xr = x_rows[t]
+            t = 0
+            while t + 4 <= m:
+                x0, x1, x2, x3 = x_rows[t], x_rows[t + 1], x_rows[t + 2], x_rows[t + 3]
+                a0 = a1 = a2 = a3 = np.float32(0.0)
+                for c in range(k):
+                    w = np.float32(qr[c])
+                    a0 += w * x0[c]
+                    a1 += w * x1[c]
+                    a2 += w * x2[c]
+                    a3 += w * x3[c]
+                sr = scale[r]
+                out[r, t], out[r, t + 1], out[r, t + 2], out[r, t + 3] = (
+                    a0 * sr,
+                    a1 * sr,
+                    a2 * sr,
+                    a3 * sr,
+                )
+                t += 4
+            for tt in range(t, m):
+                xr = x_rows[tt]
                 acc = np.float32(0.0)
                 for c in range(k):
                     acc += np.float32(qr[c]) * xr[c]
-                out[r, t] = acc * scale[r]
+                out[r, tt] = acc * scale[r]
 
     return Kernels(attend, rms_norm_one, int8_matmul)

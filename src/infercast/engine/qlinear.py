@@ -8,7 +8,8 @@ The quantized kernels are PyTorch's CPU weight-only kernels
 fp32 accumulation), so these formats need the ``torch`` extra. int8 products of
 up to :data:`INT8_JIT_MAX_TOKENS` tokens run a numba loop instead
 (:mod:`infercast.engine.decode_jit`: int8 rows widened in registers, float32
-activations), 2.3x faster at batch 1 here. Why these and not a numba kernel over
+activations), 1.2-2.1x faster here; PyTorch's int8 kernel remains for when numba
+is absent. Why these and not a numba kernel over
 GGUF's 4-bit blocks: docs/design.md ("CPU kernels"), with the measurements.
 
 Up to :data:`KERNEL_MAX_TOKENS` tokens a product reads the compressed weights
@@ -37,9 +38,10 @@ KERNEL_MAX_TOKENS = (
     48  # int4 kernel vs widen+GEMM crossover: 4.9 vs 5.1 ms at 32, 13.5 vs 9.2 at 128
 )
 ROW_BLOCK = 32  # rows per block of PyTorch's CPU int4 packing (checked in tests)
-# int8 products of up to this many tokens run the numba kernel: 100m's chain of products,
-# ms, torch / numba: 8 tokens 39.8 / 32.2, 16 71.9 / 69.1, 24 116 / 121 (one thread).
-INT8_JIT_MAX_TOKENS = 16
+# int8 products of up to this many tokens run the numba kernel (beyond: widen + OpenBLAS):
+# 100m's chain of products, ms, one thread, torch's int8 kernel / numba: 1 token 12.9 / 6.1,
+# 8 38.3 / 21.7, 16 68.2 / 51.0, 32 132 / 106, 48 191 / 159.
+INT8_JIT_MAX_TOKENS = KERNEL_MAX_TOKENS
 
 
 def resolve_weights(weights: str) -> str:
