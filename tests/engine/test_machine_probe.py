@@ -201,3 +201,24 @@ def test_machine_command_rejects_an_unknown_weight_format(capsys):
     assert exc.value.code == 2
     err = capsys.readouterr().err
     assert "--weights 'q3'" in err and "Traceback" not in err
+
+
+def test_machine_command_names_the_torch_extra_for_a_compact_format(monkeypatch, capsys):
+    """--weights q4 without torch: the install hint, before any measuring; exit 2."""
+    import builtins
+
+    from infercast.cli import main
+
+    real_import = builtins.__import__
+
+    def no_torch(name, *args, **kwargs):
+        if name == "torch" or name.startswith("torch."):
+            raise ImportError(name)
+        return real_import(name, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", no_torch)
+    with pytest.raises(SystemExit) as exc:
+        main(["machine", "--weights", "q4", "--model", "tiny"])
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    assert "infercast[torch]" in err and "Traceback" not in err
