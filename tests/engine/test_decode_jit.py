@@ -72,3 +72,19 @@ def test_int8_products_of_few_tokens_run_the_compiled_kernel_exactly(tokens):
     want = w.dequantize() @ x
     assert got.shape == (96, tokens) and got.flags.c_contiguous
     assert np.abs(got - want).max() < 1e-4 * np.abs(want).max()
+
+
+@pytest.mark.parametrize("tokens", [1, 6, 48])
+def test_bf16_products_run_the_compiled_kernel_exactly(tokens):
+    """bf16 products up to KERNEL_MAX_TOKENS: the numba loop over the bf16 bits with float32
+    activations equals the widened matrix's product to float32 rounding."""
+    pytest.importorskip("torch", reason="Bf16Matrix needs the torch extra")
+    from infercast.engine.qlinear import Bf16Matrix, Scratch
+
+    rng = np.random.default_rng(6)
+    w = Bf16Matrix(rng.standard_normal((96, 160), dtype=np.float32))
+    x = rng.standard_normal((160, tokens), dtype=np.float32)
+    got = w.matmul_fm(x, Scratch())
+    want = w.dequantize() @ x
+    assert got.shape == (96, tokens) and got.flags.c_contiguous
+    assert np.abs(got - want).max() < 1e-4 * np.abs(want).max()

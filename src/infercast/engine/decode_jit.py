@@ -1,4 +1,4 @@
-"""Compiled decode attention and one-token RMSNorm (numba), for the small steps of decode.
+"""Compiled loops (numba) for the small work of decode: attention, norm, int8/bf16 products.
 
 A batch-1 decode step of SmolLM2-135M calls attention 30 times on 3 KV heads of
 129 keys: work of microseconds that numpy spends in dozens of small calls
@@ -51,6 +51,7 @@ class Kernels:
     attend: object  # (q, k_flat, v_flat, columns, ptr, slots, out) -> None
     rms_norm_one: object  # (x [H], gain [H], eps) -> [H]
     int8_matmul: object  # (q int8 [N, K], scale [N], x [T, K], out [N, T]) -> None
+    bf16_matmul: object  # (w bf16 bits as uint16 [N, K], x [T, K], out [N, T]) -> None
 
 
 @cache
@@ -150,4 +151,35 @@ def kernels() -> Kernels | None:
                     acc += np.float32(qr[c]) * xr[c]
                 out[r, tt] = acc * scale[r]
 
-    return Kernels(attend, rms_norm_one, int8_matmul)
+    @njit(fastmath=True, cache=True)
+    def bf16_matmul(w16, x_rows, out):  # pragma: no cover - compiled
+        # out[r, t] = sum_c w[r, c] x[t, c]; bf16 is float32's top half: each row is
+        # widened by a shift into one float32 buffer, used by every token.
+        n, k = w16.shape
+        m = x_rows.shape[0]
+        buf = np.empty(k, dtype=np.uint32)
+        wf = buf.view(np.float32)
+        for r in range(n):
+            wr = w16[r]
+            for c in range(k):
+                buf[c] = np.uint32(wr[c]) << np.uint32(16)
+            t = 0
+            while t + 4 <= m:
+                x0, x1, x2, x3 = x_rows[t], x_rows[t + 1], x_rows[t + 2], x_rows[t + 3]
+                a0 = a1 = a2 = a3 = np.float32(0.0)
+                for c in range(k):
+                    w = wf[c]
+                    a0 += w * x0[c]
+                    a1 += w * x1[c]
+                    a2 += w * x2[c]
+                    a3 += w * x3[c]
+                out[r, t], out[r, t + 1], out[r, t + 2], out[r, t + 3] = a0, a1, a2, a3
+                t += 4
+            for tt in range(t, m):
+                xr = x_rows[tt]
+                acc = np.float32(0.0)
+                for c in range(k):
+                    acc += wf[c] * xr[c]
+                out[r, tt] = acc
+
+    return Kernels(attend, rms_norm_one, int8_matmul, bf16_matmul)
