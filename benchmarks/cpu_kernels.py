@@ -10,8 +10,9 @@ at ``--bandwidth-gbs``.
 Candidates: numpy float32 (OpenBLAS); torch bf16 matmul; torch weight-only int8
 (``_weight_int8pack_mm``, bf16 activations); torch dynamic int8 (fbgemm
 ``quantized::linear_dynamic``: int8 weights and activations, fp32 out); torch
-int4 (``_weight_int4pack_mm_for_cpu``, groups of 32, bf16 activations); numba
-loops over int8 rows (fp32 activations). Dequantization accuracy is not
+int4 (``_weight_int4pack_mm_for_cpu``, groups of 32, bf16 activations); the
+engine's numba loops over int8 and bf16 rows (``engine/decode_jit.py``, float32
+activations). Dequantization accuracy is not
 compared here (tests/engine/test_qlinear.py does that for the engine's kernels).
 
     python benchmarks/cpu_kernels.py --runs 7
@@ -36,23 +37,6 @@ def _best_cpu(fn, runs: int) -> float:
         fn()
         best = min(best, time.process_time() - c0)
     return best
-
-
-def _numba_int8():
-    from numba import njit
-
-    @njit(fastmath=True, cache=True)
-    def mv(q, s, x, out):  # pragma: no cover - compiled
-        n, k = q.shape
-        m = x.shape[0]
-        for r in range(n):
-            for t in range(m):
-                acc = np.float32(0.0)
-                for c in range(k):
-                    acc += np.float32(q[r, c]) * x[t, c]
-                out[t, r] = acc * s[r]
-
-    return mv
 
 
 def candidates(torch):
@@ -97,14 +81,27 @@ def candidates(torch):
         op = torch.ops.aten._weight_int4pack_mm_for_cpu
         return lambda x: op(torch.from_numpy(x).to(torch.bfloat16), packed, gs, sz)
 
+    from infercast.engine.decode_jit import kernels
+
+    jit = kernels()
+
     def numba_int8(w):
-        mv = _numba_int8()
         s = (np.abs(w).max(axis=1) / 127).astype(np.float32)
         q = np.round(w / s[:, None]).astype(np.int8)
 
         def f(x):
-            out = np.empty((x.shape[0], q.shape[0]), dtype=np.float32)
-            mv(q, s, x, out)
+            out = np.empty((q.shape[0], x.shape[0]), dtype=np.float32)
+            jit.int8_matmul(q, s, x, out)
+            return out
+
+        return f
+
+    def numba_bf16(w):
+        bits = torch.from_numpy(w).to(torch.bfloat16).view(torch.int16).numpy().view(np.uint16)
+
+        def f(x):
+            out = np.empty((bits.shape[0], x.shape[0]), dtype=np.float32)
+            jit.bf16_matmul(bits, x, out)
             return out
 
         return f
@@ -115,7 +112,8 @@ def candidates(torch):
         "torch int8 weight-only": (1.0 + 2 / 576, int8_wo),
         "torch int8 dynamic (fbgemm)": (1.0 + 4 / 576, int8_dyn),
         "torch int4 (groups of 32)": (0.5 + 4 / 32, int4),
-        "numba int8 rows": (1.0 + 4 / 576, numba_int8),
+        "numba int8 rows (engine's kernel)": (1.0 + 4 / 576, numba_int8),
+        "numba bf16 rows (engine's kernel)": (2.0, numba_bf16),
     }
 
 
