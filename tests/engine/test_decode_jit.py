@@ -88,3 +88,20 @@ def test_bf16_products_run_the_compiled_kernel_exactly(tokens):
     want = w.dequantize() @ x
     assert got.shape == (96, tokens) and got.flags.c_contiguous
     assert np.abs(got - want).max() < 1e-4 * np.abs(want).max()
+
+
+@pytest.mark.parametrize("fmt", ["int8", "bf16"])
+def test_threaded_products_equal_one_thread(fmt):
+    """With Scratch(threads=2) the int8/bf16 products run over row chunks on numba's
+    threads (rows beyond a whole chunk included) and give one thread's numbers."""
+    pytest.importorskip("torch", reason="compact matrices need the torch extra")
+    from infercast.engine.decode_jit import ROW_CHUNK
+    from infercast.engine.qlinear import Scratch, to_format
+
+    rng = np.random.default_rng(7)
+    w = to_format(rng.standard_normal((2 * ROW_CHUNK + 5, 96), dtype=np.float32), fmt)
+    for tokens in (1, 9):
+        x = rng.standard_normal((96, tokens), dtype=np.float32)
+        one, two = w.matmul_fm(x, Scratch(1)), w.matmul_fm(x, Scratch(2))
+        assert np.allclose(one, two, rtol=1e-5, atol=1e-5)
+        assert np.abs(one - w.dequantize() @ x).max() < 1e-4 * np.abs(one).max()

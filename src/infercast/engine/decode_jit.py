@@ -20,6 +20,8 @@ from functools import cache
 
 import numpy as np
 
+ROW_CHUNK = 64  # rows of a product per unit of work (one thread's, with threads)
+
 
 @dataclass(frozen=True)
 class DecodeSlots:
@@ -52,13 +54,25 @@ class Kernels:
     rms_norm_one: object  # (x [H], gain [H], eps) -> [H]
     int8_matmul: object  # (q int8 [N, K], scale [N], x [T, K], out [N, T]) -> None
     bf16_matmul: object  # (w bf16 bits as uint16 [N, K], x [T, K], out [N, T]) -> None
+    int8_matmul_threads: object  # the same over numba's threads (set_num_threads)
+    bf16_matmul_threads: object
+
+    def product(self, fmt: str, threads: int):
+        """The int8 or bf16 product kernel for ``threads`` threads (sets numba's count)."""
+        if threads <= 1:
+            return self.int8_matmul if fmt == "int8" else self.bf16_matmul
+        import numba
+
+        numba.set_num_threads(min(threads, numba.config.NUMBA_NUM_THREADS))
+        return self.int8_matmul_threads if fmt == "int8" else self.bf16_matmul_threads
 
 
 @cache
 def kernels() -> Kernels | None:
     """The compiled kernels, or ``None`` without numba. Compiled on first call (cached to disk)."""
     try:
-        from numba import njit
+        import numba
+        from numba import njit, prange
     except ImportError:
         return None
 
@@ -118,68 +132,78 @@ def kernels() -> Kernels | None:
             out[i, 0] = x[i] * r * gain[i]
         return out
 
-    @njit(fastmath=True, cache=True)
     def int8_matmul(q, scale, x_rows, out):  # pragma: no cover - compiled
         # out[r, t] = scale[r] * sum_c q[r, c] x[t, c]: int8 rows widened in registers,
-        # each widened weight used by up to 4 tokens.
+        # each widened weight used by up to 4 tokens; rows in chunks (threads: see below).
         n, k = q.shape
         m = x_rows.shape[0]
-        for r in range(n):
-            qr = q[r]
-            t = 0
-            while t + 4 <= m:
-                x0, x1, x2, x3 = x_rows[t], x_rows[t + 1], x_rows[t + 2], x_rows[t + 3]
-                a0 = a1 = a2 = a3 = np.float32(0.0)
-                for c in range(k):
-                    w = np.float32(qr[c])
-                    a0 += w * x0[c]
-                    a1 += w * x1[c]
-                    a2 += w * x2[c]
-                    a3 += w * x3[c]
+        for ch in prange((n + ROW_CHUNK - 1) // ROW_CHUNK):
+            for r in range(ch * ROW_CHUNK, min(n, (ch + 1) * ROW_CHUNK)):
+                qr = q[r]
                 sr = scale[r]
-                out[r, t], out[r, t + 1], out[r, t + 2], out[r, t + 3] = (
-                    a0 * sr,
-                    a1 * sr,
-                    a2 * sr,
-                    a3 * sr,
-                )
-                t += 4
-            for tt in range(t, m):
-                xr = x_rows[tt]
-                acc = np.float32(0.0)
-                for c in range(k):
-                    acc += np.float32(qr[c]) * xr[c]
-                out[r, tt] = acc * scale[r]
+                t = 0
+                while t + 4 <= m:
+                    x0, x1, x2, x3 = x_rows[t], x_rows[t + 1], x_rows[t + 2], x_rows[t + 3]
+                    a0 = a1 = a2 = a3 = np.float32(0.0)
+                    for c in range(k):
+                        w = np.float32(qr[c])
+                        a0 += w * x0[c]
+                        a1 += w * x1[c]
+                        a2 += w * x2[c]
+                        a3 += w * x3[c]
+                    out[r, t], out[r, t + 1] = a0 * sr, a1 * sr
+                    out[r, t + 2], out[r, t + 3] = a2 * sr, a3 * sr
+                    t += 4
+                for tt in range(t, m):
+                    xr = x_rows[tt]
+                    acc = np.float32(0.0)
+                    for c in range(k):
+                        acc += np.float32(qr[c]) * xr[c]
+                    out[r, tt] = acc * sr
 
-    @njit(fastmath=True, cache=True)
     def bf16_matmul(w16, x_rows, out):  # pragma: no cover - compiled
         # out[r, t] = sum_c w[r, c] x[t, c]; bf16 is float32's top half: each row is
-        # widened by a shift into one float32 buffer, used by every token.
+        # widened by a shift into a float32 buffer (one per chunk), used by every token.
         n, k = w16.shape
         m = x_rows.shape[0]
-        buf = np.empty(k, dtype=np.uint32)
-        wf = buf.view(np.float32)
-        for r in range(n):
-            wr = w16[r]
-            for c in range(k):
-                buf[c] = np.uint32(wr[c]) << np.uint32(16)
-            t = 0
-            while t + 4 <= m:
-                x0, x1, x2, x3 = x_rows[t], x_rows[t + 1], x_rows[t + 2], x_rows[t + 3]
-                a0 = a1 = a2 = a3 = np.float32(0.0)
+        for ch in prange((n + ROW_CHUNK - 1) // ROW_CHUNK):
+            buf = np.empty(k, dtype=np.uint32)
+            wf = buf.view(np.float32)
+            for r in range(ch * ROW_CHUNK, min(n, (ch + 1) * ROW_CHUNK)):
+                wr = w16[r]
                 for c in range(k):
-                    w = wf[c]
-                    a0 += w * x0[c]
-                    a1 += w * x1[c]
-                    a2 += w * x2[c]
-                    a3 += w * x3[c]
-                out[r, t], out[r, t + 1], out[r, t + 2], out[r, t + 3] = a0, a1, a2, a3
-                t += 4
-            for tt in range(t, m):
-                xr = x_rows[tt]
-                acc = np.float32(0.0)
-                for c in range(k):
-                    acc += wf[c] * xr[c]
-                out[r, tt] = acc
+                    buf[c] = np.uint32(wr[c]) << np.uint32(16)
+                t = 0
+                while t + 4 <= m:
+                    x0, x1, x2, x3 = x_rows[t], x_rows[t + 1], x_rows[t + 2], x_rows[t + 3]
+                    a0 = a1 = a2 = a3 = np.float32(0.0)
+                    for c in range(k):
+                        w = wf[c]
+                        a0 += w * x0[c]
+                        a1 += w * x1[c]
+                        a2 += w * x2[c]
+                        a3 += w * x3[c]
+                    out[r, t], out[r, t + 1], out[r, t + 2], out[r, t + 3] = a0, a1, a2, a3
+                    t += 4
+                for tt in range(t, m):
+                    xr = x_rows[tt]
+                    acc = np.float32(0.0)
+                    for c in range(k):
+                        acc += wf[c] * xr[c]
+                    out[r, tt] = acc
 
-    return Kernels(attend, rms_norm_one, int8_matmul, bf16_matmul)
+    # One thread: compiled as plain loops (prange is range), cached to disk. More threads:
+    # the same code with prange over row chunks, compiled on first use (not cached: one
+    # cache entry per function), on numba's workqueue layer (its OpenMP layer slowed
+    # PyTorch's OpenMP kernels 25x in the same process: engine/qlinear.py).
+    numba.config.THREADING_LAYER = "workqueue"
+    serial = njit(fastmath=True, cache=True)
+    threaded = njit(fastmath=True, parallel=True)
+    return Kernels(
+        attend,
+        rms_norm_one,
+        serial(int8_matmul),
+        serial(bf16_matmul),
+        threaded(int8_matmul),
+        threaded(bf16_matmul),
+    )
