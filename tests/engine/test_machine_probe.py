@@ -154,3 +154,71 @@ def test_machine_command_rejects_bad_rows_models_and_folders(args, capsys):
         main(["machine", *args])
     assert exc.value.code == 2
     assert "Traceback" not in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("weights", ["q4", "int8"])
+def test_engine_rates_per_weight_format_time_that_formats_kernels(weights):
+    """``measure(weights=...)``: the products run in the format (its kernels), and the ops
+    charge its bytes per weight, as the step model of ``serve --weights`` does."""
+    pytest.importorskip("torch", reason="compact formats need the torch extra")
+    from infercast.cost.ops import gemm
+    from infercast.engine.config import named_config
+    from infercast.engine.predict import step_model
+    from infercast.engine.profile_fit import fit_profile
+    from infercast.engine.rate_probe import measure, weight_bytes
+
+    cfg = named_config("tiny")
+    sm = step_model(cfg, _hardware(), weights=weights)
+    wb = weight_bytes(weights)
+    assert wb == sm.precision.weight_bytes and wb < 4.0 / 3
+    points = measure(cfg, sm, rows=(1, 64), runs=1, stream_bytes=2**20, weights=weights)
+    m1 = points[0]
+    head = [o for o in m1.ops if o.name == "lm_head"]
+    assert head == [gemm("lm_head", 1, cfg.hidden_size, cfg.vocab_size, wb, 4)]
+    assert all(p.best_cpu_s > 0 for p in points)
+    fit = fit_profile(points, sm.machine, name=f"tiny {weights}")
+    assert fit.profile.mem_bw_eff > 0 and fit.profile.step_overhead_s >= 0
+
+
+def test_rate_probe_products_in_a_format_equal_its_matrices():
+    """The ring's compact matrices are the format's (not fp32 ones timed under its name)."""
+    pytest.importorskip("torch", reason="compact formats need the torch extra")
+    from infercast.engine.config import named_config
+    from infercast.engine.qlinear import Int4Matrix
+    from infercast.engine.rate_probe import _in_format
+    from infercast.engine.weights import random_weights
+
+    w = _in_format(random_weights(named_config("tiny"), seed=0), "q4")
+    assert all(isinstance(lw.w_down, Int4Matrix) for lw in w.layers)
+    assert isinstance(w.lm_head, Int4Matrix)
+
+
+def test_machine_command_rejects_an_unknown_weight_format(capsys):
+    from infercast.cli import main
+
+    with pytest.raises(SystemExit) as exc:
+        main(["machine", "--weights", "q3"])
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    assert "--weights 'q3'" in err and "Traceback" not in err
+
+
+def test_machine_command_names_the_torch_extra_for_a_compact_format(monkeypatch, capsys):
+    """--weights q4 without torch: the install hint, before any measuring; exit 2."""
+    import builtins
+
+    from infercast.cli import main
+
+    real_import = builtins.__import__
+
+    def no_torch(name, *args, **kwargs):
+        if name == "torch" or name.startswith("torch."):
+            raise ImportError(name)
+        return real_import(name, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", no_torch)
+    with pytest.raises(SystemExit) as exc:
+        main(["machine", "--weights", "q4", "--model", "tiny"])
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    assert "infercast[torch]" in err and "Traceback" not in err

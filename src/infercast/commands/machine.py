@@ -37,12 +37,18 @@ def register(app: typer.Typer) -> None:
         rows: str = typer.Option(
             "1,4,8,16,32,64,128,512", help="GEMM row counts (tokens per step) to measure"
         ),
+        weights: str = typer.Option(
+            "fp32",
+            help="weight format whose kernels the efficiency profile is fitted to "
+            "(fp32|bf16|int8|q4: as `serve --weights`; the compact ones need torch)",
+        ),
         as_json: bool = typer.Option(False, "--json", help="Print the measurements as JSON"),
     ) -> None:
         import json
         import time
 
         from infercast.engine.machine_probe import probe, profile_mapping, to_toml
+        from infercast.engine.qlinear import WEIGHT_FORMATS
         from infercast.errors import ConfigError
 
         if output.suffix not in (".toml", ".json"):
@@ -50,6 +56,12 @@ def register(app: typer.Typer) -> None:
         if threads < 1 or runs < 1:
             raise ConfigError(f"--threads {threads} / --runs {runs}: both must be >= 1")
         row_counts = _parse_rows(rows)
+        if weights not in WEIGHT_FORMATS:
+            raise ConfigError(f"--weights {weights!r}: use one of {', '.join(WEIGHT_FORMATS)}")
+        if weights != "fp32" and model != "none":
+            from infercast.engine.qlinear import import_torch
+
+            import_torch()  # the one-line install hint before minutes of measuring
         for path in (output, profile_output):
             if path is not None and not path.resolve().parent.is_dir():
                 raise ConfigError(
@@ -79,7 +91,9 @@ def register(app: typer.Typer) -> None:
         result["profile_path"] = str(output)
         if cfg is not None:
             path = profile_output or output.with_name(output.stem + "-profile.toml")
-            result["engine"] = _engine_profile(cfg, result, row_counts, runs, threads, path, stamp)
+            result["engine"] = _engine_profile(
+                cfg, result, row_counts, runs, threads, path, stamp, weights
+            )
         if as_json:
             from infercast.commands._meta import with_meta
 
@@ -106,35 +120,44 @@ def _parse_rows(rows: str) -> list[int]:
 
 
 def _engine_profile(
-    cfg, result: dict, rows: list[int], runs: int, threads: int, path: Path, stamp: str
+    cfg,
+    result: dict,
+    rows: list[int],
+    runs: int,
+    threads: int,
+    path: Path,
+    stamp: str,
+    weights: str = "fp32",
 ) -> dict:
     """Measure the engine's rates, fit and write the efficiency profile; a JSON-ready summary."""
     import json
 
     from infercast.engine.machine_probe import stream_bytes
-    from infercast.engine.predict import hardware_from_probe, step_model
+    from infercast.engine.predict import WEIGHT_PRECISION, hardware_from_probe, step_model
     from infercast.engine.profile_fit import fit_profile, profile_toml
     from infercast.engine.rate_probe import measure
 
-    sm = step_model(cfg, hardware_from_probe(result))
+    sm = step_model(cfg, hardware_from_probe(result), weights=weights)
     from infercast.commands._progress import working
 
     with working(f"measuring the engine's rates on {cfg.name}'s shapes ({len(rows)} row counts)"):
-        points = measure(cfg, sm, rows, runs, threads, stream_bytes())
-    fit = fit_profile(points, sm.machine, name=f"local-cpu engine ({cfg.name})")
+        points = measure(cfg, sm, rows, runs, threads, stream_bytes(), weights)
+    fit = fit_profile(points, sm.machine, name=f"local-cpu engine ({cfg.name}, {weights})")
     ratios = fit.ratios()
     comment = (
-        f"Fitted by `infercast machine --model {cfg.name}` on {stamp} ({threads} BLAS "
-        f"thread(s), best of {runs}) to the CPU engine's own products, attention and\n"
+        f"Fitted by `infercast machine --model {cfg.name} --weights {weights}` on {stamp} "
+        f"({threads} BLAS thread(s), best of {runs}) to the CPU engine's own products in\n"
+        f"{weights}, attention and "
         f"per-step cost on {cfg.name}'s shapes. GEMM points: measured (CPU)/predicted "
         f"{min(ratios):.2f}-{max(ratios):.2f}. Use with the hardware profile:\n"
         f"infercast estimate --model {path.stem}-model.json --hardware H --profile {path.name} "
-        "--weights fp32 --kv-cache fp32 --compute fp32"
+        f"--weights {WEIGHT_PRECISION[weights]} --kv-cache fp32 --compute fp32"
     )
     path.write_text(profile_toml(fit, comment))
     model_json = path.with_name(path.stem + "-model.json")
     model_json.write_text(json.dumps(cfg.to_hf_dict(), indent=2) + "\n")
     return {
+        "weights": weights,
         "profile_path": str(path),
         "model_config_path": str(model_json),
         "profile": fit.profile.to_dict(),

@@ -211,7 +211,10 @@ def segments(
 def decode_attention(
     q: np.ndarray, k_flat: np.ndarray, v_flat: np.ndarray, group: DecodeGroup, out: np.ndarray
 ) -> None:
-    """Attention of one new token per request for a group of decode requests.
+    """Attention of one new token per request for a group of decode requests (numpy).
+
+    Without numba only: with it, decode attention is one compiled loop per layer
+    (:mod:`infercast.engine.decode_jit`, tested equal to this).
 
     q, out [Hq, d, T] (the step's feature-major queries and attention output);
     k_flat, v_flat [slots, Hkv, d] (one layer of the paged store, flat). Scores

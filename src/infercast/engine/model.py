@@ -26,6 +26,7 @@ from infercast.engine.attention import (
     decode_groups,
 )
 from infercast.engine.config import EngineModelConfig
+from infercast.engine.decode_jit import DecodeSlots, kernels
 from infercast.engine.kv_store import PagedKVStore
 from infercast.engine.linear import linear
 from infercast.engine.qlinear import Scratch, embed_rows, matmul_fm
@@ -48,7 +49,13 @@ def rms_norm(x: np.ndarray, gain: np.ndarray, eps: float) -> np.ndarray:
 
     The sum of squares is a column-wise dot (einsum: no x*x temporary); the
     scaling is one outer product and one multiply into a new array, float32.
+    One token (decode at batch 1) runs the compiled loop of
+    :mod:`infercast.engine.decode_jit` when numba is there: one call, not six.
     """
+    if x.shape[1] == 1:
+        jit = kernels()
+        if jit is not None:
+            return jit.rms_norm_one(x[:, 0], gain, eps)
     ms = np.einsum("ht,ht->t", x, x)
     ms *= np.float32(1.0 / x.shape[0])
     ms += np.float32(eps)
@@ -169,6 +176,9 @@ def attend(
     kv.write(li, plan.write, k.transpose(2, 0, 1), v.transpose(2, 0, 1))
     out = np.empty(q.shape, dtype=np.float32)
     k_flat, v_flat = kv.flat(li)
+    if plan.decode_slots is not None:
+        ds = plan.decode_slots
+        kernels().attend(q, k_flat, v_flat, ds.columns, ds.ptr, ds.slots, out)
     for group in plan.decode:
         decode_attention(q, k_flat, v_flat, group, out)
     for span in plan.prefill:
@@ -187,12 +197,17 @@ class StepPlan:
     """Per-step KV addressing, shared by every layer."""
 
     write: np.ndarray  # flat KV slots of the step's new tokens, in column order
-    decode: list  # DecodeGroup: requests with one new token, attended together
+    decode: list  # DecodeGroup: requests with one new token, attended together (numpy)
     prefill: list[PrefillSpan]  # requests with several new tokens
+    decode_slots: DecodeSlots | None = None  # the decode requests, for the compiled kernel
 
     @staticmethod
-    def build(seqs: Sequence[SeqInput], kv: PagedKVStore, group: int) -> StepPlan:
-        """The step's KV slots, decode groups and prefill spans; ``group`` = Hq / Hkv."""
+    def build(seqs: Sequence[SeqInput], kv: PagedKVStore, group: int, jit: bool = True) -> StepPlan:
+        """The step's KV slots, decode requests and prefill spans; ``group`` = Hq / Hkv.
+
+        Decode requests go to the compiled kernel (:mod:`infercast.engine.decode_jit`)
+        when numba is there and ``jit``, else to numpy's padded groups.
+        """
         write, dec_cols, dec_tables, dec_ctx, prefill = [], [], [], [], []
         col = 0
         for s in seqs:
@@ -206,5 +221,9 @@ class StepPlan:
                 read = kv.slots(s.block_table, 0, end)
                 prefill.append(PrefillSpan.build(slice(col, col + n), s.num_cached, read, group))
             col += n
+        if jit and dec_cols and kernels() is not None:
+            reads = [kv.slots(t, 0, c) for t, c in zip(dec_tables, dec_ctx, strict=True)]
+            slots = DecodeSlots.build(dec_cols, reads)
+            return StepPlan(np.concatenate(write), [], prefill, slots)
         decode = decode_groups(dec_cols, dec_tables, dec_ctx, kv.block_size)
         return StepPlan(np.concatenate(write), decode, prefill)

@@ -5,9 +5,14 @@ Formats (``serve --weights``): ``fp32`` (numpy arrays, :mod:`infercast.engine.li
 ``q4`` (4-bit groups of 32 with a bf16 scale and zero per group: 4.5 bits a weight).
 The quantized kernels are PyTorch's CPU weight-only kernels
 (``_weight_int4pack_mm_for_cpu``, ``_weight_int8pack_mm``; bf16 activations,
-fp32 accumulation), so these formats need the ``torch`` extra. Why these and not
-a numba kernel over GGUF's blocks: docs/design.md ("Quantized weights in the CPU
-engine"), with the measurements.
+fp32 accumulation), so these formats need the ``torch`` extra. int8 products of
+up to :data:`INT8_JIT_MAX_TOKENS` tokens run a numba loop instead
+(:mod:`infercast.engine.decode_jit`: int8 rows widened in registers, float32
+activations), 1.2-2.1x faster here, and so do bf16 products (each row widened by a
+shift: 1.4x PyTorch's bf16 matmul at one token, 4.3x at 8, on this CPU without
+AVX-512 BF16); PyTorch's kernels remain for when numba is absent. Why these and
+not a numba kernel over GGUF's 4-bit blocks: docs/design.md ("CPU kernels"), with
+the measurements.
 
 Up to :data:`KERNEL_MAX_TOKENS` tokens a product reads the compressed weights
 directly (decode: the step is a stream of weight bytes, so fewer bytes is a
@@ -25,6 +30,7 @@ from typing import Protocol
 
 import numpy as np
 
+from infercast.engine.decode_jit import kernels
 from infercast.engine.linear import linear_fm
 from infercast.engine.qformats import GROUP, Q4Rows, Q8Rows, Rows, dense, quantize_int8_rows
 from infercast.errors import ConfigError
@@ -34,6 +40,10 @@ KERNEL_MAX_TOKENS = (
     48  # int4 kernel vs widen+GEMM crossover: 4.9 vs 5.1 ms at 32, 13.5 vs 9.2 at 128
 )
 ROW_BLOCK = 32  # rows per block of PyTorch's CPU int4 packing (checked in tests)
+# int8 products of up to this many tokens run the numba kernel (beyond: widen + OpenBLAS):
+# 100m's chain of products, ms, one thread, torch's int8 kernel / numba: 1 token 12.9 / 6.1,
+# 8 38.3 / 21.7, 16 68.2 / 51.0, 32 132 / 106, 48 191 / 159.
+INT8_JIT_MAX_TOKENS = KERNEL_MAX_TOKENS
 
 
 def resolve_weights(weights: str) -> str:
@@ -175,6 +185,7 @@ class Int8Matrix:
         torch = self._torch = import_torch()
         q, s = quantize_int8_rows(dense(w))
         self.q = torch.from_numpy(q)
+        self.q_np = q
         self.s = torch.from_numpy(s).to(torch.bfloat16)
         self.s32 = self.s.float().numpy()
         self.shape = q.shape
@@ -185,6 +196,13 @@ class Int8Matrix:
             w = scratch.get(self.shape)
             np.multiply(self.q.numpy(), self.s32[:, None], out=w)
             return w @ x
+        t = x.shape[1]
+        jit = kernels()
+        if jit is not None and t <= INT8_JIT_MAX_TOKENS:
+            out = np.empty((self.shape[0], t), dtype=np.float32)
+            kernel = jit.product("int8", scratch.threads)
+            kernel(self.q_np, self.s32, x.reshape(1, -1) if t == 1 else x.T.copy(), out)
+            return out
         torch = self._torch
         y = torch.ops.aten._weight_int8pack_mm(
             _to_torch_rows(x, torch, torch.bfloat16), self.q, self.s
@@ -210,12 +228,20 @@ class Bf16Matrix:
         )
         self.shape = tuple(self.w.shape)
         self.nbytes = int(self.w.nbytes)
+        self.bits = self.w.view(torch.int16).numpy().view(np.uint16)  # the same bytes
 
     def matmul_fm(self, x: np.ndarray, scratch: Scratch) -> np.ndarray:
         if x.shape[1] > KERNEL_MAX_TOKENS:
             w = scratch.get(self.shape)
             self._torch.from_numpy(w).copy_(self.w)
             return w @ x
+        t = x.shape[1]
+        jit = kernels()
+        if jit is not None:  # float32 activations; 1.4x (1 token) to 4.3x (8) torch's
+            out = np.empty((self.shape[0], t), dtype=np.float32)
+            kernel = jit.product("bf16", scratch.threads)
+            kernel(self.bits, x.reshape(1, -1) if t == 1 else x.T.copy(), out)
+            return out
         y = _to_torch_rows(x, self._torch, self._torch.bfloat16) @ self.w.T
         return _from_torch_fm(y, self.shape[0])
 

@@ -5,17 +5,22 @@ module measures what the CPU engine achieves with it, on a model's shapes, so
 that the cost model can predict the engine rather than an ideal kernel:
 
 - **GEMM rate vs rows** (M = tokens in the step): the engine's own products
-  (:func:`~infercast.engine.linear.linear_fm` over each layer's four packed
-  matrices, :func:`~infercast.engine.linear.linear` for the LM head) with the
-  weights cold, as in a step: a pass walks a ring of layers at least as large as
-  the model's stream (or the last-level cache). OpenBLAS runs 2-32-row
-  products far below its big-GEMM peak (see :mod:`infercast.engine.linear`),
-  which is the shape the profile's ``eff * M / (M + m_half)`` has to follow.
+  (:func:`~infercast.engine.qlinear.matmul_fm` over each layer's four packed
+  matrices, as the forward pass calls it, and the LM head as its logits do) in
+  one weight format (``fp32``, or ``bf16``/``int8``/``q4``: PyTorch's kernels,
+  a different curve), with the weights cold, as in a step: a pass walks a ring of
+  layers at least as large as the model's stream (or the last-level cache).
+  OpenBLAS runs 2-32-row products far below its big-GEMM peak (see
+  :mod:`infercast.engine.linear`), which is the shape the profile's
+  ``eff * M / (M + m_half)`` has to follow. The ops charge the format's bytes
+  per weight (:attr:`~infercast.specs.precision.Precision.weight_bytes`), as the
+  step model of ``serve --weights`` does.
 - **Attention**: :func:`infercast.engine.model.attend` (KV write + paged
   attention of every layer) for decode batches and prefills.
 - **Per-step and per-layer overhead**: forwards of models with one layer and
   with the model's depth, its heads but tiny widths, whose FLOPs and bytes are
-  negligible: what the engine's Python and numpy calls cost.
+  negligible, matrices in the same format: what the engine's Python, numpy and
+  (compact formats) torch calls cost.
 
 :func:`infercast.engine.profile_fit.fit_profile` then chooses the cost model's
 factors (``gemm_compute_eff``, ``gemm_m_half``, ``mem_bw_eff``; ``attn_bw_eff``,
@@ -96,28 +101,49 @@ def _times(
     return statistics.median(ts), min(ts), min(cpu)
 
 
-def _ring_config(cfg: EngineModelConfig, stream_bytes: int) -> EngineModelConfig:
+def weight_bytes(weights: str) -> float:
+    """Bytes per weight the cost model charges for a ``serve --weights`` format (scales too)."""
+    from infercast.engine.predict import WEIGHT_PRECISION
+    from infercast.specs.precision import Precision
+
+    return Precision.parse(weights=WEIGHT_PRECISION[weights], kv_cache="fp32").weight_bytes
+
+
+def _ring_config(
+    cfg: EngineModelConfig, stream_bytes: int, w_bytes: float = 4.0
+) -> EngineModelConfig:
     """``cfg`` with as many layers as the ring needs: the model's, or enough to pass the cache."""
-    layer_bytes = 4 * (
+    layer_bytes = w_bytes * (
         cfg.hidden_size * (cfg.q_size + 2 * cfg.kv_size)
         + cfg.q_size * cfg.hidden_size
         + 3 * cfg.hidden_size * cfg.intermediate_size
     )
-    layers = min(cfg.num_layers, max(2, -(-stream_bytes // layer_bytes)))
+    layers = min(cfg.num_layers, max(2, int(-(-stream_bytes // layer_bytes))))
     return replace(cfg, num_layers=layers)
 
 
-def layer_ops(cfg: EngineModelConfig, m: int) -> tuple:
-    """The cost model's GEMM ops of one layer's four products at ``m`` rows, float32."""
+def layer_ops(cfg: EngineModelConfig, m: int, w_bytes: float = 4.0) -> tuple:
+    """The cost model's GEMM ops of one layer's four products at ``m`` rows, float32
+    activations, ``w_bytes`` per weight."""
     from infercast.cost.ops import gemm
 
     h, q, f = cfg.hidden_size, cfg.q_size, cfg.intermediate_size
     return (
-        gemm("qkv", m, h, q + 2 * cfg.kv_size, 4, 4),
-        gemm("o", m, q, h, 4, 4),
-        gemm("gate_up", m, h, 2 * f, 4, 4),
-        gemm("down", m, f, h, 4, 4),
+        gemm("qkv", m, h, q + 2 * cfg.kv_size, w_bytes, 4),
+        gemm("o", m, q, h, w_bytes, 4),
+        gemm("gate_up", m, h, 2 * f, w_bytes, 4),
+        gemm("down", m, f, h, w_bytes, 4),
     )
+
+
+def _in_format(w, weights: str):
+    """Random ModelWeights with every matrix in ``weights`` (fp32: as they are)."""
+    if weights == "fp32":
+        return w
+    from infercast.engine.qlinear import to_format
+    from infercast.engine.weights import convert_weights
+
+    return convert_weights(w, lambda m: to_format(m, weights))
 
 
 def gemm_points(
@@ -125,6 +151,8 @@ def gemm_points(
     rows: Sequence[int] = DEFAULT_ROWS,
     runs: int = 5,
     stream_bytes: int = 2**30,
+    weights: str = "fp32",
+    threads: int = 1,
 ) -> list[Point]:
     """Time the engine's layer products at each row count, with the LM head up to HEAD_MAX_ROWS.
 
@@ -135,34 +163,39 @@ def gemm_points(
     ``vocab x hidden`` after the layers evicted it from the cache).
     """
     from infercast.cost.ops import gemm
-    from infercast.engine.linear import linear, linear_fm
+    from infercast.engine.linear import linear
+    from infercast.engine.qlinear import Scratch, matmul_fm
     from infercast.engine.weights import pack_weights, random_weights
 
-    ring = _ring_config(cfg, stream_bytes)
-    w = pack_weights(random_weights(ring, seed=0))
+    wb = weight_bytes(weights)
+    ring = _ring_config(cfg, stream_bytes, wb)
+    w = _in_format(pack_weights(random_weights(ring, seed=0)), weights)
+    scratch = Scratch(threads)
     rng = np.random.default_rng(1)
     h, q, f = cfg.hidden_size, cfg.q_size, cfg.intermediate_size
     points, at = [], [0]  # at: the next layer of the ring, across passes and row counts
     for m in rows:
         xh, xq, xf = (rng.standard_normal((n, m), dtype=np.float32) for n in (h, q, f))
         xr = np.ascontiguousarray(xh.T) if m <= HEAD_MAX_ROWS else None
-        per_layer = sum(o.flops for o in layer_ops(cfg, m))
+        per_layer = sum(o.flops for o in layer_ops(cfg, m, wb))
         n = max(1, min(ring.num_layers, int(PASS_FLOPS // per_layer)))
 
         def one_pass(n=n, xh=xh, xq=xq, xf=xf, xr=xr, at=at) -> None:
             for _ in range(n):
                 lw = w.layers[at[0] % ring.num_layers]
                 at[0] += 1
-                linear_fm(lw.wqkv, xh), linear_fm(lw.wo, xq)
-                linear_fm(lw.w_gate_up, xh), linear_fm(lw.w_down, xf)
-            if xr is not None:
+                matmul_fm(lw.wqkv, xh, scratch), matmul_fm(lw.wo, xq, scratch)
+                matmul_fm(lw.w_gate_up, xh, scratch), matmul_fm(lw.w_down, xf, scratch)
+            if xr is not None and isinstance(w.lm_head, np.ndarray):  # as LlamaModel._logits
                 linear(xr, w.lm_head)
+            elif xr is not None:
+                matmul_fm(w.lm_head, xh, scratch)
 
         med, best, cpu = _times(one_pass, runs)
-        ops = tuple(o.scaled(n) for o in layer_ops(cfg, m))
+        ops = tuple(o.scaled(n) for o in layer_ops(cfg, m, wb))
         label = f"{n} layers' products, M={m}"
         if xr is not None:
-            ops += (gemm("lm_head", m, h, cfg.vocab_size, 4, 4),)
+            ops += (gemm("lm_head", m, h, cfg.vocab_size, wb, 4),)
             label += " + LM head"
         points.append(Point("gemm", label, ops, med, best, cpu, runs))
     return points
@@ -227,8 +260,11 @@ def _all_layers(layers: int, q, k, v, plan, kv) -> None:
         attend(li, q, k, v, plan, kv)
 
 
-def overhead_point(cfg: EngineModelConfig, runs: int = 5, layers: int | None = None) -> Point:
-    """A batch-1 decode step of a model with ``layers`` (default cfg's) layers, 64 wide.
+def overhead_point(
+    cfg: EngineModelConfig, runs: int = 5, layers: int | None = None, weights: str = "fp32"
+) -> Point:
+    """A batch-1 decode step of a model with ``layers`` (default cfg's) layers, 64 wide,
+    its matrices in ``weights``.
 
     Its FLOPs and bytes are negligible, so its time is the engine's fixed cost
     per step and per layer (Python and numpy calls).
@@ -251,7 +287,7 @@ def overhead_point(cfg: EngineModelConfig, runs: int = 5, layers: int | None = N
         rope_scaling=None,
         num_layers=layers,
     )
-    model = LlamaModel(small, random_weights(small, seed=0), 64)
+    model = LlamaModel(small, _in_format(random_weights(small, seed=0), weights), 64)
     kv = PagedKVStore(small, 2, 16)
     seq = [SeqInput([1], 8, [0, 1])]
     med, best, cpu = _times(lambda: model.forward(seq, kv), runs)
@@ -267,13 +303,19 @@ def measure(
     runs: int = 5,
     threads: int = 1,
     stream_bytes: int = 2**30,
+    weights: str = "fp32",
 ) -> list[Point]:
-    """Every point the fit uses, with ``threads`` BLAS threads."""
+    """Every point the fit uses, with ``threads`` BLAS (and torch) threads, matrices in
+    ``weights``."""
+    if weights != "fp32":
+        from infercast.engine.qlinear import import_torch
+
+        import_torch().set_num_threads(threads)
     with threadpool_limits(threads):
         return (
-            gemm_points(cfg, rows, runs, stream_bytes)
+            gemm_points(cfg, rows, runs, stream_bytes, weights, threads)
             + attention_points(
                 cfg, step_model, runs=runs, evict_bytes=min(stream_bytes, EVICT_BYTES)
             )
-            + [overhead_point(cfg, runs, n) for n in sorted({1, cfg.num_layers})]
+            + [overhead_point(cfg, runs, n, weights) for n in sorted({1, cfg.num_layers})]
         )

@@ -1,0 +1,209 @@
+"""Compiled loops (numba) for the small work of decode: attention, norm, int8/bf16 products.
+
+A batch-1 decode step of SmolLM2-135M calls attention 30 times on 3 KV heads of
+129 keys: work of microseconds that numpy spends in dozens of small calls
+(scaling, gathers, ``matmul`` per segment, masking, softmax passes). One compiled
+loop per layer does the same arithmetic (Vaswani et al. 2017, eq. 1: softmax(q
+K^T / sqrt(d)) V, each KV head serving Hq/Hkv query heads, Ainslie et al. 2023)
+straight from the paged store's slots, with no copies. Measured in the engine's
+step: docs/design.md ("CPU kernels").
+
+numba is in the ``torch`` extra; without it :func:`kernels` is ``None`` and the
+numpy path (:func:`infercast.engine.attention.decode_attention`) runs. Both are
+tested equal.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cache
+
+import numpy as np
+
+ROW_CHUNK = 64  # rows of a product per unit of work (one thread's, with threads)
+
+
+@dataclass(frozen=True)
+class DecodeSlots:
+    """The step's decode requests: token columns, and each one's KV slots (CSR layout).
+
+    Request i's keys are ``slots[ptr[i]:ptr[i + 1]]``; a decode query sees every
+    cached key, so their order does not matter.
+    """
+
+    columns: np.ndarray  # [B] int64
+    ptr: np.ndarray  # [B + 1] int64
+    slots: np.ndarray  # [sum of contexts] int64
+
+    @staticmethod
+    def build(columns: list[int], slot_lists: list[np.ndarray]) -> DecodeSlots:
+        ptr = np.zeros(len(slot_lists) + 1, dtype=np.int64)
+        np.cumsum([len(s) for s in slot_lists], out=ptr[1:])
+        return DecodeSlots(
+            np.asarray(columns, dtype=np.int64),
+            ptr,
+            np.concatenate(slot_lists).astype(np.int64, copy=False),
+        )
+
+
+@dataclass(frozen=True)
+class Kernels:
+    """The compiled functions (see the module doc)."""
+
+    attend: object  # (q, k_flat, v_flat, columns, ptr, slots, out) -> None
+    rms_norm_one: object  # (x [H], gain [H], eps) -> [H]
+    int8_matmul: object  # (q int8 [N, K], scale [N], x [T, K], out [N, T]) -> None
+    bf16_matmul: object  # (w bf16 bits as uint16 [N, K], x [T, K], out [N, T]) -> None
+    int8_matmul_threads: object  # the same over numba's threads (set_num_threads)
+    bf16_matmul_threads: object
+
+    def product(self, fmt: str, threads: int):
+        """The int8 or bf16 product kernel for ``threads`` threads (sets numba's count)."""
+        if threads <= 1:
+            return self.int8_matmul if fmt == "int8" else self.bf16_matmul
+        import numba
+
+        numba.set_num_threads(min(threads, numba.config.NUMBA_NUM_THREADS))
+        return self.int8_matmul_threads if fmt == "int8" else self.bf16_matmul_threads
+
+
+@cache
+def kernels() -> Kernels | None:
+    """The compiled kernels, or ``None`` without numba. Compiled on first call (cached to disk)."""
+    try:
+        import numba
+        from numba import njit, prange
+    except ImportError:
+        return None
+
+    @njit(fastmath=True, cache=True)
+    def attend(q, k_flat, v_flat, columns, ptr, slots, out):  # pragma: no cover - compiled
+        hq, d, _ = q.shape
+        hkv = k_flat.shape[1]
+        g = hq // hkv
+        scale = np.float32(1.0 / np.sqrt(d))
+        qv = np.empty((g, d), dtype=np.float32)
+        acc = np.empty((g, d), dtype=np.float32)
+        for r in range(columns.shape[0]):
+            c = columns[r]
+            a = ptr[r]
+            n = ptr[r + 1] - a
+            scores = np.empty((g, n), dtype=np.float32)
+            for h in range(hkv):
+                for gi in range(g):
+                    for e in range(d):
+                        qv[gi, e] = q[h * g + gi, e, c] * scale
+                for j in range(n):
+                    kr = k_flat[slots[a + j], h]
+                    for gi in range(g):
+                        t = np.float32(0.0)
+                        for e in range(d):
+                            t += qv[gi, e] * kr[e]
+                        scores[gi, j] = t
+                for gi in range(g):
+                    m = scores[gi, 0]
+                    for j in range(1, n):
+                        m = max(m, scores[gi, j])
+                    total = np.float32(0.0)
+                    for j in range(n):
+                        p = np.exp(scores[gi, j] - m)
+                        scores[gi, j] = p
+                        total += p
+                    for e in range(d):
+                        acc[gi, e] = 0.0
+                    for j in range(n):
+                        vr = v_flat[slots[a + j], h]
+                        p = scores[gi, j]
+                        for e in range(d):
+                            acc[gi, e] += p * vr[e]
+                    inv = np.float32(1.0) / total
+                    for e in range(d):
+                        out[h * g + gi, e, c] = acc[gi, e] * inv
+
+    @njit(fastmath=True, cache=True)
+    def rms_norm_one(x, gain, eps):  # pragma: no cover - compiled
+        # Zhang & Sennrich 2019: x / sqrt(mean(x^2) + eps) * gain, one token.
+        s = np.float32(0.0)
+        for i in range(x.shape[0]):
+            s += x[i] * x[i]
+        r = np.float32(1.0) / np.sqrt(s / np.float32(x.shape[0]) + np.float32(eps))
+        out = np.empty((x.shape[0], 1), dtype=np.float32)
+        for i in range(x.shape[0]):
+            out[i, 0] = x[i] * r * gain[i]
+        return out
+
+    def int8_matmul(q, scale, x_rows, out):  # pragma: no cover - compiled
+        # out[r, t] = scale[r] * sum_c q[r, c] x[t, c]: int8 rows widened in registers,
+        # each widened weight used by up to 4 tokens; rows in chunks (threads: see below).
+        n, k = q.shape
+        m = x_rows.shape[0]
+        for ch in prange((n + ROW_CHUNK - 1) // ROW_CHUNK):
+            for r in range(ch * ROW_CHUNK, min(n, (ch + 1) * ROW_CHUNK)):
+                qr = q[r]
+                sr = scale[r]
+                t = 0
+                while t + 4 <= m:
+                    x0, x1, x2, x3 = x_rows[t], x_rows[t + 1], x_rows[t + 2], x_rows[t + 3]
+                    a0 = a1 = a2 = a3 = np.float32(0.0)
+                    for c in range(k):
+                        w = np.float32(qr[c])
+                        a0 += w * x0[c]
+                        a1 += w * x1[c]
+                        a2 += w * x2[c]
+                        a3 += w * x3[c]
+                    out[r, t], out[r, t + 1] = a0 * sr, a1 * sr
+                    out[r, t + 2], out[r, t + 3] = a2 * sr, a3 * sr
+                    t += 4
+                for tt in range(t, m):
+                    xr = x_rows[tt]
+                    acc = np.float32(0.0)
+                    for c in range(k):
+                        acc += np.float32(qr[c]) * xr[c]
+                    out[r, tt] = acc * sr
+
+    def bf16_matmul(w16, x_rows, out):  # pragma: no cover - compiled
+        # out[r, t] = sum_c w[r, c] x[t, c]; bf16 is float32's top half: each row is
+        # widened by a shift into a float32 buffer (one per chunk), used by every token.
+        n, k = w16.shape
+        m = x_rows.shape[0]
+        for ch in prange((n + ROW_CHUNK - 1) // ROW_CHUNK):
+            buf = np.empty(k, dtype=np.uint32)
+            wf = buf.view(np.float32)
+            for r in range(ch * ROW_CHUNK, min(n, (ch + 1) * ROW_CHUNK)):
+                wr = w16[r]
+                for c in range(k):
+                    buf[c] = np.uint32(wr[c]) << np.uint32(16)
+                t = 0
+                while t + 4 <= m:
+                    x0, x1, x2, x3 = x_rows[t], x_rows[t + 1], x_rows[t + 2], x_rows[t + 3]
+                    a0 = a1 = a2 = a3 = np.float32(0.0)
+                    for c in range(k):
+                        w = wf[c]
+                        a0 += w * x0[c]
+                        a1 += w * x1[c]
+                        a2 += w * x2[c]
+                        a3 += w * x3[c]
+                    out[r, t], out[r, t + 1], out[r, t + 2], out[r, t + 3] = a0, a1, a2, a3
+                    t += 4
+                for tt in range(t, m):
+                    xr = x_rows[tt]
+                    acc = np.float32(0.0)
+                    for c in range(k):
+                        acc += wf[c] * xr[c]
+                    out[r, tt] = acc
+
+    # One thread: compiled as plain loops (prange is range), cached to disk. More threads:
+    # the same code with prange over row chunks, compiled on first use (not cached: one
+    # cache entry per function), on numba's workqueue layer (its OpenMP layer slowed
+    # PyTorch's OpenMP kernels 25x in the same process: engine/qlinear.py).
+    numba.config.THREADING_LAYER = "workqueue"
+    serial = njit(fastmath=True, cache=True)
+    threaded = njit(fastmath=True, parallel=True)
+    return Kernels(
+        attend,
+        rms_norm_one,
+        serial(int8_matmul),
+        serial(bf16_matmul),
+        threaded(int8_matmul),
+        threaded(bf16_matmul),
+    )

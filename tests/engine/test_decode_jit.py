@@ -1,0 +1,107 @@
+"""The compiled decode attention and one-token norm equal the numpy path they replace."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from infercast.engine.config import named_config
+from infercast.engine.kv_store import PagedKVStore
+from infercast.engine.model import SeqInput, StepPlan, attend
+
+pytest.importorskip("numba", reason="the compiled kernels need numba (the torch extra)")
+
+
+def test_compiled_decode_attention_equals_numpy_groups():
+    """Uneven contexts (1-40 keys), scattered and descending block tables, GQA (Hq > Hkv)
+    and a prefill chunk in the same step: both paths give the same output."""
+    from infercast.engine.decode_jit import kernels
+
+    assert kernels() is not None
+    cfg = named_config("tiny")
+    assert cfg.num_heads > cfg.num_kv_heads
+    rng = np.random.default_rng(3)
+    kv = PagedKVStore(cfg, 96, 4)
+    for a in kv.k + kv.v:
+        a[:] = rng.standard_normal(a.shape, dtype=np.float32)
+    lengths = (1, 2, 3, 9, 10, 33, 40)
+    tables = [list(range(12 * i, 12 * i + 12))[::-1] for i in range(len(lengths))]
+    tables[3] = [50, 20, 51, 21, 52, 22, 53, 23, 54, 55, 56, 57]
+    seqs = [SeqInput([1], n, t) for n, t in zip(lengths, tables, strict=True)]
+    seqs.insert(2, SeqInput([1] * 5, 0, list(range(84, 96))))
+    t = len(seqs) - 1 + 5
+    d = cfg.head_dim
+    q = rng.standard_normal((cfg.num_heads, d, t), dtype=np.float32)
+    k, v = (rng.standard_normal((cfg.num_kv_heads, d, t), dtype=np.float32) for _ in "kv")
+    group = cfg.num_heads // cfg.num_kv_heads
+    jit_plan = StepPlan.build(seqs, kv, group, jit=True)
+    numpy_plan = StepPlan.build(seqs, kv, group, jit=False)
+    assert jit_plan.decode_slots is not None and not jit_plan.decode
+    assert numpy_plan.decode_slots is None and len(numpy_plan.decode) > 1
+    got, want = attend(0, q, k, v, jit_plan, kv), attend(0, q, k, v, numpy_plan, kv)
+    assert np.abs(got - want).max() < 1e-5
+    assert np.abs(want).max() > 0.1  # not trivially zero
+
+
+def test_one_token_norm_equals_the_batched_formula():
+    from infercast.engine.decode_jit import kernels
+    from infercast.engine.model import rms_norm
+
+    rng = np.random.default_rng(4)
+    x = rng.standard_normal((576, 2), dtype=np.float32) * 3
+    gain = rng.standard_normal(576, dtype=np.float32)
+    one = kernels().rms_norm_one(np.ascontiguousarray(x[:, 0]), gain, 1e-5)
+    assert one.shape == (576, 1)
+    assert np.allclose(one, rms_norm(x, gain, 1e-5)[:, :1], rtol=1e-5, atol=1e-6)
+    assert np.allclose(rms_norm(x[:, :1].copy(), gain, 1e-5), one)
+
+
+@pytest.mark.parametrize("tokens", [1, 4, 7, 48])
+def test_int8_products_of_few_tokens_run_the_compiled_kernel_exactly(tokens):
+    """Up to INT8_JIT_MAX_TOKENS the int8 product is the numba loop with float32
+    activations: the dequantized matrix's product to float32 rounding (PyTorch's kernel,
+    with bf16 activations, is ~1e-2 off)."""
+    pytest.importorskip("torch", reason="Int8Matrix needs the torch extra")
+    from infercast.engine.qlinear import INT8_JIT_MAX_TOKENS, Int8Matrix, Scratch
+
+    assert tokens <= INT8_JIT_MAX_TOKENS
+    rng = np.random.default_rng(5)
+    w = Int8Matrix(rng.standard_normal((96, 160), dtype=np.float32))
+    x = rng.standard_normal((160, tokens), dtype=np.float32)
+    got = w.matmul_fm(x, Scratch())
+    want = w.dequantize() @ x
+    assert got.shape == (96, tokens) and got.flags.c_contiguous
+    assert np.abs(got - want).max() < 1e-4 * np.abs(want).max()
+
+
+@pytest.mark.parametrize("tokens", [1, 6, 48])
+def test_bf16_products_run_the_compiled_kernel_exactly(tokens):
+    """bf16 products up to KERNEL_MAX_TOKENS: the numba loop over the bf16 bits with float32
+    activations equals the widened matrix's product to float32 rounding."""
+    pytest.importorskip("torch", reason="Bf16Matrix needs the torch extra")
+    from infercast.engine.qlinear import Bf16Matrix, Scratch
+
+    rng = np.random.default_rng(6)
+    w = Bf16Matrix(rng.standard_normal((96, 160), dtype=np.float32))
+    x = rng.standard_normal((160, tokens), dtype=np.float32)
+    got = w.matmul_fm(x, Scratch())
+    want = w.dequantize() @ x
+    assert got.shape == (96, tokens) and got.flags.c_contiguous
+    assert np.abs(got - want).max() < 1e-4 * np.abs(want).max()
+
+
+@pytest.mark.parametrize("fmt", ["int8", "bf16"])
+def test_threaded_products_equal_one_thread(fmt):
+    """With Scratch(threads=2) the int8/bf16 products run over row chunks on numba's
+    threads (rows beyond a whole chunk included) and give one thread's numbers."""
+    pytest.importorskip("torch", reason="compact matrices need the torch extra")
+    from infercast.engine.decode_jit import ROW_CHUNK
+    from infercast.engine.qlinear import Scratch, to_format
+
+    rng = np.random.default_rng(7)
+    w = to_format(rng.standard_normal((2 * ROW_CHUNK + 5, 96), dtype=np.float32), fmt)
+    for tokens in (1, 9):
+        x = rng.standard_normal((96, tokens), dtype=np.float32)
+        one, two = w.matmul_fm(x, Scratch(1)), w.matmul_fm(x, Scratch(2))
+        assert np.allclose(one, two, rtol=1e-5, atol=1e-5)
+        assert np.abs(one - w.dequantize() @ x).max() < 1e-4 * np.abs(one).max()
