@@ -7,7 +7,7 @@ import typer
 from infercast.commands._common import PROFILE_HELP
 
 # Library parameters named otherwise than their flag (infercast.errors.with_flags).
-PARAM_FLAGS = {"path": "--plot"}
+PARAM_FLAGS = {"path": "--plot", "root": "--store"}
 
 HELP = (
     "Score predictions against published (or your own) measurements: per-row errors, summaries, "

@@ -6,7 +6,7 @@ A batch-1 decode step of SmolLM2-135M calls attention 30 times on 3 KV heads of
 loop per layer does the same arithmetic (Vaswani et al. 2017, eq. 1: softmax(q
 K^T / sqrt(d)) V, each KV head serving Hq/Hkv query heads, Ainslie et al. 2023)
 straight from the paged store's slots, with no copies. Measured in the engine's
-step: docs/design.md ("CPU kernels").
+step: docs/cpu-kernels.md.
 
 numba is in the ``torch`` extra; without it :func:`kernels` is ``None`` and the
 numpy path (:func:`infercast.engine.attention.decode_attention`) runs. Both are

@@ -11,7 +11,7 @@ up to :data:`INT8_JIT_MAX_TOKENS` tokens run a numba loop instead
 activations), 1.2-2.1x faster here, and so do bf16 products (each row widened by a
 shift: 1.4x PyTorch's bf16 matmul at one token, 4.3x at 8, on this CPU without
 AVX-512 BF16); PyTorch's kernels remain for when numba is absent. Why these and
-not a numba kernel over GGUF's 4-bit blocks: docs/design.md ("CPU kernels"), with
+not a numba kernel over GGUF's 4-bit blocks: docs/cpu-kernels.md, with
 the measurements.
 
 Up to :data:`KERNEL_MAX_TOKENS` tokens a product reads the compressed weights

@@ -5,8 +5,7 @@ matmuls run a 1- to 16-row product in ~1.25 ms, all at the bandwidth of reading 
 once (bf16 halves those bytes), and a 1536^3 product at ~530 GFLOP/s (AMX),
 against numpy float32's ~200 GFLOP/s and its slow 2-32-row products. So there this
 backend follows the roofline's shape where numpy cannot. On an AVX2-only CPU
-(no AVX-512 BF16, no AMX) bf16 products are slower than float32: docs/design.md
-("CPU kernels").
+(no AVX-512 BF16, no AMX) bf16 products are slower than float32: docs/cpu-kernels.md.
 
 Precision: weights and matmul inputs bf16 (fp32 accumulation inside oneDNN),
 the residual stream, norms, RoPE, attention and the KV cache float32. The KV

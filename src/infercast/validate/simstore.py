@@ -41,7 +41,7 @@ class SimStore:
             self.root.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
             raise ConfigError(
-                f"--store {str(root)!r}: cannot create the directory ({exc.strerror}); "
+                f"`root` {str(root)!r}: cannot create the directory ({exc.strerror}); "
                 "give a writable directory"
             ) from None
         self.hits = self.misses = 0
