@@ -29,11 +29,11 @@ import time
 import tracemalloc
 
 import numpy as np
+from fleet_shard import bench_config  # one replica for every fleet benchmark
 
 from infercast.fleet.day import build_replica, make_policy
 from infercast.fleet.load import DayLoad
 from infercast.fleet.run import FleetSim, FleetSpec
-from infercast.sim.config import build_config
 
 
 def held_bytes(
@@ -69,15 +69,7 @@ def main() -> None:
     ap.add_argument("--replicas", type=int, default=4)
     ap.add_argument("--column-cap", type=int, default=8192, help="per-request values kept")
     a = ap.parse_args()
-    cfg = build_config(
-        {
-            "model": "llama-3.1-8b",
-            "hardware": "h100-sxm",
-            "weights": "bf16",
-            "slo_ttft_s": 2.0,
-            "slo_tpot_s": 0.1,
-        }
-    )
+    cfg = bench_config()
     warm = DayLoad(np.full(2, a.rate), "flat", None, 512, 128)
     rep = build_replica(cfg, warm)
     held_bytes(rep, a.hours[0], a.rate, a.replicas, None)  # fill the cost model's caches

@@ -20,11 +20,11 @@ import argparse
 import time
 
 import numpy as np
+from fleet_shard import bench_config  # one replica for every fleet benchmark
 
 from infercast.fleet.day import build_replica, make_policy
 from infercast.fleet.load import DayLoad
 from infercast.fleet.run import READY, FleetSim, FleetSpec
-from infercast.sim.config import build_config
 
 
 class ScanRouterSim(FleetSim):
@@ -58,15 +58,7 @@ def main() -> None:
     ap.add_argument("--minutes", type=int, default=1)
     ap.add_argument("--repeats", type=int, default=2, help="alternated runs of each router")
     a = ap.parse_args()
-    cfg = build_config(
-        {
-            "model": "llama-3.1-8b",
-            "hardware": "h100-sxm",
-            "weights": "bf16",
-            "slo_ttft_s": 2.0,
-            "slo_tpot_s": 0.1,
-        }
-    )
+    cfg = bench_config()
     load = DayLoad(np.full(a.minutes, a.rate_per_replica * a.replicas), "flat", None, 512, 128)
     rep = build_replica(cfg, load)
     one_day(FleetSim, rep, DayLoad(np.full(1, 4.0), "warm", None, 512, 128), 2)  # warm caches

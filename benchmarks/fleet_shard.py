@@ -39,6 +39,21 @@ from infercast.fleet.run import FleetSpec
 from infercast.fleet.shard import run_sharded
 from infercast.sim.config import build_config
 
+
+def bench_config():
+    """The replica every fleet benchmark simulates (this one, fleet_router.py and
+    fleet_day_size.py): Llama-3.1-8B in bf16 on one H100 SXM, SLOs of 2 s TTFT and 0.1 s TPOT."""
+    return build_config(
+        {
+            "model": "llama-3.1-8b",
+            "hardware": "h100-sxm",
+            "weights": "bf16",
+            "slo_ttft_s": 2.0,
+            "slo_tpot_s": 0.1,
+        }
+    )
+
+
 KEYS = ("slo_attainment", "usd", "energy_kwh", "replica_hours")
 
 
@@ -59,15 +74,7 @@ def main() -> None:
     ap.add_argument("--group-replicas", type=int, default=25)
     ap.add_argument("--sample-minutes", type=int, default=10)
     a = ap.parse_args()
-    cfg = build_config(
-        {
-            "model": "llama-3.1-8b",
-            "hardware": "h100-sxm",
-            "weights": "bf16",
-            "slo_ttft_s": 2.0,
-            "slo_tpot_s": 0.1,
-        }
-    )
+    cfg = bench_config()
     load = day_load(
         a.peak_rate,
         a.hours,
