@@ -42,5 +42,5 @@ def test_the_key_covers_the_inputs_and_the_profile(tmp_path):
 def test_a_store_that_cannot_be_a_directory_is_one_clear_error(tmp_path):
     blocker = tmp_path / "file"
     blocker.write_text("x")
-    with pytest.raises(ConfigError, match="--store .*give a writable directory"):
+    with pytest.raises(ConfigError, match="`root` .*give a writable directory"):
         SimStore(blocker / "sims")
