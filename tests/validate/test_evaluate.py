@@ -8,25 +8,17 @@ from types import SimpleNamespace
 from infercast.cost.efficiency import EfficiencyProfile
 from infercast.cost.profiles import ProfileSet
 from infercast.validate import simrun
-from infercast.validate.cases import Case
 from infercast.validate.evaluate import Evaluator, SimFailure, run_simulations
 
-
-def _row(**kw) -> Case:
-    base = dict(
-        id="R-1-tpot",
-        scenario="concurrency",
-        metric="tpot_mean_s",
-        value=0.01,
-        model="llama-3.1-8b",
-        hardware="h100-sxm",
-        engine="vllm-0.12.0",
-        weights="bf16",
-        input_tokens=256,
-        output_tokens=32,
-        concurrency=4,
-    )
-    return Case(**(base | kw))
+# A small closed-loop TPOT row (256 in, 32 out, 4 clients): quick to simulate.
+SMALL = dict(
+    id="R-1-tpot",
+    metric="tpot_mean_s",
+    value=0.01,
+    input_tokens=256,
+    output_tokens=32,
+    concurrency=4,
+)
 
 
 def _boom(*args):
@@ -40,8 +32,8 @@ def test_run_simulations_returns_a_failure_in_place_of_a_raising_task():
     assert got["a"] == SimFailure("simulation failed: RuntimeError: step time is NaN")
 
 
-def test_a_row_whose_simulation_fails_is_skipped_with_the_reason(monkeypatch):
-    rows = [_row(), _row(id="R-2-tpot", concurrency=8)]
+def test_a_row_whose_simulation_fails_is_skipped_with_the_reason(monkeypatch, concurrency_row):
+    rows = [concurrency_row(**SMALL), concurrency_row(**SMALL | dict(id="R-2-tpot", concurrency=8))]
     calls = []
 
     def call(self, profile):
@@ -59,29 +51,32 @@ def test_a_row_whose_simulation_fails_is_skipped_with_the_reason(monkeypatch):
     assert done.predicted is not None and done.predicted > 0 and done.closed_form is not None
 
 
-def test_the_closed_form_path_does_not_simulate_concurrency_rows(monkeypatch):
+def test_the_closed_form_path_does_not_simulate_concurrency_rows(monkeypatch, concurrency_row):
     monkeypatch.setattr(simrun.SimTask, "__call__", _boom)
-    (p,) = Evaluator([_row()]).predict(ProfileSet())
+    (p,) = Evaluator([concurrency_row(**SMALL)]).predict(ProfileSet())
     assert p.predicted is not None and p.closed_form is None
 
 
-def test_a_disaggregated_prefill_pool_keeps_the_experts_own_format():
+def test_a_disaggregated_prefill_pool_keeps_the_experts_own_format(concurrency_row):
     # gpt-oss-120b's MXFP4 experts: one GB200 holds them; stored at bf16 they would not fit
     from infercast.sim.build import pool_step_model
     from infercast.validate.ledger import setup_step_model
 
     pool = {"tp_size": "1", "attention_dp_size": "1", "moe_ep_size": "1"}
-    row = _row(
-        scenario="disaggregated",
-        model="gpt-oss-120b",
-        hardware="gb200",
-        engine="trtllm-1.0",
-        weights="fp4",
-        input_tokens=1024,
-        output_tokens=1024,
-        concurrency=8,
-        n_gpus=3,
-        extra={"prefill": pool, "decode": {**pool, "tp_size": "2"}},
+    row = concurrency_row(
+        **SMALL
+        | dict(
+            scenario="disaggregated",
+            model="gpt-oss-120b",
+            hardware="gb200",
+            engine="trtllm-1.0",
+            weights="fp4",
+            input_tokens=1024,
+            output_tokens=1024,
+            concurrency=8,
+            n_gpus=3,
+            extra={"prefill": pool, "decode": {**pool, "tp_size": "2"}},
+        )
     )
     (plan,) = Evaluator([row], prefer_simulator=True, assume_weights="checkpoint").plans
     task = plan.simulate

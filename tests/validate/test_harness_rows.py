@@ -5,7 +5,6 @@ from __future__ import annotations
 import pytest
 
 from infercast.cost.efficiency import EfficiencyProfile
-from infercast.validate.cases import Case
 from infercast.validate.evaluate import Prediction, run_simulations
 from infercast.validate.predict import harness_workload, row_harness
 from infercast.validate.score import agreement
@@ -13,41 +12,24 @@ from infercast.validate.setup import Setup, Unpredictable
 from infercast.validate.simrun import sim_predictor
 
 
-def _row(**kw) -> Case:
-    base = dict(
-        id="R-1-ttft",
-        scenario="concurrency",
-        metric="ttft_mean_s",
-        value=0.1,
-        model="llama-3.1-8b",
-        hardware="h100-sxm",
-        engine="vllm-0.12.0",
-        weights="bf16",
-        input_tokens=1024,
-        output_tokens=1024,
-        concurrency=16,
-    )
-    return Case(**(base | kw))
-
-
-def test_a_row_with_inferencex_s_length_range_runs_its_client():
-    w, note = harness_workload(_row(extra={"length_range_ratio": 0.8}), 16)
+def test_a_row_with_inferencex_s_length_range_runs_its_client(concurrency_row):
+    w, note = harness_workload(concurrency_row(extra={"length_range_ratio": 0.8}), 16)
     assert note is None
     assert w["num_requests"] == 160  # --num-prompts $(( $CONC * 10 ))
     assert w["input"]["dist"] == "uniform" and w["input"]["mean"] == pytest.approx((819 + 1024) / 2)
 
 
-def test_a_row_without_a_harness_runs_its_fixed_lengths_and_says_so():
-    w, note = harness_workload(_row(), 16)
+def test_a_row_without_a_harness_runs_its_fixed_lengths_and_says_so(concurrency_row):
+    w, note = harness_workload(concurrency_row(), 16)
     assert w["input"] == {"dist": "fixed", "mean": 1024} and w["num_requests"] == 160
     assert note == "harness not stated: InferenceX's client assumed"
 
 
-def test_a_row_names_its_harness():
-    harness, note = row_harness(_row(extra={"harness": "sglang-bench-serving"}))
+def test_a_row_names_its_harness(concurrency_row):
+    harness, note = row_harness(concurrency_row(extra={"harness": "sglang-bench-serving"}))
     assert harness.name == "sglang-bench-serving" and note is None
     with pytest.raises(Unpredictable, match="unknown harness 'ab'"):
-        row_harness(_row(extra={"harness": "ab"}))
+        row_harness(concurrency_row(extra={"harness": "ab"}))
 
 
 def test_pool_and_inline_runs_give_the_same_summary():
@@ -69,16 +51,19 @@ def test_pool_and_inline_runs_give_the_same_summary():
     assert [inline[k].ttft.mean for k in todo] == [pooled[k].ttft.mean for k in todo]
 
 
-def test_agreement_is_the_median_ratio_of_simulated_to_closed_form():
-    rows = [Prediction(_row(), p, closed_form=c) for p, c in ((1.0, 1.0), (1.2, 1.0), (0.9, 1.0))]
+def test_agreement_is_the_median_ratio_of_simulated_to_closed_form(concurrency_row):
+    rows = [
+        Prediction(concurrency_row(), p, closed_form=c)
+        for p, c in ((1.0, 1.0), (1.2, 1.0), (0.9, 1.0))
+    ]
     got = agreement(rows)["concurrency/ttft_mean_s"]
     assert got["rows"] == 3 and got["median_ratio"] == pytest.approx(1.0)
     assert got["median_abs_diff_pct"] == pytest.approx(10.0)
 
 
-def test_agreement_reports_the_spread_and_both_errors():
+def test_agreement_reports_the_spread_and_both_errors(concurrency_row):
     pairs = [(1.0 + k / 100, 1.0) for k in range(-10, 11)]  # ratios 0.90 .. 1.10
-    rows = [Prediction(_row(), p, closed_form=c) for p, c in pairs]
+    rows = [Prediction(concurrency_row(), p, closed_form=c) for p, c in pairs]
     got = agreement(rows)["concurrency/ttft_mean_s"]
     assert got["p10_ratio"] == pytest.approx(0.92) and got["p90_ratio"] == pytest.approx(1.08)
     # measured 0.1: the closed form (1.0) is 900 % off; the simulated values 800 .. 1000 %
