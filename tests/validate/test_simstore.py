@@ -13,11 +13,16 @@ from infercast.validate import simrun
 from infercast.validate.evaluate import Evaluator
 from infercast.validate.simstore import SimStore
 
-from .test_evaluate import _boom, _row
+from .test_evaluate import SMALL, _boom
 
 
-def test_a_repeated_run_reads_the_store_and_simulates_nothing(tmp_path, monkeypatch):
-    rows = [_row(), _row(id="R-1-ttft", metric="ttft_mean_s", value=0.05)]
+def test_a_repeated_run_reads_the_store_and_simulates_nothing(
+    tmp_path, monkeypatch, concurrency_row
+):
+    rows = [
+        concurrency_row(**SMALL),
+        concurrency_row(**SMALL | dict(id="R-1-ttft", metric="ttft_mean_s", value=0.05)),
+    ]
     first = SimStore(tmp_path)
     want = Evaluator(rows, prefer_simulator=True, workers=1, store=first).predict(ProfileSet())
     assert (first.hits, first.misses) == (0, 1)  # the two rows share one simulation
@@ -29,8 +34,8 @@ def test_a_repeated_run_reads_the_store_and_simulates_nothing(tmp_path, monkeypa
     assert all(p.predicted is not None for p in got)
 
 
-def test_the_key_covers_the_inputs_and_the_profile(tmp_path):
-    (plan,) = Evaluator([_row()], prefer_simulator=True).plans
+def test_the_key_covers_the_inputs_and_the_profile(tmp_path, concurrency_row):
+    (plan,) = Evaluator([concurrency_row(**SMALL)], prefer_simulator=True).plans
     task, prof = plan.simulate, EfficiencyProfile()
     key = SimStore.key(task, prof)
     assert key == SimStore.key(task, EfficiencyProfile())  # the same inputs: the same key
