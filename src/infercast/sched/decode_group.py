@@ -49,6 +49,7 @@ class DecodeGroupMixin:
     _register_blocks: Callable[
         [Request], None
     ]  # Scheduler's: make a request's full blocks findable
+    preempt: Callable[[Request], None]  # Scheduler's: drop a request's KV, put it first in line
 
     @property
     def group_context_tokens(self) -> int:
@@ -124,20 +125,54 @@ class DecodeGroupMixin:
 
     # ---- decode group -------------------------------------------------------------
     def start_group_step(self) -> int:
-        """Schedule the group's next step: allocate its new blocks. 0 (group dissolved) if KV is
-        short."""
+        """Schedule the group's next step: allocate its new blocks. 0 if KV is short: the group is
+        kept for :meth:`shed_group` when it can take the step's preemptions whole, else dissolved
+        (per-request preemption by the policy)."""
         if not self.group:
             return 0
         need = self._phase[self.dstep % self.config.block_size]
         if need:
             blocks = self.kv.take(need)
             if blocks is None:
-                self.dissolve_group()
+                if not self.can_shed:
+                    self.dissolve_group()
                 return 0
             self._reserve += blocks
         self._pending_group = len(self.group)
         self._pending_blocks = need
         return self._pending_group
+
+    @property
+    def can_shed(self) -> bool:
+        """Whether a group short of KV blocks can preempt its newest members itself
+        (:meth:`shed_group`) instead of dissolving. The per-request path it replaces lists every
+        member as a one-token decode, in group order, and preempts the newest running request
+        whenever one needs a block and none is free; that preempts exactly the newest members whose
+        removal lets the rest's blocks fit, when every running request is a member (none explicit),
+        every member fits in the token budget (else that path runs only the first ``budget``), and
+        which block goes where does not matter (no prefix caching, no block tables handed out)."""
+        cfg = self.config
+        return (
+            not self.explicit
+            and len(self.group) <= cfg.max_num_batched_tokens
+            and not cfg.enable_prefix_caching
+            and not cfg.emit_block_tables
+        )
+
+    def shed_group(self, preempted: list[str]) -> int:
+        """The group step :meth:`start_group_step` could not schedule (KV short, group kept):
+        preempt the newest running requests (all members: :attr:`can_shed`) until its blocks fit,
+        listing them in ``preempted``, then schedule it; its member count. The same requests are
+        preempted, in the same order, as by dissolving the group and preempting per request
+        (``policies._run_running``), and the survivors step together as they would have one by
+        one; the group is not rebuilt (each preemption costs O(1) group bookkeeping, not
+        O(members))."""
+        bs, phase, kv, running = self.config.block_size, self._phase, self.kv, self.running
+        while self.group and phase[self.dstep % bs] > kv.num_free_blocks:
+            victim = next(reversed(running.values()))  # the newest, as ``_run_running`` picks
+            self.preempt(victim)  # leaves the group, frees its blocks, first in line
+            preempted.append(victim.request_id)
+        return self.start_group_step()
 
     def end_group_step(self) -> list[Request]:
         """The scheduled group step (if any) ran: the members it finished (``update`` calls it)."""

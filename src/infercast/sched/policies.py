@@ -117,7 +117,10 @@ def _with_group(
     """Run the decode group (if KV allows) plus explicit requests; retry per request on conflict."""
     while True:
         entries: Entries = {}
-        left = budget - s.start_group_step()
+        n = s.start_group_step()
+        if not n and s.group:  # KV short, the group kept: it preempts its newest members
+            n = s.shed_group(preempted)
+        left = budget - n
         if not s.explicit:  # only the group runs (it may have dissolved into explicit requests)
             return entries, left
         try:
@@ -190,7 +193,7 @@ class ChunkedPolicy:
         budget = s.config.max_num_batched_tokens
         if not s.explicit:  # the common case: the group (if KV allows) and admissions, as below
             left = budget - s.start_group_step()
-            if not s.explicit:  # the group did not dissolve: nothing can be preempted
+            if not s.explicit and (s._pending_group or not s.group):  # the group ran: no preemption
                 entries: Entries = {}
                 admit_waiting(s, entries, left, chunked=True)
                 return list(entries.values()), []
