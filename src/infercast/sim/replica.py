@@ -141,7 +141,9 @@ class _BatchStep:
                 )
             rep._record(now, decoding)
         done = rep.sched.update(batch)
-        size = rep.timeline.size
+        if not started:
+            return done
+        size = rep.timeline.size()
         for req in started:
             if req.status is RequestStatus.RUNNING:  # not finished by this step
                 req.timeline_start = size
@@ -438,7 +440,7 @@ class Replica:
         if self.gaps is not None:  # its gaps are read from the entries about to go
             self.gaps.flush()
         starts = [r.timeline_start for r in self.sched.running.values() if r.timeline_start >= 0]
-        tl.drop_before(min(starts) if starts else tl.size)
+        tl.drop_before(min(starts) if starts else tl.size())
         self._compact_at = max(TIMELINE_COMPACT_MIN, 2 * (len(tl) + extra))
 
     def _flush(self, req: Request) -> None:
