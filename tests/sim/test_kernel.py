@@ -34,7 +34,7 @@ def test_timeline_slices_survive_compaction():
     tl = Timeline()
     tl.extend(np.arange(10.0).tolist())
     tl.append(10.0)
-    assert tl.size == 11 and tl.slice(3, 4).tolist() == [3.0, 4.0, 5.0, 6.0]
+    assert tl.size() == 11 and tl.slice(3, 4).tolist() == [3.0, 4.0, 5.0, 6.0]
     tl.drop_before(5)
     assert len(tl) == 6 and tl.slice(5, 3).tolist() == [5.0, 6.0, 7.0]
     with pytest.raises(IndexError):

@@ -213,7 +213,7 @@ class GapTally:
         # Decoding requests in each timeline entry from absolute index ``start`` on; the same list
         # object for the whole run (the replica holds it), emptied by ``flush``.
         self.counts: list[int] = []
-        self.start = timeline.size
+        self.start = timeline.size()
         self.last = math.nan  # time of the entry before ``start``
         # (previous token's time, absolute index of the entry of the next token, request id) of
         # requests whose previous token is not on the timeline, in the order they came.
@@ -228,11 +228,11 @@ class GapTally:
 
     def off(self, request_id: str, t: float) -> None:
         """A request got a token at ``t``, not on the timeline; its next is the next entry."""
-        self.pending.append((t, self.timeline.size, request_id))
+        self.pending.append((t, self.timeline.size(), request_id))
 
     def drop(self, request_id: str) -> None:
         """The request stops decoding (preempted): its gap to an entry still to come is none."""
-        pending, size = self.pending, self.timeline.size
+        pending, size = self.pending, self.timeline.size()
         i = len(pending) - 1
         while i >= 0 and pending[i][1] >= size:  # those still to come are the last ones
             if pending[i][2] == request_id:

@@ -108,7 +108,22 @@ class _BatchStep:
             req = seq.req
             if req.first_scheduled_s is None:
                 req.first_scheduled_s = now
-        dt = rep._batch_time_s(batch)
+        # The cost model's time of the batch: as sums when it can, else per-sequence lists.
+        fast = rep._fast_timer
+        if fast is None:
+            dt = rep.timer.step_time_s(*_step_lists(batch))
+        elif len(seqs) == 1:  # one prefill chunk beside the group: no lists
+            seq = seqs[0]
+            dt = fast.chunk_step_time_s(
+                nd, batch.decode_cached_tokens, seq.num_new_tokens, seq.num_cached_tokens
+            )
+        else:
+            dt = fast.mixed_step_time_s(
+                nd,
+                batch.decode_cached_tokens,
+                [s.num_new_tokens for s in seqs],
+                [s.num_cached_tokens for s in seqs],
+            )
         if rep._reload is not None:  # prefix blocks copied back from the host tier: the step waits
             tier = sched.kv.host_tier
             assert tier is not None  # a reload timer exists only beside a host tier
@@ -141,7 +156,9 @@ class _BatchStep:
                 )
             rep._record(now, decoding)
         done = rep.sched.update(batch)
-        size = rep.timeline.size
+        if not started:
+            return done
+        size = rep.timeline.size()
         for req in started:
             if req.status is RequestStatus.RUNNING:  # not finished by this step
                 req.timeline_start = size
@@ -204,18 +221,6 @@ class _Segment:
     def step_end(self, j: int) -> float:
         return self.start_s + j * self.c1 + self.c2 * (j * (j - 1))
 
-    def ends(self, m: int) -> list[float]:
-        """End times of steps 1..m (same arithmetic as :meth:`step_end`)."""
-        s, c1, c2 = self.start_s, self.c1, self.c2
-        if m <= 32:  # segments are mostly a few steps long (cut by arrivals): numpy costs more
-            ends = []  # a loop: in 3.11 a list comprehension builds and calls a function
-            for j in range(1, m + 1):
-                ends.append(s + j * c1 + c2 * (j * (j - 1)))
-            return ends
-        js = np.arange(1, m + 1, dtype=np.float64)
-        ends_array: np.ndarray = s + js * c1 + c2 * (js * (js - 1))
-        return ends_array.tolist()
-
     def cut(self, now: float) -> bool:
         """End at the first step end at or after ``now`` (an arrival); True if that is earlier.
 
@@ -244,8 +249,16 @@ class _Segment:
         """Its m steps' timeline entries (and ITL gaps), accounted now; the scheduler advances m."""
         rep = self.rep
         m, n = self.steps, self.num_seqs
-        rep.stats.add(m, now - self.start_s, n, rep.sched.kv)
-        ends = self.ends(m)
+        s, c1, c2 = self.start_s, self.c1, self.c2
+        rep.stats.add(m, now - s, n, rep.sched.kv)
+        # End times of steps 1..m, as :meth:`step_end` computes them.
+        if m <= 32:  # segments are mostly a few steps long (cut by arrivals): numpy costs more
+            ends = []  # a loop: in 3.11 a list comprehension builds and calls a function
+            for j in range(1, m + 1):
+                ends.append(s + j * c1 + c2 * (j * (j - 1)))
+        else:
+            js = np.arange(1, m + 1, dtype=np.float64)
+            ends = (s + js * c1 + c2 * (js * (js - 1))).tolist()
         tl = rep.timeline
         if len(tl) + m > rep._compact_at:
             rep._compact(m)
@@ -394,24 +407,6 @@ class Replica:
         self._affines = self._affines_pre
         return max(0, min(k, int(self._context_limit) - max(ctx)))
 
-    def _batch_time_s(self, batch: Batch) -> float:
-        """The cost model's time of a batch: as sums when it can, else per-sequence arrays."""
-        fast = self._fast_timer
-        seqs, nd = batch.seqs, batch.num_decode_seqs
-        if fast is None:
-            return self.timer.step_time_s(*_step_lists(batch))
-        if len(seqs) == 1:  # one prefill chunk beside the group: no lists
-            seq = seqs[0]
-            return fast.chunk_step_time_s(
-                nd, batch.decode_cached_tokens, seq.num_new_tokens, seq.num_cached_tokens
-            )
-        return fast.mixed_step_time_s(
-            nd,
-            batch.decode_cached_tokens,
-            [s.num_new_tokens for s in seqs],
-            [s.num_cached_tokens for s in seqs],
-        )
-
     def _affine(self, n: int) -> tuple[float, float]:
         """(a, b) of a decode step of ``n`` sequences (``a + b * context``), into ``_affines``."""
         timer = self._affine_timer
@@ -438,7 +433,7 @@ class Replica:
         if self.gaps is not None:  # its gaps are read from the entries about to go
             self.gaps.flush()
         starts = [r.timeline_start for r in self.sched.running.values() if r.timeline_start >= 0]
-        tl.drop_before(min(starts) if starts else tl.size)
+        tl.drop_before(min(starts) if starts else tl.size())
         self._compact_at = max(TIMELINE_COMPACT_MIN, 2 * (len(tl) + extra))
 
     def _flush(self, req: Request) -> None:
