@@ -2,6 +2,7 @@
 
     python benchmarks/refit_request_overhead.py            # print before / after per group
     python benchmarks/refit_request_overhead.py --write    # and write them into the shipped profile
+    python benchmarks/refit_request_overhead.py --simulate [--store DIR] [--stated]
 
 Why alone: the closed-loop TTFT is the engine's part (queue and prefill, from the other
 efficiencies) plus the serving stack's per-request latency the client times
@@ -11,6 +12,13 @@ part of TTFT, so only the stack's latency is refitted; every other efficiency ke
 calibrated value. For each group with at least ``--min-rows`` concurrency TTFT rows the value
 in ``[low, high]`` (``cost.efficiency.PHYSICAL_RANGES``) minimising the median absolute %
 error of those rows is chosen on a 0.5 ms grid; a value at a bound is reported as such.
+
+``--simulate`` fits against the simulated path (``infercast validate``'s default) instead of
+the closed form. The overhead is added after the simulation (``validate.predict``), so the
+simulated engine part does not depend on it and one simulation per run serves every candidate
+value: the refit is exact for the simulated path. ``--stated`` fits and scores only the rows
+that state their weight dtype and layout (no ``assumed_weights``, no assumed attention DP).
+It also prints a split-half check (fit on alternate rows, score the other half, both ways).
 """
 
 from __future__ import annotations
@@ -27,12 +35,59 @@ def _median_abs_pct(engine: np.ndarray, measured: np.ndarray, overhead: float) -
     return float(np.median(np.abs(engine + overhead - measured) / measured * 100))
 
 
+def _stated(p) -> bool:
+    """A row of stated weight dtype and layout (``validate``'s "nothing assumed")."""
+    return not p.assumed_weights and not any(
+        "attention data parallel assumed" in n for n in p.notes
+    )
+
+
+def _fit(preds, prof, grid, min_rows: int) -> dict[str, float]:
+    """Each group's overhead minimising its rows' median |error| (groups under ``min_rows`` and
+    those the profile does not list keep theirs)."""
+    by_group: dict[str, list] = defaultdict(list)
+    for p in preds:
+        by_group[p.group].append(p)
+    out = {}
+    for group, rows in by_group.items():
+        if len(rows) < min_rows or group not in prof.groups:
+            continue
+        old = prof.for_group(group).request_overhead_s
+        engine = np.array([p.predicted - old for p in rows])
+        measured = np.array([p.case.value for p in rows])
+        errs = [_median_abs_pct(engine, measured, float(g)) for g in grid]
+        out[group] = float(grid[int(np.argmin(errs))])
+    return out
+
+
+def _score(preds, prof, new: dict[str, float]) -> float:
+    """Median |error| of ``preds`` with the overheads ``new`` in place of the profile's."""
+    errs = []
+    for p in preds:
+        old = prof.for_group(p.group).request_overhead_s
+        errs.append(abs((p.predicted - old + new.get(p.group, old)) / p.case.value - 1) * 100)
+    return statistics.median(errs)
+
+
+def _split_half(preds, prof, grid, min_rows: int) -> None:
+    a, b = preds[0::2], preds[1::2]
+    for name, fit_on, held in (("even -> odd", a, b), ("odd -> even", b, a)):
+        new = _fit(fit_on, prof, grid, min_rows)
+        print(
+            f"split half {name}: held-out median |err| {_score(held, prof, {}):.1f} -> "
+            f"{_score(held, prof, new):.1f} %"
+        )
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument(
         "--write", action="store_true", help="write the refitted values into the shipped profile"
     )
     ap.add_argument("--min-rows", type=int, default=30)
+    ap.add_argument("--simulate", action="store_true", help="fit the simulated path")
+    ap.add_argument("--store", default=None, help="keep simulated results here (validate --store)")
+    ap.add_argument("--stated", action="store_true", help="only rows of stated dtype and layout")
     args = ap.parse_args()
 
     from infercast.cost.efficiency import PHYSICAL_RANGES
@@ -44,12 +99,20 @@ def main() -> None:
     low, high, _ = PHYSICAL_RANGES["request_overhead_s"]
     prof = load_profile_set(None)
     cases = [c for c in load_cases() if c.scenario == "concurrency" and c.metric == "ttft_mean_s"]
-    preds = Evaluator(cases, assume_weights="checkpoint").predict(prof)
+    store = None
+    if args.store:
+        from infercast.validate.simstore import SimStore
+
+        store = SimStore(args.store)
+    preds = Evaluator(
+        cases, prefer_simulator=args.simulate, assume_weights="checkpoint", store=store
+    ).predict(prof)
+    preds = [p for p in preds if p.predicted is not None and (not args.stated or _stated(p))]
+    grid = np.arange(low, high + 1e-12, 5e-4)
+    _split_half(preds, prof, grid, args.min_rows // 2)
     by_group: dict[str, list] = defaultdict(list)
     for p in preds:
-        if p.predicted is not None:
-            by_group[p.group].append(p)
-    grid = np.arange(low, high + 1e-12, 5e-4)
+        by_group[p.group].append(p)
     new: dict[str, float] = {}
     for group, rows in sorted(by_group.items()):
         old = prof.for_group(group).request_overhead_s
@@ -67,22 +130,8 @@ def main() -> None:
             f"median |err| {before:.1f} -> {min(errs):.1f} %"
         )
         new[group] = best
-    all_before = statistics.median(abs(p.error_pct) for p in preds if p.error_pct is not None)
-    after = [
-        abs(
-            (
-                p.predicted
-                - prof.for_group(p.group).request_overhead_s
-                + new.get(p.group, prof.for_group(p.group).request_overhead_s)
-            )
-            / p.case.value
-            - 1
-        )
-        * 100
-        for p in preds
-        if p.predicted is not None
-    ]
-    print(f"concurrency TTFT median |err|: {all_before:.1f} -> {statistics.median(after):.1f} %")
+    all_before, after = _score(preds, prof, {}), _score(preds, prof, new)
+    print(f"concurrency TTFT median |err|: {all_before:.1f} -> {after:.1f} %")
     if args.write:
         path = data_path("profiles", "default.toml")
         text = path.read_text()

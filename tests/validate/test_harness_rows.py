@@ -69,3 +69,34 @@ def test_agreement_reports_the_spread_and_both_errors(concurrency_row):
     # measured 0.1: the closed form (1.0) is 900 % off; the simulated values 800 .. 1000 %
     assert got["median_abs_error_pct_closed"] == pytest.approx(900.0)
     assert got["median_abs_error_pct_sim"] == pytest.approx(900.0)
+
+
+def test_a_row_s_polling_interval_reaches_the_simulated_server(concurrency_row):
+    from infercast.validate.ledger import StepModels
+    from infercast.validate.predict import plan_case, recv_interval
+
+    row = concurrency_row(extra={"scheduler_recv_interval": 30})
+    assert recv_interval(row) == 30 and recv_interval(concurrency_row()) == 1
+    plan = plan_case(row, StepModels(None))
+    assert plan.simulate.config.scheduler.recv_interval == 30
+    assert plan.sim_key != plan_case(concurrency_row(), StepModels(None)).sim_key
+    for bad in (0, 2.5, "30", True):
+        with pytest.raises(Unpredictable, match="scheduler_recv_interval"):
+            recv_interval(concurrency_row(extra={"scheduler_recv_interval": bad}))
+
+
+def test_the_closed_form_charges_later_waves_the_polling_wait(concurrency_row):
+    from infercast.cost.profiles import load_profile_set
+    from infercast.validate.evaluate import Evaluator
+
+    rows = [
+        concurrency_row(id="P-1-ttft"),
+        concurrency_row(id="P-2-ttft", extra={"scheduler_recv_interval": 30}),
+    ]
+    plain, polled = Evaluator(rows).predict(load_profile_set(None))
+    tpot = Evaluator([concurrency_row(id="P-3-tpot", metric="tpot_mean_s")]).predict(
+        load_profile_set(None)
+    )[0]
+    # InferenceX's client: 10 requests per client, wave one meets an idle engine
+    wait = (30 - 1) / 2 * (10 - 1) / 10 * tpot.predicted
+    assert polled.predicted - plain.predicted == pytest.approx(wait, rel=1e-9)

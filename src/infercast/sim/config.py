@@ -110,6 +110,9 @@ class SchedulerSection(_Frozen):
     num_blocks: int | None = Field(default=None, ge=1)
     prefix_caching: bool = False
     max_model_len: int | None = Field(default=None, ge=2)
+    # decode steps between the engine's polls for new requests (SGLang --scheduler-recv-interval,
+    # default 1 = every step; sim/replica.py, "Request polling")
+    recv_interval: int = Field(default=1, ge=1)
 
 
 class WorkloadSection(_Frozen):

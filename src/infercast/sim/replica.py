@@ -23,6 +23,14 @@ A plan is one of three kinds, each supplying its duration and its token ends:
   (1-based) is ``t0 + j*(a + b*S0) + b*n*j*(j-1)/2`` in closed form. An arrival
   routed here mid-segment cuts it at the first step end at or after the arrival,
   which is exactly when the exact mode would first see it.
+
+Request polling (``recv_interval`` k > 1, SGLang's ``--scheduler-recv-interval``): the engine
+reads new requests from its tokenizer only when a counter reaches k; a decode step adds 1, a
+step with a prefill adds 1,000, so requests are taken at once after a prefill and otherwise
+every k decode steps (``python/sglang/srt/managers/scheduler_recv_skipper.py``,
+``SchedulerRecvSkipper.handle``: weights DECODE 1, idle 1, default 1,000). Requests that arrive
+while the replica is busy wait in an inbox until then; an idle replica takes them at once (its
+loop spins). A segment is cut at the polling step, not at the first step end.
 """
 
 from __future__ import annotations
@@ -245,6 +253,13 @@ class _Segment:
         self.steps, self.end_s = j, end
         return True
 
+    def cut_at(self, j: int) -> bool:
+        """End after step ``j`` (1-based) when that is earlier than planned; True if cut."""
+        if j >= self.steps:
+            return False
+        self.steps, self.end_s = j, self.step_end(j)
+        return True
+
     def end(self, now: float) -> list[Request]:
         """Its m steps' timeline entries (and ITL gaps), accounted now; the scheduler advances m."""
         rep = self.rep
@@ -283,8 +298,15 @@ class Replica:
         observe: Callable[[float, Replica, int], tuple[float, float]] | None = None,
         complete: Completions | None = None,
         itl: Callable[[np.ndarray, np.ndarray], None] | None = None,
+        recv_interval: int = 1,
     ):
         self.index = index
+        if recv_interval < 1:
+            raise ValueError(f"recv_interval {recv_interval!r}: must be >= 1")
+        self.recv_interval = recv_interval  # decode steps between request polls (module doc)
+        self._inbox: list[Request] = []  # arrived while busy, not yet polled
+        self._recv_count = 0  # the poll counter: decode steps since the last poll
+        self._recv_due = False  # the step that just ended reached the poll
         self.sched = scheduler
         self.timer = timer
         # The cost model's sums-only methods, when it has them (checked once, here).
@@ -344,6 +366,13 @@ class Replica:
     def submit(self, req: Request) -> None:
         """A request arrives now (kernel time)."""
         now = self.kernel.now
+        if self.recv_interval > 1 and self._busy:  # waits for the engine's next poll
+            self.outstanding_tokens += req.prompt_tokens + req.max_output_tokens
+            self._inbox.append(req)
+            plan = self._plan
+            if plan is self._segment and plan.step_end(plan.steps) >= now:
+                self._cut_at_poll(plan, now)
+            return
         if not self.sched.add_request(req):
             self.emit(rejected_record(req, now, req.reject_reason), self.index)
             return
@@ -361,9 +390,14 @@ class Replica:
     def _start(self) -> None:
         """Plan the next step, account it, observe, and post its end (idle when nothing runs)."""
         now = self.kernel.now
+        if self.recv_interval > 1 and (self._recv_due or not self.sched.has_unfinished):
+            self._recv_due = False
+            self._poll(now)
         k = self.sched.decode_horizon(self.max_segment_steps) if self.fast else 0
         if k and self._windowed:
             k = self._cap_by_window(k)
+        if k and self._inbox:  # the segment ends at the poll that takes them
+            k = min(k, self.recv_interval - self._recv_count)
         plan: _BatchStep | _GroupStep | _Segment
         if k >= 2:
             plan = self._segment
@@ -389,9 +423,47 @@ class Replica:
         now = self.kernel.now
         plan, self._plan = self._plan, None
         assert plan is not None, "a step ended that was never started"
+        if self.recv_interval > 1:
+            self._count_poll(plan)
         for req in plan.end(now):
             self._finish(req, now)
         self.kernel.after_arrivals(self._on_start)  # still busy: an arrival now does not kick
+
+    # ---- request polling (recv_interval > 1; module doc) ------------------------------
+    def _count_poll(self, plan: _BatchStep | _GroupStep | _Segment) -> None:
+        """Advance the poll counter by the step(s) that just ended; mark a poll due at its end."""
+        k = self.recv_interval
+        if plan is self._segment:
+            total = self._recv_count + plan.steps  # decode steps, 1 each
+            self._recv_count = total % k
+            self._recv_due = total >= k and self._recv_count == 0
+            return
+        weight = 1
+        if plan is self._batch_step and any(
+            s.num_new_tokens > 1 or s.req.timeline_start < 0 for s in plan.batch.seqs
+        ):
+            weight = k  # a prefill step weighs 1,000 >= any interval: a poll follows it
+        total = self._recv_count + weight
+        self._recv_due = total >= k
+        self._recv_count = 0 if self._recv_due else total
+
+    def _cut_at_poll(self, seg: _Segment, now: float) -> None:
+        """Cut a segment under way at its first polling step that ends at or after ``now``."""
+        k = self.recv_interval
+        j = k - self._recv_count  # the first poll of this segment
+        while seg.step_end(j) < now:
+            j += k
+        if seg.cut_at(j):
+            Kernel.cancel(self._handle)
+            self._handle = self.kernel.at(seg.end_s, PRIO_STEP_END, self._on_end)
+
+    def _poll(self, now: float) -> None:
+        """The engine reads its inbox: every waiting request joins the scheduler's queue."""
+        inbox, self._inbox = self._inbox, []
+        for req in inbox:
+            if not self.sched.add_request(req):
+                self.outstanding_tokens -= req.prompt_tokens + req.max_output_tokens
+                self.emit(rejected_record(req, now, req.reject_reason), self.index)
 
     def _cap_by_window(self, k: int) -> int:
         """Group-only steps ahead, at most ``k``, on one affine form of a windowed model: all

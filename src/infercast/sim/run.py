@@ -282,7 +282,12 @@ def _build_replicas(cfg: SimConfig, timer, kernel: Kernel, driver: _Driver, seri
         driver if driver.closed else driver.completions
     )  # closed loops send on each completion
     cls: type[Replica] = Replica
-    kwargs: dict[str, Any] = {"fast": cfg.mode == "fast", "complete": complete, "itl": driver.itl}
+    kwargs: dict[str, Any] = {
+        "fast": cfg.mode == "fast",
+        "complete": complete,
+        "itl": driver.itl,
+        "recv_interval": cfg.scheduler.recv_interval,
+    }
     if cfg.speculative is not None:
         from infercast.sim.build import spec_timer
         from infercast.sim.speculative import SpecReplica, SpecTimer

@@ -247,7 +247,11 @@ def _running_limit(case: Case, lay: Layout, sm, i: int, o: int) -> int:
 
 
 def _closed_loop_plan(
-    case: Case, models: StepModels, clients: float | None, waves: float | None = None
+    case: Case,
+    models: StepModels,
+    clients: float | None,
+    waves: float | None = None,
+    recv: int = 1,
 ) -> Plan:
     lay, sm = _replica(case, models)
     i, o = _lengths(case)
@@ -272,14 +276,16 @@ def _closed_loop_plan(
     if (
         key == "ttft_s" and waves is not None
     ):  # a benchmark client's TTFT includes the serving stack
-        return Plan(
-            case,
-            group_key(case),
-            lay,
-            cl.shapes,
-            lambda t, p: cl.metrics(t)[key] + p.request_overhead_s,
-            lay.notes,
-        )
+        # A server that polls for requests every ``recv`` decode steps (sim/replica.py, "Request
+        # polling") keeps a later wave's request (wave one meets an idle engine) waiting (recv -
+        # 1) / 2 steps past the step the arrival lag already charges, on average.
+        poll = (recv - 1) / 2 * (waves - 1) / waves
+
+        def ttft(t, p):
+            m = cl.metrics(t)
+            return m[key] + poll * m["tpot_s"] + p.request_overhead_s
+
+        return Plan(case, group_key(case), lay, cl.shapes, ttft, lay.notes)
     if key is not None:
         return Plan(
             case, group_key(case), lay, cl.shapes, lambda t, p: cl.metrics(t)[key], lay.notes
@@ -313,7 +319,9 @@ def _concurrency(case: Case, models: StepModels) -> Plan:
     if case.metric not in ("ttft_mean_s", "tpot_mean_s", "itl_mean_s"):
         raise _metric_error(case)
     clients = _need(case.concurrency, "concurrency")
-    closed = _closed_loop_plan(case, models, clients, harness_waves(case, clients))
+    closed = _closed_loop_plan(
+        case, models, clients, harness_waves(case, clients), recv_interval(case)
+    )
     sim = _server(case, models)
     combine = sim.sim_combine
     if (
@@ -347,6 +355,18 @@ def row_harness(case: Case):
         else "harness not stated: InferenceX's client assumed"
     )
     return load_harness("inferencex"), note
+
+
+def recv_interval(case: Case) -> int:
+    """Decode steps between the server's polls for new requests the row's run set
+    (``extra.scheduler_recv_interval``: SGLang's ``--scheduler-recv-interval``, recorded from the
+    run's recipe; 1 = every step, the engines' default)."""
+    value = case.extra.get("scheduler_recv_interval", 1)
+    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+        raise Unpredictable(
+            f"extra.scheduler_recv_interval {value!r}: must be a whole number of steps >= 1"
+        )
+    return value
 
 
 def harness_waves(case: Case, clients: int) -> float:
@@ -387,15 +407,19 @@ def _server(case: Case, models: StepModels) -> Plan:
     count = max(1, min(dataset_requests(case.dataset) or 500, 1000) // reps)
     fixed = {"input": {"dist": "fixed", "mean": i}, "output": {"dist": "fixed", "mean": o}}
     notes = lay.notes
+    recv = 1
     if case.scenario == "concurrency":
         workload, note = harness_workload(case, max(1, round(case.concurrency / reps)))
         notes += (note,) if note else ()
+        recv = recv_interval(case)
+        if recv > 1:
+            notes += (f"server polls for new requests every {recv} decode steps (row's recipe)",)
     elif case.scenario == "server":
         rate = _need(case.request_rate, "request_rate") / reps
         workload = {"num_requests": count, "arrival": "poisson", "rate": rate, **fixed}
     else:
         workload = {"num_requests": count, "arrival": "offline", **fixed}
-    key, run = sim_predictor(lay.setup, workload)
+    key, run = sim_predictor(lay.setup, workload, recv)
     pick = SIM_METRICS[case.metric]
     if case.metric == "output_throughput_total":
         return Plan(

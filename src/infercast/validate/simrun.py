@@ -51,19 +51,23 @@ class SimTask:
         return simulate(self.config, timer).summary
 
 
-def _scheduler(s: Setup) -> dict:
-    return {
+def _scheduler(s: Setup, recv_interval: int = 1) -> dict:
+    out = {
         "policy": s.policy,
         "max_num_seqs": s.max_seqs,
         "max_num_batched_tokens": s.max_batched_tokens,
     }
+    if recv_interval > 1:  # the server's request polling (sim/replica.py, "Request polling")
+        out["recv_interval"] = recv_interval
+    return out
 
 
-def sim_predictor(s: Setup, workload: dict) -> tuple[tuple, SimTask]:
+def sim_predictor(s: Setup, workload: dict, recv_interval: int = 1) -> tuple[tuple, SimTask]:
     """(cache key, task profile -> simulated Summary) of one replica under ``workload`` (the
     simulator's workload table: Poisson arrivals, a harness's closed loop from
     :func:`infercast.sim.clients.closed_loop_workload`, or all requests at t = 0); rows of one
-    run share the key."""
+    run share the key. ``recv_interval``: decode steps between the server's polls for new
+    requests (a run that set SGLang's ``--scheduler-recv-interval``)."""
     from infercast.sim.config import build_config
 
     cfg = build_config(
@@ -73,11 +77,12 @@ def sim_predictor(s: Setup, workload: dict) -> tuple[tuple, SimTask]:
             "replicas": 1,
             "mode": "fast",
             "seed": 0,
-            "scheduler": _scheduler(s),
+            "scheduler": _scheduler(s, recv_interval),
             "workload": workload,
         }
     )
-    return (s, json.dumps(workload, sort_keys=True)), SimTask(s, cfg)
+    key = (s, json.dumps(workload, sort_keys=True))
+    return (key + (recv_interval,) if recv_interval > 1 else key), SimTask(s, cfg)
 
 
 def disagg_predictor(
