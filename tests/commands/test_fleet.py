@@ -51,6 +51,8 @@ def _run(args, capsys):
             "--base-hardware",
         ),
         (["--peak-rate", "2", "--disaggregated", "--decode-replicas", "0"], "--decode-replicas"),
+        (["--peak-rate", "2", "--decode-hardware", "h200-sxm"], "--disaggregated"),
+        (["--peak-rate", "2", "--disaggregated", "--prefill-price", "-1"], "--prefill-price"),
     ],
 )
 def test_bad_input_is_one_line_and_exit_2(args, words, capsys):
@@ -111,6 +113,27 @@ def test_tiny_disaggregated_day_bills_every_gpu_of_a_unit(capsys):
     day = out["policies"]["fixed"]["day"]
     assert day["requests_completed"] + day["requests_rejected"] == day["requests_arrived"] > 0
     assert day["usd"] == pytest.approx(day["replica_hours"] * 3 * 2.0)
+
+
+def test_units_on_two_parts_bill_each_pools_gpus_at_its_price(capsys):
+    args = ["--peak-rate", "2", "--hours", "0.1", "--input-tokens", "64", "--output-tokens", "16"]
+    unit = ["--disaggregated", "--decode-replicas", "2", "--prefill-hardware", "h200-sxm"]
+    prices = ["--prefill-price", "4", "--decode-price", "2"]
+    code = 0
+    try:
+        main(["fleet", *args, *unit, *prices, "--policy", "fixed", "--json"])
+    except SystemExit as exc:
+        code = exc.code
+    out = json.loads(capsys.readouterr().out)
+    assert code in (0, None)
+    assert "1 prefill (h200-sxm TP1) + 2 decode (h100-sxm TP1)" in out["unit"]
+    day = out["policies"]["fixed"]["day"]
+    assert day["member"] == "unit" and day["gpus_per_member"] == 3
+    assert day["gpu_hours"] == pytest.approx(3 * day["replica_hours"], rel=1e-12)
+    assert day["usd"] == pytest.approx(day["replica_hours"] * (1 * 4.0 + 2 * 2.0), rel=1e-12)
+    ticks = out["policies"]["fixed"]["ticks"]
+    assert sum(t["usd"] for t in ticks) == pytest.approx(day["usd"], rel=1e-9)
+    assert sum(t["gpu_seconds"] for t in ticks) == pytest.approx(3 * 3600 * day["replica_hours"])
 
 
 def test_param_flags_name_real_fleet_options():

@@ -112,3 +112,32 @@ def test_a_unit_counts_a_request_from_arrival_to_record_through_its_transfer():
     assert all(rec.output_tokens == 50 for rec, _ in records if rec.ok)
     assert unit.outstanding_tokens == 0 and not unit.sched.has_unfinished
     assert 0 < unit.stats.busy_s and unit.sched.kv.usage == 0.0
+
+
+def test_a_unit_on_two_parts_prices_and_powers_each_pool_at_its_own_part():
+    from infercast.fleet.day import _unit_price
+
+    cfg = build_config(
+        {
+            **COMMON,
+            "disaggregation": {
+                "prefill": {"replicas": 1, "hardware": "b200"},
+                "decode": {"replicas": 2},
+            },
+        }
+    )
+    shape = unit_shape(cfg, step_model(cfg))
+    assert (shape.prefill_hardware, shape.decode_hardware) == ("b200", "h100-sxm")
+    assert "b200 TP1" in shape.describe() and "h100-sxm TP1" in shape.describe()
+    price, source = _unit_price(shape, None, (5.0, 2.0))
+    assert price * shape.gpus == pytest.approx(1 * 5.0 + 2 * 2.0) and "b200 5.00" in source
+    assert _unit_price(shape, 3.0, (None, None))[0] == pytest.approx(3.0)
+    pb = power_model(shape.pools.prefill_sm.hardware)
+    p100 = power_model(shape.pools.decode_sm.hardware)
+    te = unit_token_energy(shape, pb, 500, 20, 700, p100)
+    pre = token_energy(shape.pools.prefill_sm, pb, 500, 10, 700)
+    dec = token_energy(shape.pools.decode_sm, p100, 500, 10, 700)
+    assert te.prefill_dynamic_j_per_token == pre.prefill_dynamic_j_per_token
+    assert te.decode_dynamic_j_per_token == dec.decode_dynamic_j_per_token
+    assert te.idle_w == pytest.approx(pre.idle_w + 2 * dec.idle_w)
+    assert pre.idle_w != dec.idle_w  # a B200 idles above an H100

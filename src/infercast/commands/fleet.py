@@ -116,8 +116,19 @@ def run_fleet(o: dict) -> None:
     profile = resolve_profile(
         o["profile"], load_hardware(cfg.hardware).key
     )  # default: the shipped one
+    from infercast.cost.dollars import check_price
+
+    pool_prices = (o["prefill_price"], o["decode_price"])
+    for flag, v in zip(("--prefill-price", "--decode-price"), pool_prices, strict=True):
+        check_price(v, flag)
     rep = build_replica(
-        cfg, load, o["price"], o["storage_bandwidth"], o["warmup_s"], profile=profile
+        cfg,
+        load,
+        o["price"],
+        o["storage_bandwidth"],
+        o["warmup_s"],
+        profile=profile,
+        pool_prices=pool_prices,
     )
     base = _base_replica(cfg, load, o, profile)
     base_rps = base.capacity_rps * o["base_replicas"] if base is not None else 0.0
@@ -202,12 +213,17 @@ def _disaggregation(o: dict) -> dict | None:
     from infercast.errors import ConfigError
 
     pools = {
-        name: {k: o[f"{name}_{k}"] for k in ("replicas", "tp") if o[f"{name}_{k}"] is not None}
+        name: {
+            k: o[f"{name}_{k}"]
+            for k in ("replicas", "tp", "hardware")
+            if o[f"{name}_{k}"] is not None
+        }
         for name in ("prefill", "decode")
     }
     link = {
         "transfer_bandwidth_bytes_per_s": o["transfer_bandwidth"],
         "transfer_latency_s": o["transfer_latency_s"],
+        "prices": o["prefill_price"] if o["prefill_price"] is not None else o["decode_price"],
     }
     if not o["disaggregated"]:
         if any(pools.values()) or any(v is not None for v in link.values()):
@@ -220,6 +236,7 @@ def _disaggregation(o: dict) -> dict | None:
         raise ConfigError(
             "a base pool (--base-hardware) is not modelled beside disaggregated units"
         )
+    link.pop("prices")
     return {**{k: v for k, v in link.items() if v is not None}, **pools}
 
 
@@ -451,6 +468,18 @@ def register(app: typer.Typer) -> None:
             None, help="disaggregated: prefill TP (default: --tp)"
         ),
         decode_tp: int | None = typer.Option(None, help="disaggregated: decode TP (default: --tp)"),
+        prefill_hardware: str | None = typer.Option(
+            None, help="disaggregated: the prefill pool's part (default: --hardware)"
+        ),
+        decode_hardware: str | None = typer.Option(
+            None, help="disaggregated: the decode pool's part (default: --hardware)"
+        ),
+        prefill_price: float | None = typer.Option(
+            None, help="disaggregated: prefill $/GPU-hour (default: --price, else its part's)"
+        ),
+        decode_price: float | None = typer.Option(
+            None, help="disaggregated: decode $/GPU-hour (default: --price, else its part's)"
+        ),
         transfer_bandwidth: float | None = typer.Option(
             None, "--transfer-bandwidth", help="KV transfer bytes/s (default: 50e9 x min TP)"
         ),

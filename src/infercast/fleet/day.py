@@ -57,9 +57,15 @@ def build_replica(
     warmup_s: float = DEFAULT_WARMUP_S,
     profile=None,
     capacity_rps: float | None = None,
+    pool_prices: tuple[float | None, float | None] = (None, None),
 ) -> Replica:
     """The replica of ``cfg`` (a SimConfig): cost model, start time, saturated capacity, price
-    (``capacity_rps`` given: not measured again, e.g. in a shard's worker)."""
+    (``capacity_rps`` given: not measured again, e.g. in a shard's worker).
+
+    A disaggregated unit's pools are priced each at its own part: ``pool_prices`` (prefill,
+    decode), else ``price_per_gpu_hour``, else the shipped price table's for the pool's part;
+    its ``price_per_gpu_hour`` is then the unit's dollars per hour over its GPUs (a GPU-weighted
+    mean), so GPU-hours x that price is still the day's dollars."""
     from infercast.sim.build import step_model
     from infercast.sim.economics import price_for
     from infercast.sim.sched_config import scheduler_config
@@ -78,11 +84,37 @@ def build_replica(
         start_s = shape.weight_bytes / storage_bytes_per_s + warmup_s
         dec = shape.pools.decode_sm  # the step whose bound the fleet reports
         sched = shape.pools.prefill_sched
+        price, source = _unit_price(shape, price_per_gpu_hour, pool_prices)
         return Replica(cfg, dec, sched, shape.gpus, price, source, start_s, cap, shape)
     gpus = timer.parallel.gpus_per_replica
     start_s = timer.memory.weight_bytes * gpus / storage_bytes_per_s + warmup_s
     sched_cfg = scheduler_config(cfg, timer.kv_capacity_tokens)
     return Replica(cfg, timer, sched_cfg, gpus, price, source, start_s, cap)
+
+
+def _unit_price(
+    shape: UnitShape, price: float | None, pool_prices: tuple[float | None, float | None]
+) -> tuple[float | None, str]:
+    """A unit's $/GPU-hour over all its GPUs and where each pool's price came from."""
+    from infercast.sim.economics import price_for
+
+    pre = price_for(shape.prefill_hardware, pool_prices[0] if pool_prices[0] is not None else price)
+    dec = price_for(shape.decode_hardware, pool_prices[1] if pool_prices[1] is not None else price)
+    if pre == dec and shape.prefill_hardware == shape.decode_hardware:
+        return pre
+    if pre[0] is None or dec[0] is None:
+        usd = None
+    else:
+        usd = shape.usd_per_hour(pre[0], dec[0]) / shape.gpus
+    source = (
+        f"prefill {shape.prefill_hardware} {_money(pre[0])} ({pre[1]}), "
+        f"decode {shape.decode_hardware} {_money(dec[0])} ({dec[1]}); GPU-weighted mean"
+    )
+    return usd, source
+
+
+def _money(v: float | None) -> str:
+    return "-" if v is None else f"{v:.2f}"
 
 
 def _capacity(cfg, timer, load: DayLoad) -> float:
@@ -221,13 +253,17 @@ def _pool_cost(
     GPUs x price; idle power over billed seconds plus each token's dynamic energy."""
     gpu_h = rep_s * rep.gpus / 3600.0
     usd = gpu_h * rep.price_per_gpu_hour if rep.price_per_gpu_hour is not None else None
-    power = try_power_model(rep.timer.hardware)
-    if power is None:
+    if rep.unit is not None:  # each pool at its own part's power
+        power = try_power_model(rep.unit.pools.prefill_sm.hardware)
+        dpower = try_power_model(rep.unit.pools.decode_sm.hardware)
+    else:
+        power = dpower = try_power_model(rep.timer.hardware)
+    if power is None or dpower is None:
         return gpu_h, usd, None
     mean_in, mean_out = _mean_lengths(load)
     context = max(1, round(mean_in + mean_out / 2))
     if rep.unit is not None:
-        te = unit_token_energy(rep.unit, power, max(1, round(mean_in)), batch, context)
+        te = unit_token_energy(rep.unit, power, max(1, round(mean_in)), batch, context, dpower)
     else:
         te = token_energy(rep.timer, power, max(1, round(mean_in)), batch, context)
     energy = (
@@ -298,6 +334,7 @@ def report(
                 "replicas_starting": r.starting,
                 "replicas_draining": r.draining,
                 "replica_seconds": rep_s[i],
+                "gpu_seconds": float(gpu_h[i]) * 3600.0,
                 "waiting": r.waiting,
                 "router_queue": r.router_queue,
                 "running": r.running,
@@ -319,7 +356,9 @@ def report(
     bottlenecks = _bottleneck_story([r.bottleneck for r in led.rows], [r.t_s for r in led.rows])
     day = {
         "policy": policy.name,
-        "policy_detail": policy.describe(),
+        "policy_detail": _members_named(policy.describe(), rep),
+        "member": "unit" if rep.unit is not None else "replica",
+        "gpus_per_member": rep.gpus,
         "requests_arrived": int(result.summary["num_arrived"]),
         "requests_completed": tot["completed"],
         "requests_rejected": tot["rejected"],
@@ -357,6 +396,11 @@ def report(
     if base_day is not None:
         day["base_pool"] = base_day
     return {"day": day, "ticks": rows, "intervals": result.intervals}
+
+
+def _members_named(text: str, rep: Replica) -> str:
+    """A policy's description with its members named: disaggregated units are not replicas."""
+    return text.replace("replica", "unit") if rep.unit is not None else text
 
 
 def _bottleneck_story(labels: list[str], times: list[float]) -> tuple[dict[str, int], list[dict]]:

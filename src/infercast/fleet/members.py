@@ -7,7 +7,8 @@ a request to the least loaded unit (``fleet/router.py``); inside the unit it goe
 prefill replica with the fewest outstanding tokens (ties to the lowest index, the rule of
 ``sim/router.py``'s least-tokens), then, after its prefill and transfer, to a decode replica
 as ``sim/disagg.py`` does. The autoscaler starts, drains and stops whole units, and a unit is
-billed and powered for all its GPUs: ``P x prefill GPUs + D x decode GPUs``.
+billed and powered for all its GPUs: ``P x prefill GPUs + D x decode GPUs``, each pool on
+its own part (``[disaggregation.prefill/decode] hardware``) at that part's price and power.
 
 The fleet observes a unit as it observes one replica (``fleet/run.py``): its queue and
 running counts and preemptions are the sums over its replicas, its KV use the decode
@@ -63,12 +64,26 @@ class UnitShape:
             + p.decode_sm.memory.weight_bytes * self.decode_gpus
         )
 
+    @property
+    def prefill_hardware(self) -> str:
+        return self.pools.prefill_sm.hardware.key
+
+    @property
+    def decode_hardware(self) -> str:
+        return self.pools.decode_sm.hardware.key
+
     def describe(self) -> str:
         p, d = self.pools.prefill_sm.parallel, self.pools.decode_sm.parallel
+        ph, dh = self.prefill_hardware, self.decode_hardware
+        where = ("", "") if ph == dh else (f"{ph} ", f"{dh} ")
         return (
-            f"{self.prefill_replicas} prefill (TP{p.tp}) + {self.decode_replicas} decode "
-            f"(TP{d.tp}) replicas, {self.gpus} GPUs"
+            f"{self.prefill_replicas} prefill ({where[0]}TP{p.tp}) + {self.decode_replicas} "
+            f"decode ({where[1]}TP{d.tp}) replicas, {self.gpus} GPUs"
         )
+
+    def usd_per_hour(self, prefill_price: float, decode_price: float) -> float:
+        """Dollars per unit-hour: every GPU of each pool at its own part's $/GPU-hour."""
+        return self.prefill_gpus * prefill_price + self.decode_gpus * decode_price
 
 
 def unit_shape(cfg, timer) -> UnitShape:
@@ -78,15 +93,22 @@ def unit_shape(cfg, timer) -> UnitShape:
 
 
 def unit_token_energy(
-    shape: UnitShape, power, prompt_tokens: int, unit_running: int, decode_context: int
+    shape: UnitShape,
+    power,
+    prompt_tokens: int,
+    unit_running: int,
+    decode_context: int,
+    decode_power=None,
 ) -> TokenEnergy:
     """A unit's per-token energy (module doc): prefill pool for prompts, decode pool for outputs
     at a batch of ``unit_running`` / decode replicas, idle power of every GPU
-    (``TokenEnergy.idle_w`` is per unit)."""
+    (``TokenEnergy.idle_w`` is per unit). ``power`` is the prefill pool's part's power model,
+    ``decode_power`` the decode pool's (default: the same part's)."""
     p = shape.pools
     decode_batch = max(1, round(unit_running / shape.decode_replicas))
+    dpower = power if decode_power is None else decode_power
     pre = token_energy(p.prefill_sm, power, prompt_tokens, decode_batch, decode_context)
-    dec = token_energy(p.decode_sm, power, prompt_tokens, decode_batch, decode_context)
+    dec = token_energy(p.decode_sm, dpower, prompt_tokens, decode_batch, decode_context)
     return TokenEnergy(
         pre.prefill_dynamic_j_per_token,
         dec.decode_dynamic_j_per_token,

@@ -1,5 +1,8 @@
 """The tables and lines ``infercast fleet`` prints: one row per policy's day (``fleet/day.py``'s
-report), the replica's (or unit's) economics, each policy's bottleneck story."""
+report), the replica's (or unit's) economics, each policy's bottleneck story.
+
+On a day of disaggregated units (the header has ``unit``) every count the day reports under
+``replica_*`` keys counts units; the table names them units and shows GPU-hours beside them."""
 
 from __future__ import annotations
 
@@ -30,14 +33,16 @@ def print_fleet(
         f"price {_fmt(h['price_per_gpu_hour'], ',.2f')} $/GPU-hour ({h['price_source']}); "
         f"SLO TTFT <= {h['slo']['ttft_s']} s, TPOT <= {h['slo']['tpot_s']} s"
     )
+    member = "unit" if "unit" in h else "replica"
     t = Table(title="the day per policy")
     cols = (
         "policy",
         "SLO met",
         "goodput/s",
         "rejected",
-        "replica-h",
-        "peak",
+        f"{member}-h",
+        "GPU-h",
+        f"peak {member}s",
         "util",
         "$/day",
         "$/M tok",
@@ -56,6 +61,7 @@ def print_fleet(
             _fmt(d["goodput_per_s"], ",.2f"),
             f"{d['requests_rejected']:,}",
             _fmt(d["replica_hours"], ",.1f"),
+            _fmt(d.get("gpu_hours"), ",.1f"),
             str(d["peak_replicas"]),
             _fmt(d.get("mean_utilization"), ".2f"),
             _fmt(d["usd_per_day"], ",.2f"),
@@ -65,6 +71,11 @@ def print_fleet(
             _fmt(d["ttft_p99_s"], ",.2f"),
         )
     c.print(t)
+    if "unit" in h:
+        c.print(
+            f"a unit is {h['unit']}: unit-h are billed unit-hours, GPU-h = unit-h x "
+            f"{h['gpus_per_replica']} GPUs, $ and kWh count every GPU of every unit"
+        )
     if "base_pool" in h:
         b = h["base_pool"]
         c.print(
