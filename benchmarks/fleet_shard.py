@@ -23,6 +23,10 @@ a run: the day's peak hours batch more per step (cheaper per request) and its tr
 Run:
     python benchmarks/fleet_shard.py                       # ~45k requests, a few minutes on 2 cores
     python benchmarks/fleet_shard.py --peak-rate 200 --replicas 16 --groups 4 --hours 2
+    python benchmarks/fleet_shard.py --ray-workers 2     # also on Ray (the ray extra installed)
+
+The Ray row's wall time includes starting the local cluster (its first tasks import infercast
+in fresh worker processes); its CPU seconds are the groups' own.
 """
 
 from __future__ import annotations
@@ -73,6 +77,12 @@ def main() -> None:
     ap.add_argument("--day-replicas", type=int, default=200)
     ap.add_argument("--group-replicas", type=int, default=25)
     ap.add_argument("--sample-minutes", type=int, default=10)
+    ap.add_argument(
+        "--ray-workers",
+        type=int,
+        default=0,
+        help="also run the sharded day on a local Ray cluster of this many CPUs (needs ray)",
+    )
     a = ap.parse_args()
     cfg = bench_config()
     load = day_load(
@@ -96,21 +106,19 @@ def main() -> None:
     base = run_day(rep, load, pol, spec)["day"]
     rows = [("unsharded", 1, base, time.perf_counter() - t0)]
     cores = [1, 2] + ([os.cpu_count()] if (os.cpu_count() or 1) > 2 else [])
-    for n in cores:
+    runs = [(n, "serial" if n == 1 else "local") for n in cores]
+    if a.ray_workers:
+        import ray  # the optional extra: a local cluster of --ray-workers CPUs
+
+        ray.init(num_cpus=a.ray_workers, include_dashboard=False, log_to_driver=False)
+        runs.append((a.ray_workers, "ray"))
+    for n, executor in runs:
         t0 = time.perf_counter()
-        day = run_sharded(
-            rep,
-            load,
-            a.policy,
-            kw,
-            spec,
-            a.groups,
-            "serial" if n == 1 else "local",
-            n,
-        )["day"]
-        rows.append((f"{a.groups} groups", n, day, time.perf_counter() - t0))
+        day = run_sharded(rep, load, a.policy, kw, spec, a.groups, executor, n)["day"]
+        label = f"{a.groups} groups" + (" ray" if executor == "ray" else "")
+        rows.append((label, n, day, time.perf_counter() - t0))
     print(
-        f"{'run':<12} {'cores':>5} {'requests':>9} {'CPU s':>7} {'req/CPU-s':>10} {'wall s':>7}  "
+        f"{'run':<16} {'cores':>5} {'requests':>9} {'CPU s':>7} {'req/CPU-s':>10} {'wall s':>7}  "
         + "  ".join(f"d{k}" for k in KEYS)
     )
     ok = True
@@ -122,7 +130,7 @@ def main() -> None:
             ok &= rel <= a.tolerance
             diffs.append(f"{rel:+.4f}" if name != "unsharded" else "      -")
         print(
-            f"{name:<12} {n:>5} {d['requests_arrived']:>9,} {d['sim_cpu_s']:>7.2f} "
+            f"{name:<16} {n:>5} {d['requests_arrived']:>9,} {d['sim_cpu_s']:>7.2f} "
             f"{d['requests_arrived'] / d['sim_cpu_s']:>10,.0f} {wall:>7.2f}  " + "  ".join(diffs)
         )
     print(

@@ -70,6 +70,19 @@ class Ledger:
             return False
         return self.slo_tpot_s is None or tpot is None or tpot <= self.slo_tpot_s
 
+    def completed(
+        self, finish_s: float, prompt: int, output: int, ttft_s: float, tpot_s: float | None
+    ) -> None:
+        """A completed request, from its scalars (no record built): what :meth:`record` counts."""
+        b = self._bin(finish_s)
+        b.completed += 1
+        b.input_tokens += prompt
+        b.output_tokens += output
+        lim_ttft, lim_tpot = self.slo_ttft_s, self.slo_tpot_s
+        b.slo_met += (lim_ttft is None or ttft_s <= lim_ttft) and (
+            lim_tpot is None or tpot_s is None or tpot_s <= lim_tpot
+        )
+
     def record(self, rec: RequestRecord) -> None:
         b = self._bin(rec.finish_s if rec.finish_s is not None else rec.arrival_s)
         if rec.ok:
