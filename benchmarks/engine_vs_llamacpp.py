@@ -85,7 +85,34 @@ def step_rows(
     bandwidth: float,
     peak: float,
 ) -> list[dict]:
-    """Decode and prefill step times of one weight format (see the module doc)."""
+    """Decode and prefill step times of one weight format (see the module doc); a format
+    ending in ``-torch`` runs q4 products on PyTorch's int4 kernel (the path before the
+    numba kernel), to alternate old and new in one run."""
+    import infercast.engine.qlinear as ql
+
+    jit_max = ql.Q4_JIT_MAX_TOKENS
+    if fmt.endswith("-torch"):  # the q4 products on PyTorch's int4 kernel (the old path)
+        ql.Q4_JIT_MAX_TOKENS = 0
+    try:
+        out = _step_rows(
+            model,
+            fmt.removesuffix("-torch"),
+            threads,
+            batches,
+            prefills,
+            context,
+            runs,
+            bandwidth,
+            peak,
+        )
+    finally:
+        ql.Q4_JIT_MAX_TOKENS = jit_max
+    for r in out:
+        r["asked"] = fmt
+    return out
+
+
+def _step_rows(model, fmt, threads, batches, prefills, context, runs, bandwidth, peak):
     from threadpoolctl import threadpool_limits
 
     from infercast.engine.engine import make_model
@@ -167,7 +194,7 @@ def cmd_steps(args) -> list[dict]:
                 rows.append(r)
                 if r["kind"] == "decode":
                     print(
-                        f"{r['weights']:>9} t={threads} decode b={r['batch']:>2}: "
+                        f"{r['asked']:>10} t={threads} decode b={r['batch']:>2}: "
                         f"{r['best_s'] * 1e3:7.1f} ms wall ({r['best_cpu_s'] * 1e3:6.1f} cpu), "
                         f"reads {r['bytes_read'] / 1e6:6.1f} MB, floor {r['floor_s'] * 1e3:5.1f}"
                         f" ms: {r['frac_of_floor']:.2f} of it ({r['frac_of_floor_cpu']:.2f} cpu)",
@@ -175,7 +202,7 @@ def cmd_steps(args) -> list[dict]:
                     )
                 else:
                     print(
-                        f"{r['weights']:>9} t={threads} prefill {r['tokens']}: "
+                        f"{r['asked']:>10} t={threads} prefill {r['tokens']}: "
                         f"{r['best_s'] * 1e3:7.0f} ms wall ({r['best_cpu_s'] * 1e3:6.0f} cpu), "
                         f"{r['frac_of_peak']:.2f} of matmul peak ({r['frac_of_peak_cpu']:.2f} "
                         f"cpu)",
@@ -381,7 +408,8 @@ def main() -> None:
     ap.add_argument(
         "--weights",
         default="fp32,bf16,int8,auto",
-        help="formats to run (auto: the file's own, q4+int8 for SmolLM2's Q4_1)",
+        help="formats to run (auto: the file's own, q4+int8 for SmolLM2's Q4_1; q4-torch, "
+        "auto-torch: q4 products on PyTorch's int4 kernel)",
     )
     ap.add_argument("--threads", default="1", help="comma-separated thread counts")
     ap.add_argument("--batches", default="1,8,32")

@@ -105,3 +105,41 @@ def test_threaded_products_equal_one_thread(fmt):
         one, two = w.matmul_fm(x, Scratch(1)), w.matmul_fm(x, Scratch(2))
         assert np.allclose(one, two, rtol=1e-5, atol=1e-5)
         assert np.abs(one - w.dequantize() @ x).max() < 1e-4 * np.abs(one).max()
+
+
+@pytest.mark.parametrize("tokens", [1, 2, 5])
+@pytest.mark.parametrize("threads", [1, 2])
+def test_q4_products_of_few_tokens_run_the_compiled_kernel_exactly(tokens, threads, monkeypatch):
+    """Up to Q4_JIT_MAX_TOKENS the q4 product is the numba loop over the stored 4-bit
+    groups: the file's groups dequantized to float32 (exact scales, not PyTorch's bf16
+    ones) times x, to float32 rounding (1e-5 of the largest output; PyTorch's kernel is
+    ~1e-2 off), with rows padded to the layout's blocks (260 = 4 x 64 + 4). 5 tokens:
+    the kernel's many-token loop, run here by raising the crossover."""
+    pytest.importorskip("torch", reason="Int4Matrix needs the torch extra")
+    import infercast.engine.qlinear as ql
+    from infercast.engine.qformats import quantize_q4
+    from infercast.engine.qlinear import Int4Matrix, Scratch
+
+    monkeypatch.setattr(ql, "Q4_JIT_MAX_TOKENS", max(ql.Q4_JIT_MAX_TOKENS, tokens))
+    rng = np.random.default_rng(8)
+    rows = quantize_q4(rng.standard_normal((260, 160), dtype=np.float32))
+    x = rng.standard_normal((160, tokens), dtype=np.float32)
+    got = Int4Matrix(rows).matmul_fm(x, Scratch(threads))
+    want = rows.dequantize().astype(np.float64) @ x
+    assert got.shape == (260, tokens) and got.flags.c_contiguous
+    assert np.abs(got - want).max() < 1e-5 * np.abs(want).max()
+
+
+def test_q4_layout_puts_each_groups_bytes_across_a_block_of_rows():
+    """Block c, group g, byte row i, lane j: the byte of row 64 c + j holding elements i
+    (low nibble) and 16 + i (high nibble) of group g; scales transposed alike."""
+    from infercast.engine.decode_jit import Q4_ROWS, q4_layout
+
+    rng = np.random.default_rng(9)
+    q = rng.integers(0, 16, (70, 64), dtype=np.uint8)
+    d, m = rng.random((70, 2), dtype=np.float32), rng.random((70, 2), dtype=np.float32)
+    qt, dt, mt = q4_layout(q, d, m)
+    assert qt.shape == (2, 2, 16, Q4_ROWS) and dt.shape == mt.shape == (2, 2, Q4_ROWS)
+    assert qt[1, 1, 3, 5] == q[69, 32 + 3] | (q[69, 32 + 16 + 3] << 4)
+    assert dt[1, 0, 5] == d[69, 0] and mt[0, 1, 2] == m[2, 1]
+    assert not qt[1, :, :, 6:].any() and not dt[1, :, 6:].any()  # padding rows are zero

@@ -21,6 +21,7 @@ from functools import cache
 import numpy as np
 
 ROW_CHUNK = 64  # rows of a product per unit of work (one thread's, with threads)
+Q4_ROWS = 64  # rows per block of the q4 kernel's layout (its vector loop runs across them)
 
 
 @dataclass(frozen=True)
@@ -54,17 +55,20 @@ class Kernels:
     rms_norm_one: object  # (x [H], gain [H], eps) -> [H]
     int8_matmul: object  # (q int8 [N, K], scale [N], x [T, K], out [N, T]) -> None
     bf16_matmul: object  # (w bf16 bits as uint16 [N, K], x [T, K], out [N, T]) -> None
+    q4_matmul: object  # (qt uint8 [C, G, 16, R], d, m f32 [C, G, R], x [T, K], out [C R, T])
     int8_matmul_threads: object  # the same over numba's threads (set_num_threads)
     bf16_matmul_threads: object
+    q4_matmul_threads: object
 
     def product(self, fmt: str, threads: int):
-        """The int8 or bf16 product kernel for ``threads`` threads (sets numba's count)."""
+        """The int8, bf16 or q4 product kernel for ``threads`` threads (sets numba's count)."""
+        name = f"{fmt}_matmul"
         if threads <= 1:
-            return self.int8_matmul if fmt == "int8" else self.bf16_matmul
+            return getattr(self, name)
         import numba
 
         numba.set_num_threads(min(threads, numba.config.NUMBA_NUM_THREADS))
-        return self.int8_matmul_threads if fmt == "int8" else self.bf16_matmul_threads
+        return getattr(self, name + "_threads")
 
 
 @cache
@@ -192,6 +196,69 @@ def kernels() -> Kernels | None:
                         acc += wf[c] * xr[c]
                     out[r, tt] = acc
 
+    def q4_matmul(qt, d, m, x_rows, out):  # pragma: no cover - compiled
+        # 4-bit groups of 32 (w = q d + m, q in 0..15) laid out by q4_layout: for each
+        # block of R rows and group g, 16 byte-rows of R bytes; byte i of a row holds
+        # elements i (low nibble) and 16 + i (high nibble) of its group, as in GGUF.
+        # The vector loop runs across the R rows of a block (contiguous bytes, no
+        # horizontal sums). The high nibble is never shifted out: with b the byte and
+        # lo = b & 15, hi = (b - lo) / 16, so lo x_i + hi x_16+i = lo (x_i - x_16+i / 16)
+        # + b (x_16+i / 16), two products of whole bytes (a shift of numba's int64
+        # kept LLVM from vectorizing). Per group: sum_k w_k x_k = d sum q x + m sum x.
+        nc, ng, _, rb = qt.shape
+        m_tok = x_rows.shape[0]
+        xa = np.empty((m_tok, ng * 16), dtype=np.float32)
+        xb = np.empty((m_tok, ng * 16), dtype=np.float32)
+        xs = np.empty((m_tok, ng), dtype=np.float32)
+        for t in range(m_tok):
+            for g in range(ng):
+                s = np.float32(0.0)
+                for i in range(16):
+                    lo = x_rows[t, g * 32 + i]
+                    hi = x_rows[t, g * 32 + 16 + i]
+                    xb[t, g * 16 + i] = hi * np.float32(0.0625)
+                    xa[t, g * 16 + i] = lo - hi * np.float32(0.0625)
+                    s += lo + hi
+                xs[t, g] = s
+        for c in prange(nc):
+            acc = np.empty((m_tok, rb), dtype=np.float32)
+            tot = np.zeros((m_tok, rb), dtype=np.float32)
+            flo = np.empty(rb, dtype=np.float32)
+            fb = np.empty(rb, dtype=np.float32)
+            for g in range(ng):
+                acc[:] = 0.0
+                for i in range(16):
+                    qi = qt[c, g, i]
+                    if m_tok == 1:
+                        u = xa[0, g * 16 + i]
+                        v = xb[0, g * 16 + i]
+                        at = acc[0]
+                        for j in range(rb):
+                            b = np.int32(qi[j])
+                            at[j] += np.float32(b & 15) * u + np.float32(b) * v
+                        continue
+                    for j in range(rb):  # more tokens: each byte widened once, used by all
+                        b = np.int32(qi[j])
+                        flo[j] = np.float32(b & 15)
+                        fb[j] = np.float32(b)
+                    for t in range(m_tok):
+                        u = xa[t, g * 16 + i]
+                        v = xb[t, g * 16 + i]
+                        at = acc[t]
+                        for j in range(rb):
+                            at[j] += flo[j] * u + fb[j] * v
+                dg = d[c, g]
+                mg = m[c, g]
+                for t in range(m_tok):
+                    xsg = xs[t, g]
+                    at = acc[t]
+                    tt = tot[t]
+                    for j in range(rb):
+                        tt[j] += dg[j] * at[j] + mg[j] * xsg
+            for t in range(m_tok):
+                for j in range(rb):
+                    out[c * rb + j, t] = tot[t, j]
+
     # One thread: compiled as plain loops (prange is range), cached to disk. More threads:
     # the same code with prange over row chunks, compiled on first use (not cached: one
     # cache entry per function), on numba's workqueue layer (its OpenMP layer slowed
@@ -204,6 +271,27 @@ def kernels() -> Kernels | None:
         rms_norm_one,
         serial(int8_matmul),
         serial(bf16_matmul),
+        serial(q4_matmul),
         threaded(int8_matmul),
         threaded(bf16_matmul),
+        threaded(q4_matmul),
     )
+
+
+def q4_layout(q: np.ndarray, d: np.ndarray, m: np.ndarray):
+    """The q4 kernel's layout of 4-bit groups of 32 (``w = q d + m``, q uint8 [N, K] in
+    0..15, d and m float32 [N, K/32]): (qt uint8 [C, G, 16, R], d and m float32 [C, G, R]),
+    rows padded with zeros to C blocks of R = :data:`Q4_ROWS`."""
+    n, k = q.shape
+    g = k // 32
+    pad = -n % Q4_ROWS
+    c = (n + pad) // Q4_ROWS
+    qp = np.pad(q, ((0, pad), (0, 0))).reshape(c, Q4_ROWS, g, 2, 16)
+    packed = qp[:, :, :, 0, :] | (qp[:, :, :, 1, :] << 4)  # [C, R, G, 16]
+    qt = np.ascontiguousarray(packed.transpose(0, 2, 3, 1))
+
+    def blocks(a: np.ndarray) -> np.ndarray:
+        a = np.pad(a.astype(np.float32), ((0, pad), (0, 0))).reshape(c, Q4_ROWS, g)
+        return np.ascontiguousarray(a.transpose(0, 2, 1))
+
+    return qt, blocks(d), blocks(m)

@@ -30,7 +30,7 @@ from typing import Protocol
 
 import numpy as np
 
-from infercast.engine.decode_jit import kernels
+from infercast.engine.decode_jit import Q4_ROWS, kernels, q4_layout
 from infercast.engine.linear import linear_fm
 from infercast.engine.qformats import GROUP, Q4Rows, Q8Rows, Rows, dense, quantize_int8_rows
 from infercast.errors import ConfigError
@@ -44,6 +44,11 @@ ROW_BLOCK = 32  # rows per block of PyTorch's CPU int4 packing (checked in tests
 # 100m's chain of products, ms, one thread, torch's int8 kernel / numba: 1 token 12.9 / 6.1,
 # 8 38.3 / 21.7, 16 68.2 / 51.0, 32 132 / 106, 48 191 / 159.
 INT8_JIT_MAX_TOKENS = KERNEL_MAX_TOKENS
+# q4 products of up to this many tokens run the numba kernel over the stored 4-bit groups
+# (decode_jit.q4_matmul), beyond it PyTorch's int4 kernel: SmolLM2-135M's q4 decode step,
+# ms CPU, one thread, numba / torch: batch 1 15.5 / 28.2, 2 31.1 / 34.5, 4 48.6 / 45.9
+# (benchmarks/engine_vs_llamacpp.py steps --weights q4-torch,q4; docs/cpu-kernels.md).
+Q4_JIT_MAX_TOKENS = 2
 
 
 def resolve_weights(weights: str) -> str:
@@ -144,8 +149,20 @@ class Int4Matrix:
             np.ascontiguousarray(sz32[..., 1]),
         )
         self.shape = (n, k)
-        self.nbytes = int(self.packed.nbytes + self.sz.nbytes)
         self._kernel = torch.ops.aten._weight_int4pack_mm_for_cpu  # looked up once, not per call
+        # The numba kernel's own layout (w = q d + m with float32 d, m: the file's exact
+        # values), for products of up to Q4_JIT_MAX_TOKENS tokens. A decode step reads it,
+        # not the PyTorch packing: nbytes counts what the step reads.
+        self.jit_layout = None
+        if kernels() is not None:
+            self.jit_layout = q4_layout(rows.q, rows.scale, rows.zero - 8.0 * rows.scale)
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes a decode step reads: the numba layout's when it runs, else PyTorch's packing."""
+        if self.jit_layout is not None and Q4_JIT_MAX_TOKENS > 0:
+            return int(sum(a.nbytes for a in self.jit_layout))
+        return int(self.packed.nbytes + self.sz.nbytes)
 
     def matmul_fm(self, x: np.ndarray, scratch: Scratch) -> np.ndarray:
         """w @ x for feature-major x [K, T] -> [N, T] float32."""
@@ -153,6 +170,12 @@ class Int4Matrix:
             wt = scratch.get((self.shape[1], self.packed.shape[0]))
             widen_int4(self.packed.numpy(), self.scale_t, self.zero_t, wt, scratch.threads)
             return np.ascontiguousarray((wt.T @ x)[: self.shape[0]])
+        t = x.shape[1]
+        if self.jit_layout is not None and t <= Q4_JIT_MAX_TOKENS:
+            out = np.empty((self.jit_layout[0].shape[0] * Q4_ROWS, t), dtype=np.float32)
+            kernel = kernels().product("q4", scratch.threads)
+            kernel(*self.jit_layout, x.reshape(1, -1) if t == 1 else x.T.copy(), out)
+            return out[: self.shape[0]] if out.shape[0] != self.shape[0] else out
         torch = self._torch
         y = self._kernel(_to_torch_rows(x, torch, torch.bfloat16), self.packed, GROUP, self.sz)
         return _from_torch_fm(y, self.shape[0])
