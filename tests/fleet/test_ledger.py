@@ -7,6 +7,7 @@ from infercast.fleet import run as fleet_run
 from infercast.fleet.day import build_replica, make_policy, run_day
 from infercast.fleet.ledger import Ledger
 from infercast.fleet.load import DayLoad
+from infercast.fleet.members import DisaggUnit
 from infercast.fleet.run import FleetSpec
 from infercast.metrics.records import RequestRecord
 from infercast.sched import Scheduler
@@ -33,9 +34,12 @@ def test_completed_scalars_count_as_the_record_would(times, output):
     assert by_record.totals() == by_scalars.totals()
 
 
-def test_a_fleet_day_is_the_same_through_records(monkeypatch):
-    """The fleet takes completions as scalars (``_Finished``); the same day with every
-    completion a record (the path before it) reports the same day and ticks, to the bit."""
+@pytest.mark.parametrize("units", [False, True], ids=["replicas", "units"])
+def test_a_fleet_day_is_the_same_through_records(units, monkeypatch):
+    """The fleet takes completions as scalars (``_Finished``, ``_UnitFinished``); the same day
+    with every completion a record (the path before them) reports the same day and ticks, to
+    the bit."""
+    disagg = {"disaggregation": {"decode": {"replicas": 2}}} if units else {}
     cfg = build_config(
         {
             "model": "llama-3.1-8b",
@@ -44,6 +48,7 @@ def test_a_fleet_day_is_the_same_through_records(monkeypatch):
             "slo_ttft_s": 0.5,
             "slo_tpot_s": 0.03,
             "scheduler": {"max_model_len": 2048, "max_num_seqs": 16},
+            **disagg,
         }
     )
     lengths = Trace("t", np.zeros(3), np.array([300, 600, 3000]), np.array([200, 400, 50]))
@@ -56,7 +61,12 @@ def test_a_fleet_day_is_the_same_through_records(monkeypatch):
     def via_records(self, index, sched_cfg, timer):
         return Replica(index, Scheduler(sched_cfg), timer, self.kernel, self._emit)
 
+    def unit_via_records(self):
+        return DisaggUnit(len(self.members), self.unit, self.kernel, self._emit)
+
     monkeypatch.setattr(fleet_run.FleetSim, "_replica", via_records)
+    if units:
+        monkeypatch.setattr(fleet_run.FleetSim, "_new_replica", unit_via_records)
     slow = run_day(rep, load, make_policy("reactive", rep, load, 60.0), spec)
     for d in (fast["day"], slow["day"]):
         d.pop("sim_cpu_s"), d.pop("sim_wall_s")

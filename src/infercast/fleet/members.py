@@ -118,15 +118,15 @@ def unit_token_energy(
 
 
 class _Driver:
-    """What ``build_disagg`` asks of its driver: lists to fill, and where records go (every
-    finished or rejected request is a record through ``emit``: no completion sink)."""
+    """What ``build_disagg`` asks of its driver: lists to fill, where records go (rejections,
+    and every finish without a completion sink) and the decode replicas' completion sink."""
 
     closed = False
-    completions = None
     itl = None
 
-    def __init__(self, emit) -> None:
+    def __init__(self, emit, completions=None) -> None:
         self.emit = emit
+        self.completions = completions
         self.replicas: list = []  # the prefill replicas (routed)
         self.unrouted: list = []  # the decode replicas
 
@@ -184,15 +184,35 @@ class _UnitStats:
         return sum(r.stats.busy_s for r in reps) / len(reps)
 
 
-class DisaggUnit:
-    """One unit on the fleet's kernel; looks to the fleet like one replica (module doc)."""
+class _UnitFinished:
+    """The decode replicas' completion sink (``sim/collect.Completions``): a completed request
+    leaves the unit as scalars, no record and no token times (``fleet/run.py``'s ``_Finished``)."""
 
-    def __init__(self, index: int, shape: UnitShape, kernel, emit) -> None:
+    __slots__ = ("_unit",)
+    wants_times = False
+
+    def __init__(self, unit: DisaggUnit) -> None:
+        self._unit = unit
+
+    def add(self, req, first_scheduled_s, first_token_s, finish_s, times=None) -> None:
+        u = self._unit
+        u.outstanding_tokens -= u.in_flight.pop(req.request_id, 0)
+        u._complete_up(req, first_scheduled_s, first_token_s, finish_s, u.index)
+
+
+class DisaggUnit:
+    """One unit on the fleet's kernel; looks to the fleet like one replica (module doc).
+
+    ``complete`` (the fleet's ``_complete``): completed requests come back as scalars; None:
+    every finished request is a record through ``emit``."""
+
+    def __init__(self, index: int, shape: UnitShape, kernel, emit, complete=None) -> None:
         self.index = index
         self._emit_up = emit
+        self._complete_up = complete
         self.in_flight: dict[str, int] = {}  # request id -> its tokens counted in outstanding
         self.outstanding_tokens = 0
-        driver = _Driver(self._emit)
+        driver = _Driver(self._emit, _UnitFinished(self) if complete is not None else None)
         build_disagg(shape.cfg, shape.timer, kernel, driver, _NoSeries, shape.pools)
         self.prefill: list = driver.replicas
         self.decode: list = driver.unrouted

@@ -200,7 +200,7 @@ class FleetSim:
         """A policy member's replica (or disaggregated unit), indexed by its place in members."""
         index = len(self.members)
         if self.unit is not None:
-            return DisaggUnit(index, self.unit, self.kernel, self._emit)
+            return DisaggUnit(index, self.unit, self.kernel, self._emit, self._complete)
         return self._replica(index, self.sched_cfg, self.timer)
 
     def _replica(self, index: int, sched_cfg, timer) -> Replica:

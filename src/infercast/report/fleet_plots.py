@@ -39,6 +39,7 @@ def plot_policies(runs: dict[str, dict], path: str, title: str) -> None:
             label=name,
         )
     first = next(iter(runs.values()))["ticks"]
+    member = next(iter(runs.values()))["day"].get("member", "replica")  # disaggregated: "unit"
     rate_ax = ax2.twinx()
     rate_ax.plot(
         [r["t_s"] / 3600 for r in first],
@@ -49,14 +50,14 @@ def plot_policies(runs: dict[str, dict], path: str, title: str) -> None:
     )
     rate_ax.set_ylabel("arrivals (req/s, grey)")
     ax.set(
-        xlabel="$ per day" if first and first[0]["usd"] is not None else "replica-hours",
+        xlabel="$ per day" if first and first[0]["usd"] is not None else f"{member}-hours",
         ylabel="SLO attainment (%)",
         title="cost vs SLO attainment",
     )
     ax2.set(
         xlabel="hour of the day",
-        ylabel="replicas (ready + starting)",
-        title="replicas over the day",
+        ylabel=f"{member}s (ready + starting)",
+        title=f"{member}s over the day",
     )
     ax3.set(
         xlabel="hour of the day",
