@@ -106,6 +106,7 @@ class _Transfer:
         tp = min(prefill_sm.parallel.tp, decode_sm.parallel.tp)
         self.bandwidth = d.transfer_bandwidth_bytes_per_s or DEFAULT_LINK_PER_GPU_BYTES_PER_S * tp
         self.outputs: dict[str, int] = {}  # request id -> output tokens it will need on decode
+        self._times: dict[int, float] = {}  # prompt tokens -> transfer seconds (a pure function)
         self.num_transfers, self.transfer_s = 0, 0.0
 
     def add(
@@ -119,15 +120,17 @@ class _Transfer:
         """A prefill finished now: its KV leaves for the decode pool."""
         output = self.outputs.pop(req.request_id)
         p = req.prompt_tokens
-        prefill_s = self.sm.step_time_s([p], [0]) if self.overlap else 0.0
-        t = kv_transfer_time_s(
-            kv_transfer_bytes(self.sm, p),
-            self.bandwidth,
-            self.latency,
-            prefill_s,
-            self.sm.model.num_layers,
-            self.overlap,
-        )
+        t = self._times.get(p)
+        if t is None:  # a run's prompts take few distinct lengths: each costed once
+            prefill_s = self.sm.step_time_s([p], [0]) if self.overlap else 0.0
+            t = self._times[p] = kv_transfer_time_s(
+                kv_transfer_bytes(self.sm, p),
+                self.bandwidth,
+                self.latency,
+                prefill_s,
+                self.sm.model.num_layers,
+                self.overlap,
+            )
         self.num_transfers += 1
         self.transfer_s += t
         moved = Request(
