@@ -175,7 +175,8 @@ class Int4Matrix:
         if self.jit_layout is not None and t <= Q4_JIT_MAX_TOKENS:
             out = np.empty((self.jit_layout[0].shape[0] * Q4_ROWS, t), dtype=np.float32)
             kernel = kernels().product("q4", scratch.threads)
-            kernel(*self.jit_layout, x.reshape(1, -1) if t == 1 else x.T.copy(), out)
+            x_rows = x.reshape(1, -1) if t == 1 else x.T.copy()
+            kernel(*self.jit_layout, x_rows, out, scratch.threads)
             return out[: self.shape[0]] if out.shape[0] != self.shape[0] else out
         torch = self._torch
         y = self._kernel(_to_torch_rows(x, torch, torch.bfloat16), self.packed, GROUP, self.sz)
