@@ -11,8 +11,9 @@ Candidates: numpy float32 (OpenBLAS); torch bf16 matmul; torch weight-only int8
 (``_weight_int8pack_mm``, bf16 activations); torch dynamic int8 (fbgemm
 ``quantized::linear_dynamic``: int8 weights and activations, fp32 out); torch
 int4 (``_weight_int4pack_mm_for_cpu``, groups of 32, bf16 activations); the
-engine's numba loops over int8 and bf16 rows (``engine/decode_jit.py``, float32
-activations). Dequantization accuracy is not
+engine's numba loops over int8 and bf16 rows and over 4-bit groups of 32 laid out
+across 64-row blocks (``engine/decode_jit.py``, float32 activations; q4 with float32
+scale and offset per group). Dequantization accuracy is not
 compared here (tests/engine/test_qlinear.py does that for the engine's kernels).
 
     python benchmarks/cpu_kernels.py --runs 7
@@ -106,6 +107,20 @@ def candidates(torch):
 
         return f
 
+    def numba_q4(w):
+        from infercast.engine.decode_jit import q4_layout
+        from infercast.engine.qformats import quantize_q4
+
+        rows = quantize_q4(w)
+        layout = q4_layout(rows.q, rows.scale, rows.zero - 8 * rows.scale)
+
+        def f(x):
+            out = np.empty((layout[0].shape[0] * layout[0].shape[3], x.shape[0]), np.float32)
+            jit.q4_matmul(*layout, x, out, 1)
+            return out
+
+        return f
+
     return {
         "numpy fp32 (OpenBLAS)": (4.0, f32),
         "torch bf16": (2.0, bf16),
@@ -114,6 +129,7 @@ def candidates(torch):
         "torch int4 (groups of 32)": (0.5 + 4 / 32, int4),
         "numba int8 rows (engine's kernel)": (1.0 + 4 / 576, numba_int8),
         "numba bf16 rows (engine's kernel)": (2.0, numba_bf16),
+        "numba q4 groups (engine's kernel)": (0.5 + 8 / 32, numba_q4),
     }
 
 

@@ -55,7 +55,8 @@ class Kernels:
     rms_norm_one: object  # (x [H], gain [H], eps) -> [H]
     int8_matmul: object  # (q int8 [N, K], scale [N], x [T, K], out [N, T]) -> None
     bf16_matmul: object  # (w bf16 bits as uint16 [N, K], x [T, K], out [N, T]) -> None
-    q4_matmul: object  # (qt uint8 [C, G, 16, R], d, m f32 [C, G, R], x [T, K], out [C R, T])
+    q4_matmul: object  # (qt uint8 [C, G, 16, R], d, m f32 [C, G, R], x [T, K], out [C R, T],
+    # tasks: runs of blocks, one a thread)
     int8_matmul_threads: object  # the same over numba's threads (set_num_threads)
     bf16_matmul_threads: object
     q4_matmul_threads: object
@@ -196,37 +197,24 @@ def kernels() -> Kernels | None:
                         acc += wf[c] * xr[c]
                     out[r, tt] = acc
 
-    def q4_matmul(qt, d, m, x_rows, out):  # pragma: no cover - compiled
-        # 4-bit groups of 32 (w = q d + m, q in 0..15) laid out by q4_layout: for each
-        # block of R rows and group g, 16 byte-rows of R bytes; byte i of a row holds
-        # elements i (low nibble) and 16 + i (high nibble) of its group, as in GGUF.
-        # The vector loop runs across the R rows of a block (contiguous bytes, no
-        # horizontal sums). The high nibble is never shifted out: with b the byte and
-        # lo = b & 15, hi = (b - lo) / 16, so lo x_i + hi x_16+i = lo (x_i - x_16+i / 16)
-        # + b (x_16+i / 16), two products of whole bytes (a shift of numba's int64
-        # kept LLVM from vectorizing). Per group: sum_k w_k x_k = d sum q x + m sum x.
+    @njit(fastmath=True, cache=True)
+    def q4_blocks(qt, d, m, xa, xb, xs, out, c0, c1):  # pragma: no cover - compiled
+        # Blocks c0..c1-1 of q4_matmul (below), compiled as a plain function: inside a
+        # prange body (a parfor) the same loops did not vectorize and took 2x the time.
         nc, ng, _, rb = qt.shape
-        m_tok = x_rows.shape[0]
-        xa = np.empty((m_tok, ng * 16), dtype=np.float32)
-        xb = np.empty((m_tok, ng * 16), dtype=np.float32)
-        xs = np.empty((m_tok, ng), dtype=np.float32)
-        for t in range(m_tok):
+        m_tok = xa.shape[0]
+        acc = np.empty((m_tok, rb), dtype=np.float32)
+        tot = np.empty((m_tok, rb), dtype=np.float32)
+        flo = np.empty(rb, dtype=np.float32)
+        fb = np.empty(rb, dtype=np.float32)
+        for c in range(c0, c1):
+            for t in range(m_tok):
+                for j in range(rb):
+                    tot[t, j] = 0.0
             for g in range(ng):
-                s = np.float32(0.0)
-                for i in range(16):
-                    lo = x_rows[t, g * 32 + i]
-                    hi = x_rows[t, g * 32 + 16 + i]
-                    xb[t, g * 16 + i] = hi * np.float32(0.0625)
-                    xa[t, g * 16 + i] = lo - hi * np.float32(0.0625)
-                    s += lo + hi
-                xs[t, g] = s
-        for c in prange(nc):
-            acc = np.empty((m_tok, rb), dtype=np.float32)
-            tot = np.zeros((m_tok, rb), dtype=np.float32)
-            flo = np.empty(rb, dtype=np.float32)
-            fb = np.empty(rb, dtype=np.float32)
-            for g in range(ng):
-                acc[:] = 0.0
+                for t in range(m_tok):
+                    for j in range(rb):
+                        acc[t, j] = 0.0
                 for i in range(16):
                     qi = qt[c, g, i]
                     if m_tok == 1:
@@ -258,6 +246,35 @@ def kernels() -> Kernels | None:
             for t in range(m_tok):
                 for j in range(rb):
                     out[c * rb + j, t] = tot[t, j]
+
+    def q4_matmul(qt, d, m, x_rows, out, tasks):  # pragma: no cover - compiled
+        # 4-bit groups of 32 (w = q d + m, q in 0..15) laid out by q4_layout: for each
+        # block of R rows and group g, 16 byte-rows of R bytes; byte i of a row holds
+        # elements i (low nibble) and 16 + i (high nibble) of its group, as in GGUF.
+        # The vector loop runs across the R rows of a block (contiguous bytes, no
+        # horizontal sums). The high nibble is never shifted out: with b the byte and
+        # lo = b & 15, hi = (b - lo) / 16, so lo x_i + hi x_16+i = lo (x_i - x_16+i / 16)
+        # + b (x_16+i / 16), two products of whole bytes (a shift of numba's int64
+        # kept LLVM from vectorizing). Per group: sum_k w_k x_k = d sum q x + m sum x.
+        nc, ng, _, rb = qt.shape
+        m_tok = x_rows.shape[0]
+        xa = np.empty((m_tok, ng * 16), dtype=np.float32)
+        xb = np.empty((m_tok, ng * 16), dtype=np.float32)
+        xs = np.empty((m_tok, ng), dtype=np.float32)
+        for t in range(m_tok):
+            for g in range(ng):
+                s = np.float32(0.0)
+                for i in range(16):
+                    lo = x_rows[t, g * 32 + i]
+                    hi = x_rows[t, g * 32 + 16 + i]
+                    xb[t, g * 16 + i] = hi * np.float32(0.0625)
+                    xa[t, g * 16 + i] = lo - hi * np.float32(0.0625)
+                    s += lo + hi
+                xs[t, g] = s
+        # ``tasks`` (the thread count) runs of blocks, each a plain compiled call.
+        parts = max(1, min(nc, tasks))
+        for part in prange(parts):
+            q4_blocks(qt, d, m, xa, xb, xs, out, part * nc // parts, (part + 1) * nc // parts)
 
     # One thread: compiled as plain loops (prange is range), cached to disk. More threads:
     # the same code with prange over row chunks, compiled on first use (not cached: one

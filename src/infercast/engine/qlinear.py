@@ -10,9 +10,10 @@ up to :data:`INT8_JIT_MAX_TOKENS` tokens run a numba loop instead
 (:mod:`infercast.engine.decode_jit`: int8 rows widened in registers, float32
 activations), 1.2-2.1x faster here, and so do bf16 products (each row widened by a
 shift: 1.4x PyTorch's bf16 matmul at one token, 4.3x at 8, on this CPU without
-AVX-512 BF16); PyTorch's kernels remain for when numba is absent. Why these and
-not a numba kernel over GGUF's 4-bit blocks: docs/cpu-kernels.md, with
-the measurements.
+AVX-512 BF16), and q4 products of up to :data:`Q4_JIT_MAX_TOKENS` tokens (a loop
+over the stored 4-bit groups laid out across 64-row blocks, ~1.8x PyTorch's int4
+kernel at one token); PyTorch's kernels remain for when numba is absent. The
+choices and their measurements: docs/cpu-kernels.md.
 
 Up to :data:`KERNEL_MAX_TOKENS` tokens a product reads the compressed weights
 directly (decode: the step is a stream of weight bytes, so fewer bytes is a
@@ -174,7 +175,8 @@ class Int4Matrix:
         if self.jit_layout is not None and t <= Q4_JIT_MAX_TOKENS:
             out = np.empty((self.jit_layout[0].shape[0] * Q4_ROWS, t), dtype=np.float32)
             kernel = kernels().product("q4", scratch.threads)
-            kernel(*self.jit_layout, x.reshape(1, -1) if t == 1 else x.T.copy(), out)
+            x_rows = x.reshape(1, -1) if t == 1 else x.T.copy()
+            kernel(*self.jit_layout, x_rows, out, scratch.threads)
             return out[: self.shape[0]] if out.shape[0] != self.shape[0] else out
         torch = self._torch
         y = self._kernel(_to_torch_rows(x, torch, torch.bfloat16), self.packed, GROUP, self.sz)
