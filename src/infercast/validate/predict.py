@@ -336,11 +336,15 @@ def _concurrency(case: Case, models: StepModels) -> Plan:
     )
 
 
+AIC_SOURCE = "aiconfigurator-silicon-sample"  # aiconfigurator's measured rows (data/README.md)
+
+
 def row_harness(case: Case):
     """The benchmark client a closed-loop row ran (:mod:`infercast.sim.clients`) and the note saying
-    how it was chosen: ``extra.harness`` when the row names one, else InferenceX's client (the
-    silicon sample's runs that state a length range are InferenceX's; the others state no harness
-    and are run the same way, with their fixed lengths)."""
+    how it was chosen: ``extra.harness`` when the row names one; else InferenceX's client for a
+    row that states InferenceX's length range; else, for aiconfigurator's fixed-length rows,
+    aiconfigurator's own runner (AIPerf with fixed lengths: the rows name no harness, so it is
+    assumed and noted); else InferenceX's client with the row's fixed lengths, noted."""
     from infercast.sim.clients import load_harness
 
     name = case.extra.get("harness")
@@ -349,12 +353,14 @@ def row_harness(case: Case):
             return load_harness(name), None
         except InfercastError as exc:
             raise Unpredictable(str(exc)) from None
-    note = (
-        None
-        if length_range_ratio(case) is not None
-        else "harness not stated: InferenceX's client assumed"
-    )
-    return load_harness("inferencex"), note
+    if length_range_ratio(case) is not None:
+        return load_harness("inferencex"), None
+    if case.source == AIC_SOURCE:
+        return (
+            load_harness("aiconfigurator-aiperf"),
+            "harness not stated: aiconfigurator's AIPerf runner assumed",
+        )
+    return load_harness("inferencex"), "harness not stated: InferenceX's client assumed"
 
 
 def recv_interval(case: Case) -> int:
