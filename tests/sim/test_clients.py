@@ -52,6 +52,31 @@ def test_aiconfigurator_runner_sends_every_request_at_the_stated_lengths():
     assert w["output"] == {"dist": "fixed", "mean": 256}
 
 
+def test_a_chat_client_prefills_the_model_s_chat_template_too():
+    # openai_chat.py _create_messages: the prompt goes as one user message; the server applies the
+    # chat template: Qwen3 '<|im_start|>user\n' + prompt + '<|im_end|>\n<|im_start|>assistant\n'
+    from infercast.sim.clients import chat_template_tokens
+
+    h = load_harness("aiconfigurator-aiperf")
+    assert h.endpoint == "chat" and chat_template_tokens("qwen3-32b") == 8
+    w = closed_loop_workload(h, 8, 1024, 256, fixed=True, model="qwen3-32b")
+    assert w["input"] == {"dist": "fixed", "mean": 1032}
+    assert w["output"] == {"dist": "fixed", "mean": 256}  # the template is prompt, not output
+    assert closed_loop_workload(h, 8, 1024, 256, fixed=True, model="Llama-3.1-8B")["input"] == {
+        "dist": "fixed",
+        "mean": 1024 + 35,  # the default system header with its dates, then the user turn
+    }
+    # a model without a tabled template runs the stated length; completions clients send the
+    # prompt as it is
+    assert chat_template_tokens("gpt-oss-120b") is None
+    assert (
+        closed_loop_workload(h, 8, 1024, 256, fixed=True, model="gpt-oss-120b")["input"]["mean"]
+        == 1024
+    )
+    ix = closed_loop_workload(load_harness("inferencex"), 8, 1024, 256, model="qwen3-32b")
+    assert ix["input"]["mean"] == pytest.approx((819 + 1024) / 2)
+
+
 def test_aiperf_burst_after_a_drained_warmup_starts_c_requests_on_an_idle_engine():
     # RequestRateStrategy: ConcurrencyBurstRateGenerator.next_interval() == 0 behind a semaphore
     # of C, after the warm-up phase has completed: the timed run's first C requests leave at t = 0

@@ -33,8 +33,17 @@ def test_aiconfigurator_fixed_length_rows_run_its_aiperf_runner(concurrency_row)
     assert harness.name == "aiconfigurator-aiperf"
     assert note == "harness not stated: aiconfigurator's AIPerf runner assumed"
     w, _ = harness_workload(row, 16)
-    assert w == harness_workload(concurrency_row(), 16)[0]  # same closed loop as before: burst,
-    # drained warm-up, 10 requests per client, the stated lengths
+    before = harness_workload(concurrency_row(), 16)[0]  # InferenceX's client, fixed lengths
+    # the same closed loop (burst, warm-up drained, 10 requests per client, fixed lengths), but a
+    # chat request: the engine prefills Llama-3.1's template (35 tokens) with each prompt
+    assert w["input"] == {"dist": "fixed", "mean": 1024 + 35}
+    assert {k: v for k, v in w.items() if k != "input"} == {
+        k: v for k, v in before.items() if k != "input"
+    }
+    untabled = concurrency_row(source="aiconfigurator-silicon-sample", model="gpt-oss-120b")
+    assert harness_workload(untabled, 16)[1].endswith(
+        "chat template of gpt-oss-120b not tabled: stated length run"
+    )
     ranged = concurrency_row(
         source="aiconfigurator-silicon-sample", extra={"length_range_ratio": 0.8}
     )

@@ -24,6 +24,11 @@ What a preset fixes, and how the simulator runs it (:func:`closed_loop_workload`
   ``[L (1 - r), L (1 + r)]`` (``symmetric``: ``vllm bench serve`` since v0.9). With
   ``--ignore-eos`` a request generates exactly its drawn output length. Drawn lengths also
   stop the clients finishing in lockstep.
+- ``endpoint = "chat"``: the client sends the prompt as one user message of a chat request, and
+  the server applies the model's chat template before tokenizing, so the engine prefills the
+  stated length plus the template's tokens (:func:`chat_template_tokens`, a cited table per
+  model; a model not in it runs the stated length). Unset: the prompt is sent as it is
+  (``/v1/completions`` or the engine's native endpoint).
 - ``ttft = "first_text"``: TTFT is timed by the client, from its send to the first streamed
   chunk with text; ``"first_response"`` (AIPerf) to the first streamed response of any content.
   The engines send both with the first token (TensorRT-LLM's ``stream_interval`` and SGLang's
@@ -39,6 +44,7 @@ within rounding.
 
 from __future__ import annotations
 
+import csv
 import functools
 import math
 from pathlib import Path
@@ -67,6 +73,7 @@ class HarnessPreset(BaseModel):
     range_ratio: float = Field(ge=0, le=1)
     length_rule: Literal["low", "symmetric"]
     ttft: Literal["first_text", "first_response"]
+    endpoint: Literal["chat"] | None = None  # chat: the server wraps the prompt in the template
     sources: dict[str, str]
 
     @model_validator(mode="after")
@@ -125,23 +132,27 @@ def closed_loop_workload(
     range_ratio: float | None = None,
     fixed: bool = False,
     num_prompts: int | None = None,
+    model: str | None = None,
 ) -> dict:
     """The simulator's ``workload`` table for ``harness`` at ``concurrency`` clients.
 
     ``range_ratio`` replaces the harness's default ratio (a run that set ``--random-range-ratio``);
     ``fixed`` runs the stated lengths exactly (a run that stated fixed lengths); ``num_prompts``
-    replaces the harness's request count.
+    replaces the harness's request count; ``model`` (a catalog name) adds its chat template's
+    tokens to every prompt when the harness sends chat requests.
     """
     if concurrency < 1:
         raise ConfigError(f"concurrency {concurrency!r}: must be >= 1")
     n = num_prompts if num_prompts is not None else harness.requests_for(concurrency)
+    extra = (chat_template_tokens(model) or 0) if harness.endpoint == "chat" and model else 0
     if fixed:
-        inp, out = (
-            _length_dist(input_tokens, input_tokens),
-            _length_dist(output_tokens, output_tokens),
-        )
+        lo = hi = input_tokens
     else:
-        inp = _length_dist(*harness.length_range(input_tokens, range_ratio))
+        lo, hi = harness.length_range(input_tokens, range_ratio)
+    inp = _length_dist(lo + extra, hi + extra)
+    if fixed:
+        out = _length_dist(output_tokens, output_tokens)
+    else:
         out = _length_dist(*harness.length_range(output_tokens, range_ratio))
     return {
         "arrival": "closed",
@@ -150,6 +161,19 @@ def closed_loop_workload(
         "input": inp,
         "output": out,
     }
+
+
+@functools.cache
+def _chat_templates() -> dict[str, int]:
+    with data_path("harnesses", "chat_templates.csv").open(newline="", encoding="utf-8") as f:
+        return {row["model"]: int(row["template_tokens"]) for row in csv.DictReader(f)}
+
+
+def chat_template_tokens(model: str) -> int | None:
+    """Tokens a model's chat template adds around one user message, generation prompt included
+    (``data/harnesses/chat_templates.csv``, each count cited to the template and its token ids);
+    None for a model not in the table."""
+    return _chat_templates().get(model.strip().lower())
 
 
 def parse_harness(data: dict, where: str) -> HarnessPreset:

@@ -386,16 +386,20 @@ def harness_waves(case: Case, clients: int) -> float:
 def harness_workload(case: Case, clients: int) -> tuple[dict, str | None]:
     """The simulator's closed-loop workload of a row at ``clients`` clients (per replica or per
     disaggregated deployment), as its harness runs it, and the harness note."""
-    from infercast.sim.clients import closed_loop_workload
+    from infercast.sim.clients import chat_template_tokens, closed_loop_workload
 
     harness, note = row_harness(case)
+    if harness.endpoint == "chat" and chat_template_tokens(case.model) is None:
+        note = "; ".join(
+            n for n in (note, f"chat template of {case.model} not tabled: stated length run") if n
+        )
     i, o = case.input_tokens, case.output_tokens
     if i is None or o is None:  # a dataset's mean lengths, run as fixed ones
         i, o = _lengths(case)
-        return closed_loop_workload(harness, clients, i, o, fixed=True), note
+        return closed_loop_workload(harness, clients, i, o, fixed=True, model=case.model), note
     r = length_range_ratio(case)
     return closed_loop_workload(
-        harness, clients, int(i), int(o), range_ratio=r, fixed=r is None
+        harness, clients, int(i), int(o), range_ratio=r, fixed=r is None, model=case.model
     ), note
 
 
