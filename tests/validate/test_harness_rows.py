@@ -25,6 +25,31 @@ def test_a_row_without_a_harness_runs_its_fixed_lengths_and_says_so(concurrency_
     assert note == "harness not stated: InferenceX's client assumed"
 
 
+def test_aiconfigurator_fixed_length_rows_run_its_aiperf_runner(concurrency_row):
+    # the silicon sample's fixed-length rows name no harness: aiconfigurator's own runner
+    # (genai_perf_runner.py: AIPerf, 10 C timed requests, fixed lengths) is assumed and noted
+    row = concurrency_row(source="aiconfigurator-silicon-sample")
+    harness, note = row_harness(row)
+    assert harness.name == "aiconfigurator-aiperf"
+    assert note == "harness not stated: aiconfigurator's AIPerf runner assumed"
+    w, _ = harness_workload(row, 16)
+    before = harness_workload(concurrency_row(), 16)[0]  # InferenceX's client, fixed lengths
+    # the same closed loop (burst, warm-up drained, 10 requests per client, fixed lengths), but a
+    # chat request: the engine prefills Llama-3.1's template (35 tokens) with each prompt
+    assert w["input"] == {"dist": "fixed", "mean": 1024 + 35}
+    assert {k: v for k, v in w.items() if k != "input"} == {
+        k: v for k, v in before.items() if k != "input"
+    }
+    untabled = concurrency_row(source="aiconfigurator-silicon-sample", model="gpt-oss-120b")
+    assert harness_workload(untabled, 16)[1].endswith(
+        "chat template of gpt-oss-120b not tabled: stated length run"
+    )
+    ranged = concurrency_row(
+        source="aiconfigurator-silicon-sample", extra={"length_range_ratio": 0.8}
+    )
+    assert row_harness(ranged)[0].name == "inferencex"  # InferenceX's runs state their range
+
+
 def test_a_row_names_its_harness(concurrency_row):
     harness, note = row_harness(concurrency_row(extra={"harness": "sglang-bench-serving"}))
     assert harness.name == "sglang-bench-serving" and note is None

@@ -172,6 +172,7 @@ def _harness(o: dict, base: dict):
             w.concurrency,
             max(1, round(w.input.mean or 1024)),
             max(1, round(w.output.mean or 256)),
+            model=cfg.model,  # a chat client adds the model's template to each prompt
         )
         out.pop("arrival")
         out.pop("concurrency")

@@ -336,11 +336,15 @@ def _concurrency(case: Case, models: StepModels) -> Plan:
     )
 
 
+AIC_SOURCE = "aiconfigurator-silicon-sample"  # aiconfigurator's measured rows (data/README.md)
+
+
 def row_harness(case: Case):
     """The benchmark client a closed-loop row ran (:mod:`infercast.sim.clients`) and the note saying
-    how it was chosen: ``extra.harness`` when the row names one, else InferenceX's client (the
-    silicon sample's runs that state a length range are InferenceX's; the others state no harness
-    and are run the same way, with their fixed lengths)."""
+    how it was chosen: ``extra.harness`` when the row names one; else InferenceX's client for a
+    row that states InferenceX's length range; else, for aiconfigurator's fixed-length rows,
+    aiconfigurator's own runner (AIPerf with fixed lengths: the rows name no harness, so it is
+    assumed and noted); else InferenceX's client with the row's fixed lengths, noted."""
     from infercast.sim.clients import load_harness
 
     name = case.extra.get("harness")
@@ -349,12 +353,14 @@ def row_harness(case: Case):
             return load_harness(name), None
         except InfercastError as exc:
             raise Unpredictable(str(exc)) from None
-    note = (
-        None
-        if length_range_ratio(case) is not None
-        else "harness not stated: InferenceX's client assumed"
-    )
-    return load_harness("inferencex"), note
+    if length_range_ratio(case) is not None:
+        return load_harness("inferencex"), None
+    if case.source == AIC_SOURCE:
+        return (
+            load_harness("aiconfigurator-aiperf"),
+            "harness not stated: aiconfigurator's AIPerf runner assumed",
+        )
+    return load_harness("inferencex"), "harness not stated: InferenceX's client assumed"
 
 
 def recv_interval(case: Case) -> int:
@@ -380,16 +386,20 @@ def harness_waves(case: Case, clients: int) -> float:
 def harness_workload(case: Case, clients: int) -> tuple[dict, str | None]:
     """The simulator's closed-loop workload of a row at ``clients`` clients (per replica or per
     disaggregated deployment), as its harness runs it, and the harness note."""
-    from infercast.sim.clients import closed_loop_workload
+    from infercast.sim.clients import chat_template_tokens, closed_loop_workload
 
     harness, note = row_harness(case)
+    if harness.endpoint == "chat" and chat_template_tokens(case.model) is None:
+        note = "; ".join(
+            n for n in (note, f"chat template of {case.model} not tabled: stated length run") if n
+        )
     i, o = case.input_tokens, case.output_tokens
     if i is None or o is None:  # a dataset's mean lengths, run as fixed ones
         i, o = _lengths(case)
-        return closed_loop_workload(harness, clients, i, o, fixed=True), note
+        return closed_loop_workload(harness, clients, i, o, fixed=True, model=case.model), note
     r = length_range_ratio(case)
     return closed_loop_workload(
-        harness, clients, int(i), int(o), range_ratio=r, fixed=r is None
+        harness, clients, int(i), int(o), range_ratio=r, fixed=r is None, model=case.model
     ), note
 
 
