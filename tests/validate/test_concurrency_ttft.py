@@ -9,7 +9,7 @@ from infercast.cost.profiles import load_profile_set
 from infercast.validate.cases import load_cases
 from infercast.validate.evaluate import Evaluator
 from infercast.validate.ledger import profile_matrix
-from infercast.validate.predict import harness_waves
+from infercast.validate.predict import harness_prompt_tokens, harness_waves
 
 
 def test_spread_later_wave_by_hand():
@@ -80,15 +80,20 @@ def shipped_rows():
 @pytest.mark.parametrize("row", ["AIC-3382-ttft", "AIC-3478-ttft", "AIC-1139-ttft"])
 def test_shipped_rows_need_spread_arrivals(shipped_rows, row):
     """Llama-3.1-70B on vLLM (H100) and Qwen3-32B on TRT-LLM (H100), 16 clients of 1,024-token
-    prompts: the mean TTFT measured (wave one included) is below one lockstep step of 8 such
-    prompts, so later waves cannot arrive as groups; the spread form is closer, within 45 %."""
+    prompts: the mean TTFT measured (wave one included) is below one lockstep step of a budget's
+    worth of such prompts, so later waves cannot arrive as groups; the spread form is closer,
+    within 45 %."""
     preds, ev = shipped_rows
     i = next(j for j, c in enumerate(ev.cases) if c.id == row)
     plan, case = ev.plans[i], ev.cases[i]
     assert case.concurrency == 16 and case.input_tokens == 1024 and harness_waves(case, 16) == 10
-    # the prompt the closed loop serves: 1,024 tokens, or InferenceX's mean of [0.8 L, L] (922)
-    prompt = 922 if case.extra.get("length_range_ratio") == 0.8 else 1024
-    assert plan.shapes[2][-1] == (1, prompt, 0) and plan.shapes[1][-1] == (8, prompt, 0)
+    # the prompt the closed loop serves: InferenceX's mean of [0.8 L, L] (922), or 1,024 tokens in
+    # the chat template aiconfigurator's AIPerf runner sends (Qwen3: 8 tokens)
+    ranged = case.extra.get("length_range_ratio") == 0.8
+    prompt = 922 if ranged else 1024 + harness_prompt_tokens(case)
+    assert ranged or (case.model == "qwen3-32b" and prompt == 1032)
+    group = 8192 // prompt  # the prompts one step of the 8,192-token budget holds: 8, or 7
+    assert plan.shapes[2][-1] == (1, prompt, 0) and plan.shapes[1][-1] == (group, prompt, 0)
     times = ev.ledger.times(
         profile_matrix([load_profile_set(None).for_group(g) for g in ev.groups])
     )

@@ -255,6 +255,8 @@ def _closed_loop_plan(
 ) -> Plan:
     lay, sm = _replica(case, models)
     i, o = _lengths(case)
+    if waves is not None:  # a benchmark client's prompts, as the simulator runs them
+        i += harness_prompt_tokens(case)
     limit = _running_limit(case, lay, sm, i, o)
     # Pipeline parallel: pp micro-batches in flight, each a full pass through the stages
     # (StepModel times one pass), so a replica is pp closed loops of 1/pp of its requests.
@@ -381,6 +383,18 @@ def harness_waves(case: Case, clients: int) -> float:
     harness, _ = row_harness(case)
     c = max(1, round(clients))
     return harness.requests_for(c) / c
+
+
+def harness_prompt_tokens(case: Case) -> int:
+    """Tokens the row's client adds to each prompt: the model's chat template when it sends chat
+    requests (:func:`infercast.sim.clients.chat_template_tokens`), else 0; the closed forms add
+    them as :func:`harness_workload` does for the simulator."""
+    from infercast.sim.clients import chat_template_tokens
+
+    harness, _ = row_harness(case)
+    if harness.endpoint != "chat":
+        return 0
+    return chat_template_tokens(case.model) or 0
 
 
 def harness_workload(case: Case, clients: int) -> tuple[dict, str | None]:
@@ -567,6 +581,7 @@ def _disaggregated(case: Case, models: StepModels) -> Plan:
     pf_setup = replace(setup, tp=gp, ep=ep_p, attn_dp=dp_p)
     pf_sm, dec_sm = models.get(pf_setup), models.get(setup)
     i, o = _lengths(case)
+    i += harness_prompt_tokens(case)  # the client's chat template, as simulated
     clients = _need(case.concurrency, "concurrency")
     # sim/disagg.py's defaults: 50 GB/s per GPU x the smaller TP, 1 ms, no layer overlap
     bw = DEFAULT_LINK_PER_GPU_BYTES_PER_S * min(pf_sm.parallel.tp, dec_sm.parallel.tp)
