@@ -106,10 +106,15 @@ def _shipped_tpot_rows():
 
 
 def test_shipped_rows_with_a_batch_have_concurrency_workers_ranks_batch():
-    # the identity behind decode_running_limit: the stated batch is per attention-DP rank
+    # the identity behind decode_running_limit: the stated batch is per attention-DP rank. On
+    # aiconfigurator's own runs; the InferenceX runs whose layout comes from a recipe
+    # (extra.layout_source) state the recipe's decode max_batch_size per rank, which InferenceX
+    # sweeps past (e.g. 563 clients on 32 ranks of 16)
     checked = 0
     for c in _shipped_tpot_rows():
         d = c.extra["decode"]
+        if "layout_source" in c.extra:
+            continue
         if d.get("batch_size") and d.get("num_workers") and c.concurrency:
             ranks = int(d.get("attention_dp_size") or 1)
             assert c.concurrency == int(d["num_workers"]) * ranks * int(d["batch_size"]), c.id

@@ -91,6 +91,8 @@ def test_shipped_disaggregated_layouts_from_a_recipe_are_whole_and_cited():
             tp, adp = int(p["tp_size"]), int(p["attention_dp_size"])
             assert int(p["num_workers"]) >= 1 and (tp == 1 or adp == 1)
             assert int(p["moe_ep_size"]) * int(p["moe_tp_size"]) == tp * adp
+        if pools[1]["batch_size"]:  # the recipe's decode max_batch_size, as its file name says
+            assert f"_batch{pools[1]['batch_size']}_" in src and not pools[0]["batch_size"]
         gpus = tuple(int(p["tp_size"]) * int(p["attention_dp_size"]) for p in pools)
         _, note = pool_workers(*pools, c.n_gpus, gpus)
         assert note is None  # stated, so no longer scored with the assumed rows
