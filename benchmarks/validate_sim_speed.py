@@ -18,23 +18,6 @@ import argparse
 import os
 import statistics
 import time
-from dataclasses import dataclass
-
-
-@dataclass(frozen=True)
-class Timed:
-    """A simulation task that also returns the CPU seconds its process spent on it."""
-
-    task: object
-
-    @property
-    def config(self):  # run_simulations pools the tasks that have one (SimTasks), sizes them by it
-        return self.task.config
-
-    def __call__(self, profile):
-        c0 = time.process_time()
-        out = self.task(profile)
-        return out, time.process_time() - c0
 
 
 def _scores(preds) -> str:
@@ -68,6 +51,8 @@ def main() -> None:
         from infercast.cost.step import StepModel
 
         StepModel.affine_past_window_context = float("inf")  # type: ignore[misc, assignment]
+
+    from validate_tables import Timed  # the same timed task the table regeneration uses
 
     from infercast.cost.profiles import load_profile_set
     from infercast.validate.cases import load_cases
