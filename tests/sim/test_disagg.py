@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import pytest
 
 from infercast.cli import main
 from infercast.cost.comm import kv_transfer_time_s
+from infercast.sim import disagg
 from infercast.sim.config import build_config
 from infercast.sim.disagg import kv_transfer_bytes
+from infercast.sim.presets import build_step_model
 from infercast.sim.run import simulate
 
 DISAGG = {
@@ -100,3 +103,46 @@ def test_layer_overlap_hides_the_transfer_under_the_prefill(step_model):
     hidden = wire - max(wire - prefill * 31 / 32, wire / 32)
     assert overlap.summary.ttft.mean == pytest.approx(plain.summary.ttft.mean - hidden, rel=1e-9)
     assert hidden > 0
+
+
+def test_windowed_decode_pool_is_compact_and_times_as_if_every_member_were_listed(monkeypatch):
+    # gpt-oss (sliding window 128): the decode pool keeps its group compact, since DecodeTimer
+    # sees contexts only by their sum; listing every member each step (the old pool) gives the
+    # same records. Prompts from 40 tokens: some contexts start inside the window.
+    cfg = build_config(
+        {
+            "model": "gpt-oss-20b",
+            "hardware": "h100-sxm",
+            "seed": 5,
+            "workload": {
+                "rate": 40.0,
+                "num_requests": 120,
+                "input": {"dist": "uniform", "mean": 300, "std": 150},
+                "output": {"dist": "uniform", "mean": 120, "std": 60},
+            },
+            "disaggregation": DISAGG,
+        }
+    )
+    sm = build_step_model(cfg)
+    assert disagg.disagg_pools(cfg, sm).decode_sched.compact_decodes
+    new_recs = []
+    new_res = simulate(cfg, sm, sink=new_recs.append)
+    pools = disagg.disagg_pools
+
+    def listed(cfg, timer):
+        p = pools(cfg, timer)
+        return dataclasses.replace(
+            p, decode_sched=dataclasses.replace(p.decode_sched, compact_decodes=False)
+        )
+
+    monkeypatch.setattr(disagg, "disagg_pools", listed)
+    old_recs = []
+    old_res = simulate(cfg, sm, sink=old_recs.append)
+    assert len(new_recs) == 120
+
+    def times(recs):
+        return [(r.request_id, r.finish_s, r.output_tokens, list(r.chunk_times_s)) for r in recs]
+
+    assert times(new_recs) == times(old_recs)  # every token time, exactly
+    assert new_res.num_steps == old_res.num_steps
+    assert new_res.summary.tpot.mean == old_res.summary.tpot.mean

@@ -56,6 +56,13 @@ class DecodeGroupMixin:
         """Sum of the cached contexts of the decode group's members now."""
         return self._dsum + len(self.group) * self.dstep
 
+    @property
+    def group_joins(self) -> int:
+        """How many times a request has joined the decode group so far (it changes exactly when
+        one joins): a member's context minus the group step count is fixed while it stays, so
+        between two equal counts the group lost members at most."""
+        return self._heap_seq
+
     def sync_all(self) -> None:
         """Bring every group member's counts and block table up to date."""
         for req in self.group.values():

@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from itertools import islice
 from typing import Any
 
 import numpy as np
@@ -350,6 +351,10 @@ class Replica:
         self._past_limit = float(past) if self._windowed else math.inf
         self._affines_pre = self._affines
         self._affines_past: dict[int, tuple[float, float]] = {}
+        # ``sched.group_joins`` when ``_cap_by_window`` last found every context past the window
+        # (-1: never). Those members stay past it (contexts only grow), so later calls look only
+        # at the members that joined since.
+        self._past_joins = -1
         # One plan object of each kind, refilled per step; ``_plan`` is the one under way.
         self._batch_step = _BatchStep(self)
         self._group_step = _GroupStep(self)
@@ -472,8 +477,21 @@ class Replica:
         (``decode_affine``); 0 in between (steps listed one by one). Selects the form's table."""
         s = self.sched
         d = s.dstep
+        joins = s.group_joins
+        if self._past_joins >= 0:
+            # Every member then was past the window, and still is (contexts only grow): only
+            # those that joined since need a look, and they are among the group's newest ``new``
+            # entries (dict order is join order; the older ones among them are past already).
+            new = joins - self._past_joins
+            late = islice(reversed(s.group.values()), new)
+            limit = self._past_limit
+            if all(r.num_computed_tokens + d - r.dbase >= limit for r in late):
+                self._past_joins = joins
+                self._affines = self._affines_past
+                return k
         ctx = [r.num_computed_tokens + d - r.dbase for r in s.group.values()]
         if min(ctx) >= self._past_limit:
+            self._past_joins = joins
             self._affines = self._affines_past
             return k
         self._affines = self._affines_pre
