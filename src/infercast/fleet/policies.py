@@ -71,7 +71,7 @@ class Fixed:
         return self.replicas
 
     def describe(self) -> str:
-        return f"fixed {self.replicas} replicas"
+        return f"fixed {self.replicas} replica{'' if self.replicas == 1 else 's'}"
 
 
 @dataclass
