@@ -194,7 +194,7 @@ class DecodeGroupMixin:
         if self._pending_group:
             k = self._pending_blocks
             if k:
-                self.kv.give(self._reserve[-k:])
+                self.kv.give(self._reserve[-k:], 0)  # fresh blocks: none indexed
                 del self._reserve[-k:]
             self._pending_group = 0
 
@@ -286,7 +286,7 @@ class DecodeGroupMixin:
             del running[rid]  # ``_finish``
             if caching:  # as ``_finish``: the decoded blocks stay findable
                 self._register_blocks(req)
-            kv.give(table)
+            kv.give(table, len(req.block_hashes))
             req.block_table = []
             req.status = _FINISHED
             req.finish_reason = "length"

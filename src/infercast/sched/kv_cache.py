@@ -15,6 +15,11 @@ simulator only counts them. Design after vLLM v1's ``KVCacheManager``:
   block whose ref count drops to 0 keeps its hash and stays reusable until the
   pool needs it back; those "cached free" blocks are evicted least recently
   freed first, and only after the plain free blocks are used up.
+- Reference counts are kept only for blocks in the prefix index (registered):
+  only those can be shared, so every other block in use has exactly one
+  reference and goes straight back to the free pool. A run with nothing to
+  share pays for no counting (callers say how many leading blocks of a table
+  may be indexed: ``give(blocks, indexable)``).
 """
 
 from __future__ import annotations
@@ -96,8 +101,9 @@ class BlockManager:
         self._free: list[int] = list(range(num_blocks - 1, -1, -1))
         # Free blocks that still hold a registered prefix; insertion order = LRU order.
         self._cached_free: OrderedDict[int, None] = OrderedDict()
-        # Ref counts are kept only with prefix caching: without it no block is ever shared,
-        # so "allocated" (ref 1) is exactly "not in the free pool" (see ``ref_counts``).
+        # Ref counts of the registered blocks (those in ``_block_to_hash``): only they can be
+        # shared (a hit is a registered block), so an unregistered block is referenced once
+        # while taken and not at all while free (see ``ref_counts``). Other entries are stale.
         self._refs: list[int] = [0] * num_blocks
         self._hash_to_block: dict[int, int] = {}
         self._block_to_hash: dict[int, int] = {}
@@ -108,13 +114,20 @@ class BlockManager:
 
     @property
     def ref_counts(self) -> list[int]:
-        """References per block (a fresh list without prefix caching)."""
-        if self.enable_prefix_caching:
-            return self._refs
+        """References per block (a fresh list: 0 free, 1 taken, a registered block's count)."""
         refs = [1] * self.num_blocks
         for block in self._free:
             refs[block] = 0
+        counted = self._refs
+        for block in self._block_to_hash:  # cached free blocks are registered, with 0
+            refs[block] = counted[block]
         return refs
+
+    def num_cached_free(self, blocks: Sequence[int]) -> int:
+        """How many of these registered blocks (prefix hits) sit in the free pool: sharing
+        them takes them out of it."""
+        refs = self._refs
+        return sum(1 for b in blocks if refs[b] == 0)
 
     @property
     def num_used_blocks(self) -> int:
@@ -131,7 +144,7 @@ class BlockManager:
             return []
         free = self._free
         k = len(free)
-        if n <= k and not self.enable_prefix_caching:  # the common case, in one slice
+        if n <= k:  # the common case, in one slice (no count: a fresh block is unregistered)
             blocks = free[k - n :]
             del free[k - n :]
             self.num_free_blocks -= n
@@ -139,10 +152,9 @@ class BlockManager:
         if n > k + len(self._cached_free):
             return None
         self.num_free_blocks -= n
-        take = min(n, k)
-        blocks = free[k - take :]
-        del free[k - take :]
-        for _ in range(n - take):  # evict least recently freed cached blocks
+        blocks = free[:]
+        del free[:]
+        for _ in range(n - k):  # evict least recently freed cached blocks
             block, _ = self._cached_free.popitem(last=False)
             evicted = self._block_to_hash.pop(block)
             del self._hash_to_block[evicted]
@@ -150,15 +162,14 @@ class BlockManager:
                 self.host_tier.store(evicted)
             self.num_evictions += 1
             blocks.append(block)
-        if self.enable_prefix_caching:
-            refs = self._refs
-            for block in blocks:
-                refs[block] = 1
         return blocks
 
-    def give(self, blocks: Sequence[int]) -> None:
+    def give(self, blocks: Sequence[int], indexable: int | None = None) -> None:
         """Drop one reference to each block; blocks reaching 0 return to the pool.
 
+        ``indexable``: how many leading blocks may be in the prefix index (a request's
+        ``len(block_hashes)``: no block past its hashes is ever registered); default all.
+        The others were never registered, so they hold one reference each and go back at once.
         With prefix caching, freed in reverse so a request's tail blocks (least likely
         shared) are evicted before its head blocks, as vLLM does. Without it no block
         is ever reused by content, so their order on the free stack does not matter:
@@ -168,17 +179,27 @@ class BlockManager:
             self._free.extend(blocks)
             self.num_free_blocks += len(blocks)
             return
-        refs = self._refs
-        for block in reversed(blocks):
-            refs[block] -= 1
-            if refs[block] == 0:
+        n = len(blocks)
+        k = n if indexable is None or indexable >= n else indexable
+        free = self._free
+        if k < n:  # the unindexed tail, last block first
+            free.extend(reversed(blocks[k:]) if k else reversed(blocks))
+            self.num_free_blocks += n - k
+        if not k:
+            return
+        refs, hashed, cached = self._refs, self._block_to_hash, self._cached_free
+        for block in reversed(blocks[:k]):
+            if block in hashed:
+                ref = refs[block] - 1
+                refs[block] = ref
+                if ref == 0:
+                    self.num_free_blocks += 1
+                    cached[block] = None
+                elif ref < 0:
+                    raise RuntimeError(f"KV block {block} freed more often than allocated")
+            else:
+                free.append(block)
                 self.num_free_blocks += 1
-                if block in self._block_to_hash:
-                    self._cached_free[block] = None
-                else:
-                    self._free.append(block)
-            elif refs[block] < 0:
-                raise RuntimeError(f"KV block {block} freed more often than allocated")
 
     def match_prefix(self, block_hashes: Sequence[int], max_blocks: int) -> list[int]:
         """The longest run of leading blocks already cached (at most ``max_blocks``)."""
@@ -231,6 +252,7 @@ class BlockManager:
             return
         self._hash_to_block[block_hash] = block
         self._block_to_hash[block] = block_hash
+        self._refs[block] = 1  # taken and unshared until now: one reference
 
     def check_invariants(self) -> None:
         """Raise AssertionError when the pool and the ref counts disagree (for tests)."""

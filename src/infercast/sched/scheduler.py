@@ -391,8 +391,7 @@ class Scheduler(DecodeGroupMixin):
         bs = self.config.block_size
         if not hits:
             return cdiv(num_new, bs)
-        refs = self.kv.ref_counts
-        revived = sum(1 for b in hits if refs[b] == 0)  # hits in the free pool leave it when shared
+        revived = self.kv.num_cached_free(hits)  # hits in the free pool leave it when shared
         return cdiv(len(hits) * bs + num_new, bs) - len(hits) + revived
 
     def admit(self, req: Request, hits: list[int], num_new: int) -> bool:
@@ -427,7 +426,7 @@ class Scheduler(DecodeGroupMixin):
             self._leave_group(req)
         del self.running[req.request_id]
         del self.explicit[req.request_id]
-        self.kv.give(req.block_table)
+        self.kv.give(req.block_table, len(req.block_hashes))
         req.block_table = []
         req.num_computed_tokens = 0
         req.num_registered_blocks = 0
@@ -456,7 +455,7 @@ class Scheduler(DecodeGroupMixin):
             del self.explicit[req.request_id]
         if self.config.enable_prefix_caching:  # decoded blocks too: a chat's next turn reuses them
             self._register_blocks(req)
-        self.kv.give(req.block_table)
+        self.kv.give(req.block_table, len(req.block_hashes))
         req.block_table = []
         req.status = _FINISHED
         req.finish_reason = reason
