@@ -83,3 +83,24 @@ def test_extended_hashes_equal_the_hashes_of_the_grown_sequence():
     assert len(hashes) == 2
     extend_block_hashes(hashes, ids, 4)
     assert hashes == list(hash_token_blocks(ids, 4)) and len(hashes) == 9
+
+
+def test_only_indexed_blocks_are_counted_and_an_unindexed_tail_goes_straight_back():
+    """Reference counts live on registered blocks only (the ones a hit can share); ``give``'s
+    ``indexable`` says how many leading blocks may be registered, the rest return at once."""
+    kv = BlockManager(num_blocks=8, block_size=4, enable_prefix_caching=True)
+    table = kv.take(5)
+    hashes = (101, 102)
+    for b, h in zip(table, hashes, strict=False):
+        kv.register(b, h)
+    hits = kv.match_prefix(hashes, 2)
+    kv.share(hits)  # a second request holds the two registered blocks
+    assert [kv.ref_counts[b] for b in table] == [2, 2, 1, 1, 1]
+    kv.give(table, indexable=len(hashes))
+    assert [kv.ref_counts[b] for b in table] == [1, 1, 0, 0, 0]
+    assert kv.num_free_blocks == 6 and kv.num_cached_free(hits) == 0
+    kv.check_invariants()
+    kv.give(hits, indexable=len(hits))
+    assert kv.num_cached_free(hits) == 2 and kv.num_free_blocks == 8
+    assert kv.take(3) == table[2:][::-1]  # the tail went back last block first (on top)
+    kv.check_invariants()
