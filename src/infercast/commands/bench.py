@@ -6,7 +6,12 @@ import math
 
 import typer
 
-from infercast.commands._common import ENGINE_HELP, PROFILE_HELP
+from infercast.commands._options import (
+    ENGINE_HELP,
+    PROFILE_HELP,
+    OldConcurrencyOpt,
+    OldNumRequestsOpt,
+)
 from infercast.errors import ConfigError, InfercastError
 
 
@@ -71,7 +76,7 @@ def register(app: typer.Typer) -> None:
             help="Closed loop streams (list = sweep); "
             "with --request-rate: a cap on requests in flight.",
         ),
-        concurrency_old: str = typer.Option(None, "--concurrency", hidden=True),
+        concurrency_old: OldConcurrencyOpt = None,
         burstiness: float = typer.Option(
             1.0, "--burstiness", help="Gamma shape of gaps: 1 Poisson, <1 burstier."
         ),
@@ -81,7 +86,7 @@ def register(app: typer.Typer) -> None:
         num_requests: int = typer.Option(
             None, "--num-prompts", "-n", help="Measured requests (default: 200)."
         ),
-        num_requests_old: int = typer.Option(None, "--num-requests", hidden=True),
+        num_requests_old: OldNumRequestsOpt = None,
         input_tokens: int = typer.Option(
             None,
             "--input-tokens",
