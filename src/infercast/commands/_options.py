@@ -1,7 +1,8 @@
 """Options that several commands share, each defined once as an ``Annotated`` alias.
 
-A command writes ``profile: ProfileOpt = None``: the flag, its help and its type come from
-here, the default from the signature (typer reads a default only there when the option is
+A command module imports ``from infercast.commands import _options as opts`` and writes
+``profile: opts.Profile = None``: the flag, its help and its type come from here, the
+default from the signature (typer reads a default only there when the option is
 ``Annotated``). An option whose help or default differs between commands is a different
 option and stays in its command. Only typer is imported, so ``infercast --help`` stays fast.
 """
@@ -23,45 +24,43 @@ ENGINE_HELP = (
 )
 
 # What to predict with: estimate, simulate, plan, validate, fleet.
-ProfileOpt = Annotated[str | None, typer.Option("--profile", help=PROFILE_HELP)]
-EngineOpt = Annotated[str | None, typer.Option("--engine", help=ENGINE_HELP)]
-KvCacheOpt = Annotated[
-    str | None, typer.Option("--kv-cache", help="KV-cache dtype (default: 16-bit)")
-]
+Profile = Annotated[str | None, typer.Option("--profile", help=PROFILE_HELP)]
+Engine = Annotated[str | None, typer.Option("--engine", help=ENGINE_HELP)]
+KvCache = Annotated[str | None, typer.Option("--kv-cache", help="KV-cache dtype (default: 16-bit)")]
 
 # Output: a result as one JSON object; a catalog listing (hardware, models, engines) as JSON.
-JsonOpt = Annotated[bool, typer.Option("--json", help="print one JSON object")]
-JsonListOpt = Annotated[bool, typer.Option("--json", help="print JSON")]
+Json = Annotated[bool, typer.Option("--json", help="print one JSON object")]
+JsonList = Annotated[bool, typer.Option("--json", help="print JSON")]
 
 # The measurements validate scores and calibrate fits.
-DataOpt = Annotated[
+Data = Annotated[
     str | None,
     typer.Option("--data", help="measurement CSV (docs/validation.md); default: the shipped set"),
 ]
 
 # Where plan's candidates and fleet's groups run.
-WorkersOpt = Annotated[
+Workers = Annotated[
     int | None, typer.Option("--workers", help="local pool size (default: CPU count)")
 ]
 
 # Disaggregated serving (simulate, fleet).
-PrefillTpOpt = Annotated[
+PrefillTp = Annotated[
     int | None, typer.Option("--prefill-tp", help="disaggregated: prefill TP (default: --tp)")
 ]
-DecodeTpOpt = Annotated[
+DecodeTp = Annotated[
     int | None, typer.Option("--decode-tp", help="disaggregated: decode TP (default: --tp)")
 ]
-TransferBandwidthOpt = Annotated[
+TransferBandwidth = Annotated[
     float | None,
     typer.Option("--transfer-bandwidth", help="KV transfer bytes/s (default: 50e9 x min TP)"),
 ]
-TransferLatencyOpt = Annotated[
+TransferLatency = Annotated[
     float | None,
     typer.Option("--transfer-latency-s", help="KV transfer latency (default: 0.001)"),
 ]
 
 # Old names, hidden, accepted for one release (``_common.renamed`` folds them into the new).
-OldConcurrencyOpt = Annotated[str | None, typer.Option("--concurrency", hidden=True)]
-OldNumRequestsOpt = Annotated[int | None, typer.Option("--num-requests", hidden=True)]
-OldSloTtftSOpt = Annotated[float | None, typer.Option("--slo-ttft-s", hidden=True)]
-OldSloTpotSOpt = Annotated[float | None, typer.Option("--slo-tpot-s", hidden=True)]
+OldConcurrency = Annotated[str | None, typer.Option("--concurrency", hidden=True)]
+OldNumRequests = Annotated[int | None, typer.Option("--num-requests", hidden=True)]
+OldSloTtftS = Annotated[float | None, typer.Option("--slo-ttft-s", hidden=True)]
+OldSloTpotS = Annotated[float | None, typer.Option("--slo-tpot-s", hidden=True)]

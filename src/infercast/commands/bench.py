@@ -6,12 +6,7 @@ import math
 
 import typer
 
-from infercast.commands._options import (
-    ENGINE_HELP,
-    PROFILE_HELP,
-    OldConcurrencyOpt,
-    OldNumRequestsOpt,
-)
+from infercast.commands import _options as opts
 from infercast.errors import ConfigError, InfercastError
 
 
@@ -76,7 +71,7 @@ def register(app: typer.Typer) -> None:
             help="Closed loop streams (list = sweep); "
             "with --request-rate: a cap on requests in flight.",
         ),
-        concurrency_old: OldConcurrencyOpt = None,
+        concurrency_old: opts.OldConcurrency = None,
         burstiness: float = typer.Option(
             1.0, "--burstiness", help="Gamma shape of gaps: 1 Poisson, <1 burstier."
         ),
@@ -86,7 +81,7 @@ def register(app: typer.Typer) -> None:
         num_requests: int = typer.Option(
             None, "--num-prompts", "-n", help="Measured requests (default: 200)."
         ),
-        num_requests_old: OldNumRequestsOpt = None,
+        num_requests_old: opts.OldNumRequests = None,
         input_tokens: int = typer.Option(
             None,
             "--input-tokens",
@@ -179,8 +174,8 @@ def register(app: typer.Typer) -> None:
         price: float = typer.Option(
             None, "--price", help="$/GPU-hour (default: the shipped price of --hardware)."
         ),
-        profile: str = typer.Option(None, "--profile", help=f"--compare-sim: {PROFILE_HELP}"),
-        engine: str = typer.Option(None, "--engine", help=f"--compare-sim: {ENGINE_HELP}"),
+        profile: str = typer.Option(None, "--profile", help=f"--compare-sim: {opts.PROFILE_HELP}"),
+        engine: str = typer.Option(None, "--engine", help=f"--compare-sim: {opts.ENGINE_HELP}"),
     ) -> None:
         """Measure TTFT, TPOT, ITL, E2E, throughput and goodput of an OpenAI-compatible server."""
         from infercast.bench.dollars import bench_price

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import typer
 
-from infercast.commands._options import JsonListOpt
+from infercast.commands import _options as opts
 
 HELP = (
     "List serving-engine presets (scheduling policy, limits, KV block, memory rule), each value "
@@ -47,6 +47,6 @@ def register(app: typer.Typer) -> None:
         show: str = typer.Option(
             "", "--show", help="one preset in full, with the source of every value"
         ),
-        as_json: JsonListOpt = False,
+        as_json: opts.JsonList = False,
     ) -> None:
         run_engines(show, as_json)

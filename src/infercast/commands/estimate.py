@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from infercast.commands._options import EngineOpt, JsonOpt, KvCacheOpt, ProfileOpt
+from infercast.commands import _options as opts
 from infercast.cost.memory import DEFAULT_MEMORY_FRACTION
 
 # Library parameters named otherwise than their flag (infercast.errors.with_flags).
@@ -166,7 +166,7 @@ def register(app: typer.Typer) -> None:
             help="routed experts' own precision <format>/<compute>, e.g. mxfp4/bf16 or mxfp4/fp8; "
             "none = the weights' dtype (default: what --weights implies)",
         ),
-        kv_cache: KvCacheOpt = None,
+        kv_cache: opts.KvCache = None,
         compute: str | None = typer.Option(
             None, help="matmul compute dtype (default from weights: int4 -> bf16)"
         ),
@@ -183,8 +183,8 @@ def register(app: typer.Typer) -> None:
         price: float | None = typer.Option(
             None, help="$/GPU-hour (default: median quote in prices.csv)"
         ),
-        profile: ProfileOpt = None,
-        engine: EngineOpt = None,
+        profile: opts.Profile = None,
+        engine: opts.Engine = None,
         memory_fraction: float | None = typer.Option(
             None,
             help="fraction of device memory the engine may use "
@@ -193,7 +193,7 @@ def register(app: typer.Typer) -> None:
         floor: bool = typer.Option(
             False, "--floor", help="report physics floors as the main numbers"
         ),
-        as_json: JsonOpt = False,
+        as_json: opts.Json = False,
         plot: str | None = typer.Option(
             None, help="write roofline + throughput plot (PNG/SVG/PDF)"
         ),

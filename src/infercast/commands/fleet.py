@@ -4,18 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from infercast.commands._options import (
-    DecodeTpOpt,
-    JsonOpt,
-    KvCacheOpt,
-    OldSloTpotSOpt,
-    OldSloTtftSOpt,
-    PrefillTpOpt,
-    ProfileOpt,
-    TransferBandwidthOpt,
-    TransferLatencyOpt,
-    WorkersOpt,
-)
+from infercast.commands import _options as opts
 
 HELP = (
     "Simulate a day of traffic on a fleet of replicas behind a router under an autoscaling "
@@ -340,7 +329,7 @@ def register(app: typer.Typer) -> None:
         weights: str | None = typer.Option(
             None, help="weight dtype (default: as the checkpoint ships)"
         ),
-        kv_cache: KvCacheOpt = None,
+        kv_cache: opts.KvCache = None,
         tp: int | None = typer.Option(None, help="GPUs per replica (tensor parallel; default 1)"),
         max_num_seqs: int | None = typer.Option(
             None, help="max requests per step per replica (default 256)"
@@ -432,8 +421,8 @@ def register(app: typer.Typer) -> None:
         slo_tpot_ms: float | None = typer.Option(
             None, "--slo-tpot-ms", help="SLO: time per output token (ms; default 100)"
         ),
-        slo_ttft_s: OldSloTtftSOpt = None,
-        slo_tpot_s: OldSloTpotSOpt = None,
+        slo_ttft_s: opts.OldSloTtftS = None,
+        slo_tpot_s: opts.OldSloTpotS = None,
         price: float | None = typer.Option(
             None, "--price", help="$/GPU-hour (default: the shipped price table's median)"
         ),
@@ -444,8 +433,8 @@ def register(app: typer.Typer) -> None:
         plot: str | None = typer.Option(
             None, "--plot", help="PNG: cost vs SLO attainment and replicas over the day"
         ),
-        as_json: JsonOpt = False,
-        profile: ProfileOpt = None,
+        as_json: opts.Json = False,
+        profile: opts.Profile = None,
         base_hardware: str | None = typer.Option(
             None,
             "--base-hardware",
@@ -473,8 +462,8 @@ def register(app: typer.Typer) -> None:
         decode_replicas: int | None = typer.Option(
             None, help="disaggregated: decode replicas per unit (default: 1)"
         ),
-        prefill_tp: PrefillTpOpt = None,
-        decode_tp: DecodeTpOpt = None,
+        prefill_tp: opts.PrefillTp = None,
+        decode_tp: opts.DecodeTp = None,
         prefill_hardware: str | None = typer.Option(
             None, help="disaggregated: the prefill pool's part (default: --hardware)"
         ),
@@ -487,14 +476,14 @@ def register(app: typer.Typer) -> None:
         decode_price: float | None = typer.Option(
             None, help="disaggregated: decode $/GPU-hour (default: --price, else its part's)"
         ),
-        transfer_bandwidth: TransferBandwidthOpt = None,
-        transfer_latency_s: TransferLatencyOpt = None,
+        transfer_bandwidth: opts.TransferBandwidth = None,
+        transfer_latency_s: opts.TransferLatency = None,
         groups: int = typer.Option(
             1, "--groups", help="independent router groups the day is sharded over (fleet/shard.py)"
         ),
         executor: str = typer.Option(
             "local", "--executor", help="where groups run: local (process pool) | serial | ray"
         ),
-        workers: WorkersOpt = None,
+        workers: opts.Workers = None,
     ) -> None:
         run_fleet(_slos_in_seconds(dict(locals())))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from infercast.commands._options import JsonListOpt
+from infercast.commands import _options as opts
 
 
 def register(app: typer.Typer) -> None:
@@ -12,7 +12,7 @@ def register(app: typer.Typer) -> None:
         "hardware", help="List hardware presets (memory, bandwidth, peak FLOP/s, link, price)."
     )
     def hardware_cmd(
-        as_json: JsonListOpt = False,
+        as_json: opts.JsonList = False,
         show: str = typer.Option("", "--show", help="one part in full, with citations"),
         show_all: bool = typer.Option(
             False,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from infercast.commands._options import DataOpt, ProfileOpt
+from infercast.commands import _options as opts
 
 # Library parameters named otherwise than their flag (infercast.errors.with_flags).
 PARAM_FLAGS = {"path": "--plot", "root": "--store"}
@@ -96,8 +96,8 @@ def run_validate(
 def register(app: typer.Typer) -> None:
     @app.command("validate", help=HELP)
     def validate_cmd(
-        data: DataOpt = None,
-        profile: ProfileOpt = None,
+        data: opts.Data = None,
+        profile: opts.Profile = None,
         as_json: bool = typer.Option(
             False, "--json", help="print one JSON object (rows, summary, floor)"
         ),
