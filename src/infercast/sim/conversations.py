@@ -389,15 +389,8 @@ class ConversationDriver(BufferedDriver):
         self.on_record(rec)
         self._next_turn(rec.request_id, rec.ok)
 
-    def add(
-        self,
-        req: Request,
-        first_scheduled_s: float | None,
-        first_token_s: float,
-        finish_s: float,
-        times: np.ndarray | None = None,
-    ) -> None:
-        self.completions.add(req, first_scheduled_s, first_token_s, finish_s, times)
+    def completed(self, req: Request) -> None:
+        """The session's next turn, ``think_s`` after this one's last token."""
         self._next_turn(req.request_id, True)
 
     def extra(self) -> dict[str, object]:
