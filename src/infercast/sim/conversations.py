@@ -45,7 +45,6 @@ import csv
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
-from importlib import resources
 from pathlib import Path
 
 import numpy as np
@@ -56,6 +55,7 @@ from infercast.sched import Request, synthetic_block_hashes
 from infercast.sim.collect import BufferedDriver
 from infercast.sim.kernel import PRIO_ARRIVAL, Kernel
 from infercast.sim.workload import sample_lengths
+from infercast.specs.catalog import data_path
 
 BUILTIN = "builtin"
 SYNTHETIC = "synthetic"
@@ -86,7 +86,7 @@ class SessionTable:
 def load_sessions(name_or_path: str) -> SessionTable:
     """The shipped sessions (``builtin``) or a CSV with columns :data:`_COLUMNS`."""
     if name_or_path == BUILTIN:
-        text = (resources.files("infercast") / "data" / "conversations" / BUILTIN_FILE).read_text()
+        text = data_path("conversations", BUILTIN_FILE).read_text()
         return _parse(BUILTIN, text.splitlines())
     path = Path(name_or_path)
     if not path.is_file():
