@@ -182,8 +182,7 @@ def test_check_step_helper_catches_a_leak():
     s = make_scheduler(enable_prefix_caching=True)
     s.add_request(req(0, 10, 5))
     b = s.schedule()
-    s.kv._free.pop()  # corrupt on purpose: a block leaves the pool, held by no request
-    s.kv.num_free_blocks -= 1
+    s.kv.take(1)  # corrupt on purpose: a block leaves the pool, held by no request
     with pytest.raises(AssertionError, match="ref counts"):
         check_step(s, b)
 

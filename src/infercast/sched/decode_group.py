@@ -284,7 +284,7 @@ class DecodeGroupMixin:
             del group[rid]
             req.dbase = -1
             del running[rid]  # ``_finish``
-            if caching:  # as ``_finish``: the decoded blocks stay findable
+            if caching and req.block_hashes:  # as ``_finish``: the decoded blocks stay findable
                 self._register_blocks(req)
             kv.give(table, len(req.block_hashes))
             req.block_table = []

@@ -97,14 +97,18 @@ class BlockManager:
         if host_tier is not None and not enable_prefix_caching:
             raise ConfigError("a host KV tier keeps prefix-cache blocks: turn prefix caching on")
         self.host_tier = host_tier  # evicted blocks go there (sched/host_tier.py); None = dropped
-        # Plain free blocks, used as a stack (last freed is reused first: cheap slicing).
-        self._free: list[int] = list(range(num_blocks - 1, -1, -1))
+        # Plain free blocks, used as a stack (last freed is reused first: cheap slicing). Its
+        # bottom holds the never-used blocks ``_fresh .. num_blocks - 1``, highest first, as
+        # ``list(range(num_blocks - 1, -1, -1))`` would, without building it (a decode pool of
+        # many GPUs has tens of millions of blocks); ``_free`` is the part above them.
+        self._free: list[int] = []
+        self._fresh = 0
         # Free blocks that still hold a registered prefix; insertion order = LRU order.
         self._cached_free: OrderedDict[int, None] = OrderedDict()
         # Ref counts of the registered blocks (those in ``_block_to_hash``): only they can be
         # shared (a hit is a registered block), so an unregistered block is referenced once
-        # while taken and not at all while free (see ``ref_counts``). Other entries are stale.
-        self._refs: list[int] = [0] * num_blocks
+        # while taken and not at all while free (see ``ref_counts``).
+        self._refs: dict[int, int] = {}
         self._hash_to_block: dict[int, int] = {}
         self._block_to_hash: dict[int, int] = {}
         self.num_evictions = 0
@@ -115,12 +119,11 @@ class BlockManager:
     @property
     def ref_counts(self) -> list[int]:
         """References per block (a fresh list: 0 free, 1 taken, a registered block's count)."""
-        refs = [1] * self.num_blocks
+        refs = [1] * self._fresh + [0] * (self.num_blocks - self._fresh)
         for block in self._free:
             refs[block] = 0
-        counted = self._refs
-        for block in self._block_to_hash:  # cached free blocks are registered, with 0
-            refs[block] = counted[block]
+        for block, ref in self._refs.items():  # cached free blocks are registered, with 0
+            refs[block] = ref
         return refs
 
     def num_cached_free(self, blocks: Sequence[int]) -> int:
@@ -149,13 +152,19 @@ class BlockManager:
             del free[k - n :]
             self.num_free_blocks -= n
             return blocks
-        if n > k + len(self._cached_free):
+        lo = self._fresh
+        fresh = self.num_blocks - lo
+        if n > k + fresh + len(self._cached_free):
             return None
         self.num_free_blocks -= n
-        blocks = free[:]
+        j = min(n - k, fresh)  # from the stack's bottom: the top j never-used blocks, then ``free``
+        blocks = list(range(lo + j - 1, lo - 1, -1))
+        self._fresh = lo + j
+        blocks += free
         del free[:]
-        for _ in range(n - k):  # evict least recently freed cached blocks
+        for _ in range(n - k - j):  # evict least recently freed cached blocks
             block, _ = self._cached_free.popitem(last=False)
+            del self._refs[block]
             evicted = self._block_to_hash.pop(block)
             del self._hash_to_block[evicted]
             if self.host_tier is not None:
@@ -256,8 +265,12 @@ class BlockManager:
 
     def check_invariants(self) -> None:
         """Raise AssertionError when the pool and the ref counts disagree (for tests)."""
-        free = set(self._free) | set(self._cached_free)
-        assert len(free) == len(self._free) + len(self._cached_free), "block free twice"
+        fresh = range(self._fresh, self.num_blocks)
+        free = set(self._free) | set(self._cached_free) | set(fresh)
+        assert len(free) == len(self._free) + len(self._cached_free) + len(fresh), (
+            "block free twice"
+        )
+        assert self._refs.keys() == self._block_to_hash.keys(), "counted blocks != registered"
         assert self.num_free_blocks == len(free), "free-block counter out of step with the pool"
         for block, ref in enumerate(self.ref_counts):
             assert ref >= 0, f"block {block} has ref count {ref}"

@@ -252,7 +252,7 @@ class Scheduler(DecodeGroupMixin):
         while waiting and budget > 0 and len(running) < max_seqs:  # ``admit_waiting``, fused
             req = waiting[0]
             total = req.prompt_tokens + req.num_output_tokens
-            if caching:
+            if caching and req.block_hashes:  # else no hits: fresh blocks only
                 hits = self.prefix_hits(req)
                 n = min(total - len(hits) * bs, budget)
                 if not self.admit(req, hits, n):
@@ -306,7 +306,7 @@ class Scheduler(DecodeGroupMixin):
                     self._sampled(req, extra, finished, done)
                 continue
             req.num_computed_tokens += seq.num_new_tokens
-            if prefix_caching:
+            if prefix_caching and req.block_hashes:
                 self._register_blocks(req)
             if seq.samples:
                 n = _count(num_sampled.get(req.request_id, 1)) if num_sampled else 1
@@ -453,8 +453,8 @@ class Scheduler(DecodeGroupMixin):
         del self.running[req.request_id]
         if explicit:
             del self.explicit[req.request_id]
-        if self.config.enable_prefix_caching:  # decoded blocks too: a chat's next turn reuses them
-            self._register_blocks(req)
+        if self.config.enable_prefix_caching and req.block_hashes:
+            self._register_blocks(req)  # decoded blocks too: a chat's next turn reuses them
         self.kv.give(req.block_table, len(req.block_hashes))
         req.block_table = []
         req.status = _FINISHED

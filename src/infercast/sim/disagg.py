@@ -139,7 +139,8 @@ class _Transfer:
         self.kernel.at(self.kernel.now + t, PRIO_ARRIVAL, self._arrive, moved)
 
     def _arrive(self, req: Request) -> None:
-        min(self.decode, key=_outstanding).submit(req)
+        decode = self.decode
+        (decode[0] if len(decode) == 1 else min(decode, key=_outstanding)).submit(req)
 
     def on_prefill_rejected(self, rec, index: int) -> None:
         self.outputs.pop(rec.request_id, None)
@@ -162,6 +163,15 @@ class PrefillReplica(Replica):
         self.transfer.outputs[req.request_id] = req.max_output_tokens
         req.max_output_tokens = 1
         super().submit(req)
+
+    def _start(self) -> None:
+        """The step lifecycle's start; with nothing queued or running (a prefill replica idles
+        after most steps: its requests finish with their first token) it goes idle at once,
+        as the general start would after scheduling an empty batch, without scheduling it."""
+        if self.recv_interval == 1 and not (self.sched.waiting or self.sched.running):
+            self._busy = False
+            return
+        super()._start()
 
 
 @dataclasses.dataclass(frozen=True)
