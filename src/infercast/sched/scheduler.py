@@ -111,6 +111,32 @@ class SchedulerConfig:
 class Scheduler(DecodeGroupMixin):
     """Request queues, the KV block manager and a batching policy (see module doc)."""
 
+    # Slots: each attribute read on the step's path is a slot load, not a dict lookup.
+    __slots__ = (
+        "config",
+        "kv",
+        "policy",
+        "waiting",
+        "running",
+        "explicit",
+        "group",
+        "requests",
+        "num_preemptions",
+        "dstep",
+        "_phase",
+        "_phased",
+        "_dsum",
+        "_finish_heap",
+        "_heap_seq",
+        "_reserve",
+        "_pending_group",
+        "_pending_blocks",
+        "_max_total",
+        "_max_prompt",
+        "_plain_chunked",
+        "_plain_batch",
+    )
+
     def __init__(self, config: SchedulerConfig):
         self.config = config
         tier = HostTier(config.host_blocks) if config.host_blocks else None
