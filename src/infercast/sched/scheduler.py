@@ -303,7 +303,7 @@ class Scheduler(DecodeGroupMixin):
         batch = self._plain_batch  # refilled, not built: a construction costs ~5x these stores
         batch.seqs = tuple(seqs)
         batch.num_decode_seqs = n_group
-        batch.decode_cached_tokens = self.group_context_tokens if n_group else 0
+        batch.decode_cached_tokens = self.group_context_tokens() if n_group else 0
         return batch
 
     def update(
