@@ -27,8 +27,6 @@ _FINISHED = RequestStatus.FINISHED  # a module constant: ~4x cheaper to read tha
 class DecodeGroupMixin:
     """Group bookkeeping on the scheduler's state (kv, group, explicit, dstep, ...)."""
 
-    __slots__ = ()  # the state is the Scheduler's (its slots)
-
     # The scheduler's state this mixin works on (set by ``Scheduler.__init__``).
     config: SchedulerConfig
     kv: BlockManager

@@ -111,7 +111,8 @@ class SchedulerConfig:
 class Scheduler(DecodeGroupMixin):
     """Request queues, the KV block manager and a batching policy (see module doc)."""
 
-    # Slots: each attribute read on the step's path is a slot load, not a dict lookup.
+    # Slots: each attribute read on the step's path is a slot load, not a dict lookup (the
+    # mixin has none, so an instance still has a dict, unused).
     __slots__ = (
         "config",
         "kv",
