@@ -481,8 +481,16 @@ class Replica:
         assert plan is not None, "a step ended that was never started"
         if self.recv_interval > 1:
             self._count_poll(plan)
-        for req in plan.end(now):
+        done = plan.end(now)
+        if not done:
+            # No request finished, so nothing ran that could post an event: every arrival of
+            # this instant ran before this step end (they sort first), none is still to come.
+            self._start()
+            return
+        for req in done:
             self._finish(req, now)
+        # A finish may post an arrival at this instant (a client's next request, a transfer):
+        # start the next step after it.
         self.kernel.after_arrivals(self._on_start)  # still busy: an arrival now does not kick
 
     # ---- request polling (recv_interval > 1; module doc) ------------------------------
