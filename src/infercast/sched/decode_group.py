@@ -51,9 +51,9 @@ class DecodeGroupMixin:
     ]  # Scheduler's: make a request's full blocks findable
     preempt: Callable[[Request], None]  # Scheduler's: drop a request's KV, put it first in line
 
-    @property
     def group_context_tokens(self) -> int:
-        """Sum of the cached contexts of the decode group's members now."""
+        """Sum of the cached contexts of the decode group's members now (a method: a property read
+        is a C-level call back into Python, about twice a Python call's instructions)."""
         return self._dsum + len(self.group) * self.dstep
 
     @property

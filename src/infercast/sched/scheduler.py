@@ -111,6 +111,33 @@ class SchedulerConfig:
 class Scheduler(DecodeGroupMixin):
     """Request queues, the KV block manager and a batching policy (see module doc)."""
 
+    # Slots: each attribute read on the step's path is a slot load, not a dict lookup (the
+    # mixin has none, so an instance still has a dict, unused).
+    __slots__ = (
+        "config",
+        "kv",
+        "policy",
+        "waiting",
+        "running",
+        "explicit",
+        "group",
+        "requests",
+        "num_preemptions",
+        "dstep",
+        "_phase",
+        "_phased",
+        "_dsum",
+        "_finish_heap",
+        "_heap_seq",
+        "_reserve",
+        "_pending_group",
+        "_pending_blocks",
+        "_max_total",
+        "_max_prompt",
+        "_plain_chunked",
+        "_plain_batch",
+    )
+
     def __init__(self, config: SchedulerConfig):
         self.config = config
         tier = HostTier(config.host_blocks) if config.host_blocks else None
@@ -277,7 +304,7 @@ class Scheduler(DecodeGroupMixin):
         batch = self._plain_batch  # refilled, not built: a construction costs ~5x these stores
         batch.seqs = tuple(seqs)
         batch.num_decode_seqs = n_group
-        batch.decode_cached_tokens = self.group_context_tokens if n_group else 0
+        batch.decode_cached_tokens = self.group_context_tokens() if n_group else 0
         return batch
 
     def update(
