@@ -25,6 +25,8 @@ def engine_defaults(preset, data: dict) -> dict:
             "max_num_seqs": p.max_num_seqs,
             "max_num_batched_tokens": p.max_num_batched_tokens,
             "block_size": p.block_size,
+            "admission": p.admission,
+            **p.admission_params,
         }
     }
 
