@@ -1,4 +1,5 @@
-"""A batch-1 decode step of q4 layers as one compiled call per thread, with spin barriers.
+"""A batch-1 decode step of q4 or int8 layers as one compiled call per thread, with spin
+barriers.
 
 With ``--threads 2`` the q4 products ran one numba ``prange`` region each: 121 starts and
 joins a SmolLM2-135M step around ~50 us of work apiece, and numba's workqueue workers
@@ -14,8 +15,9 @@ thread on its own copy, so it needs no barrier; RoPE, the KV write and attention
 split by KV head. The arithmetic is the unfused path's
 (:class:`infercast.engine.model.LlamaModel` with the q4 kernel): tested equal.
 
-Runs when numba is present, every layer matrix is ``q4`` in the kernel's layout, and the
-step is one request decoding one token (``serve``'s batch-1 decode); other steps take
+Runs when numba is present, every layer matrix is ``q4`` in the kernel's layout (or every
+one ``int8``: rows in chunks of 64 instead of blocks), and the step is one request
+decoding one token (``serve``'s batch-1 decode); other steps take
 the per-product path.
 """
 
@@ -41,7 +43,7 @@ def _step_kernel():
     from llvmlite import ir
     from numba import njit, types
     from numba.core import cgutils
-    from numba.extending import intrinsic
+    from numba.extending import intrinsic, overload
 
     q4_blocks = jit.q4_blocks
 
@@ -116,7 +118,7 @@ def _step_kernel():
             out[i] = x[i] * r * gain[i]
 
     @njit(fastmath=True, nogil=True, cache=True)
-    def product(w, li, v, out, tid, nth):  # pragma: no cover - compiled
+    def q4_product(w, li, v, out, tid, nth):  # pragma: no cover - compiled
         # This thread's share of the blocks of layer li's matrix w = (qt, d, m) times v.
         qt, d, m = w
         nc, ng = qt.shape[1], qt.shape[2]
@@ -125,6 +127,32 @@ def _step_kernel():
         xs = np.empty((1, ng), dtype=np.float32)
         prep(v, xa, xb, xs)
         q4_blocks(qt[li], d[li], m[li], xa, xb, xs, out, tid * nc // nth, (tid + 1) * nc // nth)
+
+    @njit(fastmath=True, nogil=True, cache=True)
+    def int8_product(w, li, v, out, tid, nth):  # pragma: no cover - compiled
+        # This thread's share of layer li's int8 rows (w = (q, scale)) times v, in chunks
+        # of 64 rows: decode_jit.int8_matmul's one-token loop.
+        q, sc = w
+        n, k = q.shape[1], q.shape[2]
+        nc = (n + 63) // 64
+        for r in range(tid * nc // nth * 64, min(n, (tid + 1) * nc // nth * 64)):
+            qr = q[li, r]
+            acc = np.float32(0.0)
+            for c in range(k):
+                acc += np.float32(qr[c]) * v[c]
+            out[r, 0] = acc * sc[li, r]
+
+    def product(w, li, v, out, tid, nth):  # typed by the overload below
+        raise NotImplementedError
+
+    @overload(product)
+    def _product(w, li, v, out, tid, nth):
+        # q4 layers carry (qt, d, m), int8 layers (q, scale): chosen when compiled.
+        return (
+            (lambda w, li, v, out, tid, nth: q4_product(w, li, v, out, tid, nth))
+            if len(w) == 3
+            else (lambda w, li, v, out, tid, nth: int8_product(w, li, v, out, tid, nth))
+        )
 
     @njit(fastmath=True, nogil=True, cache=True)
     def step(  # pragma: no cover - compiled
@@ -222,16 +250,25 @@ def _step_kernel():
     return step
 
 
-def _stack(mats) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """The layers' kernel layouts as [L, ...] arrays; each matrix's layout becomes a view."""
-    out = tuple(np.stack([m.jit_layout[i] for m in mats]) for i in range(3))
+def _stack(mats) -> tuple[np.ndarray, ...]:
+    """The layers' matrices as [L, ...] arrays, q4 as (qt, d, m) in the kernel's layout,
+    int8 as (q, scale); each matrix's own arrays become views of them (no second copy)."""
+    from infercast.engine.qlinear import Int4Matrix
+
+    if isinstance(mats[0], Int4Matrix):
+        out = tuple(np.stack([m.jit_layout[i] for m in mats]) for i in range(3))
+        for li, m in enumerate(mats):
+            m.jit_layout = (out[0][li], out[1][li], out[2][li])
+        return out
+    out = (np.stack([m.q_np for m in mats]), np.stack([m.s32 for m in mats]))
     for li, m in enumerate(mats):
-        m.jit_layout = (out[0][li], out[1][li], out[2][li])
+        m.q_np, m.s32 = out[0][li], out[1][li]
+        m.q = m._torch.from_numpy(m.q_np)
     return out
 
 
-class FusedQ4Decode:
-    """The layer stack of a q4 model for batch-1 decode steps (see the module doc)."""
+class FusedDecode:
+    """The layer stack of a q4 or int8 model for batch-1 decode steps (see the module doc)."""
 
     def __init__(self, cfg, weights, threads: int) -> None:
         layers = weights.layers
@@ -243,7 +280,8 @@ class FusedQ4Decode:
             [cfg.num_heads, cfg.num_kv_heads, cfg.head_dim, cfg.intermediate_size], np.int64
         )
         self.eps = float(cfg.rms_norm_eps)
-        rows = [w[0].shape[1] * w[0].shape[-1] for w in self.w]  # padded rows of each product
+        # rows of each product (q4: padded to whole 64-row blocks)
+        rows = [w[0].shape[1] * w[0].shape[-1] if len(w) == 3 else w[0].shape[1] for w in self.w]
         self.bufs = (
             np.zeros((rows[0], 1), np.float32),
             np.zeros(cfg.num_heads * cfg.head_dim, np.float32),
@@ -256,17 +294,18 @@ class FusedQ4Decode:
         self._team: _Team | None = None
 
     @staticmethod
-    def build(cfg, weights, threads: int) -> FusedQ4Decode | None:
+    def build(cfg, weights, threads: int) -> FusedDecode | None:
         """The fused step when numba is there and every layer matrix is q4 in the kernel's
-        layout, else None."""
-        from infercast.engine.qlinear import Int4Matrix
+        layout, or every one int8, else None."""
+        from infercast.engine.qlinear import Int4Matrix, Int8Matrix
 
         mats = [getattr(lw, n) for lw in weights.layers for n in _MATRICES]
         if _step_kernel() is None or not mats:
             return None
-        if not all(isinstance(m, Int4Matrix) and m.jit_layout is not None for m in mats):
+        q4 = all(isinstance(m, Int4Matrix) and m.jit_layout is not None for m in mats)
+        if not q4 and not all(isinstance(m, Int8Matrix) for m in mats):
             return None
-        return FusedQ4Decode(cfg, weights, threads)
+        return FusedDecode(cfg, weights, threads)
 
     def run(self, x: np.ndarray, cos, sin, kv, slots: np.ndarray) -> None:
         """Every layer on residual ``x`` [H] (updated in place) for one token whose KV slots

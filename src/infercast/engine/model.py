@@ -27,7 +27,7 @@ from infercast.engine.attention import (
 )
 from infercast.engine.config import EngineModelConfig
 from infercast.engine.decode_jit import DecodeSlots, kernels
-from infercast.engine.decode_step import FusedQ4Decode
+from infercast.engine.decode_step import FusedDecode
 from infercast.engine.kv_store import PagedKVStore
 from infercast.engine.linear import linear
 from infercast.engine.qlinear import Scratch, embed_rows, matmul_fm
@@ -92,8 +92,8 @@ class LlamaModel:
         self.max_positions = max_positions
         self.rope = RotaryTable(cfg, max_positions)
         self.scratch = Scratch(num_threads)  # compact matrices widen here for prefill products
-        # q4 layers: batch-1 decode as one compiled call per thread (engine/decode_step.py)
-        self.fused = FusedQ4Decode.build(cfg, weights, num_threads)
+        # q4 or int8 layers: batch-1 decode as one compiled call per thread (decode_step.py)
+        self.fused = FusedDecode.build(cfg, weights, num_threads)
 
     def _mm(self, w, x: np.ndarray) -> np.ndarray:
         return matmul_fm(w, x, self.scratch)
@@ -136,7 +136,7 @@ class LlamaModel:
         )
 
     def _fused_decode(self, s: SeqInput, kv: PagedKVStore) -> list[np.ndarray]:
-        """One request's one-token decode through :class:`FusedQ4Decode`."""
+        """One request's one-token decode through :class:`FusedDecode`."""
         pos = s.num_cached
         x = np.ascontiguousarray(embed_rows(self.w.embed, np.asarray(s.token_ids))[0])
         slots = kv.slots(s.block_table, 0, pos + 1)
