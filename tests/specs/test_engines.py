@@ -143,6 +143,9 @@ def test_bad_admission_rule_names_the_field():
     # choosing SGLang's rule needs its parameters cited
     with pytest.raises(ConfigError, match="add new_token_ratio_init"):
         parse_preset({**good, "admission": "sglang-new-token-ratio"}, "x.toml")
+    # a user's preset may choose any rule (the rule's source cited like any value)
+    mine = parse_preset({**good, "admission": "reserve-full-output"}, "x.toml")
+    assert mine.admission == "reserve-full-output"
 
 
 def test_validate_rows_map_to_presets():

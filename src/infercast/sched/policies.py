@@ -114,7 +114,9 @@ def _head_fits(s: Scheduler, budget: int, chunked: bool) -> bool:
         n = min(remaining, budget) if chunked else remaining
         if s.ratio is not None and not s.ratio.fits(s, req, remaining, s.ratio.running_reserve(s)):
             return False
-        return -(-s.admission_tokens(req, 0, n) // s.config.block_size) <= s.kv.num_free_blocks
+        if s.reserve_full:
+            n = s.admission_tokens(req, 0, n)
+        return -(-n // s.config.block_size) <= s.kv.num_free_blocks
     hits = s.prefix_hits(req)
     remaining = req.num_tokens - len(hits) * s.config.block_size
     n = min(remaining, budget) if chunked else remaining

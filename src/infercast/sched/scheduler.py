@@ -323,7 +323,9 @@ class Scheduler(DecodeGroupMixin):
                     break
             else:  # ``admit(req, [], n)``: fresh blocks only
                 n = total if total < budget else budget
-                blocks = self.kv.take(-(-self.admission_tokens(req, 0, n) // bs))
+                blocks = self.kv.take(
+                    -(-(self.admission_tokens(req, 0, n) if self.reserve_full else n) // bs)
+                )
                 if blocks is None:
                     break
                 req.block_table = blocks
@@ -463,7 +465,8 @@ class Scheduler(DecodeGroupMixin):
     def admission_cost(self, req: Request, hits: list[int], num_new: int) -> int:
         """Free blocks admitting ``req`` with these hits and ``num_new`` tokens would consume."""
         bs = self.config.block_size
-        num_new = self.admission_tokens(req, len(hits), num_new)
+        if self.reserve_full:
+            num_new = self.admission_tokens(req, len(hits), num_new)
         if not hits:
             return cdiv(num_new, bs)
         revived = self.kv.num_cached_free(hits)  # hits in the free pool leave it when shared
@@ -471,7 +474,8 @@ class Scheduler(DecodeGroupMixin):
 
     def admit(self, req: Request, hits: list[int], num_new: int) -> bool:
         """Move the head of ``waiting`` to running with its prefix hits and ``num_new`` tokens."""
-        num_new = self.admission_tokens(req, len(hits), num_new)
+        if self.reserve_full:
+            num_new = self.admission_tokens(req, len(hits), num_new)
         if not hits:  # the common case: fresh blocks only
             blocks = self.kv.take(-(-num_new // self.config.block_size))
             if blocks is None:

@@ -154,6 +154,12 @@ class EnginePreset(_Frozen):
             )
         if self.stream_interval != 1:
             out.append(f"stream interval {self.stream_interval}")
+        if self.admission == "sglang-new-token-ratio":
+            # python/sglang/srt/disaggregation/decode.py DecodePreallocQueue._allocatable_tokens
+            out.append(
+                "a disaggregated decode server's pre-allocation admission (512 tokens reserved "
+                "per request; simulated with the new_token_ratio rule)"
+            )
         return tuple(out)
 
     def for_hardware(self, hardware_key: str, memory_bytes: float, tp: int = 1) -> EnginePreset:
