@@ -75,6 +75,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from infercast.errors import ConfigError
+from infercast.specs.engines import AdmissionFields
 from infercast.validation import SEED_MAX, read_text
 
 ROUTERS = ("round-robin", "least-tokens", "prefix-affinity")
@@ -102,7 +103,7 @@ class LengthConfig(_Frozen):
     max: int | None = Field(default=None, ge=1)
 
 
-class SchedulerSection(_Frozen):
+class SchedulerSection(_Frozen, AdmissionFields):  # admission: specs.engines
     policy: Literal["static", "continuous", "chunked", "prefill-first"] = "chunked"
     max_num_seqs: int = Field(default=256, ge=1)
     max_num_batched_tokens: int = Field(default=8192, ge=1)
@@ -113,15 +114,6 @@ class SchedulerSection(_Frozen):
     # decode steps between the engine's polls for new requests (SGLang --scheduler-recv-interval,
     # default 1 = every step; sim/replica.py, "Request polling")
     recv_interval: int = Field(default=1, ge=1)
-    # which waiting request may start (sched/admission.py) and the SGLang rule's parameters
-    admission: Literal["current-use", "reserve-full-output", "sglang-new-token-ratio"] = (
-        "current-use"
-    )
-    new_token_ratio_init: float = Field(default=0.7, gt=0, le=1)
-    new_token_ratio_min_factor: float = Field(default=0.14, ge=0, le=1)
-    new_token_ratio_decay_steps: float = Field(default=600.0, gt=0)
-    clip_max_new_tokens: int = Field(default=4096, ge=1)
-    retract_decode_steps: int = Field(default=20, ge=0)
 
 
 class WorkloadSection(_Frozen):

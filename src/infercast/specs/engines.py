@@ -68,7 +68,24 @@ class GpuRule(_Frozen):
         )
 
 
-class EnginePreset(_Frozen):
+class AdmissionFields(BaseModel):
+    """When a waiting request may start (sched/admission.py): by the KV free now (vLLM), with KV
+    for its whole sequence reserved (TensorRT-LLM GUARANTEED_NO_EVICT), or against SGLang's
+    new_token_ratio estimate of the running requests' remaining output; and the SGLang rule's
+    parameters (cited in a preset's [sources] when that rule is chosen). One declaration for the
+    engine presets and the simulator's ``[scheduler]`` section, which both inherit it."""
+
+    admission: Literal["current-use", "reserve-full-output", "sglang-new-token-ratio"] = (
+        "current-use"
+    )
+    new_token_ratio_init: float = Field(default=0.7, gt=0, le=1)
+    new_token_ratio_min_factor: float = Field(default=0.14, ge=0, le=1)
+    new_token_ratio_decay_steps: float = Field(default=600.0, gt=0)
+    clip_max_new_tokens: int = Field(default=4096, ge=1)
+    retract_decode_steps: int = Field(default=20, ge=0)
+
+
+class EnginePreset(_Frozen, AdmissionFields):
     """One engine version's defaults (module docstring); every field but ``by_gpu`` and
     ``memory_fraction_by_tp`` must be cited in ``sources``."""
 
@@ -95,18 +112,6 @@ class EnginePreset(_Frozen):
         "recompute", "reserve"
     ]  # reserve: KV for the whole output held from admission
     stream_interval: int = Field(ge=1)  # tokens per streamed chunk
-    # when a waiting request may start (sched/admission.py): by the KV free now (vLLM), with KV
-    # for its whole sequence reserved (TensorRT-LLM GUARANTEED_NO_EVICT), or against SGLang's
-    # new_token_ratio estimate of the running requests' remaining output
-    admission: Literal["current-use", "reserve-full-output", "sglang-new-token-ratio"] = (
-        "current-use"
-    )
-    # the SGLang rule's parameters (cited in [sources] when that rule is chosen)
-    new_token_ratio_init: float = Field(default=0.7, gt=0, le=1)
-    new_token_ratio_min_factor: float = Field(default=0.14, ge=0, le=1)
-    new_token_ratio_decay_steps: float = Field(default=600.0, gt=0)
-    clip_max_new_tokens: int = Field(default=4096, ge=1)
-    retract_decode_steps: int = Field(default=20, ge=0)
     memory_fraction_by_tp: dict[int, float] = Field(default_factory=dict)
     by_gpu: tuple[GpuRule, ...] = ()
     sources: dict[str, str]
