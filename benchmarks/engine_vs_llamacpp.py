@@ -294,13 +294,23 @@ def measure_batch(url: str, model: str, batch: int, prompt_tokens: int, output_t
     return acc.summary()
 
 
+def _served_model(url: str) -> str:
+    """The model id a server lists (infercast's server answers 400 to any other name)."""
+    import urllib.request
+
+    with urllib.request.urlopen(f"{url}/v1/models", timeout=10) as r:
+        return json.load(r)["data"][0]["id"]
+
+
 def serve_rows(name: str, cmd: list[str], url: str, model: str, batches, args) -> list[dict]:
+    """Start ``cmd``, measure ``batches``, stop it; ``model`` "" asks the server its id."""
     env = {**os.environ, "OMP_WAIT_POLICY": "PASSIVE"}
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     rows = []
     try:
         # llama-cpp-python's server has no /health; llama-server and infercast have both.
         _wait_ready(url, proc, args.startup_s, ("/health", "/v1/models"))
+        model = model or _served_model(url)
         measure_batch(url, model, 1, args.prompt_tokens, 8)  # warm-up
         for b in batches:
             s = measure_batch(url, model, b, args.prompt_tokens, args.output_tokens)
@@ -359,7 +369,7 @@ def cmd_serve(args) -> list[dict]:
                     f"infercast --weights {fmt} t={threads}",
                     cmd,
                     f"http://127.0.0.1:{port}",
-                    "any",
+                    "",
                     batches,
                     args,
                 )

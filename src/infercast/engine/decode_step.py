@@ -23,6 +23,7 @@ the per-product path.
 
 from __future__ import annotations
 
+import os
 import threading
 from functools import cache
 
@@ -77,6 +78,8 @@ def _step_kernel():
         """POSIX ``sched_yield()``: give the core to another runnable thread."""
 
         def codegen(context, builder, sig, args):
+            if os.name != "posix":  # no sched_yield to link against: keep spinning
+                return context.get_constant(types.int32, 0)
             fn = cgutils.get_or_insert_function(
                 builder.module, ir.FunctionType(ir.IntType(32), []), "sched_yield"
             )

@@ -79,7 +79,7 @@ def step_model(
     sm = cls(
         model,
         spec,
-        Precision.parse(cfg.weights, cfg.kv_cache),
+        Precision.parse(cfg.weights, cfg.kv_cache, cfg.compute),
         _parallel(cfg, tp or cfg.tp, ep, attn_dp),
         profile,
         memory_fraction=memory_fraction or DEFAULT_MEMORY_FRACTION,
