@@ -87,16 +87,20 @@ def step_rows(
 ) -> list[dict]:
     """Decode and prefill step times of one weight format (see the module doc); a format
     ending in ``-torch`` runs q4 products on PyTorch's int4 kernel (the path before the
-    numba kernel), to alternate old and new in one run."""
+    numba kernel), one ending in ``-perproduct`` runs batch-1 q4 decode one product at a
+    time (before engine/decode_step.py), to alternate old and new in one run."""
+    import infercast.engine.decode_step as ds
     import infercast.engine.qlinear as ql
 
-    jit_max = ql.Q4_JIT_MAX_TOKENS
+    jit_max, fused = ql.Q4_JIT_MAX_TOKENS, ds.ENABLED
     if fmt.endswith("-torch"):  # the q4 products on PyTorch's int4 kernel (the old path)
         ql.Q4_JIT_MAX_TOKENS = 0
+    if fmt.endswith("-perproduct"):  # q4 batch-1 decode one product at a time (not fused)
+        ds.ENABLED = False
     try:
         out = _step_rows(
             model,
-            fmt.removesuffix("-torch"),
+            fmt.removesuffix("-torch").removesuffix("-perproduct"),
             threads,
             batches,
             prefills,
@@ -106,7 +110,7 @@ def step_rows(
             peak,
         )
     finally:
-        ql.Q4_JIT_MAX_TOKENS = jit_max
+        ql.Q4_JIT_MAX_TOKENS, ds.ENABLED = jit_max, fused
     for r in out:
         r["asked"] = fmt
     return out
@@ -290,13 +294,23 @@ def measure_batch(url: str, model: str, batch: int, prompt_tokens: int, output_t
     return acc.summary()
 
 
+def _served_model(url: str) -> str:
+    """The model id a server lists (infercast's server answers 400 to any other name)."""
+    import urllib.request
+
+    with urllib.request.urlopen(f"{url}/v1/models", timeout=10) as r:
+        return json.load(r)["data"][0]["id"]
+
+
 def serve_rows(name: str, cmd: list[str], url: str, model: str, batches, args) -> list[dict]:
+    """Start ``cmd``, measure ``batches``, stop it; ``model`` "" asks the server its id."""
     env = {**os.environ, "OMP_WAIT_POLICY": "PASSIVE"}
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     rows = []
     try:
         # llama-cpp-python's server has no /health; llama-server and infercast have both.
         _wait_ready(url, proc, args.startup_s, ("/health", "/v1/models"))
+        model = model or _served_model(url)
         measure_batch(url, model, 1, args.prompt_tokens, 8)  # warm-up
         for b in batches:
             s = measure_batch(url, model, b, args.prompt_tokens, args.output_tokens)
@@ -355,7 +369,7 @@ def cmd_serve(args) -> list[dict]:
                     f"infercast --weights {fmt} t={threads}",
                     cmd,
                     f"http://127.0.0.1:{port}",
-                    "any",
+                    "",
                     batches,
                     args,
                 )
@@ -409,7 +423,8 @@ def main() -> None:
         "--weights",
         default="fp32,bf16,int8,auto",
         help="formats to run (auto: the file's own, q4+int8 for SmolLM2's Q4_1; q4-torch, "
-        "auto-torch: q4 products on PyTorch's int4 kernel)",
+        "auto-torch: q4 products on PyTorch's int4 kernel; q4-perproduct, auto-perproduct: "
+        "batch-1 decode without the fused step)",
     )
     ap.add_argument("--threads", default="1", help="comma-separated thread counts")
     ap.add_argument("--batches", default="1,8,32")

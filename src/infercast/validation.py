@@ -100,10 +100,16 @@ def check_int(
     return value
 
 
+def _check_type(value: Any, field: str, kind: type, expected: str, fix: str) -> Any:
+    """``value`` when it is a ``kind``; else the error "expected <expected>, got <its type>"."""
+    if not isinstance(value, kind):
+        raise _fail(field, value, f"expected {expected}, got {type(value).__name__}", fix)
+    return value
+
+
 def check_str(value: Any, field: str, fix: str = "give a non-empty string") -> str:
     """A non-empty string (whitespace alone counts as empty)."""
-    if not isinstance(value, str):
-        raise _fail(field, value, f"expected a string, got {type(value).__name__}", fix)
+    _check_type(value, field, str, "a string", fix)
     if not value.strip():
         raise _fail(field, value, "empty (an empty string is not 'not given')", fix)
     return value
@@ -111,14 +117,7 @@ def check_str(value: Any, field: str, fix: str = "give a non-empty string") -> s
 
 def check_bool(value: Any, field: str) -> bool:
     """A real boolean (true/false), not 0/1 or "yes"."""
-    if not isinstance(value, bool):
-        raise _fail(
-            field,
-            value,
-            f"expected true or false, got {type(value).__name__}",
-            "write true or false",
-        )
-    return value
+    return _check_type(value, field, bool, "true or false", "write true or false")
 
 
 def check_seed(value: Any, field: str = "`seed`") -> int:
@@ -133,14 +132,13 @@ def check_port(value: Any, field: str = "`port`") -> int:
 
 def check_mapping(value: Any, field: str) -> dict:
     """A JSON/TOML/YAML object (a table), not a list, string or number."""
-    if not isinstance(value, dict):
-        raise _fail(
-            field,
-            value,
-            f"expected an object of fields, got {type(value).__name__}",
-            "write a JSON object / TOML table of name = value fields",
-        )
-    return value
+    return _check_type(
+        value,
+        field,
+        dict,
+        "an object of fields",
+        "write a JSON object / TOML table of name = value fields",
+    )
 
 
 def _nearest_existing(path: Path) -> Path:

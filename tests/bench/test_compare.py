@@ -4,7 +4,7 @@ import math
 
 import pytest
 
-from infercast.bench.compare import comparison, run_sim, sim_config_dict
+from infercast.bench.compare import SimTarget, comparison, run_sim, sim_config_dict
 from infercast.bench.run import BenchConfig
 from infercast.errors import ConfigError
 from infercast.metrics.records import RequestRecord
@@ -36,7 +36,7 @@ def test_workload_mapping():
 
 
 def test_simulated_summary_compares_row_by_row():
-    predicted = run_sim(cfg(request_rate=2.0), "llama-3.1-8b", "h100-sxm")
+    predicted = run_sim(cfg(request_rate=2.0), SimTarget("llama-3.1-8b", "h100-sxm"))
     assert predicted.completed == 50 and predicted.total_output_tokens == 50 * 20
     measured = summarize(
         [

@@ -41,7 +41,7 @@ def _check(m, ref_w: np.ndarray, t: int) -> None:
 
 
 @pytest.mark.parametrize("t", TOKENS)
-@pytest.mark.parametrize("n", [96, 260])  # 260: not a multiple of the 32-row packing
+@pytest.mark.parametrize("n", [96, 260])  # neither a multiple of the 64-row packing
 def test_int4_matches_its_dequantized_matrix(t, n):
     rows = quantize_q4(_w(n, 128))
     m = Int4Matrix(rows)
@@ -85,6 +85,18 @@ def test_format_bytes_per_weight():
     assert to_format(w, "fp32").nbytes == w.size * 4
 
 
+def test_packing_block_is_what_torch_packs_on_this_cpu():
+    """Rows 0 and B/2 of a block share byte 0 (B = packing_block()), whatever the CPU."""
+    from infercast.engine.qlinear import PACK_PAD, packing_block
+
+    blk = packing_block()
+    assert blk in (32, 64) and PACK_PAD % blk == 0
+    q = np.zeros((PACK_PAD, 64), dtype=np.int32)
+    q[0], q[blk // 2] = 3, 5
+    packed = torch.ops.aten._convert_weight_to_int4pack_for_cpu(torch.from_numpy(q), 1).numpy()
+    assert packed[0, 0] == 3 | (5 << 4)
+
+
 def test_widening_kernel_agrees_with_numpy_and_the_packing_layout():
     rows = quantize_q4(_w(64, 96, seed=5))
     m = Int4Matrix(rows)
@@ -93,7 +105,8 @@ def test_widening_kernel_agrees_with_numpy_and_the_packing_layout():
     widen_int4(m.packed.numpy(), m.scale_t, m.zero_t, a)
     _widen_int4_numpy(m.packed.numpy(), m.scale_t, m.zero_t, b)
     np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-7)
-    # The layout assumed: per block of 32 rows, column-major bytes, low nibble = rows 0-15.
+    # The layout assumed: per block of B rows (32 or 64 by CPU), column-major bytes, low
+    # nibble = the block's first B/2 rows.
     expect = (rows.q.astype(np.float32) - 8) * m.scale_t.T.repeat(32, axis=1) + m.zero_t.T.repeat(
         32, axis=1
     )

@@ -29,6 +29,17 @@ def test_stated_weights_and_experts_win():
         build_config({"model": "gpt-oss-120b", "experts": "mxfp9/bf16"})
 
 
+def test_stated_compute_dtype_reaches_the_step_model():
+    """``compute`` sets the matmuls' dtype (infercast's CPU engine: fp32 in every format);
+    unset, int4 weights compute in bf16 and the step is faster at a bf16 peak above fp32's."""
+    base = {"weights": "int4", "kv_cache": "fp32", "hardware": "h100-sxm"}
+    default = build_step_model(build_config(base))
+    fp32 = build_step_model(build_config({**base, "compute": "fp32"}))
+    assert default.precision.compute == "bf16" and fp32.precision.compute == "fp32"
+    assert fp32.precision.weights == "int4"
+    assert fp32.step_time_s([2048], [0]) > 2 * default.step_time_s([2048], [0])
+
+
 def test_mxfp4_checkpoint_fits_where_bf16_does_not():
     # 60.7 GiB of MXFP4 experts + BF16 rest leave most of an H200 to the KV cache; all-BF16 (234 GB)
     # fits nowhere

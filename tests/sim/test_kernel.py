@@ -48,17 +48,16 @@ def test_time_series_says_when_a_replica_may_skip_observing():
 
     from infercast.sim.series import TimeSeries
 
-    rep = SimpleNamespace(
-        index=0, sched=SimpleNamespace(kv=SimpleNamespace(usage=0.5), waiting=(), num_preemptions=0)
-    )
+    rep = SimpleNamespace(index=0, sched=SimpleNamespace(waiting=(), num_preemptions=0))
     ts = TimeSeries(max_points=4, interval_s=1.0)
-    assert ts.observe(0.0, rep, 3) == (0.0, 1.0)
-    assert ts.observe(0.5, rep, 3) == (0.0, 1.0)  # too soon: not sampled
-    last, interval = ts.observe(1.0, rep, 3)
+    assert ts.observe(0.0, rep, 3, 0.5) == (0.0, 1.0)
+    assert ts.observe(0.5, rep, 3, 0.5) == (0.0, 1.0)  # too soon: not sampled
+    last, interval = ts.observe(1.0, rep, 3, 0.5)
     assert (last, interval) == (1.0, 1.0) and ts.arrays()["time_s"].tolist() == [0.0, 1.0]
     for t in (2.0, 3.0):  # the 4th point decimates to every other one and doubles the interval
-        last, interval = ts.observe(t, rep, 3)
+        last, interval = ts.observe(t, rep, 3, 0.5)
     assert interval == 2.0 and ts.arrays()["time_s"].tolist() == [0.0, 2.0]
+    assert ts.arrays()["kv_usage"].tolist() == [0.5, 0.5]
 
 
 def test_run_merges_an_arrival_stream_with_the_heap_arrivals_first_at_equal_times():

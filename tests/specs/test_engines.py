@@ -11,6 +11,7 @@ from infercast.cli import main
 from infercast.errors import ConfigError
 from infercast.specs.catalog import data_path, load_hardware
 from infercast.specs.engines import (
+    RATIO_PARAMS,
     EnginePreset,
     load_engine,
     parse_preset,
@@ -40,7 +41,7 @@ def test_every_shipped_preset_loads_and_cites_each_value():
                 "sources",
                 "by_gpu",
                 "memory_fraction_by_tp",
-            ):
+            ) and (field not in RATIO_PARAMS or p.admission == "sglang-new-token-ratio"):
                 assert len(p.sources[field]) > 20, (p.name, field)
 
 
@@ -109,7 +110,42 @@ def test_trtllm_kv_is_a_fraction_of_the_free_memory(name):
     assert vllm * device - weights - act == pytest.approx(
         0.9 * device - weights - act
     )  # of the total
-    assert t.preemption == "reserve" and "KV reserved" in " ".join(t.unmodelled)
+    # GUARANTEED_NO_EVICT: simulated by the admission rule, so no longer listed as unmodelled
+    assert t.preemption == "reserve" and t.admission == "reserve-full-output"
+    assert "KV reserved" not in " ".join(t.unmodelled)
+
+
+def test_admission_rules_of_the_shipped_presets():
+    assert load_engine("vllm-0.12").admission == load_engine("vllm-0.6").admission == "current-use"
+    s = load_engine("sglang-0.5")
+    assert s.admission == "sglang-new-token-ratio"
+    assert (s.new_token_ratio_init, s.new_token_ratio_min_factor) == (0.7, 0.14)
+    assert (s.new_token_ratio_decay_steps, s.clip_max_new_tokens, s.retract_decode_steps) == (
+        600,
+        4096,
+        20,
+    )
+
+
+def test_engine_defaults_carry_the_admission_rule():
+    from infercast.sim.build import engine_defaults
+
+    sched = engine_defaults(load_engine("sglang-0.5"), {"hardware": "h100-sxm"})["scheduler"]
+    assert sched["admission"] == "sglang-new-token-ratio" and sched["clip_max_new_tokens"] == 4096
+    trt = engine_defaults(load_engine("trtllm-1.0"), {"hardware": "h100-sxm"})["scheduler"]
+    assert trt["admission"] == "reserve-full-output"
+
+
+def test_bad_admission_rule_names_the_field():
+    good = _shipped("vllm-0.12")
+    with pytest.raises(ConfigError, match=r"admission: .*'greedy'"):
+        parse_preset({**good, "admission": "greedy"}, "x.toml")
+    # choosing SGLang's rule needs its parameters cited
+    with pytest.raises(ConfigError, match="add new_token_ratio_init"):
+        parse_preset({**good, "admission": "sglang-new-token-ratio"}, "x.toml")
+    # a user's preset may choose any rule (the rule's source cited like any value)
+    mine = parse_preset({**good, "admission": "reserve-full-output"}, "x.toml")
+    assert mine.admission == "reserve-full-output"
 
 
 def test_validate_rows_map_to_presets():

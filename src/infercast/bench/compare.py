@@ -11,6 +11,7 @@ sides (``docs/metrics.md``).
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import Any
 
 from infercast.bench.run import BenchConfig
@@ -33,17 +34,22 @@ def sim_config_dict(
     """
     from infercast.sim.config import merge
 
-    if cfg.multi_turn:
-        flags = {
-            "model": model,
-            "hardware": hardware,
-            "weights": weights,
-            "seed": cfg.seed,
-            "slo_ttft_s": cfg.slo_ttft_s,
-            "slo_tpot_s": cfg.slo_tpot_s,
-            "workload": _sessions_workload(cfg, sessions_file),
-        }
-        return merge(base or {}, flags)
+    flags = {
+        "model": model,
+        "hardware": hardware,
+        "weights": weights,
+        "seed": cfg.seed,
+        "slo_ttft_s": cfg.slo_ttft_s,
+        "slo_tpot_s": cfg.slo_tpot_s,
+        "workload": _sessions_workload(cfg, sessions_file)
+        if cfg.multi_turn
+        else _requests_workload(cfg),
+    }
+    return merge(base or {}, flags)
+
+
+def _requests_workload(cfg: BenchConfig) -> dict[str, Any]:
+    """A single-turn run's workload: its arrivals (rate, closed loop or trace) and lengths."""
     if cfg.is_trace and cfg.request_rate is None:
         workload: dict[str, Any] = {"arrival": "trace", "trace": cfg.dataset}
     elif cfg.request_rate is not None and cfg.concurrency is None:
@@ -77,16 +83,7 @@ def sim_config_dict(
             )
     elif cfg.dataset is not None and not cfg.is_trace:
         raise ConfigError("`compare_sim` works with random prompts and traces, not ShareGPT files")
-    flags = {
-        "model": model,
-        "hardware": hardware,
-        "weights": weights,
-        "seed": cfg.seed,
-        "slo_ttft_s": cfg.slo_ttft_s,
-        "slo_tpot_s": cfg.slo_tpot_s,
-        "workload": workload,
-    }
-    return merge(base or {}, flags)
+    return workload
 
 
 def _sessions_workload(cfg: BenchConfig, sessions_file: str | None) -> dict[str, Any]:
@@ -113,60 +110,56 @@ def _sessions_workload(cfg: BenchConfig, sessions_file: str | None) -> dict[str,
     return wl
 
 
-def _sim_inputs(
-    cfg: BenchConfig,
-    model: str,
-    hardware: str,
-    weights: str,
-    config_file: str | None,
-    profile: str | None = None,
-    engine: str | None = None,
-    sessions_file: str | None = None,
-):
-    """The simulator's validated config and cost model for the bench run's workload.
+@dataclass(frozen=True)
+class SimTarget:
+    """What ``--compare-sim`` simulates the bench run's workload on.
 
-    ``profile``: the efficiency profile (``cost.profiles.resolve_profile``; None = the shipped one);
-    ``engine``: an engine preset name or file (``specs.engines``), under the config file's
-    settings."""
+    ``config_file``: a simulator config file (scheduler etc.); ``profile``: the efficiency profile
+    (``cost.profiles.resolve_profile``; None = the shipped one); ``engine``: an engine preset name
+    or file (``specs.engines``), under the config file's settings.
+    """
+
+    model: str
+    hardware: str
+    weights: str = "bf16"
+    config_file: str | None = None
+    profile: str | None = None
+    engine: str | None = None
+
+    @property
+    def label(self) -> str:
+        """``model on hardware, weights, profile P[, engine E]``, for the side-by-side table."""
+        engine = f", engine {self.engine}" if self.engine else ""
+        return (
+            f"{self.model} on {self.hardware}, {self.weights}, "
+            f"profile {self.profile or 'shipped'}{engine}"
+        )
+
+
+def _sim_inputs(cfg: BenchConfig, target: SimTarget, sessions_file: str | None = None):
+    """The simulator's validated config and cost model for the bench run's workload."""
     from infercast.sim.config import build_config, read_config_file
     from infercast.sim.presets import build_step_model, with_engine
 
-    base = read_config_file(config_file) if config_file else None
-    data = sim_config_dict(cfg, model, hardware, weights, base, sessions_file)
-    data, preset = with_engine(data, engine)
+    base = read_config_file(target.config_file) if target.config_file else None
+    data = sim_config_dict(cfg, target.model, target.hardware, target.weights, base, sessions_file)
+    data, preset = with_engine(data, target.engine)
     sim_cfg = build_config(data)
-    return sim_cfg, build_step_model(sim_cfg, profile, preset)
+    return sim_cfg, build_step_model(sim_cfg, target.profile, preset)
 
 
-def check_sim_inputs(
-    cfg: BenchConfig,
-    model: str,
-    hardware: str,
-    weights: str = "bf16",
-    config_file: str | None = None,
-    profile: str | None = None,
-    engine: str | None = None,
-) -> None:
+def check_sim_inputs(cfg: BenchConfig, target: SimTarget) -> None:
     """Everything ``--compare-sim`` needs, built without simulating: a bad simulator input
     (model, part, precision, config file, trace, profile, engine) fails before the benchmark
     runs."""
-    sim_cfg, _ = _sim_inputs(cfg, model, hardware, weights, config_file, profile, engine)
+    sim_cfg, _ = _sim_inputs(cfg, target)
     if sim_cfg.workload.trace is not None:
         from infercast.sim.workload import load_trace
 
         load_trace(sim_cfg.workload.trace)
 
 
-def run_sim(
-    cfg: BenchConfig,
-    model: str,
-    hardware: str,
-    weights: str = "bf16",
-    config_file: str | None = None,
-    profile: str | None = None,
-    engine: str | None = None,
-    turns=None,
-) -> Summary:
+def run_sim(cfg: BenchConfig, target: SimTarget, turns=None) -> Summary:
     """Simulate the bench run's workload; the simulator's :class:`Summary`.
 
     ``turns``: a multi-turn run's sent turns (``BenchResult.turns``), replayed by the simulator.
@@ -180,11 +173,9 @@ def run_sim(
         with tempfile.TemporaryDirectory() as tmp:
             path = str(Path(tmp) / "sessions.csv")
             turns.write_csv(path)
-            sim_cfg, step_model = _sim_inputs(
-                cfg, model, hardware, weights, config_file, profile, engine, path
-            )
+            sim_cfg, step_model = _sim_inputs(cfg, target, path)
             return simulate(sim_cfg, step_model).summary
-    sim_cfg, step_model = _sim_inputs(cfg, model, hardware, weights, config_file, profile, engine)
+    sim_cfg, step_model = _sim_inputs(cfg, target)
     return simulate(sim_cfg, step_model).summary
 
 

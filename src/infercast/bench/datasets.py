@@ -15,7 +15,6 @@ from __future__ import annotations
 import csv
 import json
 from dataclasses import dataclass
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -162,11 +161,9 @@ def read_trace(name_or_path: str) -> np.ndarray:
             ]
         )
     if name_or_path in SHIPPED_TRACES:
-        text = (
-            resources.files("infercast")
-            .joinpath("data", "traces", SHIPPED_TRACES[name_or_path])
-            .read_text()
-        )
+        from infercast.specs.catalog import data_path
+
+        text = data_path("traces", SHIPPED_TRACES[name_or_path]).read_text()
     else:
         try:
             text = Path(name_or_path).read_text()

@@ -63,14 +63,3 @@ def renamed(new: Any, old: Any, new_flag: str, old_flag: str, scale: float = 1.0
             f"give only {new_flag}"
         )
     return value
-
-
-PROFILE_HELP = (
-    "efficiency profile: 'shipped' (default: the calibrated set that infercast validate scores), "
-    "'builtin' (the code's values) or a TOML from infercast calibrate"
-)
-ENGINE_HELP = (
-    "serving-engine preset (infercast engines): vllm-0.12, sglang-0.5, trtllm-1.0 ..., a family "
-    "(vllm, sglang, trtllm, trtllm-engine) or a preset .toml; sets the scheduler, memory rule and "
-    "profile group (explicit flags still win)"
-)

@@ -6,7 +6,7 @@ import math
 
 import typer
 
-from infercast.commands._common import ENGINE_HELP, PROFILE_HELP
+from infercast.commands import _options as opts
 from infercast.errors import ConfigError, InfercastError
 
 
@@ -71,7 +71,7 @@ def register(app: typer.Typer) -> None:
             help="Closed loop streams (list = sweep); "
             "with --request-rate: a cap on requests in flight.",
         ),
-        concurrency_old: str = typer.Option(None, "--concurrency", hidden=True),
+        concurrency_old: opts.OldConcurrency = None,
         burstiness: float = typer.Option(
             1.0, "--burstiness", help="Gamma shape of gaps: 1 Poisson, <1 burstier."
         ),
@@ -81,7 +81,7 @@ def register(app: typer.Typer) -> None:
         num_requests: int = typer.Option(
             None, "--num-prompts", "-n", help="Measured requests (default: 200)."
         ),
-        num_requests_old: int = typer.Option(None, "--num-requests", hidden=True),
+        num_requests_old: opts.OldNumRequests = None,
         input_tokens: int = typer.Option(
             None,
             "--input-tokens",
@@ -174,8 +174,8 @@ def register(app: typer.Typer) -> None:
         price: float = typer.Option(
             None, "--price", help="$/GPU-hour (default: the shipped price of --hardware)."
         ),
-        profile: str = typer.Option(None, "--profile", help=f"--compare-sim: {PROFILE_HELP}"),
-        engine: str = typer.Option(None, "--engine", help=f"--compare-sim: {ENGINE_HELP}"),
+        profile: str = typer.Option(None, "--profile", help=f"--compare-sim: {opts.PROFILE_HELP}"),
+        engine: str = typer.Option(None, "--engine", help=f"--compare-sim: {opts.ENGINE_HELP}"),
     ) -> None:
         """Measure TTFT, TPOT, ITL, E2E, throughput and goodput of an OpenAI-compatible server."""
         from infercast.bench.dollars import bench_price
@@ -244,21 +244,17 @@ def register(app: typer.Typer) -> None:
             if len(concs) > 1
             else [{}]
         )
+        target = None
         if compare_sim:  # the simulator's inputs are checked before the benchmark, not after it
-            from infercast.bench.compare import check_sim_inputs
+            from infercast.bench.compare import SimTarget, check_sim_inputs
             from infercast.errors import UnknownModelError
 
+            target = SimTarget(
+                sim_model or model, sim_hardware, sim_weights, sim_config, profile, engine
+            )
             try:
                 for p in points:
-                    check_sim_inputs(
-                        base.model_copy(update=p),
-                        sim_model or model,
-                        sim_hardware,
-                        sim_weights,
-                        sim_config,
-                        profile,
-                        engine,
-                    )
+                    check_sim_inputs(base.model_copy(update=p), target)
             except UnknownModelError as exc:
                 if sim_model:
                     raise
@@ -274,16 +270,7 @@ def register(app: typer.Typer) -> None:
             else:
                 results = [run_bench(base.model_copy(update=p), on_done=bar) for p in points]
         _measured_something(results, base_url)
-        compared = _compare(
-            results,
-            compare_sim,
-            sim_model or model,
-            sim_hardware,
-            sim_weights,
-            sim_config,
-            profile,
-            engine,
-        )
+        compared = _compare(results, target)
         if jsonl:
             from infercast.bench.jsonl import write_jsonl
 
@@ -320,29 +307,20 @@ def _measured_something(results: list, base_url: str) -> None:
     )
 
 
-def _compare(
-    results: list,
-    enabled: bool,
-    model: str,
-    hardware: str | None,
-    weights: str,
-    config_file: str | None,
-    profile: str | None = None,
-    engine: str | None = None,
-) -> dict[int, dict]:
-    """Simulated counterpart of each run (``--compare-sim``), keyed by run index."""
-    if not enabled:
+def _compare(results: list, target) -> dict[int, dict]:
+    """Simulated counterpart of each run on ``target`` (``--compare-sim``; a SimTarget or None),
+    keyed by run index."""
+    if target is None:
         return {}
     from infercast.bench.compare import comparison, run_sim
 
-    label = f"{model} on {hardware}, {weights}, profile {profile or 'shipped'}" + (
-        f", engine {engine}" if engine else ""
-    )
-    out = {}
-    for i, r in enumerate(results):
-        sim = run_sim(r.config, model, hardware, weights, config_file, profile, engine, r.turns)
-        out[i] = {"simulated": label, "rows": comparison(r.summary, sim)}
-    return out
+    return {
+        i: {
+            "simulated": target.label,
+            "rows": comparison(r.summary, run_sim(r.config, target, r.turns)),
+        }
+        for i, r in enumerate(results)
+    }
 
 
 def _emit_json(

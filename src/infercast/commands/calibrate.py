@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import typer
 
+from infercast.commands import _options as opts
+
 HELP = (
     "Fit the efficiency profile (per hardware family and engine where the data allows) to "
     "measurements; write a profile TOML."
@@ -83,9 +85,7 @@ def run_calibrate(
 def register(app: typer.Typer) -> None:
     @app.command("calibrate", help=HELP)
     def calibrate_cmd(
-        data: str | None = typer.Option(
-            None, "--data", help="measurement CSV (docs/validation.md); default: the shipped set"
-        ),
+        data: opts.Data = None,
         out: str = typer.Option("profile.toml", "--out", "-o", help="profile TOML to write"),
         groups: bool = typer.Option(
             True, "--groups/--no-groups", help="also fit one profile per hardware family / engine"
@@ -97,6 +97,6 @@ def register(app: typer.Typer) -> None:
             30, "--min-group-rows", help="rows a group needs for its own profile"
         ),
         name: str = typer.Option("calibrated", "--name", help="profile name written into the file"),
-        as_json: bool = typer.Option(False, "--json", help="print one JSON object"),
+        as_json: opts.Json = False,
     ) -> None:
         run_calibrate(data, out, groups, cv, min_group_rows, name, as_json)

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import typer
 
+from infercast.commands import _options as opts
+
 HELP = (
     "List serving-engine presets (scheduling policy, limits, KV block, memory rule), each value "
     "cited."
@@ -45,6 +47,6 @@ def register(app: typer.Typer) -> None:
         show: str = typer.Option(
             "", "--show", help="one preset in full, with the source of every value"
         ),
-        as_json: bool = typer.Option(False, "--json", help="print JSON"),
+        as_json: opts.JsonList = False,
     ) -> None:
         run_engines(show, as_json)

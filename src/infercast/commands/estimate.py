@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from infercast.commands._common import ENGINE_HELP, PROFILE_HELP
+from infercast.commands import _options as opts
 from infercast.cost.memory import DEFAULT_MEMORY_FRACTION
 
 # Library parameters named otherwise than their flag (infercast.errors.with_flags).
@@ -166,9 +166,7 @@ def register(app: typer.Typer) -> None:
             help="routed experts' own precision <format>/<compute>, e.g. mxfp4/bf16 or mxfp4/fp8; "
             "none = the weights' dtype (default: what --weights implies)",
         ),
-        kv_cache: str | None = typer.Option(
-            None, "--kv-cache", help="KV-cache dtype (default: 16-bit)"
-        ),
+        kv_cache: opts.KvCache = None,
         compute: str | None = typer.Option(
             None, help="matmul compute dtype (default from weights: int4 -> bf16)"
         ),
@@ -185,8 +183,8 @@ def register(app: typer.Typer) -> None:
         price: float | None = typer.Option(
             None, help="$/GPU-hour (default: median quote in prices.csv)"
         ),
-        profile: str | None = typer.Option(None, help=PROFILE_HELP),
-        engine: str | None = typer.Option(None, "--engine", help=ENGINE_HELP),
+        profile: opts.Profile = None,
+        engine: opts.Engine = None,
         memory_fraction: float | None = typer.Option(
             None,
             help="fraction of device memory the engine may use "
@@ -195,7 +193,7 @@ def register(app: typer.Typer) -> None:
         floor: bool = typer.Option(
             False, "--floor", help="report physics floors as the main numbers"
         ),
-        as_json: bool = typer.Option(False, "--json", help="print one JSON object"),
+        as_json: opts.Json = False,
         plot: str | None = typer.Option(
             None, help="write roofline + throughput plot (PNG/SVG/PDF)"
         ),

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from infercast.commands._common import PROFILE_HELP
+from infercast.commands import _options as opts
 
 HELP = (
     "Simulate a day of traffic on a fleet of replicas behind a router under an autoscaling "
@@ -329,9 +329,7 @@ def register(app: typer.Typer) -> None:
         weights: str | None = typer.Option(
             None, help="weight dtype (default: as the checkpoint ships)"
         ),
-        kv_cache: str | None = typer.Option(
-            None, "--kv-cache", help="KV-cache dtype (default: 16-bit)"
-        ),
+        kv_cache: opts.KvCache = None,
         tp: int | None = typer.Option(None, help="GPUs per replica (tensor parallel; default 1)"),
         max_num_seqs: int | None = typer.Option(
             None, help="max requests per step per replica (default 256)"
@@ -423,8 +421,8 @@ def register(app: typer.Typer) -> None:
         slo_tpot_ms: float | None = typer.Option(
             None, "--slo-tpot-ms", help="SLO: time per output token (ms; default 100)"
         ),
-        slo_ttft_s: float | None = typer.Option(None, "--slo-ttft-s", hidden=True),
-        slo_tpot_s: float | None = typer.Option(None, "--slo-tpot-s", hidden=True),
+        slo_ttft_s: opts.OldSloTtftS = None,
+        slo_tpot_s: opts.OldSloTpotS = None,
         price: float | None = typer.Option(
             None, "--price", help="$/GPU-hour (default: the shipped price table's median)"
         ),
@@ -435,8 +433,8 @@ def register(app: typer.Typer) -> None:
         plot: str | None = typer.Option(
             None, "--plot", help="PNG: cost vs SLO attainment and replicas over the day"
         ),
-        as_json: bool = typer.Option(False, "--json", help="print one JSON object"),
-        profile: str | None = typer.Option(None, "--profile", help=PROFILE_HELP),
+        as_json: opts.Json = False,
+        profile: opts.Profile = None,
         base_hardware: str | None = typer.Option(
             None,
             "--base-hardware",
@@ -464,10 +462,8 @@ def register(app: typer.Typer) -> None:
         decode_replicas: int | None = typer.Option(
             None, help="disaggregated: decode replicas per unit (default: 1)"
         ),
-        prefill_tp: int | None = typer.Option(
-            None, help="disaggregated: prefill TP (default: --tp)"
-        ),
-        decode_tp: int | None = typer.Option(None, help="disaggregated: decode TP (default: --tp)"),
+        prefill_tp: opts.PrefillTp = None,
+        decode_tp: opts.DecodeTp = None,
         prefill_hardware: str | None = typer.Option(
             None, help="disaggregated: the prefill pool's part (default: --hardware)"
         ),
@@ -480,20 +476,14 @@ def register(app: typer.Typer) -> None:
         decode_price: float | None = typer.Option(
             None, help="disaggregated: decode $/GPU-hour (default: --price, else its part's)"
         ),
-        transfer_bandwidth: float | None = typer.Option(
-            None, "--transfer-bandwidth", help="KV transfer bytes/s (default: 50e9 x min TP)"
-        ),
-        transfer_latency_s: float | None = typer.Option(
-            None, "--transfer-latency-s", help="KV transfer latency (default: 0.001)"
-        ),
+        transfer_bandwidth: opts.TransferBandwidth = None,
+        transfer_latency_s: opts.TransferLatency = None,
         groups: int = typer.Option(
             1, "--groups", help="independent router groups the day is sharded over (fleet/shard.py)"
         ),
         executor: str = typer.Option(
             "local", "--executor", help="where groups run: local (process pool) | serial | ray"
         ),
-        workers: int | None = typer.Option(
-            None, "--workers", help="local pool size (default: CPU count)"
-        ),
+        workers: opts.Workers = None,
     ) -> None:
         run_fleet(_slos_in_seconds(dict(locals())))

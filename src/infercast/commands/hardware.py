@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import typer
 
+from infercast.commands import _options as opts
+
 
 def register(app: typer.Typer) -> None:
     @app.command(
         "hardware", help="List hardware presets (memory, bandwidth, peak FLOP/s, link, price)."
     )
     def hardware_cmd(
-        as_json: bool = typer.Option(False, "--json", help="print JSON"),
+        as_json: opts.JsonList = False,
         show: str = typer.Option("", "--show", help="one part in full, with citations"),
         show_all: bool = typer.Option(
             False,

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import typer
 
+from infercast.commands import _options as opts
+
 
 def register(app: typer.Typer) -> None:
     @app.command("models", help="List model presets: architecture, parameters, KV bytes per token.")
-    def models_cmd(as_json: bool = typer.Option(False, "--json", help="print JSON")) -> None:
+    def models_cmd(as_json: opts.JsonList = False) -> None:
         from infercast.commands._common import print_json
         from infercast.report.catalog_tables import models_table
         from infercast.report.console import make_console

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from infercast.commands._common import ENGINE_HELP, PROFILE_HELP
+from infercast.commands import _options as opts
 
 # Library parameters named otherwise than their flag (infercast.errors.with_flags).
 PARAM_FLAGS = {
@@ -241,21 +241,21 @@ def register(app: typer.Typer) -> None:
         num_requests: int | None = typer.Option(
             None, "--num-prompts", help="requests per simulation (default: 300)"
         ),
-        num_requests_old: int | None = typer.Option(None, "--num-requests", hidden=True),
+        num_requests_old: opts.OldNumRequests = None,
         seed: int = typer.Option(0, help="random seed"),
         max_gpus: int = typer.Option(64, help="largest fleet considered"),
         price: str | None = typer.Option(None, help="$/GPU-hour overrides: h100-sxm=2.5,b200=5"),
         executor: str | None = typer.Option(
             None, help="local (process pool) | serial | ray (default: ray if RAY_ADDRESS)"
         ),
-        workers: int | None = typer.Option(None, help="local pool size (default: CPU count)"),
+        workers: opts.Workers = None,
         cache_dir: str | None = typer.Option(None, help="directory caching each evaluation"),
         exhaustive: bool = typer.Option(
             False, "--exhaustive", help="full product instead of two stages"
         ),
         top_k: int = typer.Option(3, help="stage-1 leaders whose levers stage 2 tries"),
         alternatives: int = typer.Option(5, help="runner-up configurations to list"),
-        as_json: bool = typer.Option(False, "--json", help="print one JSON object"),
+        as_json: opts.Json = False,
         plot: str | None = typer.Option(
             None, "--plot", help="Pareto frontier PNG (throughput/GPU vs tokens/s/user)"
         ),
@@ -288,7 +288,7 @@ def register(app: typer.Typer) -> None:
         lora_slots: int | None = typer.Option(
             None, "--lora-slots", help="adapters resident per GPU (default: all)"
         ),
-        profile: str | None = typer.Option(None, "--profile", help=PROFILE_HELP),
-        engine: str | None = typer.Option(None, "--engine", help=ENGINE_HELP),
+        profile: opts.Profile = None,
+        engine: opts.Engine = None,
     ) -> None:
         run_plan(_vocabulary(dict(locals())))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from infercast.commands._common import ENGINE_HELP, PROFILE_HELP
+from infercast.commands import _options as opts
 
 HELP = (
     "Simulate a serving engine (scheduler + paged KV + cost model) under a workload: "
@@ -457,9 +457,7 @@ def register(app: typer.Typer) -> None:
             help="routed experts' own precision, e.g. mxfp4/bf16; none = the weights' dtype "
             "(default: the checkpoint's)",
         ),
-        kv_cache: str | None = typer.Option(
-            None, "--kv-cache", help="KV-cache dtype (default: 16-bit)"
-        ),
+        kv_cache: opts.KvCache = None,
         tp: int | None = typer.Option(None, help="tensor-parallel GPUs per replica (default: 1)"),
         ep: int | None = typer.Option(
             None, help="expert-parallel GPUs (MoE, at most --tp; default: 1)"
@@ -505,11 +503,11 @@ def register(app: typer.Typer) -> None:
             "--max-concurrency",
             help="closed loop: requests kept in flight; a list (8,32) sweeps",
         ),
-        concurrency_old: str | None = typer.Option(None, "--concurrency", hidden=True),
+        concurrency_old: opts.OldConcurrency = None,
         num_requests: int | None = typer.Option(
             None, "--num-prompts", help="requests to simulate (default: a trace's rows, else 1000)"
         ),
-        num_requests_old: int | None = typer.Option(None, "--num-requests", hidden=True),
+        num_requests_old: opts.OldNumRequests = None,
         trace: str | None = typer.Option(None, help="azure-conv | azure-code | CSV/JSONL file"),
         input_tokens: float | None = typer.Option(
             None, help="prompt length mean (default: 1024; trace lengths with --trace)"
@@ -555,8 +553,8 @@ def register(app: typer.Typer) -> None:
         slo_tpot_ms: float | None = typer.Option(
             None, "--slo-tpot-ms", help="goodput TPOT limit (ms)"
         ),
-        slo_ttft_s: float | None = typer.Option(None, "--slo-ttft-s", hidden=True),
-        slo_tpot_s: float | None = typer.Option(None, "--slo-tpot-s", hidden=True),
+        slo_ttft_s: opts.OldSloTtftS = None,
+        slo_tpot_s: opts.OldSloTpotS = None,
         speculative: str | None = typer.Option(
             None, "--speculative", help="speculative decoding: eagle | mtp | draft (runs exact)"
         ),
@@ -579,22 +577,16 @@ def register(app: typer.Typer) -> None:
         decode_replicas: int | None = typer.Option(
             None, help="disaggregated: decode replicas (default: 1)"
         ),
-        prefill_tp: int | None = typer.Option(
-            None, help="disaggregated: prefill TP (default: --tp)"
-        ),
-        decode_tp: int | None = typer.Option(None, help="disaggregated: decode TP (default: --tp)"),
+        prefill_tp: opts.PrefillTp = None,
+        decode_tp: opts.DecodeTp = None,
         prefill_hardware: str | None = typer.Option(
             None, help="disaggregated: prefill part (default: --hardware)"
         ),
         decode_hardware: str | None = typer.Option(
             None, help="disaggregated: decode part (default: --hardware)"
         ),
-        transfer_bandwidth: float | None = typer.Option(
-            None, "--transfer-bandwidth", help="KV transfer bytes/s (default: 50e9 x min TP)"
-        ),
-        transfer_latency_s: float | None = typer.Option(
-            None, "--transfer-latency-s", help="KV transfer latency (default: 0.001)"
-        ),
+        transfer_bandwidth: opts.TransferBandwidth = None,
+        transfer_latency_s: opts.TransferLatency = None,
         layer_overlap: bool | None = typer.Option(
             None, "--layer-overlap/--no-layer-overlap", help="send KV layer by layer during prefill"
         ),
@@ -647,8 +639,8 @@ def register(app: typer.Typer) -> None:
             "--lora-slots",
             help="adapters resident on the GPU (vLLM --max-loras; default: all)",
         ),
-        profile: str | None = typer.Option(None, "--profile", help=PROFILE_HELP),
-        engine: str | None = typer.Option(None, "--engine", help=ENGINE_HELP),
+        profile: opts.Profile = None,
+        engine: opts.Engine = None,
         harness: str | None = typer.Option(
             None,
             "--harness",
@@ -663,7 +655,7 @@ def register(app: typer.Typer) -> None:
         what_if: bool = typer.Option(
             False, "--what-if", help="re-run with int4 / fp8 weights, fp8 KV, 2x TP and compare"
         ),
-        as_json: bool = typer.Option(False, "--json", help="print one JSON object"),
+        as_json: opts.Json = False,
         records: str | None = typer.Option(
             None, "--records", help="write one JSON line per request"
         ),

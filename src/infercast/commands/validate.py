@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from infercast.commands._common import PROFILE_HELP
+from infercast.commands import _options as opts
 
 # Library parameters named otherwise than their flag (infercast.errors.with_flags).
 PARAM_FLAGS = {"path": "--plot", "root": "--store"}
@@ -96,10 +96,8 @@ def run_validate(
 def register(app: typer.Typer) -> None:
     @app.command("validate", help=HELP)
     def validate_cmd(
-        data: str | None = typer.Option(
-            None, "--data", help="measurement CSV (docs/validation.md); default: the shipped set"
-        ),
-        profile: str | None = typer.Option(None, "--profile", help=PROFILE_HELP),
+        data: opts.Data = None,
+        profile: opts.Profile = None,
         as_json: bool = typer.Option(
             False, "--json", help="print one JSON object (rows, summary, floor)"
         ),

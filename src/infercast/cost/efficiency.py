@@ -200,15 +200,24 @@ def load_profile(path: str | Path | None) -> EfficiencyProfile:
     p = Path(path)
     data = read_toml(p, "profile")
     data = data.get("profile", data)
-    values = {
-        k: v for k, v in data.items() if isinstance(v, int | float) and not isinstance(v, bool)
+    return EfficiencyProfile(
+        name=str(data.get("name", p.stem)), **profile_fields(data, f"profile {p}")
+    )
+
+
+def profile_fields(values: dict[str, Any], where: str) -> dict[str, float]:
+    """The profile fields of a parsed TOML table, as floats; other keys that hold numbers are
+    an error naming ``where`` (a typo cannot silently keep a default), and so is a known field
+    that holds text or a boolean. Keys holding anything else (``name``, tables) are left out."""
+    for k, v in values.items():  # a known field as text or true is an error, not "not given"
+        if k in FIELD_NAMES and (isinstance(v, bool) or not isinstance(v, int | float)):
+            raise ConfigError(f"{where}: {k} = {v!r} is not a number; write e.g. {k} = 0.8")
+    nums = {
+        k: v for k, v in values.items() if isinstance(v, int | float) and not isinstance(v, bool)
     }
-    unknown = sorted(set(values) - set(FIELD_NAMES))
+    unknown = sorted(set(nums) - set(FIELD_NAMES))
     if unknown:
         raise ConfigError(
-            f"profile {p} has unknown field(s) {', '.join(unknown)}; known: "
-            f"{', '.join(FIELD_NAMES)}"
+            f"{where} has unknown field(s) {', '.join(unknown)}; known: {', '.join(FIELD_NAMES)}"
         )
-    return EfficiencyProfile(
-        name=str(data.get("name", p.stem)), **{k: float(v) for k, v in values.items()}
-    )
+    return {k: float(v) for k, v in nums.items()}

@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from infercast.cost.efficiency import FIELD_NAMES, EfficiencyProfile
+from infercast.cost.efficiency import FIELD_NAMES, EfficiencyProfile, profile_fields
 from infercast.errors import ConfigError
 from infercast.specs.catalog import data_path, read_toml
 from infercast.specs.engines import engine_family  # noqa: F401 (re-exported: a group's engine half)
@@ -77,21 +77,6 @@ def hardware_family(hardware: str) -> str:
         (p for p in HARDWARE_FAMILIES if hardware.lower().startswith(p)), key=len, default=None
     )
     return HARDWARE_FAMILIES[best] if best else "other"
-
-
-def _fields(values: dict[str, Any], where: str) -> dict[str, float]:
-    for k, v in values.items():  # a known field as text or true is an error, not "not given"
-        if k in FIELD_NAMES and (isinstance(v, bool) or not isinstance(v, int | float)):
-            raise ConfigError(f"{where}: {k} = {v!r} is not a number; write e.g. {k} = 0.8")
-    nums = {
-        k: v for k, v in values.items() if isinstance(v, int | float) and not isinstance(v, bool)
-    }
-    unknown = sorted(set(nums) - set(FIELD_NAMES))
-    if unknown:
-        raise ConfigError(
-            f"{where} has unknown field(s) {', '.join(unknown)}; known: {', '.join(FIELD_NAMES)}"
-        )
-    return {k: float(v) for k, v in nums.items()}
 
 
 @dataclass(frozen=True)
@@ -151,13 +136,13 @@ def parse_profile_set(data: dict[str, Any], where: str, stem: str = "profile") -
     top = data.get("profile", data)
     if not isinstance(top, dict):
         raise ConfigError(f"{where}: [profile] must be a table")
-    default = EfficiencyProfile(name=str(top.get("name", stem)), **_fields(top, where))
+    default = EfficiencyProfile(name=str(top.get("name", stem)), **profile_fields(top, where))
     groups = {}
     for key, values in (data.get("groups") or {}).items():
         if not isinstance(values, dict):
             raise ConfigError(f"{where}: groups.{key} must be a table of profile fields")
         groups[key] = default.with_updates(
-            name=f"{default.name}:{key}", **_fields(values, f"{where} group {key!r}")
+            name=f"{default.name}:{key}", **profile_fields(values, f"{where} group {key!r}")
         )
     return ProfileSet(default, groups, dict(data.get("fit") or {}))
 

@@ -60,6 +60,7 @@ class Kernels:
     int8_matmul_threads: object  # the same over numba's threads (set_num_threads)
     bf16_matmul_threads: object
     q4_matmul_threads: object
+    q4_blocks: object  # (qt, d, m, xa, xb, xs, out, c0, c1): blocks c0..c1-1 of q4_matmul
 
     def product(self, fmt: str, threads: int):
         """The int8, bf16 or q4 product kernel for ``threads`` threads (sets numba's count)."""
@@ -292,6 +293,7 @@ def kernels() -> Kernels | None:
         threaded(int8_matmul),
         threaded(bf16_matmul),
         threaded(q4_matmul),
+        q4_blocks,
     )
 
 

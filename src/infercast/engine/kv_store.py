@@ -22,8 +22,12 @@ class PagedKVStore:
         shape = (num_blocks, block_size, cfg.num_kv_heads, cfg.head_dim)
         self.block_size = block_size
         self.num_blocks = num_blocks
-        self.k = [np.zeros(shape, dtype=np.float32) for _ in range(cfg.num_layers)]
-        self.v = [np.zeros(shape, dtype=np.float32) for _ in range(cfg.num_layers)]
+        # One array per kind for every layer; ``k[layer]`` is a view of it (the fused decode
+        # step, engine/decode_step.py, reads all layers through the stacked array).
+        self.k_all = np.zeros((cfg.num_layers, *shape), dtype=np.float32)
+        self.v_all = np.zeros((cfg.num_layers, *shape), dtype=np.float32)
+        self.k = list(self.k_all)
+        self.v = list(self.v_all)
 
     @property
     def nbytes(self) -> int:

@@ -27,6 +27,7 @@ from infercast.engine.attention import (
 )
 from infercast.engine.config import EngineModelConfig
 from infercast.engine.decode_jit import DecodeSlots, kernels
+from infercast.engine.decode_step import FusedDecode
 from infercast.engine.kv_store import PagedKVStore
 from infercast.engine.linear import linear
 from infercast.engine.qlinear import Scratch, embed_rows, matmul_fm
@@ -91,6 +92,8 @@ class LlamaModel:
         self.max_positions = max_positions
         self.rope = RotaryTable(cfg, max_positions)
         self.scratch = Scratch(num_threads)  # compact matrices widen here for prefill products
+        # q4 or int8 layers: batch-1 decode as one compiled call per thread (decode_step.py)
+        self.fused = FusedDecode.build(cfg, weights, num_threads)
 
     def _mm(self, w, x: np.ndarray) -> np.ndarray:
         return matmul_fm(w, x, self.scratch)
@@ -104,6 +107,8 @@ class LlamaModel:
         (``None`` for the others), or ``[n_i, V]`` for every new token when
         ``all_logits`` (tests). The new tokens' K/V are written into ``kv``.
         """
+        if self._fused_ok(seqs, kv, all_logits):
+            return self._fused_decode(seqs[0], kv)
         ids = np.concatenate([np.asarray(s.token_ids, dtype=np.int64) for s in seqs])
         positions = np.concatenate(
             [np.arange(s.num_cached, s.num_cached + len(s.token_ids)) for s in seqs]
@@ -115,6 +120,28 @@ class LlamaModel:
             x += self._attention(li, layer, x, angles, plan, kv)
             x += self._mlp(layer, x)
         return self._logits(x, seqs, all_logits)
+
+    def _fused_ok(self, seqs, kv: PagedKVStore, all_logits: bool) -> bool:
+        import infercast.engine.decode_step as ds
+        import infercast.engine.qlinear as ql
+
+        return (
+            self.fused is not None
+            and ds.ENABLED
+            and ql.Q4_JIT_MAX_TOKENS >= 1
+            and len(seqs) == 1
+            and len(seqs[0].token_ids) == 1
+            and not all_logits
+            and hasattr(kv, "k_all")
+        )
+
+    def _fused_decode(self, s: SeqInput, kv: PagedKVStore) -> list[np.ndarray]:
+        """One request's one-token decode through :class:`FusedDecode`."""
+        pos = s.num_cached
+        x = np.ascontiguousarray(embed_rows(self.w.embed, np.asarray(s.token_ids))[0])
+        slots = kv.slots(s.block_table, 0, pos + 1)
+        self.fused.run(x, self.rope.cos[pos], self.rope.sin[pos], kv, slots)
+        return self._logits(x[:, None], [s], False)
 
     def _attention(
         self,

@@ -22,7 +22,8 @@ Quantizing float32 to 4 bits follows Q4_1 (per group: ``d = (max - min) / 15``,
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
+from typing import Self
 
 import numpy as np
 
@@ -31,21 +32,27 @@ from infercast.errors import ModelConfigError
 GROUP = 32  # weights per quantization group (ggml's QK4_0 = QK4_1 = QK8_0 = 32)
 
 
-@dataclass
-class Q4Rows:
-    """4-bit affine groups of 32 (see the module doc); q uint8 [N, K], scale/zero f32 [N, K/32]."""
+class _GroupRows:
+    """What both representations share: the ``[N, K]`` shape of ``q``, and row reordering."""
 
     q: np.ndarray
-    scale: np.ndarray
-    zero: np.ndarray
 
     @property
     def shape(self) -> tuple[int, int]:
         return self.q.shape
 
-    def map_rows(self, fn: Callable[[np.ndarray], np.ndarray]) -> Q4Rows:
-        """The same rows reordered by ``fn`` (applied to q, scale and zero alike)."""
-        return Q4Rows(fn(self.q), fn(self.scale), fn(self.zero))
+    def map_rows(self, fn: Callable[[np.ndarray], np.ndarray]) -> Self:
+        """The same rows reordered by ``fn`` (applied to every array alike: q, scale, zero)."""
+        return type(self)(*(fn(getattr(self, f.name)) for f in fields(self)))
+
+
+@dataclass
+class Q4Rows(_GroupRows):
+    """4-bit affine groups of 32 (see the module doc); q uint8 [N, K], scale/zero f32 [N, K/32]."""
+
+    q: np.ndarray
+    scale: np.ndarray
+    zero: np.ndarray
 
     def dequantize(self) -> np.ndarray:
         n, k = self.q.shape
@@ -56,18 +63,11 @@ class Q4Rows:
 
 
 @dataclass
-class Q8Rows:
+class Q8Rows(_GroupRows):
     """8-bit symmetric groups of 32; q int8 [N, K], scale f32 [N, K/32]."""
 
     q: np.ndarray
     scale: np.ndarray
-
-    @property
-    def shape(self) -> tuple[int, int]:
-        return self.q.shape
-
-    def map_rows(self, fn: Callable[[np.ndarray], np.ndarray]) -> Q8Rows:
-        return Q8Rows(fn(self.q), fn(self.scale))
 
     def dequantize(self) -> np.ndarray:
         n, k = self.q.shape

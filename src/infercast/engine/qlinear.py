@@ -40,7 +40,7 @@ WEIGHT_FORMATS = ("fp32", "bf16", "int8", "q4")
 KERNEL_MAX_TOKENS = (
     48  # int4 kernel vs widen+GEMM crossover: 4.9 vs 5.1 ms at 32, 13.5 vs 9.2 at 128
 )
-ROW_BLOCK = 32  # rows per block of PyTorch's CPU int4 packing (checked in tests)
+PACK_PAD = 64  # rows padded to a multiple of this before packing: whole blocks on any CPU
 # int8 products of up to this many tokens run the numba kernel (beyond: widen + OpenBLAS):
 # 100m's chain of products, ms, one thread, torch's int8 kernel / numba: 1 token 12.9 / 6.1,
 # 8 38.3 / 21.7, 16 68.2 / 51.0, 32 132 / 106, 48 191 / 159.
@@ -62,6 +62,29 @@ def resolve_weights(weights: str) -> str:
     if weights == "auto" and importlib.util.find_spec("torch") is None:
         return "fp32"
     return weights
+
+
+@cache
+def packing_block() -> int:
+    """Rows per block of PyTorch's CPU int4 packing on this CPU (32 or 64).
+
+    ``_convert_weight_to_int4pack_for_cpu`` (PyTorch 2.13,
+    aten/src/ATen/native/cpu/int4mm_kernel.cpp) packs blocks of BLOCK_N rows column by
+    column: for column k, BLOCK_N / 2 bytes whose low nibbles are the block's first half
+    of rows and high nibbles its second half. BLOCK_N is 64 where PyTorch runs its AVX-512
+    kernels and 32 elsewhere: found by packing row numbers, 64 on this project's AVX-512
+    Zen 5 (2026-12-04), 32 on the AVX2 Zen 3 the engine was first written for; a partial
+    last block is packed differently, hence :data:`PACK_PAD`. Found here the same way:
+    row r holds r // 16 everywhere, so the first byte's high nibble says which row shares
+    it with row 0.
+    """
+    torch = import_torch()
+    q = np.repeat((np.arange(PACK_PAD) // 16)[:, None], 2 * GROUP, axis=1).astype(np.int32)
+    first = int(torch.ops.aten._convert_weight_to_int4pack_for_cpu(torch.from_numpy(q), 1)[0, 0])
+    block = {0x10: 32, 0x20: 64}.get(first)
+    if block is None:
+        raise ConfigError(f"PyTorch's int4 packing is not one the engine reads (byte {first:#x})")
+    return block
 
 
 def import_torch():
@@ -136,7 +159,7 @@ class Int4Matrix:
         n, k = rows.shape
         if k % GROUP:
             raise ConfigError(f"q4 needs columns in groups of {GROUP}; a {n}x{k} matrix has not")
-        pad = -n % ROW_BLOCK  # the packing works in blocks of 32 rows: pad with zero rows
+        pad = -n % PACK_PAD  # the packing works in blocks of 32 or 64 rows: pad with zero rows
         q = np.pad(rows.q, ((0, pad), (0, 0))).astype(np.int32)
         sz = np.stack(
             [np.pad(rows.scale, ((0, pad), (0, 0))).T, np.pad(rows.zero, ((0, pad), (0, 0))).T],
@@ -185,10 +208,11 @@ class Int4Matrix:
     def rows(self, ids: np.ndarray) -> np.ndarray:
         """Dequantized rows ``ids`` [T] -> [T, K] float32 (an embedding lookup)."""
         k = self.shape[1]
-        blocks = self.packed.numpy().reshape(-1, k, 16)  # [N'/32, K, 16]
-        within = ids % ROW_BLOCK
-        byte = blocks[ids // ROW_BLOCK, :, within % 16]  # [T, K]
-        q = np.where((within < 16)[:, None], byte & 15, byte >> 4).astype(np.float32) - 8.0
+        blk = packing_block()
+        blocks = self.packed.numpy().reshape(-1, k, blk // 2)  # [N'/blk, K, blk/2]
+        within = ids % blk
+        byte = blocks[ids // blk, :, within % (blk // 2)]  # [T, K]
+        q = np.where((within < blk // 2)[:, None], byte & 15, byte >> 4).astype(np.float32) - 8.0
         g = np.arange(k) // GROUP
         # Pick the tokens' columns first: scale_t[g] would widen all N' rows (113 MB for
         # SmolLM2's vocabulary: 170 ms of a 174 ms decode step).
@@ -321,8 +345,9 @@ def _widen_int4_numpy(
     packed: np.ndarray, scale_t: np.ndarray, zero_t: np.ndarray, out_t: np.ndarray
 ) -> None:
     k, n = out_t.shape
-    b = packed.reshape(n // ROW_BLOCK, k, 16)
-    o = out_t.reshape(k, n // ROW_BLOCK, 2, 16)
+    blk = packing_block()
+    b = packed.reshape(n // blk, k, blk // 2)
+    o = out_t.reshape(k, n // blk, 2, blk // 2)
     o[:, :, 0, :] = (b & 15).transpose(1, 0, 2)
     o[:, :, 1, :] = (b >> 4).transpose(1, 0, 2)
     g = out_t.reshape(k // GROUP, GROUP, n)
@@ -344,16 +369,17 @@ def _widen_kernel():
     numba.config.THREADING_LAYER = "workqueue"
 
     @njit(parallel=True, fastmath=True, cache=True)
-    def widen(packed, scale_t, zero_t, out_t):  # pragma: no cover - compiled
+    def widen(packed, scale_t, zero_t, out_t, blk):  # pragma: no cover - compiled
         k, n = out_t.shape
-        b = packed.reshape(n // 32, k, 16)
+        half = blk // 2
+        b = packed.reshape(n // blk, k, half)
         for kk in prange(k):
             g = kk // 32
-            for nb in range(n // 32):
-                n0 = nb * 32
-                for i in range(16):
+            for nb in range(n // blk):
+                n0 = nb * blk
+                for i in range(half):
                     v = b[nb, kk, i]
-                    lo, hi = n0 + i, n0 + 16 + i
+                    lo, hi = n0 + i, n0 + half + i
                     out_t[kk, lo] = (
                         np.float32(np.int32(v & 15) - 8) * scale_t[g, lo] + zero_t[g, lo]
                     )
@@ -369,13 +395,15 @@ def widen_int4(
 ) -> None:
     """Dequantize PyTorch-packed int4 [N', K/2] into float32 ``out_t`` [K, N'] (w transposed).
 
-    The packing stores each block of 32 rows k-major: for column k, 16 bytes whose
-    low nibbles are rows 0-15 of the block and high nibbles rows 16-31 (found by
-    packing known values; checked in tests), so w.T comes out in contiguous runs.
+    The packing stores each block of B rows (:func:`packing_block`) k-major: for
+    column k, B/2 bytes whose low nibbles are the block's first B/2 rows and high
+    nibbles the rest (checked in tests), so w.T comes out in contiguous runs.
     """
     kernel = _widen_kernel()
-    if kernel is not _widen_int4_numpy:
-        import numba  # its thread count is per calling thread: set it on this one
+    if kernel is _widen_int4_numpy:
+        kernel(packed, scale_t, zero_t, out_t)
+        return
+    import numba  # its thread count is per calling thread: set it on this one
 
-        numba.set_num_threads(max(1, min(threads, numba.config.NUMBA_NUM_THREADS)))
-    kernel(packed, scale_t, zero_t, out_t)
+    numba.set_num_threads(max(1, min(threads, numba.config.NUMBA_NUM_THREADS)))
+    kernel(packed, scale_t, zero_t, out_t, packing_block())

@@ -161,14 +161,11 @@ def rate_trace_rates(
 ) -> np.ndarray:
     """Per-minute rates of ``hours`` of a shipped rate trace from ``start_h``, at its own time."""
     import csv
-    from importlib import resources
+
+    from infercast.specs.catalog import data_path
 
     fname, column = RATE_TRACES[name]
-    rows = list(
-        csv.DictReader(
-            (resources.files("infercast") / "data" / "traces" / fname).read_text().splitlines()
-        )
-    )
+    rows = list(csv.DictReader(data_path("traces", fname).read_text().splitlines()))
     t = np.array([float(r["t_s"]) for r in rows])
     rate = np.array([float(r[column]) for r in rows])
     window_s = float(t[1] - t[0])

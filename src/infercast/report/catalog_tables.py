@@ -91,9 +91,10 @@ def models_table(specs: Sequence[ModelSpec]) -> Table:
 
 
 def engines_table(presets: Sequence[EnginePreset]) -> Table:
-    """Policy, limits, chunk, KV block, memory rule, preemption and profile group of each preset."""
+    """Policy, limits, chunk, KV block, memory rule, admission rule, preemption and profile group
+    of each preset."""
     t = Table(title="Engine presets (base values; per-GPU and per-TP refinements: --show NAME)")
-    left = ("name", "policy", "memory", "preempt", "profile group")
+    left = ("name", "policy", "memory", "admission", "preempt", "profile group")
     for col in (
         "name",
         "policy",
@@ -102,6 +103,7 @@ def engines_table(presets: Sequence[EnginePreset]) -> Table:
         "chunk",
         "block",
         "memory",
+        "admission",
         "preempt",
         "profile group",
     ):
@@ -115,6 +117,7 @@ def engines_table(presets: Sequence[EnginePreset]) -> Table:
             f"{p.chunk_size:,}" if p.chunk_size else "whole",
             str(p.block_size),
             f"{p.memory_fraction:g} of {p.memory_rule}",
+            p.admission,
             p.preemption,
             p.profile_group,
         )

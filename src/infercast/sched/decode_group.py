@@ -40,20 +40,24 @@ class DecodeGroupMixin:
     _phase: list[int]
     _phased: int
     _dsum: int
+    _fsum: int
+    _fmax: int
     _finish_heap: list[tuple[int, int, Request]]
     _heap_seq: int
     _reserve: list[int]
     _pending_group: int
     _pending_blocks: int
     _plain_chunked: bool
+    ratio: Any  # admission.NewTokenRatio under SGLang's admission rule, else None
+    prefix_hits: Callable[[Request], list[int]]  # Scheduler's
     _register_blocks: Callable[
         [Request], None
     ]  # Scheduler's: make a request's full blocks findable
     preempt: Callable[[Request], None]  # Scheduler's: drop a request's KV, put it first in line
 
-    @property
     def group_context_tokens(self) -> int:
-        """Sum of the cached contexts of the decode group's members now."""
+        """Sum of the cached contexts of the decode group's members now (a method: a property read
+        is a C-level call back into Python, about twice a Python call's instructions)."""
         return self._dsum + len(self.group) * self.dstep
 
     @property
@@ -89,9 +93,35 @@ class DecodeGroupMixin:
         while heap[0][2].dbase < 0 or heap[0][2].finish_dstep != heap[0][0]:
             heapq.heappop(heap)
         steps = min(max_steps, heap[0][0] - self.dstep)
+        if self.ratio is not None and self.waiting:
+            steps = self._ratio_horizon(steps)
         if (steps // self.config.block_size + 1) * self._phased <= self.kv.num_free_blocks:
             return steps  # a bound: even a new block per member every block_size steps fits
         return self._kv_horizon(steps)
+
+    def _ratio_horizon(self, steps: int) -> int:
+        """Under SGLang's admission (``sched/admission.py``) the head of the queue may come to fit
+        while the group decodes (the ratio decays, the running requests' remaining output
+        shrinks): the decode steps before the first one after which it would be admitted."""
+        ratio, req, bs = self.ratio, self.waiting[0], self.config.block_size
+        if len(self.running) >= self.config.max_num_seqs:
+            return steps  # no seat until a member finishes (the horizon's end)
+        hits = len(self.prefix_hits(req)) if self.config.enable_prefix_caching else 0
+        need = req.prompt_tokens + req.num_output_tokens - hits * bs + ratio.output_estimate(req)
+        free0 = self.kv.num_free_blocks
+        clip = ratio.clip
+        n = len(self.group)
+        short = self._fmax - self.dstep <= clip  # then no member's remaining output is clipped
+        total0 = self._fsum - n * self.dstep
+        lefts = [] if short else [r.finish_dstep - self.dstep for r in self.group.values()]
+        for k in range(1, steps):
+            free = (free0 - self._blocks_needed(k)) * bs
+            if free <= need:
+                continue
+            left = total0 - k * n if short else sum(x - k if x - k < clip else clip for x in lefts)
+            if need < free - left * ratio.at(k):
+                return k
+        return steps
 
     def advance_decode(self, num_steps: int) -> list[Request]:
         """Apply ``num_steps`` group-only steps (at most :meth:`decode_horizon`)."""
@@ -102,6 +132,8 @@ class DecodeGroupMixin:
                 raise RuntimeError("advance_decode beyond decode_horizon: KV ran out")
             self._reserve += blocks
         self.dstep += num_steps
+        if self.ratio is not None:
+            self.ratio.steps += num_steps  # each a decode-only step (admission.NewTokenRatio)
         return self._pop_finished() if self._finish_heap[0][0] <= self.dstep else []
 
     def _blocks_needed(self, steps: int) -> int:
@@ -235,6 +267,9 @@ class DecodeGroupMixin:
         req.dbase = d
         self._dsum += c - d
         req.finish_dstep = f = d + req.max_output_tokens - req.num_output_tokens
+        self._fsum += f
+        if f > self._fmax:
+            self._fmax = f
         self._heap_seq += 1
         _heappush(self._finish_heap, (f, self._heap_seq, req))
         self.group[rid] = req
@@ -247,6 +282,7 @@ class DecodeGroupMixin:
             self._phase[req.group_phase] -= 1
             self._phased -= 1
         self._dsum -= req.num_computed_tokens - req.dbase
+        self._fsum -= req.finish_dstep
         del self.group[req.request_id]
         req.dbase = -1
         if explicit:
@@ -280,6 +316,7 @@ class DecodeGroupMixin:
                 phases[req.group_phase] -= 1
                 self._phased -= 1
             self._dsum -= c - dstep
+            self._fsum -= f
             rid = req.request_id
             del group[rid]
             req.dbase = -1

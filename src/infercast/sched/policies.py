@@ -81,6 +81,9 @@ def admit_waiting(s: Scheduler, entries: Entries, budget: int, chunked: bool) ->
         s.running,
     )
     caching = s.config.enable_prefix_caching
+    ratio = s.ratio
+    if ratio is not None and waiting and budget > 0 and len(running) < max_seqs:
+        reserved = ratio.running_reserve(s) + ratio.step_reserve(entries)
     while waiting and budget > 0 and len(running) < max_seqs:
         req = waiting[0]
         hits = s.prefix_hits(req) if caching else _NO_HITS
@@ -90,6 +93,11 @@ def admit_waiting(s: Scheduler, entries: Entries, budget: int, chunked: bool) ->
             if entries:
                 break  # whole prompts only; an oversize recompute goes alone
             n = remaining
+        if ratio is not None:
+            if not ratio.fits(s, req, remaining, reserved):
+                break
+            if n == remaining:  # its whole prompt runs now: its output is charged in full
+                reserved += ratio.output_estimate(req)
         if not s.admit(req, hits, n):
             break
         entries[req.request_id] = (req, n)
@@ -104,10 +112,16 @@ def _head_fits(s: Scheduler, budget: int, chunked: bool) -> bool:
     if not s.config.enable_prefix_caching:  # no hits: the admission cost is its fresh blocks
         remaining = req.prompt_tokens + req.num_output_tokens
         n = min(remaining, budget) if chunked else remaining
+        if s.ratio is not None and not s.ratio.fits(s, req, remaining, s.ratio.running_reserve(s)):
+            return False
+        if s.reserve_full:
+            n = s.admission_tokens(req, 0, n)
         return -(-n // s.config.block_size) <= s.kv.num_free_blocks
     hits = s.prefix_hits(req)
     remaining = req.num_tokens - len(hits) * s.config.block_size
     n = min(remaining, budget) if chunked else remaining
+    if s.ratio is not None and not s.ratio.fits(s, req, remaining, s.ratio.running_reserve(s)):
+        return False
     return s.admission_cost(req, hits, n) <= s.kv.num_free_blocks
 
 

@@ -47,6 +47,7 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 
 from infercast.errors import ConfigError
+from infercast.sched.admission import NewTokenRatio
 from infercast.sched.batch import Batch, ScheduledSeq
 from infercast.sched.decode_group import DecodeGroupMixin
 from infercast.sched.host_tier import HostTier
@@ -60,6 +61,7 @@ _FINISHED = RequestStatus.FINISHED
 _WAITING = RequestStatus.WAITING
 
 POLICY_NAMES = ("static", "continuous", "chunked", "prefill-first")
+ADMISSION_RULES = ("current-use", "reserve-full-output", "sglang-new-token-ratio")
 CHUNKING = (
     "chunked",
     "prefill-first",
@@ -88,6 +90,15 @@ class SchedulerConfig:
     emit_block_tables: bool = True
     compact_decodes: bool = False
     host_blocks: int = 0  # a host-memory KV tier of this many blocks (sched/host_tier.py); 0 = none
+    # which waiting request may start (sched/admission.py): by the KV free now, with KV for the
+    # whole sequence reserved up front, or against SGLang's estimate of the running requests'
+    # remaining output (its parameters below; unused by the other rules)
+    admission: str = "current-use"
+    new_token_ratio_init: float = 0.7
+    new_token_ratio_min_factor: float = 0.14
+    new_token_ratio_decay_steps: float = 600.0
+    clip_max_new_tokens: int = 4096
+    retract_decode_steps: int = 20
 
     def __post_init__(self) -> None:
         if self.policy not in POLICY_NAMES:
@@ -106,10 +117,50 @@ class SchedulerConfig:
             )
         if self.max_model_len is not None and self.max_model_len < 2:
             raise ConfigError(f"max_model_len={self.max_model_len}: must be at least 2 tokens")
+        if self.admission not in ADMISSION_RULES:
+            raise ConfigError(
+                f"`admission` {self.admission!r}: choose one of {', '.join(ADMISSION_RULES)}"
+            )
+        if not 0 < self.new_token_ratio_init <= 1 or not 0 <= self.new_token_ratio_min_factor <= 1:
+            raise ConfigError(
+                "`new_token_ratio_init` must be in (0, 1] and `new_token_ratio_min_factor` in "
+                f"[0, 1] (got {self.new_token_ratio_init}, {self.new_token_ratio_min_factor})"
+            )
+        if self.new_token_ratio_decay_steps <= 0 or self.clip_max_new_tokens < 1:
+            raise ConfigError(
+                "`new_token_ratio_decay_steps` and `clip_max_new_tokens` must be positive"
+            )
 
 
 class Scheduler(DecodeGroupMixin):
     """Request queues, the KV block manager and a batching policy (see module doc)."""
+
+    # Slots: each attribute read on the step's path is a slot load, not a dict lookup (the
+    # mixin has none, so an instance still has a dict, unused).
+    __slots__ = (
+        "config",
+        "kv",
+        "policy",
+        "waiting",
+        "running",
+        "explicit",
+        "group",
+        "requests",
+        "num_preemptions",
+        "dstep",
+        "_phase",
+        "_phased",
+        "_dsum",
+        "_finish_heap",
+        "_heap_seq",
+        "_reserve",
+        "_pending_group",
+        "_pending_blocks",
+        "_max_total",
+        "_max_prompt",
+        "_plain_chunked",
+        "_plain_batch",
+    )
 
     def __init__(self, config: SchedulerConfig):
         self.config = config
@@ -129,6 +180,8 @@ class Scheduler(DecodeGroupMixin):
         self._phase = [0] * config.block_size  # members needing a block when dstep % bs == i
         self._phased = 0  # members with a phase (sum of _phase)
         self._dsum = 0  # sum over members of (num_computed_tokens - dbase)
+        self._fsum = 0  # sum over members of finish_dstep (their remaining output: admission.py)
+        self._fmax = 0  # no member's finish_dstep exceeds it
         self._finish_heap: list[tuple[int, int, Request]] = []
         self._heap_seq = 0
         self._reserve: list[int] = []  # blocks allocated for members, not yet in their tables
@@ -143,8 +196,15 @@ class Scheduler(DecodeGroupMixin):
         self._max_prompt = (
             config.max_num_batched_tokens if config.policy not in CHUNKING else kv_total
         )
+        # admission rule (sched/admission.py): KV for the whole sequence taken at admission, or
+        # SGLang's new-token-ratio estimate (its state: ``ratio``)
+        self.reserve_full = config.admission == "reserve-full-output"
+        self.ratio = NewTokenRatio(config) if config.admission == "sglang-new-token-ratio" else None
         self._plain_chunked = (
-            config.policy == "chunked" and config.compact_decodes and not config.emit_block_tables
+            config.policy == "chunked"
+            and config.compact_decodes
+            and not config.emit_block_tables
+            and self.ratio is None  # the ratio rule runs on the general path
         )
         self._plain_batch = Batch()  # refilled by every ``_schedule_plain_chunked`` (see there)
 
@@ -163,6 +223,8 @@ class Scheduler(DecodeGroupMixin):
             return False
         if req.request_id in self.requests:
             raise ValueError(f"duplicate request id {req.request_id!r}")
+        if self.ratio is not None and not self.requests:
+            self.ratio.reset()  # the engine was idle: SGLang re-inits the ratio (admission.py)
         req.status = _WAITING
         self.requests[req.request_id] = req
         self.waiting.append(req)
@@ -179,6 +241,8 @@ class Scheduler(DecodeGroupMixin):
             if batch is not None:
                 return batch
         entries, preempted = self.policy.schedule(self)
+        if self.ratio is not None:
+            self.ratio.after_schedule(self, entries, preempted)
         cfg = self.config
         n_group = self._pending_group
         if n_group and not cfg.compact_decodes:
@@ -259,7 +323,9 @@ class Scheduler(DecodeGroupMixin):
                     break
             else:  # ``admit(req, [], n)``: fresh blocks only
                 n = total if total < budget else budget
-                blocks = self.kv.take(-(-n // bs))
+                blocks = self.kv.take(
+                    -(-(self.admission_tokens(req, 0, n) if self.reserve_full else n) // bs)
+                )
                 if blocks is None:
                     break
                 req.block_table = blocks
@@ -277,7 +343,7 @@ class Scheduler(DecodeGroupMixin):
         batch = self._plain_batch  # refilled, not built: a construction costs ~5x these stores
         batch.seqs = tuple(seqs)
         batch.num_decode_seqs = n_group
-        batch.decode_cached_tokens = self.group_context_tokens if n_group else 0
+        batch.decode_cached_tokens = self.group_context_tokens() if n_group else 0
         return batch
 
     def update(
@@ -358,6 +424,8 @@ class Scheduler(DecodeGroupMixin):
             assert not req.block_table and req.num_computed_tokens == 0
         assert refs == self.kv.ref_counts, "block tables and ref counts disagree"
         assert len(self.group) + len(self.explicit) == len(self.running)
+        assert self._fsum == sum(r.finish_dstep for r in self.group.values())
+        assert all(r.finish_dstep <= self._fmax for r in self.group.values())
         assert (
             sum(self._phase)
             == self._phased
@@ -386,9 +454,19 @@ class Scheduler(DecodeGroupMixin):
         max_blocks = (req.num_tokens - 1) // self.config.block_size
         return self.kv.match_prefix(req.block_hashes, max_blocks)
 
+    def admission_tokens(self, req: Request, num_hits: int, num_new: int) -> int:
+        """Tokens of KV admitting ``req`` (with ``num_hits`` prefix-cache blocks) takes beyond its
+        hits: ``num_new``, or under ``reserve-full-output`` its whole sequence (admission.py)."""
+        if not self.reserve_full:
+            return num_new
+        whole = req.prompt_tokens + req.max_output_tokens - 1 - num_hits * self.config.block_size
+        return whole if whole > num_new else num_new
+
     def admission_cost(self, req: Request, hits: list[int], num_new: int) -> int:
         """Free blocks admitting ``req`` with these hits and ``num_new`` tokens would consume."""
         bs = self.config.block_size
+        if self.reserve_full:
+            num_new = self.admission_tokens(req, len(hits), num_new)
         if not hits:
             return cdiv(num_new, bs)
         revived = self.kv.num_cached_free(hits)  # hits in the free pool leave it when shared
@@ -396,6 +474,8 @@ class Scheduler(DecodeGroupMixin):
 
     def admit(self, req: Request, hits: list[int], num_new: int) -> bool:
         """Move the head of ``waiting`` to running with its prefix hits and ``num_new`` tokens."""
+        if self.reserve_full:
+            num_new = self.admission_tokens(req, len(hits), num_new)
         if not hits:  # the common case: fresh blocks only
             blocks = self.kv.take(-(-num_new // self.config.block_size))
             if blocks is None:

@@ -25,6 +25,8 @@ def engine_defaults(preset, data: dict) -> dict:
             "max_num_seqs": p.max_num_seqs,
             "max_num_batched_tokens": p.max_num_batched_tokens,
             "block_size": p.block_size,
+            "admission": p.admission,
+            **p.admission_params,
         }
     }
 
@@ -77,7 +79,7 @@ def step_model(
     sm = cls(
         model,
         spec,
-        Precision.parse(cfg.weights, cfg.kv_cache),
+        Precision.parse(cfg.weights, cfg.kv_cache, cfg.compute),
         _parallel(cfg, tp or cfg.tp, ep, attn_dp),
         profile,
         memory_fraction=memory_fraction or DEFAULT_MEMORY_FRACTION,

@@ -186,6 +186,24 @@ class BufferedDriver:
     def wants_times(self) -> bool:
         return self.completions.wants_times
 
+    def add(
+        self,
+        req,
+        first_scheduled_s: float | None,
+        first_token_s: float,
+        finish_s: float,
+        times: np.ndarray | None = None,
+    ) -> None:
+        """A completed request of a closed loop: batched for the metrics, then
+        :meth:`completed`. Open loops hand completions to ``completions`` directly (one call
+        less per request)."""
+        self.completions.add(req, first_scheduled_s, first_token_s, finish_s, times)
+        self.completed(req)
+
+    def completed(self, req) -> None:
+        """What a closed loop does when ``req`` completes (a client sends its next)."""
+        raise NotImplementedError
+
 
 class GapTally:
     """Per-token ITL values of one replica, counted per step instead of per request.

@@ -5,6 +5,7 @@ File layout (every key optional; flags override the file)::
     model = "llama-3.1-8b"        # preset name or config.json path
     hardware = "h100-sxm"         # preset name or hardware TOML/JSON
     weights = "checkpoint"        # as the model ships (default), or bf16, fp8 ...; kv_cache = "fp8"
+    # compute = "fp32"            # matmul dtype (default: the weights'; int4 -> bf16)
     # experts = "mxfp4/bf16"      # routed experts' own precision (default: the checkpoint's)
     tp = 1
     # ep = 8 ; attn_dp = true     # expert parallel / attention data parallel inside a replica
@@ -75,6 +76,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from infercast.errors import ConfigError
+from infercast.specs.engines import AdmissionFields
 from infercast.validation import SEED_MAX, read_text
 
 ROUTERS = ("round-robin", "least-tokens", "prefix-affinity")
@@ -102,7 +104,7 @@ class LengthConfig(_Frozen):
     max: int | None = Field(default=None, ge=1)
 
 
-class SchedulerSection(_Frozen):
+class SchedulerSection(_Frozen, AdmissionFields):  # admission: specs.engines
     policy: Literal["static", "continuous", "chunked", "prefill-first"] = "chunked"
     max_num_seqs: int = Field(default=256, ge=1)
     max_num_batched_tokens: int = Field(default=8192, ge=1)
@@ -287,6 +289,9 @@ class SimConfig(_Frozen):
         None  # routed experts' own "<format>/<compute>" (gpt-oss: mxfp4/...), None = weights
     )
     kv_cache: str | None = None
+    # the matmuls' dtype; None: the weights' default (specs/precision.py DEFAULT_COMPUTE).
+    # infercast's CPU engine computes every weight format in fp32 (docs/cpu-kernels.md).
+    compute: str | None = None
     tp: int = Field(default=1, ge=1)
     ep: int = Field(default=1, ge=1)
     attn_dp: bool = False  # attention data parallel across the tp GPUs (MoE: experts over ep)

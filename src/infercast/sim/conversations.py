@@ -45,7 +45,6 @@ import csv
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
-from importlib import resources
 from pathlib import Path
 
 import numpy as np
@@ -56,6 +55,7 @@ from infercast.sched import Request, synthetic_block_hashes
 from infercast.sim.collect import BufferedDriver
 from infercast.sim.kernel import PRIO_ARRIVAL, Kernel
 from infercast.sim.workload import sample_lengths
+from infercast.specs.catalog import data_path
 
 BUILTIN = "builtin"
 SYNTHETIC = "synthetic"
@@ -86,7 +86,7 @@ class SessionTable:
 def load_sessions(name_or_path: str) -> SessionTable:
     """The shipped sessions (``builtin``) or a CSV with columns :data:`_COLUMNS`."""
     if name_or_path == BUILTIN:
-        text = (resources.files("infercast") / "data" / "conversations" / BUILTIN_FILE).read_text()
+        text = data_path("conversations", BUILTIN_FILE).read_text()
         return _parse(BUILTIN, text.splitlines())
     path = Path(name_or_path)
     if not path.is_file():
@@ -389,15 +389,8 @@ class ConversationDriver(BufferedDriver):
         self.on_record(rec)
         self._next_turn(rec.request_id, rec.ok)
 
-    def add(
-        self,
-        req: Request,
-        first_scheduled_s: float | None,
-        first_token_s: float,
-        finish_s: float,
-        times: np.ndarray | None = None,
-    ) -> None:
-        self.completions.add(req, first_scheduled_s, first_token_s, finish_s, times)
+    def completed(self, req: Request) -> None:
+        """The session's next turn, ``think_s`` after this one's last token."""
         self._next_turn(req.request_id, True)
 
     def extra(self) -> dict[str, object]:

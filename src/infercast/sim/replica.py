@@ -43,11 +43,13 @@ from typing import Any
 import numpy as np
 
 from infercast.metrics.records import RequestRecord
-from infercast.sched import Batch, BlockManager, Request, RequestStatus, Scheduler
+from infercast.sched import Batch, Request, RequestStatus, Scheduler
 from infercast.sim.collect import Completions, GapTally, finished_record, rejected_record
 from infercast.sim.kernel import PRIO_STEP_END, Kernel
 from infercast.sim.timeline import Timeline
 from infercast.sim.timer import AffineStepTimer, FastStepTimer, StepTimer
+
+_RUNNING = RequestStatus.RUNNING  # a module constant: cheaper to read than the enum member
 
 # Timeline entries held before the first compaction (then the threshold doubles).
 TIMELINE_COMPACT_MIN = 1 << 16
@@ -81,9 +83,8 @@ class ReplicaStats:
         self.kv_time_s = 0.0  # integral of KV usage over busy time
         self.peak_kv_usage = 0.0
 
-    def add(self, steps: int, duration_s: float, num_seqs: int, kv: BlockManager) -> None:
-        """``steps`` model steps of ``num_seqs`` sequences over ``duration_s``, KV as in ``kv``."""
-        kv_usage = (kv.num_blocks - kv.num_free_blocks) / kv.num_blocks
+    def add(self, steps: int, duration_s: float, num_seqs: int, kv_usage: float) -> None:
+        """``steps`` model steps of ``num_seqs`` sequences over ``duration_s`` at ``kv_usage``."""
         self.num_steps += steps
         self.busy_s += duration_s
         self.seq_time_s += num_seqs * duration_s
@@ -169,7 +170,7 @@ class _BatchStep:
             return done
         size = rep.timeline.size()
         for req in started:
-            if req.status is RequestStatus.RUNNING:  # not finished by this step
+            if req.status is _RUNNING:  # not finished by this step
                 req.timeline_start = size
                 rep._num_decoding += 1
                 if not decoding and gaps is not None:  # its token is not on the timeline
@@ -195,7 +196,7 @@ class _GroupStep:
         sched.start_group_step()  # its new blocks: the horizon says they fit; nothing is admitted
         n = self.num_seqs = len(sched.group)
         a, b = rep._affines.get(n) or rep._affine(n)
-        dt = a + b * sched.group_context_tokens
+        dt = a + b * sched.group_context_tokens()
         self.end_s = now + dt
         return dt
 
@@ -208,11 +209,11 @@ class _GroupStep:
 class _Segment:
     """A plan: k all-decode steps in closed form; step j (1-based) ends at ``step_end(j)``."""
 
-    __slots__ = ("rep", "start_s", "c1", "c2", "steps", "num_seqs", "end_s")
+    __slots__ = ("rep", "start_s", "c1", "c2", "steps", "num_seqs", "end_s", "kv_usage")
 
     def __init__(self, rep: Replica) -> None:
         self.rep = rep
-        self.start_s = self.c1 = self.c2 = self.end_s = 0.0
+        self.start_s = self.c1 = self.c2 = self.end_s = self.kv_usage = 0.0
         self.steps = self.num_seqs = 0
 
     def start(self, now: float, k: int) -> None:
@@ -223,7 +224,7 @@ class _Segment:
         a, b = rep._affines.get(n) or rep._affine(n)
         # Step j (1-based) ends at t0 + j*c1 + c2*j*(j-1): sum of a + b*(S0 + n*i), i < j.
         self.start_s, self.steps = now, k
-        self.c1, self.c2 = a + b * sched.group_context_tokens, b * n * 0.5
+        self.c1, self.c2 = a + b * sched.group_context_tokens(), b * n * 0.5
         self.end_s = self.step_end(k)
         rep.stats.num_segments += 1
 
@@ -266,7 +267,7 @@ class _Segment:
         rep = self.rep
         m, n = self.steps, self.num_seqs
         s, c1, c2 = self.start_s, self.c1, self.c2
-        rep.stats.add(m, now - s, n, rep.sched.kv)
+        rep.stats.add(m, now - s, n, self.kv_usage)
         # End times of steps 1..m, as :meth:`step_end` computes them.
         if m <= 32:  # segments are mostly a few steps long (cut by arrivals): numpy costs more
             ends = []  # a loop: in 3.11 a list comprehension builds and calls a function
@@ -287,6 +288,51 @@ class _Segment:
 class Replica:
     """A scheduler plus a step timer driven by the kernel (see module doc)."""
 
+    # Slots, not an instance dict: its 40 attributes are past the 30 keys CPython 3.11 shares
+    # per class, so each read would be a dict lookup (subclasses may add a dict).
+    __slots__ = (
+        "index",
+        "recv_interval",
+        "_inbox",
+        "_recv_count",
+        "_recv_due",
+        "sched",
+        "timer",
+        "_fast_timer",
+        "_affine_timer",
+        "kernel",
+        "emit",
+        "complete",
+        "_wants_times",
+        "timeline",
+        "gaps",
+        "_gap_counts",
+        "fast",
+        "max_segment_steps",
+        "observe",
+        "_obs_due",
+        "_compact_at",
+        "stats",
+        "outstanding_tokens",
+        "_busy",
+        "_num_decoding",
+        "_affines",
+        "_context_limit",
+        "_windowed",
+        "_past_limit",
+        "_affines_pre",
+        "_affines_past",
+        "_past_joins",
+        "_batch_step",
+        "_group_step",
+        "_segment",
+        "_plan",
+        "_handle",
+        "_on_end",
+        "_on_start",
+        "_reload",
+    )
+
     def __init__(
         self,
         index: int,
@@ -296,7 +342,7 @@ class Replica:
         emit: Callable[[RequestRecord, int], None],
         fast: bool = True,
         max_segment_steps: int = 4096,
-        observe: Callable[[float, Replica, int], tuple[float, float]] | None = None,
+        observe: Callable[[float, Replica, int, float], tuple[float, float]] | None = None,
         complete: Completions | None = None,
         itl: Callable[[np.ndarray, np.ndarray], None] | None = None,
         recv_interval: int = 1,
@@ -407,6 +453,7 @@ class Replica:
         if k >= 2:
             plan = self._segment
             plan.start(now, k)
+            dt = None
         else:
             step = self._group_step if k else self._batch_step
             dt = step.start(now)
@@ -414,11 +461,17 @@ class Replica:
                 self._busy = False
                 return
             plan = step
-            # (a segment is accounted when it ends, cut or not)
-            self.stats.add(1, dt, plan.num_seqs, self.sched.kv)
+        # ``BlockManager.usage`` as the plan left it, computed once for the statistics and the
+        # time series (no property call).
+        kv = self.sched.kv
+        kv_usage = (kv.num_blocks - kv.num_free_blocks) / kv.num_blocks
+        if dt is None:  # a segment: accounted when it ends, cut or not, at this usage (no
+            self._segment.kv_usage = kv_usage  # block is taken or given until then)
+        else:
+            self.stats.add(1, dt, plan.num_seqs, kv_usage)
         observe = self.observe
         if now >= self._obs_due and observe is not None:  # else ``observe`` would ignore the call
-            last, interval = observe(now, self, plan.num_seqs)
+            last, interval = observe(now, self, plan.num_seqs, kv_usage)
             self._obs_due = (last + interval) * (1.0 - 1e-12)
         self._plan = plan
         self._handle = self.kernel.at(plan.end_s, PRIO_STEP_END, self._on_end)
@@ -430,8 +483,16 @@ class Replica:
         assert plan is not None, "a step ended that was never started"
         if self.recv_interval > 1:
             self._count_poll(plan)
-        for req in plan.end(now):
+        done = plan.end(now)
+        if not done:
+            # No request finished, so nothing ran that could post an event: every arrival of
+            # this instant ran before this step end (they sort first), none is still to come.
+            self._start()
+            return
+        for req in done:
             self._finish(req, now)
+        # A finish may post an arrival at this instant (a client's next request, a transfer):
+        # start the next step after it.
         self.kernel.after_arrivals(self._on_start)  # still busy: an arrival now does not kick
 
     # ---- request polling (recv_interval > 1; module doc) ------------------------------

@@ -203,20 +203,8 @@ class _Driver(BufferedDriver):
         if self.closed:  # a finished (or rejected) request frees a client slot
             self._next_at(self.kernel.now)
 
-    def add(
-        self,
-        req: Request,
-        first_scheduled_s: float | None,
-        first_token_s: float,
-        finish_s: float,
-        times: np.ndarray | None = None,
-    ) -> None:
-        """A completed request of a closed loop: batched for the metrics, and a client sends the
-        next.
-
-        Open loops hand completions to ``completions`` directly (one call less per request).
-        """
-        self.completions.add(req, first_scheduled_s, first_token_s, finish_s, times)
+    def completed(self, req: Request) -> None:
+        """A closed loop's client sends its next request."""
         self._next_at(self.kernel.now)
 
 

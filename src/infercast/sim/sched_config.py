@@ -24,4 +24,10 @@ def scheduler_config(
         emit_block_tables=False,
         compact_decodes=compact,
         host_blocks=host_blocks,
+        admission=s.admission,
+        new_token_ratio_init=s.new_token_ratio_init,
+        new_token_ratio_min_factor=s.new_token_ratio_min_factor,
+        new_token_ratio_decay_steps=s.new_token_ratio_decay_steps,
+        clip_max_new_tokens=s.clip_max_new_tokens,
+        retract_decode_steps=s.retract_decode_steps,
     )

@@ -26,8 +26,11 @@ class TimeSeries:
         self._rows: list[tuple[float, int, int, float, int, int]] = []
         self._last: dict[int, float] = {}
 
-    def observe(self, now: float, replica: Replica, batch_size: int) -> tuple[float, float]:
-        """Sample at a step start unless this replica's last sample is under ``interval_s`` old.
+    def observe(
+        self, now: float, replica: Replica, batch_size: int, kv_usage: float
+    ) -> tuple[float, float]:
+        """Sample at a step start unless this replica's last sample is under ``interval_s`` old
+        (``kv_usage``: its ``BlockManager.usage`` now, which the replica has computed).
 
         Returns (that replica's last sample time, the interval now): a caller may skip calls
         while ``now - last < interval`` (the interval only grows, so the skip stays valid).
@@ -38,7 +41,7 @@ class TimeSeries:
         self._last[replica.index] = now
         s = replica.sched
         self._rows.append(
-            (now, replica.index, batch_size, s.kv.usage, len(s.waiting), s.num_preemptions)
+            (now, replica.index, batch_size, kv_usage, len(s.waiting), s.num_preemptions)
         )
         if len(self._rows) >= self.max_points:
             self._rows = self._rows[::2]

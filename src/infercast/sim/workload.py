@@ -25,12 +25,12 @@ import itertools
 import math
 from collections.abc import Iterator
 from dataclasses import dataclass
-from importlib import resources
 from pathlib import Path
 
 import numpy as np
 
 from infercast.errors import ConfigError, DataError
+from infercast.specs.catalog import data_path
 
 TRACE_FILES = {
     "azure-conv": "azure-llm-2023-conv.csv",
@@ -63,7 +63,7 @@ def load_trace(name_or_path: str | Path) -> Trace:
     alias = key.removeprefix("azure-llm-2023-")
     if key in TRACE_FILES or f"azure-{alias}" in TRACE_FILES:
         fname = TRACE_FILES.get(key) or TRACE_FILES[f"azure-{alias}"]
-        text = (resources.files("infercast") / "data" / "traces" / fname).read_text()
+        text = data_path("traces", fname).read_text()
         return _parse_csv(key, text.splitlines())
     path = Path(key)
     if not path.is_file():

@@ -9,11 +9,12 @@ and per TP size (``[memory_fraction_by_tp]``: SGLang's ``mem_fraction_static``).
 
 What the simulator applies (``sim.build``, ``commands/simulate.py``): ``policy``,
 ``max_num_seqs``, ``max_num_batched_tokens``, ``block_size``, the memory rule and fraction,
-and ``profile_group`` (the calibrated efficiency group it is timed with). Recorded for the
-reader, not modelled: ``chunked_prefill`` / ``chunk_size`` beyond the token budget (an
-engine that runs whole prompts is simulated with chunks), ``admission_watermark``,
-``preemption = "reserve"`` (the simulator preempts by recompute) and ``stream_interval``
-(every preset streams each step's tokens). ``EnginePreset.unmodelled`` lists them per preset.
+``admission`` with its parameters (``sched/admission.py``) and ``profile_group`` (the
+calibrated efficiency group it is timed with). Recorded for the reader, not modelled:
+``chunked_prefill`` / ``chunk_size`` beyond the token budget (an engine that runs whole prompts
+is simulated with chunks), ``admission_watermark``, ``preemption = "reserve"`` unless
+``admission = "reserve-full-output"`` (which never preempts) and ``stream_interval`` (every
+preset streams each step's tokens). ``EnginePreset.unmodelled`` lists them per preset.
 
 ``--engine NAME`` takes a preset name (``vllm-0.12``), an engine family (``vllm``, ``sglang``,
 ``trtllm``, ``trtllm-engine``: that family's newest preset) or a path to a preset TOML.
@@ -38,6 +39,13 @@ PROFILE_GROUPS = (
     "trtllm-engine",
 )  # cost.profiles engine families with presets
 GiB = 2**30
+RATIO_PARAMS = (
+    "new_token_ratio_init",
+    "new_token_ratio_min_factor",
+    "new_token_ratio_decay_steps",
+    "clip_max_new_tokens",
+    "retract_decode_steps",
+)  # the ``sglang-new-token-ratio`` admission rule's parameters (sched/admission.py)
 
 
 class _Frozen(BaseModel):
@@ -60,7 +68,24 @@ class GpuRule(_Frozen):
         )
 
 
-class EnginePreset(_Frozen):
+class AdmissionFields(BaseModel):
+    """When a waiting request may start (sched/admission.py): by the KV free now (vLLM), with KV
+    for its whole sequence reserved (TensorRT-LLM GUARANTEED_NO_EVICT), or against SGLang's
+    new_token_ratio estimate of the running requests' remaining output; and the SGLang rule's
+    parameters (cited in a preset's [sources] when that rule is chosen). One declaration for the
+    engine presets and the simulator's ``[scheduler]`` section, which both inherit it."""
+
+    admission: Literal["current-use", "reserve-full-output", "sglang-new-token-ratio"] = (
+        "current-use"
+    )
+    new_token_ratio_init: float = Field(default=0.7, gt=0, le=1)
+    new_token_ratio_min_factor: float = Field(default=0.14, ge=0, le=1)
+    new_token_ratio_decay_steps: float = Field(default=600.0, gt=0)
+    clip_max_new_tokens: int = Field(default=4096, ge=1)
+    retract_decode_steps: int = Field(default=20, ge=0)
+
+
+class EnginePreset(_Frozen, AdmissionFields):
     """One engine version's defaults (module docstring); every field but ``by_gpu`` and
     ``memory_fraction_by_tp`` must be cited in ``sources``."""
 
@@ -103,6 +128,8 @@ class EnginePreset(_Frozen):
             "by_gpu",
             "memory_fraction_by_tp",
         }
+        if self.admission != "sglang-new-token-ratio":
+            cited |= set(RATIO_PARAMS)  # unused by the other rules
         missing = [f for f in type(self).model_fields if f not in cited and not self.sources.get(f)]
         if missing:
             raise ValueError(f"every value needs its source: add {', '.join(missing)} to [sources]")
@@ -114,6 +141,11 @@ class EnginePreset(_Frozen):
         return self
 
     @property
+    def admission_params(self) -> dict[str, float | int]:
+        """The SGLang rule's parameters (``RATIO_PARAMS``) by name."""
+        return {k: getattr(self, k) for k in RATIO_PARAMS}
+
+    @property
     def unmodelled(self) -> tuple[str, ...]:
         """The preset's behaviours the simulator does not reproduce (module docstring)."""
         out = []
@@ -121,12 +153,18 @@ class EnginePreset(_Frozen):
             out.append("whole-prompt admission (simulated with chunks)")
         if self.admission_watermark:
             out.append(f"admission watermark {self.admission_watermark:g}")
-        if self.preemption == "reserve":
+        if self.preemption == "reserve" and self.admission != "reserve-full-output":
             out.append(
                 "KV reserved for the whole output at admission (simulated: preempt and recompute)"
             )
         if self.stream_interval != 1:
             out.append(f"stream interval {self.stream_interval}")
+        if self.admission == "sglang-new-token-ratio":
+            # python/sglang/srt/disaggregation/decode.py DecodePreallocQueue._allocatable_tokens
+            out.append(
+                "a disaggregated decode server's pre-allocation admission (512 tokens reserved "
+                "per request; simulated with the new_token_ratio rule)"
+            )
         return tuple(out)
 
     def for_hardware(self, hardware_key: str, memory_bytes: float, tp: int = 1) -> EnginePreset:

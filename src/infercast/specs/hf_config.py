@@ -129,32 +129,28 @@ def _mha(cfg: Cfg, arch: str, **kw: Any) -> AttentionSpec:
     )
 
 
+def _layer(window: int, ffn: int) -> LayerSpec:
+    """A dense layer that attends over a sliding ``window`` of tokens, or over all of them when
+    ``window`` is 0."""
+    if window:
+        return LayerSpec(ATTN_SLIDING, window, ffn_size=ffn)
+    return LayerSpec(ATTN_FULL, ffn_size=ffn)
+
+
 def _sliding_layers(cfg: Cfg, arch: str, n: int, ffn: int) -> tuple[LayerSpec, ...]:
     """Layers of a llama-like model, honouring ``sliding_window`` / ``layer_types``."""
     window = _opt_int(cfg, "sliding_window")
     use_sw = _opt_bool(cfg, "use_sliding_window", True) and window > 0
     types = cfg.get("layer_types")
     if isinstance(types, list) and len(types) == n:
-        return tuple(
-            LayerSpec(ATTN_SLIDING, window, ffn_size=ffn)
-            if t == "sliding_attention" and window
-            else LayerSpec(ATTN_FULL, ffn_size=ffn)
-            for t in types
-        )
+        return tuple(_layer(window if t == "sliding_attention" else 0, ffn) for t in types)
     if use_sw:
         # Qwen2-style: only layers from max_window_layers on use the window.
         first = _opt_int(cfg, "max_window_layers", 0) if "max_window_layers" in cfg else 0
         if arch.startswith("qwen"):
-            return tuple(
-                LayerSpec(
-                    ATTN_SLIDING if i >= first else ATTN_FULL,
-                    window if i >= first else 0,
-                    ffn_size=ffn,
-                )
-                for i in range(n)
-            )
-        return tuple(LayerSpec(ATTN_SLIDING, window, ffn_size=ffn) for _ in range(n))
-    return tuple(LayerSpec(ATTN_FULL, ffn_size=ffn) for _ in range(n))
+            return tuple(_layer(window if i >= first else 0, ffn) for i in range(n))
+        return tuple(_layer(window, ffn) for _ in range(n))
+    return tuple(_layer(0, ffn) for _ in range(n))
 
 
 def _llama(cfg: Cfg, arch: str, name: str) -> ModelSpec:

@@ -22,6 +22,7 @@ from infercast.specs.hf_config import (
     Cfg,
     _common,
     _int,
+    _layer,
     _llama,
     _mha,
     _num_layers,
@@ -29,8 +30,6 @@ from infercast.specs.hf_config import (
     _sliding_layers,
 )
 from infercast.specs.model import (
-    ATTN_FULL,
-    ATTN_SLIDING,
     AttentionSpec,
     LayerSpec,
     ModelSpec,
@@ -77,12 +76,7 @@ def _patterned(
     if isinstance(types, list) and len(types) == n:
         return _sliding_layers(cfg, arch, n, ffn)
     window = _opt_int(cfg, "sliding_window")
-    return tuple(
-        LayerSpec(ATTN_SLIDING, window, ffn_size=ffn)
-        if window and sliding(i)
-        else LayerSpec(ATTN_FULL, ffn_size=ffn)
-        for i in range(n)
-    )
+    return tuple(_layer(window if sliding(i) else 0, ffn) for i in range(n))
 
 
 def _gemma(cfg: Cfg, arch: str, name: str) -> ModelSpec:

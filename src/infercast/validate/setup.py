@@ -138,6 +138,9 @@ class Setup:
     )
     # chunked-attention layers attend to the whole context (TRT-LLM on Hopper; engine_model)
     chunked_as_full: bool = False
+    # the engine's admission rule and its parameters as (name, value) pairs (sched/admission.py)
+    admission: str = "current-use"
+    admission_params: tuple[tuple[str, float], ...] = ()
 
     @property
     def gpus_per_replica(self) -> int:
@@ -296,6 +299,10 @@ def layout(case: Case, engine: EnginePreset | None = None) -> Layout:
         chunked_as_full=chunked_as_full,
         memory_fraction=fraction,
         policy=preset.policy if preset else "chunked",
+        admission=preset.admission if preset else "current-use",
+        admission_params=tuple(preset.admission_params.items())
+        if preset and preset.admission == "sglang-new-token-ratio"
+        else (),
     )
     r = length_range_ratio(case)
     if r is not None:

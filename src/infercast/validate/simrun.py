@@ -59,6 +59,9 @@ def _scheduler(s: Setup, recv_interval: int = 1) -> dict:
     }
     if recv_interval > 1:  # the server's request polling (sim/replica.py, "Request polling")
         out["recv_interval"] = recv_interval
+    if s.admission != "current-use":  # the engine's admission rule (sched/admission.py)
+        out["admission"] = s.admission
+        out.update(s.admission_params)
     return out
 
 

@@ -1,0 +1,360 @@
+"""A batch-1 decode step of q4 or int8 layers as one compiled call per thread, with spin
+barriers.
+
+With ``--threads 2`` the q4 products ran one numba ``prange`` region each: 121 starts and
+joins a SmolLM2-135M step around ~50 us of work apiece, and numba's workqueue workers
+poll between them (numba 0.68 ``workqueue.c``: "worker threads ... wait and spin on a
+task queue"). Here every thread runs the whole layer stack in one compiled call
+(``nogil``): each computes its share of the 64-row blocks of every product
+(:func:`infercast.engine.decode_jit.q4_layout`) into a shared buffer, and the threads
+meet at a counter barrier (atomic add, then spin on an atomic load; ``sched_yield``
+after a while, for a loaded machine) after each product and after attention: five
+barriers a layer, one thread start and join a step. The cheap work between products
+(RMSNorm, the residual adds, SiLU, each product's activation sums) is repeated by every
+thread on its own copy, so it needs no barrier; RoPE, the KV write and attention are
+split by KV head. The arithmetic is the unfused path's
+(:class:`infercast.engine.model.LlamaModel` with the q4 kernel): tested equal.
+
+Runs when numba is present, every layer matrix is ``q4`` in the kernel's layout (or every
+one ``int8``: rows in chunks of 64 instead of blocks), and the step is one request
+decoding one token (``serve``'s batch-1 decode); other steps take
+the per-product path.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from functools import cache
+
+import numpy as np
+
+from infercast.engine.decode_jit import kernels
+
+ENABLED = True  # False: the per-product path (a switch for old-vs-new benchmarks)
+SPINS_BEFORE_YIELD = 2000
+
+
+@cache
+def _step_kernel():
+    """The compiled step (cached to disk), or None without numba."""
+    jit = kernels()
+    if jit is None:
+        return None
+    from llvmlite import ir
+    from numba import njit, types
+    from numba.core import cgutils
+    from numba.extending import intrinsic, overload
+
+    q4_blocks = jit.q4_blocks
+
+    def _slot0(context, builder, aryty, ary):
+        arr = context.make_array(aryty)(context, builder, ary)
+        zero = context.get_constant(types.intp, 0)
+        return cgutils.get_item_pointer(context, builder, aryty, arr, [zero])
+
+    @intrinsic
+    def atomic_add(typingctx, arr, val):
+        """``arr[0] += val`` atomically (sequentially consistent); the old value."""
+
+        def codegen(context, builder, sig, args):
+            ptr = _slot0(context, builder, sig.args[0], args[0])
+            return builder.atomic_rmw("add", ptr, args[1], "seq_cst")
+
+        return types.int64(arr, types.int64), codegen
+
+    @intrinsic
+    def atomic_load(typingctx, arr):
+        """``arr[0]``, read atomically (sequentially consistent)."""
+
+        def codegen(context, builder, sig, args):
+            ptr = _slot0(context, builder, sig.args[0], args[0])
+            return builder.load_atomic(ptr, "seq_cst", 8)
+
+        return types.int64(arr), codegen
+
+    @intrinsic
+    def sched_yield(typingctx):
+        """POSIX ``sched_yield()``: give the core to another runnable thread."""
+
+        def codegen(context, builder, sig, args):
+            if os.name != "posix":  # no sched_yield to link against: keep spinning
+                return context.get_constant(types.int32, 0)
+            fn = cgutils.get_or_insert_function(
+                builder.module, ir.FunctionType(ir.IntType(32), []), "sched_yield"
+            )
+            return builder.call(fn, [])
+
+        return types.int32(), codegen
+
+    @njit(nogil=True, cache=True)
+    def barrier(bar, target, spins):  # pragma: no cover - compiled
+        # Every thread adds 1 and waits for the count of all threads' arrivals so far.
+        atomic_add(bar, 1)
+        n = 0
+        while atomic_load(bar) < target:
+            n += 1
+            if n > spins:
+                sched_yield()
+
+    @njit(fastmath=True, nogil=True, cache=True)
+    def prep(v, xa, xb, xs):  # pragma: no cover - compiled
+        # q4_matmul's activation vectors for one token (see decode_jit.q4_matmul).
+        for g in range(xs.shape[1]):
+            s = np.float32(0.0)
+            for i in range(16):
+                lo = v[g * 32 + i]
+                hi = v[g * 32 + 16 + i]
+                xb[0, g * 16 + i] = hi * np.float32(0.0625)
+                xa[0, g * 16 + i] = lo - hi * np.float32(0.0625)
+                s += lo + hi
+            xs[0, g] = s
+
+    @njit(fastmath=True, nogil=True, cache=True)
+    def norm(x, gain, eps, out):  # pragma: no cover - compiled
+        # decode_jit.rms_norm_one's arithmetic (Zhang & Sennrich 2019).
+        s = np.float32(0.0)
+        for i in range(x.shape[0]):
+            s += x[i] * x[i]
+        r = np.float32(1.0) / np.sqrt(s / np.float32(x.shape[0]) + np.float32(eps))
+        for i in range(x.shape[0]):
+            out[i] = x[i] * r * gain[i]
+
+    @njit(fastmath=True, nogil=True, cache=True)
+    def q4_product(w, li, v, out, tid, nth):  # pragma: no cover - compiled
+        # This thread's share of the blocks of layer li's matrix w = (qt, d, m) times v.
+        qt, d, m = w
+        nc, ng = qt.shape[1], qt.shape[2]
+        xa = np.empty((1, ng * 16), dtype=np.float32)
+        xb = np.empty((1, ng * 16), dtype=np.float32)
+        xs = np.empty((1, ng), dtype=np.float32)
+        prep(v, xa, xb, xs)
+        q4_blocks(qt[li], d[li], m[li], xa, xb, xs, out, tid * nc // nth, (tid + 1) * nc // nth)
+
+    @njit(fastmath=True, nogil=True, cache=True)
+    def int8_product(w, li, v, out, tid, nth):  # pragma: no cover - compiled
+        # This thread's share of layer li's int8 rows (w = (q, scale)) times v, in chunks
+        # of 64 rows: decode_jit.int8_matmul's one-token loop.
+        q, sc = w
+        n, k = q.shape[1], q.shape[2]
+        nc = (n + 63) // 64
+        for r in range(tid * nc // nth * 64, min(n, (tid + 1) * nc // nth * 64)):
+            qr = q[li, r]
+            acc = np.float32(0.0)
+            for c in range(k):
+                acc += np.float32(qr[c]) * v[c]
+            out[r, 0] = acc * sc[li, r]
+
+    def product(w, li, v, out, tid, nth):  # typed by the overload below
+        raise NotImplementedError
+
+    @overload(product)
+    def _product(w, li, v, out, tid, nth):
+        # q4 layers carry (qt, d, m), int8 layers (q, scale): chosen when compiled.
+        return (
+            (lambda w, li, v, out, tid, nth: q4_product(w, li, v, out, tid, nth))
+            if len(w) == 3
+            else (lambda w, li, v, out, tid, nth: int8_product(w, li, v, out, tid, nth))
+        )
+
+    @njit(fastmath=True, nogil=True, cache=True)
+    def step(  # pragma: no cover - compiled
+        x, norms, wqkv, wo, wgu, wdown, shape, eps, cos, sin, k_all, v_all, slots, bufs, bar,
+        tid, nth,
+    ):  # fmt: skip
+        nq, nkv, hd, f = shape[0], shape[1], shape[2], shape[3]
+        h_size = x.shape[0]
+        g = nq // nkv
+        half = hd // 2
+        qkv_buf, att_buf, o_buf, gu_buf, dn_buf = bufs
+        xp = x.copy()  # this thread's residual stream
+        hv = np.empty(h_size, dtype=np.float32)
+        act = np.empty(f, dtype=np.float32)
+        qv = np.empty((g, hd), dtype=np.float32)
+        n_ctx = slots.shape[0]
+        scores = np.empty((g, n_ctx), dtype=np.float32)
+        acc = np.empty((g, hd), dtype=np.float32)
+        wslot = slots[n_ctx - 1]
+        scale = np.float32(1.0 / np.sqrt(hd))
+        target = 0
+        for li in range(norms.shape[0]):
+            norm(xp, norms[li, 0], eps, hv)
+            product(wqkv, li, hv, qkv_buf, tid, nth)
+            target += nth
+            barrier(bar, target, SPINS_BEFORE_YIELD)
+            # RoPE (rotate-half, engine/rope.py), the KV write and attention of KV head h
+            # (decode_jit.attend's arithmetic: Vaswani et al. 2017 eq. 1, GQA).
+            k_off, v_off = nq * hd, (nq + nkv) * hd
+            for h in range(tid, nkv, nth):
+                kr = k_all[li, wslot, h]
+                vr = v_all[li, wslot, h]
+                for e in range(half):
+                    a = qkv_buf[k_off + h * hd + e, 0]
+                    b = qkv_buf[k_off + h * hd + half + e, 0]
+                    kr[e] = a * cos[e] - b * sin[e]
+                    kr[half + e] = b * cos[e] + a * sin[e]
+                for e in range(hd):
+                    vr[e] = qkv_buf[v_off + h * hd + e, 0]
+                for gi in range(g):
+                    base = (h * g + gi) * hd
+                    for e in range(half):
+                        a = qkv_buf[base + e, 0]
+                        b = qkv_buf[base + half + e, 0]
+                        qv[gi, e] = (a * cos[e] - b * sin[e]) * scale
+                        qv[gi, half + e] = (b * cos[e] + a * sin[e]) * scale
+                for j in range(n_ctx):
+                    kj = k_all[li, slots[j], h]
+                    for gi in range(g):
+                        t = np.float32(0.0)
+                        for e in range(hd):
+                            t += qv[gi, e] * kj[e]
+                        scores[gi, j] = t
+                for gi in range(g):
+                    mx = scores[gi, 0]
+                    for j in range(1, n_ctx):
+                        mx = max(mx, scores[gi, j])
+                    total = np.float32(0.0)
+                    for j in range(n_ctx):
+                        p = np.exp(scores[gi, j] - mx)
+                        scores[gi, j] = p
+                        total += p
+                    for e in range(hd):
+                        acc[gi, e] = 0.0
+                    for j in range(n_ctx):
+                        vj = v_all[li, slots[j], h]
+                        p = scores[gi, j]
+                        for e in range(hd):
+                            acc[gi, e] += p * vj[e]
+                    inv = np.float32(1.0) / total
+                    for e in range(hd):
+                        att_buf[(h * g + gi) * hd + e] = acc[gi, e] * inv
+            target += nth
+            barrier(bar, target, SPINS_BEFORE_YIELD)
+            product(wo, li, att_buf, o_buf, tid, nth)
+            target += nth
+            barrier(bar, target, SPINS_BEFORE_YIELD)
+            for i in range(h_size):
+                xp[i] += o_buf[i, 0]
+            norm(xp, norms[li, 1], eps, hv)
+            product(wgu, li, hv, gu_buf, tid, nth)
+            target += nth
+            barrier(bar, target, SPINS_BEFORE_YIELD)
+            for i in range(f):  # SwiGLU (Shazeer 2020): silu(gate) * up
+                gt = gu_buf[i, 0]
+                act[i] = gt / (np.float32(1.0) + np.exp(-gt)) * gu_buf[f + i, 0]
+            product(wdown, li, act, dn_buf, tid, nth)
+            target += nth
+            barrier(bar, target, SPINS_BEFORE_YIELD)
+            for i in range(h_size):
+                xp[i] += dn_buf[i, 0]
+        if tid == 0:
+            x[:] = xp
+
+    return step
+
+
+def _stack(mats) -> tuple[np.ndarray, ...]:
+    """The layers' matrices as [L, ...] arrays, q4 as (qt, d, m) in the kernel's layout,
+    int8 as (q, scale); each matrix's own arrays become views of them (no second copy)."""
+    from infercast.engine.qlinear import Int4Matrix
+
+    if isinstance(mats[0], Int4Matrix):
+        out = tuple(np.stack([m.jit_layout[i] for m in mats]) for i in range(3))
+        for li, m in enumerate(mats):
+            m.jit_layout = (out[0][li], out[1][li], out[2][li])
+        return out
+    out = (np.stack([m.q_np for m in mats]), np.stack([m.s32 for m in mats]))
+    for li, m in enumerate(mats):
+        m.q_np, m.s32 = out[0][li], out[1][li]
+        m.q = m._torch.from_numpy(m.q_np)
+    return out
+
+
+class FusedDecode:
+    """The layer stack of a q4 or int8 model for batch-1 decode steps (see the module doc)."""
+
+    def __init__(self, cfg, weights, threads: int) -> None:
+        layers = weights.layers
+        self.w = [_stack([getattr(lw, n) for lw in layers]) for n in _MATRICES]
+        self.norms = np.stack([np.stack([lw.attn_norm, lw.mlp_norm]) for lw in layers]).astype(
+            np.float32
+        )
+        self.shape = np.array(
+            [cfg.num_heads, cfg.num_kv_heads, cfg.head_dim, cfg.intermediate_size], np.int64
+        )
+        self.eps = float(cfg.rms_norm_eps)
+        # rows of each product (q4: padded to whole 64-row blocks)
+        rows = [w[0].shape[1] * w[0].shape[-1] if len(w) == 3 else w[0].shape[1] for w in self.w]
+        self.bufs = (
+            np.zeros((rows[0], 1), np.float32),
+            np.zeros(cfg.num_heads * cfg.head_dim, np.float32),
+            np.zeros((rows[1], 1), np.float32),
+            np.zeros((rows[2], 1), np.float32),
+            np.zeros((rows[3], 1), np.float32),
+        )
+        self.bar = np.zeros(1, np.int64)
+        self.threads = max(1, threads)
+        self._team: _Team | None = None
+
+    @staticmethod
+    def build(cfg, weights, threads: int) -> FusedDecode | None:
+        """The fused step when numba is there and every layer matrix is q4 in the kernel's
+        layout, or every one int8, else None."""
+        from infercast.engine.qlinear import Int4Matrix, Int8Matrix
+
+        mats = [getattr(lw, n) for lw in weights.layers for n in _MATRICES]
+        if _step_kernel() is None or not mats:
+            return None
+        q4 = all(isinstance(m, Int4Matrix) and m.jit_layout is not None for m in mats)
+        if not q4 and not all(isinstance(m, Int8Matrix) for m in mats):
+            return None
+        return FusedDecode(cfg, weights, threads)
+
+    def run(self, x: np.ndarray, cos, sin, kv, slots: np.ndarray) -> None:
+        """Every layer on residual ``x`` [H] (updated in place) for one token whose KV slots
+        (context and its own, last) are ``slots``; writes its K/V into ``kv``."""
+        n = kv.k_all.shape[1] * kv.k_all.shape[2]
+        k_all = kv.k_all.reshape(kv.k_all.shape[0], n, *kv.k_all.shape[3:])
+        v_all = kv.v_all.reshape(k_all.shape)
+        args = (
+            x, self.norms, *self.w, self.shape, self.eps, cos, sin, k_all, v_all,
+            slots.astype(np.int64, copy=False), self.bufs, self.bar,
+        )  # fmt: skip
+        self.bar[0] = 0
+        if self.threads == 1:
+            _step_kernel()(*args, 0, 1)
+            return
+        if self._team is None:
+            self._team = _Team(self.threads - 1)
+        self._team.run(_step_kernel(), args, self.threads)
+
+
+_MATRICES = ("wqkv", "wo", "w_gate_up", "w_down")
+
+
+class _Team:
+    """Helper threads that each run the compiled step beside the calling thread (tid 0)."""
+
+    def __init__(self, helpers: int) -> None:
+        self._go = [threading.Semaphore(0) for _ in range(helpers)]
+        self._done = threading.Semaphore(0)
+        self._job = None
+        for tid in range(1, helpers + 1):
+            threading.Thread(target=self._loop, args=(tid,), daemon=True).start()
+
+    def _loop(self, tid: int) -> None:
+        while True:
+            self._go[tid - 1].acquire()
+            fn, args, nth = self._job
+            try:
+                fn(*args, tid, nth)
+            finally:
+                self._done.release()
+
+    def run(self, fn, args, nth: int) -> None:
+        self._job = (fn, args, nth)
+        for go in self._go:
+            go.release()
+        fn(*args, 0, nth)
+        for _ in self._go:
+            self._done.acquire()

@@ -1,0 +1,137 @@
+"""Admission rules: when a waiting request may start (``SchedulerConfig.admission``).
+
+- ``current-use`` (vLLM): a request starts when the KV blocks its first chunk needs are free
+  now; running requests take further blocks as they grow, and when none is free the newest is
+  preempted and recomputes later (vLLM v1 ``vllm/v1/core/sched/scheduler.py``, v0.12).
+- ``reserve-full-output`` (TensorRT-LLM's default capacity policy ``GUARANTEED_NO_EVICT``): a
+  request starts only when the blocks for its whole sequence (prompt + maximum output) are free
+  after every running request's blocks to completion are counted, so nothing is ever evicted
+  (``cpp/tensorrt_llm/batch_manager/capacityScheduler.cpp`` ``GuaranteedNoEvictScheduler``:
+  ``reservedBlocks`` sums ``getRemainingBlocksToCompletion`` of the requests in progress, a
+  pending request is scheduled while its own remaining blocks fit in what is left;
+  ``tensorrt_llm/llmapi/llm_args.py`` ``SchedulerConfig.capacity_scheduler_policy`` default,
+  v0.17 and v1.0). Simulated by taking those blocks at admission (a running request then never
+  needs one), which is the same count; the last position's KV is never written, so the
+  reservation is prompt + maximum output - 1 tokens, as the ``static`` policy's.
+- ``sglang-new-token-ratio`` (SGLang's ``PrefillAdder``): a request starts when its remaining
+  prompt plus its clipped remaining output is below the free KV minus an estimate of what the
+  running requests will still write, each running request's clipped remaining output times
+  ``new_token_ratio`` (:class:`NewTokenRatio`); requests admitted in the same step are charged
+  their clipped output in full. KV itself is taken as with ``current-use`` and a decode step
+  short of KV preempts (SGLang: retracts) and recomputes. Source:
+  ``python/sglang/srt/managers/schedule_policy.py`` ``PrefillAdder.__init__`` /
+  ``_get_running_request_total_token_offset`` / ``add_one_req`` (``total_tokens >=
+  rem_total_tokens`` stops admission) / ``add_chunked_req`` (v0.4-v0.5),
+  ``CLIP_MAX_NEW_TOKENS_ESTIMATION`` = 4096.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from infercast.sched.request import Request
+    from infercast.sched.scheduler import Scheduler, SchedulerConfig
+
+
+class NewTokenRatio:
+    """SGLang's ``new_token_ratio`` and the KV room its admission leaves.
+
+    ``python/sglang/srt/managers/scheduler.py`` ``Scheduler.__init__`` (v0.4-v0.5):
+    init = min(``SGLANG_INIT_NEW_TOKEN_RATIO`` 0.7 x ``schedule_conservativeness`` 1.0, 1),
+    min = min(init x ``SGLANG_MIN_NEW_TOKEN_RATIO_FACTOR`` 0.14, 1), decay = (init - min) /
+    ``SGLANG_NEW_TOKEN_RATIO_DECAY_STEPS`` 600 (``python/sglang/global_config.py``). Each decode
+    step whose KV suffices lowers it by ``decay`` down to min (``update_running_batch``); a step
+    that must retract sets it to min(1, (tokens decoded by the requests kept + 20 x their number)
+    / their summed maximum outputs) (``ScheduleBatch.retract_decode``, ``retract_decode_steps`` =
+    20); an idle engine re-inits it (``event_loop_normal``: ``self.new_token_ratio =
+    self.init_new_token_ratio`` when no batch runs).
+
+    The value is ``max(base - steps x decay, min)`` with ``steps`` counted since ``base`` was set,
+    so k decode steps applied at once give the same number as k applied one by one.
+    """
+
+    __slots__ = ("init", "min", "decay", "clip", "retract_steps", "base", "steps")
+
+    def __init__(self, cfg: SchedulerConfig):
+        self.init = min(cfg.new_token_ratio_init, 1.0)
+        self.min = min(self.init * cfg.new_token_ratio_min_factor, 1.0)
+        self.decay = (self.init - self.min) / cfg.new_token_ratio_decay_steps
+        self.clip = cfg.clip_max_new_tokens
+        self.retract_steps = cfg.retract_decode_steps
+        self.base = self.init
+        self.steps = 0
+
+    @property
+    def value(self) -> float:
+        return max(self.base - self.steps * self.decay, self.min)
+
+    def at(self, more_steps: int) -> float:
+        """The ratio after ``more_steps`` further decode steps."""
+        return max(self.base - (self.steps + more_steps) * self.decay, self.min)
+
+    def reset(self) -> None:
+        self.base, self.steps = self.init, 0
+
+    def after_schedule(self, s: Scheduler, entries, preempted) -> None:
+        """Update the ratio for the step just scheduled: retraction sets it, a decode-only step
+        decays it (a step that prefills leaves it)."""
+        if preempted:
+            decoded = max_out = 0
+            for req in s.running.values():
+                out = req.num_output_tokens + (s.dstep - req.dbase if req.dbase >= 0 else 0)
+                decoded += out
+                max_out += req.max_output_tokens
+            kept = len(s.running)
+            self.base = min(1.0, (decoded + self.retract_steps * kept) / max_out) if kept else 1.0
+            self.steps = 0
+            return
+        for req, n in entries:
+            if n != 1 or req.num_computed_tokens + 1 < req.prompt_tokens + req.num_output_tokens:
+                return  # a prefill step
+        if s.running:
+            self.steps += 1
+
+    def output_estimate(self, req: Request) -> int:
+        """A waiting request's clipped remaining output (``add_one_req``)."""
+        left = req.max_output_tokens - req.num_output_tokens
+        return left if left < self.clip else self.clip
+
+    def running_reserve(self, s: Scheduler, more_steps: int = 0) -> float:
+        """Tokens reserved for the running requests' remaining output after ``more_steps``
+        decode-group steps: each decoding request's clipped remaining output times the ratio
+        (``_get_running_request_total_token_offset``). Prompts still being prefilled are not in
+        SGLang's running batch; their output is charged by :meth:`step_reserve` when their last
+        chunk is scheduled."""
+        clip = self.clip
+        d = s.dstep + more_steps
+        if s._fmax - d <= clip:  # no member's remaining output is clipped: their sum, kept
+            total = s._fsum - len(s.group) * d
+        else:
+            total = 0
+            for req in s.group.values():
+                left = req.finish_dstep - d
+                total += left if left < clip else clip
+        for req in s.explicit.values():
+            if req.num_computed_tokens + 1 >= req.prompt_tokens + req.num_output_tokens:
+                left = req.max_output_tokens - req.num_output_tokens
+                total += left if left < clip else clip
+        return total * self.at(more_steps)
+
+    def step_reserve(self, entries) -> int:
+        """Output charged in full for prompts whose last chunk this step holds (``add_chunked_req``
+        / ``add_one_req`` call ``_update_prefill_budget`` with the clipped ``max_new_tokens``; a
+        truncated chunk charges none)."""
+        total = 0
+        for req, n in entries.values():
+            if req.num_computed_tokens + n == req.prompt_tokens + req.num_output_tokens and (
+                n > 1 or req.num_computed_tokens < req.prompt_tokens
+            ):
+                total += self.output_estimate(req)
+        return total
+
+    def fits(self, s: Scheduler, req: Request, extend: int, reserved: float) -> bool:
+        """Whether ``req``, with ``extend`` prompt tokens left to compute, passes
+        ``add_one_req``'s check against the free KV (tokens) less ``reserved``."""
+        free = s.kv.num_free_blocks * s.config.block_size
+        return extend + self.output_estimate(req) < free - reserved

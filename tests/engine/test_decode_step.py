@@ -1,0 +1,78 @@
+"""The fused batch-1 decode step (q4 or int8 layers) equals the per-product path, on 1-3
+threads."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from infercast.engine.kv_store import PagedKVStore
+from infercast.engine.model import LlamaModel, SeqInput
+
+pytest.importorskip("numba", reason="the fused step needs numba (the torch extra)")
+pytest.importorskip("torch", reason="q4 matrices need the torch extra")
+
+
+def _model(fmt: str, threads: int) -> LlamaModel:
+    from infercast.engine.loader import load
+
+    loaded = load("tiny", seed=1, weights=fmt)
+    return LlamaModel(loaded.cfg, loaded.weights, 64, threads)
+
+
+def _decode(net: LlamaModel, fused: bool, monkeypatch) -> tuple[np.ndarray, PagedKVStore]:
+    """A 21-token prompt on a scattered block table, then one decode step; its logits."""
+    import infercast.engine.decode_step as ds
+
+    kv = PagedKVStore(net.cfg, 12, 4)
+    table = [9, 2, 7, 0, 11, 5]
+    monkeypatch.setattr(ds, "ENABLED", False)
+    net.forward([SeqInput([(7 * i) % 250 for i in range(21)], 0, table)], kv)
+    monkeypatch.setattr(ds, "ENABLED", fused)
+    return net.forward([SeqInput([33], 21, table)], kv)[0], kv
+
+
+@pytest.mark.parametrize("fmt", ["q4", "int8"])
+@pytest.mark.parametrize("threads", [1, 2, 3])
+def test_fused_decode_step_equals_the_per_product_path(fmt, threads, monkeypatch):
+    """Logits and the K/V it writes agree to float32 rounding with the unfused step (same
+    q4 kernel blocks or int8 rows, same norm/RoPE/attention arithmetic); splits of 1, 2
+    and 3 threads, including threads with no block of a one-block product."""
+    net = _model(fmt, threads)
+    assert net.fused is not None
+    called = []
+    run = net.fused.run
+    monkeypatch.setattr(net.fused, "run", lambda *a: called.append(1) or run(*a))
+    want, kv_want = _decode(net, False, monkeypatch)
+    assert not called
+    got, kv_got = _decode(net, True, monkeypatch)
+    assert called == [1]
+    assert np.abs(got - want).max() < 1e-4 * np.abs(want).max()
+    assert np.abs(want).max() > 0.1
+    for a, b in zip(kv_got.k + kv_got.v, kv_want.k + kv_want.v, strict=True):
+        assert np.abs(a - b).max() < 1e-5 * max(1.0, np.abs(b).max())
+        assert np.abs(b).max() > 0  # the decode's own K/V were written
+
+
+def test_fused_step_runs_only_for_q4_or_int8_layers_and_one_decoding_request(monkeypatch):
+    """fp32/bf16 layers have no fused step; a step of two requests or a prefill runs the
+    per-product path (the fused one is never called)."""
+    assert _model("fp32", 1).fused is None
+    assert _model("bf16", 1).fused is None
+    net = _model("q4", 2)
+    monkeypatch.setattr(net.fused, "run", lambda *a: pytest.fail("fused step ran"))
+    kv = PagedKVStore(net.cfg, 12, 4)
+    net.forward([SeqInput([1, 2, 3], 0, [0]), SeqInput([4, 5], 0, [1])], kv)
+    out = net.forward([SeqInput([6], 3, [0]), SeqInput([7], 2, [1])], kv)
+    assert len(out) == 2 and all(o.shape == (net.cfg.vocab_size,) for o in out)
+
+
+def test_kv_layers_are_views_of_one_array_per_kind():
+    """The fused step reads every layer's K/V through ``k_all``/``v_all``."""
+    from infercast.engine.config import named_config
+
+    kv = PagedKVStore(named_config("tiny"), 5, 4)
+    kv.k[1][2, 3] = 1.5
+    kv.v[0][4, 0] = -2.0
+    assert kv.k_all[1, 2, 3].max() == 1.5 and kv.v_all[0, 4, 0].min() == -2.0
+    assert kv.nbytes == kv.k_all.nbytes + kv.v_all.nbytes

@@ -1,0 +1,223 @@
+"""Admission rules (``sched/admission.py``): TensorRT-LLM's GUARANTEED_NO_EVICT and SGLang's
+new_token_ratio, as their sources state them."""
+
+from __future__ import annotations
+
+import pytest
+from tests.sched.helpers import check_step, drive, make_scheduler, req
+
+from infercast.errors import ConfigError
+from infercast.sched import SchedulerConfig
+from infercast.sched.admission import NewTokenRatio
+
+
+def _first_scheduled(s, requests, fast: bool) -> tuple[dict, dict]:
+    """Run to completion; (step at which each request was first scheduled, finish step)."""
+    started: dict = {}
+    finished: dict = {}
+    steps = 0
+    while s.has_unfinished:
+        if fast:
+            k = s.decode_horizon(7)
+            if k:
+                steps += k
+                finished.update((r.request_id, steps) for r in s.advance_decode(k))
+                continue
+        batch = s.schedule()
+        check_step(s, batch)
+        for q in batch.seqs:
+            started.setdefault(q.request_id, steps)
+        steps += 1
+        finished.update((r.request_id, steps) for r in s.update(batch))
+    return started, finished
+
+
+@pytest.mark.parametrize("fast", [False, True])
+@pytest.mark.parametrize("policy", ["chunked", "prefill-first", "continuous"])
+def test_reserve_full_output_admits_n_whole_sequences_and_never_preempts(policy, fast):
+    # 8 + 8 tokens, the last never written: 15 tokens = 4 blocks of 4; 12 blocks hold 3 sequences
+    s = make_scheduler(
+        policy=policy, num_blocks=12, admission="reserve-full-output", compact_decodes=fast
+    )
+    for i in range(4):
+        s.add_request(req(i, 8, 8))
+    first = s.schedule()
+    assert {q.request_id for q in first.seqs} == {"r0", "r1", "r2"}
+    assert s.kv.num_free_blocks == 0
+    s.update(first)
+    started, finished = _first_scheduled(s, [], fast)
+    assert started["r3"] == min(finished[r] for r in ("r0", "r1", "r2"))  # the step after
+    assert s.num_preemptions == 0
+
+
+def test_current_use_admits_more_and_preempts_where_reserve_does_not():
+    # the same load under vLLM's rule: all four start (their prompts fit) and KV runs out
+    s = make_scheduler(num_blocks=12)
+    for i in range(4):
+        s.add_request(req(i, 8, 8))
+    assert len(s.schedule().seqs) == 4
+    s2 = make_scheduler(num_blocks=12)
+    for i in range(4):
+        s2.add_request(req(i, 8, 8))
+    drive(s2)
+    assert s2.num_preemptions > 0
+
+
+def test_reserve_full_output_same_on_fast_and_general_paths():
+    runs = []
+    for fast in (False, True):
+        s = make_scheduler(
+            num_blocks=40, admission="reserve-full-output", compact_decodes=True, max_num_seqs=8
+        )
+        s.config  # noqa: B018
+        if not fast:
+            s._plain_chunked = False  # the general path
+        for i in range(12):
+            s.add_request(req(i, 5 + 3 * i % 11, 4 + 5 * i % 13))
+        runs.append(_first_scheduled(s, [], fast))
+        assert s.num_preemptions == 0
+    assert runs[0] == runs[1]
+
+
+def test_new_token_ratio_init_decay_min_and_reset():
+    cfg = SchedulerConfig(admission="sglang-new-token-ratio")
+    r = NewTokenRatio(cfg)
+    assert r.value == 0.7
+    assert r.min == pytest.approx(0.7 * 0.14)
+    assert r.decay == pytest.approx((0.7 - 0.098) / 600)
+    r.steps = 300
+    assert r.value == pytest.approx(0.7 - 300 * (0.7 - 0.098) / 600)
+    r.steps = 600
+    assert r.value == pytest.approx(0.098)
+    r.steps = 5000
+    assert r.value == pytest.approx(0.098)  # floored at min
+    r.reset()
+    assert r.value == 0.7
+
+
+def test_new_token_ratio_decays_on_decode_steps_only():
+    s = make_scheduler(
+        policy="prefill-first", block_size=1, num_blocks=1000, admission="sglang-new-token-ratio"
+    )
+    s.add_request(req(0, 10, 50))
+    b = s.schedule()  # the prefill
+    s.update(b)
+    assert s.ratio.steps == 0
+    for n in range(1, 6):
+        s.update(s.schedule())  # decodes
+        assert s.ratio.steps == n
+    s.add_request(req(1, 10, 5))
+    b = s.schedule()  # r1's prefill: the ratio stays
+    assert [q.request_id for q in b.seqs] == ["r1"]
+    s.update(b)
+    assert s.ratio.steps == 5
+
+
+def test_new_token_ratio_retraction_sets_sglang_estimate():
+    # KV too small for both outputs: a decode step must preempt (SGLang retracts)
+    s = make_scheduler(
+        policy="prefill-first",
+        block_size=1,
+        num_blocks=80,
+        admission="sglang-new-token-ratio",
+        new_token_ratio_init=0.01,  # admit both soon, so that KV runs out later
+    )
+    s.add_request(req(0, 10, 40))
+    s.add_request(req(1, 10, 40))
+    for _ in range(200):
+        s.update(s.schedule())
+        if s.num_preemptions:
+            break
+    assert s.num_preemptions
+    kept = list(s.running.values())
+    decoded = sum(r.num_output_tokens + (s.dstep - r.dbase if r.dbase >= 0 else 0) for r in kept)
+    want = min(1.0, (decoded + 20 * len(kept)) / sum(r.max_output_tokens for r in kept))
+    assert s.ratio.value == pytest.approx(want)
+
+
+def test_new_token_ratio_resets_when_idle():
+    s = make_scheduler(
+        policy="prefill-first", block_size=1, num_blocks=1000, admission="sglang-new-token-ratio"
+    )
+    s.add_request(req(0, 10, 8))
+    drive(s)
+    assert s.ratio.steps > 0
+    s.add_request(req(1, 10, 8))  # the engine was idle
+    assert s.ratio.value == 0.7
+
+
+def _sglang_admission_step(fast: bool) -> tuple[int, list]:
+    """r0 decodes; r1 waits until its prompt + output < free KV - ratio x r0's remaining output.
+    Returns (the decode step r1 started after, the value of that condition per step)."""
+    s = make_scheduler(
+        policy="prefill-first",
+        block_size=1,
+        num_blocks=1200,
+        max_num_batched_tokens=512,
+        admission="sglang-new-token-ratio",
+        compact_decodes=fast,
+    )
+    s.add_request(req(0, 20, 1000))
+    s.update(s.schedule())  # r0's prefill (and first token)
+    s.add_request(req(1, 30, 500))
+    steps = 0
+    while True:
+        if fast:
+            k = s.decode_horizon(50)
+            if k:
+                s.advance_decode(k)
+                steps += k
+                continue
+        b = s.schedule()
+        if any(q.request_id == "r1" for q in b.seqs):
+            return steps, s
+        s.update(b)
+        steps += 1
+
+
+@pytest.mark.parametrize("fast", [False, True])
+def test_sglang_admission_stops_while_reserved_plus_new_exceeds_free(fast):
+    steps, _ = _sglang_admission_step(fast)
+    r = NewTokenRatio(SchedulerConfig(admission="sglang-new-token-ratio"))
+
+    # by hand: after k decode steps r0 holds 20 + k tokens of KV and has 999 - k outputs to go;
+    # SGLang's ratio has decayed k times
+    def fits(k):
+        free = 1200 - (20 + k)
+        reserved = (999 - k) * max(0.7 - k * r.decay, r.min)
+        return 30 + 500 < free - reserved
+
+    expected = next(k for k in range(999) if fits(k))
+    assert expected > 0  # it did have to wait
+    assert steps == expected
+
+
+def test_admission_rule_is_validated_by_name():
+    with pytest.raises(ConfigError, match="`admission`"):
+        SchedulerConfig(admission="greedy")
+
+
+@pytest.mark.parametrize("clip", [4096, 9])  # 9: some remaining outputs are clipped
+@pytest.mark.parametrize("admission", ["sglang-new-token-ratio", "reserve-full-output"])
+def test_fast_path_matches_step_by_step(admission, clip):
+    import random
+
+    results = []
+    for fast in (False, True):
+        rng = random.Random(7)
+        s = make_scheduler(
+            policy="prefill-first" if admission.startswith("sglang") else "chunked",
+            block_size=1 if admission.startswith("sglang") else 4,
+            num_blocks=300,
+            max_num_seqs=16,
+            admission=admission,
+            clip_max_new_tokens=clip,
+            compact_decodes=True,
+            emit_block_tables=False,
+        )
+        for i in range(40):
+            s.add_request(req(i, rng.randint(3, 40), rng.randint(2, 60)))
+        finish: dict = {}
+        drive(s, use_fast_path=fast, finish_step=finish)
+        results.append((finish, s.num_preemptions))
+    assert results[0] == results[1]
