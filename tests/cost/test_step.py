@@ -10,6 +10,8 @@ from hypothesis import strategies as st
 
 from infercast.cost.comm import ring_allreduce_time_s
 from infercast.cost.efficiency import EfficiencyProfile, load_profile
+from infercast.cost.ops import COMM, GEMM
+from infercast.cost.roofline import comm_expected_s, efficiencies, expected_s
 from infercast.cost.step import StepModel
 from infercast.errors import ConfigError
 from infercast.specs.catalog import load_hardware, load_model
@@ -114,6 +116,30 @@ def test_fp8_kv_halves_kv_traffic_and_doubles_capacity():
     a, b = sm("llama-3.1-8b"), sm("llama-3.1-8b", kv="fp8")
     assert b.kv_bytes_per_token == a.kv_bytes_per_token / 2
     assert b.memory.max_batch(8192) >= 2 * a.memory.max_batch(8192)
+
+
+@pytest.mark.parametrize(
+    ("model", "weights", "tp"), [("llama-3.1-8b", "bf16", 1), ("mixtral-8x7b", "fp8", 8)]
+)
+def test_generated_linear_time_is_each_ops_expected_time_summed(model, weights, tp):
+    m = sm(model, hw="h200-sxm", weights=weights, tp=tp)
+    mach, eff = m.machine, m.profile
+
+    def op_s(op, x):  # roofline.op_expected_s of the affine op at x
+        if op.kind == COMM:
+            return comm_expected_s(op.l0 + op.l1 * x, op.c0 + op.c1 * x, mach, eff)
+        c_eff, b_eff = efficiencies(op.kind, eff, mach.compute_dtype, op.m0 + op.m1 * x)
+        flops, nbytes = op.f0 + op.f1 * x, op.b0 + op.b1 * x
+        return expected_s(flops, nbytes, mach.peak_flops, mach.bandwidth, c_eff, b_eff)[0]
+
+    kinds = {op.kind for op in m._lin_tokens.ops}
+    assert {COMM, GEMM} <= kinds if tp > 1 else GEMM in kinds
+    for compiled, fn in ((m._lin_tokens, m._tok_linear), (m._lin_logits, m._logit_linear)):
+        for x in (1, 3, 64, 1000, 8192):
+            total = 0.0
+            for op in compiled.ops:
+                total += op_s(op, x)
+            assert fn(x) == total
 
 
 def test_tp_allreduce_ring_formula():

@@ -76,8 +76,9 @@ def expected_s(
     flops: float, nbytes: float, peak: float, bandwidth: float, c_eff: float, b_eff: float
 ) -> tuple[float, str]:
     """The expected-time formula (module docstring): max(FLOPs / (peak c_eff), bytes / (bandwidth
-    b_eff)) and what binds. Every timer uses it: :func:`op_expected_s` per op, the step model's
-    affine ops, and (generated over sums) its attention function."""
+    b_eff)) and what binds. Every timer uses it: :func:`op_expected_s` per op, and the step
+    model's affine ops and attention function, each generated as one function that writes it
+    out (``cost/step.py``'s ``_linear_fn``, ``_attention_fn``)."""
     compute = flops / (peak * c_eff)
     memory = nbytes / (bandwidth * b_eff)
     return (compute, COMPUTE) if compute > memory else (memory, MEMORY)

@@ -19,7 +19,7 @@ from infercast.cost.efficiency import EfficiencyProfile
 from infercast.cost.expert_routing import ExpertRouting, replica_bytes
 from infercast.cost.experts import ExpertPrecision
 from infercast.cost.memory import DEFAULT_MEMORY_FRACTION, MemoryPlan, plan_memory
-from infercast.cost.ops import ATTENTION, COMM, OpCost, Shards, SpanStats, span_stats
+from infercast.cost.ops import ATTENTION, COMM, GEMM, OpCost, Shards, SpanStats, span_stats
 from infercast.cost.roofline import (
     COMPUTE,
     LINK,
@@ -28,7 +28,6 @@ from infercast.cost.roofline import (
     OpTime,
     comm_expected_s,
     efficiencies,
-    expected_s,
     time_op,
 )
 from infercast.errors import ConfigError
@@ -283,6 +282,8 @@ class StepModel:
             _compile(self._per_token_ops, 1),
             _compile(self._per_logit_ops, 1),
         )
+        self._tok_linear = _linear_fn(self._lin_tokens.ops, self.machine, self.profile)
+        self._logit_linear = _linear_fn(self._lin_logits.ops, self.machine, self.profile)
         self._attn_lin = self._compile_attention() if self._all_full else ()
         self._attention = _attention_fn(
             self._attention_terms()
@@ -539,14 +540,13 @@ class StepModel:
         (each has few distinct keys; their pair has many), misses use the compiled affine ops."""
         tok = self._tok_time_cache.get(t)
         if tok is None:
-            m, eff = self.machine, self.profile
-            tok = self._lin_tokens.time_s(t, m, eff)
+            tok = self._tok_linear(t)
             if len(self._tok_time_cache) >= 1 << 16:
                 self._tok_time_cache.clear()
             self._tok_time_cache[t] = tok
         head = self._logit_time_cache.get(logits)
         if head is None:
-            head = self._lin_logits.time_s(logits, self.machine, self.profile)
+            head = self._logit_linear(logits)
             if len(self._logit_time_cache) >= 1 << 16:
                 self._logit_time_cache.clear()
             self._logit_time_cache[logits] = head
@@ -634,25 +634,52 @@ class _LinOp:
     m0: float  # GEMM rows at x = 0
     m1: float  # GEMM rows per unit of x (1 for token-count ops; 1/tp under attention DP)
 
-    def time_s(self, x: float, m: Machine, eff: EfficiencyProfile) -> float:
-        """``roofline.op_expected_s`` of the op at x."""
-        if self.kind == COMM:
-            return comm_expected_s(self.l0 + self.l1 * x, self.c0 + self.c1 * x, m, eff)
-        c_eff, b_eff = efficiencies(self.kind, eff, m.compute_dtype, self.m0 + self.m1 * x)
-        flops, nbytes = self.f0 + self.f1 * x, self.b0 + self.b1 * x
-        return expected_s(flops, nbytes, m.peak_flops, m.bandwidth, c_eff, b_eff)[0]
-
 
 @dataclass(frozen=True)
 class _Compiled:
     ops: tuple[_LinOp, ...]
     nonaffine_names: frozenset[str]
 
-    def time_s(self, x: float, m: Machine, eff: EfficiencyProfile) -> float:
-        total = 0.0  # a loop, not sum() over a generator: no generator frame per op
-        for op in self.ops:
-            total += op.time_s(x, m, eff)
-        return total
+
+def _linear_fn(ops: tuple[_LinOp, ...], m: Machine, eff: EfficiencyProfile):
+    """``x -> sum over ops of roofline.op_expected_s(op at x)``, generated as one function with
+    the machine's and profile's constants written in (as :func:`_attention_fn`): a memo miss
+    pays one call, not three per op (``efficiencies``, ``expected_s``). Per op, in order:
+    ``comm_expected_s`` of the link bytes and collectives at x; else
+    ``max(flops / (peak * c_eff), bytes / (bandwidth * b_eff))`` as ``expected_s`` picks it,
+    with ``efficiencies``' factors: constant products for every kind but a GEMM, whose compute
+    efficiency ``EfficiencyProfile.gemm_eff`` follows its rows at x. Products of constants are
+    computed here once, the same float each call would compute; literals are ``repr``, which
+    reads back exactly.
+    """
+    lines = ["def linear(x):", "    total = 0.0"]
+    for op in ops:
+        if op.kind == COMM:
+            link, coll = f"({op.l0!r}) + ({op.l1!r}) * x", f"({op.c0!r}) + ({op.c1!r}) * x"
+            lines.append(f"    total += comm({link}, {coll}, m, eff)")
+            continue
+        c_eff, b_eff = efficiencies(op.kind, eff, m.compute_dtype, 1.0)
+        if op.kind == GEMM:  # gemm_eff at max(rows, 1e-9), as ``efficiencies``
+            rows = f"max(({op.m0!r}) + ({op.m1!r}) * x, 1e-9)"
+            lines.append(f"    c = ({m.peak_flops!r}) * gemm_eff({m.compute_dtype!r}, {rows})")
+        else:
+            lines.append(f"    c = {m.peak_flops * c_eff!r}")
+        lines += [
+            f"    tf = (({op.f0!r}) + ({op.f1!r}) * x) / c",
+            f"    tb = (({op.b0!r}) + ({op.b1!r}) * x) / ({m.bandwidth * b_eff!r})",
+            "    total += tf if tf > tb else tb",
+        ]
+    lines.append("    return total")
+    scope: dict = {
+        "inf": float("inf"),
+        "nan": float("nan"),
+        "comm": comm_expected_s,
+        "gemm_eff": eff.gemm_eff,
+        "m": m,
+        "eff": eff,
+    }
+    exec("\n".join(lines), scope)  # noqa: S102 -- source built above from floats and strs only
+    return scope["linear"]
 
 
 def _compile(build, _unit: int) -> _Compiled:

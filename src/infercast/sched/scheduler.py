@@ -312,6 +312,7 @@ class Scheduler(DecodeGroupMixin):
         bs, caching = cfg.block_size, cfg.enable_prefix_caching
         budget = cfg.max_num_batched_tokens - n_group
         waiting, running, max_seqs = self.waiting, self.running, cfg.max_num_seqs
+        reserve_full = self.reserve_full  # else ``admission_tokens`` is the chunk itself
         seqs = []
         while waiting and budget > 0 and len(running) < max_seqs:  # ``admit_waiting``, fused
             req = waiting[0]
@@ -323,9 +324,8 @@ class Scheduler(DecodeGroupMixin):
                     break
             else:  # ``admit(req, [], n)``: fresh blocks only
                 n = total if total < budget else budget
-                blocks = self.kv.take(
-                    -(-(self.admission_tokens(req, 0, n) if self.reserve_full else n) // bs)
-                )
+                need = self.admission_tokens(req, 0, n) if reserve_full else n
+                blocks = self.kv.take(-(-need // bs))
                 if blocks is None:
                     break
                 req.block_table = blocks

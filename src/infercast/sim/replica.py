@@ -127,6 +127,8 @@ class _BatchStep:
             dt = fast.chunk_step_time_s(
                 nd, batch.decode_cached_tokens, seq.num_new_tokens, seq.num_cached_tokens
             )
+        elif not seqs:  # the decodes alone (exact mode's usual step): no lists built
+            dt = fast.mixed_step_time_s(nd, batch.decode_cached_tokens, (), ())
         else:
             dt = fast.mixed_step_time_s(
                 nd,
