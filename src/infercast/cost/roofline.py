@@ -77,11 +77,23 @@ def expected_s(
 ) -> tuple[float, str]:
     """The expected-time formula (module docstring): max(FLOPs / (peak c_eff), bytes / (bandwidth
     b_eff)) and what binds. Every timer uses it: :func:`op_expected_s` per op, and the step
-    model's affine ops and attention function, each generated as one function that writes it
-    out (``cost/step.py``'s ``_linear_fn``, ``_attention_fn``)."""
+    model's affine ops and attention function through :func:`expected_source`, the same formula
+    as source for the functions ``cost/step.py`` generates (``_linear_fn``, ``_attention_fn``)."""
     compute = flops / (peak * c_eff)
     memory = nbytes / (bandwidth * b_eff)
     return (compute, COMPUTE) if compute > memory else (memory, MEMORY)
+
+
+def expected_source(flops: str, nbytes: str, compute_rate: str, memory_rate: str) -> list[str]:
+    """:func:`expected_s`'s time as source lines that add it to ``total``, for the step model's
+    generated functions (``cost/step.py``): the expressions give an op's FLOPs and bytes and the
+    achieved compute (peak x c_eff) and memory (bandwidth x b_eff) rates. The formula is written
+    here once; ``tf if tf > tb else tb`` is ``expected_s``'s choice, without its label."""
+    return [
+        f"tf = ({flops}) / ({compute_rate})",
+        f"tb = ({nbytes}) / ({memory_rate})",
+        "total += tf if tf > tb else tb",
+    ]
 
 
 def comm_expected_s(

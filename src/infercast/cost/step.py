@@ -28,6 +28,7 @@ from infercast.cost.roofline import (
     OpTime,
     comm_expected_s,
     efficiencies,
+    expected_source,
     time_op,
 )
 from infercast.errors import ConfigError
@@ -602,14 +603,12 @@ def _attention_fn(ops):
             return "0.0"
         return " + ".join(f"({coef!r}) * x{i}" for i, coef in terms)
 
-    lines = ["def attention(x0, x1, x2, x3, x4, x5, x6):", "    a = 0.0"]
+    lines = ["def attention(x0, x1, x2, x3, x4, x5, x6):", "    total = 0.0"]
     for f, b, f_den, b_den in ops:
         lines += [
-            f"    tf = ({dot(f)}) / ({f_den!r})",
-            f"    tb = ({dot(b)}) / ({b_den!r})",
-            "    a += tf if tf >= tb else tb",
-        ]  # max(tf, tb)
-    lines.append("    return a")
+            "    " + line for line in expected_source(dot(f), dot(b), repr(f_den), repr(b_den))
+        ]
+    lines.append("    return total")
     scope: dict = {"inf": float("inf"), "nan": float("nan")}  # what ``repr`` writes for those
     exec("\n".join(lines), scope)  # noqa: S102 -- source built above from floats only
     return scope["attention"]
@@ -664,10 +663,9 @@ def _linear_fn(ops: tuple[_LinOp, ...], m: Machine, eff: EfficiencyProfile):
             lines.append(f"    c = ({m.peak_flops!r}) * gemm_eff({m.compute_dtype!r}, {rows})")
         else:
             lines.append(f"    c = {m.peak_flops * c_eff!r}")
+        flops, nbytes = f"({op.f0!r}) + ({op.f1!r}) * x", f"({op.b0!r}) + ({op.b1!r}) * x"
         lines += [
-            f"    tf = (({op.f0!r}) + ({op.f1!r}) * x) / c",
-            f"    tb = (({op.b0!r}) + ({op.b1!r}) * x) / ({m.bandwidth * b_eff!r})",
-            "    total += tf if tf > tb else tb",
+            "    " + line for line in expected_source(flops, nbytes, "c", repr(m.bandwidth * b_eff))
         ]
     lines.append("    return total")
     scope: dict = {
