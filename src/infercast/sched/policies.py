@@ -148,6 +148,7 @@ class StaticPolicy:
     """Fixed batches run to completion; KV reserved for the longest possible output."""
 
     name = "static"
+    group_head = None  # ``would_admit`` is False while anything runs (``group_head`` below)
 
     def schedule(self, s: Scheduler) -> tuple[list[tuple[Request, int]], list[str]]:
         if s.running:  # KV was reserved at admission: the group step never lacks blocks
@@ -182,6 +183,7 @@ class ContinuousPolicy:
     """vLLM v0: prefill-only steps of whole prompts first, else everyone decodes."""
 
     name = "continuous"
+    group_head = (False, False)
 
     def schedule(self, s: Scheduler) -> tuple[list[tuple[Request, int]], list[str]]:
         entries: Entries = {}
@@ -202,6 +204,7 @@ class ChunkedPolicy:
     """vLLM v1 / Sarathi-Serve: decodes first, then prefill chunks within the budget."""
 
     name = "chunked"
+    group_head = (True, True)
 
     def schedule(self, s: Scheduler) -> tuple[list[tuple[Request, int]], list[str]]:
         budget = s.config.max_num_batched_tokens
@@ -227,6 +230,7 @@ class PrefillFirstPolicy:
     """SGLang: prefill batches (chunked to the budget) whenever possible, else everyone decodes."""
 
     name = "prefill-first"
+    group_head = (True, False)
 
     def schedule(self, s: Scheduler) -> tuple[list[tuple[Request, int]], list[str]]:
         budget = s.config.max_num_batched_tokens
@@ -266,6 +270,10 @@ def _decodes_first(s: Scheduler) -> list[Request]:
     ]
 
 
+# ``group_head``: ``would_admit`` when only the decode group runs (no explicit request), as the
+# arguments of ``_head_fits``: None when it is False, else (``chunked``, whether the budget is
+# what the group's one token per member leaves); ``decode_horizon`` calls ``_head_fits`` with
+# them directly, one call instead of two.
 _POLICIES = {p.name: p for p in (StaticPolicy, ContinuousPolicy, ChunkedPolicy, PrefillFirstPolicy)}
 
 
