@@ -106,17 +106,18 @@ def admit_waiting(s: Scheduler, entries: Entries, budget: int, chunked: bool) ->
 
 def _head_fits(s: Scheduler, budget: int, chunked: bool) -> bool:
     """Would the first waiting request be admitted with this budget (no side effects)?"""
-    if not s.waiting or budget <= 0 or len(s.running) >= s.config.max_num_seqs:
+    cfg = s.config
+    if not s.waiting or budget <= 0 or len(s.running) >= cfg.max_num_seqs:
         return False
     req = s.waiting[0]
-    if not s.config.enable_prefix_caching:  # no hits: the admission cost is its fresh blocks
+    if not cfg.enable_prefix_caching:  # no hits: the admission cost is its fresh blocks
         remaining = req.prompt_tokens + req.num_output_tokens
-        n = min(remaining, budget) if chunked else remaining
+        n = remaining if not chunked or remaining < budget else budget
         if s.ratio is not None and not s.ratio.fits(s, req, remaining, s.ratio.running_reserve(s)):
             return False
         if s.reserve_full:
             n = s.admission_tokens(req, 0, n)
-        return -(-n // s.config.block_size) <= s.kv.num_free_blocks
+        return -(-n // cfg.block_size) <= s.kv.num_free_blocks
     hits = s.prefix_hits(req)
     remaining = req.num_tokens - len(hits) * s.config.block_size
     n = min(remaining, budget) if chunked else remaining

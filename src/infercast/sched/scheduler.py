@@ -162,6 +162,10 @@ class Scheduler(DecodeGroupMixin):
         "_plain_batch",
         "_head_chunked",
         "_head_less_group",
+        "_fsum",
+        "_fmax",
+        "reserve_full",
+        "ratio",
     )
 
     def __init__(self, config: SchedulerConfig):
