@@ -100,9 +100,13 @@ class DecodeGroupMixin:
         # Drop stale finish-heap entries: an entry is its request's current one when the request
         # is a member (``dbase >= 0``; every way out of the group, ``_leave_group``, sets it to -1,
         # and preemption, abort and finish leave the group) with that finish step.
-        while heap[0][2].dbase < 0 or heap[0][2].finish_dstep != heap[0][0]:
+        finish, _, req = heap[0]
+        while req.dbase < 0 or req.finish_dstep != finish:
             heapq.heappop(heap)
-        steps = min(max_steps, heap[0][0] - self.dstep)
+            finish, _, req = heap[0]
+        steps = finish - self.dstep
+        if max_steps < steps:
+            steps = max_steps
         if self.ratio is not None and self.waiting:
             steps = self._ratio_horizon(steps)
         if (steps // self.config.block_size + 1) * self._phased <= self.kv.num_free_blocks:
