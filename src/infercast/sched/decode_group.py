@@ -15,6 +15,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from infercast.sched.kv_cache import BlockManager
+from infercast.sched.policies import _head_fits
 from infercast.sched.request import Request, RequestStatus
 
 if TYPE_CHECKING:
@@ -48,6 +49,8 @@ class DecodeGroupMixin:
     _pending_group: int
     _pending_blocks: int
     _plain_chunked: bool
+    _head_chunked: bool | None
+    _head_less_group: bool
     ratio: Any  # admission.NewTokenRatio under SGLang's admission rule, else None
     prefix_hits: Callable[[Request], list[int]]  # Scheduler's
     _register_blocks: Callable[
@@ -84,15 +87,26 @@ class DecodeGroupMixin:
         """
         if not self.group or self.explicit or max_steps < 1 or self._pending_group:
             return 0
-        if self.waiting and self.policy.would_admit(self):
-            return 0
+        if self.waiting:  # ``policy.would_admit(self)`` (nothing is explicit), in one call
+            chunked = self._head_chunked
+            if chunked is not None and _head_fits(
+                self,
+                self.config.max_num_batched_tokens
+                - (len(self.group) if self._head_less_group else 0),
+                chunked,
+            ):
+                return 0
         heap = self._finish_heap
         # Drop stale finish-heap entries: an entry is its request's current one when the request
         # is a member (``dbase >= 0``; every way out of the group, ``_leave_group``, sets it to -1,
         # and preemption, abort and finish leave the group) with that finish step.
-        while heap[0][2].dbase < 0 or heap[0][2].finish_dstep != heap[0][0]:
+        finish, _, req = heap[0]
+        while req.dbase < 0 or req.finish_dstep != finish:
             heapq.heappop(heap)
-        steps = min(max_steps, heap[0][0] - self.dstep)
+            finish, _, req = heap[0]
+        steps = finish - self.dstep
+        if max_steps < steps:
+            steps = max_steps
         if self.ratio is not None and self.waiting:
             steps = self._ratio_horizon(steps)
         if (steps // self.config.block_size + 1) * self._phased <= self.kv.num_free_blocks:

@@ -146,12 +146,13 @@ class BlockManager:
         if n <= 0:
             return []
         free = self._free
-        k = len(free)
-        if n <= k:  # the common case, in one slice (no count: a fresh block is unregistered)
-            blocks = free[k - n :]
-            del free[k - n :]
+        i = len(free) - n
+        if i >= 0:  # the common case, in one slice (no count: a fresh block is unregistered)
+            blocks = free[i:]
+            del free[i:]
             self.num_free_blocks -= n
             return blocks
+        k = i + n
         lo = self._fresh
         fresh = self.num_blocks - lo
         if n > k + fresh + len(self._cached_free):

@@ -106,17 +106,18 @@ def admit_waiting(s: Scheduler, entries: Entries, budget: int, chunked: bool) ->
 
 def _head_fits(s: Scheduler, budget: int, chunked: bool) -> bool:
     """Would the first waiting request be admitted with this budget (no side effects)?"""
-    if not s.waiting or budget <= 0 or len(s.running) >= s.config.max_num_seqs:
+    cfg = s.config
+    if not s.waiting or budget <= 0 or len(s.running) >= cfg.max_num_seqs:
         return False
     req = s.waiting[0]
-    if not s.config.enable_prefix_caching:  # no hits: the admission cost is its fresh blocks
+    if not cfg.enable_prefix_caching:  # no hits: the admission cost is its fresh blocks
         remaining = req.prompt_tokens + req.num_output_tokens
-        n = min(remaining, budget) if chunked else remaining
+        n = remaining if not chunked or remaining < budget else budget
         if s.ratio is not None and not s.ratio.fits(s, req, remaining, s.ratio.running_reserve(s)):
             return False
         if s.reserve_full:
             n = s.admission_tokens(req, 0, n)
-        return -(-n // s.config.block_size) <= s.kv.num_free_blocks
+        return -(-n // cfg.block_size) <= s.kv.num_free_blocks
     hits = s.prefix_hits(req)
     remaining = req.num_tokens - len(hits) * s.config.block_size
     n = min(remaining, budget) if chunked else remaining
@@ -148,6 +149,7 @@ class StaticPolicy:
     """Fixed batches run to completion; KV reserved for the longest possible output."""
 
     name = "static"
+    group_head = None  # ``would_admit`` is False while anything runs (``group_head`` below)
 
     def schedule(self, s: Scheduler) -> tuple[list[tuple[Request, int]], list[str]]:
         if s.running:  # KV was reserved at admission: the group step never lacks blocks
@@ -182,6 +184,7 @@ class ContinuousPolicy:
     """vLLM v0: prefill-only steps of whole prompts first, else everyone decodes."""
 
     name = "continuous"
+    group_head = (False, False)
 
     def schedule(self, s: Scheduler) -> tuple[list[tuple[Request, int]], list[str]]:
         entries: Entries = {}
@@ -202,6 +205,7 @@ class ChunkedPolicy:
     """vLLM v1 / Sarathi-Serve: decodes first, then prefill chunks within the budget."""
 
     name = "chunked"
+    group_head = (True, True)
 
     def schedule(self, s: Scheduler) -> tuple[list[tuple[Request, int]], list[str]]:
         budget = s.config.max_num_batched_tokens
@@ -227,6 +231,7 @@ class PrefillFirstPolicy:
     """SGLang: prefill batches (chunked to the budget) whenever possible, else everyone decodes."""
 
     name = "prefill-first"
+    group_head = (True, False)
 
     def schedule(self, s: Scheduler) -> tuple[list[tuple[Request, int]], list[str]]:
         budget = s.config.max_num_batched_tokens
@@ -266,6 +271,10 @@ def _decodes_first(s: Scheduler) -> list[Request]:
     ]
 
 
+# ``group_head``: ``would_admit`` when only the decode group runs (no explicit request), as the
+# arguments of ``_head_fits``: None when it is False, else (``chunked``, whether the budget is
+# what the group's one token per member leaves); ``decode_horizon`` calls ``_head_fits`` with
+# them directly, one call instead of two.
 _POLICIES = {p.name: p for p in (StaticPolicy, ContinuousPolicy, ChunkedPolicy, PrefillFirstPolicy)}
 
 

@@ -160,6 +160,12 @@ class Scheduler(DecodeGroupMixin):
         "_max_prompt",
         "_plain_chunked",
         "_plain_batch",
+        "_head_chunked",
+        "_head_less_group",
+        "_fsum",
+        "_fmax",
+        "reserve_full",
+        "ratio",
     )
 
     def __init__(self, config: SchedulerConfig):
@@ -169,6 +175,11 @@ class Scheduler(DecodeGroupMixin):
             config.num_blocks, config.block_size, config.enable_prefix_caching, tier
         )
         self.policy = make_policy(config.policy)
+        # ``policy.would_admit`` while only the group runs, as ``_head_fits`` arguments (None:
+        # never), for ``decode_horizon`` (policies.py ``group_head``)
+        head = self.policy.group_head
+        self._head_chunked = None if head is None else head[0]
+        self._head_less_group = head is not None and head[1]
         self.waiting: deque[Request] = deque()
         # Admission order (the last is preempted first); a dict: a finish removes in O(1).
         self.running: dict[str, Request] = {}
