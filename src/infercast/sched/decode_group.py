@@ -90,7 +90,7 @@ class DecodeGroupMixin:
         if self.waiting:  # ``policy.would_admit(self)`` (nothing is explicit), in one call
             chunked = self._head_chunked
             if chunked is not None and _head_fits(
-                self,
+                self,  # type: ignore[arg-type]  # the mixin is only ever a Scheduler
                 self.config.max_num_batched_tokens
                 - (len(self.group) if self._head_less_group else 0),
                 chunked,
