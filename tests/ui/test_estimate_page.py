@@ -107,7 +107,7 @@ def test_estimate_view_matches_api_follows_links_and_flags_bad_input(page, tmp_p
 
     # bad input: one clear message beside the field, the server keeps serving
     page.fill("#f-batch", "-4")
-    page.wait_for_function("() => document.querySelector('#err-batch').textContent.length > 0")
+    page.wait_for_function("() => document.querySelector('#err-batch')?.textContent.length > 0")
     assert page.locator("#err-batch").inner_text() == "batch must be at least 1 (got -4)"
     page.screenshot(path=tmp_path / "estimate-bad-batch.png", full_page=True)
     page.fill("#f-batch", "8")
@@ -117,16 +117,16 @@ def test_estimate_view_matches_api_follows_links_and_flags_bad_input(page, tmp_p
     page.select_option("#f-model", "custom")
     page.fill("#f-model_config_json", '{"architectures": ["LlamaForCausalLM"], broken')
     page.wait_for_function(
-        "() => document.querySelector('#err-model_config_json').textContent.length > 0"
+        "() => document.querySelector('#err-model_config_json')?.textContent.length > 0"
     )
     assert "config.json is not valid JSON" in page.locator("#err-model_config_json").inner_text()
     page.select_option("#f-model", "llama-3.1-8b")
     page.wait_for_function(
-        "() => document.querySelector('#err-model_config_json').textContent === ''"
+        "() => document.querySelector('#err-model_config_json')?.textContent === ''"
     )
 
     page.goto(f"{page.base}/?view=estimate&hardware=h900")
-    page.wait_for_function("() => document.querySelector('#err-hardware').textContent.length > 0")
+    page.wait_for_function("() => document.querySelector('#err-hardware')?.textContent.length > 0")
     assert page.locator("#err-hardware").inner_text().startswith("unknown part 'h900'")
 
 
@@ -136,7 +136,7 @@ def test_estimate_view_takes_an_uploaded_config(page):
     path = data_path("models", "llama-3.1-8b.json")
     page.goto(f"{page.base}/?view=estimate&model=custom&weights=bf16&kv_cache=&batch=8")
     page.wait_for_function(
-        "() => document.querySelector('#err-model_config_json').textContent.startsWith('paste')"
+        "() => document.querySelector('#err-model_config_json')?.textContent.startsWith('paste')"
     )
     page.set_input_files("#f-model_config_json-file", str(path))
     wait_batch(page, 8)

@@ -48,19 +48,19 @@ def test_compare_view_puts_two_parts_side_by_side(page, tmp_path):
     # a preset pair, then the link round trip
     page.get_by_role("button", name="TP1 vs TP2").click()
     page.wait_for_function(
-        "() => document.querySelector('#differences').textContent.includes('tp 1 -> 2')"
+        "() => document.querySelector('#differences')?.textContent.includes('tp 1 -> 2')"
     )
     other = page.context.new_page()
     other.goto(page.url)
     other.wait_for_function(
-        "() => document.querySelector('#differences').textContent.includes('tp 1 -> 2')"
+        "() => document.querySelector('#differences')?.textContent.includes('tp 1 -> 2')"
     )
     assert other.input_value("#f-c1-tp") == "2"
     other.close()
 
     # a bad value in one card is flagged in that card
     page.fill("#f-c1-tp", "0")
-    page.wait_for_function("() => document.querySelector('#err-c1-tp').textContent.length > 0")
+    page.wait_for_function("() => document.querySelector('#err-c1-tp')?.textContent.length > 0")
     assert "tp must be at least 1" in page.locator("#err-c1-tp").inner_text()
 
 
@@ -93,7 +93,7 @@ def test_simulate_view_runs_in_the_background_and_matches_simulate(page, tmp_pat
     page.click("#run")
     page.wait_for_function(
         "() => location.search.includes('scheduler=static') && "
-        "document.querySelector('#status').textContent.startsWith('done') && "
+        "document.querySelector('#status')?.textContent.startsWith('done') && "
         "!document.querySelector('#run').disabled",
         timeout=60_000,
     )
@@ -109,7 +109,7 @@ def test_simulate_view_runs_in_the_background_and_matches_simulate(page, tmp_pat
     # bad input is caught before the job starts, beside its field
     page.fill("#f-rate", "-3")
     page.click("#run")
-    page.wait_for_function("() => document.querySelector('#err-rate').textContent.length > 0")
+    page.wait_for_function("() => document.querySelector('#err-rate')?.textContent.length > 0")
     assert page.locator("#err-rate").inner_text() == "rate must be more than 0 (got -3)"
 
 
@@ -135,7 +135,7 @@ def test_plan_view_finds_the_cheapest_and_says_why_the_runner_up_lost(page, tmp_
 
     page.fill("#f-hardware", "h100-sxm,h900")
     page.click("#run")
-    page.wait_for_function("() => document.querySelector('#err-hardware').textContent.length > 0")
+    page.wait_for_function("() => document.querySelector('#err-hardware')?.textContent.length > 0")
     assert page.locator("#err-hardware").inner_text().startswith("unknown part h900")
 
 
