@@ -64,7 +64,8 @@ class NewTokenRatio:
 
     @property
     def value(self) -> float:
-        return max(self.base - self.steps * self.decay, self.min)
+        """The ratio now."""
+        return self.at(0)
 
     def at(self, more_steps: int) -> float:
         """The ratio after ``more_steps`` further decode steps."""
