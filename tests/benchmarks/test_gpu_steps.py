@@ -1,0 +1,53 @@
+"""The GPU step timer's model (``benchmarks/gpu_steps.py``), checked on the CPU: its decode step
+must compute what a prefill of the longer prompt computes, or the H200 timings it produced
+would time the wrong work."""
+
+import importlib.util
+import sys
+from pathlib import Path
+
+import pytest
+
+torch = pytest.importorskip("torch")
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _gpu_steps():
+    spec = importlib.util.spec_from_file_location("gpu_steps", ROOT / "benchmarks" / "gpu_steps.py")
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = mod  # dataclasses look their module up there
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_decode_after_prefill_gives_the_logits_of_the_whole_prefill():
+    torch.manual_seed(0)
+    assert _gpu_steps().decode_matches_prefill("cpu") < 1e-4
+
+
+def test_a_wrong_cache_position_is_detected():
+    gs = _gpu_steps()
+    cfg = gs.json.loads((gs.MODELS_DIR / "llama-3.1-8b.json").read_text())
+    model = gs.Decoder(gs.Dims.from_config(cfg, tiny=True), "cpu", torch.float32, False, 0)
+    model.return_logits = True
+    tokens = torch.randint(0, model.d.vocab, (1, 6))
+    cache = model.new_cache(1, 6)
+    with torch.inference_mode():
+        model.prefill(tokens[:, :5], cache)
+        wrong = model.decode(tokens[:, 5], cache, 4)  # overwrites the 5th token's K/V
+        whole = model.prefill(tokens)
+    assert float((wrong - whole).abs().max()) > 1e-3
+
+
+def test_dims_read_the_config_fields():
+    gs = _gpu_steps()
+    cfg = gs.json.loads((gs.MODELS_DIR / "qwen3-32b.json").read_text())
+    d = gs.Dims.from_config(cfg)
+    assert (d.hidden, d.layers, d.heads, d.kv_heads, d.head_dim, d.qk_norm) == (
+        5120,
+        64,
+        64,
+        8,
+        128,
+        True,
+    )
