@@ -62,6 +62,15 @@ ALL_BACKENDS = [
     SDPBackend.MATH,
 ]
 FP8_PREFILL = [(1, 512), (1, 2048), (1, 8192)]
+# --set mixed: (decode batch, its context, prompt chunk) chunked-prefill steps, and the pure
+# decode steps at that context to set them against (the prefills are in the main set)
+MIXED = {
+    "llama-3.1-8b": [(8, 2048, 512), (32, 2048, 512), (32, 2048, 2048), (128, 2048, 512),
+                     (128, 2048, 2048)],
+    "qwen3-32b": [(8, 2048, 512), (32, 2048, 512), (32, 2048, 2048)],
+}  # fmt: skip
+MIXED_DECODE = {"llama-3.1-8b": [(8, 2048), (32, 2048), (128, 2048)],
+                "qwen3-32b": [(8, 2048), (32, 2048)]}  # fmt: skip
 FP8_DECODE = [(1, 1024), (32, 1024), (128, 1024)]
 
 
@@ -168,17 +177,42 @@ class Decoder:
         return ang.cos().to(self.dt), ang.sin().to(self.dt)
 
     def _qkv(self, layer: dict, x: torch.Tensor, b: int, s: int, cos, sin):
+        return self._heads(layer, self.linear(x, layer["qkv"]), b, s, cos, sin)
+
+    def _heads(self, layer: dict, qkv: torch.Tensor, b: int, s: int, cos, sin):
+        """Projected rows -> q, k, v as [batch, tokens, heads, head_dim], normed and rotated."""
         d = self.d
-        q, k, v = self.linear(x, layer["qkv"]).split(
+        q, k, v = qkv.split(
             [d.heads * d.head_dim, d.kv_heads * d.head_dim, d.kv_heads * d.head_dim], dim=-1
         )
-        q = q.view(b, s, d.heads, d.head_dim)
-        k = k.view(b, s, d.kv_heads, d.head_dim)
-        v = v.view(b, s, d.kv_heads, d.head_dim)
+        q = q.reshape(b, s, d.heads, d.head_dim)
+        k = k.reshape(b, s, d.kv_heads, d.head_dim)
+        v = v.reshape(b, s, d.kv_heads, d.head_dim)
         if d.qk_norm:
             q, k = self.rms(q, layer["qn"]), self.rms(k, layer["kn"])
         c, n = cos[None, :, None, :], sin[None, :, None, :]
         return self.rope(q, c, n), self.rope(k, c, n), v
+
+    def _causal(self, q, k, v) -> torch.Tensor:
+        """Causal attention of a fresh prompt, [batch, tokens, heads, dim] in, rows out."""
+        b, s = q.shape[:2]
+        q, k, v = (t.transpose(1, 2) for t in (q, k, v))
+        if self.repeat_kv:  # the attention kernel takes no GQA: give it every head
+            k = k.repeat_interleave(self.d.heads // self.d.kv_heads, dim=1)
+            v = v.repeat_interleave(self.d.heads // self.d.kv_heads, dim=1)
+        a = F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)
+        return a.transpose(1, 2).reshape(b * s, -1)
+
+    def _cached(self, q, k, v, cache_layer, position: int) -> torch.Tensor:
+        """One new token per sequence against its cache (written first), rows out."""
+        d, b = self.d, q.shape[0]
+        kc, vc = cache_layer
+        kc[:, :, position].copy_(k[:, 0])
+        vc[:, :, position].copy_(v[:, 0])
+        # the g query heads sharing a KV head become g query rows of that head
+        qg = q.view(b, d.kv_heads, d.heads // d.kv_heads, d.head_dim)
+        a = F.scaled_dot_product_attention(qg, kc[:, :, : position + 1], vc[:, :, : position + 1])
+        return a.reshape(b, d.heads * d.head_dim)
 
     def _mlp(self, layer: dict, h: torch.Tensor) -> torch.Tensor:
         gate, up = self.linear(self.rms(h, layer["ln2"]), layer["gate_up"]).chunk(2, dim=-1)
@@ -196,15 +230,10 @@ class Decoder:
         h = self.embed[tokens].view(b * s, d.hidden)
         for i, layer in enumerate(self.layers):
             q, k, v = self._qkv(layer, self.rms(h, layer["ln1"]), b, s, cos, sin)
-            q, k, v = (t.transpose(1, 2) for t in (q, k, v))
             if cache is not None:
-                cache[i][0][:, :, :s].copy_(k)
-                cache[i][1][:, :, :s].copy_(v)
-            if self.repeat_kv:  # the attention kernel takes no GQA: give it every head
-                k = k.repeat_interleave(d.heads // d.kv_heads, dim=1)
-                v = v.repeat_interleave(d.heads // d.kv_heads, dim=1)
-            a = F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)
-            h = h + self.linear(a.transpose(1, 2).reshape(b * s, -1), layer["o"])
+                cache[i][0][:, :, :s].copy_(k.transpose(1, 2))
+                cache[i][1][:, :, :s].copy_(v.transpose(1, 2))
+            h = h + self.linear(self._causal(q, k, v), layer["o"])
             h = self._mlp(layer, h)
         last = h.view(b, s, d.hidden)[:, -1]
         return self._head(last)
@@ -213,24 +242,34 @@ class Decoder:
         """One decode step: ``tokens`` [batch] at ``position``; the cache holds
         ``position`` earlier tokens and this step writes its own K/V after them."""
         b = tokens.shape[0]
-        d = self.d
-        g = d.heads // d.kv_heads
         # arange, not torch.tensor: a host-to-device copy cannot be captured in a graph
         cos, sin = self.rope_table(torch.arange(position, position + 1, device=self.dev))
         h = self.embed[tokens]
         for i, layer in enumerate(self.layers):
             q, k, v = self._qkv(layer, self.rms(h, layer["ln1"]), b, 1, cos, sin)
-            kc, vc = cache[i]
-            kc[:, :, position].copy_(k[:, 0])
-            vc[:, :, position].copy_(v[:, 0])
-            # the g query heads sharing a KV head become g query rows of that head
-            qg = q.view(b, d.kv_heads, g, d.head_dim)
-            a = F.scaled_dot_product_attention(
-                qg, kc[:, :, : position + 1], vc[:, :, : position + 1]
-            )
-            h = h + self.linear(a.reshape(b, d.heads * d.head_dim), layer["o"])
+            h = h + self.linear(self._cached(q, k, v, cache[i], position), layer["o"])
             h = self._mlp(layer, h)
         return self._head(h)
+
+    def mixed(self, tokens, cache: list, position: int, chunk, chunk_cache: list):
+        """One chunked-prefill step as vLLM v1 and SGLang's mixed chunk run it: ``tokens``
+        [batch] decoding at ``position`` and a fresh prompt's first chunk [1, tokens] share
+        every projection and MLP product (batch + chunk rows); attention runs per part; the
+        chunk's K/V go to ``chunk_cache``."""
+        b, s = tokens.shape[0], chunk.shape[1]
+        cos_d, sin_d = self.rope_table(torch.arange(position, position + 1, device=self.dev))
+        cos_p, sin_p = self.rope_table(torch.arange(s, device=self.dev))
+        h = torch.cat((self.embed[tokens], self.embed[chunk[0]]))
+        for i, layer in enumerate(self.layers):
+            qkv = self.linear(self.rms(h, layer["ln1"]), layer["qkv"])
+            dec = self._heads(layer, qkv[:b], b, 1, cos_d, sin_d)
+            pre = self._heads(layer, qkv[b:], 1, s, cos_p, sin_p)
+            chunk_cache[i][0].copy_(pre[1].transpose(1, 2))
+            chunk_cache[i][1].copy_(pre[2].transpose(1, 2))
+            a = torch.cat((self._cached(*dec, cache[i], position), self._causal(*pre)))
+            h = h + self.linear(a, layer["o"])
+            h = self._mlp(layer, h)
+        return self._head(torch.cat((h[:b], h[-1:])))
 
     def new_cache(self, batch: int, tokens: int) -> list:
         d = self.d
@@ -284,6 +323,23 @@ def decode_matches_prefill(device: str, dtype: torch.dtype = torch.float32) -> f
         stepped = model.decode(tokens[:, s], cache, s)
         whole = model.prefill(tokens)
     return float((stepped.float() - whole.float()).abs().max())
+
+
+def mixed_matches_parts(device: str, dtype: torch.dtype = torch.float32) -> float:
+    """Largest |logit| difference between a mixed step and its two parts run alone (a
+    decode step of the batch and a prefill of the chunk): near zero when the shared rows
+    are split back right."""
+    cfg = json.loads((MODELS_DIR / "llama-3.1-8b.json").read_text())
+    model = Decoder(Dims.from_config(cfg, tiny=True), device, dtype, fp8=False, seed=0)
+    model.return_logits = True
+    backends, _ = attention_setup(model)
+    tokens = torch.randint(0, model.d.vocab, (3,), device=device)
+    chunk = torch.randint(0, model.d.vocab, (1, 7), device=device)
+    cache, chunk_cache = model.new_cache(3, 5), model.new_cache(1, 7)
+    with torch.inference_mode(), sdpa_kernel(backends or ALL_BACKENDS):
+        both = model.mixed(tokens, cache, 4, chunk, chunk_cache)
+        alone = torch.cat((model.decode(tokens, cache, 4), model.prefill(chunk)))
+    return float((both.float() - alone.float()).abs().max())
 
 
 def sync(device: str) -> None:
@@ -343,8 +399,11 @@ def measure_model(name: str, args, fp8: bool, log) -> list[dict]:
     rows = []
     prefill = FP8_PREFILL if fp8 else PREFILL[name]
     decode = FP8_DECODE if fp8 else DECODE[name]
+    mixed = []
+    if args.set == "mixed":
+        prefill, decode, mixed = [], MIXED_DECODE[name], MIXED[name]
     if args.quick:
-        prefill, decode = prefill[:2], decode[:3]
+        prefill, decode, mixed = prefill[:2], decode[:3], mixed[:2]
     for b, s in prefill:
         tokens = torch.randint(0, dims.vocab, (b, s), device=dev, generator=gen)
         with torch.inference_mode(), sdpa_kernel(backends or ALL_BACKENDS):
@@ -372,6 +431,20 @@ def measure_model(name: str, args, fp8: bool, log) -> list[dict]:
                      "context": c, "attention": attention, **t})  # fmt: skip
         log(rows[-1])
         del step, cache
+        if dev.startswith("cuda"):
+            torch.cuda.empty_cache()
+    for b, c, s in mixed:
+        cache, chunk_cache = model.new_cache(b, c), model.new_cache(1, s)
+        tokens = torch.randint(0, dims.vocab, (b,), device=dev, generator=gen)
+        chunk = torch.randint(0, dims.vocab, (1, s), device=dev, generator=gen)
+        run = partial(model.mixed, tokens, cache, c - 1, chunk, chunk_cache)
+        with torch.inference_mode(), sdpa_kernel(backends or ALL_BACKENDS):
+            step = graphed(run, dev)
+            t = summary(time_fn(step, dev, args.reps))
+        rows.append({"model": name, "weights": weights, "kind": "mixed", "batch": b,
+                     "context": c, "chunk": s, "attention": attention, **t})  # fmt: skip
+        log(rows[-1])
+        del step, run, cache, chunk_cache
         if dev.startswith("cuda"):
             torch.cuda.empty_cache()
     return rows
@@ -429,6 +502,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--fp8", default="llama-3.1-8b", help="models also run with fp8 weights")
     p.add_argument("--device", default="cuda")
     p.add_argument("--reps", type=int, default=10)
+    p.add_argument("--set", choices=("main", "mixed"), default="main",
+                   help="main: prefill and decode sweeps (and fp8); mixed: chunked-prefill "
+                   "steps with their pure decode steps")  # fmt: skip
     p.add_argument("--tiny", action="store_true", help="shrunken model (a CPU check)")
     p.add_argument("--quick", action="store_true", help="the first shapes only")
     p.add_argument("--out", type=Path, required=True)
@@ -448,10 +524,12 @@ def main(argv: list[str] | None = None) -> int:
 
     torch.backends.cuda.matmul.allow_tf32 = False
     result["decode_vs_prefill_max_abs_logit_diff"] = decode_matches_prefill(args.device)
+    result["mixed_vs_parts_max_abs_logit_diff"] = mixed_matches_parts(args.device)
     result["ceilings"] = ceilings(args.device, args.reps)
     print(json.dumps(result["ceilings"]), flush=True)
     runs = [(m, False) for m in args.models.split(",")]
-    runs += [(m, True) for m in args.fp8.split(",") if m and args.device.startswith("cuda")]
+    if args.set == "main":
+        runs += [(m, True) for m in args.fp8.split(",") if m and args.device.startswith("cuda")]
     for name, fp8 in runs:
         try:
             measure_model(name, args, fp8, log)

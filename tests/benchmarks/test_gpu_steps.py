@@ -51,3 +51,8 @@ def test_dims_read_the_config_fields():
         128,
         True,
     )
+
+
+def test_a_mixed_step_gives_the_logits_of_its_decode_and_prefill_parts():
+    torch.manual_seed(0)
+    assert _gpu_steps().mixed_matches_parts("cpu") < 1e-4
