@@ -30,9 +30,18 @@ SPEC = {  # hardware.csv's h200-sxm figures the ceilings are read against
 }
 
 
+METRIC = {"prefill": "prefill_time_s", "decode": "decode_step_s", "mixed": "mixed_step_s"}
+DATASET = {
+    "prefill": "one prefill step of random tokens",
+    "decode": "one decode step, every sequence at this context (random tokens)",
+    "mixed": "one chunked-prefill step: the decode batch at this context and one fresh "
+    "prompt's chunk of extra.prefill_chunk_tokens (random tokens)",
+}
+
+
 def step_key(step: dict) -> tuple:
     return (step["model"], step["weights"], step["kind"], step["batch"],
-            step.get("tokens", step.get("context")))  # fmt: skip
+            step.get("tokens", step.get("context")), step.get("chunk"))  # fmt: skip
 
 
 def merged_steps(runs: list[dict]) -> list[dict]:
@@ -58,7 +67,7 @@ def step_rows(runs: list[dict], args, citation: str) -> list[dict]:
     rows = []
     for i, s in enumerate(merged_steps(runs), start=1):
         first, medians = s["first"], [r["median_s"] for r in s["runs"]]
-        decode = first["kind"] == "decode"
+        kind = first["kind"]
         extra = {
             "run_medians_s": [round(m, 9) for m in medians],
             "replays_per_run": first["reps"],
@@ -68,6 +77,8 @@ def step_rows(runs: list[dict], args, citation: str) -> list[dict]:
         }
         if "eager_s" in first:
             extra["eager_median_s"] = round(first["eager_s"], 9)
+        if kind == "mixed":
+            extra["prefill_chunk_tokens"] = first["chunk"]
         if first["weights"] == "fp8":
             extra["fp8"] = "e4m3 weights and activations, per-tensor scale, lm_head bf16"
         rows.append({
@@ -75,12 +86,9 @@ def step_rows(runs: list[dict], args, citation: str) -> list[dict]:
             "model": first["model"], "hardware": HARDWARE, "n_gpus": 1, "tp": 1, "pp": 1,
             "weights": first["weights"], "kv_cache": "bf16", "engine": engine,
             "scenario": "kernel",
-            "input_tokens": first["context"] if decode else first["tokens"],
-            "output_tokens": "",
-            "dataset": ("one decode step, every sequence at this context (random tokens)"
-                        if decode else "one prefill step of random tokens"),
-            "batch": first["batch"],
-            "metric": "decode_step_s" if decode else "prefill_time_s",
+            "input_tokens": first["tokens"] if kind == "prefill" else first["context"],
+            "output_tokens": "", "dataset": DATASET[kind], "batch": first["batch"],
+            "metric": METRIC[kind],
             "value": round(statistics.fmean(medians), 9), "unit_si": "s",
             "quality": "primary", "extra": json.dumps(extra, separators=(",", ":")),
         })  # fmt: skip
@@ -159,6 +167,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--id-prefix", required=True)
     p.add_argument("--commit", required=True, help="the commit of gpu_steps.py that ran")
     p.add_argument("--write", action="store_true", help="rewrite the data files")
+    p.add_argument("--no-ceilings", action="store_true", help="steps only (ceilings shipped)")
     args = p.parse_args(argv)
     runs = [json.loads(f.read_text()) for f in args.runs]
     if any(r["errors"] for r in runs):
@@ -167,7 +176,7 @@ def main(argv: list[str] | None = None) -> int:
     files = [str(f.resolve().relative_to(root)) for f in args.runs]
     citation = _citation(runs[0]["environment"], args.commit, files)
     steps = step_rows(runs, args, citation)
-    ceilings = ceiling_rows(runs, args, citation, start=len(steps) + 1)
+    ceilings = [] if args.no_ceilings else ceiling_rows(runs, args, citation, len(steps) + 1)
     kept = replace_source(DATA / "measurements.csv", steps + ceilings, args.source, args.write)
     replace_source(DATA / "hardware_measured.csv", hardware_measured_rows(ceilings, args),
                    args.source, args.write)  # fmt: skip

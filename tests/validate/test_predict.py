@@ -78,6 +78,30 @@ def test_kernel_prefill_and_decode_shapes(models):
     assert p.layout.setup.tp == 2 and p.layout.setup.kv_cache == "fp16"
 
 
+def _mixed(extra: str):
+    (c,) = read_cases(
+        "id,scenario,metric,value,model,hardware,n_gpus,tp,weights,engine,input_tokens,batch,"
+        f"extra\nm,kernel,mixed_step_s,1,llama-3.1-8b,h200-sxm,1,1,bf16,pytorch,2048,8,{extra}\n"
+    )
+    return c
+
+
+def test_kernel_mixed_step_is_the_decode_batch_and_the_chunk_in_one_step(models):
+    plan = plan_case(_mixed('"{""prefill_chunk_tokens"": 512}"'), models)
+    assert plan.shapes == (((8, 1, 2048), (1, 512, 0)),)
+    sm = models.get(plan.layout.setup)
+    both = sm.step_time_s(*expand(plan.shapes[0]))
+    decode = sm.step_time_s(*expand(((8, 1, 2048),)))
+    chunk = sm.step_time_s(*expand(((1, 512, 0),)))
+    # more work than either part alone, less than both: the weights are read once
+    assert max(decode, chunk) < both < decode + chunk
+
+
+def test_kernel_mixed_step_without_its_chunk_is_not_predicted(models):
+    with pytest.raises(Unpredictable, match="prefill_chunk_tokens"):
+        plan_case(_mixed(""), models)
+
+
 def test_kernel_hardware_rows_scale_the_spec(models):
     mm = plan_case(
         case(

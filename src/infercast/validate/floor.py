@@ -38,6 +38,7 @@ TIME_METRICS = (
     "ttft_mean_s",
     "prefill_time_s",
     "decode_step_s",
+    "mixed_step_s",
     "e2e_latency_s",
     "ttft_p99_s",
     "tpot_mean_s",
@@ -166,6 +167,7 @@ def check_row(row: Mapping[str, str]) -> FloorCheck:
             "ttft_mean_s": prefill,
             "prefill_time_s": prefill,
             "decode_step_s": decode,
+            "mixed_step_s": decode,  # the step holds this decode batch and a prompt chunk more
             "e2e_latency_s": prefill + max(_int(row, "output_tokens", 1) - 1, 0) * decode,
             "tokens_per_s_single_stream": 1.0 / one,
             "ttft_p99_s": sm.prefill_cost(prompt, 1).floor_time_s,

@@ -165,6 +165,12 @@ def _kernel(case: Case, models: StepModels) -> Plan:
         shape: Shape = ((b, i, 0),)
     elif case.metric == "decode_step_s":
         shape = ((b, 1, i + (case.output_tokens or 0) // 2),)
+    elif case.metric == "mixed_step_s":  # chunked prefill: b decodes at context I + a chunk
+        chunk = case.extra.get("prefill_chunk_tokens")
+        if not isinstance(chunk, int) or chunk < 1:
+            raise Unpredictable("a mixed step needs extra.prefill_chunk_tokens (a count >= 1)")
+        past = case.extra.get("prefill_past_tokens", 0)
+        shape = ((b, 1, i), (1, chunk, past))
     else:
         raise _metric_error(case)
     return Plan(case, group_key(case), lay, (shape,), lambda t, p: t[0], lay.notes)
