@@ -62,6 +62,12 @@ ALL_BACKENDS = [
     SDPBackend.MATH,
 ]
 FP8_PREFILL = [(1, 512), (1, 2048), (1, 8192)]
+# --set int4: weight-only int4 (bf16 activations) against the bf16 and fp8 steps of the main set,
+# and the fp8 decode batches the main set lacks
+INT4_PREFILL = [(1, 512), (1, 2048), (1, 8192)]
+INT4_DECODE = [(1, 1024), (8, 1024), (32, 1024), (128, 1024), (256, 1024)]
+FP8_MORE_DECODE = [(8, 1024), (256, 1024)]
+INT4_GROUP, INT4_INNER_K_TILES = 128, 8  # gpt-fast's int4 defaults
 # --set mixed: (decode batch, its context, prompt chunk) chunked-prefill steps, and the pure
 # decode steps at that context to set them against (the prefills are in the main set)
 MIXED = {
@@ -111,9 +117,10 @@ class Dims:
 class Decoder:
     """Random-weight decoder; ``prefill`` and ``decode`` are one engine step each."""
 
-    def __init__(self, dims: Dims, device: str, dtype: torch.dtype, fp8: bool, seed: int):
-        self.d, self.dev, self.dt, self.fp8 = dims, device, dtype, fp8
+    def __init__(self, dims: Dims, device: str, dtype: torch.dtype, weights: str, seed: int):
+        self.d, self.dev, self.dt, self.weights = dims, device, dtype, weights
         g = torch.Generator(device=device).manual_seed(seed)
+        self.gen = g
         d = dims
         q, kv = d.heads * d.head_dim, d.kv_heads * d.head_dim
 
@@ -142,12 +149,28 @@ class Decoder:
         self.repeat_kv = False  # set by attention_setup where flash takes no GQA
         self.return_logits = False  # True: the steps return logits (the consistency check)
 
-    def _weight(self, t: torch.Tensor) -> torch.Tensor:
-        # fp8: e4m3 weights, scale 1 (per-tensor static scales cost the same)
-        return t.to(torch.float8_e4m3fn) if self.fp8 else t
+    def _weight(self, t: torch.Tensor):
+        if self.weights == "fp8":  # e4m3 weights, scale 1 (per-tensor static scales cost the same)
+            return t.to(torch.float8_e4m3fn)
+        if self.weights == "int4":
+            return self._int4(*t.shape)
+        return t
 
-    def linear(self, x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
-        if not self.fp8:
+    def _int4(self, n: int, k: int) -> tuple:
+        """Random 4-bit weights in PyTorch's CUDA int4 layout (tinygemm: gpt-fast's and
+        torchao's weight-only int4), groups of INT4_GROUP along k with a bf16 scale and zero."""
+        q = torch.randint(0, 256, (n, k // 2), dtype=torch.uint8, device=self.dev,
+                          generator=self.gen)  # fmt: skip
+        packed = torch.ops.aten._convert_weight_to_int4pack(q, INT4_INNER_K_TILES)
+        sz = torch.empty(k // INT4_GROUP, n, 2, device=self.dev, dtype=self.dt)
+        sz[..., 0], sz[..., 1] = 0.002, 0.0
+        return packed, sz
+
+    def linear(self, x: torch.Tensor, weight) -> torch.Tensor:
+        if self.weights == "int4":
+            packed, sz = weight
+            return torch.ops.aten._weight_int4pack_mm(x.contiguous(), packed, INT4_GROUP, sz)
+        if self.weights != "fp8":
             return F.linear(x, weight)
         rows = x.shape[0]
         pad = -rows % 16  # cuBLASLt fp8 wants rows in multiples of 16, as engines pad
@@ -312,7 +335,7 @@ def decode_matches_prefill(device: str, dtype: torch.dtype = torch.float32) -> f
     prefilling all s+1 at once, on a shrunken Qwen3 (GQA and q/k norms): near zero when the
     cache, RoPE positions and head packing of the decode step are right."""
     cfg = json.loads((MODELS_DIR / "qwen3-32b.json").read_text())
-    model = Decoder(Dims.from_config(cfg, tiny=True), device, dtype, fp8=False, seed=0)
+    model = Decoder(Dims.from_config(cfg, tiny=True), device, dtype, "bf16", seed=0)
     model.return_logits = True
     backends, _ = attention_setup(model)
     tokens = torch.randint(0, model.d.vocab, (2, 9), device=device)
@@ -330,7 +353,7 @@ def mixed_matches_parts(device: str, dtype: torch.dtype = torch.float32) -> floa
     decode step of the batch and a prefill of the chunk): near zero when the shared rows
     are split back right."""
     cfg = json.loads((MODELS_DIR / "llama-3.1-8b.json").read_text())
-    model = Decoder(Dims.from_config(cfg, tiny=True), device, dtype, fp8=False, seed=0)
+    model = Decoder(Dims.from_config(cfg, tiny=True), device, dtype, "bf16", seed=0)
     model.return_logits = True
     backends, _ = attention_setup(model)
     tokens = torch.randint(0, model.d.vocab, (3,), device=device)
@@ -388,20 +411,28 @@ def summary(times: list[float]) -> dict:
     return {"median_s": statistics.median(times), "min_s": min(times), "reps": len(times)}
 
 
-def measure_model(name: str, args, fp8: bool, log) -> list[dict]:
+def shapes(name: str, step_set: str, weights: str) -> tuple[list, list, list]:
+    """(prefill, decode, mixed) shapes of a model in a set, for these weights."""
+    if step_set == "mixed":
+        return [], MIXED_DECODE[name], MIXED[name]
+    if step_set == "int4":
+        if weights == "int4":
+            return INT4_PREFILL, INT4_DECODE, []
+        return [], FP8_MORE_DECODE, []
+    if weights == "fp8":
+        return FP8_PREFILL, FP8_DECODE, []
+    return PREFILL[name], DECODE[name], []
+
+
+def measure_model(name: str, args, weights: str, log) -> list[dict]:
     cfg = json.loads((MODELS_DIR / f"{name}.json").read_text())
     dims = Dims.from_config(cfg, args.tiny)
     dev, dt = args.device, torch.bfloat16
-    model = Decoder(dims, dev, dt, fp8, seed=0)
-    weights = "fp8" if fp8 else "bf16"
+    model = Decoder(dims, dev, dt, weights, seed=0)
     backends, attention = attention_setup(model)
     gen = torch.Generator(device=dev).manual_seed(1)
     rows = []
-    prefill = FP8_PREFILL if fp8 else PREFILL[name]
-    decode = FP8_DECODE if fp8 else DECODE[name]
-    mixed = []
-    if args.set == "mixed":
-        prefill, decode, mixed = [], MIXED_DECODE[name], MIXED[name]
+    prefill, decode, mixed = shapes(name, args.set, weights)
     if args.quick:
         prefill, decode, mixed = prefill[:2], decode[:3], mixed[:2]
     for b, s in prefill:
@@ -502,9 +533,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--fp8", default="llama-3.1-8b", help="models also run with fp8 weights")
     p.add_argument("--device", default="cuda")
     p.add_argument("--reps", type=int, default=10)
-    p.add_argument("--set", choices=("main", "mixed"), default="main",
+    p.add_argument("--set", choices=("main", "mixed", "int4"), default="main",
                    help="main: prefill and decode sweeps (and fp8); mixed: chunked-prefill "
-                   "steps with their pure decode steps")  # fmt: skip
+                   "steps with their pure decode steps; int4: weight-only int4 steps of the "
+                   "--fp8 models (and fp8 decode batches main lacks)")  # fmt: skip
     p.add_argument("--tiny", action="store_true", help="shrunken model (a CPU check)")
     p.add_argument("--quick", action="store_true", help="the first shapes only")
     p.add_argument("--out", type=Path, required=True)
@@ -527,14 +559,17 @@ def main(argv: list[str] | None = None) -> int:
     result["mixed_vs_parts_max_abs_logit_diff"] = mixed_matches_parts(args.device)
     result["ceilings"] = ceilings(args.device, args.reps)
     print(json.dumps(result["ceilings"]), flush=True)
-    runs = [(m, False) for m in args.models.split(",")]
+    quantized = [m for m in args.fp8.split(",") if m and args.device.startswith("cuda")]
+    runs = [(m, "bf16") for m in args.models.split(",")]
     if args.set == "main":
-        runs += [(m, True) for m in args.fp8.split(",") if m and args.device.startswith("cuda")]
-    for name, fp8 in runs:
+        runs += [(m, "fp8") for m in quantized]
+    elif args.set == "int4":
+        runs = [(m, w) for m in quantized for w in ("int4", "fp8")]
+    for name, weights in runs:
         try:
-            measure_model(name, args, fp8, log)
+            measure_model(name, args, weights, log)
         except Exception as e:  # keep what was measured; say what failed
-            result["errors"].append(f"{name} fp8={fp8}: {type(e).__name__}: {e}"[:500])
+            result["errors"].append(f"{name} {weights}: {type(e).__name__}: {e}"[:500])
             print(result["errors"][-1], file=sys.stderr, flush=True)
         if args.device.startswith("cuda"):
             torch.cuda.empty_cache()

@@ -79,6 +79,9 @@ def step_rows(runs: list[dict], args, citation: str) -> list[dict]:
             extra["eager_median_s"] = round(first["eager_s"], 9)
         if kind == "mixed":
             extra["prefill_chunk_tokens"] = first["chunk"]
+        if first["weights"] == "int4":
+            extra["int4"] = ("weight-only: groups of 128 with a bf16 scale and zero, PyTorch's "
+                             "tinygemm kernel; bf16 activations, lm_head bf16")  # fmt: skip
         if first["weights"] == "fp8":
             extra["fp8"] = "e4m3 weights and activations, per-tensor scale, lm_head bf16"
         rows.append({

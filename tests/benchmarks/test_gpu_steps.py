@@ -28,7 +28,7 @@ def test_decode_after_prefill_gives_the_logits_of_the_whole_prefill():
 def test_a_wrong_cache_position_is_detected():
     gs = _gpu_steps()
     cfg = gs.json.loads((gs.MODELS_DIR / "llama-3.1-8b.json").read_text())
-    model = gs.Decoder(gs.Dims.from_config(cfg, tiny=True), "cpu", torch.float32, False, 0)
+    model = gs.Decoder(gs.Dims.from_config(cfg, tiny=True), "cpu", torch.float32, "bf16", 0)
     model.return_logits = True
     tokens = torch.randint(0, model.d.vocab, (1, 6))
     cache = model.new_cache(1, 6)
