@@ -120,6 +120,7 @@ def test_calibrate_writes_a_profile_validate_and_estimate_accept(data, tmp_path,
         ["validate", "--data", str(data), "--json", "--profile", str(out_path), "--no-floor"],
     )
     assert code in (0, None) and json.loads(out)["profile"] == "calibrated"
+    assert json.loads(out)["profile_fit"]["path"] == "simulated path"  # the profile's own scores
     code, _, _ = cli(["estimate", "--profile", str(out_path), "--json"])
     assert code in (0, None)
 
