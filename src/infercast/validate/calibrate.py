@@ -234,17 +234,11 @@ class Calibrator:
 
     def split_half(self, per_group: bool = True) -> dict[str, float]:
         """Fit on alternate fit rows (even positions), score the other half, and the reverse:
-        median |error| % of each held-out half and of the in-sample fit on all rows."""
-        rows = self.rows()
-        halves = (rows[0::2], rows[1::2])
-        out = {}
-        for name, (fit_rows, held) in zip(("a", "b"), (halves, halves[::-1]), strict=True):
-            profiles = self.fit(per_group=per_group, rows=fit_rows).profiles
-            out[f"held_out_half_{name}_median_abs_error_pct"] = _median_abs_pct(
-                self.predict(profiles, held), self.measured[held]
-            )
-        out["median_abs_error_pct"] = float(np.mean(list(out.values())))
-        return out
+        median |error| % of each held-out half and their mean, on the closed forms
+        (``validate.simfit.split_half``; on the simulated path with a ``SimulatedPath``)."""
+        from infercast.validate.simfit import split_half
+
+        return split_half(self, None, per_group)
 
     def predict(self, profiles: ProfileSet, rows: np.ndarray) -> np.ndarray:
         return self.ev.values(
@@ -254,24 +248,9 @@ class Calibrator:
     def leave_one_source_out(
         self, min_rows: int = 10, per_group: bool = True
     ) -> dict[str, dict[str, float]]:
-        """Per source with >= ``min_rows`` fit rows: median |error| % in-sample vs held out."""
+        """Per source with >= ``min_rows`` fit rows: median |error| % in-sample vs held out, on
+        the closed forms (``validate.simfit.leave_one_source_out``)."""
+        from infercast.validate.simfit import leave_one_source_out
+
         full = self.fit(per_group=per_group).profiles
-        out = {}
-        sources = sorted({self.ev.cases[i].source for i in self.rows()})
-        for src in sources:
-            held = np.array(
-                [i for i in self.rows() if self.ev.cases[i].source == src], dtype=np.int64
-            )
-            if held.size < min_rows:
-                continue
-            cv = self.fit(exclude_source=src, per_group=per_group).profiles
-            out[src] = {
-                "rows": int(held.size),
-                "in_sample_median_abs_error_pct": _median_abs_pct(
-                    self.predict(full, held), self.measured[held]
-                ),
-                "held_out_median_abs_error_pct": _median_abs_pct(
-                    self.predict(cv, held), self.measured[held]
-                ),
-            }
-        return out
+        return leave_one_source_out(self, None, full, per_group, min_rows)

@@ -161,6 +161,69 @@ def fit_profiles(
     return path.refit(prof, rows, cal.min_group_rows if min_rows is None else min_rows)
 
 
+def _scorer(cal: Calibrator, path: SimulatedPath | None):
+    def score(profiles: ProfileSet, rows: np.ndarray) -> float:
+        if path is None:
+            return _median_abs_pct(cal.predict(profiles, rows), cal.measured[rows])
+        return path.score(profiles, rows)
+
+    return score
+
+
+def _reaches(path: SimulatedPath | None, rows: np.ndarray, profiles: ProfileSet) -> bool:
+    """Whether the overhead refit can change the score of ``rows`` (module docstring)."""
+    return path is not None and bool(np.any(path.coef(rows, profiles) != 0))
+
+
+def leave_one_source_out(
+    cal: Calibrator,
+    path: SimulatedPath | None,
+    full: ProfileSet,
+    per_group: bool = True,
+    min_source_rows: int = 10,
+) -> dict[str, dict[str, float]]:
+    """Per source with >= ``min_source_rows`` fit rows: its rows and median |error| % in sample
+    (``full``) and held out (the procedure of :func:`fit_profiles` run without it), scored on
+    the simulated path with a ``path``, else on the closed forms."""
+    score = _scorer(cal, path)
+    every = cal.rows()
+    out = {}
+    for src in sorted({cal.ev.cases[i].source for i in every}):
+        held = np.array([i for i in every if cal.ev.cases[i].source == src], dtype=np.int64)
+        if held.size < min_source_rows:
+            continue
+        fold_path = path if _reaches(path, held, full) else None
+        cv = fit_profiles(cal, fold_path, exclude_source=src, per_group=per_group)
+        out[src] = {
+            "rows": int(held.size),
+            "in_sample_median_abs_error_pct": score(full, held),
+            "held_out_median_abs_error_pct": score(cv, held),
+        }
+    return out
+
+
+def split_half(
+    cal: Calibrator, path: SimulatedPath | None, per_group: bool = True
+) -> dict[str, float]:
+    """The procedure on alternate fit rows (even positions), the other half scored, and the
+    reverse: each half's held-out median |error| % and their mean (``median_abs_error_pct``)."""
+    score = _scorer(cal, path)
+    every = cal.rows()
+    halves = (every[0::2], every[1::2])
+    out = {}
+    for half, (fit_rows, held) in zip(("a", "b"), (halves, halves[::-1]), strict=True):
+        prof = fit_profiles(
+            cal,
+            path if _reaches(path, held, ProfileSet()) else None,
+            rows=fit_rows,
+            per_group=per_group,
+            min_rows=cal.min_group_rows // 2,
+        )
+        out[f"held_out_half_{half}_median_abs_error_pct"] = score(prof, held)
+    out["median_abs_error_pct"] = float(np.mean(list(out.values())))
+    return out
+
+
 def cross_validate(
     cal: Calibrator,
     path: SimulatedPath | None,
@@ -168,44 +231,10 @@ def cross_validate(
     per_group: bool = True,
     min_source_rows: int = 10,
 ) -> tuple[dict[str, dict[str, float]], dict[str, float]]:
-    """(leave-one-source-out, split-half) of the procedure of :func:`fit_profiles`, scored on the
-    simulated path with a ``path`` (else the closed forms): per source with >= ``min_source_rows``
-    fit rows, its rows, in-sample (``full``) and held-out median |error| %; each half's held-out
-    median |error| % and their mean. A fold refits the overheads only when its held-out rows
-    include one they reach (module docstring)."""
-
-    def score(profiles: ProfileSet, rows: np.ndarray) -> float:
-        if path is None:
-            return _median_abs_pct(cal.predict(profiles, rows), cal.measured[rows])
-        return path.score(profiles, rows)
-
-    def reaches(rows: np.ndarray) -> bool:
-        return path is not None and bool(np.any(path.coef(rows, full) != 0))
-
-    every = cal.rows()
-    loso = {}
-    for src in sorted({cal.ev.cases[i].source for i in every}):
-        held = np.array([i for i in every if cal.ev.cases[i].source == src], dtype=np.int64)
-        if held.size < min_source_rows:
-            continue
-        cv = fit_profiles(
-            cal, path if reaches(held) else None, exclude_source=src, per_group=per_group
-        )
-        loso[src] = {
-            "rows": int(held.size),
-            "in_sample_median_abs_error_pct": score(full, held),
-            "held_out_median_abs_error_pct": score(cv, held),
-        }
-    halves = (every[0::2], every[1::2])
-    split = {}
-    for half, (fit_rows, held) in zip(("a", "b"), (halves, halves[::-1]), strict=True):
-        prof = fit_profiles(
-            cal,
-            path if reaches(held) else None,
-            rows=fit_rows,
-            per_group=per_group,
-            min_rows=cal.min_group_rows // 2,
-        )
-        split[f"held_out_half_{half}_median_abs_error_pct"] = score(prof, held)
-    split["median_abs_error_pct"] = float(np.mean(list(split.values())))
-    return loso, split
+    """(:func:`leave_one_source_out`, :func:`split_half`) of the procedure of
+    :func:`fit_profiles`. A fold refits the overheads only when its held-out rows include one
+    they reach (module docstring)."""
+    return (
+        leave_one_source_out(cal, path, full, per_group, min_source_rows),
+        split_half(cal, path, per_group),
+    )
