@@ -9,9 +9,9 @@ import pytest
 
 from infercast.cost.efficiency import EfficiencyProfile
 from infercast.cost.profiles import ProfileSet
-from infercast.validate.calibrate import Calibrator
+from infercast.validate.calibrate import Calibrator, cross_validate
 from infercast.validate.evaluate import Evaluator
-from infercast.validate.simfit import GRID_STEP_S, SimulatedPath, cross_validate
+from infercast.validate.simfit import GRID_STEP_S, SimulatedPath
 
 GROUP = "hopper/vllm"
 TRUTH = ProfileSet(EfficiencyProfile(), {GROUP: EfficiencyProfile(request_overhead_s=0.08)})

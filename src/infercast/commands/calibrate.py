@@ -47,9 +47,9 @@ def run_calibrate(
     from infercast.errors import ConfigError
     from infercast.report.calibrate_tables import print_calibration
     from infercast.report.console import make_console
-    from infercast.validate.calibrate import Calibrator
+    from infercast.validate.calibrate import Calibrator, cross_validate, fit_profiles
     from infercast.validate.cases import load_cases
-    from infercast.validate.simfit import SimulatedPath, cross_validate, fit_profiles
+    from infercast.validate.simfit import SimulatedPath
     from infercast.validation import check_writable
 
     check_writable(out, "--out")
