@@ -1,5 +1,9 @@
 """Refit each profile group's ``request_overhead_s`` alone, within its physical range.
 
+``infercast calibrate`` runs this refit itself now (its stage 2, ``validate/simfit.py``, the
+same rule on the same rows; it returns the shipped values); this script stays for its
+per-group report and the closed-form variant.
+
     python benchmarks/refit_request_overhead.py            # print before / after per group
     python benchmarks/refit_request_overhead.py --write    # and write them into the shipped profile
     python benchmarks/refit_request_overhead.py --simulate [--store DIR] [--stated]

@@ -113,14 +113,31 @@ def test_calibrate_writes_a_profile_validate_and_estimate_accept(data, tmp_path,
     assert code in (0, None)
     d = json.loads(out)
     assert d["fit"]["rows"] == 4  # every row but the malformed one has a closed form
+    assert d["fit"]["path"] == "simulated path"  # scored as validate predicts by default
     assert d["leave_one_source_out"] == {}  # no source has the 10 rows a fold needs
     assert load_profile(out_path).name == "calibrated"
     code, out, _ = cli(
         ["validate", "--data", str(data), "--json", "--profile", str(out_path), "--no-floor"],
     )
     assert code in (0, None) and json.loads(out)["profile"] == "calibrated"
+    assert json.loads(out)["profile_fit"]["path"] == "simulated path"  # the profile's own scores
     code, _, _ = cli(["estimate", "--profile", str(out_path), "--json"])
     assert code in (0, None)
+
+
+def test_calibrate_rescore_keeps_the_values_and_recomputes_the_scores(data, tmp_path, cli):
+    from infercast.cost.profiles import load_profile_set
+
+    first, again = tmp_path / "a.toml", tmp_path / "b.toml"
+    argv = ["calibrate", "--data", str(data), "--min-group-rows", "2"]
+    code, _, _ = cli([*argv, "--fast", "--out", str(first)])
+    assert code in (0, None) and load_profile_set(first).fit["path"] == "closed forms"
+    code, out, _ = cli([*argv, "--rescore", str(first), "--out", str(again), "--json"])
+    assert code in (0, None)
+    kept, new = load_profile_set(first), load_profile_set(again)
+    assert (new.default, new.groups) == (kept.default, kept.groups)
+    assert new.fit["path"] == "simulated path" and new.fit["data"] == kept.fit["data"]
+    assert new.fit["scores"].endswith(f"values kept from {first}")
 
 
 def test_assume_weights_fills_missing_dtypes(tmp_path, cli):

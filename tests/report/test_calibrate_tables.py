@@ -22,8 +22,9 @@ LOSO = {
 def test_the_fit_then_each_held_out_source_then_the_profile(console):
     print_calibration(FIT, ["hopper/vllm"], LOSO, {"median_abs_error_pct": 14.0}, "p.toml", console)
     text = console.export_text()
-    assert "fitted on 120 rows: median |error| 31.0% -> 12.5% (in sample); groups: hopper/vllm" in (
-        " ".join(text.split())
+    assert (
+        "fitted on 120 rows, scored: median |error| 31.0% -> 12.5% (in sample); groups: hopper/vllm"
+        in (" ".join(text.split()))
     )
     assert "paper-a" in text and "17.2" in text  # the held-out median, one decimal
     assert "split-half" in text and "14.0%" in text
@@ -39,3 +40,10 @@ def test_without_cross_validation_there_is_no_table(console):
     text = console.export_text()
     assert "leave-one-source-out" not in text and "split-half" not in text
     assert "groups: none" in text and "mem_bw_eff" in text
+
+
+def test_the_path_the_scores_were_computed_on_is_named(console):
+    print_calibration({**FIT, "path": "simulated path"}, [], {}, {}, "p.toml", console)
+    assert "fitted on 120 rows, scored on the simulated path:" in " ".join(
+        console.export_text().split()
+    )

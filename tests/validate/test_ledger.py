@@ -58,3 +58,19 @@ def test_groups_use_their_own_profile():
 def test_expand():
     new, cached = expand(((2, 1, 5), (1, 7, 0)))
     assert np.array_equal(new, [1, 1, 7]) and np.array_equal(cached, [5, 5, 0])
+
+
+def test_timing_some_shapes_gives_their_times_and_nan_elsewhere():
+    """A calibration fitting one group times only that group's shapes: the same numbers."""
+    ledger = Ledger(StepModels())
+    for g, s in enumerate(SETUPS[:3]):
+        for sh in SHAPES:
+            ledger.add(g % 2, s, sh)
+    params = profile_matrix(PROFILES)
+    every = ledger.times(params)
+    some = np.array([1, 5, 6, 11])
+    part = ledger.times(params, some)
+    assert np.array_equal(part[some], every[some])
+    assert np.isnan(np.delete(part, some)).all()
+    ledger.add(0, SETUPS[3], SHAPES[0])  # a new shape: the subsets are rebuilt, not stale
+    assert np.array_equal(ledger.times(params, some)[some], every[some])

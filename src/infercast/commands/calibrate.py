@@ -10,6 +10,20 @@ HELP = (
     "Fit the efficiency profile (per hardware family and engine where the data allows) to "
     "measurements; write a profile TOML."
 )
+# Library parameters named otherwise than their flag (infercast.errors.with_flags).
+PARAM_FLAGS = {"root": "--store"}
+# [fit] keys the scores fill: --rescore replaces these and keeps the file's other [fit] entries
+SCORE_KEYS = (
+    "path",
+    "rows",
+    "median_abs_error_before_pct",
+    "median_abs_error_after_pct",
+    "at_bounds",
+    "loso_sources",
+    "loso_median_of_held_out_median_abs_error_pct",
+    "split_half_held_out_median_abs_error_pct",
+    "simulations",
+)
 
 
 def run_calibrate(
@@ -20,51 +34,86 @@ def run_calibrate(
     min_group_rows: int,
     name: str,
     as_json: bool,
+    fast: bool = False,
+    rescore: str | None = None,
+    workers: int | None = None,
+    store: str | None = None,
 ) -> None:
     from pathlib import Path
 
     from infercast.commands._common import print_json
-    from infercast.cost.profiles import ProfileSet
+    from infercast.commands._progress import working
+    from infercast.cost.profiles import ProfileSet, load_profile_set
     from infercast.errors import ConfigError
     from infercast.report.calibrate_tables import print_calibration
     from infercast.report.console import make_console
-    from infercast.validate.calibrate import Calibrator
+    from infercast.validate.calibrate import Calibrator, cross_validate, fit_profiles
     from infercast.validate.cases import load_cases
+    from infercast.validate.simfit import SimulatedPath
     from infercast.validation import check_writable
 
     check_writable(out, "--out")
 
     if min_group_rows < 1:
         raise ConfigError(f"--min-group-rows must be >= 1, got {min_group_rows}")
-    cal = Calibrator(load_cases(data), min_group_rows=min_group_rows)
-    if not len(cal.rows()):
+    if workers is not None and workers < 1:
+        raise ConfigError(f"--workers must be >= 1, got {workers}")
+    kept = load_profile_set(rescore) if rescore else None
+    cases = load_cases(data)
+    cal = Calibrator(cases, min_group_rows=min_group_rows)
+    rows = cal.rows()
+    if not len(rows):
         raise ConfigError(
             "no row of the data can be predicted in closed form: nothing to fit (see infercast "
             "validate)"
         )
-    from infercast.commands._progress import working
+    path = None
+    if not fast:
+        sims = None
+        if store:
+            from infercast.validate.simstore import SimStore
 
-    with working(f"fitting the efficiency profile to {len(cal.rows()):,} rows"):
-        res = cal.fit(per_group=groups, name=name)
+            sims = SimStore(store)
+        path = SimulatedPath(cal, cases, workers=workers, store=sims)
+    where = "closed forms" if fast else "simulated path"
+    if kept is None:
+        with working(f"fitting the efficiency profile to {len(rows):,} rows"):
+            full = fit_profiles(cal, path, per_group=groups, name=name)
+    else:
+        full = kept
+    with working(f"scoring on the {where}"):
+        if path is None:
+            before = cal.predict(ProfileSet(), rows)
+            after = cal.predict(full, rows)
+        else:
+            before = path.predict(ProfileSet(), rows)
+            after = path.predict(full, rows)
     with working("cross-validation: leave-one-source-out and split-half (one refit per fold)"):
-        loso = cal.leave_one_source_out(per_group=groups) if cv else {}
-        split = cal.split_half(per_group=groups) if cv else {}
+        loso, split = cross_validate(cal, path, full, per_group=groups) if cv else ({}, {})
     held = [v["held_out_median_abs_error_pct"] for v in loso.values()]
-    at_bounds = cal.at_bounds(res.profiles)
+    from infercast.validate.calibrate import _median_abs_pct
+
     fit = {
-        "data": data or "shipped measurements.csv",
-        "rows": res.rows,
-        "median_abs_error_before_pct": res.median_abs_error_before_pct,
-        "median_abs_error_after_pct": res.median_abs_error_after_pct,
-        "groups_fitted": sorted(res.profiles.groups),
-        "at_bounds": at_bounds,
+        "path": where,
+        "rows": int(len(rows)),
+        "median_abs_error_before_pct": _median_abs_pct(before, cal.measured[rows]),
+        "median_abs_error_after_pct": _median_abs_pct(after, cal.measured[rows]),
+        "at_bounds": cal.at_bounds(full),
     }
     if held:
         fit["loso_sources"] = len(held)
         fit["loso_median_of_held_out_median_abs_error_pct"] = sorted(held)[len(held) // 2]
     if split:
         fit["split_half_held_out_median_abs_error_pct"] = split["median_abs_error_pct"]
-    fitted = ProfileSet(res.profiles.default, res.profiles.groups, fit)
+    if path is not None:
+        fit["simulations"] = path.simulations
+    if kept is None:
+        fit = {"data": data or "shipped measurements.csv", **fit}
+        fit["groups_fitted"] = sorted(full.groups)
+    else:  # the file's values and provenance kept, its scores recomputed
+        fit = {k: v for k, v in kept.fit.items() if k not in SCORE_KEYS} | fit
+        fit["scores"] = f"recomputed by infercast calibrate --rescore, values kept from {rescore}"
+    fitted = ProfileSet(full.default, full.groups, fit)
     Path(out).write_text(fitted.to_toml())
     if as_json:
         print_json(
@@ -73,7 +122,9 @@ def run_calibrate(
                 "fit": fit,
                 "default": fitted.default.to_dict(),
                 "groups": {k: v.to_dict() for k, v in fitted.groups.items()},
-                "group_rows": res.group_rows,
+                "group_rows": {
+                    g: int((cal.group_of[rows] == j).sum()) for j, g in enumerate(cal.ev.groups)
+                },
                 "leave_one_source_out": loso,
                 "split_half": split,
             }
@@ -98,5 +149,35 @@ def register(app: typer.Typer) -> None:
         ),
         name: str = typer.Option("calibrated", "--name", help="profile name written into the file"),
         as_json: opts.Json = False,
+        fast: bool = typer.Option(
+            False,
+            "--fast",
+            help="fit and score on the closed forms only (seconds); default: refit each group's "
+            "serving overhead and score on the simulated path that infercast validate uses",
+        ),
+        rescore: str | None = typer.Option(
+            None,
+            "--rescore",
+            help="keep this profile's values (shipped, builtin or a TOML) and recompute its [fit] "
+            "scores: in sample, and the procedure's cross-validation",
+        ),
+        workers: opts.Workers = None,
+        store: str | None = typer.Option(
+            None,
+            "--store",
+            help="keep each simulated result in DIR (as infercast validate --store)",
+        ),
     ) -> None:
-        run_calibrate(data, out, groups, cv, min_group_rows, name, as_json)
+        run_calibrate(
+            data,
+            out,
+            groups,
+            cv,
+            min_group_rows,
+            name,
+            as_json,
+            fast,
+            rescore,
+            workers,
+            store,
+        )

@@ -80,6 +80,8 @@ def run_validate(
             store=sims,
         ).predict(profiles)
         rep = report(preds, profiles.name, floor_report(cases) if floor else None)
+        if profiles.fit:  # the profile's own scores, from infercast calibrate
+            rep["profile_fit"] = dict(profiles.fit)
     if plot:
         from infercast.report.validate_plots import plot_predictions
 

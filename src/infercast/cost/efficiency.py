@@ -52,9 +52,9 @@ class EfficiencyProfile:
       client's TTFT includes and no engine step does (HTTP and SSE framing, chat template and
       tokenization, hand-off to the engine process, first-token detokenization). Not a step
       cost: ``StepModel`` ignores it; ``infercast validate`` adds it to the TTFT of benchmark
-      (fixed-concurrency) rows, and ``infercast calibrate`` fits it per engine group (the
-      shipped values are refitted on the simulated path that ``validate`` defaults to,
-      ``benchmarks/refit_request_overhead.py --simulate``). Published client-side overheads:
+      (fixed-concurrency) rows, and ``infercast calibrate`` fits it per engine group, then
+      refits it on the simulated path that ``validate`` defaults to (``validate/simfit.py``).
+      Published client-side overheads:
       40-200 ms for vLLM's benchmark_serving.py (tenstorrent/tt-inference-server#190, #259),
       50 ms for Ray Serve's response batcher (ray-project/ray#59681).
     """

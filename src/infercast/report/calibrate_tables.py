@@ -31,8 +31,9 @@ def print_calibration(
     console: Console,
 ) -> None:
     """The fit (``fit``: calibrate's summary dict), its cross-validation and the profile's path."""
+    path = f" on the {fit['path']}" if fit.get("path") else ""
     console.print(
-        f"fitted on {fit['rows']} rows: "
+        f"fitted on {fit['rows']} rows, scored{path}: "
         f"median |error| {fit['median_abs_error_before_pct']:.1f}% -> "
         f"{fit['median_abs_error_after_pct']:.1f}% (in sample); "
         f"groups: {', '.join(sorted(groups)) or 'none'}"

@@ -72,6 +72,29 @@ def headline(s: dict) -> str:
     return out
 
 
+def fit_line(fit: dict) -> str | None:
+    """The profile's own scores (its ``[fit]`` table, written by ``infercast calibrate``): the
+    rows above are in sample for fitted rows, these say how the fit holds out; None without."""
+    if "median_abs_error_after_pct" not in fit:
+        return None
+    parts = [f"in sample {fit['median_abs_error_after_pct']:.1f} %"]
+    if "loso_median_of_held_out_median_abs_error_pct" in fit:
+        parts.append(
+            f"leave-one-source-out {fit['loso_median_of_held_out_median_abs_error_pct']:.1f} % "
+            f"(median of {fit.get('loso_sources', '?')} sources held out)"
+        )
+    if "split_half_held_out_median_abs_error_pct" in fit:
+        parts.append(f"split-half {fit['split_half_held_out_median_abs_error_pct']:.1f} %")
+    where = f" on the {fit['path']}" if fit.get("path") else ""
+    bounds = fit.get("at_bounds") or []
+    return (
+        f"the profile's fit ({fit.get('rows', '?')} fit rows, scored{where}): "
+        + ", ".join(parts)
+        + (f"; {len(bounds)} fields on a bound of their physical range" if bounds else "")
+        + " (infercast calibrate; docs/calibration.md)"
+    )
+
+
 def print_report(rep: dict, by: str, console: Console, compare_fast: bool = False) -> None:
     """Rich tables: the chosen breakdown, overall, worst rows, skipped reasons, floor violations;
     with ``compare_fast`` the simulation's agreement with the closed form."""
@@ -87,6 +110,9 @@ def print_report(rep: dict, by: str, console: Console, compare_fast: bool = Fals
     if s["assumed_weights"]["count"] or s["assumed_layout"]["count"]:
         sets["nothing assumed"] = s["nothing_assumed"]
     console.print(_table("overall", sets, "set"))
+    line = fit_line(rep.get("profile_fit") or {})
+    if line:
+        console.print(line)
     worst = Table(title="worst rows")
     for col in ("id", "scenario", "metric", "measured", "predicted", "error %", "why"):
         worst.add_column(col)

@@ -234,17 +234,9 @@ class Calibrator:
 
     def split_half(self, per_group: bool = True) -> dict[str, float]:
         """Fit on alternate fit rows (even positions), score the other half, and the reverse:
-        median |error| % of each held-out half and of the in-sample fit on all rows."""
-        rows = self.rows()
-        halves = (rows[0::2], rows[1::2])
-        out = {}
-        for name, (fit_rows, held) in zip(("a", "b"), (halves, halves[::-1]), strict=True):
-            profiles = self.fit(per_group=per_group, rows=fit_rows).profiles
-            out[f"held_out_half_{name}_median_abs_error_pct"] = _median_abs_pct(
-                self.predict(profiles, held), self.measured[held]
-            )
-        out["median_abs_error_pct"] = float(np.mean(list(out.values())))
-        return out
+        median |error| % of each held-out half and their mean, on the closed forms
+        (:func:`split_half`; on the simulated path with a ``validate.simfit.SimulatedPath``)."""
+        return split_half(self, None, per_group)
 
     def predict(self, profiles: ProfileSet, rows: np.ndarray) -> np.ndarray:
         return self.ev.values(
@@ -254,24 +246,107 @@ class Calibrator:
     def leave_one_source_out(
         self, min_rows: int = 10, per_group: bool = True
     ) -> dict[str, dict[str, float]]:
-        """Per source with >= ``min_rows`` fit rows: median |error| % in-sample vs held out."""
+        """Per source with >= ``min_rows`` fit rows: median |error| % in-sample vs held out, on
+        the closed forms (:func:`leave_one_source_out`)."""
         full = self.fit(per_group=per_group).profiles
-        out = {}
-        sources = sorted({self.ev.cases[i].source for i in self.rows()})
-        for src in sources:
-            held = np.array(
-                [i for i in self.rows() if self.ev.cases[i].source == src], dtype=np.int64
-            )
-            if held.size < min_rows:
-                continue
-            cv = self.fit(exclude_source=src, per_group=per_group).profiles
-            out[src] = {
-                "rows": int(held.size),
-                "in_sample_median_abs_error_pct": _median_abs_pct(
-                    self.predict(full, held), self.measured[held]
-                ),
-                "held_out_median_abs_error_pct": _median_abs_pct(
-                    self.predict(cv, held), self.measured[held]
-                ),
-            }
-        return out
+        return leave_one_source_out(self, None, full, per_group, min_rows)
+
+
+# The procedure and its cross-validation, on the closed forms (``path`` None) or on the simulated
+# path (``path``: a ``validate.simfit.SimulatedPath``, which refits the serving overhead there and
+# scores rows as ``validate`` predicts them; that module's docstring).
+
+
+def fit_profiles(
+    cal: Calibrator,
+    path,
+    rows: np.ndarray | None = None,
+    exclude_source: str | None = None,
+    per_group: bool = True,
+    name: str = "calibrated",
+    min_rows: int | None = None,
+) -> ProfileSet:
+    """The whole procedure on ``rows`` (or the fit rows without ``exclude_source``): every field
+    on the closed forms, then, with a ``path``, the overheads on the simulated path."""
+    rows = cal.rows(exclude_source) if rows is None else rows
+    prof = cal.fit(per_group=per_group, name=name, rows=rows).profiles
+    if path is None or not per_group:
+        return prof
+    return path.refit(prof, rows, cal.min_group_rows if min_rows is None else min_rows)
+
+
+def _scorer(cal: Calibrator, path):
+    def score(profiles: ProfileSet, rows: np.ndarray) -> float:
+        if path is None:
+            return _median_abs_pct(cal.predict(profiles, rows), cal.measured[rows])
+        return path.score(profiles, rows)
+
+    return score
+
+
+def _reaches(path, rows: np.ndarray, profiles: ProfileSet) -> bool:
+    """Whether the overhead refit can change the score of ``rows`` (module docstring)."""
+    return path is not None and bool(np.any(path.coef(rows, profiles) != 0))
+
+
+def leave_one_source_out(
+    cal: Calibrator,
+    path,
+    full: ProfileSet,
+    per_group: bool = True,
+    min_source_rows: int = 10,
+) -> dict[str, dict[str, float]]:
+    """Per source with >= ``min_source_rows`` fit rows: its rows and median |error| % in sample
+    (``full``) and held out (the procedure of :func:`fit_profiles` run without it), scored on
+    the simulated path with a ``path``, else on the closed forms."""
+    score = _scorer(cal, path)
+    every = cal.rows()
+    out = {}
+    for src in sorted({cal.ev.cases[i].source for i in every}):
+        held = np.array([i for i in every if cal.ev.cases[i].source == src], dtype=np.int64)
+        if held.size < min_source_rows:
+            continue
+        fold_path = path if _reaches(path, held, full) else None
+        cv = fit_profiles(cal, fold_path, exclude_source=src, per_group=per_group)
+        out[src] = {
+            "rows": int(held.size),
+            "in_sample_median_abs_error_pct": score(full, held),
+            "held_out_median_abs_error_pct": score(cv, held),
+        }
+    return out
+
+
+def split_half(cal: Calibrator, path, per_group: bool = True) -> dict[str, float]:
+    """The procedure on alternate fit rows (even positions), the other half scored, and the
+    reverse: each half's held-out median |error| % and their mean (``median_abs_error_pct``)."""
+    score = _scorer(cal, path)
+    every = cal.rows()
+    halves = (every[0::2], every[1::2])
+    out = {}
+    for half, (fit_rows, held) in zip(("a", "b"), (halves, halves[::-1]), strict=True):
+        prof = fit_profiles(
+            cal,
+            path if _reaches(path, held, ProfileSet()) else None,
+            rows=fit_rows,
+            per_group=per_group,
+            min_rows=cal.min_group_rows // 2,
+        )
+        out[f"held_out_half_{half}_median_abs_error_pct"] = score(prof, held)
+    out["median_abs_error_pct"] = float(np.mean(list(out.values())))
+    return out
+
+
+def cross_validate(
+    cal: Calibrator,
+    path,
+    full: ProfileSet,
+    per_group: bool = True,
+    min_source_rows: int = 10,
+) -> tuple[dict[str, dict[str, float]], dict[str, float]]:
+    """(:func:`leave_one_source_out`, :func:`split_half`) of the procedure of
+    :func:`fit_profiles`. A fold refits the overheads only when its held-out rows include one
+    they reach (module docstring)."""
+    return (
+        leave_one_source_out(cal, path, full, per_group, min_source_rows),
+        split_half(cal, path, per_group),
+    )

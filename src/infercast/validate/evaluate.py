@@ -156,6 +156,7 @@ class Evaluator:
         self.reasons: list[str | None] = []
         self.groups: list[str] = []
         self._shape_idx: list[tuple[int, ...]] = []
+        self._row_shapes: dict[bytes, np.ndarray] = {}
         for case in self.cases:
             plan, reason, idx = self._plan(case, simulate, prefer_simulator)
             self.plans.append(plan)
@@ -212,6 +213,19 @@ class Evaluator:
         """Profile-group index of each planned row (-1 for skipped rows)."""
         return np.array([self.groups.index(p.group) if p else -1 for p in self.plans])
 
+    def _shapes_of(self, rows: Sequence[int]) -> np.ndarray:
+        """The ledger's shape indices that ``rows`` read (cached: a fit asks for one set of rows
+        thousands of times)."""
+        rows = np.asarray(rows, dtype=np.int64)
+        key = rows.tobytes()
+        hit = self._row_shapes.get(key)
+        if hit is None:
+            hit = np.unique(
+                np.fromiter((j for i in rows for j in self._shape_idx[i]), dtype=np.int64, count=-1)
+            )
+            self._row_shapes[key] = hit
+        return hit
+
     def values(
         self,
         params: np.ndarray,
@@ -222,7 +236,7 @@ class Evaluator:
         """Predicted value per row (NaN when skipped) with ``params`` = [groups, fields]."""
         from infercast.cost.efficiency import FIELD_NAMES, EfficiencyProfile
 
-        times = self.ledger.times(params)
+        times = self.ledger.times(params, None if rows is None else self._shapes_of(rows))
         if profiles is None:
             profiles = [
                 EfficiencyProfile(**dict(zip(FIELD_NAMES, map(float, row), strict=True)))

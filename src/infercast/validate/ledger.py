@@ -123,6 +123,7 @@ class Ledger:
             int
         ] = []  # decoder layers of each shape's model (EfficiencyProfile.layer_overhead_s)
         self._frozen: tuple[np.ndarray, ...] | None = None
+        self._subsets: dict[bytes, tuple[np.ndarray, ...]] = {}
 
     def __len__(self) -> int:
         return len(self._groups)
@@ -161,6 +162,7 @@ class Ledger:
         self._layers.append(sm.model.num_layers)
         self._index[key] = idx
         self._frozen = None
+        self._subsets = {}
         return idx
 
     def _arrays(self) -> tuple[np.ndarray, ...]:
@@ -176,8 +178,26 @@ class Ledger:
             )
         return self._frozen
 
-    def times(self, params: np.ndarray) -> np.ndarray:
-        """Expected step time (s) of every shape; ``params`` is [groups, FIELD_NAMES]."""
+    def _subset(self, shapes: np.ndarray) -> tuple[np.ndarray, ...]:
+        """:meth:`_arrays` keeping only the ops of ``shapes`` (cached per set of shapes: a
+        calibration fits one group's rows thousands of times)."""
+        key = shapes.tobytes()
+        hit = self._subsets.get(key)
+        if hit is None:
+            a = self._arrays()
+            keep = np.isin(a[10], shapes)
+            hit = (*(x[keep] for x in a[:12]), a[12])
+            self._subsets[key] = hit
+        return hit
+
+    def times(self, params: np.ndarray, shapes: np.ndarray | None = None) -> np.ndarray:
+        """Expected step time (s) of every shape; ``params`` is [groups, FIELD_NAMES].
+        ``shapes``: time only these shape indices (the others are NaN)."""
+        if shapes is None:
+            arrays = self._arrays()
+        else:
+            shapes = np.unique(np.asarray(shapes, dtype=np.int64))
+            arrays = self._subset(shapes)
         (
             flops,
             nbytes,
@@ -192,8 +212,9 @@ class Ledger:
             shape_idx,
             op_group,
             group,
-        ) = self._arrays()
-        f = {name: params[:, i][op_group] for i, name in enumerate(FIELD_NAMES)}
+        ) = arrays
+        per_op = params[op_group]  # one gather of every field, then its columns
+        f = {name: per_op[:, i] for i, name in enumerate(FIELD_NAMES)}
         gemm, attn, comm = kind == 0, kind == 1, kind == 3
         m = np.maximum(m_tok, 1e-9)
         base = np.where(eight > 0, f["gemm_compute_eff_8bit"], f["gemm_compute_eff"])
@@ -215,6 +236,11 @@ class Ledger:
         per_shape = np.bincount(shape_idx, t, minlength=len(self._groups))
         layers = np.asarray(self._layers, dtype=np.float64)
         overhead = params[:, FIELD_NAMES.index("step_overhead_s")][group]
-        return (
+        out = (
             per_shape + overhead + params[:, FIELD_NAMES.index("layer_overhead_s")][group] * layers
         )
+        if shapes is None:
+            return out
+        picked = np.full(out.size, np.nan)
+        picked[shapes] = out[shapes]
+        return picked
