@@ -115,6 +115,12 @@ class SchedulerSection(_Frozen, AdmissionFields):  # admission: specs.engines
     # decode steps between the engine's polls for new requests (SGLang --scheduler-recv-interval,
     # default 1 = every step; sim/replica.py, "Request polling")
     recv_interval: int = Field(default=1, ge=1)
+    # TensorRT-LLM's attention-DP context balance over this many ranks (1 = off; a recipe's
+    # ``attention_dp_config``: enable_balance, timeout_iters, batching_wait_iters;
+    # sched/admission.py ``AdpBalance``)
+    adp_ranks: int = Field(default=1, ge=1)
+    adp_timeout_iters: int = Field(default=1, ge=1)
+    adp_batching_wait_iters: int = Field(default=0, ge=0)
 
 
 class WorkloadSection(_Frozen):
