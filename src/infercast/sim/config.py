@@ -23,6 +23,9 @@ File layout (every key optional; flags override the file)::
     block_size = 16
     # num_blocks = 20000          # default: the cost model's KV capacity / block_size
     prefix_caching = false
+    # adp_ranks = 8               # TensorRT-LLM attention-DP balance over 8 ranks (1 = off),
+    # adp_timeout_iters = 60      # with its timeout and batching wait (sched/admission.py)
+    # adp_batching_wait_iters = 0
 
     [workload]
     arrival = "poisson"           # poisson | gamma | closed | offline | trace
