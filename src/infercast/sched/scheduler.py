@@ -261,18 +261,8 @@ class Scheduler(DecodeGroupMixin):
         With the simulator's settings (chunked, compact decodes, no block tables) the usual step's
         batch is one object refilled by each call: use it before the next.
         """
-        adp = self.adp
-        if adp is not None and adp.holds(self):  # no new request starts in this step
-            held, self.waiting = self.waiting, deque()
-            try:
-                return self._schedule()
-            finally:  # requests preempted by the step go first, as they would have
-                held.extendleft(reversed(self.waiting))
-                self.waiting = held
-        return self._schedule()
-
-    def _schedule(self) -> Batch:
-        """``schedule`` with every waiting request eligible to start."""
+        if self.adp is not None and self.adp.holds(self):  # no new request starts in this step
+            return self._schedule_holding()
         if self._plain_chunked and not self.explicit:
             batch = self._schedule_plain_chunked()
             if batch is not None:
@@ -332,6 +322,16 @@ class Scheduler(DecodeGroupMixin):
             )
         cached = self._dsum + len(self.group) * self.dstep if n_group else 0
         return Batch(seqs, tuple(preempted) if preempted else (), n_group, cached)
+
+    def _schedule_holding(self) -> Batch:
+        """``schedule`` with the waiting requests held back (``AdpBalance``): the running ones
+        only; a request the step preempts goes first in line, as it would have."""
+        held, self.waiting = self.waiting, deque()
+        try:
+            return self.schedule()  # nothing waits, so the balance holds nothing more
+        finally:
+            held.extendleft(reversed(self.waiting))
+            self.waiting = held
 
     def _schedule_plain_chunked(self) -> Batch | None:
         """``schedule()`` of the chunked policy when no request is outside the decode group, with
