@@ -221,3 +221,81 @@ def test_fast_path_matches_step_by_step(admission, clip):
         drive(s, use_fast_path=fast, finish_step=finish)
         results.append((finish, s.num_preemptions))
     assert results[0] == results[1]
+
+
+def _adp_scheduler(timeout: int, batching: int = 0, ranks: int = 2, fast: bool = False):
+    return make_scheduler(
+        num_blocks=400,
+        max_num_seqs=64,
+        admission="reserve-full-output",
+        compact_decodes=fast,
+        emit_block_tables=not fast,
+        adp_ranks=ranks,
+        adp_timeout_iters=timeout,
+        adp_batching_wait_iters=batching,
+    )
+
+
+def test_adp_balance_holds_a_lone_request_until_the_counter_reaches_the_timeout():
+    # TensorRT-LLM PyExecutor._balance_adp_requests: while not every rank has a context request
+    # the counter counts every iteration, decode-only ones included, and the contexts start when
+    # it reaches timeout_iters (then it resets)
+    s = _adp_scheduler(timeout=5)
+    s.add_request(req(0, 4, 40))
+    s.update(s.schedule())  # no decodes yet: a rank without generation requests starts it at once
+    started = {}
+    for step in range(1, 30):
+        if step == 3:
+            s.add_request(req(1, 4, 40))  # a lone request: 1 < 3 (2 ranks' coupon-collector mean)
+        batch = s.schedule()
+        for q in batch.seqs:
+            started.setdefault(q.request_id, step)
+        s.update(batch)
+    assert started["r1"] == 5  # the counter's wrap (5 iterations after the first), not step 3
+
+
+def test_adp_balance_starts_at_once_when_every_rank_has_a_request():
+    s = _adp_scheduler(timeout=50)
+    s.add_request(req(0, 4, 40))
+    s.update(s.schedule())
+    for i in (1, 2, 3):  # 2 ranks: 3 waiting = 2 (1 + 1/2) rounded up
+        s.add_request(req(i, 4, 40))
+    assert {q.request_id for q in s.schedule().seqs} >= {"r1", "r2", "r3"}
+
+
+def test_adp_balance_waits_batching_iters_once_every_rank_has_a_request():
+    s = _adp_scheduler(timeout=50, batching=3)
+    s.add_request(req(0, 4, 40))
+    s.update(s.schedule())
+    for i in (1, 2, 3):
+        s.add_request(req(i, 4, 40))
+    waits = 0
+    while True:
+        batch = s.schedule()
+        if "r1" in {q.request_id for q in batch.seqs}:
+            break
+        s.update(batch)
+        waits += 1
+    assert waits == 3
+
+
+def test_adp_balance_off_by_default_and_validated():
+    assert make_scheduler().adp is None
+    with pytest.raises(ConfigError, match="`adp_ranks`"):
+        SchedulerConfig(adp_ranks=0)
+
+
+@pytest.mark.parametrize("batching", [0, 4])
+def test_adp_balance_fast_path_matches_step_by_step(batching):
+    import random
+
+    results = []
+    for fast in (False, True):
+        rng = random.Random(3)
+        s = _adp_scheduler(timeout=9, batching=batching, ranks=4, fast=fast)
+        for i in range(40):
+            s.add_request(req(i, rng.randint(3, 40), rng.randint(2, 60)))
+        finish: dict = {}
+        drive(s, use_fast_path=fast, finish_step=finish)
+        results.append(finish)
+    assert results[0] == results[1]

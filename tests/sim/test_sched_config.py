@@ -89,3 +89,23 @@ def test_speculative_run_follows_the_rule(step_model):
     spec = {"num_speculative_tokens": 3, "acceptance": 0.7}
     reserve, recs = _run(step_model, "reserve-full-output", "exact", speculative=spec)
     assert reserve.num_preemptions == 0 and len(recs) == 80
+
+
+def test_attention_dp_balance_reaches_the_scheduler_and_agrees_fast_and_exact(step_model):
+    cfg = build_config(
+        {
+            **SCARCE,
+            "scheduler": {"adp_ranks": 4, "adp_timeout_iters": 30, "adp_batching_wait_iters": 2},
+        }
+    )
+    sc = scheduler_config(cfg, 100_000)
+    assert (sc.adp_ranks, sc.adp_timeout_iters, sc.adp_batching_wait_iters) == (4, 30, 2)
+    runs = {}
+    for mode in ("fast", "exact"):
+        c = build_config(
+            {**SCARCE, "mode": mode, "scheduler": {"adp_ranks": 4, "adp_timeout_iters": 30}}
+        )
+        runs[mode] = simulate(c, step_model).summary.ttft.mean
+    off = build_config(SCARCE)
+    assert runs["fast"] == pytest.approx(runs["exact"], rel=1e-9)
+    assert runs["fast"] > simulate(off, step_model).summary.ttft.mean  # requests wait

@@ -98,3 +98,33 @@ def test_shipped_disaggregated_layouts_from_a_recipe_are_whole_and_cited():
         assert note is None  # stated, so no longer scored with the assumed rows
         runs.setdefault(c.id.rsplit("-", 1)[0], set()).add(c.metric)
     assert all(m == {"ttft_mean_s", "tpot_mean_s"} for m in runs.values())  # both rows of a run
+
+
+def test_shipped_inferencex_twins_measure_exactly_what_their_annotated_run_measures():
+    # data/README.md, "Annotation added in this package (2026-12-04, twins)": a run whose TTFT and
+    # TPOT equal, to every digit, those of an annotated InferenceX run of the same lengths and
+    # concurrency is that run, and carries its client's length draw
+    cases = load_cases()
+    by_id = {c.id: c for c in cases}
+    twins = [c for c in cases if "inferencex_twin" in c.extra]
+    assert len(twins) == 98
+    for c in twins:
+        other = by_id[f"{c.extra['inferencex_twin']}-{c.id.rsplit('-', 1)[1]}"]
+        assert other.value == c.value and other.metric == c.metric
+        assert (other.input_tokens, other.output_tokens, other.concurrency) == (
+            c.input_tokens,
+            c.output_tokens,
+            c.concurrency,
+        )
+        assert c.extra["length_range_ratio"] == other.extra["length_range_ratio"] == 0.8
+
+
+def test_shipped_attention_dp_balance_only_on_inferencex_trtllm_attention_dp_runs():
+    cases = [c for c in load_cases() if "attention_dp_balance" in c.extra]
+    assert len(cases) == 34
+    for c in cases:
+        assert c.scenario == "concurrency" and c.engine.startswith("trtllm")
+        assert c.extra.get("length_range_ratio") == 0.8  # an InferenceX run
+        assert (c.ep or 1) > (c.tp or 1) * (c.pp or 1)  # attention data parallel
+        expected = [50, 10] if c.model == "gpt-oss-120b" else [60, 0]  # the recipes' settings
+        assert c.extra["attention_dp_balance"] == expected

@@ -23,10 +23,14 @@
   ``_get_running_request_total_token_offset`` / ``add_one_req`` (``total_tokens >=
   rem_total_tokens`` stops admission) / ``add_chunked_req`` (v0.4-v0.5),
   ``CLIP_MAX_NEW_TOKENS_ESTIMATION`` = 4096.
+
+Beside any rule, TensorRT-LLM's attention-DP context balance (:class:`AdpBalance`,
+``SchedulerConfig.adp_ranks`` > 1) may hold every waiting request for some iterations.
 """
 
 from __future__ import annotations
 
+import math
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -136,3 +140,72 @@ class NewTokenRatio:
         ``add_one_req``'s check against the free KV (tokens) less ``reserved``."""
         free = s.kv.num_free_blocks * s.config.block_size
         return extend + self.output_estimate(req) < free - reserved
+
+
+class AdpBalance:
+    """TensorRT-LLM's attention-DP context balance (``attention_dp_config.enable_balance``).
+
+    With attention data parallel every rank runs each iteration together (the MoE exchange), so
+    TensorRT-LLM can hold new (context) requests until every rank has one and run them in one
+    iteration. Its rule, per iteration (``tensorrt_llm/_torch/pyexecutor/py_executor.py``
+    ``PyExecutor._balance_adp_requests``, v1.1-v1.2; the design: ``docs/source/blogs/tech_blog/
+    blog10_ADP_Balance_Strategy.md``): when every rank has a context request (and a free slot) the
+    waiting counter resets and, if every rank also has generation requests, the contexts wait
+    ``batching_wait_iters`` more iterations first; otherwise the counter counts every iteration
+    (whether or not a request waits) and the contexts are held until it reaches ``timeout_iters``
+    (then it resets) or some rank has no generation request. So a lone new request waits for the
+    counter's next wrap: up to ``timeout_iters`` iterations, about half of that on average.
+
+    The simulator runs the ranks as one scheduler, without rank labels: TensorRT-LLM routes each
+    new request to the rank with the fewest active requests, which in a closed loop is the rank
+    whose request just finished, a rank at random. So "every rank has a context request" is
+    taken as "as many requests wait as it takes, on average, for R ranks drawn at random to
+    cover all R": R (1 + 1/2 + ... + 1/R) (the coupon collector's mean; 22 for 8 ranks, 9 for 4,
+    3 for 2); and "a rank without generation requests" as "no request decodes". The counter is
+    the group's step count (``dstep``) since the last reset, so k decode steps run at once
+    count as k iterations.
+    """
+
+    __slots__ = ("ranks", "timeout", "batching", "base", "full_since")
+
+    def __init__(self, cfg: SchedulerConfig):
+        r = cfg.adp_ranks
+        self.ranks = math.ceil(r * sum(1 / i for i in range(1, r + 1)) - 1e-9)
+        self.timeout = cfg.adp_timeout_iters
+        self.batching = cfg.adp_batching_wait_iters
+        self.base = 0  # the decode step at which the waiting counter last reset
+        self.full_since: int | None = None  # step from which every rank has had a context
+
+    def holds(self, sched: Scheduler) -> bool:
+        """Whether this iteration holds the waiting requests (and updates the counters)."""
+        d = sched.dstep
+        if not sched.waiting or not sched.group:  # nothing to hold, or a rank without decodes
+            if not sched.group:  # the counter resets; the next step (a group step) counts 1
+                self.base, self.full_since = d - 1, None
+            return False
+        if len(sched.waiting) >= self.ranks:  # every rank has a context request
+            self.base = d
+            if self.full_since is None:
+                self.full_since = d
+            if d - self.full_since < self.batching:
+                return True
+            self.full_since = None
+            return False
+        count = d - self.base
+        if count > 0 and count % self.timeout == 0:  # the counter reaches the timeout
+            self.base = d
+            return False
+        return True
+
+    def held_steps(self, sched: Scheduler) -> int:
+        """How many coming decode steps certainly hold the waiting requests (0: the next one may
+        start them), for ``decode_horizon``; arrivals cut a horizon, so the waiting count stays."""
+        d = sched.dstep
+        if len(sched.waiting) >= self.ranks:
+            if self.full_since is None:  # this step starts the batching wait, as ``holds`` would
+                self.full_since = d
+            return max(self.batching - (d - self.full_since), 0)
+        count = d - self.base
+        if count > 0 and count % self.timeout == 0:
+            return 0
+        return self.timeout - count % self.timeout

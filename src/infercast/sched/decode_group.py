@@ -52,6 +52,7 @@ class DecodeGroupMixin:
     _head_chunked: bool | None
     _head_less_group: bool
     ratio: Any  # admission.NewTokenRatio under SGLang's admission rule, else None
+    adp: Any  # admission.AdpBalance under TensorRT-LLM's attention-DP balance, else None
     prefix_hits: Callable[[Request], list[int]]  # Scheduler's
     _register_blocks: Callable[
         [Request], None
@@ -87,7 +88,12 @@ class DecodeGroupMixin:
         """
         if not self.group or self.explicit or max_steps < 1 or self._pending_group:
             return 0
-        if self.waiting:  # ``policy.would_admit(self)`` (nothing is explicit), in one call
+        held = None
+        if self.waiting and self.adp is not None:  # held for the ranks' balance (admission.py)
+            held = self.adp.held_steps(self)
+            if not held:
+                return 0
+        if self.waiting and held is None:  # ``policy.would_admit(self)`` (nothing explicit)
             chunked = self._head_chunked
             if chunked is not None and _head_fits(
                 self,  # type: ignore[arg-type]  # the mixin is only ever a Scheduler
@@ -107,6 +113,8 @@ class DecodeGroupMixin:
         steps = finish - self.dstep
         if max_steps < steps:
             steps = max_steps
+        if held is not None and held < steps:
+            steps = held
         if self.ratio is not None and self.waiting:
             steps = self._ratio_horizon(steps)
         if (steps // self.config.block_size + 1) * self._phased <= self.kv.num_free_blocks:

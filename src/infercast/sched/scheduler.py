@@ -47,7 +47,7 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 
 from infercast.errors import ConfigError
-from infercast.sched.admission import NewTokenRatio
+from infercast.sched.admission import AdpBalance, NewTokenRatio
 from infercast.sched.batch import Batch, ScheduledSeq
 from infercast.sched.decode_group import DecodeGroupMixin
 from infercast.sched.host_tier import HostTier
@@ -99,6 +99,12 @@ class SchedulerConfig:
     new_token_ratio_decay_steps: float = 600.0
     clip_max_new_tokens: int = 4096
     retract_decode_steps: int = 20
+    # TensorRT-LLM's attention-DP context balance (sched/admission.py, ``AdpBalance``): over this
+    # many attention-DP ranks (1 = off), new requests wait until every rank has one, at most
+    # ``adp_timeout_iters`` iterations; ``adp_batching_wait_iters`` more once every rank has one
+    adp_ranks: int = 1
+    adp_timeout_iters: int = 1
+    adp_batching_wait_iters: int = 0
 
     def __post_init__(self) -> None:
         if self.policy not in POLICY_NAMES:
@@ -129,6 +135,12 @@ class SchedulerConfig:
         if self.new_token_ratio_decay_steps <= 0 or self.clip_max_new_tokens < 1:
             raise ConfigError(
                 "`new_token_ratio_decay_steps` and `clip_max_new_tokens` must be positive"
+            )
+        if self.adp_ranks < 1 or self.adp_timeout_iters < 1 or self.adp_batching_wait_iters < 0:
+            raise ConfigError(
+                "`adp_ranks` and `adp_timeout_iters` must be >= 1 and `adp_batching_wait_iters` "
+                f">= 0 (got {self.adp_ranks}, {self.adp_timeout_iters}, "
+                f"{self.adp_batching_wait_iters})"
             )
 
 
@@ -166,6 +178,7 @@ class Scheduler(DecodeGroupMixin):
         "_fmax",
         "reserve_full",
         "ratio",
+        "adp",
     )
 
     def __init__(self, config: SchedulerConfig):
@@ -211,6 +224,7 @@ class Scheduler(DecodeGroupMixin):
         # SGLang's new-token-ratio estimate (its state: ``ratio``)
         self.reserve_full = config.admission == "reserve-full-output"
         self.ratio = NewTokenRatio(config) if config.admission == "sglang-new-token-ratio" else None
+        self.adp = AdpBalance(config) if config.adp_ranks > 1 else None
         self._plain_chunked = (
             config.policy == "chunked"
             and config.compact_decodes
@@ -247,6 +261,8 @@ class Scheduler(DecodeGroupMixin):
         With the simulator's settings (chunked, compact decodes, no block tables) the usual step's
         batch is one object refilled by each call: use it before the next.
         """
+        if self.adp is not None and self.adp.holds(self):  # no new request starts in this step
+            return self._schedule_holding()
         if self._plain_chunked and not self.explicit:
             batch = self._schedule_plain_chunked()
             if batch is not None:
@@ -306,6 +322,16 @@ class Scheduler(DecodeGroupMixin):
             )
         cached = self._dsum + len(self.group) * self.dstep if n_group else 0
         return Batch(seqs, tuple(preempted) if preempted else (), n_group, cached)
+
+    def _schedule_holding(self) -> Batch:
+        """``schedule`` with the waiting requests held back (``AdpBalance``): the running ones
+        only; a request the step preempts goes first in line, as it would have."""
+        held, self.waiting = self.waiting, deque()
+        try:
+            return self.schedule()  # nothing waits, so the balance holds nothing more
+        finally:
+            held.extendleft(reversed(self.waiting))
+            self.waiting = held
 
     def _schedule_plain_chunked(self) -> Batch | None:
         """``schedule()`` of the chunked policy when no request is outside the decode group, with

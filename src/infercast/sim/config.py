@@ -23,6 +23,9 @@ File layout (every key optional; flags override the file)::
     block_size = 16
     # num_blocks = 20000          # default: the cost model's KV capacity / block_size
     prefix_caching = false
+    # adp_ranks = 8               # TensorRT-LLM attention-DP balance over 8 ranks (1 = off),
+    # adp_timeout_iters = 60      # with its timeout and batching wait (sched/admission.py)
+    # adp_batching_wait_iters = 0
 
     [workload]
     arrival = "poisson"           # poisson | gamma | closed | offline | trace
@@ -115,6 +118,12 @@ class SchedulerSection(_Frozen, AdmissionFields):  # admission: specs.engines
     # decode steps between the engine's polls for new requests (SGLang --scheduler-recv-interval,
     # default 1 = every step; sim/replica.py, "Request polling")
     recv_interval: int = Field(default=1, ge=1)
+    # TensorRT-LLM's attention-DP context balance over this many ranks (1 = off; a recipe's
+    # ``attention_dp_config``: enable_balance, timeout_iters, batching_wait_iters;
+    # sched/admission.py ``AdpBalance``)
+    adp_ranks: int = Field(default=1, ge=1)
+    adp_timeout_iters: int = Field(default=1, ge=1)
+    adp_batching_wait_iters: int = Field(default=0, ge=0)
 
 
 class WorkloadSection(_Frozen):

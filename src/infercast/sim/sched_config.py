@@ -30,4 +30,7 @@ def scheduler_config(
         new_token_ratio_decay_steps=s.new_token_ratio_decay_steps,
         clip_max_new_tokens=s.clip_max_new_tokens,
         retract_decode_steps=s.retract_decode_steps,
+        adp_ranks=s.adp_ranks,
+        adp_timeout_iters=s.adp_timeout_iters,
+        adp_batching_wait_iters=s.adp_batching_wait_iters,
     )

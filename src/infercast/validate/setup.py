@@ -49,7 +49,11 @@ silent; each one is named, and ``docs/validation.md`` lists them:
 - Expert parallel wider than the TP group (``ep > tp*pp``) means attention data
   parallel (SGLang ``--enable-dp-attention``, TensorRT-LLM attention DP): one
   replica of ``ep`` GPUs with ``Parallelism(tp=ep, ep=ep, attn_dp=True)``
-  (noted on the row).
+  (noted on the row). TensorRT-LLM schedules each attention-DP rank by itself, each with the
+  preset's running limit and token budget (``tensorrt_llm/_torch/pyexecutor/py_executor.py``
+  ``PyExecutor._balance_adp_requests`` compares every rank's own counts with ``max_batch_size``),
+  so its replica holds ``ep`` times both; SGLang divides its chunked prefill size among the DP
+  ranks, so its totals stay the preset's.
 - A stated TP that cannot shard the model's attention heads (DeepSeek-R1's 128 heads
   over "tp 72" GB200 GPUs; engines refuse it, ``specs.parallel.check_attention_split``)
   means the run was attention data parallel over those GPUs, the experts spread over all
@@ -141,6 +145,9 @@ class Setup:
     # the engine's admission rule and its parameters as (name, value) pairs (sched/admission.py)
     admission: str = "current-use"
     admission_params: tuple[tuple[str, float], ...] = ()
+    # TensorRT-LLM's attention-DP context balance the run's recipe enabled: (timeout_iters,
+    # batching_wait_iters) over the ``tp`` attention-DP ranks (``adp_balance``); () = off
+    adp_balance: tuple[int, int] = ()
 
     @property
     def gpus_per_replica(self) -> int:
@@ -197,6 +204,27 @@ def length_range_ratio(case: Case) -> float | None:
     if isinstance(r, bool) or not isinstance(r, int | float) or not 0 <= r < 1:
         return None
     return float(r)
+
+
+def adp_balance(case: Case) -> tuple[int, int]:
+    """``extra.attention_dp_balance`` [timeout_iters, batching_wait_iters]: the run started
+    TensorRT-LLM with ``attention_dp_config.enable_balance`` (an InferenceX recipe, data/README.md;
+    ``sched/admission.py`` ``AdpBalance``); () when the row does not say so."""
+    v = case.extra.get("attention_dp_balance")
+    if v is None:
+        return ()
+    if (
+        not isinstance(v, list)
+        or len(v) != 2
+        or not all(isinstance(x, int) and not isinstance(x, bool) for x in v)
+        or v[0] < 1
+        or v[1] < 0
+    ):
+        raise Unpredictable(
+            f"extra.attention_dp_balance {v!r}: must be [timeout_iters >= 1, batching_wait_iters "
+            ">= 0]"
+        )
+    return (v[0], v[1])
 
 
 def unshardable_tp(model: str, tp: int) -> str | None:
@@ -278,6 +306,8 @@ def layout(case: Case, engine: EnginePreset | None = None) -> Layout:
             f"the rest bf16, KV {kv}"
         )
     trtllm = engine_family(case.engine) == "trtllm"
+    if trtllm and attn_dp:  # per-rank limits (module docstring): the replica holds tp ranks
+        seqs, tokens = seqs * tp, tokens * tp
     free = preset.memory_fraction if preset and preset.memory_rule == "free" else 0.0
     fraction = (
         preset.memory_fraction if preset and preset.memory_rule == "total" else MEMORY_FRACTION
@@ -304,6 +334,13 @@ def layout(case: Case, engine: EnginePreset | None = None) -> Layout:
         if preset and preset.admission == "sglang-new-token-ratio"
         else (),
     )
+    balance = adp_balance(case) if attn_dp and trtllm else ()
+    if balance:
+        setup = replace(setup, adp_balance=balance)
+        notes.append(
+            f"attention-DP balance (the run's recipe): new requests wait for every one of the {tp} "
+            f"ranks to have one, at most {balance[0]} iterations, then {balance[1]} more"
+        )
     r = length_range_ratio(case)
     if r is not None:
         notes.append(

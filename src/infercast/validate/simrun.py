@@ -62,6 +62,9 @@ def _scheduler(s: Setup, recv_interval: int = 1) -> dict:
     if s.admission != "current-use":  # the engine's admission rule (sched/admission.py)
         out["admission"] = s.admission
         out.update(s.admission_params)
+    if s.adp_balance and s.attn_dp and s.tp > 1:  # TensorRT-LLM's attention-DP balance
+        out["adp_ranks"] = s.tp
+        out["adp_timeout_iters"], out["adp_batching_wait_iters"] = s.adp_balance
     return out
 
 

@@ -1,0 +1,148 @@
+"""Annotate InferenceX runs in aiconfigurator's silicon sample (data/README.md cites each rule).
+
+    python benchmarks/annotate_inferencex.py           # list what it would annotate
+    python benchmarks/annotate_inferencex.py --write   # annotate it in measurements.csv
+
+Twins.
+aiconfigurator's silicon sample holds some runs twice: once under the InferenceX record name
+(``2026_03_25_...`` / ``2026_04_06_...``, which data/README.md annotates with InferenceX's
+``length_range_ratio`` 0.8) and once under an older name (``dsr1_b200_sglang_fp4_agg_...``),
+imported as a fixed-length run. A run is a twin when its TTFT and TPOT rows both carry exactly
+the same values (every printed digit) as an annotated run of the same scenario, lengths and
+concurrency: two runs do not measure two 16-digit means alike. The twin then gets the
+annotated run's ``length_range_ratio`` (and its ``scheduler_recv_interval`` when every
+annotated copy states the same one), plus ``inferencex_twin``: the annotated run's id. Only the
+``extra`` cell of a twin's rows changes; the file is otherwise left byte for byte as it is.
+
+Attention-DP balance. InferenceX starts TensorRT-LLM with attention data parallel and
+``attention_dp_config: enable_balance: true`` (``SemiAnalysisAI/InferenceX``
+``benchmarks/dsr1_fp4_b200_trt.sh``, ``dsr1_fp8_b200_trt.sh``, ``dsr1_fp8_h200_trt.sh``:
+``timeout_iters: 60``, ``batching_wait_iters: 0``; ``gptoss_fp4_b200_trt.sh``: neither, so
+TensorRT-LLM's ``AttentionDpConfig`` defaults 50 and 10, ``tensorrt_llm/llmapi/llm_args.py``).
+Each InferenceX TensorRT-LLM run with attention DP (``ep > tp * pp``, the layout rule of
+``validate/setup.py``) of those models gets ``attention_dp_balance``: [timeout_iters,
+batching_wait_iters].
+
+Only the ``extra`` cell of a row changes; the file is otherwise left byte for byte as it is.
+Running it again changes nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+from collections import defaultdict
+from pathlib import Path
+
+CSV = Path(__file__).resolve().parents[1] / "src" / "infercast" / "data" / "measurements.csv"
+SOURCE = "aiconfigurator-silicon-sample"
+COPIED = ("length_range_ratio", "scheduler_recv_interval")
+
+
+def _runs(rows: list[dict]) -> dict[str, dict[str, dict]]:
+    runs: dict[str, dict[str, dict]] = defaultdict(dict)
+    for r in rows:
+        if r["source"] == SOURCE:
+            runs[r["id"].rsplit("-", 1)[0]][r["metric"]] = r
+    return runs
+
+
+def _signature(run: dict[str, dict]) -> tuple | None:
+    t, p = run.get("ttft_mean_s"), run.get("tpot_mean_s")
+    if t is None or p is None:
+        return None
+    return (
+        t["scenario"],
+        t["input_tokens"],
+        t["output_tokens"],
+        t["concurrency"],
+        t["value"],
+        p["value"],
+    )
+
+
+def twins(rows: list[dict]) -> dict[str, dict]:
+    """Unannotated run id -> the keys to add to its rows' ``extra``."""
+    runs = _runs(rows)
+    annotated, plain = defaultdict(list), defaultdict(list)
+    for base, run in runs.items():
+        sig = _signature(run)
+        if sig is None:
+            continue
+        extra = json.loads(run["ttft_mean_s"]["extra"] or "{}")
+        (annotated if "length_range_ratio" in extra else plain)[sig].append(base)
+    out = {}
+    for sig, bases in plain.items():
+        if sig not in annotated:
+            continue
+        extras = [json.loads(runs[b]["ttft_mean_s"]["extra"]) for b in annotated[sig]]
+        add = {"inferencex_twin": sorted(annotated[sig])[0]}
+        for key in COPIED:
+            values = {json.dumps(e.get(key)) for e in extras}
+            if len(values) == 1 and extras[0].get(key) is not None:
+                add[key] = extras[0][key]
+        for b in bases:
+            out[b] = add
+    return out
+
+
+ADP_BALANCE = {  # model -> the recipe's [timeout_iters, batching_wait_iters] (module docstring)
+    "deepseek-r1": [60, 0],
+    "deepseek-v3": [60, 0],
+    "gpt-oss-120b": [50, 10],
+}
+
+
+def adp_balance(row: dict, extra: dict) -> dict:
+    """The attention-DP balance keys an InferenceX TensorRT-LLM row with attention DP gets."""
+    if row["source"] != SOURCE or row["scenario"] != "concurrency":
+        return {}  # the aggregated recipes above (disaggregated ones run other configs)
+    if "length_range_ratio" not in extra:
+        return {}
+    if not row["engine"].startswith("trtllm") or row["model"] not in ADP_BALANCE:
+        return {}
+    tp, pp, ep = (int(row[k] or 1) for k in ("tp", "pp", "ep"))
+    return {"attention_dp_balance": ADP_BALANCE[row["model"]]} if ep > tp * pp else {}
+
+
+def _extra_cell(extra: dict) -> str:
+    return '"' + json.dumps(extra, separators=(",", ":")).replace('"', '""') + '"'
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--write", action="store_true", help="annotate the twins in the file")
+    args = ap.parse_args()
+    with CSV.open(encoding="utf-8", newline="") as f:  # keep the file's own line ends
+        text = f.read()
+    rows = list(csv.DictReader(text.splitlines()))
+    found = twins(rows)
+    by_id = {r["id"]: r for r in rows}
+    lines = text.split("\r\n")
+    changed = 0
+    for i, line in enumerate(lines):
+        row_id = line.split(",", 1)[0]
+        row = by_id.get(row_id)
+        if row is None:
+            continue
+        extra = json.loads(row["extra"] or "{}")
+        add = dict(found.get(row_id.rsplit("-", 1)[0], {}))
+        add |= adp_balance(row, extra | add)
+        if all(extra.get(k) == v for k, v in add.items()):
+            continue
+        old = _extra_cell(json.loads(row["extra"])) if row["extra"] else ""
+        assert line.endswith("," + old), row_id  # the extra cell is the last one
+        lines[i] = line[: len(line) - len(old)] + _extra_cell(extra | add)
+        changed += 1
+    for base, add in sorted(found.items()):
+        print(base, "->", add)
+    print(f"{len(found)} twin runs; {changed} rows to change in all")
+    if args.write and changed:
+        with CSV.open("w", encoding="utf-8", newline="") as f:
+            f.write("\r\n".join(lines))
+        print(f"wrote {CSV.name}")
+
+
+if __name__ == "__main__":
+    main()
