@@ -136,3 +136,18 @@ def test_shipped_profile_stays_inside_physical_ranges():
     shipped = load_profile_set(None)
     for key, prof in [("default", shipped.default), *shipped.groups.items()]:
         assert not prof.out_of_range(rel=1e-3), (key, prof.out_of_range(rel=1e-3))
+
+
+def test_rows_infercast_measured_itself_are_scored_but_never_fitted():
+    cases = synthetic_cases(ProfileSet(TRUE))
+    own = {c.id for c in cases if c.source == "src2"}
+    text = COLS + "\n".join(
+        f"{c.id},{'infercast-gpu-steps' if c.id in own else c.source},kernel,{c.metric},"
+        f"{c.value!r},{c.model},{c.hardware},{c.n_gpus},{c.tp},bf16,bf16,trtllm,"
+        f"{c.input_tokens},{c.output_tokens},{c.batch}"
+        for c in cases
+    )
+    cal = Calibrator(read_cases(text + "\n"), fields=FIELDS)
+    fitted = {cal.ev.cases[i].id for i in cal.rows()}
+    assert fitted and not fitted & own
+    assert own <= {cal.ev.cases[i].id for i in cal.ev.predictable}  # still scored

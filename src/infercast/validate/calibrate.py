@@ -18,6 +18,7 @@ attention-DP, wide-EP decode workers that the cost model times only
 approximately (they would pull the shared fields towards that gap). Rows whose
 stated TP cannot shard the model's heads (predicted on an assumed attention-DP
 layout, ``validate/setup.py``) are scored, not fitted, like other assumed rows.
+Rows infercast measured itself (sources ``infercast-...``) are never fitted.
 
 ``leave_one_source_out`` refits without each source in turn and scores that
 source with the profile it did not see, so the reported error is not the fit
@@ -74,6 +75,9 @@ DEFAULT_PRIOR, GROUP_PRIOR = 0.05, 0.2
 # docs/history/validation.md "Round 5").
 MIN_GROUP_ROWS = 30
 NOT_FITTED = ("disaggregated",)  # scenarios scored but left out of the fit (module docstring)
+# Rows infercast measured itself (the H200 steps, data/README.md) are scored, never fitted: they
+# stay an out-of-sample check of whatever profile a fit makes.
+HELD_OUT_SOURCE_PREFIX = "infercast-"
 
 
 @dataclass
@@ -119,6 +123,7 @@ class Calibrator:
                 ASSUMED_DP_NOTE in n for n in self.ev.plans[i].notes
             )  # layout assumed: scored only
             and (exclude_source is None or self.ev.cases[i].source != exclude_source)
+            and not self.ev.cases[i].source.startswith(HELD_OUT_SOURCE_PREFIX)
         ]
         return np.array(idx, dtype=np.int64)
 
