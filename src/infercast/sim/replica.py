@@ -606,7 +606,7 @@ class Replica:
                 self._num_decoding -= 1
             times = self._token_times(req) if self._wants_times else None
             self.outstanding_tokens -= req.prompt_tokens + req.max_output_tokens
-            complete.add(req, req.first_scheduled_s, req.token_times[0], now, times)
+            complete.add(req, now, times)
             return
         times = self._token_times(req)
         if req.timeline_start >= 0:
