@@ -150,7 +150,7 @@ class Scheduler(DecodeGroupMixin):
         "dstep",
         "_phase",
         "_phased",
-        "_dsum",
+        "group_context",
         "_finish_heap",
         "_heap_seq",
         "_reserve",
@@ -190,7 +190,9 @@ class Scheduler(DecodeGroupMixin):
         self.dstep = 0  # group steps run so far
         self._phase = [0] * config.block_size  # members needing a block when dstep % bs == i
         self._phased = 0  # members with a phase (sum of _phase)
-        self._dsum = 0  # sum over members of (num_computed_tokens - dbase)
+        # Sum of the members' contexts (cached tokens) now: a counter kept by every join, leave
+        # and group step (as ``BlockManager.num_free_blocks``), read once per simulated step.
+        self.group_context = 0
         self._fsum = 0  # sum over members of finish_dstep (their remaining output: admission.py)
         self._fmax = 0  # no member's finish_dstep exceeds it
         self._finish_heap: list[tuple[int, int, Request]] = []
@@ -304,7 +306,7 @@ class Scheduler(DecodeGroupMixin):
                     for req, n in entries
                 ]
             )
-        cached = self._dsum + len(self.group) * self.dstep if n_group else 0
+        cached = self.group_context if n_group else 0
         return Batch(seqs, tuple(preempted) if preempted else (), n_group, cached)
 
     def _schedule_plain_chunked(self) -> Batch | None:
@@ -354,7 +356,7 @@ class Scheduler(DecodeGroupMixin):
         batch = self._plain_batch  # refilled, not built: a construction costs ~5x these stores
         batch.seqs = tuple(seqs)
         batch.num_decode_seqs = n_group
-        batch.decode_cached_tokens = self.group_context_tokens() if n_group else 0
+        batch.decode_cached_tokens = self.group_context if n_group else 0
         return batch
 
     def update(
@@ -436,6 +438,7 @@ class Scheduler(DecodeGroupMixin):
         assert refs == self.kv.ref_counts, "block tables and ref counts disagree"
         assert len(self.group) + len(self.explicit) == len(self.running)
         assert self._fsum == sum(r.finish_dstep for r in self.group.values())
+        assert self.group_context == sum(r.num_computed_tokens for r in self.group.values())
         assert all(r.finish_dstep <= self._fmax for r in self.group.values())
         assert (
             sum(self._phase)

@@ -198,7 +198,7 @@ class _GroupStep:
         sched.start_group_step()  # its new blocks: the horizon says they fit; nothing is admitted
         n = self.num_seqs = len(sched.group)
         a, b = rep._affines.get(n) or rep._affine(n)
-        dt = a + b * sched.group_context_tokens()
+        dt = a + b * sched.group_context
         self.end_s = now + dt
         return dt
 
@@ -226,7 +226,7 @@ class _Segment:
         a, b = rep._affines.get(n) or rep._affine(n)
         # Step j (1-based) ends at t0 + j*c1 + c2*j*(j-1): sum of a + b*(S0 + n*i), i < j.
         self.start_s, self.steps = now, k
-        self.c1, self.c2 = a + b * sched.group_context_tokens(), b * n * 0.5
+        self.c1, self.c2 = a + b * sched.group_context, b * n * 0.5
         self.end_s = self.step_end(k)
         rep.stats.num_segments += 1
 
