@@ -190,6 +190,7 @@ class _UnitFinished:
 
     __slots__ = ("_unit",)
     wants_times = False
+    posts_events = True  # the fleet may serve its queue
 
     def __init__(self, unit: DisaggUnit) -> None:
         self._unit = unit

@@ -100,6 +100,7 @@ class _Finished:
 
     __slots__ = ("fleet", "index")
     wants_times = False
+    posts_events = True  # the fleet may serve its queue (a submit at this instant)
 
     def __init__(self, fleet: FleetSim, index: int) -> None:
         self.fleet, self.index = fleet, index

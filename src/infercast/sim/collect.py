@@ -76,10 +76,14 @@ class Completions(Protocol):
 
     ``add(req, finish_s, times)``: ``req`` completed with its last token at ``finish_s``; the
     request is the record (its ``first_scheduled_s``, its first token time ``token_times[0]``);
-    ``times`` every token time when :attr:`wants_times`, else None.
+    ``times`` every token time when :attr:`wants_times`, else None. ``posts_events``: whether
+    ``add`` may post an event on the kernel at this instant (a closed loop's next request, a
+    prefill's KV transfer, a fleet serving its queue); when it may not, the replica starts its
+    next step at once after its finishes (no arrival of this instant is still to come).
     """
 
     wants_times: bool
+    posts_events: bool
 
     def add(self, req: Request, finish_s: float, times: np.ndarray | None = None) -> None: ...
 
@@ -97,6 +101,7 @@ class CompletionBuffer:
         "num_done",
         "progress",
     )
+    posts_events = False  # it only buffers
 
     def __init__(
         self,
@@ -169,6 +174,7 @@ class BufferedDriver:
     """A run's driver whose completed requests go through ``completions`` (a CompletionBuffer)."""
 
     completions: CompletionBuffer  # set by simulate() before the kernel runs
+    posts_events = True  # a closed loop: a completion sends the client's next request
 
     @property
     def num_done(self) -> int:

@@ -98,6 +98,7 @@ class _Transfer:
     """
 
     wants_times = False  # a prefill's one token time is not needed: decode streams them all
+    posts_events = True  # the transfer's end
 
     def __init__(self, cfg, kernel: Kernel, driver, prefill_sm, decode_sm, decode: list[Replica]):
         d = cfg.disaggregation

@@ -305,6 +305,7 @@ class Replica:
         "emit",
         "complete",
         "_wants_times",
+        "_finish_posts",
         "timeline",
         "gaps",
         "_gap_counts",
@@ -370,6 +371,9 @@ class Replica:
         # ``itl`` (both or neither; then every finished request is a record through ``emit``).
         self.complete = complete
         self._wants_times = complete is not None and complete.wants_times  # fixed for the run
+        # Whether finishing a request may post an event at this instant (an open loop's buffer
+        # does not; a record through ``emit`` may reach a closed loop's client).
+        self._finish_posts = complete is None or complete.posts_events
         self.timeline = Timeline()
         self.gaps = (
             GapTally(itl, self.timeline) if complete is not None and itl is not None else None
@@ -485,16 +489,16 @@ class Replica:
         if self.recv_interval > 1:
             self._count_poll(plan)
         done = plan.end(now)
-        if not done:
-            # No request finished, so nothing ran that could post an event: every arrival of
-            # this instant ran before this step end (they sort first), none is still to come.
-            self._start()
-            return
         for req in done:
             self._finish(req, now)
-        # A finish may post an arrival at this instant (a client's next request, a transfer):
-        # start the next step after it.
-        self.kernel.after_arrivals(self._on_start)  # still busy: an arrival now does not kick
+        if done and self._finish_posts:
+            # A finish may have posted an arrival at this instant (a client's next request, a
+            # transfer): start the next step after it (still busy: an arrival now does not kick).
+            self.kernel.after_arrivals(self._on_start)
+        else:
+            # Nothing ran that could post an event: every arrival of this instant ran before
+            # this step end (they sort first), none is still to come.
+            self._start()
 
     # ---- request polling (recv_interval > 1; module doc) ------------------------------
     def _count_poll(self, plan: _BatchStep | _GroupStep | _Segment) -> None:
