@@ -160,6 +160,7 @@ class Scheduler(DecodeGroupMixin):
         "_max_prompt",
         "_plain_chunked",
         "_plain_batch",
+        "_plain_seqs",
         "_head_chunked",
         "_head_less_group",
         "_fsum",
@@ -220,6 +221,7 @@ class Scheduler(DecodeGroupMixin):
             and self.ratio is None  # the ratio rule runs on the general path
         )
         self._plain_batch = Batch()  # refilled by every ``_schedule_plain_chunked`` (see there)
+        self._plain_seqs: list[ScheduledSeq] = []  # its seqs, refilled too
 
     # ---- public API -------------------------------------------------------------
     def add_request(self, req: Request) -> bool:
@@ -247,7 +249,7 @@ class Scheduler(DecodeGroupMixin):
         """The next step's batch (empty when nothing can run).
 
         With the simulator's settings (chunked, compact decodes, no block tables) the usual step's
-        batch is one object refilled by each call: use it before the next.
+        batch and its seqs are objects refilled by each call: use them before the next.
         """
         if self._plain_chunked and not self.explicit:
             batch = self._schedule_plain_chunked()
@@ -313,10 +315,11 @@ class Scheduler(DecodeGroupMixin):
         """``schedule()`` of the chunked policy when no request is outside the decode group, with
         compact decodes and no block tables (the simulator's usual step): the group step, then FCFS
         prefill chunks of waiting requests in what is left of the budget, as
-        ``ChunkedPolicy.schedule`` decides them, into one Batch refilled by every call (valid
-        until the next ``schedule()``; the simulator's replica runs each batch before it schedules
-        the next). None when the group could not get its KV blocks and dissolved: then the
-        general path runs (preemption).
+        ``ChunkedPolicy.schedule`` decides them, into one Batch whose ScheduledSeqs are refilled
+        too by every call (valid until the next ``schedule()``; the simulator's replica runs each
+        batch before it schedules the next; a ScheduledSeq's construction is a Python call, about
+        1 % of a fast-mode simulation's instructions). None when the group could not get its KV
+        blocks and dissolved: then the general path runs (preemption).
         """
         n_group = len(self.group)
         if n_group and not self.start_group_step():
@@ -326,7 +329,8 @@ class Scheduler(DecodeGroupMixin):
         budget = cfg.max_num_batched_tokens - n_group
         waiting, running, max_seqs = self.waiting, self.running, cfg.max_num_seqs
         reserve_full = self.reserve_full  # else ``admission_tokens`` is the chunk itself
-        seqs = []
+        seqs: list[ScheduledSeq] = []
+        pool = self._plain_seqs
         while waiting and budget > 0 and len(running) < max_seqs:  # ``admit_waiting``, fused
             req = waiting[0]
             total = req.prompt_tokens + req.num_output_tokens
@@ -351,7 +355,12 @@ class Scheduler(DecodeGroupMixin):
                 req.status = _RUNNING
                 running[req.request_id] = self.explicit[req.request_id] = req
             c = req.num_computed_tokens
-            seqs.append(ScheduledSeq(req.request_id, n, c, (), c + n == total, req))
+            if len(seqs) == len(pool):  # the pool grows to the most seqs a batch has held
+                pool.append(ScheduledSeq("", 0, 0))
+            seq = pool[len(seqs)]
+            seq.request_id, seq.num_new_tokens, seq.num_cached_tokens = req.request_id, n, c
+            seq.samples, seq.req = c + n == total, req
+            seqs.append(seq)
             budget -= n
         batch = self._plain_batch  # refilled, not built: a construction costs ~5x these stores
         batch.seqs = tuple(seqs)
