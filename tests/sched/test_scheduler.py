@@ -1,5 +1,7 @@
 """Scheduler policies, preemption, prefix caching, abort and the decode fast path."""
 
+import dataclasses
+
 import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
@@ -269,7 +271,8 @@ def _plain_chunked_trace(lengths, num_blocks, plain: bool):
             s.add_request(pending.pop(0))
         out.append(("horizon", s.decode_horizon(5)))
         b = s.schedule()
-        out.append((b.seqs, b.preempted, b.num_decode_seqs, b.decode_cached_tokens))
+        seqs = tuple(dataclasses.replace(q) for q in b.seqs)  # copies: the fast path refills them
+        out.append((seqs, b.preempted, b.num_decode_seqs, b.decode_cached_tokens))
         out.append([r.request_id for r in s.update(b)])
     s.check_invariants()
     assert s.kv.num_free_blocks == num_blocks

@@ -19,7 +19,7 @@ from threadpoolctl import ThreadpoolController
 
 from infercast.engine.kv_store import PagedKVStore
 from infercast.engine.loader import LoadedModel
-from infercast.engine.model import LlamaModel, SeqInput
+from infercast.engine.model import ForwardPass, LlamaModel, SeqInput
 from infercast.engine.sampling import SamplingError, SamplingParams, sample
 from infercast.engine.sequence import Generation, TokenEvent
 from infercast.errors import ConfigError
@@ -34,7 +34,9 @@ BACKENDS = ("numpy", "torch")
 POLICIES = ("static", "continuous", "chunked")
 
 
-def make_model(loaded: LoadedModel, max_positions: int, backend: str, num_threads: int):
+def make_model(
+    loaded: LoadedModel, max_positions: int, backend: str, num_threads: int
+) -> ForwardPass:
     """The forward-pass object of a backend (both have ``forward(seqs, kv, all_logits)``)."""
     from infercast.engine.weights import dense_weights
 

@@ -77,8 +77,14 @@ def silu_mul(gate: np.ndarray, up: np.ndarray) -> np.ndarray:
     return gate
 
 
-class LlamaModel:
-    """A Llama-architecture decoder executing ragged batches against a paged KV store."""
+class ForwardPass:
+    """A backend's batched forward pass: what every backend is built from, and answers.
+
+    Built from the model's config, its weights, the longest position to run (the RoPE
+    tables, :attr:`rope`, cover ``0 .. max_positions - 1``) and the threads its products may use;
+    each backend takes the weights in its own format in :meth:`_load`. ``forward(seqs, kv,
+    all_logits)`` runs one step (:meth:`LlamaModel.forward`).
+    """
 
     def __init__(
         self,
@@ -86,14 +92,27 @@ class LlamaModel:
         weights: ModelWeights,
         max_positions: int,
         num_threads: int = 1,
-    ):
+    ) -> None:
         self.cfg = cfg
-        self.w = weights
         self.max_positions = max_positions
         self.rope = RotaryTable(cfg, max_positions)
+        self._load(weights, num_threads)
+
+    def _load(self, weights: ModelWeights, num_threads: int) -> None:
+        raise NotImplementedError
+
+    def forward(self, seqs: Sequence[SeqInput], kv: PagedKVStore, all_logits: bool = False) -> list:
+        raise NotImplementedError
+
+
+class LlamaModel(ForwardPass):
+    """A Llama-architecture decoder executing ragged batches against a paged KV store."""
+
+    def _load(self, weights: ModelWeights, num_threads: int) -> None:
+        self.w = weights
         self.scratch = Scratch(num_threads)  # compact matrices widen here for prefill products
         # q4 or int8 layers: batch-1 decode as one compiled call per thread (decode_step.py)
-        self.fused = FusedDecode.build(cfg, weights, num_threads)
+        self.fused = FusedDecode.build(self.cfg, weights, num_threads)
 
     def _mm(self, w, x: np.ndarray) -> np.ndarray:
         return matmul_fm(w, x, self.scratch)

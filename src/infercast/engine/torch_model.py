@@ -20,10 +20,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from infercast.engine.config import EngineModelConfig
 from infercast.engine.kv_store import PagedKVStore
-from infercast.engine.model import SeqInput
-from infercast.engine.rope import RotaryTable
+from infercast.engine.model import ForwardPass, SeqInput
 from infercast.engine.weights import ModelWeights
 from infercast.errors import ConfigError
 
@@ -37,16 +35,10 @@ def import_torch():
     return torch
 
 
-class TorchLlamaModel:
+class TorchLlamaModel(ForwardPass):
     """Drop-in for :class:`~infercast.engine.model.LlamaModel` (same ``forward``)."""
 
-    def __init__(
-        self,
-        cfg: EngineModelConfig,
-        weights: ModelWeights,
-        max_positions: int,
-        num_threads: int = 1,
-    ) -> None:
+    def _load(self, weights: ModelWeights, num_threads: int) -> None:
         torch = self.torch = import_torch()
         torch.set_num_threads(num_threads)
         bf16 = torch.bfloat16
@@ -57,7 +49,6 @@ class TorchLlamaModel:
         def vec(a: np.ndarray):  # a copy: loaded arrays may be read-only, torch wants writable
             return torch.from_numpy(np.array(a, dtype=np.float32))
 
-        self.cfg = cfg
         self.embed = weights.embed  # gathered in numpy: one row per token
         self.layers = [
             {
@@ -72,8 +63,7 @@ class TorchLlamaModel:
         ]
         self.final_norm = vec(weights.final_norm)
         self.lm_head = mat(weights.lm_head)
-        rope = RotaryTable(cfg, max_positions)
-        self.cos, self.sin = torch.from_numpy(rope.cos), torch.from_numpy(rope.sin)
+        self.cos, self.sin = torch.from_numpy(self.rope.cos), torch.from_numpy(self.rope.sin)
 
     @property
     def weight_bytes(self) -> int:

@@ -190,14 +190,15 @@ class _UnitFinished:
 
     __slots__ = ("_unit",)
     wants_times = False
+    posts_events = True  # the fleet may serve its queue
 
     def __init__(self, unit: DisaggUnit) -> None:
         self._unit = unit
 
-    def add(self, req, first_scheduled_s, first_token_s, finish_s, times=None) -> None:
+    def add(self, req, finish_s, times=None) -> None:
         u = self._unit
         u.outstanding_tokens -= u.in_flight.pop(req.request_id, 0)
-        u._complete_up(req, first_scheduled_s, first_token_s, finish_s, u.index)
+        u._complete_up(req, finish_s, u.index)
 
 
 class DisaggUnit:

@@ -100,12 +100,13 @@ class _Finished:
 
     __slots__ = ("fleet", "index")
     wants_times = False
+    posts_events = True  # the fleet may serve its queue (a submit at this instant)
 
     def __init__(self, fleet: FleetSim, index: int) -> None:
         self.fleet, self.index = fleet, index
 
-    def add(self, req, first_scheduled_s, first_token_s, finish_s, times=None) -> None:
-        self.fleet._complete(req, first_scheduled_s, first_token_s, finish_s, self.index)
+    def add(self, req, finish_s, times=None) -> None:
+        self.fleet._complete(req, finish_s, self.index)
 
 
 @dataclass
@@ -281,11 +282,12 @@ class FleetSim:
             self.base_ledger.record(rec)
         self._finished(m)
 
-    def _complete(self, req, first_scheduled_s, first_token_s, finish_s, index: int) -> None:
+    def _complete(self, req, finish_s, index: int) -> None:
         """A replica completed ``req`` (its last token at ``finish_s``): counted as its record
         would be (``RequestRecord``'s TTFT and TPOT, the same float operations)."""
-        self._done.add(req, first_scheduled_s, first_token_s, finish_s)
+        self._done.add(req, finish_s)
         n = req.num_output_tokens
+        first_token_s = req.token_times[0]
         ttft = first_token_s - req.arrival_s
         tpot = (finish_s - first_token_s) / (n - 1) if n >= 2 else None
         self.ledger.completed(finish_s, req.prompt_tokens, n, ttft, tpot)

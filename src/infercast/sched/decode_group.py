@@ -40,7 +40,7 @@ class DecodeGroupMixin:
     dstep: int
     _phase: list[int]
     _phased: int
-    _dsum: int
+    group_context: int
     _fsum: int
     _fmax: int
     _finish_heap: list[tuple[int, int, Request]]
@@ -58,11 +58,6 @@ class DecodeGroupMixin:
         [Request], None
     ]  # Scheduler's: make a request's full blocks findable
     preempt: Callable[[Request], None]  # Scheduler's: drop a request's KV, put it first in line
-
-    def group_context_tokens(self) -> int:
-        """Sum of the cached contexts of the decode group's members now (a method: a property read
-        is a C-level call back into Python, about twice a Python call's instructions)."""
-        return self._dsum + len(self.group) * self.dstep
 
     @property
     def group_joins(self) -> int:
@@ -154,6 +149,7 @@ class DecodeGroupMixin:
                 raise RuntimeError("advance_decode beyond decode_horizon: KV ran out")
             self._reserve += blocks
         self.dstep += num_steps
+        self.group_context += num_steps * len(self.group)
         if self.ratio is not None:
             self.ratio.steps += num_steps  # each a decode-only step (admission.NewTokenRatio)
         return self._pop_finished() if self._finish_heap[0][0] <= self.dstep else []
@@ -241,6 +237,7 @@ class DecodeGroupMixin:
             return []
         self._pending_group = 0
         self.dstep += 1
+        self.group_context += len(self.group)
         return self._pop_finished() if self._finish_heap[0][0] <= self.dstep else []
 
     def undo_group_step(self) -> None:
@@ -287,7 +284,7 @@ class DecodeGroupMixin:
         rid = req.request_id
         del self.explicit[rid]
         req.dbase = d
-        self._dsum += c - d
+        self.group_context += c
         req.finish_dstep = f = d + req.max_output_tokens - req.num_output_tokens
         self._fsum += f
         if f > self._fmax:
@@ -303,7 +300,7 @@ class DecodeGroupMixin:
         if req.group_phase >= 0:
             self._phase[req.group_phase] -= 1
             self._phased -= 1
-        self._dsum -= req.num_computed_tokens - req.dbase
+        self.group_context -= req.num_computed_tokens  # synced: counted to this step
         self._fsum -= req.finish_dstep
         del self.group[req.request_id]
         req.dbase = -1
@@ -337,7 +334,7 @@ class DecodeGroupMixin:
             if req.group_phase >= 0:
                 phases[req.group_phase] -= 1
                 self._phased -= 1
-            self._dsum -= c - dstep
+            self.group_context -= c
             self._fsum -= f
             rid = req.request_id
             del group[rid]

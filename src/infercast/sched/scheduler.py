@@ -162,7 +162,7 @@ class Scheduler(DecodeGroupMixin):
         "dstep",
         "_phase",
         "_phased",
-        "_dsum",
+        "group_context",
         "_finish_heap",
         "_heap_seq",
         "_reserve",
@@ -172,6 +172,7 @@ class Scheduler(DecodeGroupMixin):
         "_max_prompt",
         "_plain_chunked",
         "_plain_batch",
+        "_plain_seqs",
         "_head_chunked",
         "_head_less_group",
         "_fsum",
@@ -203,7 +204,9 @@ class Scheduler(DecodeGroupMixin):
         self.dstep = 0  # group steps run so far
         self._phase = [0] * config.block_size  # members needing a block when dstep % bs == i
         self._phased = 0  # members with a phase (sum of _phase)
-        self._dsum = 0  # sum over members of (num_computed_tokens - dbase)
+        # Sum of the members' contexts (cached tokens) now: a counter kept by every join, leave
+        # and group step (as ``BlockManager.num_free_blocks``), read once per simulated step.
+        self.group_context = 0
         self._fsum = 0  # sum over members of finish_dstep (their remaining output: admission.py)
         self._fmax = 0  # no member's finish_dstep exceeds it
         self._finish_heap: list[tuple[int, int, Request]] = []
@@ -232,6 +235,7 @@ class Scheduler(DecodeGroupMixin):
             and self.ratio is None  # the ratio rule runs on the general path
         )
         self._plain_batch = Batch()  # refilled by every ``_schedule_plain_chunked`` (see there)
+        self._plain_seqs: list[ScheduledSeq] = []  # its seqs, refilled too
 
     # ---- public API -------------------------------------------------------------
     def add_request(self, req: Request) -> bool:
@@ -259,7 +263,7 @@ class Scheduler(DecodeGroupMixin):
         """The next step's batch (empty when nothing can run).
 
         With the simulator's settings (chunked, compact decodes, no block tables) the usual step's
-        batch is one object refilled by each call: use it before the next.
+        batch and its seqs are objects refilled by each call: use them before the next.
         """
         if self.adp is not None and self.adp.holds(self):  # no new request starts in this step
             return self._schedule_holding()
@@ -320,7 +324,7 @@ class Scheduler(DecodeGroupMixin):
                     for req, n in entries
                 ]
             )
-        cached = self._dsum + len(self.group) * self.dstep if n_group else 0
+        cached = self.group_context if n_group else 0
         return Batch(seqs, tuple(preempted) if preempted else (), n_group, cached)
 
     def _schedule_holding(self) -> Batch:
@@ -337,10 +341,11 @@ class Scheduler(DecodeGroupMixin):
         """``schedule()`` of the chunked policy when no request is outside the decode group, with
         compact decodes and no block tables (the simulator's usual step): the group step, then FCFS
         prefill chunks of waiting requests in what is left of the budget, as
-        ``ChunkedPolicy.schedule`` decides them, into one Batch refilled by every call (valid
-        until the next ``schedule()``; the simulator's replica runs each batch before it schedules
-        the next). None when the group could not get its KV blocks and dissolved: then the
-        general path runs (preemption).
+        ``ChunkedPolicy.schedule`` decides them, into one Batch whose ScheduledSeqs are refilled
+        too by every call (valid until the next ``schedule()``; the simulator's replica runs each
+        batch before it schedules the next; a ScheduledSeq's construction is a Python call, about
+        1 % of a fast-mode simulation's instructions). None when the group could not get its KV
+        blocks and dissolved: then the general path runs (preemption).
         """
         n_group = len(self.group)
         if n_group and not self.start_group_step():
@@ -350,7 +355,8 @@ class Scheduler(DecodeGroupMixin):
         budget = cfg.max_num_batched_tokens - n_group
         waiting, running, max_seqs = self.waiting, self.running, cfg.max_num_seqs
         reserve_full = self.reserve_full  # else ``admission_tokens`` is the chunk itself
-        seqs = []
+        seqs: list[ScheduledSeq] = []
+        pool = self._plain_seqs
         while waiting and budget > 0 and len(running) < max_seqs:  # ``admit_waiting``, fused
             req = waiting[0]
             total = req.prompt_tokens + req.num_output_tokens
@@ -375,12 +381,17 @@ class Scheduler(DecodeGroupMixin):
                 req.status = _RUNNING
                 running[req.request_id] = self.explicit[req.request_id] = req
             c = req.num_computed_tokens
-            seqs.append(ScheduledSeq(req.request_id, n, c, (), c + n == total, req))
+            if len(seqs) == len(pool):  # the pool grows to the most seqs a batch has held
+                pool.append(ScheduledSeq("", 0, 0))
+            seq = pool[len(seqs)]
+            seq.request_id, seq.num_new_tokens, seq.num_cached_tokens = req.request_id, n, c
+            seq.samples, seq.req = c + n == total, req
+            seqs.append(seq)
             budget -= n
         batch = self._plain_batch  # refilled, not built: a construction costs ~5x these stores
         batch.seqs = tuple(seqs)
         batch.num_decode_seqs = n_group
-        batch.decode_cached_tokens = self.group_context_tokens() if n_group else 0
+        batch.decode_cached_tokens = self.group_context if n_group else 0
         return batch
 
     def update(
@@ -462,6 +473,7 @@ class Scheduler(DecodeGroupMixin):
         assert refs == self.kv.ref_counts, "block tables and ref counts disagree"
         assert len(self.group) + len(self.explicit) == len(self.running)
         assert self._fsum == sum(r.finish_dstep for r in self.group.values())
+        assert self.group_context == sum(r.num_computed_tokens for r in self.group.values())
         assert all(r.finish_dstep <= self._fmax for r in self.group.values())
         assert (
             sum(self._phase)

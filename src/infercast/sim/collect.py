@@ -23,6 +23,7 @@ import numpy as np
 
 from infercast.metrics.records import RequestRecord
 from infercast.metrics.summary import MetricsAccumulator
+from infercast.sched.request import Request
 from infercast.sim.timeline import Timeline
 
 FLUSH_EVERY = 4096
@@ -71,18 +72,20 @@ def rejected_record(req, now: float, error: str | None) -> RequestRecord:
 
 
 class Completions(Protocol):
-    """Where a replica sends completed requests (:class:`CompletionBuffer` behind the driver)."""
+    """Where a replica sends completed requests (:class:`CompletionBuffer` behind the driver).
+
+    ``add(req, finish_s, times)``: ``req`` completed with its last token at ``finish_s``; the
+    request is the record (its ``first_scheduled_s``, its first token time ``token_times[0]``);
+    ``times`` every token time when :attr:`wants_times`, else None. ``posts_events``: whether
+    ``add`` may post an event on the kernel at this instant (a closed loop's next request, a
+    prefill's KV transfer, a fleet serving its queue); when it may not, the replica starts its
+    next step at once after its finishes (no arrival of this instant is still to come).
+    """
 
     wants_times: bool
+    posts_events: bool
 
-    def add(
-        self,
-        req,
-        first_scheduled_s: float | None,
-        first_token_s: float,
-        finish_s: float,
-        times: np.ndarray | None = None,
-    ) -> None: ...
+    def add(self, req: Request, finish_s: float, times: np.ndarray | None = None) -> None: ...
 
 
 class CompletionBuffer:
@@ -98,6 +101,7 @@ class CompletionBuffer:
         "num_done",
         "progress",
     )
+    posts_events = False  # it only buffers
 
     def __init__(
         self,
@@ -120,17 +124,11 @@ class CompletionBuffer:
         """True when every token time is needed (a sink builds records)."""
         return self.sink is not None
 
-    def add(
-        self,
-        req,
-        first_scheduled_s: float | None,
-        first_token_s: float,
-        finish_s: float,
-        times: np.ndarray | None = None,
-    ) -> None:
+    def add(self, req, finish_s: float, times: np.ndarray | None = None) -> None:
         """A completed request whose last token came at ``finish_s``; ``times`` if
         :attr:`wants_times`."""
         reason = req.finish_reason
+        first_scheduled_s = req.first_scheduled_s
         if self.sink is not None:
             self.sink(finished_record(req, first_scheduled_s, finish_s, times))
         rows = self._rows
@@ -138,7 +136,7 @@ class CompletionBuffer:
             req.arrival_s,
             req.prompt_tokens,
             req.num_output_tokens,
-            first_token_s,
+            req.token_times[0],
             finish_s,
             math.nan if first_scheduled_s is None else first_scheduled_s,
             finish_s,
@@ -176,6 +174,7 @@ class BufferedDriver:
     """A run's driver whose completed requests go through ``completions`` (a CompletionBuffer)."""
 
     completions: CompletionBuffer  # set by simulate() before the kernel runs
+    posts_events = True  # a closed loop: a completion sends the client's next request
 
     @property
     def num_done(self) -> int:
@@ -186,18 +185,11 @@ class BufferedDriver:
     def wants_times(self) -> bool:
         return self.completions.wants_times
 
-    def add(
-        self,
-        req,
-        first_scheduled_s: float | None,
-        first_token_s: float,
-        finish_s: float,
-        times: np.ndarray | None = None,
-    ) -> None:
+    def add(self, req, finish_s: float, times: np.ndarray | None = None) -> None:
         """A completed request of a closed loop: batched for the metrics, then
         :meth:`completed`. Open loops hand completions to ``completions`` directly (one call
         less per request)."""
-        self.completions.add(req, first_scheduled_s, first_token_s, finish_s, times)
+        self.completions.add(req, finish_s, times)
         self.completed(req)
 
     def completed(self, req) -> None:

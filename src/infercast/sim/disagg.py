@@ -98,6 +98,7 @@ class _Transfer:
     """
 
     wants_times = False  # a prefill's one token time is not needed: decode streams them all
+    posts_events = True  # the transfer's end
 
     def __init__(self, cfg, kernel: Kernel, driver, prefill_sm, decode_sm, decode: list[Replica]):
         d = cfg.disaggregation
@@ -109,14 +110,7 @@ class _Transfer:
         self._times: dict[int, float] = {}  # prompt tokens -> transfer seconds (a pure function)
         self.num_transfers, self.transfer_s = 0, 0.0
 
-    def add(
-        self,
-        req: Request,
-        first_scheduled_s: float | None,
-        first_token_s: float,
-        finish_s: float,
-        times=None,
-    ) -> None:
+    def add(self, req: Request, finish_s: float, times=None) -> None:
         """A prefill finished now: its KV leaves for the decode pool."""
         output = self.outputs.pop(req.request_id)
         p = req.prompt_tokens
@@ -134,7 +128,7 @@ class _Transfer:
         self.num_transfers += 1
         self.transfer_s += t
         moved = Request(
-            req.request_id, p, output, req.arrival_s, first_scheduled_s=first_scheduled_s
+            req.request_id, p, output, req.arrival_s, first_scheduled_s=req.first_scheduled_s
         )
         self.kernel.at(self.kernel.now + t, PRIO_ARRIVAL, self._arrive, moved)
 

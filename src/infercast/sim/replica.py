@@ -130,12 +130,11 @@ class _BatchStep:
         elif not seqs:  # the decodes alone (exact mode's usual step): no lists built
             dt = fast.mixed_step_time_s(nd, batch.decode_cached_tokens, (), ())
         else:
-            dt = fast.mixed_step_time_s(
-                nd,
-                batch.decode_cached_tokens,
-                [s.num_new_tokens for s in seqs],
-                [s.num_cached_tokens for s in seqs],
-            )
+            new, cached = [], []  # one loop: in 3.11 a list comprehension is a call
+            for seq in seqs:
+                new.append(seq.num_new_tokens)
+                cached.append(seq.num_cached_tokens)
+            dt = fast.mixed_step_time_s(nd, batch.decode_cached_tokens, new, cached)
         if rep._reload is not None:  # prefix blocks copied back from the host tier: the step waits
             tier = sched.kv.host_tier
             assert tier is not None  # a reload timer exists only beside a host tier
@@ -198,7 +197,7 @@ class _GroupStep:
         sched.start_group_step()  # its new blocks: the horizon says they fit; nothing is admitted
         n = self.num_seqs = len(sched.group)
         a, b = rep._affines.get(n) or rep._affine(n)
-        dt = a + b * sched.group_context_tokens()
+        dt = a + b * sched.group_context
         self.end_s = now + dt
         return dt
 
@@ -226,7 +225,7 @@ class _Segment:
         a, b = rep._affines.get(n) or rep._affine(n)
         # Step j (1-based) ends at t0 + j*c1 + c2*j*(j-1): sum of a + b*(S0 + n*i), i < j.
         self.start_s, self.steps = now, k
-        self.c1, self.c2 = a + b * sched.group_context_tokens(), b * n * 0.5
+        self.c1, self.c2 = a + b * sched.group_context, b * n * 0.5
         self.end_s = self.step_end(k)
         rep.stats.num_segments += 1
 
@@ -306,6 +305,7 @@ class Replica:
         "emit",
         "complete",
         "_wants_times",
+        "_finish_posts",
         "timeline",
         "gaps",
         "_gap_counts",
@@ -371,6 +371,9 @@ class Replica:
         # ``itl`` (both or neither; then every finished request is a record through ``emit``).
         self.complete = complete
         self._wants_times = complete is not None and complete.wants_times  # fixed for the run
+        # Whether finishing a request may post an event at this instant (an open loop's buffer
+        # does not; a record through ``emit`` may reach a closed loop's client).
+        self._finish_posts = complete is None or complete.posts_events
         self.timeline = Timeline()
         self.gaps = (
             GapTally(itl, self.timeline) if complete is not None and itl is not None else None
@@ -486,16 +489,16 @@ class Replica:
         if self.recv_interval > 1:
             self._count_poll(plan)
         done = plan.end(now)
-        if not done:
-            # No request finished, so nothing ran that could post an event: every arrival of
-            # this instant ran before this step end (they sort first), none is still to come.
-            self._start()
-            return
         for req in done:
             self._finish(req, now)
-        # A finish may post an arrival at this instant (a client's next request, a transfer):
-        # start the next step after it.
-        self.kernel.after_arrivals(self._on_start)  # still busy: an arrival now does not kick
+        if done and self._finish_posts:
+            # A finish may have posted an arrival at this instant (a client's next request, a
+            # transfer): start the next step after it (still busy: an arrival now does not kick).
+            self.kernel.after_arrivals(self._on_start)
+        else:
+            # Nothing ran that could post an event: every arrival of this instant ran before
+            # this step end (they sort first), none is still to come.
+            self._start()
 
     # ---- request polling (recv_interval > 1; module doc) ------------------------------
     def _count_poll(self, plan: _BatchStep | _GroupStep | _Segment) -> None:
@@ -606,7 +609,7 @@ class Replica:
                 self._num_decoding -= 1
             times = self._token_times(req) if self._wants_times else None
             self.outstanding_tokens -= req.prompt_tokens + req.max_output_tokens
-            complete.add(req, req.first_scheduled_s, req.token_times[0], now, times)
+            complete.add(req, now, times)
             return
         times = self._token_times(req)
         if req.timeline_start >= 0:
