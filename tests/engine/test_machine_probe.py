@@ -114,6 +114,7 @@ def test_fit_recovers_the_profile_that_made_the_times():
 def test_engine_rates_give_a_profile_that_load_profile_reads(tmp_path):
     """Measured on the tiny model (plumbing, not this machine's real rates)."""
     from infercast.cost.efficiency import load_profile
+    from infercast.cost.profiles import profile_compute
     from infercast.engine.config import named_config
     from infercast.engine.predict import step_model
     from infercast.engine.profile_fit import fit_profile, profile_toml
@@ -130,9 +131,10 @@ def test_engine_rates_give_a_profile_that_load_profile_reads(tmp_path):
     assert all(0 < p.best_s <= p.median_s and 0 < p.best_cpu_s for p in points)
     fit = fit_profile(points, sm.machine, name="tiny fit")
     path = tmp_path / "p.toml"
-    path.write_text(profile_toml(fit, "test"))
+    path.write_text(profile_toml(fit, "test", sm.machine.compute_dtype))
     loaded = load_profile(path)
     assert loaded.name == "tiny fit"
+    assert profile_compute(str(path)) == "fp32"  # the peak the fit priced the products at
     assert loaded.gemm_m_half == pytest.approx(fit.profile.gemm_m_half, rel=1e-5)
     assert loaded.step_overhead_s == pytest.approx(fit.profile.step_overhead_s, rel=1e-5)
     assert step_model(cfg, _hardware(), profile=loaded).step_time_s([1], [8]) > 0
