@@ -39,6 +39,22 @@ def test_profile_is_accepted_by_load_hardware(result, tmp_path, suffix):
     assert hw.peak_flops("fp32") == pytest.approx(result["matmul_flops_per_s"]["fp32"], rel=1e-5)
 
 
+@pytest.mark.parametrize(("threads", "seconds"), [(1, 1.0), (2, 3.0)])
+def test_one_thread_rates_are_timed_in_cpu_time_like_the_engines(monkeypatch, threads, seconds):
+    """One thread: the calling thread's CPU time (rate_probe's clock, so waiting for a core on
+    a loaded machine does not halve the peaks the engine's CPU-time rates are fitted to);
+    more threads: the wall clock. Fake clocks: CPU 1 s and wall 3 s a call."""
+    import itertools
+
+    from infercast.engine import machine_probe
+
+    cpu, wall = itertools.count(0.0, 1.0), itertools.count(0.0, 3.0)
+    monkeypatch.setattr(machine_probe.time, "thread_time", lambda: next(cpu))
+    monkeypatch.setattr(machine_probe.time, "perf_counter", lambda: next(wall))
+    m = machine_probe._rate(6.0, lambda: None, runs=2, threads=threads)
+    assert m.best == m.median == 6.0 / seconds
+
+
 def test_machine_command_rejects_a_bad_output_name(tmp_path, capsys):
     from infercast.cli import main
 
