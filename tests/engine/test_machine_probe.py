@@ -41,18 +41,34 @@ def test_profile_is_accepted_by_load_hardware(result, tmp_path, suffix):
 
 @pytest.mark.parametrize(("threads", "seconds"), [(1, 1.0), (2, 3.0)])
 def test_one_thread_rates_are_timed_in_cpu_time_like_the_engines(monkeypatch, threads, seconds):
-    """One thread: the calling thread's CPU time (rate_probe's clock, so waiting for a core on
-    a loaded machine does not halve the peaks the engine's CPU-time rates are fitted to);
+    """One thread: the process's CPU time (rate_probe's clock, so waiting for a core on a
+    loaded machine does not halve the peaks the engine's CPU-time rates are fitted to);
     more threads: the wall clock. Fake clocks: CPU 1 s and wall 3 s a call."""
     import itertools
 
     from infercast.engine import machine_probe
 
     cpu, wall = itertools.count(0.0, 1.0), itertools.count(0.0, 3.0)
-    monkeypatch.setattr(machine_probe.time, "thread_time", lambda: next(cpu))
+    monkeypatch.setattr(machine_probe.time, "process_time", lambda: next(cpu))
     monkeypatch.setattr(machine_probe.time, "perf_counter", lambda: next(wall))
     m = machine_probe._rate(6.0, lambda: None, runs=2, threads=threads)
     assert m.best == m.median == 6.0 / seconds
+
+
+@pytest.mark.parametrize(("threads", "cpu_s"), [(1, 2.0), (2, 5.0)])
+def test_engine_rates_count_the_whole_process_cpu_with_one_thread(monkeypatch, threads, cpu_s):
+    """One thread: the process's CPU time, so the work numba's parallel kernels (the q4
+    widening) do on its worker thread counts; more threads: the calling thread's. Fake
+    clocks: process 2 s, thread 5 s, wall 7 s a call."""
+    import itertools
+
+    from infercast.engine import rate_probe
+
+    clocks = {"process_time": 2.0, "thread_time": 5.0, "perf_counter": 7.0}
+    for name, step in clocks.items():
+        monkeypatch.setattr(rate_probe.time, name, itertools.count(0.0, step).__next__)
+    median, best, cpu = rate_probe._times(lambda: None, runs=2, threads=threads)
+    assert (median, best, cpu) == (7.0, 7.0, cpu_s)
 
 
 def test_machine_command_rejects_a_bad_output_name(tmp_path, capsys):

@@ -3,7 +3,7 @@
 Each figure is timed several times; the profile keeps the best run (the
 closest to what the silicon can do, as a datasheet peak is) and reports the
 median beside it, since other work on a shared machine slows the median. With one
-thread each run is timed in the calling thread's CPU time, as the engine's own rates
+thread each run is timed in the process's CPU time, as the engine's own rates
 that ``infercast machine --model`` fits against these peaks are (``rate_probe._times``):
 timed by the wall clock, a machine loaded with other work halved the peaks (66 GFLOP/s and
 22 GB/s against 138 and 43 quiet, load 4-5, 2026-12-04) while the engine's CPU-time rates
@@ -55,9 +55,9 @@ class Measured:
 
 
 def _rate(work: float, fn: Callable[[], Any], runs: int, threads: int = 1) -> Measured:
-    """``work`` per second of ``fn``: by the calling thread's CPU time with one thread (the
-    work runs in it), by the wall clock with more."""
-    clock = time.thread_time if threads == 1 else time.perf_counter
+    """``work`` per second of ``fn``: by the process's CPU time with one thread, by the wall
+    clock with more."""
+    clock = time.process_time if threads == 1 else time.perf_counter
     fn()  # warm up: page faults, BLAS buffers
     rates = []
     for _ in range(runs):
