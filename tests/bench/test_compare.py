@@ -58,3 +58,38 @@ def test_simulated_summary_compares_row_by_row():
     assert rows["TPOT mean (ms)"]["predicted_over_measured"] == pytest.approx(
         predicted.tpot.mean / 0.01
     )
+
+
+def _cpu_files(tmp_path):
+    """A CPU hardware file with a bf16 peak 4x its float32 one, and the same fitted profile
+    with and without the compute dtype it was fitted at (as ``infercast machine`` writes)."""
+    hw = tmp_path / "cpu.toml"
+    hw.write_text(
+        'name = "local-cpu"\nmemory_bytes = 2.5e10\nmemory_bandwidth_bytes_per_s = 4e10\n'
+        "link_bandwidth_bytes_per_s = 0\nprice_per_hour = 0\n\n"
+        "[flops_per_s]\nfp32 = 1.4e11\nbf16 = 5.3e11\n"
+    )
+    body = "gemm_compute_eff = 0.7\ngemm_m_half = 1.0\nmem_bw_eff = 0.9\n"
+    fitted = tmp_path / "fitted.toml"
+    fitted.write_text(f'[profile]\nname = "cpu"\ncompute = "fp32"\n{body}')
+    bare = tmp_path / "bare.toml"
+    bare.write_text(f'[profile]\nname = "cpu"\n{body}')
+    return str(hw), str(fitted), str(bare)
+
+
+def test_compare_sim_prices_matmuls_at_the_peak_the_profile_was_fitted_at(tmp_path):
+    hw, fitted, bare = _cpu_files(tmp_path)
+    run = cfg(concurrency=2)
+    model = "gemma-3-1b"
+    by_profile = run_sim(run, SimTarget(model, hw, "int4", profile=fitted))
+    default = run_sim(run, SimTarget(model, hw, "int4", profile=bare))  # int4 -> the bf16 peak
+    sim_fp32 = tmp_path / "sim.toml"
+    sim_fp32.write_text('compute = "fp32"\n')
+    by_config = run_sim(run, SimTarget(model, hw, "int4", str(sim_fp32), bare))
+    assert by_profile.ttft.mean == pytest.approx(by_config.ttft.mean, rel=1e-12)
+    assert by_profile.ttft.mean > 1.5 * default.ttft.mean  # a compute-bound prefill, 3.8x peak
+    # a config that names its compute dtype keeps it
+    sim_bf16 = tmp_path / "sim16.toml"
+    sim_bf16.write_text('compute = "bf16"\n')
+    kept = run_sim(run, SimTarget(model, hw, "int4", str(sim_bf16), fitted))
+    assert kept.ttft.mean == pytest.approx(default.ttft.mean, rel=1e-12)

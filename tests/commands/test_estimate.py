@@ -173,3 +173,16 @@ def test_quickstart_tables_read_at_80_columns():
         assert ("back-of-envelope" in text) == (not est.model.is_moe)
         # what would make the largest batch fit is in the table output, not only in --json
         assert ("to fit batch" in text) == (not all(d.fits for d in est.decode))
+
+
+def test_compute_defaults_to_the_profiles_recorded_dtype(tmp_path, cli):
+    """A profile ``infercast machine`` fitted records the peak it priced at (``compute``):
+    estimate uses it unless ``--compute`` is given."""
+    prof = tmp_path / "p.toml"
+    prof.write_text('[profile]\nname = "cpu"\ncompute = "fp32"\nmem_bw_eff = 0.9\n')
+    run = ["estimate", "--model", "llama-3.1-8b", "--weights", "int4", "--batch", "1", "--json"]
+    run += ["--profile", str(prof)]
+    assert json.loads(cli(run)[1])["precision"]["compute"] == "fp32"
+    assert json.loads(cli([*run, "--compute", "bf16"])[1])["precision"]["compute"] == "bf16"
+    prof.write_text('[profile]\nname = "cpu"\nmem_bw_eff = 0.9\n')
+    assert json.loads(cli(run)[1])["precision"]["compute"] == "bf16"  # int4's default

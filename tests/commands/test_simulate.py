@@ -230,3 +230,30 @@ def test_disaggregated_table_shows_the_system_not_the_prefill_pool(capsys):
     assert "x1 replica(s)" not in out
     for row in ("GPUs (prefill + decode)", "mean batch: prefill / decode", "KV transfer mean (ms)"):
         assert row in out
+
+
+def test_a_profile_fitted_at_a_compute_dtype_prices_the_run_at_its_peak(tmp_path, capsys):
+    """``infercast machine``'s profile records ``compute = "fp32"``: an int4 run on a CPU file
+    with a 4x faster bf16 line is then priced at the float32 peak, as ``compute = "fp32"`` in
+    the config would; a config that names its compute dtype keeps it."""
+    hw = tmp_path / "cpu.toml"
+    hw.write_text(
+        'name = "local-cpu"\nmemory_bytes = 2.5e10\nmemory_bandwidth_bytes_per_s = 4e10\n'
+        "link_bandwidth_bytes_per_s = 0\nprice_per_hour = 0\n[flops_per_s]\nfp32 = 1.4e11\n"
+        "bf16 = 5.3e11\n"
+    )
+    prof = tmp_path / "p.toml"
+    body = "gemm_compute_eff = 0.7\nmem_bw_eff = 0.9\n"
+    run = ["--model", "gemma-3-1b", "--hardware", str(hw), "--weights", "int4"]
+    run += ["--concurrency", "2", "--num-requests", "20", "--no-progress", "--profile", str(prof)]
+    conf = tmp_path / "sim.toml"
+
+    def ttft(profile_compute: str, config_compute: str) -> float:
+        prof.write_text(f"[profile]\n{profile_compute}{body}")
+        conf.write_text(config_compute)
+        return _json(capsys, [*run, "--config", str(conf)])["ttft_s"]["mean"]
+
+    fitted = ttft('compute = "fp32"\n', "")
+    assert fitted == pytest.approx(ttft("", 'compute = "fp32"\n'), rel=1e-12)
+    assert fitted > 1.5 * ttft("", "")  # int4's default: the bf16 peak
+    assert ttft('compute = "fp32"\n', 'compute = "bf16"\n') == pytest.approx(ttft("", ""))

@@ -39,6 +39,38 @@ def test_profile_is_accepted_by_load_hardware(result, tmp_path, suffix):
     assert hw.peak_flops("fp32") == pytest.approx(result["matmul_flops_per_s"]["fp32"], rel=1e-5)
 
 
+@pytest.mark.parametrize(("threads", "seconds"), [(1, 1.0), (2, 3.0)])
+def test_one_thread_rates_are_timed_in_cpu_time_like_the_engines(monkeypatch, threads, seconds):
+    """One thread: the process's CPU time (rate_probe's clock, so waiting for a core on a
+    loaded machine does not halve the peaks the engine's CPU-time rates are fitted to);
+    more threads: the wall clock. Fake clocks: CPU 1 s and wall 3 s a call."""
+    import itertools
+
+    from infercast.engine import machine_probe
+
+    cpu, wall = itertools.count(0.0, 1.0), itertools.count(0.0, 3.0)
+    monkeypatch.setattr(machine_probe.time, "process_time", lambda: next(cpu))
+    monkeypatch.setattr(machine_probe.time, "perf_counter", lambda: next(wall))
+    m = machine_probe._rate(6.0, lambda: None, runs=2, threads=threads)
+    assert m.best == m.median == 6.0 / seconds
+
+
+@pytest.mark.parametrize(("threads", "cpu_s"), [(1, 2.0), (2, 5.0)])
+def test_engine_rates_count_the_whole_process_cpu_with_one_thread(monkeypatch, threads, cpu_s):
+    """One thread: the process's CPU time, so the work numba's parallel kernels (the q4
+    widening) do on its worker thread counts; more threads: the calling thread's. Fake
+    clocks: process 2 s, thread 5 s, wall 7 s a call."""
+    import itertools
+
+    from infercast.engine import rate_probe
+
+    clocks = {"process_time": 2.0, "thread_time": 5.0, "perf_counter": 7.0}
+    for name, step in clocks.items():
+        monkeypatch.setattr(rate_probe.time, name, itertools.count(0.0, step).__next__)
+    median, best, cpu = rate_probe._times(lambda: None, runs=2, threads=threads)
+    assert (median, best, cpu) == (7.0, 7.0, cpu_s)
+
+
 def test_machine_command_rejects_a_bad_output_name(tmp_path, capsys):
     from infercast.cli import main
 
@@ -114,6 +146,7 @@ def test_fit_recovers_the_profile_that_made_the_times():
 def test_engine_rates_give_a_profile_that_load_profile_reads(tmp_path):
     """Measured on the tiny model (plumbing, not this machine's real rates)."""
     from infercast.cost.efficiency import load_profile
+    from infercast.cost.profiles import profile_compute
     from infercast.engine.config import named_config
     from infercast.engine.predict import step_model
     from infercast.engine.profile_fit import fit_profile, profile_toml
@@ -130,9 +163,10 @@ def test_engine_rates_give_a_profile_that_load_profile_reads(tmp_path):
     assert all(0 < p.best_s <= p.median_s and 0 < p.best_cpu_s for p in points)
     fit = fit_profile(points, sm.machine, name="tiny fit")
     path = tmp_path / "p.toml"
-    path.write_text(profile_toml(fit, "test"))
+    path.write_text(profile_toml(fit, "test", sm.machine.compute_dtype))
     loaded = load_profile(path)
     assert loaded.name == "tiny fit"
+    assert profile_compute(str(path)) == "fp32"  # the peak the fit priced the products at
     assert loaded.gemm_m_half == pytest.approx(fit.profile.gemm_m_half, rel=1e-5)
     assert loaded.step_overhead_s == pytest.approx(fit.profile.step_overhead_s, rel=1e-5)
     assert step_model(cfg, _hardware(), profile=loaded).step_time_s([1], [8]) > 0

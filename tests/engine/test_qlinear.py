@@ -120,3 +120,44 @@ def test_one_token_reaches_torch_as_a_plain_row():
     t = _to_torch_rows(x, torch, torch.bfloat16)
     assert tuple(t.shape) == (1, 6) and t.stride() == (6, 1)  # (1, 1) sent bf16 to a slow path
     assert t.float().numpy().ravel().tolist() == list(range(6))
+
+
+@pytest.mark.parametrize(("capability", "limit"), [("AVX512", 8), ("AVX2", 48), ("DEFAULT", 48)])
+def test_int8_numba_loop_limit_follows_the_kernels_pytorch_dispatches(
+    monkeypatch, capability, limit
+):
+    """PyTorch's AVX-512 int8 kernel beats the numba loop beyond 8 tokens; its AVX2 one only
+    beyond 48 (qlinear's measurements)."""
+    from infercast.engine.qlinear import int8_jit_max_tokens
+
+    monkeypatch.setattr(torch.backends.cpu, "get_cpu_capability", lambda: capability)
+    int8_jit_max_tokens.cache_clear()
+    try:
+        assert int8_jit_max_tokens() == limit
+    finally:
+        int8_jit_max_tokens.cache_clear()
+
+
+@pytest.mark.parametrize(("flags", "limit"), [({"avx512_bf16", "avx512f"}, 4), ({"avx2"}, 48)])
+def test_bf16_numba_loop_limit_follows_native_bf16_dot_products(monkeypatch, flags, limit):
+    """With AVX-512 BF16 PyTorch's bf16 matmul beats the numba loop beyond 4 tokens; without
+    it the loop runs every decode-sized product (qlinear's measurements)."""
+    import infercast.engine.qlinear as ql
+
+    monkeypatch.setattr(ql, "cpu_flags", lambda: frozenset(flags))
+    ql.bf16_jit_max_tokens.cache_clear()
+    try:
+        assert ql.bf16_jit_max_tokens() == limit
+    finally:
+        ql.bf16_jit_max_tokens.cache_clear()
+
+
+def test_cpu_flags_are_read_from_cpuinfo():
+    from pathlib import Path
+
+    from infercast.engine.qlinear import cpu_flags
+
+    flags = cpu_flags()
+    assert isinstance(flags, frozenset)
+    if Path("/proc/cpuinfo").is_file() and "x86" in __import__("platform").machine():
+        assert "sse2" in flags

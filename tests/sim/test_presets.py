@@ -85,3 +85,15 @@ def test_engine_preset_sets_the_scheduler_under_explicit_flags(capsys):
     assert (
         json.loads(capsys.readouterr().out)["scheduler"] == "chunked"
     )  # a flag wins over the preset
+
+
+def test_with_profile_compute_fills_only_an_unset_compute(tmp_path):
+    from infercast.sim.presets import with_profile_compute
+
+    prof = tmp_path / "p.toml"
+    prof.write_text('[profile]\ncompute = "fp32"\n')
+    assert with_profile_compute({"weights": "int4"}, str(prof))["compute"] == "fp32"
+    assert with_profile_compute({"compute": None}, str(prof))["compute"] == "fp32"
+    assert with_profile_compute({"compute": "bf16"}, str(prof))["compute"] == "bf16"
+    assert "compute" not in with_profile_compute({"weights": "int4"}, None)
+    assert "compute" not in with_profile_compute({"weights": "int4"}, "builtin")

@@ -139,11 +139,11 @@ class SimTarget:
 def _sim_inputs(cfg: BenchConfig, target: SimTarget, sessions_file: str | None = None):
     """The simulator's validated config and cost model for the bench run's workload."""
     from infercast.sim.config import build_config, read_config_file
-    from infercast.sim.presets import build_step_model, with_engine
+    from infercast.sim.presets import build_step_model, with_engine, with_profile_compute
 
     base = read_config_file(target.config_file) if target.config_file else None
     data = sim_config_dict(cfg, target.model, target.hardware, target.weights, base, sessions_file)
-    data, preset = with_engine(data, target.engine)
+    data, preset = with_engine(with_profile_compute(data, target.profile), target.engine)
     sim_cfg = build_config(data)
     return sim_cfg, build_step_model(sim_cfg, target.profile, preset)
 

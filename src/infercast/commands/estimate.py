@@ -40,7 +40,7 @@ def run_estimate(
     experts: str | None = None,
 ) -> None:
     from infercast.commands._common import parse_int_list, print_json
-    from infercast.cost.profiles import resolve_profile
+    from infercast.cost.profiles import profile_compute, resolve_profile
     from infercast.estimate import EstimateRequest, estimate
     from infercast.report.console import make_console
     from infercast.report.tables import op_table, print_estimate
@@ -64,7 +64,7 @@ def run_estimate(
         hardware,
         weights,
         kv_cache,
-        compute,
+        compute or profile_compute(profile),  # a fitted profile's own peak (machine's fp32)
         batches,
         contexts,
         prompt,
@@ -168,7 +168,9 @@ def register(app: typer.Typer) -> None:
         ),
         kv_cache: opts.KvCache = None,
         compute: str | None = typer.Option(
-            None, help="matmul compute dtype (default from weights: int4 -> bf16)"
+            None,
+            help="matmul compute dtype (default: the --profile file's recorded one, else from "
+            "weights: int4 -> bf16)",
         ),
         batch: str | None = typer.Option(
             None, help="decode batch sizes, e.g. 1,8,32,64 (default adds the max batch)"

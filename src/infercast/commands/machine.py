@@ -144,6 +144,7 @@ def _engine_profile(
         points = measure(cfg, sm, rows, runs, threads, stream_bytes(), weights)
     fit = fit_profile(points, sm.machine, name=f"local-cpu engine ({cfg.name}, {weights})")
     ratios = fit.ratios()
+    compute = sm.machine.compute_dtype  # the peak the fit priced at; simulations default to it
     comment = (
         f"Fitted by `infercast machine --model {cfg.name} --weights {weights}` on {stamp} "
         f"({threads} BLAS thread(s), best of {runs}) to the CPU engine's own products in\n"
@@ -151,13 +152,14 @@ def _engine_profile(
         f"per-step cost on {cfg.name}'s shapes. GEMM points: measured (CPU)/predicted "
         f"{min(ratios):.2f}-{max(ratios):.2f}. Use with the hardware profile:\n"
         f"infercast estimate --model {path.stem}-model.json --hardware H --profile {path.name} "
-        f"--weights {WEIGHT_PRECISION[weights]} --kv-cache fp32 --compute fp32"
+        f"--weights {WEIGHT_PRECISION[weights]} --kv-cache fp32 --compute {compute}"
     )
-    path.write_text(profile_toml(fit, comment))
+    path.write_text(profile_toml(fit, comment, compute))
     model_json = path.with_name(path.stem + "-model.json")
     model_json.write_text(json.dumps(cfg.to_hf_dict(), indent=2) + "\n")
     return {
         "weights": weights,
+        "compute": compute,
         "profile_path": str(path),
         "model_config_path": str(model_json),
         "profile": fit.profile.to_dict(),

@@ -220,7 +220,7 @@ def run_simulate(o: dict) -> None:
 
     from infercast.commands._common import print_json
     from infercast.sim.config import build_config, merge, read_config_file
-    from infercast.sim.presets import build_step_model, with_engine
+    from infercast.sim.presets import build_step_model, with_engine, with_profile_compute
     from infercast.sim.run import simulate
     from infercast.validation import check_writable, check_writable_dir
 
@@ -232,9 +232,9 @@ def run_simulate(o: dict) -> None:
     if o["num_requests"] is None:  # 0 is a bad value for the config's checks, not "default"
         o["num_requests"] = _trace_size(base, o)
     flags = _overrides(o)
-    base, preset = with_engine(
-        merge(base, flags), o["engine"]
-    )  # the preset under the file and flags
+    base, preset = with_engine(  # the preset under the file and flags
+        with_profile_compute(merge(base, flags), o["profile"]), o["engine"]
+    )
     key, values = _sweep(o)
     rate = float(o["rate"]) if o["rate"] is not None and key != "rate" else None
     conc = int(o["concurrency"]) if o["concurrency"] is not None and key != "concurrency" else None

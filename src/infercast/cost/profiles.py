@@ -14,6 +14,11 @@ File layout (TOML, written by ``infercast calibrate``)::
     [fit]                           # how it was fitted (informational)
     rows = 1800
 
+A profile fitted to one engine's measured products may also name, in ``[profile]``, the
+compute dtype whose peak its GEMM efficiencies are fractions of (``compute = "fp32"``:
+``infercast machine`` writes it); :func:`profile_compute` reads it, and a simulation with the
+profile prices its matmuls at that peak unless its config names another.
+
 A row uses the most specific group present: ``family/engine``, then
 ``family``, then the default. A group table may hold only some fields; the
 rest come from the default. Because the default sits in ``[profile]``, the
@@ -157,6 +162,22 @@ def load_profile_set(path: str | Path | None) -> ProfileSet:
         return ProfileSet()
     data = read_toml(p, "profile", "; pass a TOML written by infercast calibrate")
     return parse_profile_set(data, str(p), p.stem)
+
+
+def profile_compute(path: str | None) -> str | None:
+    """The compute dtype a profile file records (``[profile] compute``), normalized; None for
+    the shipped and builtin profiles and for a file that records none."""
+    if path in (None, BUILTIN, DEFAULT_PROFILE):
+        return None
+    from infercast.specs.precision import normalize_dtype
+
+    p = Path(str(path))
+    data = read_toml(p, "profile", "; pass a TOML written by infercast calibrate")
+    top = data.get("profile", data)
+    value = top.get("compute") if isinstance(top, dict) else None
+    if value is None:
+        return None
+    return normalize_dtype(str(value), f"`compute` dtype of profile {p}")
 
 
 def resolve_profile(

@@ -2,7 +2,12 @@
 
 Each figure is timed several times; the profile keeps the best run (the
 closest to what the silicon can do, as a datasheet peak is) and reports the
-median beside it, since other work on a shared machine slows the median.
+median beside it, since other work on a shared machine slows the median. With one
+thread each run is timed in the process's CPU time, as the engine's own rates
+that ``infercast machine --model`` fits against these peaks are (``rate_probe._times``):
+timed by the wall clock, a machine loaded with other work halved the peaks (66 GFLOP/s and
+22 GB/s against 138 and 43 quiet, load 4-5, 2026-12-04) while the engine's CPU-time rates
+were not, and the fit ended on its bounds, predicting every product 1.2-1.9x too slow.
 
 - Copy bandwidth follows STREAM's convention (McCalpin 1995): a copy of N
   bytes moves 2N bytes (read + write). Every bandwidth kernel streams at least
@@ -49,13 +54,16 @@ class Measured:
         return {"median": self.median, "best": self.best, "runs": self.runs}
 
 
-def _rate(work: float, fn: Callable[[], Any], runs: int) -> Measured:
+def _rate(work: float, fn: Callable[[], Any], runs: int, threads: int = 1) -> Measured:
+    """``work`` per second of ``fn``: by the process's CPU time with one thread, by the wall
+    clock with more."""
+    clock = time.process_time if threads == 1 else time.perf_counter
     fn()  # warm up: page faults, BLAS buffers
     rates = []
     for _ in range(runs):
-        t0 = time.perf_counter()
+        t0 = clock()
         fn()
-        rates.append(work / (time.perf_counter() - t0))
+        rates.append(work / (clock() - t0))
     return Measured(statistics.median(rates), max(rates), runs)
 
 
@@ -63,12 +71,14 @@ def copy_bandwidth(num_bytes: int, runs: int, threads: int) -> Measured:
     """STREAM-style copy bandwidth in bytes/s (2 x bytes copied), ``threads`` slices at once.
 
     numpy's copy runs on one thread (and releases the GIL), so a thread pool
-    copies one slice per thread, as STREAM's OpenMP loop does.
+    copies one slice per thread, as STREAM's OpenMP loop does; one thread copies in place.
     """
     from concurrent.futures import ThreadPoolExecutor
 
     src = np.ones(num_bytes // 4, dtype=np.float32)
     dst = np.empty_like(src)
+    if threads == 1:
+        return _rate(2.0 * src.nbytes, lambda: np.copyto(dst, src), runs)
     bounds = np.linspace(0, src.size, threads + 1).astype(int)
     parts = [(dst[a:b], src[a:b]) for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
     with ThreadPoolExecutor(threads) as pool:
@@ -76,7 +86,7 @@ def copy_bandwidth(num_bytes: int, runs: int, threads: int) -> Measured:
         def copy() -> None:
             list(pool.map(lambda p: np.copyto(*p), parts))
 
-        return _rate(2.0 * src.nbytes, copy, runs)
+        return _rate(2.0 * src.nbytes, copy, runs, threads)
 
 
 def matvec_bandwidth(num_bytes: int, runs: int, threads: int) -> Measured:
@@ -85,7 +95,7 @@ def matvec_bandwidth(num_bytes: int, runs: int, threads: int) -> Measured:
     mat = np.ones((num_bytes // 4 // cols, cols), dtype=np.float32)
     vec = np.ones(cols, dtype=np.float32)
     with threadpool_limits(threads):
-        return _rate(float(mat.nbytes), lambda: mat @ vec, runs)
+        return _rate(float(mat.nbytes), lambda: mat @ vec, runs, threads)
 
 
 def read_bandwidth(num_bytes: int, runs: int, threads: int) -> Measured:
@@ -93,7 +103,7 @@ def read_bandwidth(num_bytes: int, runs: int, threads: int) -> Measured:
     a = np.ones(num_bytes // 8, dtype=np.float32)
     b = np.ones_like(a)
     with threadpool_limits(threads):
-        return _rate(2.0 * a.nbytes, lambda: np.dot(a, b), runs)
+        return _rate(2.0 * a.nbytes, lambda: np.dot(a, b), runs, threads)
 
 
 def matmul_flops_fp32(n: int, runs: int, threads: int) -> Measured:
@@ -102,7 +112,7 @@ def matmul_flops_fp32(n: int, runs: int, threads: int) -> Measured:
     a = rng.standard_normal((n, n), dtype=np.float32)
     b = rng.standard_normal((n, n), dtype=np.float32)
     with threadpool_limits(threads):
-        return _rate(2.0 * n**3, lambda: a @ b, runs)
+        return _rate(2.0 * n**3, lambda: a @ b, runs, threads)
 
 
 def matmul_flops_torch(n: int, runs: int, threads: int, dtype: str) -> Measured | None:
@@ -115,7 +125,7 @@ def matmul_flops_torch(n: int, runs: int, threads: int, dtype: str) -> Measured 
     t = getattr(torch, {"bf16": "bfloat16", "fp16": "float16"}[dtype])
     a = torch.randn(n, n).to(t)
     b = torch.randn(n, n).to(t)
-    return _rate(2.0 * n**3, lambda: a @ b, runs)
+    return _rate(2.0 * n**3, lambda: a @ b, runs, threads)
 
 
 def last_level_cache_bytes() -> int:

@@ -1,8 +1,9 @@
 """The cost model's view of the CPU engine: a StepModel for the loaded model on this machine.
 
-The engine computes in float32 with float32 weights and KV, so the precision
-is fp32 throughout; the hardware is the profile ``infercast machine`` writes.
-This is what lets ``estimate``/``simulate`` predict the engine that ``serve`` runs.
+The numpy engine keeps float32 KV and computes its matmuls in float32 in every weight format
+(:data:`ENGINE_COMPUTE`); the weights are costed in the format they are kept in; the hardware
+is the profile ``infercast machine`` writes. This is what lets ``estimate``/``simulate``
+predict the engine that ``serve`` runs.
 """
 
 from __future__ import annotations
@@ -33,6 +34,26 @@ def hardware_from_probe(result: Mapping[str, Any]):
 # SmolLM2's ``q4+int8``, Q4_1 layers and a Q8_0 head, is costed by its layers' format).
 WEIGHT_PRECISION = {"fp32": "fp32", "bf16": "bf16", "int8": "int8", "q4": "int4"}
 
+# The dtype the numpy engine's matmuls compute in, per ``serve --weights`` format: the peak
+# the cost model prices its products at, and the one ``infercast machine`` fits its efficiency
+# profile against (and records in it: ``compute``), so a simulation with that profile prices
+# the same products at the same peak. float32 in every format (engine/qlinear.py,
+# infercast 0.1): fp32 runs numpy/OpenBLAS; bf16, int8 and q4 products of more than
+# ``KERNEL_MAX_TOKENS`` (48) tokens widen the matrix into a float32 buffer and run OpenBLAS
+# (``Bf16Matrix.matmul_fm`` too: ``copy_`` into the buffer, then ``w @ x``), and the numba
+# loops of up to 48 tokens (bf16, int8; q4 up to ``Q4_JIT_MAX_TOKENS``) widen each weight
+# in registers and multiply float32 activations (engine/decode_jit.py). Only PyTorch's
+# kernels (q4 products of 3-48 tokens; int8 of 9-48 on AVX-512 CPUs; bf16 of 5-48 on
+# AVX-512 BF16 ones; every compact product without numba) take bf16 activations: small-M
+# products whose rate the fitted profile absorbs. The torch backend is bf16.
+ENGINE_COMPUTE = {"fp32": "fp32", "bf16": "fp32", "int8": "fp32", "q4": "fp32"}
+
+
+def compute_dtype(weights: str = "fp32", backend: str = "numpy") -> str:
+    """The cost model's compute dtype of the engine for ``weights`` (a ``serve --weights``
+    format, or a mixed one such as ``q4+int8``: its layers' format) on ``backend``."""
+    return "bf16" if backend == "torch" else ENGINE_COMPUTE[weights.split("+")[0]]
+
 
 def step_model(
     cfg: EngineModelConfig,
@@ -44,13 +65,13 @@ def step_model(
 ):
     """A :class:`~infercast.cost.step.StepModel` for the engine.
 
-    numpy: fp32 KV and compute, weights as kept (``weights``: the loaded model's
-    ``weights_format``). torch: bf16 weights and matmuls, fp32 KV.
+    numpy: fp32 KV, compute :func:`compute_dtype`, weights as kept (``weights``: the loaded
+    model's ``weights_format``). torch: bf16 weights and matmuls, fp32 KV.
     """
     from infercast.cost.step import StepModel
     from infercast.specs.precision import Precision
 
-    dtype = "bf16" if backend == "torch" else "fp32"
+    dtype = compute_dtype(weights, backend)
     stored = dtype if backend == "torch" else WEIGHT_PRECISION[weights.split("+")[0]]
     precision = Precision.parse(weights=stored, kv_cache="fp32", compute=dtype)
     return StepModel(model_spec(cfg), hardware, precision, profile=profile, max_seqs=max_seqs)

@@ -124,11 +124,13 @@ def _fit_overhead(points: list[Point], prof: EfficiencyProfile) -> EfficiencyPro
     return prof.with_updates(step_overhead_s=float(intercept), layer_overhead_s=float(slope))
 
 
-def profile_toml(fit: Fit, comment: str) -> str:
+def profile_toml(fit: Fit, comment: str, compute: str | None = None) -> str:
     """The profile as TOML that ``--profile`` (``load_profile``) reads, with the fit's points.
 
-    ``[profile]`` holds the factors; ``[fit]`` (ignored by the loader) lists
-    every point's label, measured (best CPU, best and median wall) and predicted seconds.
+    ``[profile]`` holds the factors and, when given, ``compute``: the dtype whose peak the fit
+    priced the products at (``cost.profiles.profile_compute``; a simulation with the profile
+    uses it by default); ``[fit]`` (ignored by the loader) lists every point's label, measured
+    (best CPU, best and median wall) and predicted seconds.
     """
 
     def num(v: float) -> str:
@@ -136,6 +138,8 @@ def profile_toml(fit: Fit, comment: str) -> str:
 
     lines = [f"# {line}" for line in comment.splitlines()]
     lines += ["[profile]", f'name = "{fit.profile.name}"']
+    if compute is not None:
+        lines.append(f'compute = "{compute}"')
     lines += [f"{k} = {num(v)}" for k, v in fit.profile.to_dict().items() if k != "name"]
     lines += [
         "",

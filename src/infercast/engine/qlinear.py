@@ -6,14 +6,14 @@ Formats (``serve --weights``): ``fp32`` (numpy arrays, :mod:`infercast.engine.li
 The quantized kernels are PyTorch's CPU weight-only kernels
 (``_weight_int4pack_mm_for_cpu``, ``_weight_int8pack_mm``; bf16 activations,
 fp32 accumulation), so these formats need the ``torch`` extra. int8 products of
-up to :data:`INT8_JIT_MAX_TOKENS` tokens run a numba loop instead
+up to :func:`int8_jit_max_tokens` tokens run a numba loop instead
 (:mod:`infercast.engine.decode_jit`: int8 rows widened in registers, float32
-activations), 1.2-2.1x faster here, and so do bf16 products (each row widened by a
-shift: 1.4x PyTorch's bf16 matmul at one token, 4.3x at 8, on this CPU without
-AVX-512 BF16), and q4 products of up to :data:`Q4_JIT_MAX_TOKENS` tokens (a loop
-over the stored 4-bit groups laid out across 64-row blocks, ~1.8x PyTorch's int4
-kernel at one token); PyTorch's kernels remain for when numba is absent. The
-choices and their measurements: docs/cpu-kernels.md.
+activations), 1.2-2.1x faster here, and so do bf16 products of up to
+:func:`bf16_jit_max_tokens` (each row widened by a shift: 1.4x PyTorch's bf16 matmul at
+one token, 4.3x at 8, on a CPU without AVX-512 BF16), and q4 products of up to
+:data:`Q4_JIT_MAX_TOKENS` tokens (a loop over the stored 4-bit groups laid out across
+64-row blocks, ~1.8x PyTorch's int4 kernel at one token); PyTorch's kernels remain for
+when numba is absent. The choices and their measurements: docs/cpu-kernels.md.
 
 Up to :data:`KERNEL_MAX_TOKENS` tokens a product reads the compressed weights
 directly (decode: the step is a stream of weight bytes, so fewer bytes is a
@@ -41,10 +41,24 @@ KERNEL_MAX_TOKENS = (
     48  # int4 kernel vs widen+GEMM crossover: 4.9 vs 5.1 ms at 32, 13.5 vs 9.2 at 128
 )
 PACK_PAD = 64  # rows padded to a multiple of this before packing: whole blocks on any CPU
-# int8 products of up to this many tokens run the numba kernel (beyond: widen + OpenBLAS):
-# 100m's chain of products, ms, one thread, torch's int8 kernel / numba: 1 token 12.9 / 6.1,
-# 8 38.3 / 21.7, 16 68.2 / 51.0, 32 132 / 106, 48 191 / 159.
+# int8 products of up to this many tokens run the numba kernel, beyond it PyTorch's int8 kernel
+# up to KERNEL_MAX_TOKENS (then widen + OpenBLAS): where PyTorch runs its AVX2 kernels
+# (the Zen 3), 100m's chain of products, ms, one thread, torch's int8 kernel / numba:
+# 1 token 12.9 / 6.1, 8 38.3 / 21.7, 16 68.2 / 51.0, 32 132 / 106, 48 191 / 159.
 INT8_JIT_MAX_TOKENS = KERNEL_MAX_TOKENS
+# Where it runs its AVX-512 kernels (the Zen 5, 2026-12-04, load 4-6, alternated in one run):
+# SmolLM2-135M's chain of 120 products, ms CPU, one thread, numba / torch / widen + OpenBLAS:
+# 8 tokens 12.1 / 13.7 / 52.8, 10 17.3 / 17.3 / 59.9, 12 24.7 / 19.0, 16 31.0 / 24.9,
+# 24 88.0 / 37.8, 32 120 / 50.2 / 93.3, 48 173 / 75.1 / 121.
+INT8_JIT_MAX_TOKENS_AVX512 = 8
+# bf16 products of up to this many tokens run the numba loop on a CPU with AVX-512 BF16
+# (native bf16 dot products: ``avx512_bf16`` in /proc/cpuinfo), PyTorch's bf16 matmul beyond
+# it up to KERNEL_MAX_TOKENS; elsewhere the loop runs up to KERNEL_MAX_TOKENS (PyTorch's bf16
+# matmul ran 171 ms against the loop's 40 at 8 tokens on the AVX2 Zen 3). On the Zen 5,
+# 2026-12-04 (load 4-5, alternated in one run), SmolLM2-135M's chain of 120 products, ms CPU,
+# one thread, numba / torch: 1 token 7.8 / 14.7, 4 10.7 / 16.3, 5 21.8 / 16.7, 8 19.8 / 18.4,
+# 16 57.7 / 21.6, 32 115 / 31.6, 48 175 / 39.4.
+BF16_JIT_MAX_TOKENS_NATIVE = 4
 # q4 products of up to this many tokens run the numba kernel over the stored 4-bit groups
 # (decode_jit.q4_matmul), beyond it PyTorch's int4 kernel: SmolLM2-135M's q4 decode step,
 # ms CPU, one thread, numba / torch: batch 1 15.5 / 28.2, 2 31.1 / 34.5, 4 48.6 / 45.9
@@ -85,6 +99,36 @@ def packing_block() -> int:
     if block is None:
         raise ConfigError(f"PyTorch's int4 packing is not one the engine reads (byte {first:#x})")
     return block
+
+
+@cache
+def int8_jit_max_tokens() -> int:
+    """The most tokens an int8 product runs the numba loop for on this CPU: PyTorch's int8
+    kernel is the faster beyond 8 where ATen dispatches its AVX-512 kernels
+    (``torch.backends.cpu.get_cpu_capability()``), beyond 48 elsewhere (measured above)."""
+    torch = import_torch()
+    avx512 = torch.backends.cpu.get_cpu_capability().startswith("AVX512")
+    return INT8_JIT_MAX_TOKENS_AVX512 if avx512 else INT8_JIT_MAX_TOKENS
+
+
+def cpu_flags() -> frozenset[str]:
+    """This CPU's feature flags (Linux /proc/cpuinfo); empty where that file is absent."""
+    from pathlib import Path
+
+    try:
+        text = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return frozenset()
+    line = next((ln for ln in text.splitlines() if ln.startswith("flags")), "")
+    return frozenset(line.partition(":")[2].split())
+
+
+@cache
+def bf16_jit_max_tokens() -> int:
+    """The most tokens a bf16 product runs the numba loop for on this CPU: 4 with native bf16
+    dot products (AVX-512 BF16), where PyTorch's bf16 matmul is the faster beyond, else 48."""
+    native = "avx512_bf16" in cpu_flags()
+    return BF16_JIT_MAX_TOKENS_NATIVE if native else KERNEL_MAX_TOKENS
 
 
 def import_torch():
@@ -247,7 +291,7 @@ class Int8Matrix:
             return w @ x
         t = x.shape[1]
         jit = kernels()
-        if jit is not None and t <= INT8_JIT_MAX_TOKENS:
+        if jit is not None and t <= int8_jit_max_tokens():
             out = np.empty((self.shape[0], t), dtype=np.float32)
             kernel = jit.product("int8", scratch.threads)
             kernel(self.q_np, self.s32, x.reshape(1, -1) if t == 1 else x.T.copy(), out)
@@ -286,7 +330,7 @@ class Bf16Matrix:
             return w @ x
         t = x.shape[1]
         jit = kernels()
-        if jit is not None:  # float32 activations; 1.4x (1 token) to 4.3x (8) torch's
+        if jit is not None and t <= bf16_jit_max_tokens():  # float32 activations
             out = np.empty((self.shape[0], t), dtype=np.float32)
             kernel = jit.product("bf16", scratch.threads)
             kernel(self.bits, x.reshape(1, -1) if t == 1 else x.T.copy(), out)

@@ -61,7 +61,7 @@ class Point:
     ops: tuple  # infercast.cost.ops.OpCost of the unit
     median_s: float  # wall time
     best_s: float  # wall time
-    best_cpu_s: float  # thread CPU time: excludes waits for a core on a shared machine
+    best_cpu_s: float  # CPU time (``_times``): excludes waits for a core on a shared machine
     runs: int
     layers: int = 0  # "overhead" points: decoder layers of the timed step
 
@@ -83,21 +83,26 @@ class Point:
 
 
 def _times(
-    fn: Callable[[], Any], runs: int, before: Callable[[], Any] | None = None
+    fn: Callable[[], Any], runs: int, before: Callable[[], Any] | None = None, threads: int = 1
 ) -> tuple[float, float, float]:
-    """Median and best wall time and best thread CPU time of ``runs`` calls after a warm-up.
+    """Median and best wall time and best CPU time of ``runs`` calls after a warm-up.
 
-    ``before`` runs untimed before each call.
+    ``before`` runs untimed before each call. CPU time: the process's with one thread, since
+    numba's parallel kernels (the q4 widening pass) run on its worker thread even then (a
+    3072 x 576 q4 product of 64 tokens: 1.9 ms of the calling thread's CPU, 3.2 of the
+    process's and of the wall clock, 2026-12-04), which the calling thread's CPU time, used
+    until then, left out of every q4 prefill point; with more threads the calling thread's.
     """
+    cpu_clock = time.process_time if threads == 1 else time.thread_time
     fn()
     ts, cpu = [], []
     for _ in range(runs):
         if before is not None:
             before()
-        t0, c0 = time.perf_counter(), time.thread_time()
+        t0, c0 = time.perf_counter(), cpu_clock()
         fn()
         ts.append(time.perf_counter() - t0)
-        cpu.append(time.thread_time() - c0)
+        cpu.append(cpu_clock() - c0)
     return statistics.median(ts), min(ts), min(cpu)
 
 
@@ -191,7 +196,7 @@ def gemm_points(
             elif xr is not None:
                 matmul_fm(w.lm_head, xh, scratch)
 
-        med, best, cpu = _times(one_pass, runs)
+        med, best, cpu = _times(one_pass, runs, threads=threads)
         ops = tuple(o.scaled(n) for o in layer_ops(cfg, m, wb))
         label = f"{n} layers' products, M={m}"
         if xr is not None:
@@ -209,6 +214,7 @@ def attention_points(
     batches: Sequence[int] = DECODE_BATCHES,
     prefills: Sequence[int] = PREFILL_TOKENS,
     evict_bytes: int = EVICT_BYTES,
+    threads: int = 1,
 ) -> list[Point]:
     """Time :func:`~infercast.engine.model.attend` over every layer of a full-depth store.
 
@@ -245,6 +251,7 @@ def attention_points(
             lambda plan=plan, kv=kv, q=q, k=k, v=v: _all_layers(cfg.num_layers, q, k, v, plan, kv),
             runs,
             evict.sum,
+            threads,
         )
         ops = tuple(
             o.op for o in step_model.step_cost(new, cached).ops if o.op.name.startswith("attention")
@@ -261,7 +268,11 @@ def _all_layers(layers: int, q, k, v, plan, kv) -> None:
 
 
 def overhead_point(
-    cfg: EngineModelConfig, runs: int = 5, layers: int | None = None, weights: str = "fp32"
+    cfg: EngineModelConfig,
+    runs: int = 5,
+    layers: int | None = None,
+    weights: str = "fp32",
+    threads: int = 1,
 ) -> Point:
     """A batch-1 decode step of a model with ``layers`` (default cfg's) layers, 64 wide,
     its matrices in ``weights``.
@@ -290,7 +301,7 @@ def overhead_point(
     model = LlamaModel(small, _in_format(random_weights(small, seed=0), weights), 64)
     kv = PagedKVStore(small, 2, 16)
     seq = [SeqInput([1], 8, [0, 1])]
-    med, best, cpu = _times(lambda: model.forward(seq, kv), runs)
+    med, best, cpu = _times(lambda: model.forward(seq, kv), runs, threads=threads)
     return Point(
         "overhead", f"{layers}-layer step at tiny widths", (), med, best, cpu, runs, layers
     )
@@ -315,7 +326,11 @@ def measure(
         return (
             gemm_points(cfg, rows, runs, stream_bytes, weights, threads)
             + attention_points(
-                cfg, step_model, runs=runs, evict_bytes=min(stream_bytes, EVICT_BYTES)
+                cfg,
+                step_model,
+                runs=runs,
+                evict_bytes=min(stream_bytes, EVICT_BYTES),
+                threads=threads,
             )
-            + [overhead_point(cfg, runs, n, weights) for n in sorted({1, cfg.num_layers})]
+            + [overhead_point(cfg, runs, n, weights, threads) for n in sorted({1, cfg.num_layers})]
         )

@@ -5,7 +5,7 @@ File layout (every key optional; flags override the file)::
     model = "llama-3.1-8b"        # preset name or config.json path
     hardware = "h100-sxm"         # preset name or hardware TOML/JSON
     weights = "checkpoint"        # as the model ships (default), or bf16, fp8 ...; kv_cache = "fp8"
-    # compute = "fp32"            # matmul dtype (default: the weights'; int4 -> bf16)
+    # compute = "fp32"            # matmul dtype (default: the --profile file's, else the weights')
     # experts = "mxfp4/bf16"      # routed experts' own precision (default: the checkpoint's)
     tp = 1
     # ep = 8 ; attn_dp = true     # expert parallel / attention data parallel inside a replica
@@ -298,8 +298,9 @@ class SimConfig(_Frozen):
         None  # routed experts' own "<format>/<compute>" (gpt-oss: mxfp4/...), None = weights
     )
     kv_cache: str | None = None
-    # the matmuls' dtype; None: the weights' default (specs/precision.py DEFAULT_COMPUTE).
-    # infercast's CPU engine computes every weight format in fp32 (docs/cpu-kernels.md).
+    # the matmuls' dtype; None: the one the ``--profile`` file records (``infercast machine``'s:
+    # the CPU engine's fp32, engine/predict.py ENGINE_COMPUTE), else the weights' default
+    # (specs/precision.py DEFAULT_COMPUTE).
     compute: str | None = None
     tp: int = Field(default=1, ge=1)
     ep: int = Field(default=1, ge=1)

@@ -2,12 +2,13 @@
 
 What ``infercast simulate`` and ``infercast bench --compare`` both do before a run: put the
 ``--engine`` preset's scheduler under the config (:func:`with_engine`) and build one
-replica's cost model timed with the ``--profile`` (:func:`build_step_model`).
+replica's cost model timed with the ``--profile`` (:func:`build_step_model`), at the compute
+dtype the profile was fitted at when the config names none (:func:`with_profile_compute`).
 """
 
 from __future__ import annotations
 
-from infercast.cost.profiles import resolve_profile
+from infercast.cost.profiles import profile_compute, resolve_profile
 from infercast.sim.build import engine_defaults, step_model
 from infercast.sim.config import merge
 from infercast.specs.catalog import load_hardware
@@ -35,3 +36,14 @@ def with_engine(data: dict, engine: str | None) -> tuple[dict, EnginePreset | No
         return data, None
     preset = load_engine(engine)
     return merge(engine_defaults(preset, data), data), preset
+
+
+def with_profile_compute(data: dict, profile: str | None) -> dict:
+    """The config dict with the ``profile`` file's compute dtype (``cost.profiles.
+    profile_compute``) when the config names none: a profile's GEMM efficiencies are fractions
+    of the peak it was fitted at (``infercast machine``: the CPU engine's float32, where an
+    ``int4`` model would default to the bf16 peak), so its steps are priced at that peak."""
+    if data.get("compute") is not None:
+        return data
+    compute = profile_compute(profile)
+    return data if compute is None else {**data, "compute": compute}

@@ -1,0 +1,44 @@
+"""The cost model's view of the CPU engine: the compute dtype it prices each weight format at."""
+
+from __future__ import annotations
+
+import pytest
+
+from infercast.engine.config import named_config
+from infercast.engine.predict import ENGINE_COMPUTE, compute_dtype, step_model
+from infercast.engine.qlinear import WEIGHT_FORMATS
+from infercast.specs.hardware import hardware_from_mapping
+
+
+def _cpu_with_bf16_peak():
+    """A CPU whose bf16 matmul peak (PyTorch's, AVX-512 BF16) is 4x its float32 one."""
+    return hardware_from_mapping(
+        {
+            "name": "test-cpu",
+            "memory_bytes": 2**34,
+            "memory_bandwidth_bytes_per_s": 4e10,
+            "link_bandwidth_bytes_per_s": 0.0,
+            "price_per_hour": 0.0,
+            "flops_per_s": {"fp32": 1.4e11, "bf16": 5.3e11},
+        },
+        "test",
+    )
+
+
+def test_every_weight_format_has_a_compute_dtype():
+    assert set(ENGINE_COMPUTE) == set(WEIGHT_FORMATS)
+
+
+@pytest.mark.parametrize("weights", [*WEIGHT_FORMATS, "q4+int8"])
+def test_numpy_engine_computes_every_format_in_float32(weights):
+    # widened to float32 beyond 48 tokens, float32 activations in the numba loops
+    assert compute_dtype(weights) == "fp32"
+    sm = step_model(named_config("tiny"), _cpu_with_bf16_peak(), weights=weights)
+    assert sm.machine.compute_dtype == "fp32"
+    assert sm.machine.peak_flops == pytest.approx(1.4e11)  # not the bf16 line's 5.3e11
+
+
+def test_torch_backend_computes_in_bf16():
+    assert compute_dtype("fp32", backend="torch") == "bf16"
+    sm = step_model(named_config("tiny"), _cpu_with_bf16_peak(), backend="torch")
+    assert sm.machine.peak_flops == pytest.approx(5.3e11)
