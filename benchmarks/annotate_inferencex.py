@@ -23,6 +23,18 @@ Each InferenceX TensorRT-LLM run with attention DP (``ep > tp * pp``, the layout
 ``validate/setup.py``) of those models gets ``attention_dp_balance``: [timeout_iters,
 batching_wait_iters].
 
+GPUs counted twice. The import gives the aggregated runs of InferenceX's ``2026_04_06`` file
+whose record name states ``_tpX_epX_`` (X > 1: expert parallel over the TP group's own GPUs)
+``n_gpus`` X * X, and TP or DP X * X with it (``_tp8_ep8_``: 64 GPUs, ``tp`` 64 or ``tp`` 1,
+``dp`` 64), where the same recipes named in the ``2026_03_25`` form (``_tp8_0_ep8_0_``) state X
+GPUs, and ``_tpX_ep1_`` names state X; InferenceX runs them on one node of X GPUs (its
+single-node B200/H200 scripts, ``benchmarks/dsr1_fp4_b200.sh``...). Three such runs and an older
+copy each of configs 191 and 192 equal, to every digit, runs that state X GPUs (AIC-4620 /
+AIC-2739, AIC-0595 / AIC-2805, AIC-0701 / AIC-2792). Such a run gets ``n_gpus_ran``: X. So does
+every run of an older config (``..._cfgN``, same part and engine) of which one run is a twin of a
+run with ``n_gpus_ran`` or stating that count itself. ``validate/setup.py`` runs X GPUs (``tp``
+X where the row states ``tp`` = ``n_gpus``); ``n_gpus``, ``tp`` and ``dp`` stay as imported.
+
 Only the ``extra`` cell of a row changes; the file is otherwise left byte for byte as it is.
 Running it again changes nothing.
 """
@@ -32,6 +44,7 @@ from __future__ import annotations
 import argparse
 import csv
 import json
+import re
 from collections import defaultdict
 from pathlib import Path
 
@@ -106,6 +119,50 @@ def adp_balance(row: dict, extra: dict) -> dict:
     return {"attention_dp_balance": ADP_BALANCE[row["model"]]} if ep > tp * pp else {}
 
 
+NAME_TPEP = re.compile(r"_tp(\d+)_ep(\d+)_\d+$")  # the 2026_04_06 record names
+NAME_CFG = re.compile(r"_cfg(\d+)$")  # aiconfigurator's older record names
+
+
+def _record(row: dict) -> str:
+    return row["citation"].rsplit(" row ", 1)[-1]
+
+
+def _ran(row: dict) -> int | None:
+    """X for an aggregated run named ``_tpX_epX_`` (X > 1) that states X * X GPUs, else None."""
+    m = NAME_TPEP.search(_record(row))
+    if row["source"] != SOURCE or row["scenario"] != "concurrency" or not m:
+        return None
+    x, ep = int(m[1]), int(m[2])
+    return x if x == ep > 1 and row["n_gpus"] == str(x * x) else None
+
+
+def gpus_ran(rows: list[dict], twin_of: dict[str, str]) -> dict[str, int]:
+    """Run id -> the GPUs it ran on, for runs whose ``n_gpus`` counts them twice (docstring);
+    ``twin_of``: run id -> its InferenceX twin's run id."""
+    by_run = {r["id"].rsplit("-", 1)[0]: r for r in rows if r["metric"] == "ttft_mean_s"}
+    out = {b: x for b, r in by_run.items() if (x := _ran(r)) is not None}
+    configs: dict[tuple, set[int]] = defaultdict(set)
+    members: dict[tuple, list[str]] = defaultdict(list)
+    for base, r in by_run.items():
+        m = NAME_CFG.search(_record(r))
+        if r["source"] != SOURCE or r["scenario"] != "concurrency" or not m:
+            continue
+        key = (m[1], r["hardware"], r["engine"])
+        members[key].append(base)
+        twin = twin_of.get(base)
+        if twin in by_run and twin in out:
+            configs[key].add(out[twin])
+        elif twin in by_run and by_run[twin]["n_gpus"] != r["n_gpus"]:
+            configs[key].add(int(by_run[twin]["n_gpus"]))
+    for key, counts in configs.items():
+        if len(counts) == 1:
+            (x,) = counts
+            for base in members[key]:
+                if int(by_run[base]["n_gpus"] or 0) == x * x:
+                    out[base] = x
+    return out
+
+
 def _extra_cell(extra: dict) -> str:
     return '"' + json.dumps(extra, separators=(",", ":")).replace('"', '""') + '"'
 
@@ -118,6 +175,13 @@ def main() -> None:
         text = f.read()
     rows = list(csv.DictReader(text.splitlines()))
     found = twins(rows)
+    twin_of = {
+        r["id"].rsplit("-", 1)[0]: e["inferencex_twin"]
+        for r in rows
+        if "inferencex_twin" in (e := json.loads(r["extra"] or "{}"))
+    }
+    twin_of |= {b: a["inferencex_twin"] for b, a in found.items()}
+    ran = gpus_ran(rows, twin_of)
     by_id = {r["id"]: r for r in rows}
     lines = text.split("\r\n")
     changed = 0
@@ -129,6 +193,8 @@ def main() -> None:
         extra = json.loads(row["extra"] or "{}")
         add = dict(found.get(row_id.rsplit("-", 1)[0], {}))
         add |= adp_balance(row, extra | add)
+        if row_id.rsplit("-", 1)[0] in ran:
+            add["n_gpus_ran"] = ran[row_id.rsplit("-", 1)[0]]
         if all(extra.get(k) == v for k, v in add.items()):
             continue
         old = _extra_cell(json.loads(row["extra"])) if row["extra"] else ""
@@ -137,7 +203,9 @@ def main() -> None:
         changed += 1
     for base, add in sorted(found.items()):
         print(base, "->", add)
-    print(f"{len(found)} twin runs; {changed} rows to change in all")
+    for base, x in sorted(ran.items()):
+        print(base, "-> n_gpus_ran", x)
+    print(f"{len(found)} twin runs, {len(ran)} runs on fewer GPUs; {changed} rows to change in all")
     if args.write and changed:
         with CSV.open("w", encoding="utf-8", newline="") as f:
             f.write("\r\n".join(lines))

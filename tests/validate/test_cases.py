@@ -128,3 +128,22 @@ def test_shipped_attention_dp_balance_only_on_inferencex_trtllm_attention_dp_run
         assert (c.ep or 1) > (c.tp or 1) * (c.pp or 1)  # attention data parallel
         expected = [50, 10] if c.model == "gpt-oss-120b" else [60, 0]  # the recipes' settings
         assert c.extra["attention_dp_balance"] == expected
+
+
+def test_shipped_runs_on_fewer_gpus_state_the_square_of_what_they_ran():
+    # data/README.md, "GPUs counted twice": a run named ``_tpX_epX_`` in InferenceX's 2026_04_06
+    # file, or of an older config with such a twin, states X * X GPUs; it ran on X
+    cases = [c for c in load_cases() if "n_gpus_ran" in c.extra]
+    assert len(cases) == 122
+    runs: dict[str, set[str]] = {}
+    for c in cases:
+        x = c.extra["n_gpus_ran"]
+        assert c.source == "aiconfigurator-silicon-sample" and c.scenario == "concurrency"
+        assert x in (2, 4, 8) and c.n_gpus == x * x == c.ep * c.ep
+        assert c.tp == c.n_gpus or (c.tp == 1 and c.dp == c.n_gpus)
+        runs.setdefault(c.id.rsplit("-", 1)[0], set()).add(c.metric)
+    assert all(m == {"ttft_mean_s", "tpot_mean_s"} for m in runs.values())
+    by_id = {c.id: c for c in load_cases()}
+    for doubled, twin in (("AIC-4620", "AIC-2739"), ("AIC-0595", "AIC-2805")):
+        assert by_id[f"{doubled}-ttft"].value == by_id[f"{twin}-ttft"].value
+        assert by_id[f"{twin}-ttft"].n_gpus == by_id[f"{doubled}-ttft"].extra["n_gpus_ran"]

@@ -271,6 +271,12 @@ def layout(case: Case, engine: EnginePreset | None = None) -> Layout:
         )
     tp, pp, ep = case.tp or 1, case.pp or 1, case.ep or 1
     notes = []
+    ran = case.extra.get("n_gpus_ran")
+    if ran:  # the import counted the GPUs twice (data/README.md, benchmarks/annotate_inferencex.py)
+        if tp == n:
+            tp = ran
+        notes.append(f"n_gpus={n} counts the GPUs twice: the run used {ran} (tp={tp}, ep={ep})")
+        n = ran
     if case.ep is None and tp > 1 and case.source in EP_SOURCES and is_moe(case.model):
         ep = tp
         notes.append(
