@@ -1,17 +1,10 @@
 """``benchmarks/annotate_inferencex.py``'s rule for runs whose imported GPU count is X * X."""
 
-import importlib.util
-from pathlib import Path
-
-ROOT = Path(__file__).resolve().parents[2]
+from tests.benchmarks.helpers import load_benchmark
 
 
 def _annotate():
-    path = ROOT / "benchmarks" / "annotate_inferencex.py"
-    spec = importlib.util.spec_from_file_location("annotate_inferencex", path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_benchmark("annotate_inferencex")
 
 
 def _row(run: str, name: str, n: int, engine: str = "trtllm-1.2", hardware: str = "b200"):

@@ -2,22 +2,15 @@
 must compute what a prefill of the longer prompt computes, or the H200 timings it produced
 would time the wrong work."""
 
-import importlib.util
-import sys
-from pathlib import Path
-
 import pytest
 
+from tests.benchmarks.helpers import load_benchmark
+
 torch = pytest.importorskip("torch")
-ROOT = Path(__file__).resolve().parents[2]
 
 
 def _gpu_steps():
-    spec = importlib.util.spec_from_file_location("gpu_steps", ROOT / "benchmarks" / "gpu_steps.py")
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = mod  # dataclasses look their module up there
-    spec.loader.exec_module(mod)
-    return mod
+    return load_benchmark("gpu_steps")
 
 
 def test_decode_after_prefill_gives_the_logits_of_the_whole_prefill():
