@@ -3,7 +3,6 @@ must compute what a prefill of the longer prompt computes, or the H200 timings i
 would time the wrong work."""
 
 import pytest
-
 from tests.benchmarks.helpers import load_benchmark
 
 torch = pytest.importorskip("torch")
