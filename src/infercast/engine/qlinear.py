@@ -143,7 +143,7 @@ def bf16_jit_max_tokens() -> int:
 @cache
 def fp32_jit_max_tokens() -> int:
     """The most tokens an fp32 product runs the numba loop for on this CPU (from 2): with
-    AVX-512 (``avx512f``) OpenBLAS took 3.4x one token's time for 2-8 (measured above);
+    AVX-512 (``avx512f``) OpenBLAS took 3.1-3.9x one token's time for 2-8 (measured above);
     elsewhere 1, i.e. never: the row-blocked OpenBLAS products stay."""
     return FP32_JIT_MAX_TOKENS_AVX512 if "avx512f" in cpu_flags() else 1
 
