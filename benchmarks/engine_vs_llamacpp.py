@@ -88,19 +88,22 @@ def step_rows(
     """Decode and prefill step times of one weight format (see the module doc); a format
     ending in ``-torch`` runs q4 products on PyTorch's int4 kernel (the path before the
     numba kernel), one ending in ``-perproduct`` runs batch-1 q4 decode one product at a
-    time (before engine/decode_step.py), to alternate old and new in one run."""
+    time (before engine/decode_step.py), one ending in ``-blas`` runs fp32 products of 2-8
+    tokens on OpenBLAS (before the numba loop), to alternate old and new in one run."""
     import infercast.engine.decode_step as ds
     import infercast.engine.qlinear as ql
 
-    jit_max, fused = ql.Q4_JIT_MAX_TOKENS, ds.ENABLED
+    jit_max, fused, fp32_max = ql.Q4_JIT_MAX_TOKENS, ds.ENABLED, ql.fp32_jit_max_tokens
     if fmt.endswith("-torch"):  # the q4 products on PyTorch's int4 kernel (the old path)
         ql.Q4_JIT_MAX_TOKENS = 0
     if fmt.endswith("-perproduct"):  # q4 batch-1 decode one product at a time (not fused)
         ds.ENABLED = False
+    if fmt.endswith("-blas"):  # fp32 products on OpenBLAS at every size (the old path)
+        ql.fp32_jit_max_tokens = lambda: 1
     try:
         out = _step_rows(
             model,
-            fmt.removesuffix("-torch").removesuffix("-perproduct"),
+            fmt.removesuffix("-torch").removesuffix("-perproduct").removesuffix("-blas"),
             threads,
             batches,
             prefills,
@@ -110,7 +113,7 @@ def step_rows(
             peak,
         )
     finally:
-        ql.Q4_JIT_MAX_TOKENS, ds.ENABLED = jit_max, fused
+        ql.Q4_JIT_MAX_TOKENS, ds.ENABLED, ql.fp32_jit_max_tokens = jit_max, fused, fp32_max
     for r in out:
         r["asked"] = fmt
     return out
@@ -424,7 +427,7 @@ def main() -> None:
         default="fp32,bf16,int8,auto",
         help="formats to run (auto: the file's own, q4+int8 for SmolLM2's Q4_1; q4-torch, "
         "auto-torch: q4 products on PyTorch's int4 kernel; q4-perproduct, auto-perproduct: "
-        "batch-1 decode without the fused step)",
+        "batch-1 decode without the fused step; fp32-blas: fp32 products on OpenBLAS)",
     )
     ap.add_argument("--threads", default="1", help="comma-separated thread counts")
     ap.add_argument("--batches", default="1,8,32")

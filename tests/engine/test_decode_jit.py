@@ -112,6 +112,30 @@ def test_threaded_products_equal_one_thread(fmt):
         assert np.abs(one - w.dequantize() @ x).max() < 1e-4 * np.abs(one).max()
 
 
+@pytest.mark.parametrize("tokens", [2, 3, 5, 8, 15])
+@pytest.mark.parametrize("threads", [1, 2])
+def test_fp32_products_of_few_tokens_run_the_compiled_kernel_exactly(tokens, threads, monkeypatch):
+    """Up to fp32_jit_max_tokens() (raised to 16 here, any CPU) an fp32 product of 2+ tokens
+    is the numba loop (8-, 4-, 2- and 1-token passes over each row; rows beyond a whole chunk)
+    and equals the OpenBLAS product it replaces to float32 rounding."""
+    import infercast.engine.qlinear as ql
+    from infercast.engine.decode_jit import ROW_CHUNK
+    from infercast.engine.linear import linear_fm
+
+    def blas(*_):
+        raise AssertionError("the fp32 product went to OpenBLAS, not the numba loop")
+
+    rng = np.random.default_rng(9)
+    w = rng.standard_normal((2 * ROW_CHUNK + 5, 200), dtype=np.float32)
+    x = rng.standard_normal((200, tokens), dtype=np.float32)
+    want = linear_fm(w, x)
+    monkeypatch.setattr(ql, "fp32_jit_max_tokens", lambda: 16)
+    monkeypatch.setattr(ql, "linear_fm", blas)
+    got = ql.matmul_fm(w, x, ql.Scratch(threads))
+    assert got.shape == want.shape and got.flags.c_contiguous
+    assert np.abs(got - want).max() < 1e-5 * np.abs(want).max()
+
+
 @pytest.mark.parametrize("tokens", [1, 2, 5])
 @pytest.mark.parametrize("threads", [1, 2])
 def test_q4_products_of_few_tokens_run_the_compiled_kernel_exactly(tokens, threads, monkeypatch):

@@ -152,6 +152,20 @@ def test_bf16_numba_loop_limit_follows_native_bf16_dot_products(monkeypatch, fla
         ql.bf16_jit_max_tokens.cache_clear()
 
 
+@pytest.mark.parametrize(("flags", "limit"), [({"avx512f", "avx2"}, 8), ({"avx2"}, 1)])
+def test_fp32_numba_loop_runs_only_where_avx512_was_measured_faster(monkeypatch, flags, limit):
+    """With AVX-512 the numba loop replaces OpenBLAS for 2-8 tokens; elsewhere (limit 1)
+    the row-blocked OpenBLAS products stay (qlinear's measurements)."""
+    import infercast.engine.qlinear as ql
+
+    monkeypatch.setattr(ql, "cpu_flags", lambda: frozenset(flags))
+    ql.fp32_jit_max_tokens.cache_clear()
+    try:
+        assert ql.fp32_jit_max_tokens() == limit
+    finally:
+        ql.fp32_jit_max_tokens.cache_clear()
+
+
 def test_cpu_flags_are_read_from_cpuinfo():
     from pathlib import Path
 

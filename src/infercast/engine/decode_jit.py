@@ -1,4 +1,4 @@
-"""Compiled loops (numba) for the small work of decode: attention, norm, int8/bf16 products.
+"""Compiled loops (numba) for the small work of decode: attention, norm, fp32/int8/bf16/q4 products.
 
 A batch-1 decode step of SmolLM2-135M calls attention 30 times on 3 KV heads of
 129 keys: work of microseconds that numpy spends in dozens of small calls
@@ -55,15 +55,18 @@ class Kernels:
     rms_norm_one: object  # (x [H], gain [H], eps) -> [H]
     int8_matmul: object  # (q int8 [N, K], scale [N], x [T, K], out [N, T]) -> None
     bf16_matmul: object  # (w bf16 bits as uint16 [N, K], x [T, K], out [N, T]) -> None
+    fp32_matmul: object  # (w float32 [N, K], x [T, K], out [N, T]) -> None
     q4_matmul: object  # (qt uint8 [C, G, 16, R], d, m f32 [C, G, R], x [T, K], out [C R, T],
     # tasks: runs of blocks, one a thread)
     int8_matmul_threads: object  # the same over numba's threads (set_num_threads)
     bf16_matmul_threads: object
+    fp32_matmul_threads: object
     q4_matmul_threads: object
     q4_blocks: object  # (qt, d, m, xa, xb, xs, out, c0, c1): blocks c0..c1-1 of q4_matmul
 
     def product(self, fmt: str, threads: int):
-        """The int8, bf16 or q4 product kernel for ``threads`` threads (sets numba's count)."""
+        """The int8, bf16, fp32 or q4 product kernel for ``threads`` threads (sets numba's
+        count)."""
         name = f"{fmt}_matmul"
         if threads <= 1:
             return getattr(self, name)
@@ -198,6 +201,61 @@ def kernels() -> Kernels | None:
                         acc += wf[c] * xr[c]
                     out[r, tt] = acc
 
+    def fp32_matmul(w, x_rows, out):  # pragma: no cover - compiled
+        # out[r, t] = sum_c w[r, c] x[t, c] for a few tokens (2-8: qlinear.fp32_jit_max_tokens):
+        # each row, read once from memory, serves 8, then 4, 2 and 1 tokens at a time from L1
+        # (an 8-wide pass ran SmolLM2's 120 products at 8 tokens in 32 ms against 38 for
+        # two 4-wide ones; docs/cpu-kernels.md).
+        n, k = w.shape
+        m = x_rows.shape[0]
+        for ch in prange((n + ROW_CHUNK - 1) // ROW_CHUNK):
+            for r in range(ch * ROW_CHUNK, min(n, (ch + 1) * ROW_CHUNK)):
+                wr = w[r]
+                t = 0
+                while t + 8 <= m:
+                    x0, x1, x2, x3 = x_rows[t], x_rows[t + 1], x_rows[t + 2], x_rows[t + 3]
+                    x4, x5, x6, x7 = x_rows[t + 4], x_rows[t + 5], x_rows[t + 6], x_rows[t + 7]
+                    a0 = a1 = a2 = a3 = a4 = a5 = a6 = a7 = np.float32(0.0)
+                    for c in range(k):
+                        wc = wr[c]
+                        a0 += wc * x0[c]
+                        a1 += wc * x1[c]
+                        a2 += wc * x2[c]
+                        a3 += wc * x3[c]
+                        a4 += wc * x4[c]
+                        a5 += wc * x5[c]
+                        a6 += wc * x6[c]
+                        a7 += wc * x7[c]
+                    out[r, t], out[r, t + 1], out[r, t + 2], out[r, t + 3] = a0, a1, a2, a3
+                    out[r, t + 4], out[r, t + 5], out[r, t + 6], out[r, t + 7] = a4, a5, a6, a7
+                    t += 8
+                if t + 4 <= m:
+                    x0, x1, x2, x3 = x_rows[t], x_rows[t + 1], x_rows[t + 2], x_rows[t + 3]
+                    a0 = a1 = a2 = a3 = np.float32(0.0)
+                    for c in range(k):
+                        wc = wr[c]
+                        a0 += wc * x0[c]
+                        a1 += wc * x1[c]
+                        a2 += wc * x2[c]
+                        a3 += wc * x3[c]
+                    out[r, t], out[r, t + 1], out[r, t + 2], out[r, t + 3] = a0, a1, a2, a3
+                    t += 4
+                if t + 2 <= m:
+                    x0, x1 = x_rows[t], x_rows[t + 1]
+                    a0 = a1 = np.float32(0.0)
+                    for c in range(k):
+                        wc = wr[c]
+                        a0 += wc * x0[c]
+                        a1 += wc * x1[c]
+                    out[r, t], out[r, t + 1] = a0, a1
+                    t += 2
+                if t < m:
+                    xr = x_rows[t]
+                    acc = np.float32(0.0)
+                    for c in range(k):
+                        acc += wr[c] * xr[c]
+                    out[r, t] = acc
+
     @njit(fastmath=True, cache=True)
     def q4_blocks(qt, d, m, xa, xb, xs, out, c0, c1):  # pragma: no cover - compiled
         # Blocks c0..c1-1 of q4_matmul (below), compiled as a plain function: inside a
@@ -289,9 +347,11 @@ def kernels() -> Kernels | None:
         rms_norm_one,
         serial(int8_matmul),
         serial(bf16_matmul),
+        serial(fp32_matmul),
         serial(q4_matmul),
         threaded(int8_matmul),
         threaded(bf16_matmul),
+        threaded(fp32_matmul),
         threaded(q4_matmul),
         q4_blocks,
     )

@@ -1,6 +1,7 @@
 """Weight matrices kept in a compact format in memory, multiplied by kernels that read it.
 
-Formats (``serve --weights``): ``fp32`` (numpy arrays, :mod:`infercast.engine.linear`),
+Formats (``serve --weights``): ``fp32`` (numpy arrays, :mod:`infercast.engine.linear`; on
+an AVX-512 CPU products of 2 to :func:`fp32_jit_max_tokens` tokens run a numba loop),
 ``bf16`` (2 bytes a weight), ``int8`` (1 byte a weight plus one scale per row) and
 ``q4`` (4-bit groups of 32 with a bf16 scale and zero per group: 4.5 bits a weight).
 The quantized kernels are PyTorch's CPU weight-only kernels
@@ -64,6 +65,14 @@ BF16_JIT_MAX_TOKENS_NATIVE = 4
 # ms CPU, one thread, numba / torch: batch 1 15.5 / 28.2, 2 31.1 / 34.5, 4 48.6 / 45.9
 # (benchmarks/engine_vs_llamacpp.py steps --weights q4-torch,q4; docs/cpu-kernels.md).
 Q4_JIT_MAX_TOKENS = 2
+# fp32 products of 2 to this many tokens run the numba loop (decode_jit.fp32_matmul) on a CPU
+# with AVX-512 (``avx512f``), OpenBLAS's row-blocked products elsewhere (engine/linear.py,
+# tuned on the AVX2 Zen 3: there 2-4 tokens cost about one token's time). On the Zen 5,
+# 2026-12-04 (load 3-4, alternated in one run), SmolLM2-135M's chain of 120 products, ms CPU,
+# one thread, linear_fm / numba: 1 token 13.3 / 12.4, 2 41.7 / 16.2, 4 44.8 / 21.8, 8 41.6 /
+# 32.1, 12 52.2 / 43.5, 16 63.6 / 60.4; its decode step (engine_vs_llamacpp.py steps
+# --weights fp32-blas,fp32): batch 2 56.5 / 26.3, 4 62.2 / 31.3, 8 67.6 / 52.1.
+FP32_JIT_MAX_TOKENS_AVX512 = 8
 
 
 def resolve_weights(weights: str) -> str:
@@ -129,6 +138,14 @@ def bf16_jit_max_tokens() -> int:
     dot products (AVX-512 BF16), where PyTorch's bf16 matmul is the faster beyond, else 48."""
     native = "avx512_bf16" in cpu_flags()
     return BF16_JIT_MAX_TOKENS_NATIVE if native else KERNEL_MAX_TOKENS
+
+
+@cache
+def fp32_jit_max_tokens() -> int:
+    """The most tokens an fp32 product runs the numba loop for on this CPU (from 2): with
+    AVX-512 (``avx512f``) OpenBLAS took 3.1-3.9x one token's time for 2-8 (measured above);
+    elsewhere 1, i.e. never: the row-blocked OpenBLAS products stay."""
+    return FP32_JIT_MAX_TOKENS_AVX512 if "avx512f" in cpu_flags() else 1
 
 
 def import_torch():
@@ -372,6 +389,11 @@ def native_format(w: Rows) -> str:
 def matmul_fm(w: np.ndarray | QuantMatrix, x: np.ndarray, scratch: Scratch) -> np.ndarray:
     """w [out, in] @ feature-major x [in, T] -> [out, T] float32, in any format."""
     if isinstance(w, np.ndarray):
+        t = x.shape[1]
+        if 2 <= t <= fp32_jit_max_tokens() and (jit := kernels()) is not None:
+            out = np.empty((w.shape[0], t), dtype=np.float32)
+            jit.product("fp32", scratch.threads)(w, x.T.copy(), out)
+            return out
         return linear_fm(w, x)
     return w.matmul_fm(x, scratch)
 
