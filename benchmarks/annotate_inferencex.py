@@ -23,6 +23,19 @@ Each InferenceX TensorRT-LLM run with attention DP (``ep > tp * pp``, the layout
 ``validate/setup.py``) of those models gets ``attention_dp_balance``: [timeout_iters,
 batching_wait_iters].
 
+Batch waiting. From ``SemiAnalysisAI/InferenceX`` commit ec7bafaae (2026-01-29, PR #594, "dsr1
+fp8 b200 agg update") ``benchmarks/dsr1_fp8_b200_trt.sh`` (now
+``benchmarks/single_node/fixed_seq_len/``, the rule unchanged) adds ``batch_wait_timeout_iters:
+40`` and ``batch_wait_max_tokens_ratio: 0.8`` to TensorRT-LLM's extra config for 1024/1024 at 64
+or more clients; the same commit moved ``dsr1-fp8-b200-trt`` in ``.github/configs/
+nvidia-master.yaml`` from image ``tensorrt-llm/release:1.1.0rc2.post2`` to ``1.2.0rc6.post2``
+and ran 1024/1024 at 64-128 clients as TP 8, EP 1 (before: EP 8). So a DeepSeek-R1 FP8 B200
+TensorRT-LLM run of the sample at 1024/1024, 64 or more clients, without attention DP, whose
+image is 1.2.0rc6 or later (``trtllm-1.2.0rc6*``, the recipe version that image pins; the
+record name says R1, ``dsr1_`` rows being imported as ``deepseek-v3``) gets
+``batch_wait``: [timeout_iters, max_tokens_ratio] (``sched/admission.py`` ``BatchWait``;
+TensorRT-LLM skips it under attention DP).
+
 Only the ``extra`` cell of a row changes; the file is otherwise left byte for byte as it is.
 Running it again changes nothing.
 """
@@ -106,6 +119,29 @@ def adp_balance(row: dict, extra: dict) -> dict:
     return {"attention_dp_balance": ADP_BALANCE[row["model"]]} if ep > tp * pp else {}
 
 
+BATCH_WAIT = [40, 0.8]  # dsr1_fp8_b200_trt.sh: batch_wait_timeout_iters, _max_tokens_ratio
+
+
+def batch_wait(row: dict) -> dict:
+    """The batch-waiting key a DeepSeek-R1 FP8 B200 TensorRT-LLM 1k/1k row gets (docstring)."""
+    if row["source"] != SOURCE or row["scenario"] != "concurrency":
+        return {}
+    name = row["citation"].rsplit(" row ", 1)[-1]
+    if not row["engine"].startswith("trtllm-1.2.0rc6") or not name.startswith(
+        ("dsr1_", "2026_03_25_deepseek_r1_", "2026_04_06_deepseek_r1_")
+    ):
+        return {}  # older names (dsr1_...) were imported as deepseek-v3: the name says R1
+    if (row["hardware"], row["weights"], row["input_tokens"], row["output_tokens"]) != (
+        "b200",
+        "fp8",
+        "1024",
+        "1024",
+    ) or int(row["concurrency"]) < 64:
+        return {}
+    tp, pp, ep = (int(row[k] or 1) for k in ("tp", "pp", "ep"))
+    return {"batch_wait": BATCH_WAIT} if ep <= tp * pp else {}
+
+
 def _extra_cell(extra: dict) -> str:
     return '"' + json.dumps(extra, separators=(",", ":")).replace('"', '""') + '"'
 
@@ -129,6 +165,7 @@ def main() -> None:
         extra = json.loads(row["extra"] or "{}")
         add = dict(found.get(row_id.rsplit("-", 1)[0], {}))
         add |= adp_balance(row, extra | add)
+        add |= batch_wait(row)
         if all(extra.get(k) == v for k, v in add.items()):
             continue
         old = _extra_cell(json.loads(row["extra"])) if row["extra"] else ""
