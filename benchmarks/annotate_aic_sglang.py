@@ -24,7 +24,8 @@ Not applied to the shipped measurements.csv (issue 15, docs/history/validation.m
 Llama-3.1-8B rows the lockstep put at 2.8-5.6x of their TTFT come to 0.52-0.81x, but the rows
 it matched by accident fall (Llama-3.1-8B at 1000-token prompts and 160-512 clients to
 0.17-0.43x, Qwen3-235B at 3-9 clients to 0.14-0.82x), so the stated concurrency TTFT median goes
-from 26.6 to 26.8 %. Run it with ``--write`` to reproduce that.
+from 26.2 to 26.6 % (26.6 to 26.8 % before batch waiting and the B200 FP8 KV cache). Run it with
+``--write`` to reproduce that.
 
 Only the ``extra`` cell of a row changes; the file is otherwise left byte for byte as it is.
 Running it again changes nothing.

@@ -36,6 +36,15 @@ record name says R1, ``dsr1_`` rows being imported as ``deepseek-v3``) gets
 ``batch_wait``: [timeout_iters, max_tokens_ratio] (``sched/admission.py`` ``BatchWait``;
 TensorRT-LLM skips it under attention DP).
 
+KV cache dtype. InferenceX's single-node DeepSeek-R1 SGLang recipes on B200 (the runs that
+carry ``scheduler_recv_interval``, data/README.md) start the server with ``--kv-cache-dtype
+fp8_e4m3``: ``benchmarks/dsr1_fp4_b200_docker.sh`` and ``_slurm.sh``, ``dsr1_fp8_b200_docker.sh``
+and ``_slurm.sh`` from commit c4e4a3b66 (2025-10-01; the fp8 docker script lacked it before),
+``dsr1_fp4_b200.sh`` / ``dsr1_fp8_b200.sh`` after b0c4ed21b (2026-01-22), and
+``benchmarks/single_node/fixed_seq_len/`` today; every such run of the sample was measured from
+2025-11-02 on. They get ``kv_cache_dtype``: "fp8" (the row's ``kv_cache`` cell is empty; the
+``validate/setup.py`` rule would take SGLang's 16-bit default).
+
 Only the ``extra`` cell of a row changes; the file is otherwise left byte for byte as it is.
 Running it again changes nothing.
 """
@@ -142,6 +151,15 @@ def batch_wait(row: dict) -> dict:
     return {"batch_wait": BATCH_WAIT} if ep <= tp * pp else {}
 
 
+def kv_cache_dtype(row: dict, extra: dict) -> dict:
+    """The KV dtype key an InferenceX DeepSeek-R1 B200 SGLang row gets (module docstring)."""
+    if row["source"] != SOURCE or row["scenario"] != "concurrency" or row["kv_cache"]:
+        return {}
+    if not row["engine"].startswith("sglang") or row["hardware"] != "b200":
+        return {}
+    return {"kv_cache_dtype": "fp8"} if "scheduler_recv_interval" in extra else {}
+
+
 def _extra_cell(extra: dict) -> str:
     return '"' + json.dumps(extra, separators=(",", ":")).replace('"', '""') + '"'
 
@@ -166,6 +184,7 @@ def main() -> None:
         add = dict(found.get(row_id.rsplit("-", 1)[0], {}))
         add |= adp_balance(row, extra | add)
         add |= batch_wait(row)
+        add |= kv_cache_dtype(row, extra | add)
         if all(extra.get(k) == v for k, v in add.items()):
             continue
         old = _extra_cell(json.loads(row["extra"])) if row["extra"] else ""

@@ -59,3 +59,16 @@ def test_bad_server_args_make_the_row_unpredictable(concurrency_row, extra):
                 extra=extra,
             )
         )
+
+
+def test_recipe_kv_dtype_replaces_the_engines_default(concurrency_row):
+    # InferenceX's B200 DeepSeek-R1 SGLang recipes pass --kv-cache-dtype fp8_e4m3; a row's own
+    # kv_cache cell still wins
+    row = dict(model="deepseek-r1", hardware="b200", engine="sglang-0.5.9", weights="fp8")
+    row |= dict(n_gpus=8, tp=8)
+    assert layout(concurrency_row(**row)).setup.kv_cache == "bf16"
+    assert layout(concurrency_row(**row, extra={"kv_cache_dtype": "fp8"})).setup.kv_cache == "fp8"
+    stated = concurrency_row(**row, kv_cache="bf16", extra={"kv_cache_dtype": "fp8"})
+    assert layout(stated).setup.kv_cache == "bf16"
+    with pytest.raises(Unpredictable):
+        layout(concurrency_row(**row, extra={"kv_cache_dtype": "int3"}))

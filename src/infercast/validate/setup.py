@@ -17,7 +17,8 @@ silent; each one is named, and ``docs/validation.md`` lists them:
   the weights nearly fill the part (Llama-3.1-70B FP8 on one 80 GB H100: 3.1 GB of KV under
   the first rule, 10 GB under TensorRT-LLM's). Engines without a preset (llama.cpp,
   gpt-fast, research code) get :data:`OTHER_LIMITS` and :data:`MEMORY_FRACTION` of all memory.
-- KV dtype when not stated: FP8 for TensorRT-LLM with 8-bit or narrower weights
+- KV dtype when not stated (neither the row's ``kv_cache`` nor its recipe's
+  ``extra.kv_cache_dtype``): FP8 for TensorRT-LLM with 8-bit or narrower weights
   (its perf tables quantize the KV cache with the weights), else the 16-bit dtype.
 - Weights when the source does not say: the checkpoint's own dtype
   (:func:`infercast.specs.checkpoint.checkpoint_weights`: ``quantization_config.quant_method``, else
@@ -173,6 +174,11 @@ def kv_dtype(case: Case) -> str:
     """Stated KV dtype, else the engine's usual choice (module docstring)."""
     if case.kv_cache:
         return case.kv_cache
+    stated = case.extra.get("kv_cache_dtype")  # the run's recipe (data/README.md)
+    if stated is not None:
+        if stated not in ("fp8", "bf16", "fp16"):
+            raise Unpredictable(f"extra.kv_cache_dtype {stated!r}: must be fp8, bf16 or fp16")
+        return stated
     if engine_family(case.engine) == "trtllm" and case.weights in ("fp8", "fp4"):
         return "fp8"
     return "fp16" if case.weights in ("fp16", "int8", "int4") else "bf16"
