@@ -35,6 +35,28 @@ every run of an older config (``..._cfgN``, same part and engine) of which one r
 run with ``n_gpus_ran`` or stating that count itself. ``validate/setup.py`` runs X GPUs (``tp``
 X where the row states ``tp`` = ``n_gpus``); ``n_gpus``, ``tp`` and ``dp`` stay as imported.
 
+Batch waiting. From ``SemiAnalysisAI/InferenceX`` commit ec7bafaae (2026-01-29, PR #594, "dsr1
+fp8 b200 agg update") ``benchmarks/dsr1_fp8_b200_trt.sh`` (now
+``benchmarks/single_node/fixed_seq_len/``, the rule unchanged) adds ``batch_wait_timeout_iters:
+40`` and ``batch_wait_max_tokens_ratio: 0.8`` to TensorRT-LLM's extra config for 1024/1024 at 64
+or more clients; the same commit moved ``dsr1-fp8-b200-trt`` in ``.github/configs/
+nvidia-master.yaml`` from image ``tensorrt-llm/release:1.1.0rc2.post2`` to ``1.2.0rc6.post2``
+and ran 1024/1024 at 64-128 clients as TP 8, EP 1 (before: EP 8). So a DeepSeek-R1 FP8 B200
+TensorRT-LLM run of the sample at 1024/1024, 64 or more clients, without attention DP, whose
+image is 1.2.0rc6 or later (``trtllm-1.2.0rc6*``, the recipe version that image pins; the
+record name says R1, ``dsr1_`` rows being imported as ``deepseek-v3``) gets
+``batch_wait``: [timeout_iters, max_tokens_ratio] (``sched/admission.py`` ``BatchWait``;
+TensorRT-LLM skips it under attention DP).
+
+KV cache dtype. InferenceX's single-node DeepSeek-R1 SGLang recipes on B200 (the runs that
+carry ``scheduler_recv_interval``, data/README.md) start the server with ``--kv-cache-dtype
+fp8_e4m3``: ``benchmarks/dsr1_fp4_b200_docker.sh`` and ``_slurm.sh``, ``dsr1_fp8_b200_docker.sh``
+and ``_slurm.sh`` from commit c4e4a3b66 (2025-10-01; the fp8 docker script lacked it before),
+``dsr1_fp4_b200.sh`` / ``dsr1_fp8_b200.sh`` after b0c4ed21b (2026-01-22), and
+``benchmarks/single_node/fixed_seq_len/`` today; every such run of the sample was measured from
+2025-11-02 on. They get ``kv_cache_dtype``: "fp8" (the row's ``kv_cache`` cell is empty; the
+``validate/setup.py`` rule would take SGLang's 16-bit default).
+
 Only the ``extra`` cell of a row changes; the file is otherwise left byte for byte as it is.
 Running it again changes nothing.
 """
@@ -162,6 +184,37 @@ def gpus_ran(rows: list[dict], twin_of: dict[str, str]) -> dict[str, int]:
                     out[base] = x
     return out
 
+BATCH_WAIT = [40, 0.8]  # dsr1_fp8_b200_trt.sh: batch_wait_timeout_iters, _max_tokens_ratio
+
+
+def batch_wait(row: dict) -> dict:
+    """The batch-waiting key a DeepSeek-R1 FP8 B200 TensorRT-LLM 1k/1k row gets (docstring)."""
+    if row["source"] != SOURCE or row["scenario"] != "concurrency":
+        return {}
+    name = row["citation"].rsplit(" row ", 1)[-1]
+    if not row["engine"].startswith("trtllm-1.2.0rc6") or not name.startswith(
+        ("dsr1_", "2026_03_25_deepseek_r1_", "2026_04_06_deepseek_r1_")
+    ):
+        return {}  # older names (dsr1_...) were imported as deepseek-v3: the name says R1
+    if (row["hardware"], row["weights"], row["input_tokens"], row["output_tokens"]) != (
+        "b200",
+        "fp8",
+        "1024",
+        "1024",
+    ) or int(row["concurrency"]) < 64:
+        return {}
+    tp, pp, ep = (int(row[k] or 1) for k in ("tp", "pp", "ep"))
+    return {"batch_wait": BATCH_WAIT} if ep <= tp * pp else {}
+
+
+def kv_cache_dtype(row: dict, extra: dict) -> dict:
+    """The KV dtype key an InferenceX DeepSeek-R1 B200 SGLang row gets (module docstring)."""
+    if row["source"] != SOURCE or row["scenario"] != "concurrency" or row["kv_cache"]:
+        return {}
+    if not row["engine"].startswith("sglang") or row["hardware"] != "b200":
+        return {}
+    return {"kv_cache_dtype": "fp8"} if "scheduler_recv_interval" in extra else {}
+
 
 def _extra_cell(extra: dict) -> str:
     return '"' + json.dumps(extra, separators=(",", ":")).replace('"', '""') + '"'
@@ -195,6 +248,8 @@ def main() -> None:
         add |= adp_balance(row, extra | add)
         if row_id.rsplit("-", 1)[0] in ran:
             add["n_gpus_ran"] = ran[row_id.rsplit("-", 1)[0]]
+        add |= batch_wait(row)
+        add |= kv_cache_dtype(row, extra | add)
         if all(extra.get(k) == v for k, v in add.items()):
             continue
         old = _extra_cell(json.loads(row["extra"])) if row["extra"] else ""

@@ -280,7 +280,7 @@ def test_adp_balance_waits_batching_iters_once_every_rank_has_a_request():
 
 
 def test_adp_balance_off_by_default_and_validated():
-    assert make_scheduler().adp is None
+    assert make_scheduler().hold is None
     with pytest.raises(ConfigError, match="`adp_ranks`"):
         SchedulerConfig(adp_ranks=0)
 
@@ -293,6 +293,78 @@ def test_adp_balance_fast_path_matches_step_by_step(batching):
     for fast in (False, True):
         rng = random.Random(3)
         s = _adp_scheduler(timeout=9, batching=batching, ranks=4, fast=fast)
+        for i in range(40):
+            s.add_request(req(i, rng.randint(3, 40), rng.randint(2, 60)))
+        finish: dict = {}
+        drive(s, use_fast_path=fast, finish_step=finish)
+        results.append(finish)
+    assert results[0] == results[1]
+
+
+def _wait_scheduler(timeout: int, ratio: float, fast: bool = False):
+    return make_scheduler(
+        num_blocks=400,
+        max_num_seqs=64,
+        admission="reserve-full-output",
+        compact_decodes=fast,
+        emit_block_tables=not fast,
+        batch_wait_timeout_iters=timeout,
+        batch_wait_max_tokens_ratio=ratio,
+    )
+
+
+def test_batch_wait_holds_new_prompts_while_decodes_run_until_the_timeout():
+    # TensorRT-LLM PyExecutor._waiting_requests: with generation requests running, new context
+    # requests wait while their prompts plus the decodes stay under ratio x max_num_tokens,
+    # counting each held iteration; at timeout_iters they go
+    s = _wait_scheduler(timeout=6, ratio=0.8)
+    s.add_request(req(0, 4, 40))
+    s.update(s.schedule())  # no generation request yet: nothing waits
+    started = {}
+    for step in range(1, 30):
+        if step == 3:
+            s.add_request(req(1, 8, 40))  # 8 + 1 decode < 0.8 x 64
+        batch = s.schedule()
+        for q in batch.seqs:
+            started.setdefault(q.request_id, step)
+        s.update(batch)
+    assert started["r1"] == 3 + 6
+
+
+def test_batch_wait_releases_once_prompts_fill_the_token_share():
+    s = _wait_scheduler(timeout=50, ratio=0.8)
+    s.add_request(req(0, 4, 40))
+    s.update(s.schedule())
+    s.add_request(req(1, 20, 40))
+    assert "r1" not in {q.request_id for q in s.schedule().seqs}  # 20 + 1 < 51.2: it waits
+    s.add_request(req(2, 20, 40))
+    assert "r2" not in {q.request_id for q in s.schedule().seqs}  # 40 + 1 < 51.2
+    s.add_request(
+        req(3, 50, 40)
+    )  # past the 63 tokens the decode leaves: not scheduled, not counted
+    assert "r2" not in {q.request_id for q in s.schedule().seqs}
+    s2 = _wait_scheduler(timeout=50, ratio=0.8)
+    s2.add_request(req(0, 4, 40))
+    s2.update(s2.schedule())
+    for i, prompt in ((1, 20), (2, 20), (3, 11)):  # 51 + 1 decode = 52 >= 51.2
+        s2.add_request(req(i, prompt, 40))
+    assert {q.request_id for q in s2.schedule().seqs} >= {"r1", "r2", "r3"}
+
+
+def test_batch_wait_validated_and_not_with_attention_dp():
+    with pytest.raises(ConfigError, match="`batch_wait_timeout_iters`"):
+        SchedulerConfig(batch_wait_timeout_iters=-1)
+    with pytest.raises(ConfigError, match="`adp_ranks` is 1"):
+        SchedulerConfig(batch_wait_timeout_iters=40, adp_ranks=8)
+
+
+def test_batch_wait_fast_path_matches_step_by_step():
+    import random
+
+    results = []
+    for fast in (False, True):
+        rng = random.Random(5)
+        s = _wait_scheduler(timeout=9, ratio=0.8, fast=fast)
         for i in range(40):
             s.add_request(req(i, rng.randint(3, 40), rng.randint(2, 60)))
         finish: dict = {}

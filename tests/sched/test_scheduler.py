@@ -286,3 +286,49 @@ def test_plain_chunked_fast_path_equals_the_policy(lengths, num_blocks):
     assert _plain_chunked_trace(lengths, num_blocks, True) == _plain_chunked_trace(
         lengths, num_blocks, False
     )
+
+
+def test_max_prefill_tokens_admits_after_the_first_prompt_only_below_the_cap_left():
+    # SGLang PrefillAdder (schedule_policy.py): rem_input_tokens = max_prefill_tokens less the
+    # running decodes under --enable-mixed-chunk, less each prompt admitted; add_one_req stops at
+    # a later request whose prompt is >= what is left, and never stops the first
+    s = make_scheduler(max_num_batched_tokens=64, max_prefill_tokens=30)
+    for i in range(3):
+        s.add_request(req(i, 12, 5))
+    batch = s.schedule()
+    assert [q.request_id for q in batch.seqs] == ["r0", "r1"]  # 12 < 30, 12 < 18, 12 >= 6
+    mixed = make_scheduler(max_num_batched_tokens=64, max_prefill_tokens=26)
+    for i in range(2):
+        mixed.add_request(req(i, 12, 5))
+    mixed.update(mixed.schedule())  # r0, r1 prefilled: 2 decodes from now on
+    for i in (2, 3):
+        mixed.add_request(req(i, 12, 5))
+    ids = {q.request_id for q in mixed.schedule().seqs}
+    assert "r2" in ids and "r3" not in ids  # 26 - 2 decodes - 12 = 12 left: 12 >= 12 stops r3
+    alone = make_scheduler(max_num_batched_tokens=64, max_prefill_tokens=10)
+    alone.add_request(req(0, 40, 5))
+    alone.add_request(req(1, 2, 5))
+    assert [q.request_id for q in alone.schedule().seqs] == ["r0"]  # the first goes past the cap
+
+
+@pytest.mark.parametrize("admission", ["current-use", "sglang-new-token-ratio"])
+def test_max_prefill_tokens_same_on_fast_and_general_paths(admission):
+    import random
+
+    results = []
+    for fast in (False, True):
+        rng = random.Random(7)
+        s = make_scheduler(
+            num_blocks=400,
+            max_num_seqs=32,
+            max_prefill_tokens=40,
+            admission=admission,
+            compact_decodes=fast,
+            emit_block_tables=not fast,
+        )
+        for i in range(40):
+            s.add_request(req(i, rng.randint(3, 40), rng.randint(2, 60)))
+        finish: dict = {}
+        drive(s, use_fast_path=fast, finish_step=finish)
+        results.append(finish)
+    assert results[0] == results[1]

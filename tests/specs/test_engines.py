@@ -42,6 +42,8 @@ def test_every_shipped_preset_loads_and_cites_each_value():
                 "by_gpu",
                 "memory_fraction_by_tp",
             ) and (field not in RATIO_PARAMS or p.admission == "sglang-new-token-ratio"):
+                if field == "max_prefill_tokens" and not p.max_prefill_tokens:
+                    continue  # no such cap: nothing to cite
                 assert len(p.sources[field]) > 20, (p.name, field)
 
 
@@ -241,3 +243,16 @@ def test_engines_command_lists_every_preset(capsys):
     main(["engines", "--show", "sglang"])
     shown = json.loads(capsys.readouterr().out)
     assert "get_next_batch_to_run" in shown["sources"]["policy"]
+
+
+def test_sglang_mixed_chunk_preset_decodes_inside_prefill_steps_under_the_input_cap():
+    # scheduler.py get_new_batch_prefill: --enable-mixed-chunk mixes the running batch into the
+    # prefill batch (the chunked policy), PrefillAdder's rem_input_tokens = max_prefill_tokens
+    # (server_args default 16384) less the decodes
+    from infercast.sim.build import engine_defaults
+
+    mixed, plain = load_engine("sglang-0.5-mixed"), load_engine("sglang-0.5")
+    assert (mixed.policy, plain.policy) == ("chunked", "prefill-first")
+    sched = engine_defaults(mixed, {"hardware": "h200-sxm"})["scheduler"]
+    assert sched["max_prefill_tokens"] == 16384 and sched["admission"] == plain.admission
+    assert "max_prefill_tokens" not in engine_defaults(plain, {"hardware": "h200-sxm"})["scheduler"]

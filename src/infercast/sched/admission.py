@@ -25,7 +25,9 @@
   ``CLIP_MAX_NEW_TOKENS_ESTIMATION`` = 4096.
 
 Beside any rule, TensorRT-LLM's attention-DP context balance (:class:`AdpBalance`,
-``SchedulerConfig.adp_ranks`` > 1) may hold every waiting request for some iterations.
+``SchedulerConfig.adp_ranks`` > 1) or its batch waiting (:class:`BatchWait`,
+``SchedulerConfig.batch_wait_timeout_iters`` > 0) may hold every waiting request for some
+iterations.
 """
 
 from __future__ import annotations
@@ -209,3 +211,65 @@ class AdpBalance:
         if count > 0 and count % self.timeout == 0:
             return 0
         return self.timeout - count % self.timeout
+
+
+class BatchWait:
+    """TensorRT-LLM's batch waiting (``batch_wait_timeout_iters``, ``batch_wait_max_tokens_ratio``).
+
+    ``tensorrt_llm/_torch/pyexecutor/py_executor.py`` (v1.1-v1.2) ``PyExecutor._schedule``: without
+    attention DP, when an iteration's scheduled batch holds context requests and generation
+    requests, ``_waiting_requests`` drops the context requests from it unless the waiting counter
+    has reached ``batch_wait_timeout_iters`` or the batch's tokens (every scheduled context
+    request's whole prompt, ``len(get_tokens(0))``, plus one per generation request) reach
+    ``batch_wait_max_tokens_ratio`` x ``max_num_tokens``; the counter counts each iteration that
+    holds them and resets when they go. So new prompts gather until they fill that share of the
+    token budget or ``timeout`` iterations pass; with no generation request nothing waits.
+
+    Simulated with the scheduler's token budget as ``max_num_tokens``, the decode group as the
+    generation requests, and as the scheduled context requests the waiting ones, in order, while
+    their prompts fit the budget the decodes leave and seats are free (the micro-batch
+    scheduler's cut). The counter is the group's step count since the wait began, so k decode
+    steps run at once count as k iterations (as :class:`AdpBalance`).
+    """
+
+    __slots__ = ("timeout", "threshold", "since")
+
+    def __init__(self, cfg: SchedulerConfig):
+        self.timeout = cfg.batch_wait_timeout_iters
+        self.threshold = cfg.batch_wait_max_tokens_ratio * cfg.max_num_batched_tokens
+        self.since: int | None = None  # the group step at which the waiting counter last reset
+
+    def _tokens(self, sched: Scheduler) -> int:
+        """The tokens ``_waiting_requests`` counts this iteration."""
+        gen = len(sched.group)
+        budget = sched.config.max_num_batched_tokens - gen
+        seats = sched.config.max_num_seqs - len(sched.running)
+        total = 0
+        for req in sched.waiting:
+            prompt = req.prompt_tokens + req.num_output_tokens
+            if seats <= 0 or (total and total + prompt > budget):
+                break
+            total += prompt
+            seats -= 1
+        return total + gen
+
+    def holds(self, sched: Scheduler) -> bool:
+        """Whether this iteration holds the waiting requests (and updates the counter)."""
+        if not sched.waiting or not sched.group:  # no context or no generation request
+            return False
+        d = sched.dstep
+        if self.since is None:
+            self.since = d
+        if d - self.since >= self.timeout or self._tokens(sched) >= self.threshold:
+            self.since = None
+            return False
+        return True
+
+    def held_steps(self, sched: Scheduler) -> int:
+        """How many coming decode steps certainly hold the waiting requests (0: the next one may
+        start them), for ``decode_horizon``; arrivals cut a horizon, so the waiting set stays."""
+        if self._tokens(sched) >= self.threshold:
+            return 0
+        if self.since is None:  # this step starts the wait, as ``holds`` would
+            self.since = sched.dstep
+        return max(self.timeout - (sched.dstep - self.since), 0)

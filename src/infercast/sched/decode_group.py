@@ -52,7 +52,7 @@ class DecodeGroupMixin:
     _head_chunked: bool | None
     _head_less_group: bool
     ratio: Any  # admission.NewTokenRatio under SGLang's admission rule, else None
-    adp: Any  # admission.AdpBalance under TensorRT-LLM's attention-DP balance, else None
+    hold: Any  # admission.AdpBalance or BatchWait (TensorRT-LLM's waiting rules), else None
     prefix_hits: Callable[[Request], list[int]]  # Scheduler's
     _register_blocks: Callable[
         [Request], None
@@ -84,8 +84,8 @@ class DecodeGroupMixin:
         if not self.group or self.explicit or max_steps < 1 or self._pending_group:
             return 0
         held = None
-        if self.waiting and self.adp is not None:  # held for the ranks' balance (admission.py)
-            held = self.adp.held_steps(self)
+        if self.waiting and self.hold is not None:  # held by a waiting rule (admission.py)
+            held = self.hold.held_steps(self)
             if not held:
                 return 0
         if self.waiting and held is None:  # ``policy.would_admit(self)`` (nothing explicit)

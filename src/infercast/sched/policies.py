@@ -73,7 +73,17 @@ def _run_running(
 
 
 def admit_waiting(s: Scheduler, entries: Entries, budget: int, chunked: bool) -> None:
-    """Admit waiting requests FCFS while seats, budget and KV last."""
+    """Admit waiting requests FCFS while seats, budget and KV last.
+
+    With ``max_prefill_tokens`` (SGLang's ``--max-prefill-tokens``) a request that is not the
+    step's first prompt (or chunk) starts only while its whole remaining prompt is below the cap
+    less the tokens the step already holds: ``PrefillAdder`` starts ``rem_input_tokens`` at
+    ``max_prefill_tokens`` less the running decodes under ``--enable-mixed-chunk``, takes each
+    admitted prompt or chunk from it as from ``rem_chunk_tokens`` (``_update_prefill_budget``),
+    and ``add_one_req`` returns OTHER (admission stops) when ``input_tokens >= rem_input_tokens``
+    and ``can_run_list`` is not empty (``python/sglang/srt/managers/schedule_policy.py``,
+    v0.4-v0.5; ``scheduler.py`` ``get_new_batch_prefill``). The step's token budget is spent by
+    the same tokens, so the cap left is ``cap - (max_num_batched_tokens - budget)``."""
     bs, max_seqs, waiting, running = (
         s.config.block_size,
         s.config.max_num_seqs,
@@ -84,10 +94,20 @@ def admit_waiting(s: Scheduler, entries: Entries, budget: int, chunked: bool) ->
     ratio = s.ratio
     if ratio is not None and waiting and budget > 0 and len(running) < max_seqs:
         reserved = ratio.running_reserve(s) + ratio.step_reserve(entries)
+    cap = s.config.max_prefill_tokens
+    if cap:  # SGLang's input cap: what it leaves is the cap less what the step already holds
+        cap -= s.config.max_num_batched_tokens
+        first = not any(
+            n > 1 or r.num_computed_tokens < r.prompt_tokens for r, n in entries.values()
+        )
     while waiting and budget > 0 and len(running) < max_seqs:
         req = waiting[0]
         hits = s.prefix_hits(req) if caching else _NO_HITS
         remaining = req.prompt_tokens + req.num_output_tokens - len(hits) * bs
+        if cap:
+            if not first and remaining >= cap + budget:
+                break
+            first = False
         n = min(remaining, budget)
         if not chunked and n < remaining:
             if entries:

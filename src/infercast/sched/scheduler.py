@@ -47,7 +47,7 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 
 from infercast.errors import ConfigError
-from infercast.sched.admission import AdpBalance, NewTokenRatio
+from infercast.sched.admission import AdpBalance, BatchWait, NewTokenRatio
 from infercast.sched.batch import Batch, ScheduledSeq
 from infercast.sched.decode_group import DecodeGroupMixin
 from infercast.sched.host_tier import HostTier
@@ -105,6 +105,15 @@ class SchedulerConfig:
     adp_ranks: int = 1
     adp_timeout_iters: int = 1
     adp_batching_wait_iters: int = 0
+    # SGLang's ``--max-prefill-tokens`` (0 = no such cap): within one step, a waiting request
+    # after the step's first prompt starts only while its prompt is below what is left of this
+    # many tokens (sched/policies.py ``admit_waiting``)
+    max_prefill_tokens: int = 0
+    # TensorRT-LLM's batch waiting (sched/admission.py ``BatchWait``; 0 = off): new requests wait
+    # until their prompts and the decodes fill this share of the token budget, at most this many
+    # iterations (``batch_wait_timeout_iters``, ``batch_wait_max_tokens_ratio``)
+    batch_wait_timeout_iters: int = 0
+    batch_wait_max_tokens_ratio: float = 0.0
 
     def __post_init__(self) -> None:
         if self.policy not in POLICY_NAMES:
@@ -136,6 +145,16 @@ class SchedulerConfig:
             raise ConfigError(
                 "`new_token_ratio_decay_steps` and `clip_max_new_tokens` must be positive"
             )
+        if self.max_prefill_tokens < 0:
+            raise ConfigError(f"`max_prefill_tokens` {self.max_prefill_tokens}: must be >= 0")
+        if self.batch_wait_timeout_iters < 0 or not 0 <= self.batch_wait_max_tokens_ratio <= 1:
+            raise ConfigError(
+                "`batch_wait_timeout_iters` must be >= 0 and `batch_wait_max_tokens_ratio` in "
+                f"[0, 1] (got {self.batch_wait_timeout_iters}, {self.batch_wait_max_tokens_ratio})"
+            )
+        if self.batch_wait_timeout_iters and self.adp_ranks > 1:
+            # PyExecutor._schedule waits for a batch only without attention DP
+            raise ConfigError("`batch_wait_timeout_iters` applies only when `adp_ranks` is 1")
         if self.adp_ranks < 1 or self.adp_timeout_iters < 1 or self.adp_batching_wait_iters < 0:
             raise ConfigError(
                 "`adp_ranks` and `adp_timeout_iters` must be >= 1 and `adp_batching_wait_iters` "
@@ -179,7 +198,7 @@ class Scheduler(DecodeGroupMixin):
         "_fmax",
         "reserve_full",
         "ratio",
-        "adp",
+        "hold",
     )
 
     def __init__(self, config: SchedulerConfig):
@@ -227,12 +246,20 @@ class Scheduler(DecodeGroupMixin):
         # SGLang's new-token-ratio estimate (its state: ``ratio``)
         self.reserve_full = config.admission == "reserve-full-output"
         self.ratio = NewTokenRatio(config) if config.admission == "sglang-new-token-ratio" else None
-        self.adp = AdpBalance(config) if config.adp_ranks > 1 else None
+        # a rule that holds every waiting request for some iterations (sched/admission.py)
+        self.hold: AdpBalance | BatchWait | None = (
+            AdpBalance(config)
+            if config.adp_ranks > 1
+            else BatchWait(config)
+            if config.batch_wait_timeout_iters
+            else None
+        )
         self._plain_chunked = (
             config.policy == "chunked"
             and config.compact_decodes
             and not config.emit_block_tables
             and self.ratio is None  # the ratio rule runs on the general path
+            and not config.max_prefill_tokens  # so does SGLang's input cap (``admit_waiting``)
         )
         self._plain_batch = Batch()  # refilled by every ``_schedule_plain_chunked`` (see there)
         self._plain_seqs: list[ScheduledSeq] = []  # its seqs, refilled too
@@ -265,7 +292,7 @@ class Scheduler(DecodeGroupMixin):
         With the simulator's settings (chunked, compact decodes, no block tables) the usual step's
         batch and its seqs are objects refilled by each call: use them before the next.
         """
-        if self.adp is not None and self.adp.holds(self):  # no new request starts in this step
+        if self.hold is not None and self.hold.holds(self):  # no new request starts in this step
             return self._schedule_holding()
         if self._plain_chunked and not self.explicit:
             batch = self._schedule_plain_chunked()
@@ -328,7 +355,7 @@ class Scheduler(DecodeGroupMixin):
         return Batch(seqs, tuple(preempted) if preempted else (), n_group, cached)
 
     def _schedule_holding(self) -> Batch:
-        """``schedule`` with the waiting requests held back (``AdpBalance``): the running ones
+        """``schedule`` with the waiting requests held back (``hold``): the running ones
         only; a request the step preempts goes first in line, as it would have."""
         held, self.waiting = self.waiting, deque()
         try:

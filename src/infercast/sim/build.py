@@ -27,6 +27,7 @@ def engine_defaults(preset, data: dict) -> dict:
             "block_size": p.block_size,
             "admission": p.admission,
             **p.admission_params,
+            **({"max_prefill_tokens": p.max_prefill_tokens} if p.max_prefill_tokens else {}),
         }
     }
 

@@ -124,6 +124,11 @@ class SchedulerSection(_Frozen, AdmissionFields):  # admission: specs.engines
     adp_ranks: int = Field(default=1, ge=1)
     adp_timeout_iters: int = Field(default=1, ge=1)
     adp_batching_wait_iters: int = Field(default=0, ge=0)
+    # SGLang's --max-prefill-tokens (0 = no cap; sched/policies.py ``admit_waiting``)
+    max_prefill_tokens: int = Field(default=0, ge=0)
+    # TensorRT-LLM's batch waiting (0 = off; sched/admission.py ``BatchWait``)
+    batch_wait_timeout_iters: int = Field(default=0, ge=0)
+    batch_wait_max_tokens_ratio: float = Field(default=0.0, ge=0, le=1)
 
 
 class WorkloadSection(_Frozen):

@@ -33,4 +33,7 @@ def scheduler_config(
         adp_ranks=s.adp_ranks,
         adp_timeout_iters=s.adp_timeout_iters,
         adp_batching_wait_iters=s.adp_batching_wait_iters,
+        max_prefill_tokens=s.max_prefill_tokens,
+        batch_wait_timeout_iters=s.batch_wait_timeout_iters,
+        batch_wait_max_tokens_ratio=s.batch_wait_max_tokens_ratio,
     )

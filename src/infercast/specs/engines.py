@@ -8,7 +8,8 @@ part wins; vLLM's smaller defaults below 70 GiB and on A100, SGLang's chunk size
 and per TP size (``[memory_fraction_by_tp]``: SGLang's ``mem_fraction_static``).
 
 What the simulator applies (``sim.build``, ``commands/simulate.py``): ``policy``,
-``max_num_seqs``, ``max_num_batched_tokens``, ``block_size``, the memory rule and fraction,
+``max_num_seqs``, ``max_num_batched_tokens``, ``max_prefill_tokens``, ``block_size``, the memory
+rule and fraction,
 ``admission`` with its parameters (``sched/admission.py``) and ``profile_group`` (the
 calibrated efficiency group it is timed with). Recorded for the reader, not modelled:
 ``chunked_prefill`` / ``chunk_size`` beyond the token budget (an engine that runs whole prompts
@@ -112,6 +113,9 @@ class EnginePreset(_Frozen, AdmissionFields):
         "recompute", "reserve"
     ]  # reserve: KV for the whole output held from admission
     stream_interval: int = Field(ge=1)  # tokens per streamed chunk
+    # SGLang's --max-prefill-tokens: new prompts one step may start (sched/policies.py
+    # ``admit_waiting``); 0 = no such cap (cited only when set)
+    max_prefill_tokens: int = Field(default=0, ge=0)
     memory_fraction_by_tp: dict[int, float] = Field(default_factory=dict)
     by_gpu: tuple[GpuRule, ...] = ()
     sources: dict[str, str]
@@ -130,6 +134,8 @@ class EnginePreset(_Frozen, AdmissionFields):
         }
         if self.admission != "sglang-new-token-ratio":
             cited |= set(RATIO_PARAMS)  # unused by the other rules
+        if not self.max_prefill_tokens:
+            cited.add("max_prefill_tokens")
         missing = [f for f in type(self).model_fields if f not in cited and not self.sources.get(f)]
         if missing:
             raise ValueError(f"every value needs its source: add {', '.join(missing)} to [sources]")

@@ -17,7 +17,8 @@ silent; each one is named, and ``docs/validation.md`` lists them:
   the weights nearly fill the part (Llama-3.1-70B FP8 on one 80 GB H100: 3.1 GB of KV under
   the first rule, 10 GB under TensorRT-LLM's). Engines without a preset (llama.cpp,
   gpt-fast, research code) get :data:`OTHER_LIMITS` and :data:`MEMORY_FRACTION` of all memory.
-- KV dtype when not stated: FP8 for TensorRT-LLM with 8-bit or narrower weights
+- KV dtype when not stated (neither the row's ``kv_cache`` nor its recipe's
+  ``extra.kv_cache_dtype``): FP8 for TensorRT-LLM with 8-bit or narrower weights
   (its perf tables quantize the KV cache with the weights), else the 16-bit dtype.
 - Weights when the source does not say: the checkpoint's own dtype
   (:func:`infercast.specs.checkpoint.checkpoint_weights`: ``quantization_config.quant_method``, else
@@ -148,6 +149,11 @@ class Setup:
     # TensorRT-LLM's attention-DP context balance the run's recipe enabled: (timeout_iters,
     # batching_wait_iters) over the ``tp`` attention-DP ranks (``adp_balance``); () = off
     adp_balance: tuple[int, int] = ()
+    # SGLang's --max-prefill-tokens as the run set it (``sglang_server_args``); 0 = no cap
+    max_prefill_tokens: int = 0
+    # TensorRT-LLM's batch waiting the run's recipe set: (timeout_iters, max_tokens_ratio)
+    # (``batch_wait``); () = off
+    batch_wait: tuple[int, float] = ()
 
     @property
     def gpus_per_replica(self) -> int:
@@ -168,6 +174,11 @@ def kv_dtype(case: Case) -> str:
     """Stated KV dtype, else the engine's usual choice (module docstring)."""
     if case.kv_cache:
         return case.kv_cache
+    stated = case.extra.get("kv_cache_dtype")  # the run's recipe (data/README.md)
+    if stated is not None:
+        if stated not in ("fp8", "bf16", "fp16"):
+            raise Unpredictable(f"extra.kv_cache_dtype {stated!r}: must be fp8, bf16 or fp16")
+        return stated
     if engine_family(case.engine) == "trtllm" and case.weights in ("fp8", "fp4"):
         return "fp8"
     return "fp16" if case.weights in ("fp16", "int8", "int4") else "bf16"
@@ -225,6 +236,46 @@ def adp_balance(case: Case) -> tuple[int, int]:
             ">= 0]"
         )
     return (v[0], v[1])
+
+
+def batch_wait(case: Case) -> tuple[int, float]:
+    """``extra.batch_wait`` [timeout_iters, max_tokens_ratio]: the run started TensorRT-LLM with
+    ``batch_wait_timeout_iters`` and ``batch_wait_max_tokens_ratio`` (an InferenceX recipe,
+    data/README.md; ``sched/admission.py`` ``BatchWait``); () when the row does not say so."""
+    v = case.extra.get("batch_wait")
+    if v is None:
+        return ()
+    if (
+        not isinstance(v, list)
+        or len(v) != 2
+        or isinstance(v[0], bool)
+        or not isinstance(v[0], int)
+        or v[0] < 1
+        or not isinstance(v[1], int | float)
+        or not 0 <= v[1] <= 1
+    ):
+        raise Unpredictable(
+            f"extra.batch_wait {v!r}: must be [timeout_iters >= 1, max_tokens_ratio in [0, 1]]"
+        )
+    return (v[0], float(v[1]))
+
+
+MIXED_PRESET = "sglang-0.5-mixed"  # SGLang with --enable-mixed-chunk (data/engines)
+
+
+def sglang_server_args(case: Case) -> tuple[bool, int]:
+    """(``extra.sglang_mixed_chunk``, ``extra.max_prefill_tokens``): the run started SGLang with
+    ``--enable-mixed-chunk`` and that ``--max-prefill-tokens`` (an aiconfigurator-generated
+    deployment, data/README.md), so it is predicted on :data:`MIXED_PRESET` with that cap;
+    (False, 0) when the row does not say so."""
+    mixed = case.extra.get("sglang_mixed_chunk", False)
+    cap = case.extra.get("max_prefill_tokens", 0)
+    if not isinstance(mixed, bool) or isinstance(cap, bool) or not isinstance(cap, int) or cap < 0:
+        raise Unpredictable(
+            f"extra.sglang_mixed_chunk {mixed!r} / extra.max_prefill_tokens {cap!r}: must be a "
+            "boolean and an integer >= 0"
+        )
+    return mixed, cap
 
 
 def unshardable_tp(model: str, tp: int) -> str | None:
@@ -302,7 +353,17 @@ def layout(case: Case, engine: EnginePreset | None = None) -> Layout:
         raise Unpredictable(
             f"n_gpus={n} is not a multiple of the {per} GPUs of one replica (tp*pp)"
         )
+    mixed, prefill_cap = sglang_server_args(case)
+    if engine is None and mixed and engine_family(case.engine) == "sglang":
+        engine = load_engine(MIXED_PRESET)
+        notes.append(
+            "SGLang started with --enable-mixed-chunk"
+            + (f" and --max-prefill-tokens {prefill_cap}" if prefill_cap else "")
+            + " (the run's generated deployment): decodes ride in every prefill step"
+        )
     preset = row_preset(case, case.hardware, tp * pp, engine)
+    if preset is not None and not prefill_cap:
+        prefill_cap = preset.max_prefill_tokens
     seqs, tokens = (preset.max_num_seqs, preset.max_num_batched_tokens) if preset else OTHER_LIMITS
     weights, kv, experts = case.weights, kv_dtype(case), checkpoint_experts(case)
     if experts:
@@ -339,6 +400,7 @@ def layout(case: Case, engine: EnginePreset | None = None) -> Layout:
         admission_params=tuple(preset.admission_params.items())
         if preset and preset.admission == "sglang-new-token-ratio"
         else (),
+        max_prefill_tokens=prefill_cap if preset and preset.engine == "sglang" else 0,
     )
     balance = adp_balance(case) if attn_dp and trtllm else ()
     if balance:
@@ -346,6 +408,13 @@ def layout(case: Case, engine: EnginePreset | None = None) -> Layout:
         notes.append(
             f"attention-DP balance (the run's recipe): new requests wait for every one of the {tp} "
             f"ranks to have one, at most {balance[0]} iterations, then {balance[1]} more"
+        )
+    wait = batch_wait(case) if trtllm and not attn_dp else ()
+    if wait:  # PyExecutor._schedule waits for a batch only without attention DP
+        setup = replace(setup, batch_wait=wait)
+        notes.append(
+            f"batch waiting (the run's recipe): new requests wait until they and the decodes fill "
+            f"{wait[1]:g} of the token budget, at most {wait[0]} iterations"
         )
     r = length_range_ratio(case)
     if r is not None:

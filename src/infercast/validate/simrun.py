@@ -62,6 +62,10 @@ def _scheduler(s: Setup, recv_interval: int = 1) -> dict:
     if s.admission != "current-use":  # the engine's admission rule (sched/admission.py)
         out["admission"] = s.admission
         out.update(s.admission_params)
+    if s.max_prefill_tokens:  # SGLang's --max-prefill-tokens (sched/policies.py admit_waiting)
+        out["max_prefill_tokens"] = s.max_prefill_tokens
+    if s.batch_wait:  # TensorRT-LLM's batch waiting (sched/admission.py BatchWait)
+        out["batch_wait_timeout_iters"], out["batch_wait_max_tokens_ratio"] = s.batch_wait
     if s.adp_balance and s.attn_dp and s.tp > 1:  # TensorRT-LLM's attention-DP balance
         out["adp_ranks"] = s.tp
         out["adp_timeout_iters"], out["adp_batching_wait_iters"] = s.adp_balance

@@ -1,0 +1,74 @@
+"""Engine flags a row's deployment set, in ``validate/setup.py``: SGLang's mixed chunk and
+``--max-prefill-tokens`` (``extra.sglang_mixed_chunk``, ``extra.max_prefill_tokens``) and
+TensorRT-LLM's batch waiting (``extra.batch_wait``)."""
+
+from __future__ import annotations
+
+import pytest
+
+from infercast.errors import Unpredictable
+from infercast.validate.setup import layout
+from infercast.validate.simrun import _scheduler
+
+
+def _sglang_row(concurrency_row, **extra):
+    return concurrency_row(
+        engine="sglang-0.5.6.post2", hardware="h200-sxm", weights="fp8", extra=extra
+    )
+
+
+def test_mixed_chunk_row_runs_the_chunked_policy_under_its_prefill_cap(concurrency_row):
+    # scheduler.py get_new_batch_prefill: --enable-mixed-chunk puts the running decodes into the
+    # prefill batch (the chunked policy); the generator passed --max-prefill-tokens isl + 1500
+    plain = layout(_sglang_row(concurrency_row)).setup
+    mixed = layout(
+        _sglang_row(concurrency_row, sglang_mixed_chunk=True, max_prefill_tokens=2524)
+    ).setup
+    assert (plain.policy, plain.max_prefill_tokens) == ("prefill-first", 0)
+    assert (mixed.policy, mixed.max_prefill_tokens) == ("chunked", 2524)
+    assert mixed.admission == plain.admission == "sglang-new-token-ratio"
+    assert _scheduler(mixed)["max_prefill_tokens"] == 2524
+    assert "max_prefill_tokens" not in _scheduler(plain)
+
+
+def test_mixed_chunk_without_a_cap_takes_sglangs_default(concurrency_row):
+    mixed = layout(_sglang_row(concurrency_row, sglang_mixed_chunk=True)).setup
+    assert mixed.max_prefill_tokens == 16384  # server_args.py max_prefill_tokens default
+
+
+def test_trtllm_batch_wait_only_without_attention_dp(concurrency_row):
+    # PyExecutor._schedule calls _waiting_requests only when attention DP is off
+    row = dict(model="deepseek-r1", hardware="b200", engine="trtllm-1.2.0rc6.post3", weights="fp8")
+    tp8 = layout(concurrency_row(**row, n_gpus=8, tp=8, extra={"batch_wait": [40, 0.8]})).setup
+    dep = layout(
+        concurrency_row(**row, n_gpus=8, tp=1, ep=8, extra={"batch_wait": [40, 0.8]})
+    ).setup
+    assert tp8.batch_wait == (40, 0.8) and dep.batch_wait == ()
+    sched = _scheduler(tp8)
+    assert (sched["batch_wait_timeout_iters"], sched["batch_wait_max_tokens_ratio"]) == (40, 0.8)
+
+
+@pytest.mark.parametrize(
+    "extra", [{"batch_wait": [0, 0.8]}, {"batch_wait": 40}, {"sglang_mixed_chunk": "yes"}]
+)
+def test_bad_server_args_make_the_row_unpredictable(concurrency_row, extra):
+    with pytest.raises(Unpredictable):
+        layout(
+            concurrency_row(
+                engine="trtllm-1.2.0rc6" if "batch_wait" in extra else "sglang-0.5.6",
+                extra=extra,
+            )
+        )
+
+
+def test_recipe_kv_dtype_replaces_the_engines_default(concurrency_row):
+    # InferenceX's B200 DeepSeek-R1 SGLang recipes pass --kv-cache-dtype fp8_e4m3; a row's own
+    # kv_cache cell still wins
+    row = dict(model="deepseek-r1", hardware="b200", engine="sglang-0.5.9", weights="fp8")
+    row |= dict(n_gpus=8, tp=8)
+    assert layout(concurrency_row(**row)).setup.kv_cache == "bf16"
+    assert layout(concurrency_row(**row, extra={"kv_cache_dtype": "fp8"})).setup.kv_cache == "fp8"
+    stated = concurrency_row(**row, kv_cache="bf16", extra={"kv_cache_dtype": "fp8"})
+    assert layout(stated).setup.kv_cache == "bf16"
+    with pytest.raises(Unpredictable):
+        layout(concurrency_row(**row, extra={"kv_cache_dtype": "int3"}))
