@@ -184,6 +184,7 @@ def gpus_ran(rows: list[dict], twin_of: dict[str, str]) -> dict[str, int]:
                     out[base] = x
     return out
 
+
 BATCH_WAIT = [40, 0.8]  # dsr1_fp8_b200_trt.sh: batch_wait_timeout_iters, _max_tokens_ratio
 
 
