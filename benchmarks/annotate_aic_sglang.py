@@ -34,9 +34,11 @@ Running it again changes nothing.
 from __future__ import annotations
 
 import argparse
-import csv
-import json
+import sys
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from annotate_inferencex import rewrite_extras  # noqa: E402  (a sibling script)
 
 CSV = Path(__file__).resolve().parents[1] / "src" / "infercast" / "data" / "measurements.csv"
 SOURCE = "aiconfigurator-silicon-sample"
@@ -54,38 +56,17 @@ def server_args(row: dict) -> dict:
     }
 
 
-def _extra_cell(extra: dict) -> str:
-    return '"' + json.dumps(extra, separators=(",", ":")).replace('"', '""') + '"'
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--write", action="store_true", help="annotate the rows in the file")
     args = ap.parse_args()
     with CSV.open(encoding="utf-8", newline="") as f:  # keep the file's own line ends
         text = f.read()
-    rows = list(csv.DictReader(text.splitlines()))
-    by_id = {r["id"]: r for r in rows}
-    lines = text.split("\r\n")
-    changed = 0
-    for i, line in enumerate(lines):
-        row_id = line.split(",", 1)[0]
-        row = by_id.get(row_id)
-        if row is None:
-            continue
-        extra = json.loads(row["extra"] or "{}")
-        add = server_args(row)
-        if all(extra.get(k) == v for k, v in add.items()):
-            continue
-        old = _extra_cell(json.loads(row["extra"])) if row["extra"] else ""
-        assert line.endswith("," + old), row_id  # the extra cell is the last one
-        lines[i] = line[: len(line) - len(old)] + _extra_cell(extra | add)
-        print(row_id, "->", add)
-        changed += 1
+    text, changed = rewrite_extras(text, lambda row, extra: server_args(row))
     print(f"{changed} rows to change")
     if args.write and changed:
         with CSV.open("w", encoding="utf-8", newline="") as f:
-            f.write("\r\n".join(lines))
+            f.write(text)
         print(f"wrote {CSV.name}")
 
 

@@ -68,6 +68,7 @@ import csv
 import json
 import re
 from collections import defaultdict
+from collections.abc import Callable
 from pathlib import Path
 
 CSV = Path(__file__).resolve().parents[1] / "src" / "infercast" / "data" / "measurements.csv"
@@ -221,6 +222,27 @@ def _extra_cell(extra: dict) -> str:
     return '"' + json.dumps(extra, separators=(",", ":")).replace('"', '""') + '"'
 
 
+def rewrite_extras(text: str, keys: Callable[[dict, dict], dict]) -> tuple[str, int]:
+    """``text`` (the CSV, CRLF rows) with each row's ``extra`` cell given ``keys(row, extra)``;
+    every other byte kept. Returns the new text and the rows changed (0: nothing to add)."""
+    by_id = {r["id"]: r for r in csv.DictReader(text.splitlines())}
+    lines = text.split("\r\n")
+    changed = 0
+    for i, line in enumerate(lines):
+        row = by_id.get(line.split(",", 1)[0])
+        if row is None:
+            continue
+        extra = json.loads(row["extra"] or "{}")
+        add = keys(row, extra)
+        if all(extra.get(k) == v for k, v in add.items()):
+            continue
+        old = _extra_cell(extra) if row["extra"] else ""
+        assert line.endswith("," + old), row["id"]  # the extra cell is the last one
+        lines[i] = line[: len(line) - len(old)] + _extra_cell(extra | add)
+        changed += 1
+    return "\r\n".join(lines), changed
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--write", action="store_true", help="annotate the twins in the file")
@@ -236,27 +258,17 @@ def main() -> None:
     }
     twin_of |= {b: a["inferencex_twin"] for b, a in found.items()}
     ran = gpus_ran(rows, twin_of)
-    by_id = {r["id"]: r for r in rows}
-    lines = text.split("\r\n")
-    changed = 0
-    for i, line in enumerate(lines):
-        row_id = line.split(",", 1)[0]
-        row = by_id.get(row_id)
-        if row is None:
-            continue
-        extra = json.loads(row["extra"] or "{}")
-        add = dict(found.get(row_id.rsplit("-", 1)[0], {}))
+
+    def keys(row: dict, extra: dict) -> dict:
+        base = row["id"].rsplit("-", 1)[0]
+        add = dict(found.get(base, {}))
         add |= adp_balance(row, extra | add)
-        if row_id.rsplit("-", 1)[0] in ran:
-            add["n_gpus_ran"] = ran[row_id.rsplit("-", 1)[0]]
+        if base in ran:
+            add["n_gpus_ran"] = ran[base]
         add |= batch_wait(row)
-        add |= kv_cache_dtype(row, extra | add)
-        if all(extra.get(k) == v for k, v in add.items()):
-            continue
-        old = _extra_cell(json.loads(row["extra"])) if row["extra"] else ""
-        assert line.endswith("," + old), row_id  # the extra cell is the last one
-        lines[i] = line[: len(line) - len(old)] + _extra_cell(extra | add)
-        changed += 1
+        return add | kv_cache_dtype(row, extra | add)
+
+    text, changed = rewrite_extras(text, keys)
     for base, add in sorted(found.items()):
         print(base, "->", add)
     for base, x in sorted(ran.items()):
@@ -264,7 +276,7 @@ def main() -> None:
     print(f"{len(found)} twin runs, {len(ran)} runs on fewer GPUs; {changed} rows to change in all")
     if args.write and changed:
         with CSV.open("w", encoding="utf-8", newline="") as f:
-            f.write("\r\n".join(lines))
+            f.write(text)
         print(f"wrote {CSV.name}")
 
 
