@@ -141,6 +141,20 @@ def kernels() -> Kernels | None:
             out[i, 0] = x[i] * r * gain[i]
         return out
 
+    @njit(fastmath=True, cache=True, inline="always")
+    def dot4(wf, x_rows, t, out, r):  # pragma: no cover - compiled
+        # out[r, t:t+4] = one float32 weight row against 4 tokens, the row read once: the
+        # 4-token pass of the bf16 (widened row) and fp32 loops, inlined into each.
+        x0, x1, x2, x3 = x_rows[t], x_rows[t + 1], x_rows[t + 2], x_rows[t + 3]
+        a0 = a1 = a2 = a3 = np.float32(0.0)
+        for c in range(wf.shape[0]):
+            w = wf[c]
+            a0 += w * x0[c]
+            a1 += w * x1[c]
+            a2 += w * x2[c]
+            a3 += w * x3[c]
+        out[r, t], out[r, t + 1], out[r, t + 2], out[r, t + 3] = a0, a1, a2, a3
+
     def int8_matmul(q, scale, x_rows, out):  # pragma: no cover - compiled
         # out[r, t] = scale[r] * sum_c q[r, c] x[t, c]: int8 rows widened in registers,
         # each widened weight used by up to 4 tokens; rows in chunks (threads: see below).
@@ -184,15 +198,7 @@ def kernels() -> Kernels | None:
                     buf[c] = np.uint32(wr[c]) << np.uint32(16)
                 t = 0
                 while t + 4 <= m:
-                    x0, x1, x2, x3 = x_rows[t], x_rows[t + 1], x_rows[t + 2], x_rows[t + 3]
-                    a0 = a1 = a2 = a3 = np.float32(0.0)
-                    for c in range(k):
-                        w = wf[c]
-                        a0 += w * x0[c]
-                        a1 += w * x1[c]
-                        a2 += w * x2[c]
-                        a3 += w * x3[c]
-                    out[r, t], out[r, t + 1], out[r, t + 2], out[r, t + 3] = a0, a1, a2, a3
+                    dot4(wf, x_rows, t, out, r)
                     t += 4
                 for tt in range(t, m):
                     xr = x_rows[tt]
@@ -230,15 +236,7 @@ def kernels() -> Kernels | None:
                     out[r, t + 4], out[r, t + 5], out[r, t + 6], out[r, t + 7] = a4, a5, a6, a7
                     t += 8
                 if t + 4 <= m:
-                    x0, x1, x2, x3 = x_rows[t], x_rows[t + 1], x_rows[t + 2], x_rows[t + 3]
-                    a0 = a1 = a2 = a3 = np.float32(0.0)
-                    for c in range(k):
-                        wc = wr[c]
-                        a0 += wc * x0[c]
-                        a1 += wc * x1[c]
-                        a2 += wc * x2[c]
-                        a3 += wc * x3[c]
-                    out[r, t], out[r, t + 1], out[r, t + 2], out[r, t + 3] = a0, a1, a2, a3
+                    dot4(wr, x_rows, t, out, r)
                     t += 4
                 if t + 2 <= m:
                     x0, x1 = x_rows[t], x_rows[t + 1]
