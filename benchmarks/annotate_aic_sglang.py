@@ -38,9 +38,12 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from annotate_inferencex import rewrite_extras  # noqa: E402  (a sibling script)
+from annotate_inferencex import (  # noqa: E402  (a sibling script)
+    read_measurements,
+    rewrite_extras,
+    save_measurements,
+)
 
-CSV = Path(__file__).resolve().parents[1] / "src" / "infercast" / "data" / "measurements.csv"
 SOURCE = "aiconfigurator-silicon-sample"
 ENGINE = "sglang-0.5.6.post2"
 EXTRA_PREFILL_TOKENS = 1500  # generator rule: max_prefill_tokens = isl + 1500
@@ -60,14 +63,9 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--write", action="store_true", help="annotate the rows in the file")
     args = ap.parse_args()
-    with CSV.open(encoding="utf-8", newline="") as f:  # keep the file's own line ends
-        text = f.read()
-    text, changed = rewrite_extras(text, lambda row, extra: server_args(row))
+    text, changed = rewrite_extras(read_measurements(), lambda row, extra: server_args(row))
     print(f"{changed} rows to change")
-    if args.write and changed:
-        with CSV.open("w", encoding="utf-8", newline="") as f:
-            f.write(text)
-        print(f"wrote {CSV.name}")
+    save_measurements(text, changed, args.write)
 
 
 if __name__ == "__main__":

@@ -222,6 +222,20 @@ def _extra_cell(extra: dict) -> str:
     return '"' + json.dumps(extra, separators=(",", ":")).replace('"', '""') + '"'
 
 
+def read_measurements() -> str:
+    """The shipped CSV's text, its own line ends kept."""
+    with CSV.open(encoding="utf-8", newline="") as f:
+        return f.read()
+
+
+def save_measurements(text: str, changed: int, write: bool) -> None:
+    """Write ``text`` back when asked and something changed."""
+    if write and changed:
+        with CSV.open("w", encoding="utf-8", newline="") as f:
+            f.write(text)
+        print(f"wrote {CSV.name}")
+
+
 def rewrite_extras(text: str, keys: Callable[[dict, dict], dict]) -> tuple[str, int]:
     """``text`` (the CSV, CRLF rows) with each row's ``extra`` cell given ``keys(row, extra)``;
     every other byte kept. Returns the new text and the rows changed (0: nothing to add)."""
@@ -247,8 +261,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--write", action="store_true", help="annotate the twins in the file")
     args = ap.parse_args()
-    with CSV.open(encoding="utf-8", newline="") as f:  # keep the file's own line ends
-        text = f.read()
+    text = read_measurements()
     rows = list(csv.DictReader(text.splitlines()))
     found = twins(rows)
     twin_of = {
@@ -274,10 +287,7 @@ def main() -> None:
     for base, x in sorted(ran.items()):
         print(base, "-> n_gpus_ran", x)
     print(f"{len(found)} twin runs, {len(ran)} runs on fewer GPUs; {changed} rows to change in all")
-    if args.write and changed:
-        with CSV.open("w", encoding="utf-8", newline="") as f:
-            f.write(text)
-        print(f"wrote {CSV.name}")
+    save_measurements(text, changed, args.write)
 
 
 if __name__ == "__main__":

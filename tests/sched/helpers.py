@@ -62,3 +62,20 @@ def _record(done: list, steps: int, finish_step: dict | None) -> list:
     if finish_step is not None:
         finish_step.update((r.request_id, steps) for r in done)
     return done
+
+
+def finish_steps_both_paths(make, seed: int, n: int = 40) -> tuple[dict, dict]:
+    """The step each of ``n`` random requests finished on, step by step and on the fast path:
+    ``make(fast)`` builds the scheduler (``compact_decodes``/``emit_block_tables`` per path)."""
+    import random
+
+    results = []
+    for fast in (False, True):
+        rng = random.Random(seed)
+        s = make(fast)
+        for i in range(n):
+            s.add_request(req(i, rng.randint(3, 40), rng.randint(2, 60)))
+        finish: dict = {}
+        drive(s, use_fast_path=fast, finish_step=finish)
+        results.append(finish)
+    return results[0], results[1]

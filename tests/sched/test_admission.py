@@ -4,7 +4,7 @@ new_token_ratio, as their sources state them."""
 from __future__ import annotations
 
 import pytest
-from tests.sched.helpers import check_step, drive, make_scheduler, req
+from tests.sched.helpers import check_step, drive, finish_steps_both_paths, make_scheduler, req
 
 from infercast.errors import ConfigError
 from infercast.sched import SchedulerConfig
@@ -223,16 +223,21 @@ def test_fast_path_matches_step_by_step(admission, clip):
     assert results[0] == results[1]
 
 
-def _adp_scheduler(timeout: int, batching: int = 0, ranks: int = 2, fast: bool = False):
+def _trtllm_scheduler(fast: bool = False, **rule):
+    """TensorRT-LLM's admission (reserve the whole output) with one more rule."""
     return make_scheduler(
         num_blocks=400,
         max_num_seqs=64,
         admission="reserve-full-output",
         compact_decodes=fast,
         emit_block_tables=not fast,
-        adp_ranks=ranks,
-        adp_timeout_iters=timeout,
-        adp_batching_wait_iters=batching,
+        **rule,
+    )
+
+
+def _adp_scheduler(timeout: int, batching: int = 0, ranks: int = 2, fast: bool = False):
+    return _trtllm_scheduler(
+        fast, adp_ranks=ranks, adp_timeout_iters=timeout, adp_batching_wait_iters=batching
     )
 
 
@@ -287,29 +292,15 @@ def test_adp_balance_off_by_default_and_validated():
 
 @pytest.mark.parametrize("batching", [0, 4])
 def test_adp_balance_fast_path_matches_step_by_step(batching):
-    import random
-
-    results = []
-    for fast in (False, True):
-        rng = random.Random(3)
-        s = _adp_scheduler(timeout=9, batching=batching, ranks=4, fast=fast)
-        for i in range(40):
-            s.add_request(req(i, rng.randint(3, 40), rng.randint(2, 60)))
-        finish: dict = {}
-        drive(s, use_fast_path=fast, finish_step=finish)
-        results.append(finish)
-    assert results[0] == results[1]
+    step, fast = finish_steps_both_paths(
+        lambda fast: _adp_scheduler(timeout=9, batching=batching, ranks=4, fast=fast), seed=3
+    )
+    assert len(step) == 40 and step == fast
 
 
 def _wait_scheduler(timeout: int, ratio: float, fast: bool = False):
-    return make_scheduler(
-        num_blocks=400,
-        max_num_seqs=64,
-        admission="reserve-full-output",
-        compact_decodes=fast,
-        emit_block_tables=not fast,
-        batch_wait_timeout_iters=timeout,
-        batch_wait_max_tokens_ratio=ratio,
+    return _trtllm_scheduler(
+        fast, batch_wait_timeout_iters=timeout, batch_wait_max_tokens_ratio=ratio
     )
 
 
@@ -359,15 +350,7 @@ def test_batch_wait_validated_and_not_with_attention_dp():
 
 
 def test_batch_wait_fast_path_matches_step_by_step():
-    import random
-
-    results = []
-    for fast in (False, True):
-        rng = random.Random(5)
-        s = _wait_scheduler(timeout=9, ratio=0.8, fast=fast)
-        for i in range(40):
-            s.add_request(req(i, rng.randint(3, 40), rng.randint(2, 60)))
-        finish: dict = {}
-        drive(s, use_fast_path=fast, finish_step=finish)
-        results.append(finish)
-    assert results[0] == results[1]
+    step, fast = finish_steps_both_paths(
+        lambda fast: _wait_scheduler(timeout=9, ratio=0.8, fast=fast), seed=5
+    )
+    assert len(step) == 40 and step == fast

@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 from infercast.errors import ConfigError
 from infercast.sched import RequestStatus, SchedulerConfig, synthetic_block_hashes
 
-from .helpers import check_step, drive, make_scheduler, req
+from .helpers import check_step, drive, finish_steps_both_paths, make_scheduler, req
 
 
 def test_single_request_prefill_then_decodes():
@@ -313,12 +313,8 @@ def test_max_prefill_tokens_admits_after_the_first_prompt_only_below_the_cap_lef
 
 @pytest.mark.parametrize("admission", ["current-use", "sglang-new-token-ratio"])
 def test_max_prefill_tokens_same_on_fast_and_general_paths(admission):
-    import random
-
-    results = []
-    for fast in (False, True):
-        rng = random.Random(7)
-        s = make_scheduler(
+    def make(fast):
+        return make_scheduler(
             num_blocks=400,
             max_num_seqs=32,
             max_prefill_tokens=40,
@@ -326,9 +322,6 @@ def test_max_prefill_tokens_same_on_fast_and_general_paths(admission):
             compact_decodes=fast,
             emit_block_tables=not fast,
         )
-        for i in range(40):
-            s.add_request(req(i, rng.randint(3, 40), rng.randint(2, 60)))
-        finish: dict = {}
-        drive(s, use_fast_path=fast, finish_step=finish)
-        results.append(finish)
-    assert results[0] == results[1]
+
+    step, fast = finish_steps_both_paths(make, seed=7)
+    assert len(step) == 40 and step == fast
