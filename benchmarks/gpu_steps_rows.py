@@ -8,7 +8,8 @@ and rows of ``hardware_measured.csv``. Rows of the same ``--source`` are replace
 script can be rerun; every other row is left as it is.
 
     python benchmarks/gpu_steps_rows.py benchmarks/results/gpu_steps_h200_2026-12-04_run*.json \
-        --source infercast-gpu-steps-h200-2026-12-04 --id-prefix H200S --commit 9966a92 --write
+        --source infercast-gpu-steps-h200-2026-12-04 --id-prefix H200S --commit 9966a92 \
+        --date 2026-12-04 --write
 """
 
 from __future__ import annotations
@@ -53,9 +54,9 @@ def merged_steps(runs: list[dict]) -> list[dict]:
     return [{"first": s[0], "runs": s} for s in by_key.values()]
 
 
-def _citation(env: dict, commit: str, files: list[str]) -> str:
+def _citation(env: dict, commit: str, date: str, files: list[str]) -> str:
     return (
-        f"infercast benchmarks/gpu_steps.py @{commit}, run 2026-12-04 on one {env['gpu']} "
+        f"infercast benchmarks/gpu_steps.py @{commit}, run {date} on one {env['gpu']} "
         f"(SXM, {env.get('nvidia_smi', '')}), torch {env['torch']}; raw results "
         + " and ".join(files)
     )
@@ -169,6 +170,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--source", required=True)
     p.add_argument("--id-prefix", required=True)
     p.add_argument("--commit", required=True, help="the commit of gpu_steps.py that ran")
+    p.add_argument("--date", required=True, help="the day the runs were taken (YYYY-MM-DD)")
     p.add_argument("--write", action="store_true", help="rewrite the data files")
     p.add_argument("--no-ceilings", action="store_true", help="steps only (ceilings shipped)")
     args = p.parse_args(argv)
@@ -177,7 +179,7 @@ def main(argv: list[str] | None = None) -> int:
         p.error(f"a run reported errors: {[r['errors'] for r in runs]}")
     root = Path(__file__).resolve().parents[1]
     files = [str(f.resolve().relative_to(root)) for f in args.runs]
-    citation = _citation(runs[0]["environment"], args.commit, files)
+    citation = _citation(runs[0]["environment"], args.commit, args.date, files)
     steps = step_rows(runs, args, citation)
     ceilings = [] if args.no_ceilings else ceiling_rows(runs, args, citation, len(steps) + 1)
     kept = replace_source(DATA / "measurements.csv", steps + ceilings, args.source, args.write)
