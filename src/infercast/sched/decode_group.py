@@ -81,20 +81,19 @@ class DecodeGroupMixin:
         reaches ``max_output_tokens`` (included as the horizon's last step) or
         the KV blocks run out.
         """
-        if not self.group or self.explicit or max_steps < 1 or self._pending_group:
+        if not self.group or self.explicit or self._pending_group:
             return 0
         held = None
-        if self.waiting and self.hold is not None:  # held by a waiting rule (admission.py)
-            held = self.hold.held_steps(self)
-            if not held:
-                return 0
-        if self.waiting and held is None:  # ``policy.would_admit(self)`` (nothing explicit)
-            chunked = self._head_chunked
-            if chunked is not None and _head_fits(
+        if self.waiting:
+            if self.hold is not None:  # held by a waiting rule (admission.py)
+                held = self.hold.held_steps(self)
+                if not held:
+                    return 0
+            elif self._head_chunked is not None and _head_fits(  # ``policy.would_admit(self)``
                 self,  # type: ignore[arg-type]  # the mixin is only ever a Scheduler
                 self.config.max_num_batched_tokens
                 - (len(self.group) if self._head_less_group else 0),
-                chunked,
+                self._head_chunked,
             ):
                 return 0
         heap = self._finish_heap
@@ -105,8 +104,10 @@ class DecodeGroupMixin:
         while req.dbase < 0 or req.finish_dstep != finish:
             heapq.heappop(heap)
             finish, _, req = heap[0]
-        steps = finish - self.dstep
+        steps = finish - self.dstep  # >= 1: members finished by now have left
         if max_steps < steps:
+            if max_steps < 1:
+                return 0
             steps = max_steps
         if held is not None and held < steps:
             steps = held

@@ -13,6 +13,7 @@ millions of requests keeps a heap of a few entries (the replicas' step ends).
 from __future__ import annotations
 
 import heapq
+import itertools
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -23,6 +24,7 @@ PRIO_STEP_END = 1
 PRIO_KICK = 2
 
 _INF = float("inf")
+_heappush = heapq.heappush
 
 
 def _no_arrival(item: Any) -> None:
@@ -36,7 +38,7 @@ class Kernel:
         self.now = 0.0
         # Entries [time, priority, seq, fn, args]; fn None: cancelled.
         self.heap: list[list[Any]] = []
-        self._seq = 0
+        self._seqs = itertools.count(1)  # the entries' ``seq``: 1, 2, ... (a C iterator)
         self.num_events = 0
         # Time of the next arrival of the stream given to ``run`` (inf when none is waiting).
         self.arrival_s = _INF
@@ -45,9 +47,8 @@ class Kernel:
         """Run ``fn(*args)`` at ``time_s``; returns a handle for :meth:`cancel`."""
         if time_s < self.now:
             raise ValueError(f"event at {time_s} s scheduled in the past (now {self.now} s)")
-        self._seq += 1
-        entry = [time_s, priority, self._seq, fn, args]
-        heapq.heappush(self.heap, entry)
+        entry = [time_s, priority, next(self._seqs), fn, args]
+        _heappush(self.heap, entry)
         return entry
 
     def after_arrivals(self, fn: Callable[[], None]) -> None:

@@ -294,6 +294,8 @@ class Replica:
     __slots__ = (
         "index",
         "recv_interval",
+        "_polls",
+        "_capped",
         "_inbox",
         "_recv_count",
         "_recv_due",
@@ -353,6 +355,7 @@ class Replica:
         if recv_interval < 1:
             raise ValueError(f"recv_interval {recv_interval!r}: must be >= 1")
         self.recv_interval = recv_interval  # decode steps between request polls (module doc)
+        self._polls = recv_interval > 1  # the flag the step reads (a load, not a comparison)
         self._inbox: list[Request] = []  # arrived while busy, not yet polled
         self._recv_count = 0  # the poll counter: decode steps since the last poll
         self._recv_due = False  # the step that just ended reached the poll
@@ -397,6 +400,9 @@ class Replica:
         limit = self._affine_timer.affine_context_limit if self._affine_timer else math.inf
         self._context_limit = float(limit)
         self._windowed = self._context_limit != math.inf
+        # Whether a group-only run may end before the horizon (the window's edge, a poll): one
+        # flag for ``_start`` to read when neither applies.
+        self._capped = self._windowed or self._polls
         # Past the window (every context >= this): the other affine form, in its own table.
         past = getattr(self._affine_timer, "affine_past_window_context", math.inf)
         self._past_limit = float(past) if self._windowed else math.inf
@@ -422,7 +428,7 @@ class Replica:
     def submit(self, req: Request) -> None:
         """A request arrives now (kernel time)."""
         now = self.kernel.now
-        if self.recv_interval > 1 and self._busy:  # waits for the engine's next poll
+        if self._polls and self._busy:  # waits for the engine's next poll
             self.outstanding_tokens += req.prompt_tokens + req.max_output_tokens
             self._inbox.append(req)
             plan = self._plan
@@ -446,14 +452,15 @@ class Replica:
     def _start(self) -> None:
         """Plan the next step, account it, observe, and post its end (idle when nothing runs)."""
         now = self.kernel.now
-        if self.recv_interval > 1 and (self._recv_due or not self.sched.has_unfinished):
+        if self._polls and (self._recv_due or not self.sched.has_unfinished):
             self._recv_due = False
             self._poll(now)
         k = self.sched.decode_horizon(self.max_segment_steps) if self.fast else 0
-        if k and self._windowed:
-            k = self._cap_by_window(k)
-        if k and self._inbox:  # the segment ends at the poll that takes them
-            k = min(k, self.recv_interval - self._recv_count)
+        if k and self._capped:
+            if self._windowed:
+                k = self._cap_by_window(k)
+            if k and self._inbox:  # the segment ends at the poll that takes them
+                k = min(k, self.recv_interval - self._recv_count)
         plan: _BatchStep | _GroupStep | _Segment
         if k >= 2:
             plan = self._segment
@@ -474,9 +481,8 @@ class Replica:
             self._segment.kv_usage = kv_usage  # block is taken or given until then)
         else:
             self.stats.add(1, dt, plan.num_seqs, kv_usage)
-        observe = self.observe
-        if now >= self._obs_due and observe is not None:  # else ``observe`` would ignore the call
-            last, interval = observe(now, self, plan.num_seqs, kv_usage)
+        if now >= self._obs_due:  # else ``observe`` would ignore the call (inf: no ``observe``)
+            last, interval = self.observe(now, self, plan.num_seqs, kv_usage)  # type: ignore[misc]
             self._obs_due = (last + interval) * (1.0 - 1e-12)
         self._plan = plan
         self._handle = self.kernel.at(plan.end_s, PRIO_STEP_END, self._on_end)
@@ -486,7 +492,7 @@ class Replica:
         now = self.kernel.now
         plan, self._plan = self._plan, None
         assert plan is not None, "a step ended that was never started"
-        if self.recv_interval > 1:
+        if self._polls:
             self._count_poll(plan)
         done = plan.end(now)
         for req in done:
