@@ -268,15 +268,13 @@ class Scheduler(DecodeGroupMixin):
     def add_request(self, req: Request) -> bool:
         """Queue a request, or reject it (False) when it could never run."""
         p, o = req.prompt_tokens, req.max_output_tokens
-        fits = (
-            1 <= p <= self._max_prompt and o >= 1 and p + o <= self._max_total
-        )  # the usual case, cheaply
-        reason = None if fits else self._reject_reason(req)
-        if reason is not None:
-            req.status = RequestStatus.REJECTED
-            req.finish_reason = "rejected"
-            req.reject_reason = reason
-            return False
+        if not (1 <= p <= self._max_prompt and o >= 1 and p + o <= self._max_total):
+            reason = self._reject_reason(req)  # else it fits: the usual case, cheaply
+            if reason is not None:
+                req.status = RequestStatus.REJECTED
+                req.finish_reason = "rejected"
+                req.reject_reason = reason
+                return False
         if req.request_id in self.requests:
             raise ValueError(f"duplicate request id {req.request_id!r}")
         if self.ratio is not None and not self.requests:
@@ -408,9 +406,11 @@ class Scheduler(DecodeGroupMixin):
                 req.status = _RUNNING
                 running[req.request_id] = self.explicit[req.request_id] = req
             c = req.num_computed_tokens
-            if len(seqs) == len(pool):  # the pool grows to the most seqs a batch has held
-                pool.append(ScheduledSeq("", 0, 0))
-            seq = pool[len(seqs)]
+            try:
+                seq = pool[len(seqs)]
+            except IndexError:  # the pool grows to the most seqs a batch has held
+                seq = ScheduledSeq("", 0, 0)
+                pool.append(seq)
             seq.request_id, seq.num_new_tokens, seq.num_cached_tokens = req.request_id, n, c
             seq.samples, seq.req = c + n == total, req
             seqs.append(seq)

@@ -95,6 +95,7 @@ class CompletionBuffer:
         "acc",
         "sink",
         "flush_every",
+        "_flush_len",
         "_rows",
         "_reasons",
         "_plain",
@@ -111,6 +112,7 @@ class CompletionBuffer:
         progress: Callable[[int], None] | None = None,
     ) -> None:
         self.acc, self.sink, self.flush_every = acc, sink, flush_every
+        self._flush_len = flush_every * ROW_WIDTH  # ``_rows`` flushes at this length
         # Requests done (the driver counts its rejections here too); ``progress(num_done)`` every
         # 1,000.
         self.num_done = 0
@@ -145,7 +147,7 @@ class CompletionBuffer:
         self._reasons.append(reason)
         if reason != "length":
             self._plain = False
-        if len(rows) >= self.flush_every * ROW_WIDTH:
+        if len(rows) >= self._flush_len:
             self.flush()
         self.num_done += 1
         if self.progress is not None and self.num_done % 1000 == 0:

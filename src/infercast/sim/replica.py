@@ -269,18 +269,16 @@ class _Segment:
         m, n = self.steps, self.num_seqs
         s, c1, c2 = self.start_s, self.c1, self.c2
         rep.stats.add(m, now - s, n, self.kv_usage)
-        # End times of steps 1..m, as :meth:`step_end` computes them.
-        if m <= 32:  # segments are mostly a few steps long (cut by arrivals): numpy costs more
-            ends = []  # a loop: in 3.11 a list comprehension builds and calls a function
-            for j in range(1, m + 1):
-                ends.append(s + j * c1 + c2 * (j * (j - 1)))
-        else:
-            js = np.arange(1, m + 1, dtype=np.float64)
-            ends = (s + js * c1 + c2 * (js * (js - 1))).tolist()
         tl = rep.timeline
         if len(tl) + m > rep._compact_at:
             rep._compact(m)
-        tl.extend(ends)
+        # End times of steps 1..m, as :meth:`step_end` computes them, onto the timeline.
+        if m <= 32:  # segments are mostly a few steps long (cut by arrivals): numpy costs more
+            for j in range(1, m + 1):  # a loop: in 3.11 a list comprehension is a call
+                tl.append(s + j * c1 + c2 * (j * (j - 1)))
+        else:
+            js = np.arange(1, m + 1, dtype=np.float64)
+            tl.extend((s + js * c1 + c2 * (js * (js - 1))).tolist())
         if rep._gap_counts is not None:
             rep._gap_counts.extend([n] * m)
         return rep.sched.advance_decode(m)
@@ -300,6 +298,7 @@ class Replica:
         "_recv_count",
         "_recv_due",
         "sched",
+        "_kv",
         "timer",
         "_fast_timer",
         "_affine_timer",
@@ -360,6 +359,7 @@ class Replica:
         self._recv_count = 0  # the poll counter: decode steps since the last poll
         self._recv_due = False  # the step that just ended reached the poll
         self.sched = scheduler
+        self._kv = scheduler.kv  # its block manager (fixed): read for the usage every step
         self.timer = timer
         # The cost model's sums-only methods, when it has them (checked once, here).
         self._fast_timer = timer if isinstance(timer, FastStepTimer) else None
@@ -475,7 +475,7 @@ class Replica:
             plan = step
         # ``BlockManager.usage`` as the plan left it, computed once for the statistics and the
         # time series (no property call).
-        kv = self.sched.kv
+        kv = self._kv
         kv_usage = (kv.num_blocks - kv.num_free_blocks) / kv.num_blocks
         if dt is None:  # a segment: accounted when it ends, cut or not, at this usage (no
             self._segment.kv_usage = kv_usage  # block is taken or given until then)
@@ -495,16 +495,18 @@ class Replica:
         if self._polls:
             self._count_poll(plan)
         done = plan.end(now)
-        for req in done:
-            self._finish(req, now)
-        if done and self._finish_posts:
-            # A finish may have posted an arrival at this instant (a client's next request, a
-            # transfer): start the next step after it (still busy: an arrival now does not kick).
-            self.kernel.after_arrivals(self._on_start)
-        else:
-            # Nothing ran that could post an event: every arrival of this instant ran before
-            # this step end (they sort first), none is still to come.
-            self._start()
+        if done:
+            for req in done:
+                self._finish(req, now)
+            if self._finish_posts:
+                # A finish may have posted an arrival at this instant (a client's next request, a
+                # transfer): start the next step after it (still busy: an arrival now does not
+                # kick).
+                self.kernel.after_arrivals(self._on_start)
+                return
+        # Nothing ran that could post an event: every arrival of this instant ran before this
+        # step end (they sort first), none is still to come.
+        self._start()
 
     # ---- request polling (recv_interval > 1; module doc) ------------------------------
     def _count_poll(self, plan: _BatchStep | _GroupStep | _Segment) -> None:

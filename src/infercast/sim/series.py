@@ -35,15 +35,14 @@ class TimeSeries:
         Returns (that replica's last sample time, the interval now): a caller may skip calls
         while ``now - last < interval`` (the interval only grows, so the skip stays valid).
         """
-        last = self._last.get(replica.index)
+        index = replica.index
+        last = self._last.get(index)
         if last is not None and now - last < self.interval_s:
             return last, self.interval_s
-        self._last[replica.index] = now
-        s = replica.sched
-        self._rows.append(
-            (now, replica.index, batch_size, kv_usage, len(s.waiting), s.num_preemptions)
-        )
-        if len(self._rows) >= self.max_points:
+        self._last[index] = now
+        s, rows = replica.sched, self._rows
+        rows.append((now, index, batch_size, kv_usage, len(s.waiting), s.num_preemptions))
+        if len(rows) >= self.max_points:
             self._rows = self._rows[::2]
             span = self._rows[-1][0] - self._rows[0][0]
             self.interval_s = max(2 * self.interval_s, span / self.max_points)
