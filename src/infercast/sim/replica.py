@@ -54,6 +54,11 @@ _RUNNING = RequestStatus.RUNNING  # a module constant: cheaper to read than the 
 # Timeline entries held before the first compaction (then the threshold doubles).
 TIMELINE_COMPACT_MIN = 1 << 16
 
+# (j, j*(j-1)) of a segment's steps j = 1..32, as floats, for ``_Segment.end``: its step ends take
+# float products only (an int times a float runs CPython's generic, slower path), equal to
+# :meth:`_Segment.step_end`'s (these ints are exact as floats).
+_STEP_TERMS = tuple((float(j), float(j * (j - 1))) for j in range(1, 33))
+
 
 def _step_lists(batch: Batch) -> tuple[list[int], list[float]]:
     """(new tokens, cached tokens) per sequence of a batch, for the cost model.
@@ -273,9 +278,9 @@ class _Segment:
         if len(tl) + m > rep._compact_at:
             rep._compact(m)
         # End times of steps 1..m, as :meth:`step_end` computes them, onto the timeline.
-        if m <= 32:  # segments are mostly a few steps long (cut by arrivals): numpy costs more
-            for j in range(1, m + 1):  # a loop: in 3.11 a list comprehension is a call
-                tl.append(s + j * c1 + c2 * (j * (j - 1)))
+        if m <= len(_STEP_TERMS):  # mostly a few steps (cut by arrivals): numpy costs more
+            for j, jj in _STEP_TERMS[:m]:  # a loop: in 3.11 a list comprehension is a call
+                tl.append(s + j * c1 + c2 * jj)
         else:
             js = np.arange(1, m + 1, dtype=np.float64)
             tl.extend((s + js * c1 + c2 * (js * (js - 1))).tolist())
