@@ -41,7 +41,7 @@ class DecodeGroupMixin:
     _phase: list[int]
     _phased: int
     group_context: int
-    _fsum: int
+    _fsum: int  # these two are kept only under SGLang's rule (``ratio``), their one reader
     _fmax: int
     _finish_heap: list[tuple[int, int, Request]]
     _heap_seq: int
@@ -287,9 +287,10 @@ class DecodeGroupMixin:
         req.dbase = d
         self.group_context += c
         req.finish_dstep = f = d + req.max_output_tokens - req.num_output_tokens
-        self._fsum += f
-        if f > self._fmax:
-            self._fmax = f
+        if self.ratio is not None:  # the members' remaining output: read by SGLang's rule alone
+            self._fsum += f
+            if f > self._fmax:
+                self._fmax = f
         self._heap_seq += 1
         _heappush(self._finish_heap, (f, self._heap_seq, req))
         self.group[rid] = req
@@ -302,7 +303,8 @@ class DecodeGroupMixin:
             self._phase[req.group_phase] -= 1
             self._phased -= 1
         self.group_context -= req.num_computed_tokens  # synced: counted to this step
-        self._fsum -= req.finish_dstep
+        if self.ratio is not None:
+            self._fsum -= req.finish_dstep
         del self.group[req.request_id]
         req.dbase = -1
         if explicit:
@@ -319,6 +321,7 @@ class DecodeGroupMixin:
         group, running, requests = self.group, self.running, self.requests
         kv, reserve = self.kv, self._reserve
         caching = self.config.enable_prefix_caching
+        counts_left = self.ratio is not None  # ``_fsum``: kept for SGLang's rule alone
         done: list[Request] = []
         while heap and heap[0][0] <= dstep:
             f, _, req = pop(heap)
@@ -336,7 +339,8 @@ class DecodeGroupMixin:
                 phases[req.group_phase] -= 1
                 self._phased -= 1
             self.group_context -= c
-            self._fsum -= f
+            if counts_left:
+                self._fsum -= f
             rid = req.request_id
             del group[rid]
             req.dbase = -1

@@ -226,8 +226,10 @@ class Scheduler(DecodeGroupMixin):
         # Sum of the members' contexts (cached tokens) now: a counter kept by every join, leave
         # and group step (as ``BlockManager.num_free_blocks``), read once per simulated step.
         self.group_context = 0
-        self._fsum = 0  # sum over members of finish_dstep (their remaining output: admission.py)
-        self._fmax = 0  # no member's finish_dstep exceeds it
+        # Sum over members of finish_dstep (their remaining output) and a bound of it: kept only
+        # under SGLang's admission rule, which alone reads them (admission.py)
+        self._fsum = 0
+        self._fmax = 0
         self._finish_heap: list[tuple[int, int, Request]] = []
         self._heap_seq = 0
         self._reserve: list[int] = []  # blocks allocated for members, not yet in their tables
@@ -499,9 +501,10 @@ class Scheduler(DecodeGroupMixin):
             assert not req.block_table and req.num_computed_tokens == 0
         assert refs == self.kv.ref_counts, "block tables and ref counts disagree"
         assert len(self.group) + len(self.explicit) == len(self.running)
-        assert self._fsum == sum(r.finish_dstep for r in self.group.values())
+        if self.ratio is not None:  # kept for its rule alone
+            assert self._fsum == sum(r.finish_dstep for r in self.group.values())
+            assert all(r.finish_dstep <= self._fmax for r in self.group.values())
         assert self.group_context == sum(r.num_computed_tokens for r in self.group.values())
-        assert all(r.finish_dstep <= self._fmax for r in self.group.values())
         assert (
             sum(self._phase)
             == self._phased
