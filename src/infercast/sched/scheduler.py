@@ -431,13 +431,12 @@ class Scheduler(DecodeGroupMixin):
     ) -> list[Request]:
         """Apply a step's result; return the requests it finished (blocks freed)."""
         done = self.end_group_step()
-        requests = self.requests
         prefix_caching = self.config.enable_prefix_caching
         running = _RUNNING
         for seq in batch.seqs:
             req = seq.req
             if req is None:  # a batch built by hand
-                req = requests.get(seq.request_id)
+                req = self.requests.get(seq.request_id)
                 if req is None:
                     continue
             if req.status is not running:

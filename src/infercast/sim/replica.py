@@ -432,21 +432,21 @@ class Replica:
     # ---- arrivals ---------------------------------------------------------------
     def submit(self, req: Request) -> None:
         """A request arrives now (kernel time)."""
-        now = self.kernel.now
         if self._polls and self._busy:  # waits for the engine's next poll
             self.outstanding_tokens += req.prompt_tokens + req.max_output_tokens
             self._inbox.append(req)
             plan = self._plan
+            now = self.kernel.now
             if plan is self._segment and plan.step_end(plan.steps) >= now:
                 self._cut_at_poll(plan, now)
             return
         if not self.sched.add_request(req):
-            self.emit(rejected_record(req, now, req.reject_reason), self.index)
+            self.emit(rejected_record(req, self.kernel.now, req.reject_reason), self.index)
             return
         self.outstanding_tokens += req.prompt_tokens + req.max_output_tokens
         plan = self._plan
         if plan is self._segment:  # a segment under way: cut it at its first step end >= now
-            if plan.cut(now):
+            if plan.cut(self.kernel.now):
                 Kernel.cancel(self._handle)
                 self._handle = self.kernel.at(plan.end_s, PRIO_STEP_END, self._on_end)
         elif not self._busy:  # idle: start a step once this instant's arrivals are queued
