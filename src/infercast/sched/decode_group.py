@@ -327,16 +327,17 @@ class DecodeGroupMixin:
             f, _, req = pop(heap)
             if req.dbase < 0 or req.finish_dstep != f:  # stale (see decode_horizon)
                 continue
-            c = req.num_computed_tokens + dstep - req.dbase  # ``_sync``
-            req.num_computed_tokens = c
-            req.num_output_tokens += dstep - req.dbase
+            d = dstep - req.dbase  # ``_sync``
+            req.num_computed_tokens = c = req.num_computed_tokens + d
+            req.num_output_tokens += d
             table = req.block_table
             need = -(-c // bs) - len(table)  # its blocks still in the reserve
             if need > 0:
                 table += reserve[-need:]
                 del reserve[-need:]
-            if req.group_phase >= 0:
-                phases[req.group_phase] -= 1
+            phase = req.group_phase
+            if phase >= 0:
+                phases[phase] -= 1
                 self._phased -= 1
             self.group_context -= c
             if counts_left:
