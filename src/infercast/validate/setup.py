@@ -70,6 +70,7 @@ from infercast.cost.profiles import HARDWARE_FAMILIES, hardware_family  # noqa: 
 from infercast.errors import InfercastError, Unpredictable  # noqa: F401 (Unpredictable re-exported)
 from infercast.specs.checkpoint import checkpoint_expert_format
 from infercast.specs.engines import (  # noqa: F401 (engine_family, trtllm_engine_flow re-exported)
+    SGLANG_RULES,
     EnginePreset,
     engine_family,
     load_engine,
@@ -398,7 +399,7 @@ def layout(case: Case, engine: EnginePreset | None = None) -> Layout:
         policy=preset.policy if preset else "chunked",
         admission=preset.admission if preset else "current-use",
         admission_params=tuple(preset.admission_params.items())
-        if preset and preset.admission == "sglang-new-token-ratio"
+        if preset and preset.admission in SGLANG_RULES
         else (),
         max_prefill_tokens=prefill_cap if preset and preset.engine == "sglang" else 0,
     )
