@@ -57,6 +57,31 @@ and ``_slurm.sh`` from commit c4e4a3b66 (2025-10-01; the fp8 docker script lacke
 2025-11-02 on. They get ``kv_cache_dtype``: "fp8" (the row's ``kv_cache`` cell is empty; the
 ``validate/setup.py`` rule would take SGLang's 16-bit default).
 
+Recv interval of the ``_tpX_epX_`` runs. The first ``scheduler_recv_interval`` annotation
+(data/README.md) took the runs stating TP 4 or 8; the ``2026_04_06`` runs named ``_tpX_epX_``
+(GPUs counted twice, above) ran the same scripts with ``EP_SIZE`` as ``--ep-size``
+(``.github/configs/nvidia-master.yaml``: ``dsr1-fp4-b200-sglang`` ``{tp: 4, ep: 4}`` and ``{tp: 8,
+ep: 8}`` from d8fe8f73e, 2025-11-10; ``dsr1-fp8-b200-sglang`` ``{tp: 8, ep: 8}`` from d8fe8f73e to
+189ae51cc, 2025-11-18). Each InferenceX DeepSeek-R1 B200 SGLang run (or twin) without one gets it
+by the same rule (30 at 16 or more clients, else 10; 10 for FP8 at TP 4), so the KV dtype too.
+
+SGLang launch flags (``--sglang-flags``; not in the shipped file, docs/history/validation.md).
+Unchanged from c4e4a3b66 (2025-10-01) through 1b234994f (2026-06-02): ``dsr1_fp4_b200*.sh``
+passes ``--cuda-graph-max-bs 256 --max-running-requests 256 --mem-fraction-static 0.85
+--chunked-prefill-size 16384 --disable-radix-cache --stream-interval 10``; ``dsr1_fp8_b200*.sh``
+at TP 8 ``--cuda-graph-max-bs 128 --max-running-requests 128 --mem-fraction-static 0.82
+--chunked-prefill-size 32768 --max-prefill-tokens 32768 --disable-radix-cache --stream-interval
+30``, and at TP 4 (added by 1d29967c4, 2026-01-13, 8192/1024 only) 32, 32, 0.95, 8192, 8192.
+InferenceX's client sends ``--ignore-eos`` (``benchmarks/benchmark_lib.sh``
+``run_benchmark_serving``), so those runs admit by SGLang's ``add_one_req_ignore_eos``
+(``sglang_disable_radix_cache``). The scripts set ``--max-running-requests`` to the most
+clients the config runs; the sample's FP8 TP 8 runs at 256 and 512 clients (AIC-1970, 4871, 4825;
+no config of ``nvidia-master.yaml`` runs them) measured TTFTs (1.8-8.7 s) far below a queue behind
+128 seats, so they get the other flags only. Not carried: ``--cuda-graph-max-bs`` (at or above the
+runs' concurrency), ``--stream-interval`` (SGLang streams the first token at once,
+``len(output_ids) % stream_interval == 1``: TTFT unchanged) and FP4's default
+``--max-prefill-tokens`` 16384 (equal to the chunk, it stops nothing under that admission).
+
 Only the ``extra`` cell of a row changes; the file is otherwise left byte for byte as it is.
 Running it again changes nothing.
 """
@@ -218,6 +243,64 @@ def kv_cache_dtype(row: dict, extra: dict) -> dict:
     return {"kv_cache_dtype": "fp8"} if "scheduler_recv_interval" in extra else {}
 
 
+def _b200_dsr1_sglang(row: dict, extra: dict) -> bool:
+    """An InferenceX single-node DeepSeek-R1 B200 SGLang run (or its twin): module docstring."""
+    return (
+        row["source"] == SOURCE
+        and row["scenario"] == "concurrency"
+        and row["engine"].startswith("sglang")
+        and row["hardware"] == "b200"
+        and row["model"].startswith("deepseek")
+        and "length_range_ratio" in extra
+    )
+
+
+def recv_interval(row: dict, extra: dict) -> dict:
+    """``scheduler_recv_interval`` for such a run that lacks it (the ``_tpX_epX_`` runs the first
+    annotation left out): 30 at 16 or more clients, else 10; 10 for the FP8 TP 4 recipe."""
+    if not _b200_dsr1_sglang(row, extra) or "scheduler_recv_interval" in extra:
+        return {}
+    tp = int(extra.get("n_gpus_ran") or row["tp"] or 1)
+    fp8_tp4 = row["weights"] == "fp8" and tp == 4
+    return {"scheduler_recv_interval": 30 if int(row["concurrency"]) >= 16 and not fp8_tp4 else 10}
+
+
+SGLANG_FLAGS = {  # (weights, TP) -> the launch flags of the recipe (module docstring)
+    ("fp4", 4): dict(
+        mem_fraction_static=0.85, chunked_prefill_size=16384, max_running_requests=256
+    ),
+    ("fp4", 8): dict(
+        mem_fraction_static=0.85, chunked_prefill_size=16384, max_running_requests=256
+    ),
+    ("fp8", 8): dict(
+        mem_fraction_static=0.82,
+        chunked_prefill_size=32768,
+        max_prefill_tokens=32768,
+        max_running_requests=128,
+    ),
+    ("fp8", 4): dict(
+        mem_fraction_static=0.95,
+        chunked_prefill_size=8192,
+        max_prefill_tokens=8192,
+        max_running_requests=32,
+    ),
+}
+
+
+def sglang_flags(row: dict, extra: dict) -> dict:
+    """The launch flags such a run's recipe set (module docstring); ``max_running_requests`` only
+    where the run's clients fit in it (the recipe sets it to the largest concurrency it runs)."""
+    if not _b200_dsr1_sglang(row, extra):
+        return {}
+    tp = int(extra.get("n_gpus_ran") or row["tp"] or 1)
+    flags = dict(SGLANG_FLAGS.get((row["weights"], tp), {}))
+    if not flags:
+        return {}
+    if int(row["concurrency"]) > flags["max_running_requests"]:
+        del flags["max_running_requests"]
+    return flags | {"sglang_disable_radix_cache": True}
+
+
 def _extra_cell(extra: dict) -> str:
     return '"' + json.dumps(extra, separators=(",", ":")).replace('"', '""') + '"'
 
@@ -260,6 +343,11 @@ def rewrite_extras(text: str, keys: Callable[[dict, dict], dict]) -> tuple[str, 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--write", action="store_true", help="annotate the twins in the file")
+    ap.add_argument(
+        "--sglang-flags",
+        action="store_true",
+        help="also the SGLang launch flags (not shipped: docs/history/validation.md, issue 15)",
+    )
     args = ap.parse_args()
     text = read_measurements()
     rows = list(csv.DictReader(text.splitlines()))
@@ -279,7 +367,9 @@ def main() -> None:
         if base in ran:
             add["n_gpus_ran"] = ran[base]
         add |= batch_wait(row)
-        return add | kv_cache_dtype(row, extra | add)
+        add |= recv_interval(row, extra | add)
+        add |= kv_cache_dtype(row, extra | add)
+        return add | sglang_flags(row, extra | add) if args.sglang_flags else add
 
     text, changed = rewrite_extras(text, keys)
     for base, add in sorted(found.items()):

@@ -1,5 +1,5 @@
-"""Admission rules (``sched/admission.py``): TensorRT-LLM's GUARANTEED_NO_EVICT and SGLang's
-new_token_ratio, as their sources state them."""
+"""Admission rules (``sched/admission.py``): TensorRT-LLM's GUARANTEED_NO_EVICT, SGLang's
+new_token_ratio and its ``ignore_eos`` rule, as their sources state them."""
 
 from __future__ import annotations
 
@@ -192,13 +192,88 @@ def test_sglang_admission_stops_while_reserved_plus_new_exceeds_free(fast):
     assert steps == expected
 
 
+def _ignore_eos_start(fast: bool, kv_tokens: int) -> int:
+    """r0 (20 + 60 tokens) decodes; r1 (30 + 100) waits under ``add_one_req_ignore_eos``:
+    the decode steps after r0's prefill before r1 starts."""
+    s = make_scheduler(
+        policy="prefill-first",
+        block_size=1,
+        num_blocks=kv_tokens,
+        max_num_batched_tokens=512,
+        admission="sglang-ignore-eos",
+        compact_decodes=fast,
+    )
+    s.add_request(req(0, 20, 60))
+    s.update(s.schedule())  # r0's prefill (and first token)
+    s.add_request(req(1, 30, 100))
+    steps = 0
+    while True:
+        if fast:
+            k = s.decode_horizon(50)
+            if k:
+                s.advance_decode(k)
+                steps += k
+                continue
+        b = s.schedule()
+        if any(q.request_id == "r1" for q in b.seqs):
+            assert s.num_preemptions == 0
+            return steps
+        s.update(b)
+        steps += 1
+
+
+@pytest.mark.parametrize("fast", [False, True])
+@pytest.mark.parametrize("kv_tokens", [150, 160, 200])
+def test_sglang_ignore_eos_admits_when_every_request_can_finish_in_turn(fast, kv_tokens):
+    # schedule_policy.py add_one_req_ignore_eos (v0.5.9), by hand: after k decode steps r0's KV
+    # holds 20 + k tokens (its newest token is written by the next step) and it has 1 + k
+    # outputs, 59 - k to go, so it finishes first: with r1's 30-token prompt taken, r0 needs
+    # 59 - k tokens for each of the 2 running requests (> 1 each kept), then frees its
+    # prompt + outputs (21 + k) and r1 needs its 100 (> 1 kept)
+    def fits(k):
+        rem = kv_tokens - (20 + k) - 30
+        return rem - 2 * (59 - k) > 2 and rem + (21 + k) - 100 > 1
+
+    expected = next(k for k in range(60) if fits(k))
+    assert _ignore_eos_start(fast, kv_tokens) == expected
+    assert expected == {150: 21, 160: 11, 200: 0}[kv_tokens]
+
+
+def test_sglang_ignore_eos_orders_by_remaining_output():
+    # r1's 10-token output finishes before r0's 39 to go: r1 goes first, its output counted for
+    # both running requests, r0's once r1 has freed its 30 + 10; in r0-first order r1 would need
+    # KV for 2 x 39. (A small new_token_ratio, so that the rule's first check, the prompt within
+    # the free KV less the ratio's reserve, does not decide.)
+    def starts_now(kv_tokens):
+        s = make_scheduler(
+            policy="prefill-first",
+            block_size=1,
+            num_blocks=kv_tokens,
+            admission="sglang-ignore-eos",
+            new_token_ratio_init=0.01,
+        )
+        s.add_request(req(0, 20, 40))
+        s.update(s.schedule())
+        assert s.num_running == 1  # r0 itself fits: kv - 20 - 40 > 1
+        s.add_request(req(1, 30, 10))
+        return [q.request_id for q in s.schedule().seqs] == ["r1"]
+
+    # i=0 (r1: 10 left, 2 running): kv - 20 - 30 - 2 x 10 > 2 x 1
+    # i=1 (r0: 39 left, 1 running): kv - 20 - 30 + 30 - 39 > 1
+    need = max(20 + 30 + 20 + 2, 20 + 30 - 30 + 39 + 1) + 1
+    assert need == 73
+    assert starts_now(need) and not starts_now(need - 1)
+
+
 def test_admission_rule_is_validated_by_name():
     with pytest.raises(ConfigError, match="`admission`"):
         SchedulerConfig(admission="greedy")
 
 
 @pytest.mark.parametrize("clip", [4096, 9])  # 9: some remaining outputs are clipped
-@pytest.mark.parametrize("admission", ["sglang-new-token-ratio", "reserve-full-output"])
+@pytest.mark.parametrize(
+    "admission", ["sglang-new-token-ratio", "sglang-ignore-eos", "reserve-full-output"]
+)
 def test_fast_path_matches_step_by_step(admission, clip):
     import random
 

@@ -311,7 +311,30 @@ def test_max_prefill_tokens_admits_after_the_first_prompt_only_below_the_cap_lef
     assert [q.request_id for q in alone.schedule().seqs] == ["r0"]  # the first goes past the cap
 
 
-@pytest.mark.parametrize("admission", ["current-use", "sglang-new-token-ratio"])
+def test_max_prefill_tokens_under_ignore_eos_stops_only_once_spent():
+    # schedule_policy.py add_one_req_ignore_eos (v0.5.9) checks no rem_input_tokens before a
+    # request; it returns budget_state(), OTHER once rem_input_tokens <= 0, after adding one
+    def first_step(cap):
+        s = make_scheduler(
+            policy="prefill-first",
+            block_size=1,
+            num_blocks=1000,
+            max_num_batched_tokens=64,
+            max_prefill_tokens=cap,
+            admission="sglang-ignore-eos",
+        )
+        for i in range(3):
+            s.add_request(req(i, 12, 5))
+        return [q.request_id for q in s.schedule().seqs]
+
+    assert first_step(13) == ["r0", "r1"]  # 1 left after r0: r1 starts (new-token-ratio: not)
+    assert first_step(12) == ["r0"]  # spent by r0
+    assert first_step(25) == ["r0", "r1", "r2"]
+
+
+@pytest.mark.parametrize(
+    "admission", ["current-use", "sglang-new-token-ratio", "sglang-ignore-eos"]
+)
 def test_max_prefill_tokens_same_on_fast_and_general_paths(admission):
     def make(fast):
         return make_scheduler(

@@ -1,6 +1,8 @@
-"""Engine flags a row's deployment set, in ``validate/setup.py``: SGLang's mixed chunk and
-``--max-prefill-tokens`` (``extra.sglang_mixed_chunk``, ``extra.max_prefill_tokens``) and
-TensorRT-LLM's batch waiting (``extra.batch_wait``)."""
+"""Engine flags a row's deployment set, in ``validate/setup.py``: SGLang's launch flags
+(``extra.mem_fraction_static``, ``chunked_prefill_size``, ``max_running_requests``,
+``sglang_disable_radix_cache``), mixed chunk and ``--max-prefill-tokens``
+(``extra.sglang_mixed_chunk``, ``extra.max_prefill_tokens``) and TensorRT-LLM's batch waiting
+(``extra.batch_wait``)."""
 
 from __future__ import annotations
 
@@ -72,3 +74,52 @@ def test_recipe_kv_dtype_replaces_the_engines_default(concurrency_row):
     assert layout(stated).setup.kv_cache == "bf16"
     with pytest.raises(Unpredictable):
         layout(concurrency_row(**row, extra={"kv_cache_dtype": "int3"}))
+
+
+def _b200_sglang(concurrency_row, tp=8, **extra):
+    return concurrency_row(
+        model="deepseek-r1",
+        hardware="b200",
+        engine="sglang-0.5.9",
+        weights="fp8",
+        n_gpus=tp,
+        tp=tp,
+        extra={"kv_cache_dtype": "fp8", **extra},
+    )
+
+
+def test_disable_radix_cache_admits_by_sglangs_ignore_eos_rule(concurrency_row):
+    # schedule_policy.py add_one_req: ignore_eos requests go to add_one_req_ignore_eos when the
+    # tree cache is disabled (--disable-radix-cache); the benchmark clients send ignore_eos
+    plain = layout(_b200_sglang(concurrency_row)).setup
+    no_radix = layout(_b200_sglang(concurrency_row, sglang_disable_radix_cache=True)).setup
+    assert plain.admission == "sglang-new-token-ratio"
+    assert no_radix.admission == "sglang-ignore-eos"
+    assert dict(no_radix.admission_params) == dict(plain.admission_params)
+    assert _scheduler(no_radix)["admission"] == "sglang-ignore-eos"
+
+
+def test_recipe_launch_flags_replace_the_presets_limits(concurrency_row):
+    # InferenceX dsr1_fp8_b200.sh at TP 4: --max-running-requests 32 --chunked-prefill-size 8192
+    # --mem-fraction-static 0.95 (the preset: 2048, 16384 on B200, 0.85 at TP 4)
+    plain = layout(_b200_sglang(concurrency_row, tp=4)).setup
+    flags = dict(mem_fraction_static=0.95, chunked_prefill_size=8192, max_running_requests=32)
+    ran = layout(_b200_sglang(concurrency_row, tp=4, **flags))
+    assert (plain.max_seqs, plain.max_batched_tokens, plain.memory_fraction) == (2048, 16384, 0.85)
+    assert (ran.setup.max_seqs, ran.setup.max_batched_tokens) == (32, 8192)
+    assert ran.setup.memory_fraction == 0.95
+    assert any("mem_fraction_static 0.95" in n for n in ran.notes)
+
+
+@pytest.mark.parametrize(
+    "extra",
+    [
+        {"mem_fraction_static": 1.5},
+        {"chunked_prefill_size": 0},
+        {"max_running_requests": 2.5},
+        {"sglang_disable_radix_cache": 1},
+    ],
+)
+def test_bad_launch_flags_make_the_row_unpredictable(concurrency_row, extra):
+    with pytest.raises(Unpredictable, match=next(iter(extra))):
+        layout(_b200_sglang(concurrency_row, **extra))

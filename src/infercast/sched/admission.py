@@ -23,6 +23,19 @@
   ``_get_running_request_total_token_offset`` / ``add_one_req`` (``total_tokens >=
   rem_total_tokens`` stops admission) / ``add_chunked_req`` (v0.4-v0.5),
   ``CLIP_MAX_NEW_TOKENS_ESTIMATION`` = 4096.
+- ``sglang-ignore-eos`` (SGLang's ``PrefillAdder.add_one_req_ignore_eos``, which ``add_one_req``
+  takes for a request sent with ``ignore_eos`` when the server runs without its radix cache,
+  ``--disable-radix-cache``: ``tree_cache.disable``): a request starts when its remaining prompt
+  is at most the free KV less the ``new_token_ratio`` reserve above, and when, with every running
+  request's and its own whole remaining output reserved (ratio 1 for ``ignore_eos`` requests)
+  and the requests taken in order of their remaining output, each one can finish: for the i-th
+  of n, the free KV less its prompt, plus the KV (prompt + output so far) of the i - 1 that
+  finish before it, less its remaining output times the n - i + 1 requests still running, stays
+  above ``IGNORE_EOS_RESERVE_TOKENS`` (1) per running request (:meth:`NewTokenRatio.fits`).
+  Source: ``python/sglang/srt/managers/schedule_policy.py`` ``add_one_req`` /
+  ``add_one_req_ignore_eos`` (v0.5.9, as copied in ``40349/sglang-v.0.5.9``). Every benchmark
+  client of the shipped rows sends ``ignore_eos`` (fixed output lengths). Retraction and the
+  ratio's updates are as under ``sglang-new-token-ratio``.
 
 Beside any rule, TensorRT-LLM's attention-DP context balance (:class:`AdpBalance`,
 ``SchedulerConfig.adp_ranks`` > 1) or its batch waiting (:class:`BatchWait`,
@@ -57,9 +70,11 @@ class NewTokenRatio:
     so k decode steps applied at once give the same number as k applied one by one.
     """
 
-    __slots__ = ("init", "min", "decay", "clip", "retract_steps", "base", "steps")
+    __slots__ = ("init", "min", "decay", "clip", "retract_steps", "base", "steps", "ignore_eos")
 
     def __init__(self, cfg: SchedulerConfig):
+        # ``sglang-ignore-eos``: ``add_one_req_ignore_eos`` decides admission (module docstring)
+        self.ignore_eos = cfg.admission == "sglang-ignore-eos"
         self.init = min(cfg.new_token_ratio_init, 1.0)
         self.min = min(self.init * cfg.new_token_ratio_min_factor, 1.0)
         self.decay = (self.init - self.min) / cfg.new_token_ratio_decay_steps
@@ -139,9 +154,60 @@ class NewTokenRatio:
 
     def fits(self, s: Scheduler, req: Request, extend: int, reserved: float) -> bool:
         """Whether ``req``, with ``extend`` prompt tokens left to compute, passes
-        ``add_one_req``'s check against the free KV (tokens) less ``reserved``."""
+        ``add_one_req``'s check against the free KV (tokens) less ``reserved``, or under
+        ``sglang-ignore-eos`` :meth:`fits_ignore_eos`."""
         free = s.kv.num_free_blocks * s.config.block_size
+        if self.ignore_eos:
+            return self.fits_ignore_eos(s, req, extend, free, reserved)
         return extend + self.output_estimate(req) < free - reserved
+
+    @staticmethod
+    def fits_ignore_eos(
+        s: Scheduler, req: Request, extend: int, free: int, reserved: float
+    ) -> bool:
+        """``add_one_req_ignore_eos`` (module docstring). The sim's free KV already excludes the
+        prompts admitted earlier in the step, which SGLang subtracts as ``cur_rem_token_offset``.
+        SGLang lists the request, then the running batch, then the step's admitted requests (a
+        chunked prompt in progress first) and sorts them stably by remaining output; here the
+        running batch is the running requests that decode, in admission order."""
+        bs = s.config.block_size
+        extend = -(-extend // bs) * bs
+        if extend > free - reserved:  # > min(cur_rem_tokens, rem_total_tokens)
+            return False
+        d = s.dstep
+        out = req.max_output_tokens - req.num_output_tokens
+        states = [(out, req.prompt_tokens + req.num_output_tokens)] if out > 0 else []
+        later = []
+        for r in s.running.values():
+            if r.dbase >= 0:  # a group member: its counts are lazy (decode_group.py)
+                left = r.finish_dstep - d
+                states.append((left, r.prompt_tokens + r.max_output_tokens - left))
+                continue
+            left = r.max_output_tokens - r.num_output_tokens
+            occupied = r.prompt_tokens + r.num_output_tokens
+            if r.num_computed_tokens + 1 >= occupied:  # decoding: in the running batch
+                states.append((left, occupied))
+            else:  # prefilling: in the step's can_run_list
+                later.append((left, occupied))
+        states += later
+        states = [x for x in states if x[0] > 0]
+        states.sort(key=_first)
+        rem = free - extend
+        freed = 0
+        n = len(states)
+        for i, (left, occupied) in enumerate(states):
+            still = n - i
+            if rem + freed - left * still <= IGNORE_EOS_RESERVE_TOKENS * still:
+                return False
+            freed += occupied
+        return True
+
+
+IGNORE_EOS_RESERVE_TOKENS = 1  # schedule_policy.py (v0.5.9): tokens kept per running request
+
+
+def _first(state: tuple[int, int]) -> int:
+    return state[0]
 
 
 class AdpBalance:

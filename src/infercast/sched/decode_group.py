@@ -124,6 +124,8 @@ class DecodeGroupMixin:
         ratio, req, bs = self.ratio, self.waiting[0], self.config.block_size
         if len(self.running) >= self.config.max_num_seqs:
             return steps  # no seat until a member finishes (the horizon's end)
+        if ratio.ignore_eos:  # ``add_one_req_ignore_eos``: it did not fit now; step by step
+            return 1
         hits = len(self.prefix_hits(req)) if self.config.enable_prefix_caching else 0
         need = req.prompt_tokens + req.num_output_tokens - hits * bs + ratio.output_estimate(req)
         free0 = self.kv.num_free_blocks

@@ -83,7 +83,10 @@ def admit_waiting(s: Scheduler, entries: Entries, budget: int, chunked: bool) ->
     and ``add_one_req`` returns OTHER (admission stops) when ``input_tokens >= rem_input_tokens``
     and ``can_run_list`` is not empty (``python/sglang/srt/managers/schedule_policy.py``,
     v0.4-v0.5; ``scheduler.py`` ``get_new_batch_prefill``). The step's token budget is spent by
-    the same tokens, so the cap left is ``cap - (max_num_batched_tokens - budget)``."""
+    the same tokens, so the cap left is ``cap - (max_num_batched_tokens - budget)``. Under
+    ``sglang-ignore-eos`` ``add_one_req_ignore_eos`` makes no such check before a request: it
+    returns ``budget_state()`` after adding one, which stops admission once ``rem_input_tokens``
+    is spent."""
     bs, max_seqs, waiting, running = (
         s.config.block_size,
         s.config.max_num_seqs,
@@ -100,12 +103,18 @@ def admit_waiting(s: Scheduler, entries: Entries, budget: int, chunked: bool) ->
         first = not any(
             n > 1 or r.num_computed_tokens < r.prompt_tokens for r, n in entries.values()
         )
+        after_only = ratio is not None and ratio.ignore_eos  # checked after an admission only
+        added = False
     while waiting and budget > 0 and len(running) < max_seqs:
         req = waiting[0]
         hits = s.prefix_hits(req) if caching else _NO_HITS
         remaining = req.prompt_tokens + req.num_output_tokens - len(hits) * bs
         if cap:
-            if not first and remaining >= cap + budget:
+            if after_only:
+                if added and cap + budget <= 0:
+                    break
+                added = True
+            elif not first and remaining >= cap + budget:
                 break
             first = False
         n = min(remaining, budget)

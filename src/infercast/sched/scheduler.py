@@ -61,7 +61,13 @@ _FINISHED = RequestStatus.FINISHED
 _WAITING = RequestStatus.WAITING
 
 POLICY_NAMES = ("static", "continuous", "chunked", "prefill-first")
-ADMISSION_RULES = ("current-use", "reserve-full-output", "sglang-new-token-ratio")
+ADMISSION_RULES = (
+    "current-use",
+    "reserve-full-output",
+    "sglang-new-token-ratio",
+    "sglang-ignore-eos",
+)
+RATIO_RULES = ("sglang-new-token-ratio", "sglang-ignore-eos")  # SGLang's, with NewTokenRatio
 CHUNKING = (
     "chunked",
     "prefill-first",
@@ -92,7 +98,8 @@ class SchedulerConfig:
     host_blocks: int = 0  # a host-memory KV tier of this many blocks (sched/host_tier.py); 0 = none
     # which waiting request may start (sched/admission.py): by the KV free now, with KV for the
     # whole sequence reserved up front, or against SGLang's estimate of the running requests'
-    # remaining output (its parameters below; unused by the other rules)
+    # remaining output (its parameters below; unused by the other rules), or SGLang's rule for
+    # ``ignore_eos`` requests without a radix cache (``sglang-ignore-eos``, the same parameters)
     admission: str = "current-use"
     new_token_ratio_init: float = 0.7
     new_token_ratio_min_factor: float = 0.14
@@ -247,7 +254,7 @@ class Scheduler(DecodeGroupMixin):
         # admission rule (sched/admission.py): KV for the whole sequence taken at admission, or
         # SGLang's new-token-ratio estimate (its state: ``ratio``)
         self.reserve_full = config.admission == "reserve-full-output"
-        self.ratio = NewTokenRatio(config) if config.admission == "sglang-new-token-ratio" else None
+        self.ratio = NewTokenRatio(config) if config.admission in RATIO_RULES else None
         # a rule that holds every waiting request for some iterations (sched/admission.py)
         self.hold: AdpBalance | BatchWait | None = (
             AdpBalance(config)

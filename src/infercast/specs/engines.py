@@ -47,6 +47,7 @@ RATIO_PARAMS = (
     "clip_max_new_tokens",
     "retract_decode_steps",
 )  # the ``sglang-new-token-ratio`` admission rule's parameters (sched/admission.py)
+SGLANG_RULES = ("sglang-new-token-ratio", "sglang-ignore-eos")  # the rules that take them
 
 
 class _Frozen(BaseModel):
@@ -71,14 +72,16 @@ class GpuRule(_Frozen):
 
 class AdmissionFields(BaseModel):
     """When a waiting request may start (sched/admission.py): by the KV free now (vLLM), with KV
-    for its whole sequence reserved (TensorRT-LLM GUARANTEED_NO_EVICT), or against SGLang's
-    new_token_ratio estimate of the running requests' remaining output; and the SGLang rule's
-    parameters (cited in a preset's [sources] when that rule is chosen). One declaration for the
+    for its whole sequence reserved (TensorRT-LLM GUARANTEED_NO_EVICT), against SGLang's
+    new_token_ratio estimate of the running requests' remaining output, or by SGLang's rule for
+    ``ignore_eos`` requests without a radix cache (every running output reserved in full, checked
+    in the order the requests finish); and the SGLang rules' parameters (cited in a preset's
+    [sources] when one of them is chosen). One declaration for the
     engine presets and the simulator's ``[scheduler]`` section, which both inherit it."""
 
-    admission: Literal["current-use", "reserve-full-output", "sglang-new-token-ratio"] = (
-        "current-use"
-    )
+    admission: Literal[
+        "current-use", "reserve-full-output", "sglang-new-token-ratio", "sglang-ignore-eos"
+    ] = "current-use"
     new_token_ratio_init: float = Field(default=0.7, gt=0, le=1)
     new_token_ratio_min_factor: float = Field(default=0.14, ge=0, le=1)
     new_token_ratio_decay_steps: float = Field(default=600.0, gt=0)
@@ -132,7 +135,7 @@ class EnginePreset(_Frozen, AdmissionFields):
             "by_gpu",
             "memory_fraction_by_tp",
         }
-        if self.admission != "sglang-new-token-ratio":
+        if self.admission not in SGLANG_RULES:
             cited |= set(RATIO_PARAMS)  # unused by the other rules
         if not self.max_prefill_tokens:
             cited.add("max_prefill_tokens")
@@ -165,7 +168,7 @@ class EnginePreset(_Frozen, AdmissionFields):
             )
         if self.stream_interval != 1:
             out.append(f"stream interval {self.stream_interval}")
-        if self.admission == "sglang-new-token-ratio":
+        if self.admission in SGLANG_RULES:
             # python/sglang/srt/disaggregation/decode.py DecodePreallocQueue._allocatable_tokens
             out.append(
                 "a disaggregated decode server's pre-allocation admission (512 tokens reserved "

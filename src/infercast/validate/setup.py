@@ -70,6 +70,7 @@ from infercast.cost.profiles import HARDWARE_FAMILIES, hardware_family  # noqa: 
 from infercast.errors import InfercastError, Unpredictable  # noqa: F401 (Unpredictable re-exported)
 from infercast.specs.checkpoint import checkpoint_expert_format
 from infercast.specs.engines import (  # noqa: F401 (engine_family, trtllm_engine_flow re-exported)
+    SGLANG_RULES,
     EnginePreset,
     engine_family,
     load_engine,
@@ -278,6 +279,40 @@ def sglang_server_args(case: Case) -> tuple[bool, int]:
     return mixed, cap
 
 
+NO_RADIX_PRESET = "sglang-0.5-no-radix"  # SGLang with --disable-radix-cache (data/engines)
+LAUNCH_KEYS = {  # SGLang launch flags a row's recipe set: extra key -> what it must be
+    "mem_fraction_static": "a fraction in (0, 1]",
+    "chunked_prefill_size": "an integer >= 1",
+    "max_running_requests": "an integer >= 1",
+    "sglang_disable_radix_cache": "a boolean",
+}
+
+
+def _launch_value_ok(key: str, v) -> bool:
+    if key == "sglang_disable_radix_cache":
+        return isinstance(v, bool)
+    if isinstance(v, bool) or not isinstance(v, int | float):
+        return False
+    return 0 < v <= 1 if key == "mem_fraction_static" else isinstance(v, int) and v >= 1
+
+
+def sglang_launch(case: Case) -> dict:
+    """The SGLang launch flags the row's recipe set (an InferenceX script, data/README.md):
+    ``extra.mem_fraction_static``, ``extra.chunked_prefill_size``, ``extra.max_running_requests``
+    and ``extra.sglang_disable_radix_cache`` (``--disable-radix-cache``: with the benchmark
+    client's ``ignore_eos`` the run admits by ``sglang-ignore-eos``, :data:`NO_RADIX_PRESET`);
+    only those present."""
+    out = {}
+    for key, what in LAUNCH_KEYS.items():
+        v = case.extra.get(key)
+        if v is None:
+            continue
+        if not _launch_value_ok(key, v):
+            raise Unpredictable(f"extra.{key} {v!r}: must be {what}")
+        out[key] = v
+    return out
+
+
 def unshardable_tp(model: str, tp: int) -> str | None:
     """The note for a TP size that cannot shard the model's attention heads (engines refuse it,
     :func:`~infercast.specs.parallel.check_attention_split`): such a row ran attention data
@@ -361,10 +396,31 @@ def layout(case: Case, engine: EnginePreset | None = None) -> Layout:
             + (f" and --max-prefill-tokens {prefill_cap}" if prefill_cap else "")
             + " (the run's generated deployment): decodes ride in every prefill step"
         )
+    launch = sglang_launch(case) if engine_family(case.engine) == "sglang" else {}
+    if engine is None and not mixed and launch.get("sglang_disable_radix_cache"):
+        engine = load_engine(NO_RADIX_PRESET)
+        notes.append(
+            "SGLang started with --disable-radix-cache (the run's recipe), its client sending "
+            "ignore_eos: a request starts only when every running one can still finish"
+        )
     preset = row_preset(case, case.hardware, tp * pp, engine)
     if preset is not None and not prefill_cap:
         prefill_cap = preset.max_prefill_tokens
     seqs, tokens = (preset.max_num_seqs, preset.max_num_batched_tokens) if preset else OTHER_LIMITS
+    if (
+        preset is not None
+        and preset.engine == "sglang"
+        and len(launch) > ("sglang_disable_radix_cache" in launch)
+    ):
+        seqs = launch.get("max_running_requests", seqs)
+        tokens = launch.get("chunked_prefill_size", tokens)
+        preset = preset.model_copy(
+            update={"memory_fraction": launch.get("mem_fraction_static", preset.memory_fraction)}
+        )
+        notes.append(
+            "SGLang launch flags of the run's recipe: "
+            + ", ".join(f"{k} {v}" for k, v in launch.items() if k != "sglang_disable_radix_cache")
+        )
     weights, kv, experts = case.weights, kv_dtype(case), checkpoint_experts(case)
     if experts:
         weights, kv = "bf16", case.kv_cache or "bf16"
@@ -398,7 +454,7 @@ def layout(case: Case, engine: EnginePreset | None = None) -> Layout:
         policy=preset.policy if preset else "chunked",
         admission=preset.admission if preset else "current-use",
         admission_params=tuple(preset.admission_params.items())
-        if preset and preset.admission == "sglang-new-token-ratio"
+        if preset and preset.admission in SGLANG_RULES
         else (),
         max_prefill_tokens=prefill_cap if preset and preset.engine == "sglang" else 0,
     )
