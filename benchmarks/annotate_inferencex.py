@@ -57,6 +57,30 @@ and ``_slurm.sh`` from commit c4e4a3b66 (2025-10-01; the fp8 docker script lacke
 2025-11-02 on. They get ``kv_cache_dtype``: "fp8" (the row's ``kv_cache`` cell is empty; the
 ``validate/setup.py`` rule would take SGLang's 16-bit default).
 
+MTP runs. InferenceX's DeepSeek-R1 TensorRT-LLM recipes come in pairs: ``dsr1-fp{4,8}-b200-trt``
+and ``dsr1-fp8-h200-trt`` without speculation, and ``...-trt-mtp`` with it (``.github/configs/
+nvidia-master.yaml``, ``spec-decoding: mtp``), and the sample's record names do not say which ran.
+Its ``silicon_data_source`` does: ``measured=`` is the time of the InferenceX commit whose
+``perf-changelog.yaml`` entry triggered the sweep (2026-02-03T17:34:19Z is commit 6eecc0e66,
+2026-02-06T17:21:58Z is 0aae52d4c). The MTP runs are those of three sweeps: 2026-01-14 (commit
+bf3456727, "Add MTP Benchmark Support for DeepSeek-R1 TRT", changelog keys
+``dsr1-fp4-b200-trt-mtp``, ``dsr1-fp8-b200-trt-mtp``, ``dsr1-fp8-h200-trt-mtp`` only; image
+``1.1.0rc2.post2``, which the non-MTP runs of 2025-12 used too, so these are listed by record name
+in :data:`MTP_JAN14`), 2026-02-05 (5d517074c, ``dsr1-fp8-b200-trt-mtp`` to image
+``1.2.0rc6.post3``) and 2026-02-06 (0aae52d4c, ``dsr1-fp4-b200-trt-mtp`` to ``1.2.0rc6.post3``):
+until 2026-02 no other B200 DeepSeek-R1 TensorRT-LLM config ran ``1.2.0rc6.post3`` (the non-MTP
+ones ran ``1.2.0rc6.post2``), so that image marks the other two. No single-node MTP recipe existed
+before 2026-01-14 (commit 294fe5f27 "remove MTP", 2025-09-07). Each MTP script
+(``benchmarks/dsr1_fp4_b200_trt_mtp_slurm.sh`` at bf3456727, ``dsr1_fp8_b200_trt_mtp.sh`` at
+5d517074c, ``dsr1_fp4_b200_trt_mtp.sh`` at 0aae52d4c) sets ``num_nextn_predict_layers`` 3, or 1
+with attention DP, and starts ``trtllm-serve`` with ``--max_batch_size`` B = the concurrency (with
+attention DP: the concurrency / TP at bf3456727, / 8 for FP8 and / 4 for FP4 later, the concurrency
+itself below that) and ``--max_num_tokens`` ((k + 1) B + ISL + 127) // 64 * 64, both per rank; the
+non-MTP scripts set ``max_num_tokens`` to at least 8192 and no ``max_batch_size``. Such a run gets
+``mtp``: k, ``max_batch_size``: B, ``max_num_tokens`` (``validate/setup.py`` runs those limits; the
+draft tokens themselves are not simulated), and loses ``batch_wait``, which the MTP scripts do not
+set (AIC-2744 and AIC-4644 had carried it from the rule above).
+
 Only the ``extra`` cell of a row changes; the file is otherwise left byte for byte as it is.
 Running it again changes nothing.
 """
@@ -209,6 +233,57 @@ def batch_wait(row: dict) -> dict:
     return {"batch_wait": BATCH_WAIT} if ep <= tp * pp else {}
 
 
+MTP_JAN14 = (  # the sample's runs measured 2026-01-14 (InferenceX bf3456727's sweep): record names
+    "2026_04_06_deepseek_r1_b200_sxm_trtllm_fp4_agg_1024x1024_c128_tp4_ep4_958",
+    "2026_04_06_deepseek_r1_b200_sxm_trtllm_fp4_agg_1024x1024_c16_tp4_ep4_1553",
+    "2026_04_06_deepseek_r1_b200_sxm_trtllm_fp4_agg_1024x1024_c32_tp4_ep4_1588",
+    "2026_04_06_deepseek_r1_b200_sxm_trtllm_fp4_agg_1024x1024_c8_tp8_ep1_36",
+    "2026_04_06_deepseek_r1_b200_sxm_trtllm_fp8_agg_1024x8192_c32_tp8_ep8_925",
+    "2026_04_06_deepseek_r1_b200_sxm_trtllm_fp8_agg_8192x1024_c16_tp8_ep8_967",
+    "2026_04_06_deepseek_r1_b200_sxm_trtllm_fp8_agg_8192x1024_c4_tp8_ep8_920",
+    "2026_04_06_deepseek_r1_h200_sxm_trtllm_fp8_agg_1024x1024_c32_tp8_ep8_922",
+    "2026_04_06_deepseek_r1_h200_sxm_trtllm_fp8_agg_1024x1024_c64_tp8_ep8_953",
+    "2026_04_06_deepseek_r1_h200_sxm_trtllm_fp8_agg_1024x1024_c8_tp8_ep8_957",
+    "2026_04_06_deepseek_r1_h200_sxm_trtllm_fp8_agg_1024x8192_c8_tp8_ep8_977",
+    "2026_03_25_deepseek_r1_h200_sxm_trtllm_fp8_agg_1024x1024_c256_tp8_0_ep8_0_1259",
+    "2026_03_25_deepseek_r1_h200_sxm_trtllm_fp8_agg_1024x1024_c4_tp8_0_ep8_0_1252",
+    "2026_03_25_deepseek_r1_h200_sxm_trtllm_fp8_agg_1024x8192_c32_tp8_0_ep8_0_1243",
+    "2026_03_25_deepseek_r1_h200_sxm_trtllm_fp8_agg_8192x1024_c256_tp8_0_ep8_0_1251",
+    "2026_03_25_deepseek_r1_h200_sxm_trtllm_fp8_agg_8192x1024_c32_tp8_0_ep8_0_1247",
+)
+MTP_IMAGE = "trtllm-1.2.0rc6.post3"  # the B200 -mtp configs' image from 2026-02-05/06 (docstring)
+
+
+def mtp_recipe(row: dict) -> dict:
+    """The MTP keys of an InferenceX DeepSeek-R1 TensorRT-LLM MTP run (module docstring), with
+    ``batch_wait`` set to None (removed); {} for any other row."""
+    name = _record(row)
+    if row["source"] != SOURCE or row["scenario"] != "concurrency" or "deepseek_r1" not in name:
+        return {}
+    if name in MTP_JAN14:
+        divisor = None  # --max_batch_size = concurrency / TP with attention DP
+    elif row["engine"] == MTP_IMAGE and row["hardware"] == "b200":
+        divisor = 8 if row["weights"] == "fp8" else 4
+    else:
+        return {}
+    tp, pp, ep = (int(row[k] or 1) for k in ("tp", "pp", "ep"))
+    conc, isl = int(row["concurrency"]), int(row["input_tokens"])
+    dp = ep > tp * pp  # the layout rule of validate/setup.py; InferenceX's DP runs have TP = EP
+    k = 1 if dp else 3
+    if not dp:
+        b = conc
+    elif divisor is None:
+        b = conc // ep
+    else:
+        b = conc if conc < divisor else conc // divisor
+    return {
+        "mtp": k,
+        "max_batch_size": b,
+        "max_num_tokens": ((k + 1) * b + isl + 64 + 63) // 64 * 64,
+        "batch_wait": None,
+    }
+
+
 def kv_cache_dtype(row: dict, extra: dict) -> dict:
     """The KV dtype key an InferenceX DeepSeek-R1 B200 SGLang row gets (module docstring)."""
     if row["source"] != SOURCE or row["scenario"] != "concurrency" or row["kv_cache"]:
@@ -237,8 +312,9 @@ def save_measurements(text: str, changed: int, write: bool) -> None:
 
 
 def rewrite_extras(text: str, keys: Callable[[dict, dict], dict]) -> tuple[str, int]:
-    """``text`` (the CSV, CRLF rows) with each row's ``extra`` cell given ``keys(row, extra)``;
-    every other byte kept. Returns the new text and the rows changed (0: nothing to add)."""
+    """``text`` (the CSV, CRLF rows) with each row's ``extra`` cell given ``keys(row, extra)`` (a
+    key whose value is None is removed); every other byte kept. Returns the new text and the
+    rows changed (0: nothing to add)."""
     by_id = {r["id"]: r for r in csv.DictReader(text.splitlines())}
     lines = text.split("\r\n")
     changed = 0
@@ -252,7 +328,8 @@ def rewrite_extras(text: str, keys: Callable[[dict, dict], dict]) -> tuple[str, 
             continue
         old = _extra_cell(extra) if row["extra"] else ""
         assert line.endswith("," + old), row["id"]  # the extra cell is the last one
-        lines[i] = line[: len(line) - len(old)] + _extra_cell(extra | add)
+        new = {k: v for k, v in (extra | add).items() if v is not None}  # None removes a key
+        lines[i] = line[: len(line) - len(old)] + (_extra_cell(new) if new else "")
         changed += 1
     return "\r\n".join(lines), changed
 
@@ -279,6 +356,7 @@ def main() -> None:
         if base in ran:
             add["n_gpus_ran"] = ran[base]
         add |= batch_wait(row)
+        add |= mtp_recipe(row)
         return add | kv_cache_dtype(row, extra | add)
 
     text, changed = rewrite_extras(text, keys)

@@ -72,3 +72,34 @@ def test_recipe_kv_dtype_replaces_the_engines_default(concurrency_row):
     assert layout(stated).setup.kv_cache == "bf16"
     with pytest.raises(Unpredictable):
         layout(concurrency_row(**row, extra={"kv_cache_dtype": "int3"}))
+
+
+def test_trtllm_recipe_limits_leave_the_draft_tokens_budget_out(concurrency_row):
+    # InferenceX's MTP scripts: --max_batch_size C, --max_num_tokens ((k + 1) C + ISL + 127) // 64
+    # * 64 per rank; microBatchScheduler.cpp counts 1 + k tokens per generation request, the
+    # simulator one, so it runs the budget less k per seat (per rank x ranks under attention DP)
+    row = dict(model="deepseek-r1", hardware="b200", engine="trtllm-1.2.0rc6.post3", weights="fp8")
+    mtp = {"mtp": 3, "max_batch_size": 64, "max_num_tokens": 1344}
+    tp8 = layout(concurrency_row(**row, n_gpus=8, tp=8, extra=mtp)).setup
+    assert (tp8.max_seqs, tp8.max_batched_tokens) == (64, 1344 - 3 * 64)
+    plain = layout(concurrency_row(**row, n_gpus=8, tp=8)).setup
+    assert (plain.max_seqs, plain.max_batched_tokens) == (2048, 8192)  # the trtllm-1.0 preset
+    dep = {"mtp": 1, "max_batch_size": 32, "max_num_tokens": 1152}
+    dp8 = layout(concurrency_row(**row, n_gpus=8, tp=1, ep=8, extra=dep)).setup
+    assert (dp8.max_seqs, dp8.max_batched_tokens) == (8 * 32, 8 * (1152 - 32))
+    sglang = layout(concurrency_row(**(row | {"engine": "sglang-0.5.6"}), extra=mtp)).setup
+    assert sglang.max_batched_tokens != 1344 - 3 * 64  # a TensorRT-LLM flag only
+
+
+@pytest.mark.parametrize(
+    "extra",
+    [
+        {"max_batch_size": 0, "max_num_tokens": 1024},
+        {"max_batch_size": 4, "max_num_tokens": 8, "mtp": 3},
+        {"max_num_tokens": 1024},
+        {"max_batch_size": 4, "max_num_tokens": 1024.5},
+    ],
+)
+def test_bad_trtllm_limits_make_the_row_unpredictable(concurrency_row, extra):
+    with pytest.raises(Unpredictable):
+        layout(concurrency_row(engine="trtllm-1.2.0rc6", extra=extra))

@@ -260,6 +260,30 @@ def batch_wait(case: Case) -> tuple[int, float]:
     return (v[0], float(v[1]))
 
 
+def trtllm_limits(case: Case) -> tuple[int, int] | None:
+    """(running limit, token budget) per rank from ``extra.max_batch_size`` /
+    ``extra.max_num_tokens``: the run started ``trtllm-serve`` with ``--max_batch_size`` and
+    ``--max_num_tokens`` (an InferenceX MTP recipe, data/README.md); None when the row does not
+    say so. With ``extra.mtp`` k, TensorRT-LLM's scheduler counts 1 + k tokens of the budget per
+    generation request (``cpp/tensorrt_llm/batch_manager/microBatchScheduler.cpp``
+    ``MicroBatchScheduler::operator()``: ``reqBeamWidth + getNumDraftTokens()``), the recipe
+    sizing the budget for ``max_batch_size`` of them beside one prompt; the simulator runs one
+    token per decoding sequence (the drafts are not simulated), so its budget is the recipe's
+    less k per seat."""
+    b, m, k = (case.extra.get(key) for key in ("max_batch_size", "max_num_tokens", "mtp"))
+    if b is None and m is None:
+        return None
+    k = 0 if k is None else k
+    if not all(isinstance(x, int) and not isinstance(x, bool) for x in (b, m, k)) or not (
+        b >= 1 and k >= 0 and m > k * b
+    ):
+        raise Unpredictable(
+            f"extra.max_batch_size {b!r} / extra.max_num_tokens {m!r} / extra.mtp {k!r}: must be "
+            "integers, max_batch_size >= 1, mtp >= 0, max_num_tokens > mtp * max_batch_size"
+        )
+    return b, m - k * b
+
+
 MIXED_PRESET = "sglang-0.5-mixed"  # SGLang with --enable-mixed-chunk (data/engines)
 
 
@@ -373,6 +397,19 @@ def layout(case: Case, engine: EnginePreset | None = None) -> Layout:
             f"the rest bf16, KV {kv}"
         )
     trtllm = engine_family(case.engine) == "trtllm"
+    limits = trtllm_limits(case) if trtllm else None
+    if limits is not None:
+        seqs, tokens = limits
+        notes.append(
+            f"the run's recipe started TensorRT-LLM with --max_batch_size {seqs} and "
+            f"--max_num_tokens {case.extra['max_num_tokens']} per rank"
+            + (
+                f", with MTP ({case.extra['mtp']} draft tokens, not simulated: {tokens} tokens left"
+                " to one token per running sequence)"
+                if case.extra.get("mtp")
+                else ""
+            )
+        )
     if trtllm and attn_dp:  # per-rank limits (module docstring): the replica holds tp ranks
         seqs, tokens = seqs * tp, tokens * tp
     free = preset.memory_fraction if preset and preset.memory_rule == "free" else 0.0
