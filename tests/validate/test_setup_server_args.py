@@ -103,3 +103,20 @@ def test_trtllm_recipe_limits_leave_the_draft_tokens_budget_out(concurrency_row)
 def test_bad_trtllm_limits_make_the_row_unpredictable(concurrency_row, extra):
     with pytest.raises(Unpredictable):
         layout(concurrency_row(engine="trtllm-1.2.0rc6", extra=extra))
+
+
+def test_mtp_runs_are_scored_with_the_assumed_layouts(concurrency_row):
+    # the simulator runs them without their draft tokens (trtllm_limits), as disaggregated MTP
+    # runs are left unannotated: their rows leave "weights and layout stated"
+    from infercast.cost.profiles import load_profile_set
+    from infercast.validate.evaluate import Evaluator
+    from infercast.validate.score import assumed_layout
+
+    row = dict(model="deepseek-r1", hardware="b200", engine="trtllm-1.2.0rc6.post3", weights="fp8")
+    limits = {"max_batch_size": 8, "max_num_tokens": 1152}
+    cases = [
+        concurrency_row(**row, n_gpus=8, tp=8, extra=limits | {"mtp": 3}),
+        concurrency_row(**row, n_gpus=8, tp=8, extra=limits),
+    ]
+    preds = Evaluator(cases, simulate=False).predict(load_profile_set(None))
+    assert [assumed_layout(p) for p in preds] == [True, False]

@@ -203,6 +203,9 @@ EP_SOURCES = (
 
 
 ASSUMED_DP_NOTE = "attention data parallel assumed"  # marks a row predicted on an assumed layout
+# marks a row whose run drafted tokens with MTP, predicted without them (``trtllm_limits``); scored
+# with the assumed layouts, as disaggregated MTP runs are (data/README.md)
+UNSIMULATED_MTP_NOTE = "MTP not simulated"
 
 
 def length_range_ratio(case: Case) -> float | None:
@@ -404,8 +407,8 @@ def layout(case: Case, engine: EnginePreset | None = None) -> Layout:
             f"the run's recipe started TensorRT-LLM with --max_batch_size {seqs} and "
             f"--max_num_tokens {case.extra['max_num_tokens']} per rank"
             + (
-                f", with MTP ({case.extra['mtp']} draft tokens, not simulated: {tokens} tokens left"
-                " to one token per running sequence)"
+                f", with MTP ({case.extra['mtp']} draft tokens; {UNSIMULATED_MTP_NOTE}: {tokens} "
+                "tokens left to one token per running sequence)"
                 if case.extra.get("mtp")
                 else ""
             )
