@@ -67,19 +67,20 @@ bf3456727, "Add MTP Benchmark Support for DeepSeek-R1 TRT", changelog keys
 ``dsr1-fp4-b200-trt-mtp``, ``dsr1-fp8-b200-trt-mtp``, ``dsr1-fp8-h200-trt-mtp`` only; image
 ``1.1.0rc2.post2``, which the non-MTP runs of 2025-12 used too, so these are listed by record name
 in :data:`MTP_JAN14`), 2026-02-05 (5d517074c, ``dsr1-fp8-b200-trt-mtp`` to image
-``1.2.0rc6.post3``) and 2026-02-06 (0aae52d4c, ``dsr1-fp4-b200-trt-mtp`` to ``1.2.0rc6.post3``):
-until 2026-02 no other B200 DeepSeek-R1 TensorRT-LLM config ran ``1.2.0rc6.post3`` (the non-MTP
-ones ran ``1.2.0rc6.post2``), so that image marks the other two. No single-node MTP recipe existed
-before 2026-01-14 (commit 294fe5f27 "remove MTP", 2025-09-07). Each MTP script
-(``benchmarks/dsr1_fp4_b200_trt_mtp_slurm.sh`` at bf3456727, ``dsr1_fp8_b200_trt_mtp.sh`` at
-5d517074c, ``dsr1_fp4_b200_trt_mtp.sh`` at 0aae52d4c) sets ``num_nextn_predict_layers`` 3, or 1
-with attention DP, and starts ``trtllm-serve`` with ``--max_batch_size`` B = the concurrency (with
-attention DP: the concurrency / TP at bf3456727, / 8 for FP8 and / 4 for FP4 later, the concurrency
-itself below that) and ``--max_num_tokens`` ((k + 1) B + ISL + 127) // 64 * 64, both per rank; the
-non-MTP scripts set ``max_num_tokens`` to at least 8192 and no ``max_batch_size``. Such a run gets
-``mtp``: k, ``max_batch_size``: B, ``max_num_tokens`` (``validate/setup.py`` runs those limits; the
-draft tokens themselves are not simulated), and loses ``batch_wait``, which the MTP scripts do not
-set (AIC-2744 and AIC-4644 had carried it from the rule above).
+``1.2.0rc6.post3``) and 2026-02-06 (0aae52d4c, ``dsr1-fp4-b200-trt-mtp`` to ``1.2.0rc6.post3``): up
+to the sample's last file (2026-04-06) no other B200 DeepSeek-R1 TensorRT-LLM config ran
+``1.2.0rc6.post3`` (the non-MTP ones ran ``1.2.0rc6.post2``), so that image marks the other two. No
+single-node MTP recipe existed before 2026-01-14 (commit 294fe5f27 "remove MTP", 2025-09-07). Each
+MTP script (``benchmarks/dsr1_fp4_b200_trt_mtp_slurm.sh`` at bf3456727,
+``dsr1_fp8_b200_trt_mtp.sh`` at 5d517074c, ``dsr1_fp4_b200_trt_mtp.sh`` at 0aae52d4c) sets
+``num_nextn_predict_layers`` 3, or 1 with attention DP, and starts ``trtllm-serve`` with
+``--max_batch_size`` B = the concurrency (with attention DP: the concurrency / TP at bf3456727, / 8
+for FP8 and / 4 for FP4 later, the concurrency itself below that) and ``--max_num_tokens`` ((k + 1)
+B + ISL + 127) // 64 * 64, both per rank; the non-MTP scripts set ``max_num_tokens`` to at least
+8192 and no ``max_batch_size``. Such a run gets ``mtp``: k, ``max_batch_size``: B,
+``max_num_tokens`` (``validate/setup.py`` runs those limits; the draft tokens themselves are not
+simulated), and loses ``batch_wait``, which the MTP scripts do not set (AIC-2744 and AIC-4644 had
+carried it from the rule above).
 
 Only the ``extra`` cell of a row changes; the file is otherwise left byte for byte as it is.
 Running it again changes nothing.
