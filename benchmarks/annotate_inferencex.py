@@ -82,6 +82,15 @@ B + ISL + 127) // 64 * 64, both per rank; the non-MTP scripts set ``max_num_toke
 simulated), and loses ``batch_wait``, which the MTP scripts do not set (AIC-2744 and AIC-4644 had
 carried it from the rule above).
 
+KV memory fraction. Every InferenceX DeepSeek-R1 TensorRT-LLM script sets
+``kv_cache_config.free_gpu_memory_fraction``, below the engine's 0.9: ``dsr1_fp4_b200_trt*.sh``
+0.8 (every version from 9596d23d7, 2025-10-29, and the MTP scripts), ``dsr1_fp8_h200_trt*.sh``
+0.75 (likewise), ``dsr1_fp8_b200_trt*.sh`` 0.8 until ec7bafaae (2026-01-29), which sets 0.7 at
+1024/8192 with 256 or more clients and 0.75 at 8192/1024 on TP 4 (the runs on image
+``1.2.0rc6.post2`` and later); its MTP version at 5d517074c 0.7 with attention DP, else 0.8. Each
+InferenceX DeepSeek-R1 TensorRT-LLM run (``length_range_ratio`` set) on B200 or H200 gets
+``free_gpu_memory_fraction`` (``validate/setup.py`` sizes its KV cache with it).
+
 Only the ``extra`` cell of a row changes; the file is otherwise left byte for byte as it is.
 Running it again changes nothing.
 """
@@ -285,6 +294,33 @@ def mtp_recipe(row: dict) -> dict:
     }
 
 
+def free_fraction(row: dict, extra: dict) -> dict:
+    """The KV memory fraction key of an InferenceX DeepSeek-R1 TensorRT-LLM run (docstring)."""
+    if (
+        row["source"] != SOURCE
+        or row["scenario"] != "concurrency"
+        or "deepseek_r1" not in (_record(row))
+    ):
+        return {}
+    if not row["engine"].startswith("trtllm") or "length_range_ratio" not in extra:
+        return {}
+    if row["hardware"] == "h200-sxm":
+        return {"free_gpu_memory_fraction": 0.75}
+    if row["hardware"] != "b200":
+        return {}
+    tp, pp, ep = (int(row[k] or 1) for k in ("tp", "pp", "ep"))
+    conc, isl, osl = (int(row[k]) for k in ("concurrency", "input_tokens", "output_tokens"))
+    fraction = 0.8
+    if row["weights"] == "fp8" and row["engine"].startswith("trtllm-1.2.0rc6"):
+        if extra.get("mtp"):  # dsr1_fp8_b200_trt_mtp.sh at 5d517074c
+            fraction = 0.7 if ep > tp * pp else 0.8
+        elif (isl, osl) == (1024, 8192) and conc >= 256:  # dsr1_fp8_b200_trt.sh at ec7bafaae
+            fraction = 0.7
+        elif (isl, osl) == (8192, 1024) and tp * pp == 4:
+            fraction = 0.75
+    return {"free_gpu_memory_fraction": fraction}
+
+
 def kv_cache_dtype(row: dict, extra: dict) -> dict:
     """The KV dtype key an InferenceX DeepSeek-R1 B200 SGLang row gets (module docstring)."""
     if row["source"] != SOURCE or row["scenario"] != "concurrency" or row["kv_cache"]:
@@ -358,6 +394,7 @@ def main() -> None:
             add["n_gpus_ran"] = ran[base]
         add |= batch_wait(row)
         add |= mtp_recipe(row)
+        add |= free_fraction(row, extra | add)
         return add | kv_cache_dtype(row, extra | add)
 
     text, changed = rewrite_extras(text, keys)

@@ -88,3 +88,21 @@ def test_the_rewriter_removes_a_key_given_none():
     assert changed == 1
     assert out.split("\r\n")[1] == 'R-ttft,"{""x"":1}"'
     assert out.split("\r\n")[2] == "S-ttft,"
+
+
+def test_deepseek_trtllm_runs_get_their_scripts_kv_fraction():
+    frac = _annotate().free_fraction
+    name = "2026_04_06_deepseek_r1_b200_sxm_trtllm_fp8_agg_8192x1024_c32_tp4_ep1_1696"
+    inferencex = {"length_range_ratio": 0.8}
+
+    def row(engine, weights="fp8", hardware="b200", tp=4, isl=8192, osl=1024):
+        r = _mtp_row(name, engine, weights=weights, hardware=hardware, tp=tp, conc=32, isl=isl)
+        return r | {"output_tokens": str(osl)}
+
+    # dsr1_fp8_b200_trt.sh at ec7bafaae: 0.75 at 8192/1024 on TP 4, else 0.8
+    assert frac(row("trtllm-1.2.0rc6.post2"), inferencex) == {"free_gpu_memory_fraction": 0.75}
+    assert frac(row("trtllm-1.2.0rc6.post2", tp=8), inferencex)["free_gpu_memory_fraction"] == 0.8
+    assert frac(row("trtllm-1.1.0rc2.post2"), inferencex)["free_gpu_memory_fraction"] == 0.8
+    h200 = row("trtllm-1.1.0rc2.post2", hardware="h200-sxm", tp=8)
+    assert frac(h200, inferencex)["free_gpu_memory_fraction"] == 0.75
+    assert frac(row("trtllm-1.2.0rc6.post2"), {}) == {}  # not an InferenceX run

@@ -120,3 +120,15 @@ def test_mtp_runs_are_scored_with_the_assumed_layouts(concurrency_row):
     ]
     preds = Evaluator(cases, simulate=False).predict(load_profile_set(None))
     assert [assumed_layout(p) for p in preds] == [True, False]
+
+
+def test_recipe_kv_fraction_replaces_trtllms_default(concurrency_row):
+    # InferenceX's DeepSeek TensorRT-LLM scripts set kv_cache_config.free_gpu_memory_fraction
+    # (0.75 at 8192/1024 on TP 4 FP8, dsr1_fp8_b200_trt.sh at ec7bafaae); the preset says 0.9
+    row = dict(model="deepseek-r1", hardware="b200", engine="trtllm-1.2.0rc6.post2", weights="fp8")
+    row |= dict(n_gpus=4, tp=4)
+    assert layout(concurrency_row(**row)).setup.kv_free_fraction == 0.9
+    stated = concurrency_row(**row, extra={"free_gpu_memory_fraction": 0.75})
+    assert layout(stated).setup.kv_free_fraction == 0.75
+    with pytest.raises(Unpredictable):
+        layout(concurrency_row(**row, extra={"free_gpu_memory_fraction": 1.5}))

@@ -287,6 +287,18 @@ def trtllm_limits(case: Case) -> tuple[int, int] | None:
     return b, m - k * b
 
 
+def recipe_free_fraction(case: Case) -> float | None:
+    """``extra.free_gpu_memory_fraction``: the run started TensorRT-LLM with that
+    ``kv_cache_config.free_gpu_memory_fraction`` (an InferenceX recipe, data/README.md), which
+    replaces the preset's; None when the row does not say so."""
+    v = case.extra.get("free_gpu_memory_fraction")
+    if v is None:
+        return None
+    if isinstance(v, bool) or not isinstance(v, int | float) or not 0 < v <= 1:
+        raise Unpredictable(f"extra.free_gpu_memory_fraction {v!r}: must be in (0, 1]")
+    return float(v)
+
+
 MIXED_PRESET = "sglang-0.5-mixed"  # SGLang with --enable-mixed-chunk (data/engines)
 
 
@@ -416,6 +428,13 @@ def layout(case: Case, engine: EnginePreset | None = None) -> Layout:
     if trtllm and attn_dp:  # per-rank limits (module docstring): the replica holds tp ranks
         seqs, tokens = seqs * tp, tokens * tp
     free = preset.memory_fraction if preset and preset.memory_rule == "free" else 0.0
+    stated_free = recipe_free_fraction(case) if trtllm and free else None
+    if stated_free is not None:
+        free = stated_free
+        notes.append(
+            f"KV cache: {free:g} of the memory left free (the run's recipe, "
+            "kv_cache_config.free_gpu_memory_fraction)"
+        )
     fraction = (
         preset.memory_fraction if preset and preset.memory_rule == "total" else MEMORY_FRACTION
     )
