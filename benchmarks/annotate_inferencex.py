@@ -91,6 +91,15 @@ KV memory fraction. Every InferenceX DeepSeek-R1 TensorRT-LLM script sets
 InferenceX DeepSeek-R1 TensorRT-LLM run (``length_range_ratio`` set) on B200 or H200 gets
 ``free_gpu_memory_fraction`` (``validate/setup.py`` sizes its KV cache with it).
 
+Token budget before 2026-01-21. Until InferenceX commit 64af5a771 (2026-01-21, "Adding evals after
+throughput benchmarks") every DeepSeek-R1 TensorRT-LLM script (``dsr1_fp4_b200_trt_slurm.sh``,
+``dsr1_fp8_b200_trt_slurm.sh``, ``dsr1_fp8_h200_trt_slurm.sh`` from 9596d23d7 on) started
+``trtllm-serve`` with ``--max_num_tokens`` (C + ISL + 127) // 64 * 64 and no floor (that commit adds
+the floor of 8192): room for one prompt beside C decodes, without chunking. The sample's non-MTP
+InferenceX runs of those scripts on B200 and H200 are the ones on image ``1.1.0rc2.post2`` or with
+no image stated (measured 2025-11-02 and 2025-12-15; the ``1.1.0rc2.post2`` runs of 2026-01-14 are
+the MTP ones above); they get ``max_num_tokens``.
+
 Only the ``extra`` cell of a row changes; the file is otherwise left byte for byte as it is.
 Running it again changes nothing.
 """
@@ -184,6 +193,12 @@ def _record(row: dict) -> str:
     return row["citation"].rsplit(" row ", 1)[-1]
 
 
+def _dsr1(row: dict) -> bool:
+    """A DeepSeek-R1 run by its record name (older ``dsr1_...`` names were imported as V3)."""
+    name = _record(row)
+    return "deepseek_r1" in name or name.startswith("dsr1_")
+
+
 def _ran(row: dict) -> int | None:
     """X for an aggregated run named ``_tpX_epX_`` (X > 1) that states X * X GPUs, else None."""
     m = NAME_TPEP.search(_record(row))
@@ -268,7 +283,7 @@ def mtp_recipe(row: dict) -> dict:
     """The MTP keys of an InferenceX DeepSeek-R1 TensorRT-LLM MTP run (module docstring), with
     ``batch_wait`` set to None (removed); {} for any other row."""
     name = _record(row)
-    if row["source"] != SOURCE or row["scenario"] != "concurrency" or "deepseek_r1" not in name:
+    if row["source"] != SOURCE or row["scenario"] != "concurrency" or not _dsr1(row):
         return {}
     if name in MTP_JAN14:
         divisor = None  # --max_batch_size = concurrency / TP with attention DP
@@ -296,11 +311,7 @@ def mtp_recipe(row: dict) -> dict:
 
 def free_fraction(row: dict, extra: dict) -> dict:
     """The KV memory fraction key of an InferenceX DeepSeek-R1 TensorRT-LLM run (docstring)."""
-    if (
-        row["source"] != SOURCE
-        or row["scenario"] != "concurrency"
-        or "deepseek_r1" not in (_record(row))
-    ):
+    if row["source"] != SOURCE or row["scenario"] != "concurrency" or not _dsr1(row):
         return {}
     if not row["engine"].startswith("trtllm") or "length_range_ratio" not in extra:
         return {}
@@ -319,6 +330,21 @@ def free_fraction(row: dict, extra: dict) -> dict:
         elif (isl, osl) == (8192, 1024) and tp * pp == 4:
             fraction = 0.75
     return {"free_gpu_memory_fraction": fraction}
+
+
+def early_budget(row: dict, extra: dict) -> dict:
+    """The token budget of an InferenceX DeepSeek-R1 TensorRT-LLM run from before 2026-01-21
+    (module docstring, "Token budget before 2026-01-21")."""
+    if row["source"] != SOURCE or row["scenario"] != "concurrency" or not _dsr1(row):
+        return {}
+    if "length_range_ratio" not in extra or "mtp" in extra:
+        return {}
+    if row["hardware"] not in ("b200", "h200-sxm"):
+        return {}
+    if row["engine"] != "trtllm-" and not row["engine"].startswith("trtllm-1.1.0rc2"):
+        return {}
+    conc, isl = int(row["concurrency"]), int(row["input_tokens"])
+    return {"max_num_tokens": (conc + isl + 64 + 63) // 64 * 64}
 
 
 def kv_cache_dtype(row: dict, extra: dict) -> dict:
@@ -395,6 +421,7 @@ def main() -> None:
         add |= batch_wait(row)
         add |= mtp_recipe(row)
         add |= free_fraction(row, extra | add)
+        add |= early_budget(row, extra | add)
         return add | kv_cache_dtype(row, extra | add)
 
     text, changed = rewrite_extras(text, keys)

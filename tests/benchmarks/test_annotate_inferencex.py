@@ -106,3 +106,17 @@ def test_deepseek_trtllm_runs_get_their_scripts_kv_fraction():
     h200 = row("trtllm-1.1.0rc2.post2", hardware="h200-sxm", tp=8)
     assert frac(h200, inferencex)["free_gpu_memory_fraction"] == 0.75
     assert frac(row("trtllm-1.2.0rc6.post2"), {}) == {}  # not an InferenceX run
+
+
+def test_early_runs_get_the_budget_without_the_8192_floor():
+    budget = _annotate().early_budget
+    name = "2026_04_06_deepseek_r1_b200_sxm_trtllm_fp4_agg_1024x1024_c256_tp8_ep1_209"
+    inferencex = {"length_range_ratio": 0.8}
+    # dsr1_fp4_b200_trt_slurm.sh before 64af5a771: (C + ISL + 64 + 63) // 64 * 64
+    early = _mtp_row(name, "trtllm-", weights="fp4", conc=256)
+    assert budget(early, inferencex) == {"max_num_tokens": 1344}
+    assert budget(_mtp_row(name, "trtllm-1.1.0rc2.post2", conc=256), inferencex) != {}
+    assert budget(_mtp_row(name, "trtllm-1.2.0rc6.post2", conc=256), inferencex) == {}  # floor
+    assert budget(early, inferencex | {"mtp": 3}) == {}  # the MTP scripts' own rule
+    older = _mtp_row("dsr1_b200_trtllm_fp4_agg_1024x1024_c256_cfg82", "trtllm-", conc=256)
+    assert budget(older, inferencex) == {"max_num_tokens": 1344}  # an R1 twin imported as V3

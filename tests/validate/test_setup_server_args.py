@@ -96,7 +96,7 @@ def test_trtllm_recipe_limits_leave_the_draft_tokens_budget_out(concurrency_row)
     [
         {"max_batch_size": 0, "max_num_tokens": 1024},
         {"max_batch_size": 4, "max_num_tokens": 8, "mtp": 3},
-        {"max_num_tokens": 1024},
+        {"max_num_tokens": 1024, "mtp": 3},  # drafts need the seats they are sized for
         {"max_batch_size": 4, "max_num_tokens": 1024.5},
     ],
 )
@@ -132,3 +132,11 @@ def test_recipe_kv_fraction_replaces_trtllms_default(concurrency_row):
     assert layout(stated).setup.kv_free_fraction == 0.75
     with pytest.raises(Unpredictable):
         layout(concurrency_row(**row, extra={"free_gpu_memory_fraction": 1.5}))
+
+
+def test_a_budget_alone_caps_the_running_requests_at_it(concurrency_row):
+    # microBatchScheduler.cpp: each generation request takes a token of max_num_tokens, so a
+    # budget of 1152 without --max_batch_size runs at most 1152 requests (the preset says 2048)
+    row = dict(model="deepseek-r1", hardware="b200", engine="trtllm-", weights="fp4")
+    s = layout(concurrency_row(**row, n_gpus=8, tp=8, extra={"max_num_tokens": 1152})).setup
+    assert (s.max_seqs, s.max_batched_tokens) == (1152, 1152)

@@ -263,10 +263,10 @@ def batch_wait(case: Case) -> tuple[int, float]:
     return (v[0], float(v[1]))
 
 
-def trtllm_limits(case: Case) -> tuple[int, int] | None:
-    """(running limit, token budget) per rank from ``extra.max_batch_size`` /
-    ``extra.max_num_tokens``: the run started ``trtllm-serve`` with ``--max_batch_size`` and
-    ``--max_num_tokens`` (an InferenceX MTP recipe, data/README.md); None when the row does not
+def trtllm_limits(case: Case) -> tuple[int | None, int] | None:
+    """(running limit or None, token budget) per rank from ``extra.max_batch_size`` /
+    ``extra.max_num_tokens``: the run started ``trtllm-serve`` with ``--max_num_tokens`` and, where
+    given, ``--max_batch_size`` (an InferenceX recipe, data/README.md); None when the row does not
     say so. With ``extra.mtp`` k, TensorRT-LLM's scheduler counts 1 + k tokens of the budget per
     generation request (``cpp/tensorrt_llm/batch_manager/microBatchScheduler.cpp``
     ``MicroBatchScheduler::operator()``: ``reqBeamWidth + getNumDraftTokens()``), the recipe
@@ -277,14 +277,16 @@ def trtllm_limits(case: Case) -> tuple[int, int] | None:
     if b is None and m is None:
         return None
     k = 0 if k is None else k
-    if not all(isinstance(x, int) and not isinstance(x, bool) for x in (b, m, k)) or not (
-        b >= 1 and k >= 0 and m > k * b
+    seats = 1 if b is None and not k else b
+    if not all(isinstance(x, int) and not isinstance(x, bool) for x in (seats, m, k)) or not (
+        seats >= 1 and k >= 0 and m > k * seats
     ):
         raise Unpredictable(
             f"extra.max_batch_size {b!r} / extra.max_num_tokens {m!r} / extra.mtp {k!r}: must be "
-            "integers, max_batch_size >= 1, mtp >= 0, max_num_tokens > mtp * max_batch_size"
+            "integers, max_batch_size >= 1 (given with mtp), mtp >= 0, max_num_tokens > mtp * "
+            "max_batch_size"
         )
-    return b, m - k * b
+    return b, m - k * seats
 
 
 def recipe_free_fraction(case: Case) -> float | None:
@@ -414,10 +416,13 @@ def layout(case: Case, engine: EnginePreset | None = None) -> Layout:
     trtllm = engine_family(case.engine) == "trtllm"
     limits = trtllm_limits(case) if trtllm else None
     if limits is not None:
-        seqs, tokens = limits
+        # a generation request takes at least one token of the budget (microBatchScheduler.cpp
+        # stops scheduling when the next one would pass it), so no more run than the budget
+        seqs, tokens = min(limits[0] or seqs, limits[1]), limits[1]
         notes.append(
-            f"the run's recipe started TensorRT-LLM with --max_batch_size {seqs} and "
-            f"--max_num_tokens {case.extra['max_num_tokens']} per rank"
+            "the run's recipe started TensorRT-LLM with "
+            + (f"--max_batch_size {seqs} and " if limits[0] else "")
+            + f"--max_num_tokens {case.extra['max_num_tokens']} per rank"
             + (
                 f", with MTP ({case.extra['mtp']} draft tokens; {UNSIMULATED_MTP_NOTE}: {tokens} "
                 "tokens left to one token per running sequence)"
