@@ -46,7 +46,7 @@ TensorRT-LLM run of the sample at 1024/1024, 64 or more clients, without attenti
 image is 1.2.0rc6 or later (``trtllm-1.2.0rc6*``, the recipe version that image pins; the
 record name says R1, ``dsr1_`` rows being imported as ``deepseek-v3``) gets
 ``batch_wait``: [timeout_iters, max_tokens_ratio] (``sched/admission.py`` ``BatchWait``;
-TensorRT-LLM skips it under attention DP).
+TensorRT-LLM skips it under attention DP), unless it is an MTP run (below), whose script sets none.
 
 KV cache dtype. InferenceX's single-node DeepSeek-R1 SGLang recipes on B200 (the runs that
 carry ``scheduler_recv_interval``, data/README.md) start the server with ``--kv-cache-dtype
