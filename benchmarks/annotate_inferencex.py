@@ -46,7 +46,7 @@ TensorRT-LLM run of the sample at 1024/1024, 64 or more clients, without attenti
 image is 1.2.0rc6 or later (``trtllm-1.2.0rc6*``, the recipe version that image pins; the
 record name says R1, ``dsr1_`` rows being imported as ``deepseek-v3``) gets
 ``batch_wait``: [timeout_iters, max_tokens_ratio] (``sched/admission.py`` ``BatchWait``;
-TensorRT-LLM skips it under attention DP).
+TensorRT-LLM skips it under attention DP), unless it is an MTP run (below), whose script sets none.
 
 KV cache dtype. InferenceX's single-node DeepSeek-R1 SGLang recipes on B200 (the runs that
 carry ``scheduler_recv_interval``, data/README.md) start the server with ``--kv-cache-dtype
@@ -81,6 +81,49 @@ no config of ``nvidia-master.yaml`` runs them) measured TTFTs (1.8-8.7 s) far be
 runs' concurrency), ``--stream-interval`` (SGLang streams the first token at once,
 ``len(output_ids) % stream_interval == 1``: TTFT unchanged) and FP4's default
 ``--max-prefill-tokens`` 16384 (equal to the chunk, it stops nothing under that admission).
+
+MTP runs. InferenceX's DeepSeek-R1 TensorRT-LLM recipes come in pairs: ``dsr1-fp{4,8}-b200-trt``
+and ``dsr1-fp8-h200-trt`` without speculation, and ``...-trt-mtp`` with it (``.github/configs/
+nvidia-master.yaml``, ``spec-decoding: mtp``), and the sample's record names do not say which ran.
+Its ``silicon_data_source`` does: ``measured=`` is the time of the InferenceX commit whose
+``perf-changelog.yaml`` entry triggered the sweep (2026-02-03T17:34:19Z is commit 6eecc0e66,
+2026-02-06T17:21:58Z is 0aae52d4c). The MTP runs are those of three sweeps: 2026-01-14 (commit
+bf3456727, "Add MTP Benchmark Support for DeepSeek-R1 TRT", changelog keys
+``dsr1-fp4-b200-trt-mtp``, ``dsr1-fp8-b200-trt-mtp``, ``dsr1-fp8-h200-trt-mtp`` only; image
+``1.1.0rc2.post2``, which the non-MTP runs of 2025-12 used too, so these are listed by record name
+in :data:`MTP_JAN14`), 2026-02-05 (5d517074c, ``dsr1-fp8-b200-trt-mtp`` to image
+``1.2.0rc6.post3``) and 2026-02-06 (0aae52d4c, ``dsr1-fp4-b200-trt-mtp`` to ``1.2.0rc6.post3``): up
+to the sample's last file (2026-04-06) no other B200 DeepSeek-R1 TensorRT-LLM config ran
+``1.2.0rc6.post3`` (the non-MTP ones ran ``1.2.0rc6.post2``), so that image marks the other two. No
+single-node MTP recipe existed before 2026-01-14 (commit 294fe5f27 "remove MTP", 2025-09-07). Each
+MTP script (``benchmarks/dsr1_fp4_b200_trt_mtp_slurm.sh`` at bf3456727,
+``dsr1_fp8_b200_trt_mtp.sh`` at 5d517074c, ``dsr1_fp4_b200_trt_mtp.sh`` at 0aae52d4c) sets
+``num_nextn_predict_layers`` 3, or 1 with attention DP, and starts ``trtllm-serve`` with
+``--max_batch_size`` B = the concurrency (with attention DP: the concurrency / TP at bf3456727, / 8
+for FP8 and / 4 for FP4 later, the concurrency itself below that) and ``--max_num_tokens`` ((k + 1)
+B + ISL + 127) // 64 * 64, both per rank; the non-MTP scripts set ``max_num_tokens`` to at least
+8192 and no ``max_batch_size``. Such a run gets ``mtp``: k, ``max_batch_size``: B,
+``max_num_tokens`` (``validate/setup.py`` runs those limits; the draft tokens themselves are not
+simulated), and loses ``batch_wait``, which the MTP scripts do not set (AIC-2744 and AIC-4644 had
+carried it from the rule above).
+
+KV memory fraction. Every InferenceX DeepSeek-R1 TensorRT-LLM script sets
+``kv_cache_config.free_gpu_memory_fraction``, below the engine's 0.9: ``dsr1_fp4_b200_trt*.sh``
+0.8 (every version from 9596d23d7, 2025-10-29, and the MTP scripts), ``dsr1_fp8_h200_trt*.sh``
+0.75 (likewise), ``dsr1_fp8_b200_trt*.sh`` 0.8 until ec7bafaae (2026-01-29), which sets 0.7 at
+1024/8192 with 256 or more clients and 0.75 at 8192/1024 on TP 4 (the runs on image
+``1.2.0rc6.post2`` and later); its MTP version at 5d517074c 0.7 with attention DP, else 0.8. Each
+InferenceX DeepSeek-R1 TensorRT-LLM run (``length_range_ratio`` set) on B200 or H200 gets
+``free_gpu_memory_fraction`` (``validate/setup.py`` sizes its KV cache with it).
+
+Token budget before 2026-01-21. Until InferenceX commit 64af5a771 (2026-01-21, "Adding evals after
+throughput benchmarks") every DeepSeek-R1 TensorRT-LLM script (``dsr1_fp4_b200_trt_slurm.sh``,
+``dsr1_fp8_b200_trt_slurm.sh``, ``dsr1_fp8_h200_trt_slurm.sh`` from 9596d23d7 on) started
+``trtllm-serve`` with ``--max_num_tokens`` (C + ISL + 127) // 64 * 64 and no floor (that commit adds
+the floor of 8192): room for one prompt beside C decodes, without chunking. The sample's non-MTP
+InferenceX runs of those scripts on B200 and H200 are the ones on image ``1.1.0rc2.post2`` or with
+no image stated (measured 2025-11-02 and 2025-12-15; the ``1.1.0rc2.post2`` runs of 2026-01-14 are
+the MTP ones above); they get ``max_num_tokens``.
 
 Only the ``extra`` cell of a row changes; the file is otherwise left byte for byte as it is.
 Running it again changes nothing.
@@ -175,6 +218,12 @@ def _record(row: dict) -> str:
     return row["citation"].rsplit(" row ", 1)[-1]
 
 
+def _dsr1(row: dict) -> bool:
+    """A DeepSeek-R1 run by its record name (older ``dsr1_...`` names were imported as V3)."""
+    name = _record(row)
+    return "deepseek_r1" in name or name.startswith("dsr1_")
+
+
 def _ran(row: dict) -> int | None:
     """X for an aggregated run named ``_tpX_epX_`` (X > 1) that states X * X GPUs, else None."""
     m = NAME_TPEP.search(_record(row))
@@ -232,6 +281,95 @@ def batch_wait(row: dict) -> dict:
         return {}
     tp, pp, ep = (int(row[k] or 1) for k in ("tp", "pp", "ep"))
     return {"batch_wait": BATCH_WAIT} if ep <= tp * pp else {}
+
+
+MTP_JAN14 = (  # the sample's runs measured 2026-01-14 (InferenceX bf3456727's sweep): record names
+    "2026_04_06_deepseek_r1_b200_sxm_trtllm_fp4_agg_1024x1024_c128_tp4_ep4_958",
+    "2026_04_06_deepseek_r1_b200_sxm_trtllm_fp4_agg_1024x1024_c16_tp4_ep4_1553",
+    "2026_04_06_deepseek_r1_b200_sxm_trtllm_fp4_agg_1024x1024_c32_tp4_ep4_1588",
+    "2026_04_06_deepseek_r1_b200_sxm_trtllm_fp4_agg_1024x1024_c8_tp8_ep1_36",
+    "2026_04_06_deepseek_r1_b200_sxm_trtllm_fp8_agg_1024x8192_c32_tp8_ep8_925",
+    "2026_04_06_deepseek_r1_b200_sxm_trtllm_fp8_agg_8192x1024_c16_tp8_ep8_967",
+    "2026_04_06_deepseek_r1_b200_sxm_trtllm_fp8_agg_8192x1024_c4_tp8_ep8_920",
+    "2026_04_06_deepseek_r1_h200_sxm_trtllm_fp8_agg_1024x1024_c32_tp8_ep8_922",
+    "2026_04_06_deepseek_r1_h200_sxm_trtllm_fp8_agg_1024x1024_c64_tp8_ep8_953",
+    "2026_04_06_deepseek_r1_h200_sxm_trtllm_fp8_agg_1024x1024_c8_tp8_ep8_957",
+    "2026_04_06_deepseek_r1_h200_sxm_trtllm_fp8_agg_1024x8192_c8_tp8_ep8_977",
+    "2026_03_25_deepseek_r1_h200_sxm_trtllm_fp8_agg_1024x1024_c256_tp8_0_ep8_0_1259",
+    "2026_03_25_deepseek_r1_h200_sxm_trtllm_fp8_agg_1024x1024_c4_tp8_0_ep8_0_1252",
+    "2026_03_25_deepseek_r1_h200_sxm_trtllm_fp8_agg_1024x8192_c32_tp8_0_ep8_0_1243",
+    "2026_03_25_deepseek_r1_h200_sxm_trtllm_fp8_agg_8192x1024_c256_tp8_0_ep8_0_1251",
+    "2026_03_25_deepseek_r1_h200_sxm_trtllm_fp8_agg_8192x1024_c32_tp8_0_ep8_0_1247",
+)
+MTP_IMAGE = "trtllm-1.2.0rc6.post3"  # the B200 -mtp configs' image from 2026-02-05/06 (docstring)
+
+
+def mtp_recipe(row: dict) -> dict:
+    """The MTP keys of an InferenceX DeepSeek-R1 TensorRT-LLM MTP run (module docstring), with
+    ``batch_wait`` set to None (removed); {} for any other row."""
+    name = _record(row)
+    if row["source"] != SOURCE or row["scenario"] != "concurrency" or not _dsr1(row):
+        return {}
+    if name in MTP_JAN14:
+        divisor = None  # --max_batch_size = concurrency / TP with attention DP
+    elif row["engine"] == MTP_IMAGE and row["hardware"] == "b200":
+        divisor = 8 if row["weights"] == "fp8" else 4
+    else:
+        return {}
+    tp, pp, ep = (int(row[k] or 1) for k in ("tp", "pp", "ep"))
+    conc, isl = int(row["concurrency"]), int(row["input_tokens"])
+    dp = ep > tp * pp  # the layout rule of validate/setup.py; InferenceX's DP runs have TP = EP
+    k = 1 if dp else 3
+    if not dp:
+        b = conc
+    elif divisor is None:
+        b = conc // ep
+    else:
+        b = conc if conc < divisor else conc // divisor
+    return {
+        "mtp": k,
+        "max_batch_size": b,
+        "max_num_tokens": ((k + 1) * b + isl + 64 + 63) // 64 * 64,
+        "batch_wait": None,
+    }
+
+
+def free_fraction(row: dict, extra: dict) -> dict:
+    """The KV memory fraction key of an InferenceX DeepSeek-R1 TensorRT-LLM run (docstring)."""
+    if row["source"] != SOURCE or row["scenario"] != "concurrency" or not _dsr1(row):
+        return {}
+    if not row["engine"].startswith("trtllm") or "length_range_ratio" not in extra:
+        return {}
+    if row["hardware"] == "h200-sxm":
+        return {"free_gpu_memory_fraction": 0.75}
+    if row["hardware"] != "b200":
+        return {}
+    tp, pp, ep = (int(row[k] or 1) for k in ("tp", "pp", "ep"))
+    conc, isl, osl = (int(row[k]) for k in ("concurrency", "input_tokens", "output_tokens"))
+    fraction = 0.8
+    if row["weights"] == "fp8" and row["engine"].startswith("trtllm-1.2.0rc6"):
+        if extra.get("mtp"):  # dsr1_fp8_b200_trt_mtp.sh at 5d517074c
+            fraction = 0.7 if ep > tp * pp else 0.8
+        elif (isl, osl) == (1024, 8192) and conc >= 256:  # dsr1_fp8_b200_trt.sh at ec7bafaae
+            fraction = 0.7
+        elif (isl, osl) == (8192, 1024) and tp * pp == 4:
+            fraction = 0.75
+    return {"free_gpu_memory_fraction": fraction}
+
+
+def early_budget(row: dict, extra: dict) -> dict:
+    """The token budget of an InferenceX DeepSeek-R1 TensorRT-LLM run from before 2026-01-21
+    (module docstring, "Token budget before 2026-01-21")."""
+    if row["source"] != SOURCE or row["scenario"] != "concurrency" or not _dsr1(row):
+        return {}
+    if "length_range_ratio" not in extra or "mtp" in extra:
+        return {}
+    if row["hardware"] not in ("b200", "h200-sxm"):
+        return {}
+    if row["engine"] != "trtllm-" and not row["engine"].startswith("trtllm-1.1.0rc2"):
+        return {}
+    conc, isl = int(row["concurrency"]), int(row["input_tokens"])
+    return {"max_num_tokens": (conc + isl + 64 + 63) // 64 * 64}
 
 
 def kv_cache_dtype(row: dict, extra: dict) -> dict:
@@ -320,8 +458,9 @@ def save_measurements(text: str, changed: int, write: bool) -> None:
 
 
 def rewrite_extras(text: str, keys: Callable[[dict, dict], dict]) -> tuple[str, int]:
-    """``text`` (the CSV, CRLF rows) with each row's ``extra`` cell given ``keys(row, extra)``;
-    every other byte kept. Returns the new text and the rows changed (0: nothing to add)."""
+    """``text`` (the CSV, CRLF rows) with each row's ``extra`` cell given ``keys(row, extra)`` (a
+    key whose value is None is removed); every other byte kept. Returns the new text and the
+    rows changed (0: nothing to add)."""
     by_id = {r["id"]: r for r in csv.DictReader(text.splitlines())}
     lines = text.split("\r\n")
     changed = 0
@@ -335,7 +474,8 @@ def rewrite_extras(text: str, keys: Callable[[dict, dict], dict]) -> tuple[str, 
             continue
         old = _extra_cell(extra) if row["extra"] else ""
         assert line.endswith("," + old), row["id"]  # the extra cell is the last one
-        lines[i] = line[: len(line) - len(old)] + _extra_cell(extra | add)
+        new = {k: v for k, v in (extra | add).items() if v is not None}  # None removes a key
+        lines[i] = line[: len(line) - len(old)] + (_extra_cell(new) if new else "")
         changed += 1
     return "\r\n".join(lines), changed
 
@@ -368,6 +508,9 @@ def main() -> None:
             add["n_gpus_ran"] = ran[base]
         add |= batch_wait(row)
         add |= recv_interval(row, extra | add)
+        add |= mtp_recipe(row)
+        add |= free_fraction(row, extra | add)
+        add |= early_budget(row, extra | add)
         add |= kv_cache_dtype(row, extra | add)
         return add | sglang_flags(row, extra | add) if args.sglang_flags else add
 

@@ -42,7 +42,7 @@ def _median_abs_pct(engine: np.ndarray, measured: np.ndarray, overhead: float) -
 def _stated(p) -> bool:
     """A row of stated weight dtype and layout (``validate``'s "nothing assumed")."""
     return not p.assumed_weights and not any(
-        "attention data parallel assumed" in n for n in p.notes
+        "attention data parallel assumed" in n or "MTP not simulated" in n for n in p.notes
     )
 
 

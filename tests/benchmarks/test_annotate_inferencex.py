@@ -38,3 +38,85 @@ def test_an_older_config_follows_its_twins_count():
         _row("P", "dsr1_b200_trtllm_fp4_agg_8192x1024_c256_cfg177", 64),  # no twin: left
     ]
     assert _annotate().gpus_ran(rows, {"O1": "T"}) == {"O1": 8, "O2": 8}
+
+
+def _mtp_row(name, engine, weights="fp8", hardware="b200", tp=8, ep=1, conc=64, isl=1024):
+    return {
+        "source": "aiconfigurator-silicon-sample",
+        "scenario": "concurrency",
+        "citation": f"ai-dynamo/aiconfigurator silicon_sample.csv row {name}",
+        "engine": engine,
+        "weights": weights,
+        "hardware": hardware,
+        "tp": str(tp),
+        "pp": "1",
+        "ep": str(ep),
+        "concurrency": str(conc),
+        "input_tokens": str(isl),
+    }
+
+
+def test_mtp_runs_get_their_scripts_limits_and_lose_batch_waiting():
+    mtp = _annotate().mtp_recipe
+    post3 = "2026_03_25_deepseek_r1_b200_sxm_trtllm_fp8_agg_1024x1024_c64_tp8_0_ep1_0_1027"
+    # dsr1_fp8_b200_trt_mtp.sh at 5d517074c: MTP 3, B = 64, ((3 + 1) 64 + 1024 + 127) // 64 * 64
+    assert mtp(_mtp_row(post3, "trtllm-1.2.0rc6.post3")) == {
+        "mtp": 3,
+        "max_batch_size": 64,
+        "max_num_tokens": 1344,
+        "batch_wait": None,
+    }
+    # with attention DP: MTP 1, B = C / 8 (FP8) or C / 4 (FP4) per rank
+    dep = _mtp_row(post3, "trtllm-1.2.0rc6.post3", tp=1, ep=8, conc=256)
+    assert mtp(dep)["mtp"] == 1 and mtp(dep)["max_batch_size"] == 32
+    fp4 = _mtp_row(post3, "trtllm-1.2.0rc6.post3", weights="fp4", tp=1, ep=8, conc=256)
+    assert mtp(fp4)["max_batch_size"] == 64
+    # 2026-01-14 (bf3456727): listed by name, C / TP per rank with attention DP
+    jan = "2026_03_25_deepseek_r1_h200_sxm_trtllm_fp8_agg_1024x1024_c256_tp8_0_ep8_0_1259"
+    row = _mtp_row(jan, "trtllm-1.1.0rc2.post2", hardware="h200-sxm", tp=1, ep=8, conc=256)
+    assert mtp(row)["max_batch_size"] == 32 and mtp(row)["max_num_tokens"] == 1152
+    # the non-MTP config's image, and 1.1.0rc2.post2 runs of other sweeps: nothing
+    assert mtp(_mtp_row(post3.replace("_1027", "_9"), "trtllm-1.2.0rc6.post2")) == {}
+    assert mtp(_mtp_row(post3.replace("_1027", "_9"), "trtllm-1.1.0rc2.post2")) == {}
+
+
+def test_the_rewriter_removes_a_key_given_none():
+    a = _annotate()
+    header = "id,extra"
+    text = "\r\n".join([header, 'R-ttft,"{""batch_wait"":[40,0.8],""x"":1}"', "S-ttft,"])
+    out, changed = a.rewrite_extras(text, lambda row, extra: {"batch_wait": None})
+    assert changed == 1
+    assert out.split("\r\n")[1] == 'R-ttft,"{""x"":1}"'
+    assert out.split("\r\n")[2] == "S-ttft,"
+
+
+def test_deepseek_trtllm_runs_get_their_scripts_kv_fraction():
+    frac = _annotate().free_fraction
+    name = "2026_04_06_deepseek_r1_b200_sxm_trtllm_fp8_agg_8192x1024_c32_tp4_ep1_1696"
+    inferencex = {"length_range_ratio": 0.8}
+
+    def row(engine, weights="fp8", hardware="b200", tp=4, isl=8192, osl=1024):
+        r = _mtp_row(name, engine, weights=weights, hardware=hardware, tp=tp, conc=32, isl=isl)
+        return r | {"output_tokens": str(osl)}
+
+    # dsr1_fp8_b200_trt.sh at ec7bafaae: 0.75 at 8192/1024 on TP 4, else 0.8
+    assert frac(row("trtllm-1.2.0rc6.post2"), inferencex) == {"free_gpu_memory_fraction": 0.75}
+    assert frac(row("trtllm-1.2.0rc6.post2", tp=8), inferencex)["free_gpu_memory_fraction"] == 0.8
+    assert frac(row("trtllm-1.1.0rc2.post2"), inferencex)["free_gpu_memory_fraction"] == 0.8
+    h200 = row("trtllm-1.1.0rc2.post2", hardware="h200-sxm", tp=8)
+    assert frac(h200, inferencex)["free_gpu_memory_fraction"] == 0.75
+    assert frac(row("trtllm-1.2.0rc6.post2"), {}) == {}  # not an InferenceX run
+
+
+def test_early_runs_get_the_budget_without_the_8192_floor():
+    budget = _annotate().early_budget
+    name = "2026_04_06_deepseek_r1_b200_sxm_trtllm_fp4_agg_1024x1024_c256_tp8_ep1_209"
+    inferencex = {"length_range_ratio": 0.8}
+    # dsr1_fp4_b200_trt_slurm.sh before 64af5a771: (C + ISL + 64 + 63) // 64 * 64
+    early = _mtp_row(name, "trtllm-", weights="fp4", conc=256)
+    assert budget(early, inferencex) == {"max_num_tokens": 1344}
+    assert budget(_mtp_row(name, "trtllm-1.1.0rc2.post2", conc=256), inferencex) != {}
+    assert budget(_mtp_row(name, "trtllm-1.2.0rc6.post2", conc=256), inferencex) == {}  # floor
+    assert budget(early, inferencex | {"mtp": 3}) == {}  # the MTP scripts' own rule
+    older = _mtp_row("dsr1_b200_trtllm_fp4_agg_1024x1024_c256_cfg82", "trtllm-", conc=256)
+    assert budget(older, inferencex) == {"max_num_tokens": 1344}  # an R1 twin imported as V3

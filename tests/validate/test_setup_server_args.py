@@ -111,6 +111,23 @@ def test_recipe_launch_flags_replace_the_presets_limits(concurrency_row):
     assert any("mem_fraction_static 0.95" in n for n in ran.notes)
 
 
+def test_trtllm_recipe_limits_leave_the_draft_tokens_budget_out(concurrency_row):
+    # InferenceX's MTP scripts: --max_batch_size C, --max_num_tokens ((k + 1) C + ISL + 127) // 64
+    # * 64 per rank; microBatchScheduler.cpp counts 1 + k tokens per generation request, the
+    # simulator one, so it runs the budget less k per seat (per rank x ranks under attention DP)
+    row = dict(model="deepseek-r1", hardware="b200", engine="trtllm-1.2.0rc6.post3", weights="fp8")
+    mtp = {"mtp": 3, "max_batch_size": 64, "max_num_tokens": 1344}
+    tp8 = layout(concurrency_row(**row, n_gpus=8, tp=8, extra=mtp)).setup
+    assert (tp8.max_seqs, tp8.max_batched_tokens) == (64, 1344 - 3 * 64)
+    plain = layout(concurrency_row(**row, n_gpus=8, tp=8)).setup
+    assert (plain.max_seqs, plain.max_batched_tokens) == (2048, 8192)  # the trtllm-1.0 preset
+    dep = {"mtp": 1, "max_batch_size": 32, "max_num_tokens": 1152}
+    dp8 = layout(concurrency_row(**row, n_gpus=8, tp=1, ep=8, extra=dep)).setup
+    assert (dp8.max_seqs, dp8.max_batched_tokens) == (8 * 32, 8 * (1152 - 32))
+    sglang = layout(concurrency_row(**(row | {"engine": "sglang-0.5.6"}), extra=mtp)).setup
+    assert sglang.max_batched_tokens != 1344 - 3 * 64  # a TensorRT-LLM flag only
+
+
 @pytest.mark.parametrize(
     "extra",
     [
@@ -123,3 +140,54 @@ def test_recipe_launch_flags_replace_the_presets_limits(concurrency_row):
 def test_bad_launch_flags_make_the_row_unpredictable(concurrency_row, extra):
     with pytest.raises(Unpredictable, match=next(iter(extra))):
         layout(_b200_sglang(concurrency_row, **extra))
+
+
+@pytest.mark.parametrize(
+    "extra",
+    [
+        {"max_batch_size": 0, "max_num_tokens": 1024},
+        {"max_batch_size": 4, "max_num_tokens": 8, "mtp": 3},
+        {"max_num_tokens": 1024, "mtp": 3},  # drafts need the seats they are sized for
+        {"max_batch_size": 4, "max_num_tokens": 1024.5},
+    ],
+)
+def test_bad_trtllm_limits_make_the_row_unpredictable(concurrency_row, extra):
+    with pytest.raises(Unpredictable):
+        layout(concurrency_row(engine="trtllm-1.2.0rc6", extra=extra))
+
+
+def test_mtp_runs_are_scored_with_the_assumed_layouts(concurrency_row):
+    # the simulator runs them without their draft tokens (trtllm_limits), as disaggregated MTP
+    # runs are left unannotated: their rows leave "weights and layout stated"
+    from infercast.cost.profiles import load_profile_set
+    from infercast.validate.evaluate import Evaluator
+    from infercast.validate.score import assumed_layout
+
+    row = dict(model="deepseek-r1", hardware="b200", engine="trtllm-1.2.0rc6.post3", weights="fp8")
+    limits = {"max_batch_size": 8, "max_num_tokens": 1152}
+    cases = [
+        concurrency_row(**row, n_gpus=8, tp=8, extra=limits | {"mtp": 3}),
+        concurrency_row(**row, n_gpus=8, tp=8, extra=limits),
+    ]
+    preds = Evaluator(cases, simulate=False).predict(load_profile_set(None))
+    assert [assumed_layout(p) for p in preds] == [True, False]
+
+
+def test_recipe_kv_fraction_replaces_trtllms_default(concurrency_row):
+    # InferenceX's DeepSeek TensorRT-LLM scripts set kv_cache_config.free_gpu_memory_fraction
+    # (0.75 at 8192/1024 on TP 4 FP8, dsr1_fp8_b200_trt.sh at ec7bafaae); the preset says 0.9
+    row = dict(model="deepseek-r1", hardware="b200", engine="trtllm-1.2.0rc6.post2", weights="fp8")
+    row |= dict(n_gpus=4, tp=4)
+    assert layout(concurrency_row(**row)).setup.kv_free_fraction == 0.9
+    stated = concurrency_row(**row, extra={"free_gpu_memory_fraction": 0.75})
+    assert layout(stated).setup.kv_free_fraction == 0.75
+    with pytest.raises(Unpredictable):
+        layout(concurrency_row(**row, extra={"free_gpu_memory_fraction": 1.5}))
+
+
+def test_a_budget_alone_caps_the_running_requests_at_it(concurrency_row):
+    # microBatchScheduler.cpp: each generation request takes a token of max_num_tokens, so a
+    # budget of 1152 without --max_batch_size runs at most 1152 requests (the preset says 2048)
+    row = dict(model="deepseek-r1", hardware="b200", engine="trtllm-", weights="fp4")
+    s = layout(concurrency_row(**row, n_gpus=8, tp=8, extra={"max_num_tokens": 1152})).setup
+    assert (s.max_seqs, s.max_batched_tokens) == (1152, 1152)

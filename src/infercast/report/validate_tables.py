@@ -106,7 +106,9 @@ def print_report(rep: dict, by: str, console: Console, compare_fast: bool = Fals
     if s["assumed_weights"]["count"]:
         sets["weights assumed (not stated)"] = s["assumed_weights"]
     if s["assumed_layout"]["count"]:
-        sets["layout assumed (workers not stated, or TP cannot shard heads)"] = s["assumed_layout"]
+        sets["layout assumed (workers not stated, TP cannot shard heads, MTP not simulated)"] = s[
+            "assumed_layout"
+        ]
     if s["assumed_weights"]["count"] or s["assumed_layout"]["count"]:
         sets["nothing assumed"] = s["nothing_assumed"]
     console.print(_table("overall", sets, "set"))

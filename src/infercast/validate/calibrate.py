@@ -39,7 +39,7 @@ from infercast.cost.profiles import ProfileSet
 from infercast.validate.cases import Case
 from infercast.validate.evaluate import Evaluator
 from infercast.validate.ledger import profile_matrix
-from infercast.validate.setup import ASSUMED_DP_NOTE
+from infercast.validate.setup import ASSUMED_DP_NOTE, UNSIMULATED_MTP_NOTE
 
 # The fit moves each field only inside its physical range (EfficiencyProfile's field definitions,
 # each with its reason); parameters are fitted in log space, so a range starting at 0 starts at
@@ -120,8 +120,8 @@ class Calibrator:
             for i in self.ev.predictable
             if self.ev.cases[i].scenario not in NOT_FITTED
             and not any(
-                ASSUMED_DP_NOTE in n for n in self.ev.plans[i].notes
-            )  # layout assumed: scored only
+                ASSUMED_DP_NOTE in n or UNSIMULATED_MTP_NOTE in n for n in self.ev.plans[i].notes
+            )  # layout assumed, or MTP not simulated: scored only
             and (exclude_source is None or self.ev.cases[i].source != exclude_source)
             and not self.ev.cases[i].source.startswith(HELD_OUT_SOURCE_PREFIX)
         ]

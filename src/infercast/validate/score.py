@@ -154,11 +154,14 @@ def assumed_layout(p: Prediction) -> bool:
     """True for a row predicted on an assumed layout: disaggregated rows whose source dropped
     the worker counts (``validate/disagg.py``, ``UNSTATED_WORKERS_NOTE``), and rows whose stated
     TP cannot shard the model's heads, predicted as attention DP (``validate/setup.py``,
-    ``ASSUMED_DP_NOTE``)."""
+    ``ASSUMED_DP_NOTE``), and runs that drafted with MTP, predicted without it
+    (``UNSIMULATED_MTP_NOTE``)."""
     from infercast.closedform.disagg import UNSTATED_WORKERS_NOTE
-    from infercast.validate.setup import ASSUMED_DP_NOTE
+    from infercast.validate.setup import ASSUMED_DP_NOTE, UNSIMULATED_MTP_NOTE
 
-    return UNSTATED_WORKERS_NOTE in p.notes or any(ASSUMED_DP_NOTE in n for n in p.notes)
+    return UNSTATED_WORKERS_NOTE in p.notes or any(
+        ASSUMED_DP_NOTE in n or UNSIMULATED_MTP_NOTE in n for n in p.notes
+    )
 
 
 def agreement(preds: Sequence[Prediction]) -> dict[str, dict[str, Any]]:

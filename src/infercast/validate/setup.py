@@ -204,6 +204,9 @@ EP_SOURCES = (
 
 
 ASSUMED_DP_NOTE = "attention data parallel assumed"  # marks a row predicted on an assumed layout
+# marks a row whose run drafted tokens with MTP, predicted without them (``trtllm_limits``); scored
+# with the assumed layouts, as disaggregated MTP runs are (data/README.md)
+UNSIMULATED_MTP_NOTE = "MTP not simulated"
 
 
 def length_range_ratio(case: Case) -> float | None:
@@ -259,6 +262,44 @@ def batch_wait(case: Case) -> tuple[int, float]:
             f"extra.batch_wait {v!r}: must be [timeout_iters >= 1, max_tokens_ratio in [0, 1]]"
         )
     return (v[0], float(v[1]))
+
+
+def trtllm_limits(case: Case) -> tuple[int | None, int] | None:
+    """(running limit or None, token budget) per rank from ``extra.max_batch_size`` /
+    ``extra.max_num_tokens``: the run started ``trtllm-serve`` with ``--max_num_tokens`` and, where
+    given, ``--max_batch_size`` (an InferenceX recipe, data/README.md); None when the row does not
+    say so. With ``extra.mtp`` k, TensorRT-LLM's scheduler counts 1 + k tokens of the budget per
+    generation request (``cpp/tensorrt_llm/batch_manager/microBatchScheduler.cpp``
+    ``MicroBatchScheduler::operator()``: ``reqBeamWidth + getNumDraftTokens()``), the recipe
+    sizing the budget for ``max_batch_size`` of them beside one prompt; the simulator runs one
+    token per decoding sequence (the drafts are not simulated), so its budget is the recipe's
+    less k per seat."""
+    b, m, k = (case.extra.get(key) for key in ("max_batch_size", "max_num_tokens", "mtp"))
+    if b is None and m is None:
+        return None
+    k = 0 if k is None else k
+    seats = 1 if b is None and not k else b
+    if not all(isinstance(x, int) and not isinstance(x, bool) for x in (seats, m, k)) or not (
+        seats >= 1 and k >= 0 and m > k * seats
+    ):
+        raise Unpredictable(
+            f"extra.max_batch_size {b!r} / extra.max_num_tokens {m!r} / extra.mtp {k!r}: must be "
+            "integers, max_batch_size >= 1 (given with mtp), mtp >= 0, max_num_tokens > mtp * "
+            "max_batch_size"
+        )
+    return b, m - k * seats
+
+
+def recipe_free_fraction(case: Case) -> float | None:
+    """``extra.free_gpu_memory_fraction``: the run started TensorRT-LLM with that
+    ``kv_cache_config.free_gpu_memory_fraction`` (an InferenceX recipe, data/README.md), which
+    replaces the preset's; None when the row does not say so."""
+    v = case.extra.get("free_gpu_memory_fraction")
+    if v is None:
+        return None
+    if isinstance(v, bool) or not isinstance(v, int | float) or not 0 < v <= 1:
+        raise Unpredictable(f"extra.free_gpu_memory_fraction {v!r}: must be in (0, 1]")
+    return float(v)
 
 
 MIXED_PRESET = "sglang-0.5-mixed"  # SGLang with --enable-mixed-chunk (data/engines)
@@ -429,9 +470,32 @@ def layout(case: Case, engine: EnginePreset | None = None) -> Layout:
             f"the rest bf16, KV {kv}"
         )
     trtllm = engine_family(case.engine) == "trtllm"
+    limits = trtllm_limits(case) if trtllm else None
+    if limits is not None:
+        # a generation request takes at least one token of the budget (microBatchScheduler.cpp
+        # stops scheduling when the next one would pass it), so no more run than the budget
+        seqs, tokens = min(limits[0] or seqs, limits[1]), limits[1]
+        notes.append(
+            "the run's recipe started TensorRT-LLM with "
+            + (f"--max_batch_size {seqs} and " if limits[0] else "")
+            + f"--max_num_tokens {case.extra['max_num_tokens']} per rank"
+            + (
+                f", with MTP ({case.extra['mtp']} draft tokens; {UNSIMULATED_MTP_NOTE}: {tokens} "
+                "tokens left to one token per running sequence)"
+                if case.extra.get("mtp")
+                else ""
+            )
+        )
     if trtllm and attn_dp:  # per-rank limits (module docstring): the replica holds tp ranks
         seqs, tokens = seqs * tp, tokens * tp
     free = preset.memory_fraction if preset and preset.memory_rule == "free" else 0.0
+    stated_free = recipe_free_fraction(case) if trtllm and free else None
+    if stated_free is not None:
+        free = stated_free
+        notes.append(
+            f"KV cache: {free:g} of the memory left free (the run's recipe, "
+            "kv_cache_config.free_gpu_memory_fraction)"
+        )
     fraction = (
         preset.memory_fraction if preset and preset.memory_rule == "total" else MEMORY_FRACTION
     )
