@@ -22,6 +22,10 @@ import numpy as np
 
 ROW_CHUNK = 64  # rows of a product per unit of work (one thread's, with threads)
 Q4_ROWS = 64  # rows per block of the q4 kernel's layout (its vector loop runs across them)
+# Bytes of one group of one 64-row block in the integer q4 layout (q4_int_layout): 16 bytes a
+# row (4 words of 4 bytes, each word a row's), then the rows' fp16 scales, then fp16 offsets.
+Q4_INT_GROUP_BYTES = 16 * Q4_ROWS + 2 * 2 * Q4_ROWS
+Q4_INT = True  # False: the float q4 kernel on every CPU (a switch for old-vs-new benchmarks)
 
 
 @dataclass(frozen=True)
@@ -63,6 +67,14 @@ class Kernels:
     fp32_matmul_threads: object
     q4_matmul_threads: object
     q4_blocks: object  # (qt, d, m, xa, xb, xs, out, c0, c1): blocks c0..c1-1 of q4_matmul
+    # The integer q4 kernel (q4_isa(); None where this CPU has none): (qv uint8 [C, G, 1280],
+    # x [T, K], out [C R, T], tasks), its threaded twin, the activation quantizer
+    # (x [K] -> xq int8 [K], xd, xs f32 [K/32]) and (qv, xq, xd, xs, out, t, c0, c1): blocks
+    # c0..c1-1 for token t.
+    q4i_matmul: object = None
+    q4i_matmul_threads: object = None
+    q4i_quantize: object = None
+    q4i_blocks: object = None
 
     def product(self, fmt: str, threads: int):
         """The int8, bf16, fp32 or q4 product kernel for ``threads`` threads (sets numba's
@@ -340,6 +352,8 @@ def kernels() -> Kernels | None:
     numba.config.THREADING_LAYER = "workqueue"
     serial = njit(fastmath=True, cache=True)
     threaded = njit(fastmath=True, parallel=True)
+    isa = q4_isa()
+    q4i = q4_int_kernels(isa) if isa is not None else (None,) * 4
     return Kernels(
         attend,
         rms_norm_one,
@@ -352,13 +366,14 @@ def kernels() -> Kernels | None:
         threaded(fp32_matmul),
         threaded(q4_matmul),
         q4_blocks,
+        *q4i,
     )
 
 
-def q4_layout(q: np.ndarray, d: np.ndarray, m: np.ndarray):
-    """The q4 kernel's layout of 4-bit groups of 32 (``w = q d + m``, q uint8 [N, K] in
-    0..15, d and m float32 [N, K/32]): (qt uint8 [C, G, 16, R], d and m float32 [C, G, R]),
-    rows padded with zeros to C blocks of R = :data:`Q4_ROWS`."""
+def q4_float_layout(q: np.ndarray, d: np.ndarray, m: np.ndarray):
+    """The float q4 kernel's (``q4_matmul``) layout of 4-bit groups of 32 (``w = q d + m``,
+    q uint8 [N, K] in 0..15, d and m float32 [N, K/32]): (qt uint8 [C, G, 16, R], d and m
+    float32 [C, G, R]), rows padded with zeros to C blocks of R = :data:`Q4_ROWS`."""
     n, k = q.shape
     g = k // 32
     pad = -n % Q4_ROWS
@@ -372,3 +387,225 @@ def q4_layout(q: np.ndarray, d: np.ndarray, m: np.ndarray):
         return np.ascontiguousarray(a.transpose(0, 2, 1))
 
     return qt, blocks(d), blocks(m)
+
+
+def q4_layout(q: np.ndarray, d: np.ndarray, m: np.ndarray) -> tuple[np.ndarray, ...]:
+    """The layout the q4 kernel of this CPU reads (``w = q d + m``, q uint8 [N, K] in 0..15,
+    d and m float32 [N, K/32]): ``(qv,)`` (:func:`q4_int_layout`) where the integer kernel
+    runs (:func:`q4_isa`), else ``(qt, d, m)`` (:func:`q4_float_layout`)."""
+    if Q4_INT and q4_isa() is not None:
+        return (q4_int_layout(q, d, m),)
+    return q4_float_layout(q, d, m)
+
+
+def q4_int_layout(q: np.ndarray, d: np.ndarray, m: np.ndarray) -> np.ndarray:
+    """The integer q4 kernel's layout: qv uint8 [C, G, :data:`Q4_INT_GROUP_BYTES`], rows padded
+    with zeros to C blocks of R = :data:`Q4_ROWS`. Group g of block c is 4 words k of R x 4
+    bytes (row j's 4 bytes at 4 j; byte b holds element 4 k + b in its low nibble and
+    16 + 4 k + b in its high one, GGUF's pairing), then the R rows' d, then their m, as fp16
+    (GGUF's Q4_0/Q4_1 store fp16: exact for them; a matrix quantized here is rounded)."""
+    n, k = q.shape
+    g = k // 32
+    pad = -n % Q4_ROWS
+    c = (n + pad) // Q4_ROWS
+    qp = np.pad(q, ((0, pad), (0, 0))).reshape(c, Q4_ROWS, g, 2, 16)
+    packed = (qp[:, :, :, 0, :] | (qp[:, :, :, 1, :] << 4)).reshape(c, Q4_ROWS, g, 4, 4)
+    out = np.empty((c, g, Q4_INT_GROUP_BYTES), dtype=np.uint8)
+    out[:, :, : 16 * Q4_ROWS] = packed.transpose(0, 2, 3, 1, 4).reshape(c, g, 16 * Q4_ROWS)
+    for i, a in enumerate((d, m)):
+        a16 = np.pad(a.astype(np.float16), ((0, pad), (0, 0))).reshape(c, Q4_ROWS, g)
+        at = 16 * Q4_ROWS + 2 * Q4_ROWS * i
+        out[:, :, at : at + 2 * Q4_ROWS] = a16.transpose(0, 2, 1).copy().view(np.uint8)
+    return out
+
+
+Q4_ISAS = ("vnni512", "bw512", "avx2")  # the integer q4 kernel's variants, fastest first
+
+
+@cache
+def q4_isa() -> str | None:
+    """The integer q4 kernel's variant for this CPU, as LLVM sees it (numba compiles for the
+    host CPU, ``-mcpu=native``): ``vnni512`` (AVX-512 VNNI ``vpdpbusd``), ``bw512`` (AVX-512BW
+    ``vpmaddubsw`` + ``vpmaddwd``), ``avx2`` (the same on 256 bits), or None (no numba, another
+    architecture, or ``NUMBA_CPU_NAME`` set: a chosen target may lack them): the float kernel."""
+    try:
+        import llvmlite.binding as llvm
+        import numba
+
+        if numba.config.CPU_NAME:
+            return None
+        f = llvm.get_host_cpu_features()
+    except (ImportError, RuntimeError):
+        return None
+    if f.get("avx512vnni") and f.get("avx512bw"):
+        return "vnni512"
+    if f.get("avx512bw"):
+        return "bw512"
+    return "avx2" if f.get("avx2") and f.get("f16c") else None
+
+
+@cache
+def q4_int_kernels(isa: str) -> tuple:
+    """(matmul, matmul_threads, quantize, blocks) of the integer q4 kernel (see
+    :class:`Kernels`) in variant ``isa`` (:data:`Q4_ISAS`); cached to disk only for this
+    CPU's own variant (a forced one, in tests, compiles afresh).
+
+    The activation row is quantized once per product to int8 in groups of 32, as GGUF's
+    Q8_1 (ggml ``quantize_row_q8_1_ref``, ggml/src/ggml-quants.c: ``d = max|x| / 127``,
+    ``q = round(x / d)``; here the group's exact float sum stands in for ggml's
+    ``s = d * sum(q)``). Each group's dot product is then integer: 4-bit weights (0..15, as
+    unsigned bytes) times int8 activations summed 4 at a time into int32 lanes by
+    ``vpdpbusd`` (AVX-512 VNNI), or by ``vpmaddubsw`` (pairs into int16: at most 2 x 15 x 127
+    per pair, no saturation) and ``vpmaddwd`` by ones, the two paths of llama.cpp's
+    ``mul_sum_us8_pairs_float`` (ggml/src/ggml-cpu/arch/x86/quants.c), followed by one
+    float multiply-add per group: ``d dx sum(q qx) + m sum(x)`` (its ``ggml_vec_dot_q4_1_q8_1``).
+    Unlike llama.cpp each int32 lane is a row (16 or 8 rows a vector, 64 a block), so no
+    horizontal sums. numba has no vector types: the block is LLVM IR written here
+    (``@intrinsic``) around the x86 intrinsics, so it is only compiled where :func:`q4_isa`
+    says the CPU has them (numba's disk cache keys entries by CPU name and features,
+    ``numba/core/caching.py`` ``_index_key``)."""
+    from llvmlite import ir
+    from numba import njit, prange, types
+    from numba.core import cgutils
+    from numba.extending import intrinsic
+
+    i8, i16, i32, i64 = ir.IntType(8), ir.IntType(16), ir.IntType(32), ir.IntType(64)
+    f16, f32 = ir.HalfType(), ir.FloatType()
+    vb = 32 if isa == "avx2" else 64  # bytes a vector
+    nl = vb // 4  # int32 lanes (rows) a vector
+    nv = 4 * Q4_ROWS // vb  # vectors a word of the block
+    v_i8, v_i16, v_i32 = ir.VectorType(i8, vb), ir.VectorType(i16, vb // 2), ir.VectorType(i32, nl)
+    v_f16, v_f32 = ir.VectorType(f16, nl), ir.VectorType(f32, nl)
+
+    def declare(builder, name, ret, params):
+        return cgutils.get_or_insert_function(builder.module, ir.FunctionType(ret, params), name)
+
+    def splat(builder, val, vt):
+        undef = ir.Constant(vt, ir.Undefined)
+        v = builder.insert_element(undef, val, ir.Constant(i32, 0))
+        return builder.shuffle_vector(
+            v, undef, ir.Constant(ir.VectorType(i32, vt.count), [0] * vt.count)
+        )
+
+    def dot(builder, acc, wlo, whi, xlo, xhi):
+        """acc + per int32 lane: the 4 unsigned bytes of wlo times the 4 signed ones of xlo,
+        plus whi's times xhi's."""
+        if isa == "vnni512":
+            fn = declare(builder, "llvm.x86.avx512.vpdpbusd.512", v_i32, [v_i32] * 3)
+            acc = builder.call(fn, [acc, builder.bitcast(wlo, v_i32), xlo])
+            return builder.call(fn, [acc, builder.bitcast(whi, v_i32), xhi])
+        wide = isa == "bw512"
+        n1 = "llvm.x86.avx512.pmaddubs.w.512" if wide else "llvm.x86.avx2.pmadd.ub.sw"
+        n2 = "llvm.x86.avx512.pmaddw.d.512" if wide else "llvm.x86.avx2.pmadd.wd"
+        f1 = declare(builder, n1, v_i16, [v_i8, v_i8])
+        f2 = declare(builder, n2, v_i32, [v_i16, v_i16])
+        pairs = builder.add(  # each int16 at most 4 x 15 x 127: no overflow
+            builder.call(f1, [wlo, builder.bitcast(xlo, v_i8)]),
+            builder.call(f1, [whi, builder.bitcast(xhi, v_i8)]),
+        )
+        return builder.add(acc, builder.call(f2, [pairs, ir.Constant(v_i16, [1] * (vb // 2))]))
+
+    @intrinsic
+    def dot_block(typingctx, qv, xq, xd, xs, tot, c):
+        """tot[0:64] = block c of qv (C-contiguous [C, G, 1280]) times the quantized token."""
+        if not (isinstance(qv, types.Array) and qv.layout == "C" and qv.ndim == 3):
+            return None
+
+        def codegen(context, builder, sig, args):
+            qa, xa, xda, xsa, ta = (
+                context.make_array(t)(context, builder, a)
+                for t, a in zip(sig.args[:5], args[:5], strict=True)
+            )
+            ng = cgutils.unpack_tuple(builder, qa.shape)[1]
+            wp = builder.bitcast(qa.data, i8.as_pointer())
+            xp = builder.bitcast(xa.data, i8.as_pointer())
+            fma = declare(builder, f"llvm.fma.v{nl}f32", v_f32, [v_f32] * 3)
+            tots = [
+                cgutils.alloca_once_value(builder, ir.Constant(v_f32, [0.0] * nl))
+                for _ in range(nv)
+            ]
+            four, low = ir.Constant(v_i8, [4] * vb), ir.Constant(v_i8, [15] * vb)
+            cb = builder.mul(args[5], ng)
+
+            def at(base, off, vt):
+                ptr = builder.gep(wp, [builder.add(base, ir.Constant(i64, off))])
+                return builder.load(builder.bitcast(ptr, vt.as_pointer()), align=1)
+
+            with cgutils.for_range(builder, ng) as loop:
+                g = loop.index
+                base = builder.mul(builder.add(cb, g), ir.Constant(i64, Q4_INT_GROUP_BYTES))
+                xbase = builder.mul(g, ir.Constant(i64, 32))
+                accs = [ir.Constant(v_i32, [0] * nl)] * nv
+                for k in range(4):
+                    words = []
+                    for off in (4 * k, 16 + 4 * k):  # the 4 activations of each nibble
+                        ptr = builder.gep(xp, [builder.add(xbase, ir.Constant(i64, off))])
+                        word = builder.load(builder.bitcast(ptr, i32.as_pointer()), align=1)
+                        words.append(splat(builder, word, v_i32))
+                    for v in range(nv):
+                        w = at(base, k * 4 * Q4_ROWS + v * vb, v_i8)
+                        lo, hi = builder.and_(w, low), builder.lshr(w, four)
+                        accs[v] = dot(builder, accs[v], lo, hi, *words)
+                dx = splat(builder, builder.load(builder.gep(xda.data, [g])), v_f32)
+                sx = splat(builder, builder.load(builder.gep(xsa.data, [g])), v_f32)
+                for v in range(nv):
+                    dv = builder.fpext(at(base, 16 * Q4_ROWS + 2 * nl * v, v_f16), v_f32)
+                    mv = builder.fpext(at(base, 18 * Q4_ROWS + 2 * nl * v, v_f16), v_f32)
+                    t = builder.load(tots[v])
+                    t = builder.call(fma, [builder.sitofp(accs[v], v_f32), builder.fmul(dv, dx), t])
+                    builder.store(builder.call(fma, [mv, sx, t]), tots[v])
+            for v in range(nv):
+                ptr = builder.gep(ta.data, [ir.Constant(i64, v * nl)])
+                builder.store(
+                    builder.load(tots[v]), builder.bitcast(ptr, v_f32.as_pointer()), align=1
+                )
+            return context.get_dummy_value()
+
+        return types.none(qv, xq, xd, xs, tot, types.int64), codegen
+
+    keep = isa == q4_isa()  # cache only the variant this CPU runs (see the doc)
+
+    @njit(fastmath=True, nogil=True, cache=keep)
+    def quantize(v, xq, xd, xs):  # pragma: no cover - compiled
+        for g in range(xd.shape[0]):
+            amax = np.float32(0.0)
+            s = np.float32(0.0)
+            for i in range(32):
+                a = v[g * 32 + i]
+                amax = max(amax, abs(a))
+                s += a
+            inv = np.float32(127.0) / amax if amax > 0 else np.float32(0.0)
+            for i in range(32):
+                xq[g * 32 + i] = np.int8(np.rint(v[g * 32 + i] * inv))
+            xd[g] = amax / np.float32(127.0)
+            xs[g] = s
+
+    @njit(fastmath=True, nogil=True, cache=keep)
+    def blocks(qv, xq, xd, xs, out, t, c0, c1):  # pragma: no cover - compiled
+        tot = np.empty(Q4_ROWS, dtype=np.float32)
+        for c in range(c0, c1):
+            dot_block(qv, xq, xd, xs, tot, c)
+            for j in range(Q4_ROWS):
+                out[c * Q4_ROWS + j, t] = tot[j]
+
+    def matmul(qv, x_rows, out, tasks):  # pragma: no cover - compiled
+        nc, ng = qv.shape[0], qv.shape[1]
+        m_tok = x_rows.shape[0]
+        xq = np.empty((m_tok, ng * 32), dtype=np.int8)
+        xd = np.empty((m_tok, ng), dtype=np.float32)
+        xs = np.empty((m_tok, ng), dtype=np.float32)
+        for t in range(m_tok):
+            quantize(x_rows[t], xq[t], xd[t], xs[t])
+        parts = max(1, min(nc, tasks))
+        for part in prange(parts):
+            for t in range(m_tok):
+                blocks(
+                    qv, xq[t], xd[t], xs[t], out, t, part * nc // parts, (part + 1) * nc // parts
+                )
+
+    return (
+        njit(fastmath=True, cache=keep)(matmul),
+        njit(fastmath=True, parallel=True)(matmul),
+        quantize,
+        blocks,
+    )

@@ -29,7 +29,7 @@ from functools import cache
 
 import numpy as np
 
-from infercast.engine.decode_jit import kernels
+from infercast.engine.decode_jit import Q4_ROWS, kernels
 
 ENABLED = True  # False: the per-product path (a switch for old-vs-new benchmarks)
 SPINS_BEFORE_YIELD = 2000
@@ -47,6 +47,7 @@ def _step_kernel():
     from numba.extending import intrinsic, overload
 
     q4_blocks = jit.q4_blocks
+    q4i_quantize, q4i_blocks = jit.q4i_quantize, jit.q4i_blocks
 
     def _slot0(context, builder, aryty, ary):
         arr = context.make_array(aryty)(context, builder, ary)
@@ -132,6 +133,18 @@ def _step_kernel():
         q4_blocks(qt[li], d[li], m[li], xa, xb, xs, out, tid * nc // nth, (tid + 1) * nc // nth)
 
     @njit(fastmath=True, nogil=True, cache=True)
+    def q4i_product(w, li, v, out, tid, nth):  # pragma: no cover - compiled
+        # The same with the integer kernel (w = (qv,): decode_jit.q4_int_layout): the token
+        # quantized to int8 groups, then this thread's blocks.
+        qv = w[0][li]
+        nc, ng = qv.shape[0], qv.shape[1]
+        xq = np.empty(ng * 32, dtype=np.int8)
+        xd = np.empty(ng, dtype=np.float32)
+        xs = np.empty(ng, dtype=np.float32)
+        q4i_quantize(v, xq, xd, xs)
+        q4i_blocks(qv, xq, xd, xs, out, 0, tid * nc // nth, (tid + 1) * nc // nth)
+
+    @njit(fastmath=True, nogil=True, cache=True)
     def int8_product(w, li, v, out, tid, nth):  # pragma: no cover - compiled
         # This thread's share of layer li's int8 rows (w = (q, scale)) times v, in chunks
         # of 64 rows: decode_jit.int8_matmul's one-token loop.
@@ -150,12 +163,12 @@ def _step_kernel():
 
     @overload(product)
     def _product(w, li, v, out, tid, nth):
-        # q4 layers carry (qt, d, m), int8 layers (q, scale): chosen when compiled.
-        return (
-            (lambda w, li, v, out, tid, nth: q4_product(w, li, v, out, tid, nth))
-            if len(w) == 3
-            else (lambda w, li, v, out, tid, nth: int8_product(w, li, v, out, tid, nth))
-        )
+        # q4 layers carry (qv,) or (qt, d, m), int8 layers (q, scale): chosen when compiled.
+        if len(w) == 1:
+            return lambda w, li, v, out, tid, nth: q4i_product(w, li, v, out, tid, nth)
+        if len(w) == 3:
+            return lambda w, li, v, out, tid, nth: q4_product(w, li, v, out, tid, nth)
+        return lambda w, li, v, out, tid, nth: int8_product(w, li, v, out, tid, nth)
 
     @njit(fastmath=True, nogil=True, cache=True)
     def step(  # pragma: no cover - compiled
@@ -254,14 +267,15 @@ def _step_kernel():
 
 
 def _stack(mats) -> tuple[np.ndarray, ...]:
-    """The layers' matrices as [L, ...] arrays, q4 as (qt, d, m) in the kernel's layout,
+    """The layers' matrices as [L, ...] arrays, q4 as (qv,) or (qt, d, m) in its kernel's layout,
     int8 as (q, scale); each matrix's own arrays become views of them (no second copy)."""
     from infercast.engine.qlinear import Int4Matrix
 
     if isinstance(mats[0], Int4Matrix):
-        out = tuple(np.stack([m.jit_layout[i] for m in mats]) for i in range(3))
+        n = len(mats[0].jit_layout)
+        out = tuple(np.stack([m.jit_layout[i] for m in mats]) for i in range(n))
         for li, m in enumerate(mats):
-            m.jit_layout = (out[0][li], out[1][li], out[2][li])
+            m.jit_layout = tuple(a[li] for a in out)
         return out
     out = (np.stack([m.q_np for m in mats]), np.stack([m.s32 for m in mats]))
     for li, m in enumerate(mats):
@@ -284,7 +298,7 @@ class FusedDecode:
         )
         self.eps = float(cfg.rms_norm_eps)
         # rows of each product (q4: padded to whole 64-row blocks)
-        rows = [w[0].shape[1] * w[0].shape[-1] if len(w) == 3 else w[0].shape[1] for w in self.w]
+        rows = [w[0].shape[1] if len(w) == 2 else w[0].shape[1] * Q4_ROWS for w in self.w]
         self.bufs = (
             np.zeros((rows[0], 1), np.float32),
             np.zeros(cfg.num_heads * cfg.head_dim, np.float32),

@@ -235,9 +235,10 @@ class Int4Matrix:
         )
         self.shape = (n, k)
         self._kernel = torch.ops.aten._weight_int4pack_mm_for_cpu  # looked up once, not per call
-        # The numba kernel's own layout (w = q d + m with float32 d, m: the file's exact
-        # values), for products of up to Q4_JIT_MAX_TOKENS tokens. A decode step reads it,
-        # not the PyTorch packing: nbytes counts what the step reads.
+        # The numba kernel's own layout (w = q d + m; the integer kernel's d, m in fp16, the
+        # float one's in float32: the file's exact values either way for Q4_0/Q4_1), for
+        # products of up to Q4_JIT_MAX_TOKENS tokens. A decode step reads it, not the
+        # PyTorch packing: nbytes counts what the step reads.
         self.jit_layout = None
         if kernels() is not None:
             self.jit_layout = q4_layout(rows.q, rows.scale, rows.zero - 8.0 * rows.scale)
@@ -258,7 +259,9 @@ class Int4Matrix:
         t = x.shape[1]
         if self.jit_layout is not None and t <= Q4_JIT_MAX_TOKENS:
             out = np.empty((self.jit_layout[0].shape[0] * Q4_ROWS, t), dtype=np.float32)
-            kernel = kernels().product("q4", scratch.threads)
+            # (qv,): the integer kernel (decode_jit.q4_isa); (qt, d, m): the float one
+            fmt = "q4i" if len(self.jit_layout) == 1 else "q4"
+            kernel = kernels().product(fmt, scratch.threads)
             x_rows = x.reshape(1, -1) if t == 1 else x.T.copy()
             kernel(*self.jit_layout, x_rows, out, scratch.threads)
             return out[: self.shape[0]] if out.shape[0] != self.shape[0] else out
