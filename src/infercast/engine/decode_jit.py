@@ -452,18 +452,26 @@ def q4_int_kernels(isa: str) -> tuple:
 
     The activation row is quantized once per product to int8 in groups of 32, as GGUF's
     Q8_1 (ggml ``quantize_row_q8_1_ref``, ggml/src/ggml-quants.c: ``d = max|x| / 127``,
-    ``q = round(x / d)``; here the group's exact float sum stands in for ggml's
-    ``s = d * sum(q)``). Each group's dot product is then integer: 4-bit weights (0..15, as
-    unsigned bytes) times int8 activations summed 4 at a time into int32 lanes by
-    ``vpdpbusd`` (AVX-512 VNNI), or by ``vpmaddubsw`` (pairs into int16: at most 2 x 15 x 127
-    per pair, no saturation) and ``vpmaddwd`` by ones, the two paths of llama.cpp's
-    ``mul_sum_us8_pairs_float`` (ggml/src/ggml-cpu/arch/x86/quants.c), followed by one
-    float multiply-add per group: ``d dx sum(q qx) + m sum(x)`` (its ``ggml_vec_dot_q4_1_q8_1``).
-    Unlike llama.cpp each int32 lane is a row (16 or 8 rows a vector, 64 a block), so no
-    horizontal sums. numba has no vector types: the block is LLVM IR written here
-    (``@intrinsic``) around the x86 intrinsics, so it is only compiled where :func:`q4_isa`
-    says the CPU has them (numba's disk cache keys entries by CPU name and features,
-    ``numba/core/caching.py`` ``_index_key``)."""
+    ``q = round(x / d)``), plus a second int8 plane for what that rounding left,
+    ``r = round(256 (x / d - q))``, so x = d (q + r / 256) to 1/512 of d (llama.cpp keeps
+    only q: with it alone the teacher-forced decode logits of SmolLM2-135M's Q4_1 file moved
+    13 % from fp32's against 3.9 % for float activations; with r, 3.9 %:
+    benchmarks/q4_decode_quality.py). The group's exact float sum stands in for ggml's
+    ``s = d * sum(q)`` in the offset term. Each group's dot product is then integer: 4-bit
+    weights (0..15, as unsigned bytes) times both int8 planes, summed 4 at a time into int32
+    lanes by ``vpdpbusd`` (AVX-512 VNNI), or by ``vpmaddubsw`` (pairs into int16: at most
+    4 x 15 x 127 for the two nibbles' pairs, no saturation) and ``vpmaddwd`` by ones: the two
+    paths of llama.cpp's ``mul_sum_us8_pairs_float`` (ggml/src/ggml-cpu/arch/x86/quants.c);
+    then ``256 sum(w q) + sum(w r)`` (below 2^24: exact in float32) takes one float
+    multiply-add per group: ``d_w (d / 256) (...) + m_w sum(x)`` (as its
+    ``ggml_vec_dot_q4_1_q8_1``). Unlike llama.cpp each int32 lane is a row (16 or 8 a
+    vector, 64 a block), so there are no horizontal sums. The second plane doubles the
+    integer work at no cost in time: the loop waits on DRAM (docs/cpu-kernels.md).
+
+    numba has no vector types: the block is LLVM IR written here (``@intrinsic``) around
+    the x86 intrinsics, so it is only compiled where :func:`q4_isa` says the CPU has them
+    (numba's disk cache keys entries by CPU name and features, ``numba/core/caching.py``
+    ``_index_key``)."""
     from llvmlite import ir
     from numba import njit, prange, types
     from numba.core import cgutils
@@ -534,25 +542,29 @@ def q4_int_kernels(isa: str) -> tuple:
             with cgutils.for_range(builder, ng) as loop:
                 g = loop.index
                 base = builder.mul(builder.add(cb, g), ir.Constant(i64, Q4_INT_GROUP_BYTES))
-                xbase = builder.mul(g, ir.Constant(i64, 32))
-                accs = [ir.Constant(v_i32, [0] * nl)] * nv
+                xbase = builder.mul(g, ir.Constant(i64, 64))
+                zero = ir.Constant(v_i32, [0] * nl)
+                coarse, fine = [zero] * nv, [zero] * nv  # the two int8 planes' sums
                 for k in range(4):
-                    words = []
-                    for off in (4 * k, 16 + 4 * k):  # the 4 activations of each nibble
+                    words = []  # each plane's 4 activations of the low and the high nibbles
+                    for off in (4 * k, 16 + 4 * k, 32 + 4 * k, 48 + 4 * k):
                         ptr = builder.gep(xp, [builder.add(xbase, ir.Constant(i64, off))])
                         word = builder.load(builder.bitcast(ptr, i32.as_pointer()), align=1)
                         words.append(splat(builder, word, v_i32))
                     for v in range(nv):
                         w = at(base, k * 4 * Q4_ROWS + v * vb, v_i8)
                         lo, hi = builder.and_(w, low), builder.lshr(w, four)
-                        accs[v] = dot(builder, accs[v], lo, hi, *words)
+                        coarse[v] = dot(builder, coarse[v], lo, hi, words[0], words[1])
+                        fine[v] = dot(builder, fine[v], lo, hi, words[2], words[3])
                 dx = splat(builder, builder.load(builder.gep(xda.data, [g])), v_f32)
                 sx = splat(builder, builder.load(builder.gep(xsa.data, [g])), v_f32)
                 for v in range(nv):
                     dv = builder.fpext(at(base, 16 * Q4_ROWS + 2 * nl * v, v_f16), v_f32)
                     mv = builder.fpext(at(base, 18 * Q4_ROWS + 2 * nl * v, v_f16), v_f32)
+                    # 256 coarse + fine: below 2^24 (32 x 15 x 127 x 257), exact in float32
+                    acc = builder.add(builder.shl(coarse[v], ir.Constant(v_i32, [8] * nl)), fine[v])
                     t = builder.load(tots[v])
-                    t = builder.call(fma, [builder.sitofp(accs[v], v_f32), builder.fmul(dv, dx), t])
+                    t = builder.call(fma, [builder.sitofp(acc, v_f32), builder.fmul(dv, dx), t])
                     builder.store(builder.call(fma, [mv, sx, t]), tots[v])
             for v in range(nv):
                 ptr = builder.gep(ta.data, [ir.Constant(i64, v * nl)])
@@ -567,6 +579,8 @@ def q4_int_kernels(isa: str) -> tuple:
 
     @njit(fastmath=True, nogil=True, cache=keep)
     def quantize(v, xq, xd, xs):  # pragma: no cover - compiled
+        # x [K] -> xq int8 [2K]: per group of 32, q = round(x / d) (d = max|x| / 127), then
+        # the rest, round(256 (x / d - q)); xd [K/32] = d / 256, xs [K/32] the group's sum
         for g in range(xd.shape[0]):
             amax = np.float32(0.0)
             s = np.float32(0.0)
@@ -576,8 +590,12 @@ def q4_int_kernels(isa: str) -> tuple:
                 s += a
             inv = np.float32(127.0) / amax if amax > 0 else np.float32(0.0)
             for i in range(32):
-                xq[g * 32 + i] = np.int8(np.rint(v[g * 32 + i] * inv))
-            xd[g] = amax / np.float32(127.0)
+                y = v[g * 32 + i] * inv
+                q = np.rint(y)
+                r = np.rint((y - q) * np.float32(256.0))
+                xq[g * 64 + i] = np.int8(q)
+                xq[g * 64 + 32 + i] = np.int8(min(max(r, np.float32(-127.0)), np.float32(127.0)))
+            xd[g] = amax / np.float32(127.0 * 256.0)
             xs[g] = s
 
     @njit(fastmath=True, nogil=True, cache=keep)
@@ -591,7 +609,7 @@ def q4_int_kernels(isa: str) -> tuple:
     def matmul(qv, x_rows, out, tasks):  # pragma: no cover - compiled
         nc, ng = qv.shape[0], qv.shape[1]
         m_tok = x_rows.shape[0]
-        xq = np.empty((m_tok, ng * 32), dtype=np.int8)
+        xq = np.empty((m_tok, ng * 64), dtype=np.int8)
         xd = np.empty((m_tok, ng), dtype=np.float32)
         xs = np.empty((m_tok, ng), dtype=np.float32)
         for t in range(m_tok):

@@ -138,7 +138,7 @@ def _step_kernel():
         # quantized to int8 groups, then this thread's blocks.
         qv = w[0][li]
         nc, ng = qv.shape[0], qv.shape[1]
-        xq = np.empty(ng * 32, dtype=np.int8)
+        xq = np.empty(ng * 64, dtype=np.int8)
         xd = np.empty(ng, dtype=np.float32)
         xs = np.empty(ng, dtype=np.float32)
         q4i_quantize(v, xq, xd, xs)
