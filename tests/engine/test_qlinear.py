@@ -65,6 +65,7 @@ def test_int4_bytes_are_half_a_byte_a_weight_plus_group_scales(monkeypatch):
         monkeypatch.setattr(dj, "Q4_INT", False)
         assert Int4Matrix(quantize_q4(_w(64, 128))).nbytes == 64 * 128 // 2 + 4 * 64 * 2 * 4
     monkeypatch.setattr(ql, "Q4_JIT_MAX_TOKENS", 0)
+    monkeypatch.setattr(ql, "Q4_INT_JIT_MAX_TOKENS", 0)
     assert m.nbytes == 64 * 128 // 2 + (128 // 32) * 64 * 2 * 2
 
 
