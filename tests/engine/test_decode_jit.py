@@ -156,15 +156,16 @@ def _q4_int_reference(rows, x: np.ndarray) -> np.ndarray:
     return np.einsum("ntg,ng,tg->nt", dots, d, dx) + m @ xg.sum(axis=2).T.astype(np.float64)
 
 
-@pytest.mark.parametrize("tokens", [1, 2, 5])
+@pytest.mark.parametrize("tokens", [1, 2, 5, 48])
 @pytest.mark.parametrize("threads", [1, 2])
 def test_q4_products_of_few_tokens_run_the_compiled_kernel_exactly(tokens, threads, monkeypatch):
     """Up to Q4_JIT_MAX_TOKENS the q4 product is a numba loop over the stored 4-bit groups,
     to float32 rounding (1e-5 of the largest output) of its arithmetic: where this CPU
     has the integer kernel (decode_jit.q4_isa), the file's groups times x quantized to two
-    int8 planes per group (_q4_int_reference; within 1e-3 of the float product), else the
+    int8 planes per group (_q4_int_reference; within 2e-3 of the float product), else the
     groups dequantized to float32 (exact scales) times x. Rows padded to the layout's blocks
-    (260 = 4 x 64 + 4); 5 tokens: the many-token loop, run here by raising the crossover."""
+    (260 = 4 x 64 + 4); 5 and 48 tokens: up to the integer kernel's limit (48), or the float
+    kernel's many-token loop, run here by raising its crossover."""
     pytest.importorskip("torch", reason="Int4Matrix needs the torch extra")
     import infercast.engine.qlinear as ql
     from infercast.engine.qformats import quantize_q4
@@ -180,7 +181,8 @@ def test_q4_products_of_few_tokens_run_the_compiled_kernel_exactly(tokens, threa
     want = _q4_int_reference(rows, x) if len(mat.jit_layout) == 1 else exact
     assert got.shape == (260, tokens) and got.flags.c_contiguous
     assert np.abs(got - want).max() < 1e-5 * np.abs(want).max()
-    assert np.abs(got - exact).max() < 1e-3 * np.abs(exact).max()
+    # 2e-3: mostly the fp16 rounding of this test's float32 scales (a file's are fp16)
+    assert np.abs(got - exact).max() < 2e-3 * np.abs(exact).max()
 
 
 def _host_has(isa: str) -> bool:
