@@ -268,3 +268,14 @@ def test_float_q4_kernel_runs_where_the_integer_one_is_switched_off(monkeypatch)
     want = rows.dequantize().astype(np.float64) @ x
     got = mat.matmul_fm(x, Scratch(1))
     assert np.abs(got - want).max() < 1e-5 * np.abs(want).max()
+
+
+def test_no_integer_q4_kernel_for_a_chosen_numba_target(monkeypatch):
+    """With NUMBA_CPU_NAME set numba compiles for that CPU, which may lack the host's
+    instructions: q4_isa gives None (the float kernel)."""
+    import numba
+
+    from infercast.engine.decode_jit import q4_isa
+
+    monkeypatch.setattr(numba.config, "CPU_NAME", "generic")
+    assert q4_isa.__wrapped__() is None

@@ -427,12 +427,13 @@ def q4_isa() -> str | None:
     """The integer q4 kernel's variant for this CPU, as LLVM sees it (numba compiles for the
     host CPU, ``-mcpu=native``): ``vnni512`` (AVX-512 VNNI ``vpdpbusd``), ``bw512`` (AVX-512BW
     ``vpmaddubsw`` + ``vpmaddwd``), ``avx2`` (the same on 256 bits), or None (no numba, another
-    architecture, or ``NUMBA_CPU_NAME`` set: a chosen target may lack them): the float kernel."""
+    architecture, or ``NUMBA_CPU_NAME``/``NUMBA_CPU_FEATURES`` set: a chosen target may lack
+    them): the float kernel."""
     try:
         import llvmlite.binding as llvm
         import numba
 
-        if numba.config.CPU_NAME:
+        if numba.config.CPU_NAME or numba.config.CPU_FEATURES:
             return None
         f = llvm.get_host_cpu_features()
     except (ImportError, RuntimeError):
