@@ -419,6 +419,17 @@ def q4_int_layout(q: np.ndarray, d: np.ndarray, m: np.ndarray) -> np.ndarray:
     return out
 
 
+def _with_globals(fn, **names):
+    """``fn`` with ``names`` bound as globals, not closure cells: numba's disk cache keys a
+    function by its closure cells' pickle (``numba/core/caching.py`` ``_index_key``), and a
+    dispatcher or an ``@intrinsic`` pickles with a per-process uuid, so a closure over one
+    misses the cache in every new process (and adds an entry to it)."""
+    import types as pytypes
+
+    assert not fn.__code__.co_freevars, fn.__code__.co_freevars
+    return pytypes.FunctionType(fn.__code__, {**fn.__globals__, **names}, fn.__name__)
+
+
 Q4_ISAS = ("vnni512", "bw512", "avx2")  # the integer q4 kernel's variants, fastest first
 
 
@@ -474,7 +485,8 @@ def q4_int_kernels(isa: str) -> tuple:
     (numba's disk cache keys entries by CPU name and features, ``numba/core/caching.py``
     ``_index_key``)."""
     from llvmlite import ir
-    from numba import njit, prange, types
+    from numba import njit, types
+    from numba import prange as numba_prange
     from numba.core import cgutils
     from numba.extending import intrinsic
 
@@ -599,13 +611,16 @@ def q4_int_kernels(isa: str) -> tuple:
             xd[g] = amax / np.float32(127.0 * 256.0)
             xs[g] = s
 
-    @njit(fastmath=True, nogil=True, cache=keep)
     def blocks(qv, xq, xd, xs, out, t, c0, c1):  # pragma: no cover - compiled
         tot = np.empty(Q4_ROWS, dtype=np.float32)
         for c in range(c0, c1):
-            dot_block(qv, xq, xd, xs, tot, c)
+            q4i_dot_block(qv, xq, xd, xs, tot, c)  # noqa: F821 - a global of _with_globals
             for j in range(Q4_ROWS):
                 out[c * Q4_ROWS + j, t] = tot[j]
+
+    blocks = njit(fastmath=True, nogil=True, cache=keep)(
+        _with_globals(blocks, q4i_dot_block=dot_block)
+    )
 
     def matmul(qv, x_rows, out, tasks):  # pragma: no cover - compiled
         nc, ng = qv.shape[0], qv.shape[1]
@@ -614,14 +629,15 @@ def q4_int_kernels(isa: str) -> tuple:
         xd = np.empty((m_tok, ng), dtype=np.float32)
         xs = np.empty((m_tok, ng), dtype=np.float32)
         for t in range(m_tok):
-            quantize(x_rows[t], xq[t], xd[t], xs[t])
+            q4i_quantize(x_rows[t], xq[t], xd[t], xs[t])  # noqa: F821
         parts = max(1, min(nc, tasks))
-        for part in prange(parts):
+        for part in prange(parts):  # noqa: F821
             for t in range(m_tok):
-                blocks(
+                q4i_blocks(  # noqa: F821
                     qv, xq[t], xd[t], xs[t], out, t, part * nc // parts, (part + 1) * nc // parts
                 )
 
+    matmul = _with_globals(matmul, q4i_quantize=quantize, q4i_blocks=blocks, prange=numba_prange)
     return (
         njit(fastmath=True, cache=keep)(matmul),
         njit(fastmath=True, parallel=True)(matmul),
