@@ -21,6 +21,8 @@ decoding one token (``serve``'s batch-1 decode); other steps take
 the per-product path.
 """
 
+# ruff: noqa: F821 - the compiled functions name each other as globals of _step_kernel's `ns`
+
 from __future__ import annotations
 
 import os
@@ -41,13 +43,29 @@ def _step_kernel():
     jit = kernels()
     if jit is None:
         return None
+    import types as pytypes
+
     from llvmlite import ir
     from numba import njit, types
     from numba.core import cgutils
     from numba.extending import intrinsic, overload
 
-    q4_blocks = jit.q4_blocks
-    q4i_quantize, q4i_blocks = jit.q4i_quantize, jit.q4i_blocks
+    # The compiled functions reach each other through this namespace (their globals), not
+    # through closure cells: numba's disk cache keys a function by its closure cells'
+    # pickle (numba/core/caching.py ``_index_key``), which holds a per-process uuid for a
+    # dispatcher or an intrinsic, so a closure over one recompiled the step in every new
+    # process (7 s) and added a cache entry. Each ``_name`` below is published as ``name``.
+    ns = dict(globals())
+    ns.update(q4_blocks=jit.q4_blocks, q4i_quantize=jit.q4i_quantize, q4i_blocks=jit.q4i_blocks)
+
+    def compiled(**opts):
+        def publish(fn):
+            assert not fn.__code__.co_freevars, fn.__code__.co_freevars
+            code = pytypes.FunctionType(fn.__code__, ns, fn.__name__.removeprefix("_"))
+            ns[code.__name__] = njit(nogil=True, cache=True, **opts)(code)
+            return ns[code.__name__]
+
+        return publish
 
     def _slot0(context, builder, aryty, ary):
         arr = context.make_array(aryty)(context, builder, ary)
@@ -55,7 +73,7 @@ def _step_kernel():
         return cgutils.get_item_pointer(context, builder, aryty, arr, [zero])
 
     @intrinsic
-    def atomic_add(typingctx, arr, val):
+    def _atomic_add(typingctx, arr, val):
         """``arr[0] += val`` atomically (sequentially consistent); the old value."""
 
         def codegen(context, builder, sig, args):
@@ -65,7 +83,7 @@ def _step_kernel():
         return types.int64(arr, types.int64), codegen
 
     @intrinsic
-    def atomic_load(typingctx, arr):
+    def _atomic_load(typingctx, arr):
         """``arr[0]``, read atomically (sequentially consistent)."""
 
         def codegen(context, builder, sig, args):
@@ -75,7 +93,7 @@ def _step_kernel():
         return types.int64(arr), codegen
 
     @intrinsic
-    def sched_yield(typingctx):
+    def _sched_yield(typingctx):
         """POSIX ``sched_yield()``: give the core to another runnable thread."""
 
         def codegen(context, builder, sig, args):
@@ -88,8 +106,10 @@ def _step_kernel():
 
         return types.int32(), codegen
 
-    @njit(nogil=True, cache=True)
-    def barrier(bar, target, spins):  # pragma: no cover - compiled
+    ns.update(atomic_add=_atomic_add, atomic_load=_atomic_load, sched_yield=_sched_yield)
+
+    @compiled()
+    def _barrier(bar, target, spins):  # pragma: no cover - compiled
         # Every thread adds 1 and waits for the count of all threads' arrivals so far.
         atomic_add(bar, 1)
         n = 0
@@ -98,8 +118,8 @@ def _step_kernel():
             if n > spins:
                 sched_yield()
 
-    @njit(fastmath=True, nogil=True, cache=True)
-    def prep(v, xa, xb, xs):  # pragma: no cover - compiled
+    @compiled(fastmath=True)
+    def _prep(v, xa, xb, xs):  # pragma: no cover - compiled
         # q4_matmul's activation vectors for one token (see decode_jit.q4_matmul).
         for g in range(xs.shape[1]):
             s = np.float32(0.0)
@@ -111,8 +131,8 @@ def _step_kernel():
                 s += lo + hi
             xs[0, g] = s
 
-    @njit(fastmath=True, nogil=True, cache=True)
-    def norm(x, gain, eps, out):  # pragma: no cover - compiled
+    @compiled(fastmath=True)
+    def _norm(x, gain, eps, out):  # pragma: no cover - compiled
         # decode_jit.rms_norm_one's arithmetic (Zhang & Sennrich 2019).
         s = np.float32(0.0)
         for i in range(x.shape[0]):
@@ -121,8 +141,8 @@ def _step_kernel():
         for i in range(x.shape[0]):
             out[i] = x[i] * r * gain[i]
 
-    @njit(fastmath=True, nogil=True, cache=True)
-    def q4_product(w, li, v, out, tid, nth):  # pragma: no cover - compiled
+    @compiled(fastmath=True)
+    def _q4_product(w, li, v, out, tid, nth):  # pragma: no cover - compiled
         # This thread's share of the blocks of layer li's matrix w = (qt, d, m) times v.
         qt, d, m = w
         nc, ng = qt.shape[1], qt.shape[2]
@@ -132,8 +152,8 @@ def _step_kernel():
         prep(v, xa, xb, xs)
         q4_blocks(qt[li], d[li], m[li], xa, xb, xs, out, tid * nc // nth, (tid + 1) * nc // nth)
 
-    @njit(fastmath=True, nogil=True, cache=True)
-    def q4i_product(w, li, v, out, tid, nth):  # pragma: no cover - compiled
+    @compiled(fastmath=True)
+    def _q4i_product(w, li, v, out, tid, nth):  # pragma: no cover - compiled
         # The same with the integer kernel (w = (qv,): decode_jit.q4_int_layout): the token
         # quantized to int8 groups, then this thread's blocks.
         qv = w[0][li]
@@ -144,8 +164,8 @@ def _step_kernel():
         q4i_quantize(v, xq, xd, xs)
         q4i_blocks(qv, xq, xd, xs, out, 0, tid * nc // nth, (tid + 1) * nc // nth)
 
-    @njit(fastmath=True, nogil=True, cache=True)
-    def int8_product(w, li, v, out, tid, nth):  # pragma: no cover - compiled
+    @compiled(fastmath=True)
+    def _int8_product(w, li, v, out, tid, nth):  # pragma: no cover - compiled
         # This thread's share of layer li's int8 rows (w = (q, scale)) times v, in chunks
         # of 64 rows: decode_jit.int8_matmul's one-token loop.
         q, sc = w
@@ -158,20 +178,19 @@ def _step_kernel():
                 acc += np.float32(qr[c]) * v[c]
             out[r, 0] = acc * sc[li, r]
 
-    def product(w, li, v, out, tid, nth):  # typed by the overload below
+    def _product(w, li, v, out, tid, nth):  # typed by the overload below
         raise NotImplementedError
 
-    @overload(product)
-    def _product(w, li, v, out, tid, nth):
-        # q4 layers carry (qv,) or (qt, d, m), int8 layers (q, scale): chosen when compiled.
-        if len(w) == 1:
-            return lambda w, li, v, out, tid, nth: q4i_product(w, li, v, out, tid, nth)
-        if len(w) == 3:
-            return lambda w, li, v, out, tid, nth: q4_product(w, li, v, out, tid, nth)
-        return lambda w, li, v, out, tid, nth: int8_product(w, li, v, out, tid, nth)
+    ns["product"] = _product
 
-    @njit(fastmath=True, nogil=True, cache=True)
-    def step(  # pragma: no cover - compiled
+    @overload(_product)
+    def _product_impl(w, li, v, out, tid, nth):
+        # q4 layers carry (qv,) or (qt, d, m), int8 layers (q, scale): chosen when compiled.
+        fn = ns["q4i_product" if len(w) == 1 else "q4_product" if len(w) == 3 else "int8_product"]
+        return lambda w, li, v, out, tid, nth: fn(w, li, v, out, tid, nth)
+
+    @compiled(fastmath=True)
+    def _step(  # pragma: no cover - compiled
         x, norms, wqkv, wo, wgu, wdown, shape, eps, cos, sin, k_all, v_all, slots, bufs, bar,
         tid, nth,
     ):  # fmt: skip
@@ -263,7 +282,7 @@ def _step_kernel():
         if tid == 0:
             x[:] = xp
 
-    return step
+    return ns["step"]
 
 
 def _stack(mats) -> tuple[np.ndarray, ...]:
