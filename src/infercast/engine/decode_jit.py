@@ -93,7 +93,8 @@ def kernels() -> Kernels | None:
     """The compiled kernels, or ``None`` without numba. Compiled on first call (cached to disk)."""
     try:
         import numba
-        from numba import njit, prange
+        from numba import njit
+        from numba import prange as numba_prange
     except ImportError:
         return None
 
@@ -154,7 +155,7 @@ def kernels() -> Kernels | None:
         return out
 
     @njit(fastmath=True, cache=True, inline="always")
-    def dot4(wf, x_rows, t, out, r):  # pragma: no cover - compiled
+    def _dot4(wf, x_rows, t, out, r):  # pragma: no cover - compiled
         # out[r, t:t+4] = one float32 weight row against 4 tokens, the row read once: the
         # 4-token pass of the bf16 (widened row) and fp32 loops, inlined into each.
         x0, x1, x2, x3 = x_rows[t], x_rows[t + 1], x_rows[t + 2], x_rows[t + 3]
@@ -172,7 +173,7 @@ def kernels() -> Kernels | None:
         # each widened weight used by up to 4 tokens; rows in chunks (threads: see below).
         n, k = q.shape
         m = x_rows.shape[0]
-        for ch in prange((n + ROW_CHUNK - 1) // ROW_CHUNK):
+        for ch in prange((n + ROW_CHUNK - 1) // ROW_CHUNK):  # noqa: F821 - a global (_with_globals)
             for r in range(ch * ROW_CHUNK, min(n, (ch + 1) * ROW_CHUNK)):
                 qr = q[r]
                 sr = scale[r]
@@ -201,7 +202,7 @@ def kernels() -> Kernels | None:
         # widened by a shift into a float32 buffer (one per chunk), used by every token.
         n, k = w16.shape
         m = x_rows.shape[0]
-        for ch in prange((n + ROW_CHUNK - 1) // ROW_CHUNK):
+        for ch in prange((n + ROW_CHUNK - 1) // ROW_CHUNK):  # noqa: F821 - a global (_with_globals)
             buf = np.empty(k, dtype=np.uint32)
             wf = buf.view(np.float32)
             for r in range(ch * ROW_CHUNK, min(n, (ch + 1) * ROW_CHUNK)):
@@ -210,7 +211,7 @@ def kernels() -> Kernels | None:
                     buf[c] = np.uint32(wr[c]) << np.uint32(16)
                 t = 0
                 while t + 4 <= m:
-                    dot4(wf, x_rows, t, out, r)
+                    dot4(wf, x_rows, t, out, r)  # noqa: F821 - a global (_with_globals)
                     t += 4
                 for tt in range(t, m):
                     xr = x_rows[tt]
@@ -226,7 +227,7 @@ def kernels() -> Kernels | None:
         # two 4-wide ones; docs/cpu-kernels.md).
         n, k = w.shape
         m = x_rows.shape[0]
-        for ch in prange((n + ROW_CHUNK - 1) // ROW_CHUNK):
+        for ch in prange((n + ROW_CHUNK - 1) // ROW_CHUNK):  # noqa: F821 - a global (_with_globals)
             for r in range(ch * ROW_CHUNK, min(n, (ch + 1) * ROW_CHUNK)):
                 wr = w[r]
                 t = 0
@@ -248,7 +249,7 @@ def kernels() -> Kernels | None:
                     out[r, t + 4], out[r, t + 5], out[r, t + 6], out[r, t + 7] = a4, a5, a6, a7
                     t += 8
                 if t + 4 <= m:
-                    dot4(wr, x_rows, t, out, r)
+                    dot4(wr, x_rows, t, out, r)  # noqa: F821 - a global (_with_globals)
                     t += 4
                 if t + 2 <= m:
                     x0, x1 = x_rows[t], x_rows[t + 1]
@@ -267,7 +268,7 @@ def kernels() -> Kernels | None:
                     out[r, t] = acc
 
     @njit(fastmath=True, cache=True)
-    def q4_blocks(qt, d, m, xa, xb, xs, out, c0, c1):  # pragma: no cover - compiled
+    def _q4_blocks(qt, d, m, xa, xb, xs, out, c0, c1):  # pragma: no cover - compiled
         # Blocks c0..c1-1 of q4_matmul (below), compiled as a plain function: inside a
         # prange body (a parfor) the same loops did not vectorize and took 2x the time.
         nc, ng, _, rb = qt.shape
@@ -342,14 +343,21 @@ def kernels() -> Kernels | None:
                 xs[t, g] = s
         # ``tasks`` (the thread count) runs of blocks, each a plain compiled call.
         parts = max(1, min(nc, tasks))
-        for part in prange(parts):
-            q4_blocks(qt, d, m, xa, xb, xs, out, part * nc // parts, (part + 1) * nc // parts)
+        for part in prange(parts):  # noqa: F821 - a global (_with_globals)
+            c0, c1 = part * nc // parts, (part + 1) * nc // parts
+            q4_blocks(qt, d, m, xa, xb, xs, out, c0, c1)  # noqa: F821 - a global (_with_globals)
 
     # One thread: compiled as plain loops (prange is range), cached to disk. More threads:
     # the same code with prange over row chunks, compiled on first use (not cached: one
     # cache entry per function), on numba's workqueue layer (its OpenMP layer slowed
     # PyTorch's OpenMP kernels 25x in the same process: engine/qlinear.py).
     numba.config.THREADING_LAYER = "workqueue"
+    # The loops reach dot4, q4_blocks and prange as globals (see _with_globals: a closure over
+    # a dispatcher missed the disk cache in every new process).
+    names = dict(dot4=_dot4, q4_blocks=_q4_blocks, prange=numba_prange)
+    int8_matmul, bf16_matmul, fp32_matmul, q4_matmul = (
+        _with_globals(f, **names) for f in (int8_matmul, bf16_matmul, fp32_matmul, q4_matmul)
+    )
     serial = njit(fastmath=True, cache=True)
     threaded = njit(fastmath=True, parallel=True)
     isa = q4_isa()
@@ -365,7 +373,7 @@ def kernels() -> Kernels | None:
         threaded(bf16_matmul),
         threaded(fp32_matmul),
         threaded(q4_matmul),
-        q4_blocks,
+        _q4_blocks,
         *q4i,
     )
 
