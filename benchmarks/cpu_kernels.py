@@ -13,8 +13,10 @@ Candidates: numpy float32 (OpenBLAS); torch bf16 matmul; torch weight-only int8
 int4 (``_weight_int4pack_mm_for_cpu``, groups of 32, bf16 activations); the
 engine's numba loops over int8 and bf16 rows and over 4-bit groups of 32 laid out
 across 64-row blocks (``engine/decode_jit.py``, float32 activations; q4 with float32
-scale and offset per group). Dequantization accuracy is not
-compared here (tests/engine/test_qlinear.py does that for the engine's kernels).
+scale and offset per group), and its integer q4 kernel (activations quantized to int8
+groups, fp16 scale and offset; each variant this CPU runs: VNNI, AVX-512BW, AVX2).
+Dequantization accuracy is not compared here (tests/engine/test_qlinear.py and
+test_decode_jit.py do that for the engine's kernels).
 
     python benchmarks/cpu_kernels.py --runs 7
 """
@@ -108,11 +110,11 @@ def candidates(torch):
         return f
 
     def numba_q4(w):
-        from infercast.engine.decode_jit import q4_layout
+        from infercast.engine.decode_jit import q4_float_layout
         from infercast.engine.qformats import quantize_q4
 
         rows = quantize_q4(w)
-        layout = q4_layout(rows.q, rows.scale, rows.zero - 8 * rows.scale)
+        layout = q4_float_layout(rows.q, rows.scale, rows.zero - 8 * rows.scale)
 
         def f(x):
             out = np.empty((layout[0].shape[0] * layout[0].shape[3], x.shape[0]), np.float32)
@@ -120,6 +122,34 @@ def candidates(torch):
             return out
 
         return f
+
+    def numba_q4_int(isa):
+        from infercast.engine.decode_jit import Q4_ROWS, q4_int_kernels, q4_int_layout
+        from infercast.engine.qformats import quantize_q4
+
+        kernel = q4_int_kernels(isa)[0]
+
+        def make(w):
+            rows = quantize_q4(w)
+            qv = q4_int_layout(rows.q, rows.scale, rows.zero - 8 * rows.scale)
+
+            def f(x):
+                out = np.empty((qv.shape[0] * Q4_ROWS, x.shape[0]), np.float32)
+                kernel(qv, x, out, 1)
+                return out
+
+            return f
+
+        return make
+
+    from infercast.engine.decode_jit import Q4_ISAS, q4_isa
+
+    # the integer q4 kernel's variants this CPU runs (q4_isa's and the narrower ones after it)
+    isas = Q4_ISAS[Q4_ISAS.index(q4_isa()) :] if q4_isa() else ()
+    q4_int = {
+        f"numba q4 x int8 groups, {isa} (engine's)": (0.5 + 4 / 32, numba_q4_int(isa))
+        for isa in isas
+    }
 
     return {
         "numpy fp32 (OpenBLAS)": (4.0, f32),
@@ -129,7 +159,8 @@ def candidates(torch):
         "torch int4 (groups of 32)": (0.5 + 4 / 32, int4),
         "numba int8 rows (engine's kernel)": (1.0 + 4 / 576, numba_int8),
         "numba bf16 rows (engine's kernel)": (2.0, numba_bf16),
-        "numba q4 groups (engine's kernel)": (0.5 + 8 / 32, numba_q4),
+        "numba q4 groups (engine's float kernel)": (0.5 + 8 / 32, numba_q4),
+        **q4_int,
     }
 
 

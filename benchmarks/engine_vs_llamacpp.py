@@ -89,13 +89,19 @@ def step_rows(
     ending in ``-torch`` runs q4 products on PyTorch's int4 kernel (the path before the
     numba kernel), one ending in ``-perproduct`` runs batch-1 q4 decode one product at a
     time (before engine/decode_step.py), one ending in ``-blas`` runs fp32 products of 2-8
-    tokens on OpenBLAS (before the numba loop), to alternate old and new in one run."""
+    tokens on OpenBLAS (before the numba loop), one ending in ``-float`` runs q4 products of
+    1-2 tokens on the float numba kernel and 3-48 on PyTorch's (before the integer one), to
+    alternate old and new in one run."""
+    import infercast.engine.decode_jit as dj
     import infercast.engine.decode_step as ds
     import infercast.engine.qlinear as ql
 
     jit_max, fused, fp32_max = ql.Q4_JIT_MAX_TOKENS, ds.ENABLED, ql.fp32_jit_max_tokens
+    q4_int, int_max = dj.Q4_INT, ql.Q4_INT_JIT_MAX_TOKENS
+    if fmt.endswith("-float"):  # q4 on the float numba kernel (the path before the integer one)
+        dj.Q4_INT = False
     if fmt.endswith("-torch"):  # the q4 products on PyTorch's int4 kernel (the old path)
-        ql.Q4_JIT_MAX_TOKENS = 0
+        ql.Q4_JIT_MAX_TOKENS = ql.Q4_INT_JIT_MAX_TOKENS = 0
     if fmt.endswith("-perproduct"):  # q4 batch-1 decode one product at a time (not fused)
         ds.ENABLED = False
     if fmt.endswith("-blas"):  # fp32 products on OpenBLAS at every size (the old path)
@@ -103,7 +109,10 @@ def step_rows(
     try:
         out = _step_rows(
             model,
-            fmt.removesuffix("-torch").removesuffix("-perproduct").removesuffix("-blas"),
+            fmt.removesuffix("-torch")
+            .removesuffix("-perproduct")
+            .removesuffix("-blas")
+            .removesuffix("-float"),
             threads,
             batches,
             prefills,
@@ -114,6 +123,7 @@ def step_rows(
         )
     finally:
         ql.Q4_JIT_MAX_TOKENS, ds.ENABLED, ql.fp32_jit_max_tokens = jit_max, fused, fp32_max
+        dj.Q4_INT, ql.Q4_INT_JIT_MAX_TOKENS = q4_int, int_max
     for r in out:
         r["asked"] = fmt
     return out
@@ -427,7 +437,8 @@ def main() -> None:
         default="fp32,bf16,int8,auto",
         help="formats to run (auto: the file's own, q4+int8 for SmolLM2's Q4_1; q4-torch, "
         "auto-torch: q4 products on PyTorch's int4 kernel; q4-perproduct, auto-perproduct: "
-        "batch-1 decode without the fused step; fp32-blas: fp32 products on OpenBLAS)",
+        "batch-1 decode without the fused step; fp32-blas: fp32 products on OpenBLAS; q4-float, "
+        "auto-float: q4 products on the float numba kernel (1-2 tokens) and PyTorch's (3-48))",
     )
     ap.add_argument("--threads", default="1", help="comma-separated thread counts")
     ap.add_argument("--batches", default="1,8,32")

@@ -136,14 +136,36 @@ def test_fp32_products_of_few_tokens_run_the_compiled_kernel_exactly(tokens, thr
     assert np.abs(got - want).max() < 1e-5 * np.abs(want).max()
 
 
-@pytest.mark.parametrize("tokens", [1, 2, 5])
+def _q4_int_reference(rows, x: np.ndarray) -> np.ndarray:
+    """The integer q4 kernel's arithmetic in float64: x [K, T] as two int8 planes per group of
+    32 (d = max|x| / 127: q = round(x / d), r = round(256 (x / d - q))), each group's exact
+    sum for the offset term, the file's d and m in fp16."""
+    n, k = rows.shape
+    g = k // 32
+    xg = x.T.reshape(-1, g, 32)  # [T, G, 32]
+    amax = np.abs(xg).max(axis=2)
+    inv = np.divide(np.float32(127.0), amax, out=np.zeros_like(amax), where=amax > 0)
+    y = xg * inv[..., None]
+    q = np.rint(y)
+    xq = 256.0 * q.astype(np.float64) + np.clip(np.rint((y - q) * np.float32(256.0)), -127, 127)
+    dx = (amax / np.float32(127.0 * 256.0)).astype(np.float64)
+    d = rows.scale.astype(np.float16).astype(np.float64)  # [N, G]
+    m = (rows.zero - 8.0 * rows.scale).astype(np.float16).astype(np.float64)
+    qg = rows.q.reshape(n, g, 32).astype(np.float64)
+    dots = np.einsum("ngk,tgk->ntg", qg, xq)  # integer sums, exact in float64
+    return np.einsum("ntg,ng,tg->nt", dots, d, dx) + m @ xg.sum(axis=2).T.astype(np.float64)
+
+
+@pytest.mark.parametrize("tokens", [1, 2, 5, 48])
 @pytest.mark.parametrize("threads", [1, 2])
 def test_q4_products_of_few_tokens_run_the_compiled_kernel_exactly(tokens, threads, monkeypatch):
-    """Up to Q4_JIT_MAX_TOKENS the q4 product is the numba loop over the stored 4-bit
-    groups: the file's groups dequantized to float32 (exact scales, not PyTorch's bf16
-    ones) times x, to float32 rounding (1e-5 of the largest output; PyTorch's kernel is
-    ~1e-2 off), with rows padded to the layout's blocks (260 = 4 x 64 + 4). 5 tokens:
-    the kernel's many-token loop, run here by raising the crossover."""
+    """Up to Q4_JIT_MAX_TOKENS the q4 product is a numba loop over the stored 4-bit groups,
+    to float32 rounding (1e-5 of the largest output) of its arithmetic: where this CPU
+    has the integer kernel (decode_jit.q4_isa), the file's groups times x quantized to two
+    int8 planes per group (_q4_int_reference; within 2e-3 of the float product), else the
+    groups dequantized to float32 (exact scales) times x. Rows padded to the layout's blocks
+    (260 = 4 x 64 + 4); 5 and 48 tokens: up to the integer kernel's limit (48), or the float
+    kernel's many-token loop, run here by raising its crossover."""
     pytest.importorskip("torch", reason="Int4Matrix needs the torch extra")
     import infercast.engine.qlinear as ql
     from infercast.engine.qformats import quantize_q4
@@ -153,22 +175,107 @@ def test_q4_products_of_few_tokens_run_the_compiled_kernel_exactly(tokens, threa
     rng = np.random.default_rng(8)
     rows = quantize_q4(rng.standard_normal((260, 160), dtype=np.float32))
     x = rng.standard_normal((160, tokens), dtype=np.float32)
-    got = Int4Matrix(rows).matmul_fm(x, Scratch(threads))
-    want = rows.dequantize().astype(np.float64) @ x
+    mat = Int4Matrix(rows)
+    got = mat.matmul_fm(x, Scratch(threads))
+    exact = rows.dequantize().astype(np.float64) @ x
+    want = _q4_int_reference(rows, x) if len(mat.jit_layout) == 1 else exact
     assert got.shape == (260, tokens) and got.flags.c_contiguous
     assert np.abs(got - want).max() < 1e-5 * np.abs(want).max()
+    # 2e-3: mostly the fp16 rounding of this test's float32 scales (a file's are fp16)
+    assert np.abs(got - exact).max() < 2e-3 * np.abs(exact).max()
 
 
-def test_q4_layout_puts_each_groups_bytes_across_a_block_of_rows():
+def _host_has(isa: str) -> bool:
+    import llvmlite.binding as llvm
+
+    f = llvm.get_host_cpu_features()
+    need = {"vnni512": ("avx512vnni", "avx512bw"), "bw512": ("avx512bw",), "avx2": ("avx2",)}
+    return all(f.get(n) for n in need[isa])
+
+
+@pytest.mark.parametrize("isa", ["vnni512", "bw512", "avx2"])
+def test_each_integer_q4_variant_computes_the_same_products(isa):
+    """The VNNI, AVX-512BW and AVX2 variants of the integer q4 kernel (each run where this
+    CPU has its instructions) equal the reference arithmetic to float32 rounding, for 1
+    and 3 tokens, on 1 and 2 threads (blocks split across numba's threads)."""
+    from infercast.engine.decode_jit import Q4_ROWS, q4_int_kernels, q4_int_layout
+    from infercast.engine.qformats import quantize_q4
+
+    if not _host_has(isa):
+        pytest.skip(f"this CPU has no {isa} instructions")
+    serial, threaded, _, _ = q4_int_kernels(isa)
+    rng = np.random.default_rng(11)
+    rows = quantize_q4(rng.standard_normal((130, 96), dtype=np.float32))
+    qv = q4_int_layout(rows.q, rows.scale, rows.zero - 8.0 * rows.scale)
+    for tokens, kernel, tasks in ((1, serial, 1), (3, serial, 1), (3, threaded, 2)):
+        x = rng.standard_normal((96, tokens), dtype=np.float32)
+        out = np.full((qv.shape[0] * Q4_ROWS, tokens), np.nan, dtype=np.float32)
+        kernel(qv, np.ascontiguousarray(x.T), out, tasks)
+        want = _q4_int_reference(rows, x)
+        assert np.abs(out[:130] - want).max() < 1e-5 * np.abs(want).max()
+        assert not out[130:].any()  # padding rows: zero weights, zero scales
+
+
+def test_q4_int_layout_puts_each_rows_words_across_a_block():
+    """Block c, group g, word k, row j, byte b: the byte of row 64 c + j holding elements
+    4 k + b (low nibble) and 16 + 4 k + b (high nibble) of group g; then the block's fp16
+    d and m of group g, row by row; padding rows zero."""
+    from infercast.engine.decode_jit import Q4_INT_GROUP_BYTES, Q4_ROWS, q4_int_layout
+
+    rng = np.random.default_rng(10)
+    q = rng.integers(0, 16, (70, 64), dtype=np.uint8)
+    d, m = rng.random((70, 2), dtype=np.float32), rng.random((70, 2), dtype=np.float32)
+    qv = q4_int_layout(q, d, m)
+    assert qv.shape == (2, 2, Q4_INT_GROUP_BYTES) and Q4_INT_GROUP_BYTES == 20 * Q4_ROWS
+    j, k, b = 5, 2, 3  # row 69 = 64 + 5, element 4 k + b = 11 of group 1
+    assert qv[1, 1, k * 4 * Q4_ROWS + 4 * j + b] == q[69, 32 + 11] | (q[69, 32 + 16 + 11] << 4)
+    scales = qv[:, :, 16 * Q4_ROWS :].copy().view(np.float16)  # [C, G, 2 R]
+    assert scales[1, 0, j] == np.float16(d[69, 0])
+    assert scales[0, 1, Q4_ROWS + 2] == np.float16(m[2, 1])
+    assert not scales[1, :, 6:Q4_ROWS].any() and not scales[1, :, Q4_ROWS + 6 :].any()
+    assert not qv[1, :, : 16 * Q4_ROWS].reshape(2, 4, Q4_ROWS, 4)[:, :, 6:].any()
+
+
+def test_q4_float_layout_puts_each_groups_bytes_across_a_block_of_rows():
     """Block c, group g, byte row i, lane j: the byte of row 64 c + j holding elements i
     (low nibble) and 16 + i (high nibble) of group g; scales transposed alike."""
-    from infercast.engine.decode_jit import Q4_ROWS, q4_layout
+    from infercast.engine.decode_jit import Q4_ROWS, q4_float_layout
 
     rng = np.random.default_rng(9)
     q = rng.integers(0, 16, (70, 64), dtype=np.uint8)
     d, m = rng.random((70, 2), dtype=np.float32), rng.random((70, 2), dtype=np.float32)
-    qt, dt, mt = q4_layout(q, d, m)
+    qt, dt, mt = q4_float_layout(q, d, m)
     assert qt.shape == (2, 2, 16, Q4_ROWS) and dt.shape == mt.shape == (2, 2, Q4_ROWS)
     assert qt[1, 1, 3, 5] == q[69, 32 + 3] | (q[69, 32 + 16 + 3] << 4)
     assert dt[1, 0, 5] == d[69, 0] and mt[0, 1, 2] == m[2, 1]
     assert not qt[1, :, :, 6:].any() and not dt[1, :, 6:].any()  # padding rows are zero
+
+
+def test_float_q4_kernel_runs_where_the_integer_one_is_switched_off(monkeypatch):
+    """With ``Q4_INT`` off (the old-vs-new benchmarks' switch, and CPUs without the
+    integer kernel) a q4 matrix carries the float layout and its product is exact."""
+    pytest.importorskip("torch", reason="Int4Matrix needs the torch extra")
+    import infercast.engine.decode_jit as dj
+    from infercast.engine.qformats import quantize_q4
+    from infercast.engine.qlinear import Int4Matrix, Scratch
+
+    monkeypatch.setattr(dj, "Q4_INT", False)
+    rng = np.random.default_rng(12)
+    rows = quantize_q4(rng.standard_normal((70, 64), dtype=np.float32))
+    mat = Int4Matrix(rows)
+    assert len(mat.jit_layout) == 3
+    x = rng.standard_normal((64, 1), dtype=np.float32)
+    want = rows.dequantize().astype(np.float64) @ x
+    got = mat.matmul_fm(x, Scratch(1))
+    assert np.abs(got - want).max() < 1e-5 * np.abs(want).max()
+
+
+def test_no_integer_q4_kernel_for_a_chosen_numba_target(monkeypatch):
+    """With NUMBA_CPU_NAME set numba compiles for that CPU, which may lack the host's
+    instructions: q4_isa gives None (the float kernel)."""
+    import numba
+
+    from infercast.engine.decode_jit import q4_isa
+
+    monkeypatch.setattr(numba.config, "CPU_NAME", "generic")
+    assert q4_isa.__wrapped__() is None

@@ -13,10 +13,15 @@ pytest.importorskip("numba", reason="the fused step needs numba (the torch extra
 pytest.importorskip("torch", reason="q4 matrices need the torch extra")
 
 
-def _model(fmt: str, threads: int) -> LlamaModel:
+def _model(fmt: str, threads: int, monkeypatch=None) -> LlamaModel:
+    """``q4-float``: q4 with the float kernel (decode_jit.Q4_INT off) on any CPU."""
     from infercast.engine.loader import load
 
-    loaded = load("tiny", seed=1, weights=fmt)
+    if fmt == "q4-float":
+        import infercast.engine.decode_jit as dj
+
+        monkeypatch.setattr(dj, "Q4_INT", False)
+    loaded = load("tiny", seed=1, weights=fmt.removesuffix("-float"))
     return LlamaModel(loaded.cfg, loaded.weights, 64, threads)
 
 
@@ -32,13 +37,13 @@ def _decode(net: LlamaModel, fused: bool, monkeypatch) -> tuple[np.ndarray, Page
     return net.forward([SeqInput([33], 21, table)], kv)[0], kv
 
 
-@pytest.mark.parametrize("fmt", ["q4", "int8"])
+@pytest.mark.parametrize("fmt", ["q4", "q4-float", "int8"])
 @pytest.mark.parametrize("threads", [1, 2, 3])
 def test_fused_decode_step_equals_the_per_product_path(fmt, threads, monkeypatch):
     """Logits and the K/V it writes agree to float32 rounding with the unfused step (same
-    q4 kernel blocks or int8 rows, same norm/RoPE/attention arithmetic); splits of 1, 2
-    and 3 threads, including threads with no block of a one-block product."""
-    net = _model(fmt, threads)
+    q4 kernel blocks, integer or float, or int8 rows, same norm/RoPE/attention arithmetic);
+    splits of 1, 2 and 3 threads, including threads with no block of a one-block product."""
+    net = _model(fmt, threads, monkeypatch)
     assert net.fused is not None
     called = []
     run = net.fused.run

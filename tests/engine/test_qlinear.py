@@ -52,14 +52,20 @@ def test_int4_matches_its_dequantized_matrix(t, n):
 
 
 def test_int4_bytes_are_half_a_byte_a_weight_plus_group_scales(monkeypatch):
-    """nbytes is what a decode step reads: the numba layout (float32 scale and offset per
-    group) where it runs, PyTorch's packing (bf16 scale and zero) where it does not."""
+    """nbytes is what a decode step reads: the numba layout where it runs (fp16 scale and
+    offset per group for the integer kernel, float32 for the float one), PyTorch's packing
+    (bf16 scale and zero) where it does not."""
+    import infercast.engine.decode_jit as dj
     import infercast.engine.qlinear as ql
 
     m = Int4Matrix(quantize_q4(_w(64, 128)))
     if m.jit_layout is not None:
-        assert m.nbytes == 64 * 128 // 2 + (128 // 32) * 64 * 2 * 4
+        per_scale = 2 if len(m.jit_layout) == 1 else 4
+        assert m.nbytes == 64 * 128 // 2 + (128 // 32) * 64 * 2 * per_scale
+        monkeypatch.setattr(dj, "Q4_INT", False)
+        assert Int4Matrix(quantize_q4(_w(64, 128))).nbytes == 64 * 128 // 2 + 4 * 64 * 2 * 4
     monkeypatch.setattr(ql, "Q4_JIT_MAX_TOKENS", 0)
+    monkeypatch.setattr(ql, "Q4_INT_JIT_MAX_TOKENS", 0)
     assert m.nbytes == 64 * 128 // 2 + (128 // 32) * 64 * 2 * 2
 
 

@@ -22,6 +22,10 @@ import numpy as np
 
 ROW_CHUNK = 64  # rows of a product per unit of work (one thread's, with threads)
 Q4_ROWS = 64  # rows per block of the q4 kernel's layout (its vector loop runs across them)
+# Bytes of one group of one 64-row block in the integer q4 layout (q4_int_layout): 16 bytes a
+# row (4 words of 4 bytes, each word a row's), then the rows' fp16 scales, then fp16 offsets.
+Q4_INT_GROUP_BYTES = 16 * Q4_ROWS + 2 * 2 * Q4_ROWS
+Q4_INT = True  # False: the float q4 kernel on every CPU (a switch for old-vs-new benchmarks)
 
 
 @dataclass(frozen=True)
@@ -63,6 +67,14 @@ class Kernels:
     fp32_matmul_threads: object
     q4_matmul_threads: object
     q4_blocks: object  # (qt, d, m, xa, xb, xs, out, c0, c1): blocks c0..c1-1 of q4_matmul
+    # The integer q4 kernel (q4_isa(); None where this CPU has none): (qv uint8 [C, G, 1280],
+    # x [T, K], out [C R, T], tasks), its threaded twin, the activation quantizer
+    # (x [K] -> xq int8 [K], xd, xs f32 [K/32]) and (qv, xq, xd, xs, out, t, c0, c1): blocks
+    # c0..c1-1 for token t.
+    q4i_matmul: object = None
+    q4i_matmul_threads: object = None
+    q4i_quantize: object = None
+    q4i_blocks: object = None
 
     def product(self, fmt: str, threads: int):
         """The int8, bf16, fp32 or q4 product kernel for ``threads`` threads (sets numba's
@@ -81,7 +93,8 @@ def kernels() -> Kernels | None:
     """The compiled kernels, or ``None`` without numba. Compiled on first call (cached to disk)."""
     try:
         import numba
-        from numba import njit, prange
+        from numba import njit
+        from numba import prange as numba_prange
     except ImportError:
         return None
 
@@ -142,7 +155,7 @@ def kernels() -> Kernels | None:
         return out
 
     @njit(fastmath=True, cache=True, inline="always")
-    def dot4(wf, x_rows, t, out, r):  # pragma: no cover - compiled
+    def _dot4(wf, x_rows, t, out, r):  # pragma: no cover - compiled
         # out[r, t:t+4] = one float32 weight row against 4 tokens, the row read once: the
         # 4-token pass of the bf16 (widened row) and fp32 loops, inlined into each.
         x0, x1, x2, x3 = x_rows[t], x_rows[t + 1], x_rows[t + 2], x_rows[t + 3]
@@ -160,7 +173,7 @@ def kernels() -> Kernels | None:
         # each widened weight used by up to 4 tokens; rows in chunks (threads: see below).
         n, k = q.shape
         m = x_rows.shape[0]
-        for ch in prange((n + ROW_CHUNK - 1) // ROW_CHUNK):
+        for ch in prange((n + ROW_CHUNK - 1) // ROW_CHUNK):  # noqa: F821 - a global (_with_globals)
             for r in range(ch * ROW_CHUNK, min(n, (ch + 1) * ROW_CHUNK)):
                 qr = q[r]
                 sr = scale[r]
@@ -189,7 +202,7 @@ def kernels() -> Kernels | None:
         # widened by a shift into a float32 buffer (one per chunk), used by every token.
         n, k = w16.shape
         m = x_rows.shape[0]
-        for ch in prange((n + ROW_CHUNK - 1) // ROW_CHUNK):
+        for ch in prange((n + ROW_CHUNK - 1) // ROW_CHUNK):  # noqa: F821 - a global (_with_globals)
             buf = np.empty(k, dtype=np.uint32)
             wf = buf.view(np.float32)
             for r in range(ch * ROW_CHUNK, min(n, (ch + 1) * ROW_CHUNK)):
@@ -198,7 +211,7 @@ def kernels() -> Kernels | None:
                     buf[c] = np.uint32(wr[c]) << np.uint32(16)
                 t = 0
                 while t + 4 <= m:
-                    dot4(wf, x_rows, t, out, r)
+                    dot4(wf, x_rows, t, out, r)  # noqa: F821 - a global (_with_globals)
                     t += 4
                 for tt in range(t, m):
                     xr = x_rows[tt]
@@ -214,7 +227,7 @@ def kernels() -> Kernels | None:
         # two 4-wide ones; docs/cpu-kernels.md).
         n, k = w.shape
         m = x_rows.shape[0]
-        for ch in prange((n + ROW_CHUNK - 1) // ROW_CHUNK):
+        for ch in prange((n + ROW_CHUNK - 1) // ROW_CHUNK):  # noqa: F821 - a global (_with_globals)
             for r in range(ch * ROW_CHUNK, min(n, (ch + 1) * ROW_CHUNK)):
                 wr = w[r]
                 t = 0
@@ -236,7 +249,7 @@ def kernels() -> Kernels | None:
                     out[r, t + 4], out[r, t + 5], out[r, t + 6], out[r, t + 7] = a4, a5, a6, a7
                     t += 8
                 if t + 4 <= m:
-                    dot4(wr, x_rows, t, out, r)
+                    dot4(wr, x_rows, t, out, r)  # noqa: F821 - a global (_with_globals)
                     t += 4
                 if t + 2 <= m:
                     x0, x1 = x_rows[t], x_rows[t + 1]
@@ -255,7 +268,7 @@ def kernels() -> Kernels | None:
                     out[r, t] = acc
 
     @njit(fastmath=True, cache=True)
-    def q4_blocks(qt, d, m, xa, xb, xs, out, c0, c1):  # pragma: no cover - compiled
+    def _q4_blocks(qt, d, m, xa, xb, xs, out, c0, c1):  # pragma: no cover - compiled
         # Blocks c0..c1-1 of q4_matmul (below), compiled as a plain function: inside a
         # prange body (a parfor) the same loops did not vectorize and took 2x the time.
         nc, ng, _, rb = qt.shape
@@ -330,16 +343,25 @@ def kernels() -> Kernels | None:
                 xs[t, g] = s
         # ``tasks`` (the thread count) runs of blocks, each a plain compiled call.
         parts = max(1, min(nc, tasks))
-        for part in prange(parts):
-            q4_blocks(qt, d, m, xa, xb, xs, out, part * nc // parts, (part + 1) * nc // parts)
+        for part in prange(parts):  # noqa: F821 - a global (_with_globals)
+            c0, c1 = part * nc // parts, (part + 1) * nc // parts
+            q4_blocks(qt, d, m, xa, xb, xs, out, c0, c1)  # noqa: F821 - a global (_with_globals)
 
     # One thread: compiled as plain loops (prange is range), cached to disk. More threads:
     # the same code with prange over row chunks, compiled on first use (not cached: one
     # cache entry per function), on numba's workqueue layer (its OpenMP layer slowed
     # PyTorch's OpenMP kernels 25x in the same process: engine/qlinear.py).
     numba.config.THREADING_LAYER = "workqueue"
+    # The loops reach dot4, q4_blocks and prange as globals (see _with_globals: a closure over
+    # a dispatcher missed the disk cache in every new process).
+    names = dict(dot4=_dot4, q4_blocks=_q4_blocks, prange=numba_prange)
+    int8_matmul, bf16_matmul, fp32_matmul, q4_matmul = (
+        _with_globals(f, **names) for f in (int8_matmul, bf16_matmul, fp32_matmul, q4_matmul)
+    )
     serial = njit(fastmath=True, cache=True)
     threaded = njit(fastmath=True, parallel=True)
+    isa = q4_isa()
+    q4i = q4_int_kernels(isa) if isa is not None else (None,) * 4
     return Kernels(
         attend,
         rms_norm_one,
@@ -351,14 +373,15 @@ def kernels() -> Kernels | None:
         threaded(bf16_matmul),
         threaded(fp32_matmul),
         threaded(q4_matmul),
-        q4_blocks,
+        _q4_blocks,
+        *q4i,
     )
 
 
-def q4_layout(q: np.ndarray, d: np.ndarray, m: np.ndarray):
-    """The q4 kernel's layout of 4-bit groups of 32 (``w = q d + m``, q uint8 [N, K] in
-    0..15, d and m float32 [N, K/32]): (qt uint8 [C, G, 16, R], d and m float32 [C, G, R]),
-    rows padded with zeros to C blocks of R = :data:`Q4_ROWS`."""
+def q4_float_layout(q: np.ndarray, d: np.ndarray, m: np.ndarray):
+    """The float q4 kernel's (``q4_matmul``) layout of 4-bit groups of 32 (``w = q d + m``,
+    q uint8 [N, K] in 0..15, d and m float32 [N, K/32]): (qt uint8 [C, G, 16, R], d and m
+    float32 [C, G, R]), rows padded with zeros to C blocks of R = :data:`Q4_ROWS`."""
     n, k = q.shape
     g = k // 32
     pad = -n % Q4_ROWS
@@ -372,3 +395,260 @@ def q4_layout(q: np.ndarray, d: np.ndarray, m: np.ndarray):
         return np.ascontiguousarray(a.transpose(0, 2, 1))
 
     return qt, blocks(d), blocks(m)
+
+
+def q4_layout(q: np.ndarray, d: np.ndarray, m: np.ndarray) -> tuple[np.ndarray, ...]:
+    """The layout the q4 kernel of this CPU reads (``w = q d + m``, q uint8 [N, K] in 0..15,
+    d and m float32 [N, K/32]): ``(qv,)`` (:func:`q4_int_layout`) where the integer kernel
+    runs (:func:`q4_isa`), else ``(qt, d, m)`` (:func:`q4_float_layout`)."""
+    if Q4_INT and q4_isa() is not None:
+        return (q4_int_layout(q, d, m),)
+    return q4_float_layout(q, d, m)
+
+
+def q4_int_layout(q: np.ndarray, d: np.ndarray, m: np.ndarray) -> np.ndarray:
+    """The integer q4 kernel's layout: qv uint8 [C, G, :data:`Q4_INT_GROUP_BYTES`], rows padded
+    with zeros to C blocks of R = :data:`Q4_ROWS`. Group g of block c is 4 words k of R x 4
+    bytes (row j's 4 bytes at 4 j; byte b holds element 4 k + b in its low nibble and
+    16 + 4 k + b in its high one, GGUF's pairing), then the R rows' d, then their m, as fp16
+    (GGUF's Q4_0/Q4_1 store fp16: exact for them; a matrix quantized here is rounded)."""
+    n, k = q.shape
+    g = k // 32
+    pad = -n % Q4_ROWS
+    c = (n + pad) // Q4_ROWS
+    qp = np.pad(q, ((0, pad), (0, 0))).reshape(c, Q4_ROWS, g, 2, 16)
+    packed = (qp[:, :, :, 0, :] | (qp[:, :, :, 1, :] << 4)).reshape(c, Q4_ROWS, g, 4, 4)
+    out = np.empty((c, g, Q4_INT_GROUP_BYTES), dtype=np.uint8)
+    out[:, :, : 16 * Q4_ROWS] = packed.transpose(0, 2, 3, 1, 4).reshape(c, g, 16 * Q4_ROWS)
+    for i, a in enumerate((d, m)):
+        a16 = np.pad(a.astype(np.float16), ((0, pad), (0, 0))).reshape(c, Q4_ROWS, g)
+        at = 16 * Q4_ROWS + 2 * Q4_ROWS * i
+        out[:, :, at : at + 2 * Q4_ROWS] = a16.transpose(0, 2, 1).copy().view(np.uint8)
+    return out
+
+
+def _with_globals(fn, **names):
+    """``fn`` with ``names`` bound as globals, not closure cells: numba's disk cache keys a
+    function by its closure cells' pickle (``numba/core/caching.py`` ``_index_key``), and a
+    dispatcher or an ``@intrinsic`` pickles with a per-process uuid, so a closure over one
+    misses the cache in every new process (and adds an entry to it)."""
+    import types as pytypes
+
+    assert not fn.__code__.co_freevars, fn.__code__.co_freevars
+    return pytypes.FunctionType(fn.__code__, {**fn.__globals__, **names}, fn.__name__)
+
+
+Q4_ISAS = ("vnni512", "bw512", "avx2")  # the integer q4 kernel's variants, fastest first
+
+
+@cache
+def q4_isa() -> str | None:
+    """The integer q4 kernel's variant for this CPU, as LLVM sees it (numba compiles for the
+    host CPU, ``-mcpu=native``): ``vnni512`` (AVX-512 VNNI ``vpdpbusd``), ``bw512`` (AVX-512BW
+    ``vpmaddubsw`` + ``vpmaddwd``), ``avx2`` (the same on 256 bits), or None (no numba, another
+    architecture, or ``NUMBA_CPU_NAME``/``NUMBA_CPU_FEATURES`` set: a chosen target may lack
+    them): the float kernel."""
+    try:
+        import llvmlite.binding as llvm
+        import numba
+
+        if numba.config.CPU_NAME or numba.config.CPU_FEATURES:
+            return None
+        f = llvm.get_host_cpu_features()
+    except (ImportError, RuntimeError):
+        return None
+    if f.get("avx512vnni") and f.get("avx512bw"):
+        return "vnni512"
+    if f.get("avx512bw"):
+        return "bw512"
+    return "avx2" if f.get("avx2") and f.get("f16c") else None
+
+
+@cache
+def q4_int_kernels(isa: str) -> tuple:
+    """(matmul, matmul_threads, quantize, blocks) of the integer q4 kernel (see
+    :class:`Kernels`) in variant ``isa`` (:data:`Q4_ISAS`); cached to disk only for this
+    CPU's own variant (a forced one, in tests, compiles afresh).
+
+    The activation row is quantized once per product to int8 in groups of 32, as GGUF's
+    Q8_1 (ggml ``quantize_row_q8_1_ref``, ggml/src/ggml-quants.c: ``d = max|x| / 127``,
+    ``q = round(x / d)``), plus a second int8 plane for what that rounding left,
+    ``r = round(256 (x / d - q))``, so x = d (q + r / 256) to 1/512 of d (llama.cpp keeps
+    only q: with it alone the teacher-forced decode logits of SmolLM2-135M's Q4_1 file moved
+    13 % from fp32's against 3.9 % for float activations; with r, 3.9 %:
+    benchmarks/q4_decode_quality.py). The group's exact float sum stands in for ggml's
+    ``s = d * sum(q)`` in the offset term. Each group's dot product is then integer: 4-bit
+    weights (0..15, as unsigned bytes) times both int8 planes, summed 4 at a time into int32
+    lanes by ``vpdpbusd`` (AVX-512 VNNI), or by ``vpmaddubsw`` (pairs into int16: at most
+    4 x 15 x 127 for the two nibbles' pairs, no saturation) and ``vpmaddwd`` by ones: the two
+    paths of llama.cpp's ``mul_sum_us8_pairs_float`` (ggml/src/ggml-cpu/arch/x86/quants.c);
+    then ``256 sum(w q) + sum(w r)`` (below 2^24: exact in float32) takes one float
+    multiply-add per group: ``d_w (d / 256) (...) + m_w sum(x)`` (as its
+    ``ggml_vec_dot_q4_1_q8_1``). Unlike llama.cpp each int32 lane is a row (16 or 8 a
+    vector, 64 a block), so there are no horizontal sums. The second plane doubles the
+    integer work at no cost in time: the loop waits on DRAM (docs/cpu-kernels.md).
+
+    numba has no vector types: the block is LLVM IR written here (``@intrinsic``) around
+    the x86 intrinsics, so it is only compiled where :func:`q4_isa` says the CPU has them
+    (numba's disk cache keys entries by CPU name and features, ``numba/core/caching.py``
+    ``_index_key``)."""
+    from llvmlite import ir
+    from numba import njit, types
+    from numba import prange as numba_prange
+    from numba.core import cgutils
+    from numba.extending import intrinsic
+
+    i8, i16, i32, i64 = ir.IntType(8), ir.IntType(16), ir.IntType(32), ir.IntType(64)
+    f16, f32 = ir.HalfType(), ir.FloatType()
+    vb = 32 if isa == "avx2" else 64  # bytes a vector
+    nl = vb // 4  # int32 lanes (rows) a vector
+    nv = 4 * Q4_ROWS // vb  # vectors a word of the block
+    v_i8, v_i16, v_i32 = ir.VectorType(i8, vb), ir.VectorType(i16, vb // 2), ir.VectorType(i32, nl)
+    v_f16, v_f32 = ir.VectorType(f16, nl), ir.VectorType(f32, nl)
+
+    def declare(builder, name, ret, params):
+        return cgutils.get_or_insert_function(builder.module, ir.FunctionType(ret, params), name)
+
+    def splat(builder, val, vt):
+        undef = ir.Constant(vt, ir.Undefined)
+        v = builder.insert_element(undef, val, ir.Constant(i32, 0))
+        return builder.shuffle_vector(
+            v, undef, ir.Constant(ir.VectorType(i32, vt.count), [0] * vt.count)
+        )
+
+    def dot(builder, acc, wlo, whi, xlo, xhi):
+        """acc + per int32 lane: the 4 unsigned bytes of wlo times the 4 signed ones of xlo,
+        plus whi's times xhi's."""
+        if isa == "vnni512":
+            fn = declare(builder, "llvm.x86.avx512.vpdpbusd.512", v_i32, [v_i32] * 3)
+            acc = builder.call(fn, [acc, builder.bitcast(wlo, v_i32), xlo])
+            return builder.call(fn, [acc, builder.bitcast(whi, v_i32), xhi])
+        wide = isa == "bw512"
+        n1 = "llvm.x86.avx512.pmaddubs.w.512" if wide else "llvm.x86.avx2.pmadd.ub.sw"
+        n2 = "llvm.x86.avx512.pmaddw.d.512" if wide else "llvm.x86.avx2.pmadd.wd"
+        f1 = declare(builder, n1, v_i16, [v_i8, v_i8])
+        f2 = declare(builder, n2, v_i32, [v_i16, v_i16])
+        pairs = builder.add(  # each int16 at most 4 x 15 x 127: no overflow
+            builder.call(f1, [wlo, builder.bitcast(xlo, v_i8)]),
+            builder.call(f1, [whi, builder.bitcast(xhi, v_i8)]),
+        )
+        return builder.add(acc, builder.call(f2, [pairs, ir.Constant(v_i16, [1] * (vb // 2))]))
+
+    @intrinsic
+    def dot_block(typingctx, qv, xq, xd, xs, tot, c):
+        """tot[0:64] = block c of qv (C-contiguous [C, G, 1280]) times the quantized token."""
+        if not (isinstance(qv, types.Array) and qv.layout == "C" and qv.ndim == 3):
+            return None
+
+        def codegen(context, builder, sig, args):
+            qa, xa, xda, xsa, ta = (
+                context.make_array(t)(context, builder, a)
+                for t, a in zip(sig.args[:5], args[:5], strict=True)
+            )
+            ng = cgutils.unpack_tuple(builder, qa.shape)[1]
+            wp = builder.bitcast(qa.data, i8.as_pointer())
+            xp = builder.bitcast(xa.data, i8.as_pointer())
+            fma = declare(builder, f"llvm.fma.v{nl}f32", v_f32, [v_f32] * 3)
+            tots = [
+                cgutils.alloca_once_value(builder, ir.Constant(v_f32, [0.0] * nl))
+                for _ in range(nv)
+            ]
+            four, low = ir.Constant(v_i8, [4] * vb), ir.Constant(v_i8, [15] * vb)
+            cb = builder.mul(args[5], ng)
+
+            def at(base, off, vt):
+                ptr = builder.gep(wp, [builder.add(base, ir.Constant(i64, off))])
+                return builder.load(builder.bitcast(ptr, vt.as_pointer()), align=1)
+
+            with cgutils.for_range(builder, ng) as loop:
+                g = loop.index
+                base = builder.mul(builder.add(cb, g), ir.Constant(i64, Q4_INT_GROUP_BYTES))
+                xbase = builder.mul(g, ir.Constant(i64, 64))
+                zero = ir.Constant(v_i32, [0] * nl)
+                coarse, fine = [zero] * nv, [zero] * nv  # the two int8 planes' sums
+                for k in range(4):
+                    words = []  # each plane's 4 activations of the low and the high nibbles
+                    for off in (4 * k, 16 + 4 * k, 32 + 4 * k, 48 + 4 * k):
+                        ptr = builder.gep(xp, [builder.add(xbase, ir.Constant(i64, off))])
+                        word = builder.load(builder.bitcast(ptr, i32.as_pointer()), align=1)
+                        words.append(splat(builder, word, v_i32))
+                    for v in range(nv):
+                        w = at(base, k * 4 * Q4_ROWS + v * vb, v_i8)
+                        lo, hi = builder.and_(w, low), builder.lshr(w, four)
+                        coarse[v] = dot(builder, coarse[v], lo, hi, words[0], words[1])
+                        fine[v] = dot(builder, fine[v], lo, hi, words[2], words[3])
+                dx = splat(builder, builder.load(builder.gep(xda.data, [g])), v_f32)
+                sx = splat(builder, builder.load(builder.gep(xsa.data, [g])), v_f32)
+                for v in range(nv):
+                    dv = builder.fpext(at(base, 16 * Q4_ROWS + 2 * nl * v, v_f16), v_f32)
+                    mv = builder.fpext(at(base, 18 * Q4_ROWS + 2 * nl * v, v_f16), v_f32)
+                    # 256 coarse + fine: below 2^24 (32 x 15 x 127 x 257), exact in float32
+                    acc = builder.add(builder.shl(coarse[v], ir.Constant(v_i32, [8] * nl)), fine[v])
+                    t = builder.load(tots[v])
+                    t = builder.call(fma, [builder.sitofp(acc, v_f32), builder.fmul(dv, dx), t])
+                    builder.store(builder.call(fma, [mv, sx, t]), tots[v])
+            for v in range(nv):
+                ptr = builder.gep(ta.data, [ir.Constant(i64, v * nl)])
+                builder.store(
+                    builder.load(tots[v]), builder.bitcast(ptr, v_f32.as_pointer()), align=1
+                )
+            return context.get_dummy_value()
+
+        return types.none(qv, xq, xd, xs, tot, types.int64), codegen
+
+    keep = isa == q4_isa()  # cache only the variant this CPU runs (see the doc)
+
+    @njit(fastmath=True, nogil=True, cache=keep)
+    def quantize(v, xq, xd, xs):  # pragma: no cover - compiled
+        # x [K] -> xq int8 [2K]: per group of 32, q = round(x / d) (d = max|x| / 127), then
+        # the rest, round(256 (x / d - q)); xd [K/32] = d / 256, xs [K/32] the group's sum
+        for g in range(xd.shape[0]):
+            amax = np.float32(0.0)
+            s = np.float32(0.0)
+            for i in range(32):
+                a = v[g * 32 + i]
+                amax = max(amax, abs(a))
+                s += a
+            inv = np.float32(127.0) / amax if amax > 0 else np.float32(0.0)
+            for i in range(32):
+                y = v[g * 32 + i] * inv
+                q = np.rint(y)
+                r = np.rint((y - q) * np.float32(256.0))
+                xq[g * 64 + i] = np.int8(q)
+                xq[g * 64 + 32 + i] = np.int8(min(max(r, np.float32(-127.0)), np.float32(127.0)))
+            xd[g] = amax / np.float32(127.0 * 256.0)
+            xs[g] = s
+
+    def blocks(qv, xq, xd, xs, out, t, c0, c1):  # pragma: no cover - compiled
+        tot = np.empty(Q4_ROWS, dtype=np.float32)
+        for c in range(c0, c1):
+            q4i_dot_block(qv, xq, xd, xs, tot, c)  # noqa: F821 - a global of _with_globals
+            for j in range(Q4_ROWS):
+                out[c * Q4_ROWS + j, t] = tot[j]
+
+    blocks = njit(fastmath=True, nogil=True, cache=keep)(
+        _with_globals(blocks, q4i_dot_block=dot_block)
+    )
+
+    def matmul(qv, x_rows, out, tasks):  # pragma: no cover - compiled
+        nc, ng = qv.shape[0], qv.shape[1]
+        m_tok = x_rows.shape[0]
+        xq = np.empty((m_tok, ng * 64), dtype=np.int8)
+        xd = np.empty((m_tok, ng), dtype=np.float32)
+        xs = np.empty((m_tok, ng), dtype=np.float32)
+        for t in range(m_tok):
+            q4i_quantize(x_rows[t], xq[t], xd[t], xs[t])  # noqa: F821
+        parts = max(1, min(nc, tasks))
+        for part in prange(parts):  # noqa: F821
+            for t in range(m_tok):
+                q4i_blocks(  # noqa: F821
+                    qv, xq[t], xd[t], xs[t], out, t, part * nc // parts, (part + 1) * nc // parts
+                )
+
+    matmul = _with_globals(matmul, q4i_quantize=quantize, q4i_blocks=blocks, prange=numba_prange)
+    return (
+        njit(fastmath=True, cache=keep)(matmul),
+        njit(fastmath=True, parallel=True)(matmul),
+        quantize,
+        blocks,
+    )

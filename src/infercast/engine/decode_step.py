@@ -21,6 +21,8 @@ decoding one token (``serve``'s batch-1 decode); other steps take
 the per-product path.
 """
 
+# ruff: noqa: F821 - the compiled functions name each other as globals of _step_kernel's `ns`
+
 from __future__ import annotations
 
 import os
@@ -29,7 +31,7 @@ from functools import cache
 
 import numpy as np
 
-from infercast.engine.decode_jit import kernels
+from infercast.engine.decode_jit import Q4_ROWS, kernels
 
 ENABLED = True  # False: the per-product path (a switch for old-vs-new benchmarks)
 SPINS_BEFORE_YIELD = 2000
@@ -41,12 +43,29 @@ def _step_kernel():
     jit = kernels()
     if jit is None:
         return None
+    import types as pytypes
+
     from llvmlite import ir
     from numba import njit, types
     from numba.core import cgutils
     from numba.extending import intrinsic, overload
 
-    q4_blocks = jit.q4_blocks
+    # The compiled functions reach each other through this namespace (their globals), not
+    # through closure cells: numba's disk cache keys a function by its closure cells'
+    # pickle (numba/core/caching.py ``_index_key``), which holds a per-process uuid for a
+    # dispatcher or an intrinsic, so a closure over one recompiled the step in every new
+    # process (7 s) and added a cache entry. Each ``_name`` below is published as ``name``.
+    ns = dict(globals())
+    ns.update(q4_blocks=jit.q4_blocks, q4i_quantize=jit.q4i_quantize, q4i_blocks=jit.q4i_blocks)
+
+    def compiled(**opts):
+        def publish(fn):
+            assert not fn.__code__.co_freevars, fn.__code__.co_freevars
+            code = pytypes.FunctionType(fn.__code__, ns, fn.__name__.removeprefix("_"))
+            ns[code.__name__] = njit(nogil=True, cache=True, **opts)(code)
+            return ns[code.__name__]
+
+        return publish
 
     def _slot0(context, builder, aryty, ary):
         arr = context.make_array(aryty)(context, builder, ary)
@@ -54,7 +73,7 @@ def _step_kernel():
         return cgutils.get_item_pointer(context, builder, aryty, arr, [zero])
 
     @intrinsic
-    def atomic_add(typingctx, arr, val):
+    def _atomic_add(typingctx, arr, val):
         """``arr[0] += val`` atomically (sequentially consistent); the old value."""
 
         def codegen(context, builder, sig, args):
@@ -64,7 +83,7 @@ def _step_kernel():
         return types.int64(arr, types.int64), codegen
 
     @intrinsic
-    def atomic_load(typingctx, arr):
+    def _atomic_load(typingctx, arr):
         """``arr[0]``, read atomically (sequentially consistent)."""
 
         def codegen(context, builder, sig, args):
@@ -74,7 +93,7 @@ def _step_kernel():
         return types.int64(arr), codegen
 
     @intrinsic
-    def sched_yield(typingctx):
+    def _sched_yield(typingctx):
         """POSIX ``sched_yield()``: give the core to another runnable thread."""
 
         def codegen(context, builder, sig, args):
@@ -87,8 +106,10 @@ def _step_kernel():
 
         return types.int32(), codegen
 
-    @njit(nogil=True, cache=True)
-    def barrier(bar, target, spins):  # pragma: no cover - compiled
+    ns.update(atomic_add=_atomic_add, atomic_load=_atomic_load, sched_yield=_sched_yield)
+
+    @compiled()
+    def _barrier(bar, target, spins):  # pragma: no cover - compiled
         # Every thread adds 1 and waits for the count of all threads' arrivals so far.
         atomic_add(bar, 1)
         n = 0
@@ -97,8 +118,8 @@ def _step_kernel():
             if n > spins:
                 sched_yield()
 
-    @njit(fastmath=True, nogil=True, cache=True)
-    def prep(v, xa, xb, xs):  # pragma: no cover - compiled
+    @compiled(fastmath=True)
+    def _prep(v, xa, xb, xs):  # pragma: no cover - compiled
         # q4_matmul's activation vectors for one token (see decode_jit.q4_matmul).
         for g in range(xs.shape[1]):
             s = np.float32(0.0)
@@ -110,8 +131,8 @@ def _step_kernel():
                 s += lo + hi
             xs[0, g] = s
 
-    @njit(fastmath=True, nogil=True, cache=True)
-    def norm(x, gain, eps, out):  # pragma: no cover - compiled
+    @compiled(fastmath=True)
+    def _norm(x, gain, eps, out):  # pragma: no cover - compiled
         # decode_jit.rms_norm_one's arithmetic (Zhang & Sennrich 2019).
         s = np.float32(0.0)
         for i in range(x.shape[0]):
@@ -120,8 +141,8 @@ def _step_kernel():
         for i in range(x.shape[0]):
             out[i] = x[i] * r * gain[i]
 
-    @njit(fastmath=True, nogil=True, cache=True)
-    def q4_product(w, li, v, out, tid, nth):  # pragma: no cover - compiled
+    @compiled(fastmath=True)
+    def _q4_product(w, li, v, out, tid, nth):  # pragma: no cover - compiled
         # This thread's share of the blocks of layer li's matrix w = (qt, d, m) times v.
         qt, d, m = w
         nc, ng = qt.shape[1], qt.shape[2]
@@ -131,8 +152,20 @@ def _step_kernel():
         prep(v, xa, xb, xs)
         q4_blocks(qt[li], d[li], m[li], xa, xb, xs, out, tid * nc // nth, (tid + 1) * nc // nth)
 
-    @njit(fastmath=True, nogil=True, cache=True)
-    def int8_product(w, li, v, out, tid, nth):  # pragma: no cover - compiled
+    @compiled(fastmath=True)
+    def _q4i_product(w, li, v, out, tid, nth):  # pragma: no cover - compiled
+        # The same with the integer kernel (w = (qv,): decode_jit.q4_int_layout): the token
+        # quantized to int8 groups, then this thread's blocks.
+        qv = w[0][li]
+        nc, ng = qv.shape[0], qv.shape[1]
+        xq = np.empty(ng * 64, dtype=np.int8)
+        xd = np.empty(ng, dtype=np.float32)
+        xs = np.empty(ng, dtype=np.float32)
+        q4i_quantize(v, xq, xd, xs)
+        q4i_blocks(qv, xq, xd, xs, out, 0, tid * nc // nth, (tid + 1) * nc // nth)
+
+    @compiled(fastmath=True)
+    def _int8_product(w, li, v, out, tid, nth):  # pragma: no cover - compiled
         # This thread's share of layer li's int8 rows (w = (q, scale)) times v, in chunks
         # of 64 rows: decode_jit.int8_matmul's one-token loop.
         q, sc = w
@@ -145,20 +178,19 @@ def _step_kernel():
                 acc += np.float32(qr[c]) * v[c]
             out[r, 0] = acc * sc[li, r]
 
-    def product(w, li, v, out, tid, nth):  # typed by the overload below
+    def _product(w, li, v, out, tid, nth):  # typed by the overload below
         raise NotImplementedError
 
-    @overload(product)
-    def _product(w, li, v, out, tid, nth):
-        # q4 layers carry (qt, d, m), int8 layers (q, scale): chosen when compiled.
-        return (
-            (lambda w, li, v, out, tid, nth: q4_product(w, li, v, out, tid, nth))
-            if len(w) == 3
-            else (lambda w, li, v, out, tid, nth: int8_product(w, li, v, out, tid, nth))
-        )
+    ns["product"] = _product
 
-    @njit(fastmath=True, nogil=True, cache=True)
-    def step(  # pragma: no cover - compiled
+    @overload(_product)
+    def _product_impl(w, li, v, out, tid, nth):
+        # q4 layers carry (qv,) or (qt, d, m), int8 layers (q, scale): chosen when compiled.
+        fn = ns["q4i_product" if len(w) == 1 else "q4_product" if len(w) == 3 else "int8_product"]
+        return lambda w, li, v, out, tid, nth: fn(w, li, v, out, tid, nth)
+
+    @compiled(fastmath=True)
+    def _step(  # pragma: no cover - compiled
         x, norms, wqkv, wo, wgu, wdown, shape, eps, cos, sin, k_all, v_all, slots, bufs, bar,
         tid, nth,
     ):  # fmt: skip
@@ -250,18 +282,19 @@ def _step_kernel():
         if tid == 0:
             x[:] = xp
 
-    return step
+    return ns["step"]
 
 
 def _stack(mats) -> tuple[np.ndarray, ...]:
-    """The layers' matrices as [L, ...] arrays, q4 as (qt, d, m) in the kernel's layout,
+    """The layers' matrices as [L, ...] arrays, q4 as (qv,) or (qt, d, m) in its kernel's layout,
     int8 as (q, scale); each matrix's own arrays become views of them (no second copy)."""
     from infercast.engine.qlinear import Int4Matrix
 
     if isinstance(mats[0], Int4Matrix):
-        out = tuple(np.stack([m.jit_layout[i] for m in mats]) for i in range(3))
+        n = len(mats[0].jit_layout)
+        out = tuple(np.stack([m.jit_layout[i] for m in mats]) for i in range(n))
         for li, m in enumerate(mats):
-            m.jit_layout = (out[0][li], out[1][li], out[2][li])
+            m.jit_layout = tuple(a[li] for a in out)
         return out
     out = (np.stack([m.q_np for m in mats]), np.stack([m.s32 for m in mats]))
     for li, m in enumerate(mats):
@@ -284,7 +317,7 @@ class FusedDecode:
         )
         self.eps = float(cfg.rms_norm_eps)
         # rows of each product (q4: padded to whole 64-row blocks)
-        rows = [w[0].shape[1] * w[0].shape[-1] if len(w) == 3 else w[0].shape[1] for w in self.w]
+        rows = [w[0].shape[1] if len(w) == 2 else w[0].shape[1] * Q4_ROWS for w in self.w]
         self.bufs = (
             np.zeros((rows[0], 1), np.float32),
             np.zeros(cfg.num_heads * cfg.head_dim, np.float32),

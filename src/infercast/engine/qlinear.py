@@ -12,9 +12,11 @@ up to :func:`int8_jit_max_tokens` tokens run a numba loop instead
 activations), 1.2-2.1x faster here, and so do bf16 products of up to
 :func:`bf16_jit_max_tokens` (each row widened by a shift: 1.4x PyTorch's bf16 matmul at
 one token, 4.3x at 8, on a CPU without AVX-512 BF16), and q4 products of up to
-:data:`Q4_JIT_MAX_TOKENS` tokens (a loop over the stored 4-bit groups laid out across
-64-row blocks, ~1.8x PyTorch's int4 kernel at one token); PyTorch's kernels remain for
-when numba is absent. The choices and their measurements: docs/cpu-kernels.md.
+:data:`Q4_INT_JIT_MAX_TOKENS` tokens (integer dot products of the stored 4-bit groups and
+int8-quantized activations, 1.6-1.9x PyTorch's int4 kernel at 1-48 tokens on AVX-512) or,
+on a CPU without AVX2, :data:`Q4_JIT_MAX_TOKENS` (a float loop over the same groups);
+PyTorch's kernels remain for when numba is absent. The choices and their measurements:
+docs/cpu-kernels.md.
 
 Up to :data:`KERNEL_MAX_TOKENS` tokens a product reads the compressed weights
 directly (decode: the step is a stream of weight bytes, so fewer bytes is a
@@ -65,6 +67,12 @@ BF16_JIT_MAX_TOKENS_NATIVE = 4
 # ms CPU, one thread, numba / torch: batch 1 15.5 / 28.2, 2 31.1 / 34.5, 4 48.6 / 45.9
 # (benchmarks/engine_vs_llamacpp.py steps --weights q4-torch,q4; docs/cpu-kernels.md).
 Q4_JIT_MAX_TOKENS = 2
+# The same for the integer q4 kernel (decode_jit.q4_int_kernels, where decode_jit.q4_isa finds
+# one): faster than PyTorch's int4 kernel at every size up to KERNEL_MAX_TOKENS. SmolLM2-135M's
+# chain of 120 products, ms CPU, one thread, Zen 5 (vnni512), 2026-12-04 20:38 UTC, load ~8,
+# alternated in one process, numba / PyTorch: 1 token 2.8 / 5.3, 2 3.8 / 6.3, 4 5.3 / 8.2,
+# 8 8.5 / 13.8, 16 15.4 / 25.0, 32 29.6 / 48.8, 48 42.3 / 74.8 (docs/cpu-kernels.md).
+Q4_INT_JIT_MAX_TOKENS = 48
 # fp32 products of 2 to this many tokens run the numba loop (decode_jit.fp32_matmul) on a CPU
 # with AVX-512 (``avx512f``), OpenBLAS's row-blocked products elsewhere (engine/linear.py,
 # tuned on the AVX2 Zen 3: there 2-4 tokens cost about one token's time). On the Zen 5,
@@ -235,9 +243,10 @@ class Int4Matrix:
         )
         self.shape = (n, k)
         self._kernel = torch.ops.aten._weight_int4pack_mm_for_cpu  # looked up once, not per call
-        # The numba kernel's own layout (w = q d + m with float32 d, m: the file's exact
-        # values), for products of up to Q4_JIT_MAX_TOKENS tokens. A decode step reads it,
-        # not the PyTorch packing: nbytes counts what the step reads.
+        # The numba kernel's own layout (w = q d + m; the integer kernel's d, m in fp16, the
+        # float one's in float32: the file's exact values either way for Q4_0/Q4_1), for
+        # products of up to Q4_JIT_MAX_TOKENS tokens. A decode step reads it, not the
+        # PyTorch packing: nbytes counts what the step reads.
         self.jit_layout = None
         if kernels() is not None:
             self.jit_layout = q4_layout(rows.q, rows.scale, rows.zero - 8.0 * rows.scale)
@@ -245,7 +254,7 @@ class Int4Matrix:
     @property
     def nbytes(self) -> int:
         """Bytes a decode step reads: the numba layout's when it runs, else PyTorch's packing."""
-        if self.jit_layout is not None and Q4_JIT_MAX_TOKENS > 0:
+        if self.jit_layout is not None and max(Q4_JIT_MAX_TOKENS, Q4_INT_JIT_MAX_TOKENS) > 0:
             return int(sum(a.nbytes for a in self.jit_layout))
         return int(self.packed.nbytes + self.sz.nbytes)
 
@@ -256,9 +265,14 @@ class Int4Matrix:
             widen_int4(self.packed.numpy(), self.scale_t, self.zero_t, wt, scratch.threads)
             return np.ascontiguousarray((wt.T @ x)[: self.shape[0]])
         t = x.shape[1]
-        if self.jit_layout is not None and t <= Q4_JIT_MAX_TOKENS:
+        # (qv,): the integer kernel (decode_jit.q4_isa); (qt, d, m): the float one
+        integer = self.jit_layout is not None and len(self.jit_layout) == 1
+        if self.jit_layout is not None and t <= (
+            Q4_INT_JIT_MAX_TOKENS if integer else Q4_JIT_MAX_TOKENS
+        ):
             out = np.empty((self.jit_layout[0].shape[0] * Q4_ROWS, t), dtype=np.float32)
-            kernel = kernels().product("q4", scratch.threads)
+            fmt = "q4i" if integer else "q4"
+            kernel = kernels().product(fmt, scratch.threads)
             x_rows = x.reshape(1, -1) if t == 1 else x.T.copy()
             kernel(*self.jit_layout, x_rows, out, scratch.threads)
             return out[: self.shape[0]] if out.shape[0] != self.shape[0] else out
