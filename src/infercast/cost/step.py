@@ -330,9 +330,10 @@ class StepModel:
         logits = len(new) if num_logits is None else num_logits
         token_ops, _ = self._token_ops(t, logits)
         ops = token_ops + self._attention_times(new, cached, t)
-        return StepCost(
-            ops, self.profile.step_overhead_s, t, len(new), self.notes, self._overlap_floor(ops)
-        )
+        overhead = self.profile.step_overhead_s
+        if self.profile.token_overhead_s:
+            overhead += self.profile.token_overhead_s * logits
+        return StepCost(ops, overhead, t, len(new), self.notes, self._overlap_floor(ops))
 
     def step_time_s(self, new_tokens: Tokens, cached_tokens: Tokens) -> float:
         """Expected time of one step, seconds (overhead included)."""
@@ -548,6 +549,8 @@ class StepModel:
         head = self._logit_time_cache.get(logits)
         if head is None:
             head = self._logit_linear(logits)
+            if self.profile.token_overhead_s:  # the serving loop's work per sampled row
+                head += self.profile.token_overhead_s * logits
             if len(self._logit_time_cache) >= 1 << 16:
                 self._logit_time_cache.clear()
             self._logit_time_cache[logits] = head

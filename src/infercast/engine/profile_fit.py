@@ -15,6 +15,10 @@ waits for a core), so a 10% over- and under-prediction weigh the same at every M
    times of tiny-width steps at two depths (their own FLOPs and bytes are under
    0.1% of them).
 
+``infercast machine`` then adds the serving loop's own work (:func:`with_serving`): its
+scheduling per step to ``step_overhead_s``, its sampling, detokenizing and SSE encoding per
+sampled token as ``token_overhead_s``, a request's admission as ``request_admit_s``.
+
 Other factors keep their defaults (elementwise ops are <2% of an engine step;
 communication does not occur on one CPU).
 """
@@ -122,6 +126,19 @@ def _fit_overhead(points: list[Point], prof: EfficiencyProfile) -> EfficiencyPro
     elif intercept < 0:  # through the origin instead
         slope, intercept = best @ layers / (layers @ layers), 0.0
     return prof.with_updates(step_overhead_s=float(intercept), layer_overhead_s=float(slope))
+
+
+def with_serving(fit: Fit, step_s: float, token_s: float, admit_s: float = 0.0) -> Fit:
+    """``fit`` with the serving loop's measured work (:mod:`infercast.engine.serve_probe`): its
+    per-step part added to ``step_overhead_s``, its per-token part as ``token_overhead_s``, its
+    per-request admission as ``request_admit_s``. The points' predictions stay the engine-only
+    fit's."""
+    prof = fit.profile.with_updates(
+        step_overhead_s=fit.profile.step_overhead_s + step_s,
+        token_overhead_s=token_s,
+        request_admit_s=admit_s,
+    )
+    return Fit(prof, fit.points, fit.predicted_s)
 
 
 def profile_toml(fit: Fit, comment: str, compute: str | None = None) -> str:
