@@ -137,14 +137,21 @@ def _engine_profile(
     from infercast.engine.machine_probe import stream_bytes
     from infercast.engine.predict import WEIGHT_PRECISION, hardware_from_probe, step_model
     from infercast.engine.profile_fit import fit_profile, profile_toml
-    from infercast.engine.rate_probe import measure
+    from infercast.engine.rate_probe import measure, widen_layer_s
 
     sm = step_model(cfg, hardware_from_probe(result), weights=weights)
     from infercast.commands._progress import working
 
     with working(f"measuring the engine's rates on {cfg.name}'s shapes ({len(rows)} row counts)"):
         points = measure(cfg, sm, rows, runs, threads, stream_bytes(), weights)
-    fit = fit_profile(points, sm.machine, name=f"local-cpu engine ({cfg.name}, {weights})")
+        widen = widen_layer_s(cfg, weights, runs, threads)
+    fit = fit_profile(
+        points,
+        sm.machine,
+        name=f"local-cpu engine ({cfg.name}, {weights})",
+        widen_layer_s=widen,
+        num_layers=cfg.num_layers,
+    )
     serving = None
     if tokenizer is not None:
         from infercast.engine.profile_fit import with_serving
@@ -167,6 +174,12 @@ def _engine_profile(
             if serving is not None
             else ""
         )
+        + (
+            f"; widening the matrices to float32 in a step of more than "
+            f"{fit.profile.widen_min_tokens:.0f} tokens: {1e3 * widen:.2f} ms a layer"
+            if widen
+            else ""
+        )
         + ". GEMM points: measured (CPU)/predicted "
         f"{min(ratios):.2f}-{max(ratios):.2f}. Use with the hardware profile:\n"
         f"infercast estimate --model {path.stem}-model.json --hardware H --profile {path.name} "
@@ -182,6 +195,7 @@ def _engine_profile(
         "model_config_path": str(model_json),
         "profile": fit.profile.to_dict(),
         "serving": serving.as_dict() if serving is not None else None,
+        "widen_layer_s": widen,
         "points": [
             dict(p.as_dict(), predicted_s=t)
             for p, t in zip(fit.points, fit.predicted_s, strict=True)

@@ -333,6 +333,8 @@ class StepModel:
         overhead = self.profile.step_overhead_s
         if self.profile.token_overhead_s:
             overhead += self.profile.token_overhead_s * logits
+        if self.profile.widen_step_s and t > self.profile.widen_min_tokens:
+            overhead += self.profile.widen_step_s
         return StepCost(ops, overhead, t, len(new), self.notes, self._overlap_floor(ops))
 
     def step_time_s(self, new_tokens: Tokens, cached_tokens: Tokens) -> float:
@@ -543,6 +545,8 @@ class StepModel:
         tok = self._tok_time_cache.get(t)
         if tok is None:
             tok = self._tok_linear(t)
+            if self.profile.widen_step_s and t > self.profile.widen_min_tokens:
+                tok += self.profile.widen_step_s  # the engine widens its matrices once a step
             if len(self._tok_time_cache) >= 1 << 16:
                 self._tok_time_cache.clear()
             self._tok_time_cache[t] = tok
