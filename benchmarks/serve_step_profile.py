@@ -4,9 +4,12 @@ Runs ``infercast serve``'s own code (``Engine``, ``create_app``, uvicorn) in thi
 with counters around the engine thread's parts (``model.forward``, sampling, the
 ``Generation.append`` detokenize/stop step, the rest of ``Engine.step``: scheduler and
 bookkeeping, and the metrics hook), drives it with ``infercast bench`` in a subprocess,
-and prints per step and per streamed token the CPU and wall time of each part, and every
-thread's CPU time (``/proc/self/task``): the event loop's (HTTP, SSE encode, uvicorn)
-runs beside the engine thread and shares its GIL.
+and prints per step and per streamed token the CPU and wall time of each part, every
+thread's CPU time (``/proc/self/task``: the event loop's HTTP, SSE encode and uvicorn run
+beside the engine thread and share its GIL), the served steps' trace, and TTFT and TPOT
+means on a clock where each step lasts its CPU time (``cpu_clock_*``: what the run would
+have measured with a core to itself, the check the simulator can be held to on a loaded
+machine).
 
     PYTHONPATH=$PWD/src python benchmarks/serve_step_profile.py --weights int8 \\
         [--requests 16 --concurrency 4 --input-tokens 128 --output-tokens 64]
@@ -63,6 +66,48 @@ def thread_cpu() -> dict[str, float]:
     return dict(out)
 
 
+def cpu_clock_metrics(clock, members, arrivals) -> dict:
+    """TTFT and TPOT means on a clock where each step lasts its engine-thread CPU time: the
+    served run's own sequence of steps, without the waits for a core a loaded machine adds.
+
+    A request arrives on that clock at the start of the first step that began after it
+    arrived, less the part of the step under way then (scaled from wall to CPU time)."""
+    import numpy as np
+
+    if not clock:
+        return {}
+    start = np.array([c[0] for c in clock])
+    end = np.array([c[1] for c in clock])
+    cpu = np.array([c[2] for c in clock])
+    vend = np.cumsum(cpu)
+    vstart = vend - cpu
+    first, last, count = {}, {}, defaultdict(int)
+    for i, m in enumerate(members):
+        for rid, sampled in m:
+            if sampled:
+                first.setdefault(rid, i)
+                last[rid] = i
+                count[rid] += 1
+    ttft, tpot = [], []
+    for rid, i0 in first.items():
+        a = arrivals.get(rid)
+        if a is None or a < start[0] - 1e-9:  # the bench's warm-up request, before the run
+            continue
+        k = int(np.searchsorted(start, a))  # the first step that began after it arrived
+        va = vstart[min(k, len(vstart) - 1)]
+        if k > 0 and a < end[k - 1]:  # arrived during step k-1: the rest of it, in CPU time
+            frac = (end[k - 1] - a) / max(end[k - 1] - start[k - 1], 1e-12)
+            va -= frac * cpu[k - 1]
+        ttft.append(vend[i0] - va)
+        if count[rid] > 1:
+            tpot.append((vend[last[rid]] - vend[i0]) / (count[rid] - 1))
+    return {
+        "cpu_clock_requests": len(ttft),
+        "cpu_clock_ttft_ms_mean": 1e3 * float(np.mean(ttft)) if ttft else None,
+        "cpu_clock_tpot_ms_mean": 1e3 * float(np.mean(tpot)) if tpot else None,
+    }
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--model", default="smollm2-135m")
@@ -102,16 +147,36 @@ def main() -> None:
     step = parts["step"].wrap(eng.step)
     starts: list[float] = []
 
+    cpu_clock: list[tuple[float, float, float]] = []  # per step: monotonic start, end; CPU s
+
     def timed_step():
         last["tid"] = threading.get_native_id()
         starts.append(time.perf_counter())
-        return step()
+        m0, c0 = time.monotonic(), time.thread_time()
+        out = step()
+        if ran["step"]:
+            cpu_clock.append((m0, time.monotonic(), time.thread_time() - c0))
+        ran["step"] = False
+        return out
 
     eng.step = timed_step
     decode_steps = defaultdict(int)  # steps by number of sampled tokens
     per_step: list[tuple] = []  # (sampled, new tokens, forward wall, forward cpu, step start)
 
+    arrived: dict[str, float] = {}  # request id -> its arrival (the server's monotonic clock)
+    add = eng.add
+
+    def timed_add(request_id, prompt_ids, params, arrival_s=None):
+        arrived[request_id] = time.monotonic() if arrival_s is None else arrival_s
+        return add(request_id, prompt_ids, params, arrival_s)
+
+    eng.add = timed_add
+    ran = {"step": False}
+    members: list[tuple[tuple[str, bool], ...]] = []  # per step: (request id, sampled)
+
     def observe(batch, _s):
+        ran["step"] = True
+        members.append(tuple((s.request_id, s.samples) for s in batch.seqs))
         n = sum(1 for s in batch.seqs if s.samples)
         decode_steps[n] += 1
         new = sum(s.num_new_tokens for s in batch.seqs)
@@ -145,6 +210,8 @@ def main() -> None:
         decode_steps.clear()
         per_step.clear()
         starts.clear()
+        cpu_clock.clear()
+        members.clear()
         cpu0, t0, p0 = thread_cpu(), time.perf_counter(), time.process_time()
         out = subprocess.run(
             [sys.executable, "-m", "infercast", "bench", "--base-url", url + "/v1", "--model",
@@ -220,6 +287,7 @@ def main() -> None:
     other = result.get("proc_cpu", 0.0) - eng_thread
     report["non_engine_thread_cpu_ms_per_token"] = 1e3 * other / max(tokens, 1)
     report["serve_share"] = result.get("proc_cpu", 0.0) / max(result.get("wall", 1.0), 1e-9)
+    report.update(cpu_clock_metrics(cpu_clock, members, arrived))
     t0 = per_step[0][4] if per_step else 0.0
     report["trace"] = [  # per step: sampled rows, new tokens, forward ms wall and CPU, start ms
         (n, new, round(1e3 * w, 2), round(1e3 * c, 2), round(1e3 * (t - t0), 1))
