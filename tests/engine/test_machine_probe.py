@@ -256,3 +256,50 @@ def test_machine_command_names_the_torch_extra_for_a_compact_format(monkeypatch,
     assert exc.value.code == 2
     err = capsys.readouterr().err
     assert "infercast[torch]" in err and "Traceback" not in err
+
+
+def test_fit_with_widening_recovers_the_curve_and_charges_every_layer_a_step():
+    """GEMM times with 3 ms a layer of widening above 48 rows: fitted with the measured widening,
+    the curve comes back and the profile charges 12 layers' worth (36 ms) a step."""
+    from infercast.cost.efficiency import EfficiencyProfile
+    from infercast.engine.config import named_config
+    from infercast.engine.predict import step_model
+    from infercast.engine.profile_fit import fit_profile, predict_s
+    from infercast.engine.rate_probe import Point, layer_ops
+
+    cfg = named_config("100m")
+    sm = step_model(cfg, _hardware())
+    truth = EfficiencyProfile(gemm_compute_eff=0.55, gemm_m_half=24.0, mem_bw_eff=0.9)
+    points = [
+        Point("gemm", f"M={m}", tuple(o.scaled(n) for o in layer_ops(cfg, m)), 0, 0, 0, 1, n)
+        for m, n in ((1, 12), (4, 12), (8, 12), (16, 12), (32, 12), (64, 12), (128, 6), (512, 2))
+    ]
+    points = [
+        Point(p.kind, p.label, p.ops, 0, 0, predict_s(p, sm.machine, truth, 3e-3), 1, p.layers)
+        for p in points
+    ]
+    assert points[5].best_cpu_s > predict_s(points[5], sm.machine, truth) + 0.035  # 12 x 3 ms
+    fit = fit_profile(points, sm.machine, widen_layer_s=3e-3, num_layers=cfg.num_layers)
+    for name in ("gemm_compute_eff", "gemm_m_half", "mem_bw_eff"):
+        assert getattr(fit.profile, name) == pytest.approx(getattr(truth, name), rel=1e-3), name
+    assert fit.profile.widen_step_s == pytest.approx(3e-3 * cfg.num_layers)
+    assert fit.profile.widen_min_tokens == 48
+
+
+def test_widening_is_the_compact_products_time_less_the_float32_products(monkeypatch):
+    from infercast.engine import rate_probe
+    from infercast.engine.config import named_config
+    from infercast.engine.qlinear import KERNEL_MAX_TOKENS
+
+    cfg = named_config("tiny")
+    assert rate_probe.widen_layer_s(cfg, "fp32") == 0.0
+    pytest.importorskip("torch")
+    calls, cpu = [], iter([3e-3, 1e-3])
+
+    def fake_times(fn, runs, before=None, threads=1):
+        calls.append(fn())
+        return 0.0, 0.0, next(cpu)
+
+    monkeypatch.setattr(rate_probe, "_times", fake_times)
+    assert rate_probe.widen_layer_s(cfg, "q4", runs=1) == pytest.approx(2e-3)
+    assert all(y.shape[1] == KERNEL_MAX_TOKENS + 1 for ys in calls for y in ys)

@@ -67,11 +67,11 @@ def register(app: typer.Typer) -> None:
                 raise ConfigError(
                     f"--output/--profile-output {path}: folder {path.parent} does not exist"
                 )
-        cfg = None
+        cfg = tokenizer = None
         if model != "none":
-            from infercast.engine.loader import load_config
+            from infercast.engine.loader import load_config_and_tokenizer
 
-            cfg = load_config(model)
+            cfg, tokenizer = load_config_and_tokenizer(model)
         from infercast.commands._progress import working
 
         with working(f"measuring memory bandwidth and matmul FLOP/s ({runs} runs each)"):
@@ -92,7 +92,7 @@ def register(app: typer.Typer) -> None:
         if cfg is not None:
             path = profile_output or output.with_name(output.stem + "-profile.toml")
             result["engine"] = _engine_profile(
-                cfg, result, row_counts, runs, threads, path, stamp, weights
+                cfg, result, row_counts, runs, threads, path, stamp, weights, tokenizer
             )
         if as_json:
             from infercast.commands._meta import with_meta
@@ -128,28 +128,59 @@ def _engine_profile(
     path: Path,
     stamp: str,
     weights: str = "fp32",
+    tokenizer=None,
 ) -> dict:
-    """Measure the engine's rates, fit and write the efficiency profile; a JSON-ready summary."""
+    """Measure the engine's rates and (with ``tokenizer``) the serving loop's own work, fit and
+    write the efficiency profile; a JSON-ready summary."""
     import json
 
     from infercast.engine.machine_probe import stream_bytes
     from infercast.engine.predict import WEIGHT_PRECISION, hardware_from_probe, step_model
     from infercast.engine.profile_fit import fit_profile, profile_toml
-    from infercast.engine.rate_probe import measure
+    from infercast.engine.rate_probe import measure, widen_layer_s
 
     sm = step_model(cfg, hardware_from_probe(result), weights=weights)
     from infercast.commands._progress import working
 
     with working(f"measuring the engine's rates on {cfg.name}'s shapes ({len(rows)} row counts)"):
         points = measure(cfg, sm, rows, runs, threads, stream_bytes(), weights)
-    fit = fit_profile(points, sm.machine, name=f"local-cpu engine ({cfg.name}, {weights})")
+        widen = widen_layer_s(cfg, weights, runs, threads)
+    fit = fit_profile(
+        points,
+        sm.machine,
+        name=f"local-cpu engine ({cfg.name}, {weights})",
+        widen_layer_s=widen,
+        num_layers=cfg.num_layers,
+    )
+    serving = None
+    if tokenizer is not None:
+        from infercast.engine.profile_fit import with_serving
+        from infercast.engine.serve_probe import measure as measure_serving
+
+        with working("measuring the serving loop's work per step and per token"):
+            serving = measure_serving(cfg, tokenizer, runs)
+        fit = with_serving(fit, serving.step_s, serving.token_overhead_s, serving.admit_s)
     ratios = fit.ratios()
     compute = sm.machine.compute_dtype  # the peak the fit priced at; simulations default to it
     comment = (
         f"Fitted by `infercast machine --model {cfg.name} --weights {weights}` on {stamp} "
         f"({threads} BLAS thread(s), best of {runs}) to the CPU engine's own products in\n"
         f"{weights}, attention and "
-        f"per-step cost on {cfg.name}'s shapes. GEMM points: measured (CPU)/predicted "
+        f"per-step cost on {cfg.name}'s shapes"
+        + (
+            f", plus the serving loop's own work ({1e6 * serving.step_s:.0f} us a step, "
+            f"{1e6 * serving.token_overhead_s:.0f} us a sampled token, "
+            f"{1e6 * serving.admit_s:.0f} us to admit a request)"
+            if serving is not None
+            else ""
+        )
+        + (
+            f"; widening the matrices to float32 in a step of more than "
+            f"{fit.profile.widen_min_tokens:.0f} tokens: {1e3 * widen:.2f} ms a layer"
+            if widen
+            else ""
+        )
+        + ". GEMM points: measured (CPU)/predicted "
         f"{min(ratios):.2f}-{max(ratios):.2f}. Use with the hardware profile:\n"
         f"infercast estimate --model {path.stem}-model.json --hardware H --profile {path.name} "
         f"--weights {WEIGHT_PRECISION[weights]} --kv-cache fp32 --compute {compute}"
@@ -163,6 +194,8 @@ def _engine_profile(
         "profile_path": str(path),
         "model_config_path": str(model_json),
         "profile": fit.profile.to_dict(),
+        "serving": serving.as_dict() if serving is not None else None,
+        "widen_layer_s": widen,
         "points": [
             dict(p.as_dict(), predicted_s=t)
             for p, t in zip(fit.points, fit.predicted_s, strict=True)

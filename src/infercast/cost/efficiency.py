@@ -48,6 +48,25 @@ class EfficiencyProfile:
       graphs; TensorRT-LLM's programmatic dependent launch, ``TRTLLM_ENABLE_PDL``, exists to
       overlap them). ``StepModel`` charges ``step_overhead_s + layer_overhead_s * layers``
       once per step. Fitted by ``infercast calibrate`` when listed in its fields.
+    - ``token_overhead_s`` 0 (off): the serving loop's work per sampled (streamed) token that
+      is no part of the forward pass: sampling over the vocabulary, detokenizing and stop checks,
+      the token's event and its SSE chunk. ``StepModel`` charges it once per logit row of a step
+      (the rows that sample). ``infercast machine`` measures it on the CPU engine's own code
+      (``engine/serve_probe.py``); engines whose per-token work overlaps the forward leave it 0.
+    - ``widen_step_s`` 0 (off) and ``widen_min_tokens`` 48: a fixed cost of every step with
+      more than ``widen_min_tokens`` new tokens, whatever their number: the CPU engine's
+      compact formats widen each matrix to float32 once in such a step and run OpenBLAS on it
+      (``engine/qlinear.py`` ``KERNEL_MAX_TOKENS``), work that does not grow with the tokens,
+      so the GEMM curve cannot carry it (it priced a 128-token step as a share of a 512-token
+      one). ``infercast machine`` measures it (``engine/rate_probe.py`` ``widen_layer_s``).
+    - ``request_admit_s`` 0 (off): the serving front end's work to admit one request (parse
+      and validate its body, tokenize the prompt, hand it to the engine), done one request at a
+      time on one event loop. Not a step cost: the simulator's closed-loop clients' requests
+      reach the engine that long after they are sent, each behind the ones before it
+      (``sim/run.py``), so a burst's first request starts a step alone and a finished request's
+      successor misses the step that starts at once, as served (``infercast machine`` measures
+      it on the CPU engine's server code, ``engine/serve_probe.py``). TTFT is still counted
+      from the send.
     - ``request_overhead_s`` 0 (off): serving-stack latency per request that a benchmark
       client's TTFT includes and no engine step does (HTTP and SSE framing, chat template and
       tokenization, hand-off to the engine process, first-token detokenization). Not a step
@@ -132,6 +151,34 @@ class EfficiencyProfile:
     )
     layer_overhead_s: float = _eff(
         0.0, 0.0, 1e-4, "~10-15 kernel boundaries per layer at ~1.5-5 us each: at most 100 us"
+    )
+    token_overhead_s: float = _eff(
+        0.0,
+        0.0,
+        1e-3,
+        "sampling, detokenizing and streaming one token on the CPU (greedy sampling over a "
+        "49,152-token vocabulary and its SSE chunk: ~0.1 ms on one Zen 5 core, engine/"
+        "serve_probe.py): at most 1 ms",
+    )
+    widen_step_s: float = _eff(
+        0.0,
+        0.0,
+        2.0,
+        "widening a model's compact matrices to float32 once a step: ~1 Gweight/s a core for "
+        "4-bit (engine/qlinear.py), so up to 2 s for a 1B-parameter model on one core",
+    )
+    widen_min_tokens: float = _eff(
+        48.0,
+        1.0,
+        65536.0,
+        "tokens in a step beyond which the engine widens (engine/qlinear.py KERNEL_MAX_TOKENS)",
+    )
+    request_admit_s: float = _eff(
+        0.0,
+        0.0,
+        0.05,
+        "one request's parse, validation, tokenization and hand-off on the server's event loop: "
+        "~0.1-1 ms for a 128-token prompt (engine/serve_probe.py); at most 50 ms",
     )
     request_overhead_s: float = _eff(
         0.0,

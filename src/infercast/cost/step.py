@@ -330,9 +330,12 @@ class StepModel:
         logits = len(new) if num_logits is None else num_logits
         token_ops, _ = self._token_ops(t, logits)
         ops = token_ops + self._attention_times(new, cached, t)
-        return StepCost(
-            ops, self.profile.step_overhead_s, t, len(new), self.notes, self._overlap_floor(ops)
-        )
+        overhead = self.profile.step_overhead_s
+        if self.profile.token_overhead_s:
+            overhead += self.profile.token_overhead_s * logits
+        if self.profile.widen_step_s and t > self.profile.widen_min_tokens:
+            overhead += self.profile.widen_step_s
+        return StepCost(ops, overhead, t, len(new), self.notes, self._overlap_floor(ops))
 
     def step_time_s(self, new_tokens: Tokens, cached_tokens: Tokens) -> float:
         """Expected time of one step, seconds (overhead included)."""
@@ -542,12 +545,16 @@ class StepModel:
         tok = self._tok_time_cache.get(t)
         if tok is None:
             tok = self._tok_linear(t)
+            if self.profile.widen_step_s and t > self.profile.widen_min_tokens:
+                tok += self.profile.widen_step_s  # the engine widens its matrices once a step
             if len(self._tok_time_cache) >= 1 << 16:
                 self._tok_time_cache.clear()
             self._tok_time_cache[t] = tok
         head = self._logit_time_cache.get(logits)
         if head is None:
             head = self._logit_linear(logits)
+            if self.profile.token_overhead_s:  # the serving loop's work per sampled row
+                head += self.profile.token_overhead_s * logits
             if len(self._logit_time_cache) >= 1 << 16:
                 self._logit_time_cache.clear()
             self._logit_time_cache[logits] = head

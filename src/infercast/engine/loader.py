@@ -97,6 +97,15 @@ def load_config(model: str) -> EngineModelConfig:
     return named_config(model) if model in NAMED_SIZES else load(model).cfg
 
 
+def load_config_and_tokenizer(model: str) -> tuple[EngineModelConfig, TextTokenizer]:
+    """``load_config`` and the model's tokenizer (named sizes: the byte tokenizer)."""
+    if model in NAMED_SIZES:
+        cfg = named_config(model)
+        return cfg, ByteTokenizer(cfg.vocab_size)
+    loaded = load(model)
+    return loaded.cfg, loaded.tokenizer
+
+
 def _load_path(path: Path, name: str, weights: str = "auto") -> LoadedModel:
     if path.is_file() and path.suffix == ".gguf":
         from infercast.engine.gguf_loader import load_gguf

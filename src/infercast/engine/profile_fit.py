@@ -15,6 +15,10 @@ waits for a core), so a 10% over- and under-prediction weigh the same at every M
    times of tiny-width steps at two depths (their own FLOPs and bytes are under
    0.1% of them).
 
+``infercast machine`` then adds the serving loop's own work (:func:`with_serving`): its
+scheduling per step to ``step_overhead_s``, its sampling, detokenizing and SSE encoding per
+sampled token as ``token_overhead_s``, a request's admission as ``request_admit_s``.
+
 Other factors keep their defaults (elementwise ops are <2% of an engine step;
 communication does not occur on one CPU).
 """
@@ -51,11 +55,21 @@ class Fit:
         ]
 
 
-def predict_s(point: Point, machine: Machine, profile: EfficiencyProfile) -> float:
-    """The cost model's expected time of a point's ops (no per-step overhead)."""
+def predict_s(
+    point: Point, machine: Machine, profile: EfficiencyProfile, widen_layer_s: float = 0.0
+) -> float:
+    """The cost model's expected time of a point's ops (no per-step overhead); a GEMM pass of
+    more than ``profile.widen_min_tokens`` rows adds ``widen_layer_s`` per layer it covers."""
     if point.kind == "overhead":
         return profile.step_overhead_s + profile.layer_overhead_s * point.layers
-    return sum(op_expected_s(op, machine, profile)[0] for op in point.ops)
+    t = sum(op_expected_s(op, machine, profile)[0] for op in point.ops)
+    if (
+        widen_layer_s
+        and point.kind in GEMM_KINDS
+        and point.ops[0].m_tokens > (profile.widen_min_tokens)
+    ):
+        t += widen_layer_s * point.layers
+    return t
 
 
 def _fit(
@@ -65,13 +79,16 @@ def _fit(
     names: Sequence[str],
     starts: Sequence[Sequence[float]],
     upper: Sequence[float],
+    widen_layer_s: float = 0.0,
 ) -> EfficiencyProfile:
     """Least squares on log(predicted / measured) over ``names``, best of several starts."""
     from scipy.optimize import least_squares
 
     def residuals(x: np.ndarray) -> np.ndarray:
         prof = base.with_updates(**dict(zip(names, map(float, x), strict=True)))
-        return np.array([math.log(predict_s(p, machine, prof) / p.best_cpu_s) for p in points])
+        return np.array(
+            [math.log(predict_s(p, machine, prof, widen_layer_s) / p.best_cpu_s) for p in points]
+        )
 
     lower = [1e-3] * len(names)
     fits = [least_squares(residuals, x0, bounds=(lower, upper)) for x0 in starts]
@@ -79,9 +96,24 @@ def _fit(
     return base.with_updates(**dict(zip(names, map(float, best.x), strict=True)))
 
 
-def fit_profile(points: Sequence[Point], machine: Machine, name: str = "local-cpu") -> Fit:
-    """Fit the GEMM, attention and overhead factors (see the module doc) to ``points``."""
-    prof = EfficiencyProfile(name=name)
+def fit_profile(
+    points: Sequence[Point],
+    machine: Machine,
+    name: str = "local-cpu",
+    widen_layer_s: float = 0.0,
+    num_layers: int = 0,
+) -> Fit:
+    """Fit the GEMM, attention and overhead factors (see the module doc) to ``points``.
+
+    ``widen_layer_s`` (``rate_probe.widen_layer_s``, measured): the compact formats' widening
+    per layer in a step of more than ``KERNEL_MAX_TOKENS`` tokens; the GEMM points above that
+    are fitted with it added, and the profile charges ``num_layers`` of it a step
+    (``widen_step_s``)."""
+    from infercast.engine.qlinear import KERNEL_MAX_TOKENS
+
+    prof = EfficiencyProfile(name=name, widen_min_tokens=float(KERNEL_MAX_TOKENS))
+    if widen_layer_s:
+        prof = prof.with_updates(widen_step_s=widen_layer_s * num_layers)
     gemms = [p for p in points if p.kind in GEMM_KINDS]
     if gemms:
         starts = [(0.7, mh, 0.9) for mh in (2.0, 16.0, 64.0)]
@@ -92,6 +124,7 @@ def fit_profile(points: Sequence[Point], machine: Machine, name: str = "local-cp
             ("gemm_compute_eff", "gemm_m_half", "mem_bw_eff"),
             starts,
             (1.0, 4096.0, 1.0),
+            widen_layer_s,
         )
     attn = [p for p in points if p.kind == "attention"]
     if attn:
@@ -104,7 +137,7 @@ def fit_profile(points: Sequence[Point], machine: Machine, name: str = "local-cp
             (1.0, 1.0),
         )
     prof = _fit_overhead([p for p in points if p.kind == "overhead"], prof)
-    predicted = tuple(predict_s(p, machine, prof) for p in points)
+    predicted = tuple(predict_s(p, machine, prof, widen_layer_s) for p in points)
     return Fit(prof, tuple(points), predicted)
 
 
@@ -122,6 +155,19 @@ def _fit_overhead(points: list[Point], prof: EfficiencyProfile) -> EfficiencyPro
     elif intercept < 0:  # through the origin instead
         slope, intercept = best @ layers / (layers @ layers), 0.0
     return prof.with_updates(step_overhead_s=float(intercept), layer_overhead_s=float(slope))
+
+
+def with_serving(fit: Fit, step_s: float, token_s: float, admit_s: float = 0.0) -> Fit:
+    """``fit`` with the serving loop's measured work (:mod:`infercast.engine.serve_probe`): its
+    per-step part added to ``step_overhead_s``, its per-token part as ``token_overhead_s``, its
+    per-request admission as ``request_admit_s``. The points' predictions stay the engine-only
+    fit's."""
+    prof = fit.profile.with_updates(
+        step_overhead_s=fit.profile.step_overhead_s + step_s,
+        token_overhead_s=token_s,
+        request_admit_s=admit_s,
+    )
+    return Fit(prof, fit.points, fit.predicted_s)
 
 
 def profile_toml(fit: Fit, comment: str, compute: str | None = None) -> str:

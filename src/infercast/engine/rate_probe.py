@@ -63,7 +63,7 @@ class Point:
     best_s: float  # wall time
     best_cpu_s: float  # CPU time (``_times``): excludes waits for a core on a shared machine
     runs: int
-    layers: int = 0  # "overhead" points: decoder layers of the timed step
+    layers: int = 0  # decoder layers of the timed step ("overhead") or pass ("gemm")
 
     @property
     def flops(self) -> float:
@@ -202,8 +202,45 @@ def gemm_points(
         if xr is not None:
             ops += (gemm("lm_head", m, h, cfg.vocab_size, wb, 4),)
             label += " + LM head"
-        points.append(Point("gemm", label, ops, med, best, cpu, runs))
+        points.append(Point("gemm", label, ops, med, best, cpu, runs, n))
     return points
+
+
+def widen_layer_s(
+    cfg: EngineModelConfig, weights: str = "fp32", runs: int = 5, threads: int = 1
+) -> float:
+    """CPU seconds one layer's four products spend widening their matrices to float32 in a
+    step of more than ``qlinear.KERNEL_MAX_TOKENS`` tokens, matrices in ``weights``.
+
+    Measured as the compact products' time minus the float32 products' on the same widening
+    buffer (OpenBLAS: what the widened matrix then runs) at ``KERNEL_MAX_TOKENS + 1`` tokens,
+    best of ``runs`` each, the caches evicted before each; 0 for fp32, which never widens. A
+    cost per step, not per token (SmolLM2 q4, 30 layers' products, 2026-12-04 20:17, load 7:
+    296 ms CPU at 64 tokens against 67 at 32 and 133 for fp32 at 64), which the GEMM curve
+    cannot carry (``EfficiencyProfile.widen_step_s``).
+    """
+    if weights == "fp32":
+        return 0.0
+    from infercast.engine.qlinear import KERNEL_MAX_TOKENS, Scratch, matmul_fm
+    from infercast.engine.weights import pack_weights, random_weights
+
+    one = replace(cfg, num_layers=1)
+    lw = _in_format(pack_weights(random_weights(one, seed=0)), weights).layers[0]
+    mats = (lw.wqkv, lw.wo, lw.w_gate_up, lw.w_down)
+    rng = np.random.default_rng(1)
+    m = KERNEL_MAX_TOKENS + 1
+    xs = [rng.standard_normal((w.shape[1], m), dtype=np.float32) for w in mats]
+    scratch = Scratch(threads)
+    pairs = list(zip(mats, xs, strict=True))
+    evict = np.ones(EVICT_BYTES // 4, dtype=np.float32)  # the weights come from DRAM, as in a step
+    with threadpool_limits(threads):
+        compact = _times(
+            lambda: [matmul_fm(w, x, scratch) for w, x in pairs], runs, evict.sum, threads
+        )
+        dense = _times(
+            lambda: [scratch.get(w.shape) @ x for w, x in pairs], runs, evict.sum, threads
+        )
+    return max(0.0, compact[2] - dense[2])
 
 
 def attention_points(

@@ -57,6 +57,8 @@ def print_machine(result: dict, console: Console) -> None:
         f"efficiency profile written to {engine['profile_path']}: gemm_compute_eff "
         f"{prof['gemm_compute_eff']:.3f}, gemm_m_half {prof['gemm_m_half']:.1f}, mem_bw_eff "
         f"{prof['mem_bw_eff']:.3f}, attn_bw_eff {prof['attn_bw_eff']:.3f}, step_overhead_s "
-        f"{prof['step_overhead_s']:.2e}, layer_overhead_s {prof.get('layer_overhead_s', 0.0):.2e}; "
+        f"{prof['step_overhead_s']:.2e}, layer_overhead_s {prof.get('layer_overhead_s', 0.0):.2e}, "
+        f"token_overhead_s {prof.get('token_overhead_s', 0.0):.2e}, "
+        f"widen_step_s {prof.get('widen_step_s', 0.0):.2e}; "
         f"model config for estimate: {engine['model_config_path']}"
     )

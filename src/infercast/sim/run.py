@@ -135,6 +135,10 @@ class _Driver(BufferedDriver):
         self.concurrency = cfg.workload.concurrency or 0
         self._hashes: dict[int, tuple[int, ...]] = {}
         self._count = 0
+        # A closed loop's requests reach the engine after the front end admits them, one at a
+        # time (EfficiencyProfile.request_admit_s; set by simulate(); 0: at once).
+        self.admit_s = 0.0
+        self._admit_free = 0.0
 
     def start(self) -> None:
         """A closed loop's first requests: one per client, at time 0."""
@@ -146,7 +150,10 @@ class _Driver(BufferedDriver):
         item = next(self.stream, None)
         if item is not None:
             _, prompt, output, group = item
-            self.kernel.at(t, PRIO_ARRIVAL, self._arrive, t, prompt, output, group)
+            at = t
+            if self.admit_s:  # behind the requests the front end is still admitting
+                at = self._admit_free = max(t, self._admit_free) + self.admit_s
+            self.kernel.at(at, PRIO_ARRIVAL, self._arrive, t, prompt, output, group)
 
     def _prefix_hashes(self, group: int) -> tuple[int, ...]:
         hashes = self._hashes.get(group)
@@ -242,6 +249,7 @@ def simulate(
         driver = ConversationDriver(cfg, conv, replicas, kernel, on_record, rng)
     else:
         driver = _Driver(cfg, columns, replicas, kernel, on_record)
+        driver.admit_s = getattr(getattr(timer, "profile", None), "request_admit_s", 0.0)
     driver.completions = CompletionBuffer(acc, sink, progress=progress)
     driver.itl = acc.add_itl
     if cfg.disaggregation is not None:

@@ -122,6 +122,8 @@ class Ledger:
         self._layers: list[
             int
         ] = []  # decoder layers of each shape's model (EfficiencyProfile.layer_overhead_s)
+        self._logits: list[int] = []  # rows that sample (EfficiencyProfile.token_overhead_s)
+        self._tokens: list[int] = []  # new tokens (EfficiencyProfile.widen_step_s)
         self._frozen: tuple[np.ndarray, ...] | None = None
         self._subsets: dict[bytes, tuple[np.ndarray, ...]] = {}
 
@@ -160,6 +162,8 @@ class Ledger:
         self._parts.append(cols)
         self._groups.append(group)
         self._layers.append(sm.model.num_layers)
+        self._logits.append(len(new))
+        self._tokens.append(int(new.sum()))
         self._index[key] = idx
         self._frozen = None
         self._subsets = {}
@@ -239,6 +243,16 @@ class Ledger:
         out = (
             per_shape + overhead + params[:, FIELD_NAMES.index("layer_overhead_s")][group] * layers
         )
+        per_token = params[:, FIELD_NAMES.index("token_overhead_s")][group]
+        if per_token.any():  # StepModel's charge per sampling row (``_token_time``)
+            out = out + per_token * np.asarray(self._logits, dtype=np.float64)
+        widen = params[:, FIELD_NAMES.index("widen_step_s")][group]
+        if widen.any():  # StepModel's per-step widening beyond ``widen_min_tokens``
+            above = (
+                np.asarray(self._tokens, dtype=np.float64)
+                > (params[:, FIELD_NAMES.index("widen_min_tokens")][group])
+            )
+            out = out + np.where(above, widen, 0.0)
         if shapes is None:
             return out
         picked = np.full(out.size, np.nan)
