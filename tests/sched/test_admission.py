@@ -146,6 +146,23 @@ def test_new_token_ratio_resets_when_idle():
     assert s.ratio.value == 0.7
 
 
+def _decode_steps_before_r1_starts(s, fast: bool) -> int:
+    """Decode steps (whole horizons on the fast path) until a scheduled batch holds r1."""
+    steps = 0
+    while True:
+        if fast:
+            k = s.decode_horizon(50)
+            if k:
+                s.advance_decode(k)
+                steps += k
+                continue
+        b = s.schedule()
+        if any(q.request_id == "r1" for q in b.seqs):
+            return steps
+        s.update(b)
+        steps += 1
+
+
 def _sglang_admission_step(fast: bool) -> tuple[int, list]:
     """r0 decodes; r1 waits until its prompt + output < free KV - ratio x r0's remaining output.
     Returns (the decode step r1 started after, the value of that condition per step)."""
@@ -160,19 +177,7 @@ def _sglang_admission_step(fast: bool) -> tuple[int, list]:
     s.add_request(req(0, 20, 1000))
     s.update(s.schedule())  # r0's prefill (and first token)
     s.add_request(req(1, 30, 500))
-    steps = 0
-    while True:
-        if fast:
-            k = s.decode_horizon(50)
-            if k:
-                s.advance_decode(k)
-                steps += k
-                continue
-        b = s.schedule()
-        if any(q.request_id == "r1" for q in b.seqs):
-            return steps, s
-        s.update(b)
-        steps += 1
+    return _decode_steps_before_r1_starts(s, fast), s
 
 
 @pytest.mark.parametrize("fast", [False, True])
@@ -206,20 +211,9 @@ def _ignore_eos_start(fast: bool, kv_tokens: int) -> int:
     s.add_request(req(0, 20, 60))
     s.update(s.schedule())  # r0's prefill (and first token)
     s.add_request(req(1, 30, 100))
-    steps = 0
-    while True:
-        if fast:
-            k = s.decode_horizon(50)
-            if k:
-                s.advance_decode(k)
-                steps += k
-                continue
-        b = s.schedule()
-        if any(q.request_id == "r1" for q in b.seqs):
-            assert s.num_preemptions == 0
-            return steps
-        s.update(b)
-        steps += 1
+    steps = _decode_steps_before_r1_starts(s, fast)
+    assert s.num_preemptions == 0
+    return steps
 
 
 @pytest.mark.parametrize("fast", [False, True])
