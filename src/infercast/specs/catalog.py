@@ -158,6 +158,23 @@ def visible_capacities() -> dict[str, tuple[float, str]]:
         }
 
 
+def _visible_capacity(key: str, memory_bytes: float) -> tuple[float, str] | None:
+    """The measured capacity of ``key``, or of the part it is a variant of when the datasheet
+    memory is the same (a power-limited or higher-TGP board is the same silicon and HBM)."""
+    rows = _hardware_rows()
+    while key in rows:
+        visible = visible_capacities().get(key)
+        if visible is not None:
+            return visible
+        parent = rows[key].get("variant_of")
+        if not parent or parent == key or parent not in rows:
+            return None
+        if _float(_resolved_row(parent, rows)["memory_bytes"]) != memory_bytes:
+            return None
+        key = parent
+    return None
+
+
 def hardware_names() -> list[str]:
     """Keys of the shipped hardware table."""
     return list(_hardware_rows())
@@ -186,7 +203,7 @@ def _hardware_from_row(row: dict[str, str]) -> HardwareSpec:
     price = default_prices().get(row["key"])
     cites = {k.removeprefix("cite_"): v for k, v in row.items() if k.startswith("cite_") and v}
     memory = _float(row["memory_bytes"])
-    visible = visible_capacities().get(row["key"])
+    visible = _visible_capacity(row["key"], memory)
     if visible is not None:
         cites["memory_visible"] = visible[1]
         memory = visible[0]
