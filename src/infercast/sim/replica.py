@@ -47,7 +47,7 @@ from infercast.sched import Batch, Request, RequestStatus, Scheduler
 from infercast.sim.collect import Completions, GapTally, finished_record, rejected_record
 from infercast.sim.kernel import PRIO_STEP_END, Kernel
 from infercast.sim.timeline import Timeline
-from infercast.sim.timer import AffineStepTimer, FastStepTimer, StepTimer
+from infercast.sim.timer import AffineStepTimer, FastStepTimer, HostTierTimer, StepTimer
 
 _RUNNING = RequestStatus.RUNNING  # a module constant: cheaper to read than the enum member
 
@@ -426,7 +426,9 @@ class Replica:
         self._on_end, self._on_start = self._end, self._start  # bound once, not once per event
         # A host KV tier's reloads (cost/kv_tier.KvReload): a step waits for the blocks copied back.
         self._reload = (
-            getattr(timer, "kv_reload", None) if scheduler.kv.host_tier is not None else None
+            timer.kv_reload
+            if isinstance(timer, HostTierTimer) and scheduler.kv.host_tier is not None
+            else None
         )
 
     # ---- arrivals ---------------------------------------------------------------

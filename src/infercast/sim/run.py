@@ -29,6 +29,7 @@ from infercast.sim.replica import Replica
 from infercast.sim.router import make_router
 from infercast.sim.sched_config import scheduler_config
 from infercast.sim.series import TimeSeries
+from infercast.sim.timer import affine_everywhere, host_blocks, request_admit_s
 from infercast.sim.workload import Trace, WorkloadSpec, load_trace, request_columns
 
 
@@ -249,7 +250,7 @@ def simulate(
         driver = ConversationDriver(cfg, conv, replicas, kernel, on_record, rng)
     else:
         driver = _Driver(cfg, columns, replicas, kernel, on_record)
-        driver.admit_s = getattr(getattr(timer, "profile", None), "request_admit_s", 0.0)
+        driver.admit_s = request_admit_s(timer)
     driver.completions = CompletionBuffer(acc, sink, progress=progress)
     driver.itl = acc.add_itl
     if cfg.disaggregation is not None:
@@ -292,10 +293,8 @@ def _build_replicas(cfg: SimConfig, timer, kernel: Kernel, driver: _Driver, seri
         cls, kwargs = SpecReplica, {"rng": np.random.default_rng([cfg.seed, 7])}
         compact = False  # every request listed: each draws its own token count per step
     else:  # windowed attention makes decode cost depend on each context, not just their sum
-        compact = float(getattr(timer, "affine_context_limit", float("inf"))) == float("inf")
-    sched_cfg = scheduler_config(
-        cfg, timer.kv_capacity_tokens, compact, getattr(timer, "kv_host_blocks", 0)
-    )
+        compact = affine_everywhere(timer)
+    sched_cfg = scheduler_config(cfg, timer.kv_capacity_tokens, compact, host_blocks(timer))
     for i in range(cfg.replicas):
         driver.replicas.append(
             cls(
@@ -314,7 +313,7 @@ def _build_replicas(cfg: SimConfig, timer, kernel: Kernel, driver: _Driver, seri
             "speculative_tokens_per_step_expected": timer.config.tokens_per_step,
             "speculative_mode_note": "speculative runs are exact (one event per step)",
         }
-    if getattr(timer, "kv_host_blocks", 0):
+    if host_blocks(timer):
         from infercast.sim.levers import tier_extra
 
         extra = tier_extra(driver.replicas, timer)  # a callable: read after the run

@@ -15,6 +15,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Protocol, runtime_checkable
 
+from infercast.cost.efficiency import EfficiencyProfile
+from infercast.cost.kv_tier import KvReload
+
 
 @runtime_checkable
 class StepTimer(Protocol):
@@ -58,3 +61,37 @@ class FastStepTimer(AffineStepTimer, Protocol):
     def chunk_step_time_s(self, num_decode: int, decode_cached_sum: float, n: int, c: int) -> float:
         """:meth:`mixed_step_time_s` with one prefill chunk of ``n`` tokens over ``c``."""
         ...
+
+
+@runtime_checkable
+class HostTierTimer(StepTimer, Protocol):
+    """A :class:`StepTimer` with a host-memory KV tier (``sim/levers.py`` gives a ``StepModel``
+    one): the tier's size in blocks, and the reload model a step waits on."""
+
+    kv_host_blocks: int
+    kv_reload: KvReload
+
+
+@runtime_checkable
+class ProfiledTimer(StepTimer, Protocol):
+    """A :class:`StepTimer` priced by an efficiency profile, whose serving-front-end fields the
+    simulated clients read (``request_admit_s``: requests reach the engine one at a time)."""
+
+    profile: EfficiencyProfile
+
+
+def host_blocks(timer: StepTimer) -> int:
+    """Blocks of the timer's host KV tier; 0 without one."""
+    return timer.kv_host_blocks if isinstance(timer, HostTierTimer) else 0
+
+
+def affine_everywhere(timer: StepTimer) -> bool:
+    """True when a decode step's affine form holds at every context (full attention)."""
+    if not isinstance(timer, AffineStepTimer):
+        return True
+    return float(timer.affine_context_limit) == float("inf")
+
+
+def request_admit_s(timer: StepTimer) -> float:
+    """The front end's time to admit one request (0: requests reach the engine at once)."""
+    return timer.profile.request_admit_s if isinstance(timer, ProfiledTimer) else 0.0
