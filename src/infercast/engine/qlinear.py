@@ -73,6 +73,15 @@ Q4_JIT_MAX_TOKENS = 2
 # alternated in one process, numba / PyTorch: 1 token 2.8 / 5.3, 2 3.8 / 6.3, 4 5.3 / 8.2,
 # 8 8.5 / 13.8, 16 15.4 / 25.0, 32 29.6 / 48.8, 48 42.3 / 74.8 (docs/cpu-kernels.md).
 Q4_INT_JIT_MAX_TOKENS = 48
+# The integer q4 kernel runs on numba's threads only for a product of at least this many
+# weight-tokens (rows x columns x tokens): below it the threads' start and join (~60-100 us a
+# product on the workqueue layer) cost more than the split saves. Serial / threaded ms, two
+# threads, Zen 5, 2026-12-04 22:19 UTC, quiet (benchmarks/cpu_kernels.py style, best of 4):
+# 1536x576 (SmolLM2's MLP) 8 tokens 0.040 / 0.112, 32 tokens 0.166 / 0.262; 4096x4096 8 tokens
+# (1.3e8) 0.749 / 0.832, 32 tokens 3.51 / 3.06; 14336x4096 2 tokens (1.2e8) 1.82 / 1.73, 8
+# tokens 7.30 / 4.41. SmolLM2-135M's batch-8 step at two threads had run 29.7 ms against 16.7
+# on one (benchmarks/engine_vs_llamacpp.py steps).
+Q4_INT_THREADED_MIN_WORK = 1.5e8
 # fp32 products of 2 to this many tokens run the numba loop (decode_jit.fp32_matmul) on a CPU
 # with AVX-512 (``avx512f``), OpenBLAS's row-blocked products elsewhere (engine/linear.py,
 # tuned on the AVX2 Zen 3: there 2-4 tokens cost about one token's time). On the Zen 5,
@@ -272,9 +281,12 @@ class Int4Matrix:
         ):
             out = np.empty((self.jit_layout[0].shape[0] * Q4_ROWS, t), dtype=np.float32)
             fmt = "q4i" if integer else "q4"
-            kernel = kernels().product(fmt, scratch.threads)
+            threads = scratch.threads
+            if integer and self.shape[0] * self.shape[1] * t < Q4_INT_THREADED_MIN_WORK:
+                threads = 1  # too little work to pay for the threads' start and join
+            kernel = kernels().product(fmt, threads)
             x_rows = x.reshape(1, -1) if t == 1 else x.T.copy()
-            kernel(*self.jit_layout, x_rows, out, scratch.threads)
+            kernel(*self.jit_layout, x_rows, out, threads)
             return out[: self.shape[0]] if out.shape[0] != self.shape[0] else out
         torch = self._torch
         y = self._kernel(_to_torch_rows(x, torch, torch.bfloat16), self.packed, GROUP, self.sz)
