@@ -330,11 +330,7 @@ class StepModel:
         logits = len(new) if num_logits is None else num_logits
         token_ops, _ = self._token_ops(t, logits)
         ops = token_ops + self._attention_times(new, cached, t)
-        overhead = self.profile.step_overhead_s
-        if self.profile.token_overhead_s:
-            overhead += self.profile.token_overhead_s * logits
-        if self.profile.widen_step_s and t > self.profile.widen_min_tokens:
-            overhead += self.profile.widen_step_s
+        overhead = self.profile.step_overhead_s + self._widen_s(t) + self._sampling_s(logits)
         return StepCost(ops, overhead, t, len(new), self.notes, self._overlap_floor(ops))
 
     def step_time_s(self, new_tokens: Tokens, cached_tokens: Tokens) -> float:
@@ -539,22 +535,29 @@ class StepModel:
     def _per_logit_ops(self, logits: float) -> list[OpCost]:
         return [op for op in self.shards.head_ops(1, logits) if op.name == "lm_head"]
 
+    def _widen_s(self, t: int) -> float:
+        """A CPU engine's once-a-step widening of its compact matrices, in a step of more than
+        ``widen_min_tokens`` tokens (``EfficiencyProfile.widen_step_s``; 0 on GPUs)."""
+        p = self.profile
+        return p.widen_step_s if p.widen_step_s and t > p.widen_min_tokens else 0.0
+
+    def _sampling_s(self, logits: int) -> float:
+        """The serving loop's work per sampled row: sampling, detokenizing, streaming
+        (``EfficiencyProfile.token_overhead_s``; 0 unless ``infercast machine`` measured it)."""
+        return self.profile.token_overhead_s * logits
+
     def _token_time(self, t: int, logits: int) -> float:
         """Expected time of the token-count ops: the token and logit parts memoized apart
         (each has few distinct keys; their pair has many), misses use the compiled affine ops."""
         tok = self._tok_time_cache.get(t)
         if tok is None:
-            tok = self._tok_linear(t)
-            if self.profile.widen_step_s and t > self.profile.widen_min_tokens:
-                tok += self.profile.widen_step_s  # the engine widens its matrices once a step
+            tok = self._tok_linear(t) + self._widen_s(t)
             if len(self._tok_time_cache) >= 1 << 16:
                 self._tok_time_cache.clear()
             self._tok_time_cache[t] = tok
         head = self._logit_time_cache.get(logits)
         if head is None:
-            head = self._logit_linear(logits)
-            if self.profile.token_overhead_s:  # the serving loop's work per sampled row
-                head += self.profile.token_overhead_s * logits
+            head = self._logit_linear(logits) + self._sampling_s(logits)
             if len(self._logit_time_cache) >= 1 << 16:
                 self._logit_time_cache.clear()
             self._logit_time_cache[logits] = head
