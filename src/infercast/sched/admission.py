@@ -46,6 +46,7 @@ iterations.
 from __future__ import annotations
 
 import math
+from operator import itemgetter
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -191,7 +192,7 @@ class NewTokenRatio:
                 later.append((left, occupied))
         states += later
         states = [x for x in states if x[0] > 0]
-        states.sort(key=_first)
+        states.sort(key=itemgetter(0))  # stable: ties keep their order, as in SGLang
         rem = free - extend
         freed = 0
         n = len(states)
@@ -204,10 +205,6 @@ class NewTokenRatio:
 
 
 IGNORE_EOS_RESERVE_TOKENS = 1  # schedule_policy.py (v0.5.9): tokens kept per running request
-
-
-def _first(state: tuple[int, int]) -> int:
-    return state[0]
 
 
 class AdpBalance:
