@@ -125,6 +125,20 @@ InferenceX runs of those scripts on B200 and H200 are the ones on image ``1.1.0r
 no image stated (measured 2025-11-02 and 2025-12-15; the ``1.1.0rc2.post2`` runs of 2026-01-14 are
 the MTP ones above); they get ``max_num_tokens``.
 
+Twins whose InferenceX copy the import left out (vLLM and SGLang runs). The import kept only
+some of the silicon sample's rows, so an older-name run can have its InferenceX twin in the sample
+but not in measurements.csv, where :func:`twins` cannot see it: 23 SGLang DeepSeek-R1 runs
+(``dsr1_h200_sglang_fp8_agg_..._cfg81``, ``dsr1_b200_sglang_fp{4,8}_agg_..._cfg{87,88,99,199,201}``,
+imported as ``deepseek-v3`` fixed-length runs). In aiconfigurator's ``silicon_sample.csv``
+(``aic-core/src/aiconfigurator_core/systems/``) each has the same part, engine, lengths,
+``silicon_concurrency`` and TTFT and TPOT (every printed digit) as a ``2026_03_25_`` or
+``2026_04_06_`` InferenceX record (:data:`SAMPLE_TWINS`), and the same ``measured=`` date and
+image (``db-dump ... config_id=81; measured=2026-03-25; lmsysorg/sglang:v0.5.9-cu130`` beside
+``source_file=2026-03-25.csv ... image=lmsysorg/sglang:v0.5.9-cu130``). Such a run gets
+InferenceX's ``length_range_ratio`` 0.8 and ``inferencex_twin_record`` (the twin's record name);
+the rules below (receive interval, KV dtype) then apply to it as to its twin. TensorRT-LLM runs of
+the same kind (20 in the sample) are left to that engine's rules.
+
 Only the ``extra`` cell of a row changes; the file is otherwise left byte for byte as it is.
 Running it again changes nothing.
 """
@@ -189,6 +203,89 @@ def twins(rows: list[dict]) -> dict[str, dict]:
         for b in bases:
             out[b] = add
     return out
+
+
+SAMPLE_TWINS = {  # older-name run -> its InferenceX twin in the silicon sample (module docstring)
+    "dsr1_h200_sglang_fp8_agg_1024x1024_c16_cfg81": (
+        "2026_03_25_deepseek_r1_h200_sxm_sglang_fp8_agg_1024x1024_c16_tp8_0_ep1_0_285"
+    ),
+    "dsr1_h200_sglang_fp8_agg_1024x8192_c8_cfg81": (
+        "2026_03_25_deepseek_r1_h200_sxm_sglang_fp8_agg_1024x8192_c8_tp8_0_ep1_0_299"
+    ),
+    "dsr1_h200_sglang_fp8_agg_8192x1024_c4_cfg81": (
+        "2026_03_25_deepseek_r1_h200_sxm_sglang_fp8_agg_8192x1024_c4_tp8_0_ep1_0_268"
+    ),
+    "dsr1_h200_sglang_fp8_agg_8192x1024_c8_cfg81": (
+        "2026_04_06_deepseek_r1_h200_sxm_sglang_fp8_agg_8192x1024_c8_tp8_ep1_81"
+    ),
+    "dsr1_h200_sglang_fp8_agg_8192x1024_c64_cfg81": (
+        "2026_03_25_deepseek_r1_h200_sxm_sglang_fp8_agg_8192x1024_c64_tp8_0_ep1_0_305"
+    ),
+    "dsr1_h200_sglang_fp8_agg_1024x1024_c32_cfg81": (
+        "2026_03_25_deepseek_r1_h200_sxm_sglang_fp8_agg_1024x1024_c32_tp8_0_ep1_0_315"
+    ),
+    "dsr1_h200_sglang_fp8_agg_1024x8192_c32_cfg81": (
+        "2026_04_06_deepseek_r1_h200_sxm_sglang_fp8_agg_1024x8192_c32_tp8_ep1_874"
+    ),
+    "dsr1_b200_sglang_fp4_agg_1024x8192_c4_cfg201": (
+        "2026_04_06_deepseek_r1_b200_sxm_sglang_fp4_agg_1024x8192_c4_tp8_ep8_1027"
+    ),
+    "dsr1_b200_sglang_fp4_agg_1024x1024_c64_cfg201": (
+        "2026_03_25_deepseek_r1_b200_sxm_sglang_fp4_agg_1024x1024_c64_tp8_0_ep8_0_271"
+    ),
+    "dsr1_b200_sglang_fp4_agg_1024x8192_c128_cfg201": (
+        "2026_03_25_deepseek_r1_b200_sxm_sglang_fp4_agg_1024x8192_c128_tp8_0_ep8_0_259"
+    ),
+    "dsr1_b200_sglang_fp4_agg_1024x1024_c32_cfg201": (
+        "2026_04_06_deepseek_r1_b200_sxm_sglang_fp4_agg_1024x1024_c32_tp8_ep8_1016"
+    ),
+    "dsr1_b200_sglang_fp8_agg_1024x8192_c64_cfg87": (
+        "2026_03_25_deepseek_r1_b200_sxm_sglang_fp8_agg_1024x8192_c64_tp8_0_ep1_0_261"
+    ),
+    "dsr1_b200_sglang_fp4_agg_1024x1024_c8_cfg88": (
+        "2026_04_06_deepseek_r1_b200_sxm_sglang_fp4_agg_1024x1024_c8_tp4_ep1_84"
+    ),
+    "dsr1_b200_sglang_fp4_agg_8192x1024_c16_cfg88": (
+        "2026_04_06_deepseek_r1_b200_sxm_sglang_fp4_agg_8192x1024_c16_tp4_ep1_578"
+    ),
+    "dsr1_b200_sglang_fp4_agg_1024x1024_c32_cfg88": (
+        "2026_04_06_deepseek_r1_b200_sxm_sglang_fp4_agg_1024x1024_c32_tp4_ep1_212"
+    ),
+    "dsr1_b200_sglang_fp4_agg_1024x8192_c128_cfg88": (
+        "2026_04_06_deepseek_r1_b200_sxm_sglang_fp4_agg_1024x8192_c128_tp4_ep1_889"
+    ),
+    "dsr1_b200_sglang_fp4_agg_1024x1024_c64_cfg88": (
+        "2026_04_06_deepseek_r1_b200_sxm_sglang_fp4_agg_1024x1024_c64_tp4_ep1_171"
+    ),
+    "dsr1_b200_sglang_fp4_agg_8192x1024_c4_cfg99": (
+        "2026_04_06_deepseek_r1_b200_sxm_sglang_fp4_agg_8192x1024_c4_tp8_ep1_78"
+    ),
+    "dsr1_b200_sglang_fp4_agg_1024x8192_c8_cfg99": (
+        "2026_04_06_deepseek_r1_b200_sxm_sglang_fp4_agg_1024x8192_c8_tp8_ep1_23"
+    ),
+    "dsr1_b200_sglang_fp4_agg_1024x8192_c32_cfg99": (
+        "2026_04_06_deepseek_r1_b200_sxm_sglang_fp4_agg_1024x8192_c32_tp8_ep1_883"
+    ),
+    "dsr1_b200_sglang_fp8_agg_1024x8192_c64_cfg199": (
+        "2026_04_06_deepseek_r1_b200_sxm_sglang_fp8_agg_1024x8192_c64_tp8_ep8_1052"
+    ),
+    "dsr1_b200_sglang_fp8_agg_1024x8192_c32_cfg199": (
+        "2026_04_06_deepseek_r1_b200_sxm_sglang_fp8_agg_1024x8192_c32_tp8_ep8_1031"
+    ),
+    "dsr1_b200_sglang_fp8_agg_1024x8192_c16_cfg199": (
+        "2026_04_06_deepseek_r1_b200_sxm_sglang_fp8_agg_1024x8192_c16_tp8_ep8_1032"
+    ),
+}
+
+
+def sample_twin(row: dict, extra: dict) -> dict:
+    """The keys of a vLLM or SGLang run whose InferenceX twin is in the sample only (docstring)."""
+    if row["source"] != SOURCE or row["scenario"] != "concurrency" or "length_range_ratio" in extra:
+        return {}
+    twin = SAMPLE_TWINS.get(_record(row))
+    if twin is None or not row["engine"].startswith(("sglang", "vllm")):
+        return {}
+    return {"length_range_ratio": 0.8, "inferencex_twin_record": twin}
 
 
 ADP_BALANCE = {  # model -> the recipe's [timeout_iters, batching_wait_iters] (module docstring)
@@ -503,6 +600,7 @@ def main() -> None:
     def keys(row: dict, extra: dict) -> dict:
         base = row["id"].rsplit("-", 1)[0]
         add = dict(found.get(base, {}))
+        add |= sample_twin(row, extra | add)
         add |= adp_balance(row, extra | add)
         if base in ran:
             add["n_gpus_ran"] = ran[base]

@@ -120,3 +120,18 @@ def test_early_runs_get_the_budget_without_the_8192_floor():
     assert budget(early, inferencex | {"mtp": 3}) == {}  # the MTP scripts' own rule
     older = _mtp_row("dsr1_b200_trtllm_fp4_agg_1024x1024_c256_cfg82", "trtllm-", conc=256)
     assert budget(older, inferencex) == {"max_num_tokens": 1344}  # an R1 twin imported as V3
+
+
+def test_an_older_sglang_run_whose_twin_is_in_the_sample_only_gets_inferencex_lengths():
+    annotate = _annotate()
+    name = "dsr1_h200_sglang_fp8_agg_8192x1024_c64_cfg81"
+    row = _row("O", name, 8, engine="sglang-0.5.9", hardware="h200-sxm")
+    assert annotate.sample_twin(row, {}) == {
+        "length_range_ratio": 0.8,
+        "inferencex_twin_record": annotate.SAMPLE_TWINS[name],
+    }
+    assert annotate.sample_twin(row, {"length_range_ratio": 0.8}) == {}  # already annotated
+    trt = _row("T", name, 8, engine="trtllm-1.2", hardware="h200-sxm")
+    assert annotate.sample_twin(trt, {}) == {}  # TensorRT-LLM runs: that engine's rules
+    other = _row("P", "dsr1_h200_sglang_fp8_agg_8192x1024_c64_cfg80", 8, engine="sglang-0.5.9")
+    assert annotate.sample_twin(other, {}) == {}  # no twin in the table

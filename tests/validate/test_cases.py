@@ -119,6 +119,19 @@ def test_shipped_inferencex_twins_measure_exactly_what_their_annotated_run_measu
         assert c.extra["length_range_ratio"] == other.extra["length_range_ratio"] == 0.8
 
 
+def test_shipped_sample_twins_are_sglang_runs_of_their_twins_lengths_and_clients():
+    # data/README.md, "twins whose InferenceX copy the import left out": the twin's record name
+    # (in aiconfigurator's silicon sample, not in this file) states the run's lengths and clients
+    cases = [c for c in load_cases() if "inferencex_twin_record" in c.extra]
+    assert len(cases) == 46
+    for c in cases:
+        assert c.scenario == "concurrency" and c.engine.startswith("sglang")
+        assert c.extra["length_range_ratio"] == 0.8
+        twin = c.extra["inferencex_twin_record"]
+        assert twin.startswith(("2026_03_25_", "2026_04_06_"))
+        assert f"_{c.input_tokens}x{c.output_tokens}_c{c.concurrency}_" in twin
+
+
 def test_shipped_attention_dp_balance_only_on_inferencex_trtllm_attention_dp_runs():
     cases = [c for c in load_cases() if "attention_dp_balance" in c.extra]
     assert len(cases) == 34
