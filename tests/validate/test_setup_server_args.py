@@ -191,3 +191,27 @@ def test_a_budget_alone_caps_the_running_requests_at_it(concurrency_row):
     row = dict(model="deepseek-r1", hardware="b200", engine="trtllm-", weights="fp4")
     s = layout(concurrency_row(**row, n_gpus=8, tp=8, extra={"max_num_tokens": 1152})).setup
     assert (s.max_seqs, s.max_batched_tokens) == (1152, 1152)
+
+
+def test_vllm_async_scheduling_row_runs_the_lagged_admission(concurrency_row):
+    # InferenceX's vLLM recipes: --async-scheduling, the default from v0.14 (data/README.md)
+    plain = layout(concurrency_row()).setup
+    lagged = layout(concurrency_row(extra={"vllm_async_scheduling": True})).setup
+    assert (plain.async_scheduling, lagged.async_scheduling) == (False, True)
+    assert _scheduler(lagged)["async_scheduling"] is True
+    assert "async_scheduling" not in _scheduler(plain)
+    with pytest.raises(Unpredictable, match="vllm_async_scheduling"):
+        layout(concurrency_row(extra={"vllm_async_scheduling": "yes"}))
+
+
+def test_gpt_oss_recipe_picks_its_moe_kernel_and_kv_dtype(concurrency_row):
+    # B200 vLLM: VLLM_USE_FLASHINFER_MOE_MXFP4_MXFP8=1 (W4A8) and kv-cache-dtype fp8 in the script
+    row = dict(model="gpt-oss-120b", hardware="b200", weights="fp4", engine="vllm-0.15.1")
+    default = layout(concurrency_row(**row)).setup
+    recipe = layout(
+        concurrency_row(**row, extra={"experts_compute": "fp8", "kv_cache_dtype": "fp8"})
+    ).setup
+    assert (default.experts, default.kv_cache) == ("mxfp4/bf16", "bf16")
+    assert (recipe.experts, recipe.kv_cache) == ("mxfp4/fp8", "fp8")
+    with pytest.raises(Unpredictable, match="experts_compute"):
+        layout(concurrency_row(**row, extra={"experts_compute": "fp4"}))

@@ -32,7 +32,8 @@ silent; each one is named, and ``docs/validation.md`` lists them:
   the FP8 rate) under TensorRT-LLM on Blackwell and W4A16 (BF16 rate) elsewhere:
   TensorRT-LLM's defaults ``W4A8_MXFP4_MXFP8`` on Blackwell and ``W4A16_MXFP4`` on
   Hopper (``cost/experts.py`` cites them); Hopper and older parts have no FP4
-  tensor cores. Noted per row.
+  tensor cores. A run's recipe may choose otherwise (``extra.kv_cache_dtype``,
+  ``extra.experts_compute``: :func:`checkpoint_experts`). Noted per row.
 - TensorRT-LLM's v1.0 performance overview runs its MoE models with ``trtllm-bench --tp
   $tp_size --pp $pp_size --ep $ep_size`` ("For MoE models", its "Reproducing Benchmarked
   Results") but its tables name only the TP size: such a row with ``tp > 1`` and no ``ep`` is
@@ -155,6 +156,9 @@ class Setup:
     # TensorRT-LLM's batch waiting the run's recipe set: (timeout_iters, max_tokens_ratio)
     # (``batch_wait``); () = off
     batch_wait: tuple[int, float] = ()
+    # vLLM's async scheduling the run had (``async_scheduling``): a step's contents fixed when the
+    # step before it starts (sim/replica.py, "Async scheduling")
+    async_scheduling: bool = False
 
     @property
     def gpus_per_replica(self) -> int:
@@ -187,13 +191,21 @@ def kv_dtype(case: Case) -> str:
 
 def checkpoint_experts(case: Case) -> str:
     """``"mxfp4/<compute>"`` when the row runs a checkpoint that quantizes only its routed experts
-    to MXFP4 (module docstring), else ""."""
+    to MXFP4 (module docstring), else "". ``extra.experts_compute`` ("fp8" or "bf16") is the
+    dtype the run's recipe chose for those GEMMs' activations (InferenceX's B200 vLLM gpt-oss
+    script sets ``VLLM_USE_FLASHINFER_MOE_MXFP4_MXFP8=1``: W4A8, data/README.md); without it the
+    engine's default."""
     if (
         checkpoint_expert_format(case.model) != "mxfp4"
         or case.weights not in NARROW
         or engine_family(case.engine) not in ("trtllm", "vllm", "sglang")
     ):  # GPU engines' MoE kernels
         return ""
+    stated = case.extra.get("experts_compute")
+    if stated is not None:
+        if stated not in ("fp8", "bf16"):
+            raise Unpredictable(f"extra.experts_compute {stated!r}: must be fp8 or bf16")
+        return f"mxfp4/{stated}"
     w4a8 = hardware_family(case.hardware) == "blackwell" and engine_family(case.engine) == "trtllm"
     return "mxfp4/fp8" if w4a8 else "mxfp4/bf16"
 
@@ -300,6 +312,16 @@ def recipe_free_fraction(case: Case) -> float | None:
     if isinstance(v, bool) or not isinstance(v, int | float) or not 0 < v <= 1:
         raise Unpredictable(f"extra.free_gpu_memory_fraction {v!r}: must be in (0, 1]")
     return float(v)
+
+
+def async_scheduling(case: Case) -> bool:
+    """``extra.vllm_async_scheduling``: the run's vLLM scheduled each step while the one before it
+    ran (``--async-scheduling``, or the default from v0.14: an InferenceX recipe, data/README.md);
+    False when the row does not say so (vLLM's default before v0.14)."""
+    v = case.extra.get("vllm_async_scheduling", False)
+    if not isinstance(v, bool):
+        raise Unpredictable(f"extra.vllm_async_scheduling {v!r}: must be a boolean")
+    return v
 
 
 MIXED_PRESET = "sglang-0.5-mixed"  # SGLang with --enable-mixed-chunk (data/engines)
@@ -463,8 +485,9 @@ def layout(case: Case, engine: EnginePreset | None = None) -> Layout:
             + ", ".join(f"{k} {v}" for k, v in launch.items() if k != "sglang_disable_radix_cache")
         )
     weights, kv, experts = case.weights, kv_dtype(case), checkpoint_experts(case)
-    if experts:
-        weights, kv = "bf16", case.kv_cache or "bf16"
+    if experts:  # the checkpoint quantizes no KV: 16 bits unless the row or its recipe says
+        weights = "bf16"
+        kv = kv if case.kv_cache or case.extra.get("kv_cache_dtype") else "bf16"
         notes.append(
             f"{case.model} served from its MXFP4 checkpoint: experts {experts} (format/compute), "
             f"the rest bf16, KV {kv}"
@@ -535,6 +558,12 @@ def layout(case: Case, engine: EnginePreset | None = None) -> Layout:
         notes.append(
             f"batch waiting (the run's recipe): new requests wait until they and the decodes fill "
             f"{wait[1]:g} of the token budget, at most {wait[0]} iterations"
+        )
+    if engine_family(case.engine) == "vllm" and async_scheduling(case):
+        setup = replace(setup, async_scheduling=True)
+        notes.append(
+            "async scheduling (the run's vLLM): a request arriving while a step runs joins the "
+            "step after the next one"
         )
     r = length_range_ratio(case)
     if r is not None:
