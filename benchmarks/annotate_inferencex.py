@@ -139,6 +139,33 @@ InferenceX's ``length_range_ratio`` 0.8 and ``inferencex_twin_record`` (the twin
 the rules below (receive interval, KV dtype) then apply to it as to its twin. TensorRT-LLM runs of
 the same kind (20 in the sample) are left to that engine's rules.
 
+vLLM recipes: KV dtype and the gpt-oss MoE kernel. InferenceX's Llama-3.1-70B vLLM scripts
+(``benchmarks/70b_fp8_h100_docker.sh`` / ``_slurm.sh``, ``70b_fp8_h200_slurm.sh``,
+``70b_fp{4,8}_b200_docker.sh``, image ``vllm/vllm-openai:v0.10.2`` in
+``.github/workflows/70b-tmpl.yml``) write ``kv-cache-dtype: fp8`` into the server's config in
+every version from 2025-09-24 (the H100 ones from af4ccd03f, 2025-09-23) until 0b5620ec3
+removed them (2025-10-29, "remove: llama 70b"; restored unchanged by c198b20eb and removed again
+by 2582bce40); the sample's runs of them are
+dated 2025-10-29 (``measured=``). Each InferenceX Llama-3.1-70B vLLM run gets ``kv_cache_dtype``
+"fp8". The gpt-oss-120b B200 vLLM script (``benchmarks/gptoss_fp4_b200_docker.sh``, then
+``gptoss_fp4_b200.sh`` and ``single_node/gptoss_fp4_b200.sh``) exports
+``VLLM_USE_FLASHINFER_MOE_MXFP4_MXFP8=1`` from 5e92867f4 (2025-09-24) on: the experts run
+FlashInfer's MXFP4 x MXFP8 kernel (W4A8), not vLLM's W4A16 default; it adds ``kv-cache-dtype:
+fp8`` in 25506e87c (2025-12-05), kept through d2c2acb19 (2026-02-25, image ``v0.15.1``). So each
+InferenceX gpt-oss-120b B200 vLLM run gets ``experts_compute`` "fp8", and those on image
+``v0.15.1`` (engine ``vllm-0.15.1``, measured 2026-02-25) ``kv_cache_dtype`` "fp8" too (the one
+without a version ran 2025-11-02). The H100 / H200 gpt-oss scripts set neither (Marlin W4A16,
+``VLLM_MXFP4_USE_MARLIN=1``; 16-bit KV), which is what ``validate/setup.py`` runs already.
+Every one of these scripts ran vLLM with async scheduling: ``async-scheduling: true`` in the
+Llama-3.1-70B ones (as above) and in the gpt-oss ones from 2025-09-15 (H200, 77f238d12), 09-21
+(B200, 27f29acbe, its first version) and 09-23 (H100, af4ccd03f) until d2c2acb19 (2026-02-25)
+dropped the flag on moving to ``v0.15.1``, "Remove deprecated async-scheduling flag (default since
+v0.14.0)" (its commit message and ``perf-changelog.yaml``; vLLM's
+``SchedulerConfig.async_scheduling`` None = on where supported). So every InferenceX vLLM run of
+the sample gets ``vllm_async_scheduling`` true (``sim/replica.py``, "Async scheduling"). The
+Llama-3.1-70B FP8 KV is written only with ``--vllm-llama-kv`` (it lowers the stated TTFT's score,
+docs/history/validation.md).
+
 Only the ``extra`` cell of a row changes; the file is otherwise left byte for byte as it is.
 Running it again changes nothing.
 """
@@ -536,6 +563,24 @@ def sglang_flags(row: dict, extra: dict) -> dict:
     return flags | {"sglang_disable_radix_cache": True}
 
 
+def vllm_recipe(row: dict, extra: dict, llama_kv: bool = False) -> dict:
+    """The async scheduling, KV dtype and MoE kernel keys of an InferenceX vLLM run (module
+    docstring, "vLLM recipes"); the Llama-3.1-70B FP8 KV only with ``llama_kv`` (not shipped)."""
+    if row["source"] != SOURCE or row["scenario"] != "concurrency":
+        return {}
+    if not row["engine"].startswith("vllm") or "length_range_ratio" not in extra:
+        return {}
+    add: dict = {"vllm_async_scheduling": True}
+    if row["kv_cache"]:
+        return add
+    if row["model"] == "llama-3.1-70b":
+        return add | ({"kv_cache_dtype": "fp8"} if llama_kv else {})
+    if row["model"] != "gpt-oss-120b" or row["hardware"] != "b200":
+        return add
+    add["experts_compute"] = "fp8"
+    return add | ({"kv_cache_dtype": "fp8"} if row["engine"] == "vllm-0.15.1" else {})
+
+
 def _extra_cell(extra: dict) -> str:
     return '"' + json.dumps(extra, separators=(",", ":")).replace('"', '""') + '"'
 
@@ -585,6 +630,11 @@ def main() -> None:
         action="store_true",
         help="also the SGLang launch flags (not shipped: docs/history/validation.md, issue 15)",
     )
+    ap.add_argument(
+        "--vllm-llama-kv",
+        action="store_true",
+        help="also the Llama-3.1-70B vLLM runs' FP8 KV (not shipped: docs/history/validation.md)",
+    )
     args = ap.parse_args()
     text = read_measurements()
     rows = list(csv.DictReader(text.splitlines()))
@@ -610,6 +660,7 @@ def main() -> None:
         add |= free_fraction(row, extra | add)
         add |= early_budget(row, extra | add)
         add |= kv_cache_dtype(row, extra | add)
+        add |= vllm_recipe(row, extra | add, args.vllm_llama_kv)
         return add | sglang_flags(row, extra | add) if args.sglang_flags else add
 
     text, changed = rewrite_extras(text, keys)

@@ -135,3 +135,36 @@ def test_an_older_sglang_run_whose_twin_is_in_the_sample_only_gets_inferencex_le
     assert annotate.sample_twin(trt, {}) == {}  # TensorRT-LLM runs: that engine's rules
     other = _row("P", "dsr1_h200_sglang_fp8_agg_8192x1024_c64_cfg80", 8, engine="sglang-0.5.9")
     assert annotate.sample_twin(other, {}) == {}  # no twin in the table
+
+
+def _vllm_row(model: str, hardware: str, engine: str = "vllm-0.15.1", kv: str = ""):
+    return {
+        "source": "aiconfigurator-silicon-sample",
+        "scenario": "concurrency",
+        "engine": engine,
+        "model": model,
+        "hardware": hardware,
+        "kv_cache": kv,
+    }
+
+
+def test_inferencex_vllm_runs_get_their_scripts_async_scheduling_and_gpt_oss_kernel():
+    recipe = _annotate().vllm_recipe
+    ix = {"length_range_ratio": 0.8}
+    assert recipe(_vllm_row("gpt-oss-120b", "b200"), ix) == {
+        "vllm_async_scheduling": True,
+        "experts_compute": "fp8",  # VLLM_USE_FLASHINFER_MOE_MXFP4_MXFP8=1
+        "kv_cache_dtype": "fp8",  # kv-cache-dtype: fp8 from 2025-12-05
+    }
+    assert recipe(_vllm_row("gpt-oss-120b", "b200", engine="vllm-"), ix) == {
+        "vllm_async_scheduling": True,
+        "experts_compute": "fp8",  # the 2025-11-02 run: MXFP8 MoE, 16-bit KV
+    }
+    assert recipe(_vllm_row("gpt-oss-120b", "h200-sxm", "vllm-0.18.0"), ix) == {
+        "vllm_async_scheduling": True  # Marlin W4A16 and 16-bit KV: the defaults already
+    }
+    llama = _vllm_row("llama-3.1-70b", "h200-sxm", engine="vllm-")
+    assert recipe(llama, ix) == {"vllm_async_scheduling": True}
+    assert recipe(llama, ix, llama_kv=True)["kv_cache_dtype"] == "fp8"
+    assert recipe(_vllm_row("gpt-oss-120b", "b200"), {}) == {}  # not an InferenceX run
+    assert recipe(_vllm_row("gpt-oss-120b", "b200", engine="trtllm-1.2"), ix) == {}
