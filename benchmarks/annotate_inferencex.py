@@ -166,6 +166,16 @@ the sample gets ``vllm_async_scheduling`` true (``sim/replica.py``, "Async sched
 Llama-3.1-70B FP8 KV is written only with ``--vllm-llama-kv`` (it lowers the stated TTFT's score,
 docs/history/validation.md).
 
+H200 SGLang launch flags. InferenceX's DeepSeek-R1 FP8 H200 SGLang script
+(``benchmarks/dsr1_fp8_h200_slurm.sh``, later ``dsr1_fp8_h200.sh`` and
+``single_node/dsr1_fp8_h200.sh``; at 41aff0afc, 2026-03-06, the version the sample's 2026-03-25
+runs ran) starts the server with ``--disable-radix-cache --chunked-prefill-size 32768
+--max-prefill-tokens 32768 --mem-fraction-static 0.82`` and ``--max-running-requests`` 512 at
+1024/1024, 256 otherwise (``--cuda-graph-max-bs`` the same; ``--stream-interval 10``, which does
+not delay the first token, above). Each InferenceX DeepSeek H200 SGLang run (or sample twin)
+gets those five keys (``validate/setup.py`` ``sglang_launch``; with the client's
+``--ignore-eos``, SGLang's ``add_one_req_ignore_eos`` admission).
+
 Only the ``extra`` cell of a row changes; the file is otherwise left byte for byte as it is.
 Running it again changes nothing.
 """
@@ -581,6 +591,25 @@ def vllm_recipe(row: dict, extra: dict, llama_kv: bool = False) -> dict:
     return add | ({"kv_cache_dtype": "fp8"} if row["engine"] == "vllm-0.15.1" else {})
 
 
+def h200_sglang_flags(row: dict, extra: dict) -> dict:
+    """The launch flags of InferenceX's DeepSeek-R1 H200 SGLang script (module docstring, "H200
+    SGLang launch flags") for an InferenceX run (or sample twin) of it."""
+    if row["source"] != SOURCE or row["scenario"] != "concurrency":
+        return {}
+    if not row["engine"].startswith("sglang") or row["hardware"] != "h200-sxm":
+        return {}
+    if not row["model"].startswith("deepseek") or "length_range_ratio" not in extra:
+        return {}
+    one_k = (row["input_tokens"], row["output_tokens"]) == ("1024", "1024")
+    return {
+        "mem_fraction_static": 0.82,
+        "chunked_prefill_size": 32768,
+        "max_prefill_tokens": 32768,
+        "max_running_requests": 512 if one_k else 256,
+        "sglang_disable_radix_cache": True,
+    }
+
+
 def _extra_cell(extra: dict) -> str:
     return '"' + json.dumps(extra, separators=(",", ":")).replace('"', '""') + '"'
 
@@ -661,6 +690,7 @@ def main() -> None:
         add |= early_budget(row, extra | add)
         add |= kv_cache_dtype(row, extra | add)
         add |= vllm_recipe(row, extra | add, args.vllm_llama_kv)
+        add |= h200_sglang_flags(row, extra | add)
         return add | sglang_flags(row, extra | add) if args.sglang_flags else add
 
     text, changed = rewrite_extras(text, keys)

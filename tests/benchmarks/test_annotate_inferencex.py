@@ -168,3 +168,28 @@ def test_inferencex_vllm_runs_get_their_scripts_async_scheduling_and_gpt_oss_ker
     assert recipe(llama, ix, llama_kv=True)["kv_cache_dtype"] == "fp8"
     assert recipe(_vllm_row("gpt-oss-120b", "b200"), {}) == {}  # not an InferenceX run
     assert recipe(_vllm_row("gpt-oss-120b", "b200", engine="trtllm-1.2"), ix) == {}
+
+
+def test_inferencex_h200_deepseek_sglang_runs_get_their_scripts_launch_flags():
+    flags = _annotate().h200_sglang_flags
+    row = {
+        "source": "aiconfigurator-silicon-sample",
+        "scenario": "concurrency",
+        "engine": "sglang-0.5.9",
+        "hardware": "h200-sxm",
+        "model": "deepseek-r1",
+        "input_tokens": "8192",
+        "output_tokens": "1024",
+    }
+    ix = {"length_range_ratio": 0.8}
+    assert flags(row, ix) == {
+        "mem_fraction_static": 0.82,
+        "chunked_prefill_size": 32768,
+        "max_prefill_tokens": 32768,
+        "max_running_requests": 256,  # 512 only at 1024/1024
+        "sglang_disable_radix_cache": True,
+    }
+    one_k = row | {"input_tokens": "1024", "output_tokens": "1024"}
+    assert flags(one_k, ix)["max_running_requests"] == 512
+    assert flags(row, {}) == {}  # not an InferenceX run
+    assert flags(row | {"hardware": "b200"}, ix) == {}  # B200: its own scripts' rule
