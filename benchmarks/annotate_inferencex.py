@@ -125,6 +125,18 @@ InferenceX runs of those scripts on B200 and H200 are the ones on image ``1.1.0r
 no image stated (measured 2025-11-02 and 2025-12-15; the ``1.1.0rc2.post2`` runs of 2026-01-14 are
 the MTP ones above); they get ``max_num_tokens``.
 
+Llama-3.1-70B on TensorRT-LLM. The sample dates every InferenceX Llama-3.1-70B run
+``measured=2025-10-29`` (``2026_04_06_llama_3_1_70b_...``); InferenceX removed the 70B recipes on
+2025-10-29/31 (b89047d5f, 026d16b82). From 1b563c858 (2025-09-18, "Update 70B TRT To use latest
+container and flags", #20) to their removal, ``benchmarks/70b_fp4_b200_trt_slurm.sh``,
+``70b_fp8_b200_trt_slurm.sh``, ``70b_fp8_h200_trt_slurm.sh`` (and the B200 ``_docker.sh`` copies,
+identical there) start ``trtllm-serve`` with ``--max_num_tokens 16384`` and an extra config of
+``kv_cache_config.dtype: fp8`` (what ``validate/setup.py`` takes for FP8/FP4 weights already),
+``stream_interval: 10`` (the first token is sent at once: TTFT unchanged, ``sim/clients.py``) and,
+for 1024/1024 at TP below 8, ``batch_wait_max_tokens_ratio: 0.9`` and
+``batch_wait_timeout_iters: 20``. Each such run gets ``max_num_tokens`` 16384 and, there,
+``batch_wait``: [20, 0.9].
+
 Only the ``extra`` cell of a row changes; the file is otherwise left byte for byte as it is.
 Running it again changes nothing.
 """
@@ -372,6 +384,26 @@ def early_budget(row: dict, extra: dict) -> dict:
     return {"max_num_tokens": (conc + isl + 64 + 63) // 64 * 64}
 
 
+LLAMA70B_BUDGET = 16384  # 70b_*_trt_*.sh: trtllm-serve --max_num_tokens (module docstring)
+LLAMA70B_WAIT = [20, 0.9]  # the same: batch_wait_timeout_iters, batch_wait_max_tokens_ratio
+
+
+def llama70b_trtllm(row: dict, extra: dict) -> dict:
+    """The launch keys of an InferenceX Llama-3.1-70B TensorRT-LLM run (module docstring,
+    "Llama-3.1-70B on TensorRT-LLM"): the token budget; batch waiting at 1k/1k below TP 8."""
+    if row["source"] != SOURCE or row["scenario"] != "concurrency":
+        return {}
+    if row["model"] != "llama-3.1-70b" or not row["engine"].startswith("trtllm"):
+        return {}
+    if "length_range_ratio" not in extra or row["hardware"] not in ("b200", "h200-sxm"):
+        return {}
+    add: dict = {"max_num_tokens": LLAMA70B_BUDGET}
+    lengths = (row["input_tokens"], row["output_tokens"])
+    if lengths == ("1024", "1024") and int(row["tp"] or 1) < 8:  # the script's ${TP} -lt 8
+        add["batch_wait"] = LLAMA70B_WAIT
+    return add
+
+
 def kv_cache_dtype(row: dict, extra: dict) -> dict:
     """The KV dtype key an InferenceX DeepSeek-R1 B200 SGLang row gets (module docstring)."""
     if row["source"] != SOURCE or row["scenario"] != "concurrency" or row["kv_cache"]:
@@ -512,6 +544,7 @@ def main() -> None:
         add |= free_fraction(row, extra | add)
         add |= early_budget(row, extra | add)
         add |= kv_cache_dtype(row, extra | add)
+        add |= llama70b_trtllm(row, extra | add)
         return add | sglang_flags(row, extra | add) if args.sglang_flags else add
 
     text, changed = rewrite_extras(text, keys)

@@ -120,3 +120,21 @@ def test_early_runs_get_the_budget_without_the_8192_floor():
     assert budget(early, inferencex | {"mtp": 3}) == {}  # the MTP scripts' own rule
     older = _mtp_row("dsr1_b200_trtllm_fp4_agg_1024x1024_c256_cfg82", "trtllm-", conc=256)
     assert budget(older, inferencex) == {"max_num_tokens": 1344}  # an R1 twin imported as V3
+
+
+def test_llama70b_trtllm_runs_get_the_budget_and_batch_waiting_below_tp8_at_1k1k():
+    keys = _annotate().llama70b_trtllm
+    name = "2026_04_06_llama_3_1_70b_b200_sxm_trtllm_fp4_agg_1024x1024_c4_tp1_ep1_1"
+    inferencex = {"length_range_ratio": 0.8}
+
+    def row(tp=1, osl=1024, hardware="b200", model="llama-3.1-70b"):
+        r = _mtp_row(name, "trtllm-", weights="fp4", hardware=hardware, tp=tp, conc=4)
+        return r | {"output_tokens": str(osl), "model": model}
+
+    # 70b_*_trt_slurm.sh (1b563c858 to its removal): batch waiting only at 1k/1k with TP < 8
+    assert keys(row(), inferencex) == {"max_num_tokens": 16384, "batch_wait": [20, 0.9]}
+    assert keys(row(tp=4, hardware="h200-sxm"), inferencex)["batch_wait"] == [20, 0.9]
+    assert keys(row(tp=8), inferencex) == {"max_num_tokens": 16384}
+    assert keys(row(osl=8192), inferencex) == {"max_num_tokens": 16384}
+    assert keys(row(), {}) == {}  # not an InferenceX run
+    assert keys(row(model="llama-3.1-8b"), inferencex) == {}
