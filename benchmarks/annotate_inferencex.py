@@ -137,6 +137,18 @@ for 1024/1024 at TP below 8, ``batch_wait_max_tokens_ratio: 0.9`` and
 ``batch_wait_timeout_iters: 20``. Each such run gets ``max_num_tokens`` 16384 and, there,
 ``batch_wait``: [20, 0.9].
 
+gpt-oss-120b on TensorRT-LLM. The sample's InferenceX gpt-oss-120b TensorRT-LLM runs on B200 and
+H200 are dated 2025-11-02 to 2026-02-05. Throughout (``benchmarks/gptoss_fp4_b200_trt_slurm.sh``
+and ``gptoss_fp4_h200_trt_slurm.sh`` from ac1998a50, 2025-10-20, their ``_docker.sh`` copies and
+the merged ``gptoss_fp4_{b200,h200}_trt.sh`` of b0c4ed21b, to 8d81e0bf4, 2026-02-19, which moved
+them to ``benchmarks/single_node/``) the B200 script starts ``trtllm-serve --max_batch_size 512
+--max_num_tokens 20000`` with ``kv_cache_config: dtype: fp8, free_gpu_memory_fraction: 0.85``, and
+the H200 one ``--max_batch_size $CONC --max_num_tokens 20000`` with ``free_gpu_memory_fraction:
+0.85`` and ``dtype: auto`` (the checkpoint's BF16, already ``validate/setup.py``'s). Each such run
+gets ``max_batch_size``, ``max_num_tokens``, ``free_gpu_memory_fraction`` and, on B200,
+``kv_cache_dtype`` "fp8". Not carried: ``stream_interval: 20`` (first token at once) and
+``num_postprocess_workers: 4``.
+
 Only the ``extra`` cell of a row changes; the file is otherwise left byte for byte as it is.
 Running it again changes nothing.
 """
@@ -404,6 +416,29 @@ def llama70b_trtllm(row: dict, extra: dict) -> dict:
     return add
 
 
+GPTOSS_TRT = {  # gptoss_fp4_{b200,h200}_trt*.sh: the launch keys (module docstring); None: C
+    "b200": dict(max_batch_size=512, max_num_tokens=20000, free_gpu_memory_fraction=0.85),
+    "h200-sxm": dict(max_batch_size=None, max_num_tokens=20000, free_gpu_memory_fraction=0.85),
+}
+
+
+def gptoss_trtllm(row: dict, extra: dict) -> dict:
+    """The launch keys of an InferenceX gpt-oss-120b TensorRT-LLM run (module docstring,
+    "gpt-oss-120b on TensorRT-LLM")."""
+    if row["source"] != SOURCE or row["scenario"] != "concurrency":
+        return {}
+    if row["model"] != "gpt-oss-120b" or not row["engine"].startswith("trtllm"):
+        return {}
+    if "length_range_ratio" not in extra or row["hardware"] not in GPTOSS_TRT:
+        return {}
+    add = dict(GPTOSS_TRT[row["hardware"]])
+    if add["max_batch_size"] is None:
+        add["max_batch_size"] = int(row["concurrency"])
+    if row["hardware"] == "b200":
+        add["kv_cache_dtype"] = "fp8"
+    return add
+
+
 def kv_cache_dtype(row: dict, extra: dict) -> dict:
     """The KV dtype key an InferenceX DeepSeek-R1 B200 SGLang row gets (module docstring)."""
     if row["source"] != SOURCE or row["scenario"] != "concurrency" or row["kv_cache"]:
@@ -545,6 +580,7 @@ def main() -> None:
         add |= early_budget(row, extra | add)
         add |= kv_cache_dtype(row, extra | add)
         add |= llama70b_trtllm(row, extra | add)
+        add |= gptoss_trtllm(row, extra | add)
         return add | sglang_flags(row, extra | add) if args.sglang_flags else add
 
     text, changed = rewrite_extras(text, keys)

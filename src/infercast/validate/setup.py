@@ -28,7 +28,8 @@ silent; each one is named, and ``docs/validation.md`` lists them:
   ``modules_to_not_convert`` attention / router / embeddings / LM head in BF16)
   is served as shipped when the row states a narrow dtype: experts MXFP4, the rest
   BF16, the KV cache BF16 (the checkpoint quantizes no KV; TensorRT-LLM's KV dtype
-  ``auto`` follows the checkpoint). The experts' GEMMs run W4A8 (MXFP8 activations,
+  ``auto`` follows the checkpoint) unless the row or its recipe states one
+  (``extra.kv_cache_dtype``). The experts' GEMMs run W4A8 (MXFP8 activations,
   the FP8 rate) under TensorRT-LLM on Blackwell and W4A16 (BF16 rate) elsewhere:
   TensorRT-LLM's defaults ``W4A8_MXFP4_MXFP8`` on Blackwell and ``W4A16_MXFP4`` on
   Hopper (``cost/experts.py`` cites them); Hopper and older parts have no FP4
@@ -464,7 +465,10 @@ def layout(case: Case, engine: EnginePreset | None = None) -> Layout:
         )
     weights, kv, experts = case.weights, kv_dtype(case), checkpoint_experts(case)
     if experts:
-        weights, kv = "bf16", case.kv_cache or "bf16"
+        # the recipe's KV dtype where it states one (``kv_cache_config.dtype: fp8``), else the
+        # checkpoint's (module docstring)
+        stated_kv = case.kv_cache or (kv if "kv_cache_dtype" in case.extra else "")
+        weights, kv = "bf16", stated_kv or "bf16"
         notes.append(
             f"{case.model} served from its MXFP4 checkpoint: experts {experts} (format/compute), "
             f"the rest bf16, KV {kv}"
