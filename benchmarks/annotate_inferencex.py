@@ -175,6 +175,29 @@ runs ran) starts the server with ``--disable-radix-cache --chunked-prefill-size 
 not delay the first token, above). Each InferenceX DeepSeek H200 SGLang run (or sample twin)
 gets those five keys (``validate/setup.py`` ``sglang_launch``; with the client's
 ``--ignore-eos``, SGLang's ``add_one_req_ignore_eos`` admission).
+Llama-3.1-70B on TensorRT-LLM. The sample dates every InferenceX Llama-3.1-70B run
+``measured=2025-10-29`` (``2026_04_06_llama_3_1_70b_...``); InferenceX removed the 70B recipes on
+2025-10-29/31 (b89047d5f, 026d16b82). From 1b563c858 (2025-09-18, "Update 70B TRT To use latest
+container and flags", #20) to their removal, ``benchmarks/70b_fp4_b200_trt_slurm.sh``,
+``70b_fp8_b200_trt_slurm.sh``, ``70b_fp8_h200_trt_slurm.sh`` (and the B200 ``_docker.sh`` copies,
+identical there) start ``trtllm-serve`` with ``--max_num_tokens 16384`` and an extra config of
+``kv_cache_config.dtype: fp8`` (what ``validate/setup.py`` takes for FP8/FP4 weights already),
+``stream_interval: 10`` (the first token is sent at once: TTFT unchanged, ``sim/clients.py``) and,
+for 1024/1024 at TP below 8, ``batch_wait_max_tokens_ratio: 0.9`` and
+``batch_wait_timeout_iters: 20``. Each such run gets ``max_num_tokens`` 16384 and, there,
+``batch_wait``: [20, 0.9].
+
+gpt-oss-120b on TensorRT-LLM. The sample's InferenceX gpt-oss-120b TensorRT-LLM runs on B200 and
+H200 are dated 2025-11-02 to 2026-02-05. Throughout (``benchmarks/gptoss_fp4_b200_trt_slurm.sh``
+and ``gptoss_fp4_h200_trt_slurm.sh`` from ac1998a50, 2025-10-20, their ``_docker.sh`` copies and
+the merged ``gptoss_fp4_{b200,h200}_trt.sh`` of b0c4ed21b, to 8d81e0bf4, 2026-02-19, which moved
+them to ``benchmarks/single_node/``) the B200 script starts ``trtllm-serve --max_batch_size 512
+--max_num_tokens 20000`` with ``kv_cache_config: dtype: fp8, free_gpu_memory_fraction: 0.85``, and
+the H200 one ``--max_batch_size $CONC --max_num_tokens 20000`` with ``free_gpu_memory_fraction:
+0.85`` and ``dtype: auto`` (the checkpoint's BF16, already ``validate/setup.py``'s). Each such run
+gets ``max_batch_size``, ``max_num_tokens``, ``free_gpu_memory_fraction`` and, on B200,
+``kv_cache_dtype`` "fp8". Not carried: ``stream_interval: 20`` (first token at once) and
+``num_postprocess_workers: 4``.
 
 Only the ``extra`` cell of a row changes; the file is otherwise left byte for byte as it is.
 Running it again changes nothing.
@@ -506,6 +529,49 @@ def early_budget(row: dict, extra: dict) -> dict:
     return {"max_num_tokens": (conc + isl + 64 + 63) // 64 * 64}
 
 
+LLAMA70B_BUDGET = 16384  # 70b_*_trt_*.sh: trtllm-serve --max_num_tokens (module docstring)
+LLAMA70B_WAIT = [20, 0.9]  # the same: batch_wait_timeout_iters, batch_wait_max_tokens_ratio
+
+
+def llama70b_trtllm(row: dict, extra: dict) -> dict:
+    """The launch keys of an InferenceX Llama-3.1-70B TensorRT-LLM run (module docstring,
+    "Llama-3.1-70B on TensorRT-LLM"): the token budget; batch waiting at 1k/1k below TP 8."""
+    if row["source"] != SOURCE or row["scenario"] != "concurrency":
+        return {}
+    if row["model"] != "llama-3.1-70b" or not row["engine"].startswith("trtllm"):
+        return {}
+    if "length_range_ratio" not in extra or row["hardware"] not in ("b200", "h200-sxm"):
+        return {}
+    add: dict = {"max_num_tokens": LLAMA70B_BUDGET}
+    lengths = (row["input_tokens"], row["output_tokens"])
+    if lengths == ("1024", "1024") and int(row["tp"] or 1) < 8:  # the script's ${TP} -lt 8
+        add["batch_wait"] = LLAMA70B_WAIT
+    return add
+
+
+GPTOSS_TRT = {  # gptoss_fp4_{b200,h200}_trt*.sh: the launch keys (module docstring); None: C
+    "b200": dict(max_batch_size=512, max_num_tokens=20000, free_gpu_memory_fraction=0.85),
+    "h200-sxm": dict(max_batch_size=None, max_num_tokens=20000, free_gpu_memory_fraction=0.85),
+}
+
+
+def gptoss_trtllm(row: dict, extra: dict) -> dict:
+    """The launch keys of an InferenceX gpt-oss-120b TensorRT-LLM run (module docstring,
+    "gpt-oss-120b on TensorRT-LLM")."""
+    if row["source"] != SOURCE or row["scenario"] != "concurrency":
+        return {}
+    if row["model"] != "gpt-oss-120b" or not row["engine"].startswith("trtllm"):
+        return {}
+    if "length_range_ratio" not in extra or row["hardware"] not in GPTOSS_TRT:
+        return {}
+    add = dict(GPTOSS_TRT[row["hardware"]])
+    if add["max_batch_size"] is None:
+        add["max_batch_size"] = int(row["concurrency"])
+    if row["hardware"] == "b200":
+        add["kv_cache_dtype"] = "fp8"
+    return add
+
+
 def kv_cache_dtype(row: dict, extra: dict) -> dict:
     """The KV dtype key an InferenceX DeepSeek-R1 B200 SGLang row gets (module docstring)."""
     if row["source"] != SOURCE or row["scenario"] != "concurrency" or row["kv_cache"]:
@@ -691,6 +757,8 @@ def main() -> None:
         add |= kv_cache_dtype(row, extra | add)
         add |= vllm_recipe(row, extra | add, args.vllm_llama_kv)
         add |= h200_sglang_flags(row, extra | add)
+        add |= llama70b_trtllm(row, extra | add)
+        add |= gptoss_trtllm(row, extra | add)
         return add | sglang_flags(row, extra | add) if args.sglang_flags else add
 
     text, changed = rewrite_extras(text, keys)

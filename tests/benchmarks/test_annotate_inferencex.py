@@ -193,3 +193,43 @@ def test_inferencex_h200_deepseek_sglang_runs_get_their_scripts_launch_flags():
     assert flags(one_k, ix)["max_running_requests"] == 512
     assert flags(row, {}) == {}  # not an InferenceX run
     assert flags(row | {"hardware": "b200"}, ix) == {}  # B200: its own scripts' rule
+
+
+def test_llama70b_trtllm_runs_get_the_budget_and_batch_waiting_below_tp8_at_1k1k():
+    keys = _annotate().llama70b_trtllm
+    name = "2026_04_06_llama_3_1_70b_b200_sxm_trtllm_fp4_agg_1024x1024_c4_tp1_ep1_1"
+    inferencex = {"length_range_ratio": 0.8}
+
+    def row(tp=1, osl=1024, hardware="b200", model="llama-3.1-70b"):
+        r = _mtp_row(name, "trtllm-", weights="fp4", hardware=hardware, tp=tp, conc=4)
+        return r | {"output_tokens": str(osl), "model": model}
+
+    # 70b_*_trt_slurm.sh (1b563c858 to its removal): batch waiting only at 1k/1k with TP < 8
+    assert keys(row(), inferencex) == {"max_num_tokens": 16384, "batch_wait": [20, 0.9]}
+    assert keys(row(tp=4, hardware="h200-sxm"), inferencex)["batch_wait"] == [20, 0.9]
+    assert keys(row(tp=8), inferencex) == {"max_num_tokens": 16384}
+    assert keys(row(osl=8192), inferencex) == {"max_num_tokens": 16384}
+    assert keys(row(), {}) == {}  # not an InferenceX run
+    assert keys(row(model="llama-3.1-8b"), inferencex) == {}
+
+
+def test_gptoss_trtllm_runs_get_their_scripts_limits_fraction_and_kv():
+    keys = _annotate().gptoss_trtllm
+    name = "2026_04_06_gpt_oss_120b_b200_sxm_trtllm_fp4_agg_1024x1024_c8_tp4_ep1_1"
+    inferencex = {"length_range_ratio": 0.8}
+
+    def row(hardware="b200", conc=8):
+        r = _mtp_row(name, "trtllm-1.2.0rc2", weights="fp4", hardware=hardware, tp=4, conc=conc)
+        return r | {"model": "gpt-oss-120b"}
+
+    # gptoss_fp4_b200_trt_slurm.sh: --max_batch_size 512 --max_num_tokens 20000, KV fp8 at 0.85
+    assert keys(row(), inferencex) == {
+        "max_batch_size": 512,
+        "max_num_tokens": 20000,
+        "free_gpu_memory_fraction": 0.85,
+        "kv_cache_dtype": "fp8",
+    }
+    # gptoss_fp4_h200_trt_slurm.sh: --max_batch_size $CONC, KV dtype auto (the checkpoint's)
+    h200 = keys(row("h200-sxm", conc=32), inferencex)
+    assert h200["max_batch_size"] == 32 and "kv_cache_dtype" not in h200
+    assert keys(row(), {}) == {}  # not an InferenceX run

@@ -76,6 +76,15 @@ def test_recipe_kv_dtype_replaces_the_engines_default(concurrency_row):
         layout(concurrency_row(**row, extra={"kv_cache_dtype": "int3"}))
 
 
+def test_recipe_kv_dtype_applies_to_an_expert_only_mxfp4_checkpoint(concurrency_row):
+    # gpt-oss ships MXFP4 experts and a BF16 rest: KV bf16 ("auto") unless the run's recipe sets
+    # kv_cache_config.dtype fp8 (InferenceX gptoss_fp4_b200_trt_slurm.sh)
+    row = dict(model="gpt-oss-120b", hardware="b200", engine="trtllm-1.2.0rc2", weights="fp4")
+    assert layout(concurrency_row(**row)).setup.kv_cache == "bf16"
+    fp8 = layout(concurrency_row(**row, extra={"kv_cache_dtype": "fp8"})).setup
+    assert (fp8.kv_cache, fp8.weights) == ("fp8", "bf16")
+
+
 def _b200_sglang(concurrency_row, tp=8, **extra):
     return concurrency_row(
         model="deepseek-r1",
