@@ -1,5 +1,5 @@
-"""A batch-1 decode step of q4 or int8 layers as one compiled call per thread, with spin
-barriers.
+"""A batch-1 decode step of q4, int8 or bf16 layers as one compiled call per thread, with
+spin barriers.
 
 With ``--threads 2`` the q4 products ran one numba ``prange`` region each: 121 starts and
 joins a SmolLM2-135M step around ~50 us of work apiece, and numba's workqueue workers
@@ -17,9 +17,9 @@ split by KV head. The arithmetic is the unfused path's
 polynomial (``fexp``, ~1e-6 relative) so that softmax and SiLU vectorize: tested equal.
 
 Runs when numba is present, every layer matrix is ``q4`` in the kernel's layout (or every
-one ``int8``: rows in chunks of 64 instead of blocks), and the step is one request
-decoding one token (``serve``'s batch-1 decode); other steps take
-the per-product path.
+one ``int8`` or every one ``bf16``: rows in chunks of 64 instead of blocks; a bf16 step
+also sheds the per-layer numpy work of the per-product path), and the step is one request
+decoding one token (``serve``'s batch-1 decode); other steps take the per-product path.
 """
 
 # ruff: noqa: F821 - the compiled functions name each other as globals of _step_kernel's `ns`
@@ -32,7 +32,7 @@ from functools import cache
 
 import numpy as np
 
-from infercast.engine.decode_jit import Q4_ROWS, kernels
+from infercast.engine.decode_jit import Q4_ROWS, f32_bits, kernels
 
 ENABLED = True  # False: the per-product path (a switch for old-vs-new benchmarks)
 SPINS_BEFORE_YIELD = 2000
@@ -107,20 +107,11 @@ def _step_kernel():
 
         return types.int32(), codegen
 
-    @intrinsic
-    def _f32_bits(typingctx, bits):
-        """The float32 whose bits are int32 ``bits`` (a bitcast: LLVM vectorizes it)."""
-
-        def codegen(context, builder, sig, args):
-            return builder.bitcast(args[0], ir.FloatType())
-
-        return types.float32(types.int32), codegen
-
     ns.update(
         atomic_add=_atomic_add,
         atomic_load=_atomic_load,
         sched_yield=_sched_yield,
-        f32_bits=_f32_bits,
+        f32_bits=f32_bits(),
     )
 
     @compiled(fastmath=True, inline="always")
@@ -213,6 +204,19 @@ def _step_kernel():
                 acc += np.float32(qr[c]) * v[c]
             out[r, 0] = acc * sc[li, r]
 
+    @compiled(fastmath=True)
+    def _bf16_product(w, li, v, out, tid, nth):  # pragma: no cover - compiled
+        # This thread's share of layer li's bf16 rows (w = (bits,), uint16) times v, in chunks
+        # of 64 rows, each weight widened in registers (decode_jit.bf16_matmul's one token).
+        b16 = w[0]
+        n, k = b16.shape[1], b16.shape[2]
+        nc = (n + 63) // 64
+        for r in range(tid * nc // nth * 64, min(n, (tid + 1) * nc // nth * 64)):
+            acc = np.float32(0.0)
+            for c in range(k):
+                acc += f32_bits(np.int32(np.int32(b16[li, r, c]) << 16)) * v[c]
+            out[r, 0] = acc
+
     def _product(w, li, v, out, tid, nth):  # typed by the overload below
         raise NotImplementedError
 
@@ -220,8 +224,12 @@ def _step_kernel():
 
     @overload(_product)
     def _product_impl(w, li, v, out, tid, nth):
-        # q4 layers carry (qv,) or (qt, d, m), int8 layers (q, scale): chosen when compiled.
-        fn = ns["q4i_product" if len(w) == 1 else "q4_product" if len(w) == 3 else "int8_product"]
+        # q4 layers carry (qv,) or (qt, d, m), int8 layers (q, scale), bf16 ones (bits,) as
+        # uint16: chosen when compiled.
+        if len(w) == 1:
+            fn = ns["bf16_product" if w[0].dtype == types.uint16 else "q4i_product"]
+        else:
+            fn = ns["q4_product" if len(w) == 3 else "int8_product"]
         return lambda w, li, v, out, tid, nth: fn(w, li, v, out, tid, nth)
 
     @compiled(fastmath=True)
@@ -331,8 +339,9 @@ def _step_kernel():
 
 def _stack(mats) -> tuple[np.ndarray, ...]:
     """The layers' matrices as [L, ...] arrays, q4 as (qv,) or (qt, d, m) in its kernel's layout,
-    int8 as (q, scale); each matrix's own arrays become views of them (no second copy)."""
-    from infercast.engine.qlinear import Int4Matrix
+    int8 as (q, scale), bf16 as (bits,); each matrix's own arrays become views of them (no
+    second copy)."""
+    from infercast.engine.qlinear import Bf16Matrix, Int4Matrix
 
     if isinstance(mats[0], Int4Matrix):
         n = len(mats[0].jit_layout)
@@ -340,6 +349,12 @@ def _stack(mats) -> tuple[np.ndarray, ...]:
         for li, m in enumerate(mats):
             m.jit_layout = tuple(a[li] for a in out)
         return out
+    if isinstance(mats[0], Bf16Matrix):
+        bits = np.stack([m.bits for m in mats])
+        for li, m in enumerate(mats):
+            m.bits = bits[li]
+            m.w = m._torch.from_numpy(m.bits.view(np.int16)).view(m._torch.bfloat16)
+        return (bits,)
     out = (np.stack([m.q_np for m in mats]), np.stack([m.s32 for m in mats]))
     for li, m in enumerate(mats):
         m.q_np, m.s32 = out[0][li], out[1][li]
@@ -348,7 +363,7 @@ def _stack(mats) -> tuple[np.ndarray, ...]:
 
 
 class FusedDecode:
-    """The layer stack of a q4 or int8 model for batch-1 decode steps (see the module doc)."""
+    """The layer stack of a q4, int8 or bf16 model for batch-1 decode steps (module doc)."""
 
     def __init__(self, cfg, weights, threads: int) -> None:
         layers = weights.layers
@@ -361,7 +376,7 @@ class FusedDecode:
         )
         self.eps = float(cfg.rms_norm_eps)
         # rows of each product (q4: padded to whole 64-row blocks)
-        rows = [w[0].shape[1] if len(w) == 2 else w[0].shape[1] * Q4_ROWS for w in self.w]
+        rows = [w[0].shape[1] * (Q4_ROWS if w[0].dtype == np.uint8 else 1) for w in self.w]
         self.bufs = (
             np.zeros((rows[0], 1), np.float32),
             np.zeros(cfg.num_heads * cfg.head_dim, np.float32),
@@ -376,14 +391,16 @@ class FusedDecode:
     @staticmethod
     def build(cfg, weights, threads: int) -> FusedDecode | None:
         """The fused step when numba is there and every layer matrix is q4 in the kernel's
-        layout, or every one int8, else None."""
-        from infercast.engine.qlinear import Int4Matrix, Int8Matrix
+        layout, or every one int8, or every one bf16, else None."""
+        from infercast.engine.qlinear import Bf16Matrix, Int4Matrix, Int8Matrix
 
         mats = [getattr(lw, n) for lw in weights.layers for n in _MATRICES]
         if _step_kernel() is None or not mats:
             return None
         q4 = all(isinstance(m, Int4Matrix) and m.jit_layout is not None for m in mats)
-        if not q4 and not all(isinstance(m, Int8Matrix) for m in mats):
+        if not q4 and not any(
+            all(isinstance(m, c) for m in mats) for c in (Int8Matrix, Bf16Matrix)
+        ):
             return None
         return FusedDecode(cfg, weights, threads)
 
