@@ -9,8 +9,8 @@ profile (``--profile``, the shipped one by default), the fresh fit and the fold,
 median signed error; then every field of a group the source's rows use that the fold moves by
 more than 5 % from the fresh fit. The held-out score equals ``calibrate``'s on the simulated path
 for sources without concurrency rows (their rows are closed-form rows on both paths; the simulated
-path refits only the concurrency TTFT overhead). docs/history/validation.md ("LOSO mechanisms")
-reads TRT-LLM v0.9's and v1.0's folds with it.
+path refits only the concurrency TTFT overhead). docs/history/validation.md ("v0.9 and v1.0 held
+out") reads TRT-LLM v0.9's and v1.0's folds with it.
 """
 
 from __future__ import annotations

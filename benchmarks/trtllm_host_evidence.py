@@ -10,7 +10,7 @@
    v0.20, v1.0 and latest rows predicted in closed form: median signed error per source, model and
    part at each value, and the median absolute error of them all.
 
-docs/history/validation.md ("what TRT-LLM v0.9 and v1.0 lose when held out") reads both.
+docs/history/validation.md ("v0.9 and v1.0 held out") reads both.
 """
 
 from __future__ import annotations
