@@ -184,3 +184,21 @@ def test_profile_roundtrip_and_validation(tmp_path):
     with pytest.raises(ConfigError, match="unknown field"):
         load_profile(p)
     assert math.isclose(EfficiencyProfile().gemm_eff("bf16", 1e9), 0.75, rel_tol=1e-6)
+
+
+def test_a_q4_model_with_an_int8_head_prices_between_q4_and_int8():
+    """SmolLM2's Q4_1 GGUF (4-bit layers, Q8_0 head: ``Precision.head_weights``): a decode step
+    streams the layers at int4's bytes and the head at int8's, so it costs more than all-int4
+    and less than all-int8; the weights it keeps in memory lie between too."""
+    model, hw = load_model("llama-3.1-8b"), load_hardware("h100-sxm")
+
+    def step(prec: Precision) -> StepModel:
+        return StepModel(model, hw, prec, max_seqs=8)
+
+    q4, int8 = step(Precision.parse("int4")), step(Precision.parse("int8", compute="bf16"))
+    mixed = step(Precision.parse("int4", head_weights="int8"))
+    times = [sm.step_time_s([1] * 4, [512] * 4) for sm in (q4, mixed, int8)]
+    assert times[0] < times[1] < times[2]
+    head_extra = 4096 * 128_256 * (1.0 - Precision.parse("int4").weight_bytes)
+    assert mixed.memory.weight_bytes - q4.memory.weight_bytes == pytest.approx(head_extra)
+    assert q4.memory.weight_bytes < mixed.memory.weight_bytes < int8.memory.weight_bytes

@@ -303,3 +303,37 @@ def test_widening_is_the_compact_products_time_less_the_float32_products(monkeyp
     monkeypatch.setattr(rate_probe, "_times", fake_times)
     assert rate_probe.widen_layer_s(cfg, "q4", runs=1) == pytest.approx(2e-3)
     assert all(y.shape[1] == KERNEL_MAX_TOKENS + 1 for ys in calls for y in ys)
+
+
+def test_engine_rates_of_a_mixed_file_time_and_record_its_heads_own_format(tmp_path):
+    """``machine --weights auto`` on SmolLM2 fits ``q4+int8``: the ring's layers are 4-bit and
+    its head int8, the head's op charges int8's bytes, and the profile records the head's
+    format, which a simulation then prices the head at."""
+    pytest.importorskip("torch", reason="compact formats need the torch extra")
+    from infercast.cost.efficiency import load_profile
+    from infercast.cost.ops import gemm
+    from infercast.cost.profiles import profile_head_weights
+    from infercast.engine.config import named_config
+    from infercast.engine.predict import step_model
+    from infercast.engine.profile_fit import fit_profile, profile_toml
+    from infercast.engine.qlinear import Int4Matrix, Int8Matrix
+    from infercast.engine.rate_probe import _in_format, head_weight_bytes, measure, weight_bytes
+    from infercast.engine.weights import random_weights
+
+    cfg = named_config("tiny")
+    w = _in_format(random_weights(cfg, seed=0), "q4+int8")
+    assert all(isinstance(lw.w_down, Int4Matrix) for lw in w.layers)
+    assert isinstance(w.lm_head, Int8Matrix)
+    sm = step_model(cfg, _hardware(), weights="q4+int8")
+    assert weight_bytes("q4+int8") == weight_bytes("q4") < head_weight_bytes("q4+int8") == 1.0
+    points = measure(cfg, sm, rows=(1, 64), runs=1, stream_bytes=2**20, weights="q4+int8")
+    head = [o for o in points[0].ops if o.name == "lm_head"]
+    assert head == [gemm("lm_head", 1, cfg.hidden_size, cfg.vocab_size, 1.0, 4)]
+    fit = fit_profile(points, sm.machine, name="tiny q4+int8")
+    path = tmp_path / "p.toml"
+    path.write_text(profile_toml(fit, "test", "fp32", sm.precision.head_weights))
+    assert profile_head_weights(str(path)) == "int8"
+    assert load_profile(path).name == "tiny q4+int8"
+    plain = tmp_path / "q.toml"
+    plain.write_text(profile_toml(fit, "test", "fp32"))
+    assert profile_head_weights(str(plain)) is None

@@ -170,13 +170,17 @@ def with_serving(fit: Fit, step_s: float, token_s: float, admit_s: float = 0.0) 
     return Fit(prof, fit.points, fit.predicted_s)
 
 
-def profile_toml(fit: Fit, comment: str, compute: str | None = None) -> str:
+def profile_toml(
+    fit: Fit, comment: str, compute: str | None = None, head_weights: str | None = None
+) -> str:
     """The profile as TOML that ``--profile`` (``load_profile``) reads, with the fit's points.
 
     ``[profile]`` holds the factors and, when given, ``compute``: the dtype whose peak the fit
     priced the products at (``cost.profiles.profile_compute``; a simulation with the profile
-    uses it by default); ``[fit]`` (ignored by the loader) lists every point's label, measured
-    (best CPU, best and median wall) and predicted seconds.
+    uses it by default) and ``head_weights``: the LM head's own storage dtype in the model the
+    points were measured on (``cost.profiles.profile_head_weights``; the same default);
+    ``[fit]`` (ignored by the loader) lists every point's label, measured (best CPU, best and
+    median wall) and predicted seconds.
     """
 
     def num(v: float) -> str:
@@ -186,6 +190,8 @@ def profile_toml(fit: Fit, comment: str, compute: str | None = None) -> str:
     lines += ["[profile]", f'name = "{fit.profile.name}"']
     if compute is not None:
         lines.append(f'compute = "{compute}"')
+    if head_weights is not None:
+        lines.append(f'head_weights = "{head_weights}"')
     lines += [f"{k} = {num(v)}" for k, v in fit.profile.to_dict().items() if k != "name"]
     lines += [
         "",
