@@ -202,3 +202,22 @@ def test_a_q4_model_with_an_int8_head_prices_between_q4_and_int8():
     head_extra = 4096 * 128_256 * (1.0 - Precision.parse("int4").weight_bytes)
     assert mixed.memory.weight_bytes - q4.memory.weight_bytes == pytest.approx(head_extra)
     assert q4.memory.weight_bytes < mixed.memory.weight_bytes < int8.memory.weight_bytes
+
+
+def test_small_products_follow_their_own_curve_up_to_their_rows():
+    """``gemm_small_max_tokens``: products of at most that many rows take the small curve
+    (above 1 of the peak: a narrower multiply than the priced dtype), larger ones the main
+    one; 0 (the default) leaves one curve."""
+    prof = EfficiencyProfile(
+        gemm_small_max_tokens=48, gemm_small_peak_ratio=2.0, gemm_small_m_half=4.0
+    )
+    assert prof.gemm_eff("fp32", 4) == pytest.approx(2.0 * 4 / 8)
+    assert prof.gemm_eff("fp32", 48) == pytest.approx(2.0 * 48 / 52)
+    assert prof.gemm_eff("fp32", 49) == pytest.approx(0.75 * 49 / (49 + 16))
+    assert EfficiencyProfile().gemm_eff("fp32", 4) == pytest.approx(0.75 * 4 / 20)
+    model, hw = load_model("llama-3.1-8b"), load_hardware("h100-sxm")
+    one = StepModel(model, hw, Precision.parse("bf16"), max_seqs=8)
+    slow = prof.with_updates(gemm_small_peak_ratio=0.05)  # 32-row products compute-bound
+    two = StepModel(model, hw, Precision.parse("bf16"), profile=slow, max_seqs=8)
+    assert two.step_time_s([32], [0]) > 1.5 * one.step_time_s([32], [0])
+    assert two.step_time_s([512], [0]) == pytest.approx(one.step_time_s([512], [0]))

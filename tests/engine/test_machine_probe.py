@@ -106,7 +106,10 @@ def test_fit_recovers_the_profile_that_made_the_times():
 
     cfg = named_config("100m")
     sm = step_model(cfg, _hardware())
-    truth = EfficiencyProfile(
+    truth = EfficiencyProfile(  # two curves, as the engine's two kernels (fit_profile)
+        gemm_small_max_tokens=48.0,
+        gemm_small_peak_ratio=0.25,
+        gemm_small_m_half=3.0,
         gemm_compute_eff=0.55,
         gemm_m_half=24.0,
         mem_bw_eff=0.9,
@@ -131,6 +134,9 @@ def test_fit_recovers_the_profile_that_made_the_times():
     ]
     fit = fit_profile(points, sm.machine)
     for name in (
+        "gemm_small_max_tokens",
+        "gemm_small_peak_ratio",
+        "gemm_small_m_half",
         "gemm_compute_eff",
         "gemm_m_half",
         "mem_bw_eff",
@@ -280,8 +286,11 @@ def test_fit_with_widening_recovers_the_curve_and_charges_every_layer_a_step():
     ]
     assert points[5].best_cpu_s > predict_s(points[5], sm.machine, truth) + 0.035  # 12 x 3 ms
     fit = fit_profile(points, sm.machine, widen_layer_s=3e-3, num_layers=cfg.num_layers)
-    for name in ("gemm_compute_eff", "gemm_m_half", "mem_bw_eff"):
+    for name in ("gemm_compute_eff", "gemm_m_half"):  # the large products' curve
         assert getattr(fit.profile, name) == pytest.approx(getattr(truth, name), rel=1e-3), name
+    # every point compute-bound at the truth: the small curve reproduces their times (its
+    # bandwidth factor is then free above the lowest one that keeps them compute-bound)
+    assert fit.ratios() == pytest.approx([1.0] * len(points), abs=1e-6)
     assert fit.profile.widen_step_s == pytest.approx(3e-3 * cfg.num_layers)
     assert fit.profile.widen_min_tokens == 48
 
