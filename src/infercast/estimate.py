@@ -279,7 +279,8 @@ class EstimateRequest:
     experts' own precision (``"mxfp4/bf16"``, ``"mxfp4/fp8"``, or ``"none"`` for the
     weights' dtype); None keeps what ``weights`` implies. ``profile`` None: the code's
     built-in efficiency profile; ``price_per_hour`` None: the part's median quote;
-    ``add_max_batch``: also report the largest batch that fits.
+    ``add_max_batch``: also report the largest batch that fits. ``head_weights``: the LM
+    head's own storage dtype (``Precision.head_weights``; None: the weights').
     """
 
     model: str | ModelSpec = SEED["model"]
@@ -297,6 +298,7 @@ class EstimateRequest:
     use_floor: bool = False
     add_max_batch: bool = False
     experts: str | None = None
+    head_weights: str | None = None
 
 
 def estimate(*args: Any, **kwargs: Any) -> Estimate:
@@ -342,7 +344,7 @@ def _estimate(r: EstimateRequest) -> Estimate:
         h = h.with_price(price_per_hour, "--price")
     name = model if isinstance(model, str) else m.name
     weights, expert_spec, origin = resolve_precision(name, h, weights, r.experts)
-    prec = Precision.parse(weights, r.kv_cache, r.compute)
+    prec = Precision.parse(weights, r.kv_cache, r.compute, r.head_weights)
     par = parallel or Parallelism()
     sm = StepModel(
         m,

@@ -233,3 +233,19 @@ def test_span_pairs_hand_examples():
     # (4 cached pairs); new pairs 1 + 2 (chunk 8..11) + 1 (12 opens a chunk) = 4.
     pc, pn, read = span_pairs(ATTN_CHUNKED, 4, np.array([3.0]), np.array([10.0]))
     assert (pc[0], pn[0], read[0]) == (4, 4, 2)
+
+
+def test_the_lm_head_streams_its_own_format_and_the_layers_theirs():
+    """``Precision.head_weights``: a Q4_1 GGUF's Q8_0 head (int8) beside 4-bit layers reads
+    vocab x hidden bytes at one byte a weight; the layers keep int4's bytes."""
+    model = load_model("llama-3.1-8b")
+    mixed = Shards(model, Precision.parse("int4", "bf16", head_weights="int8"), Parallelism())
+    plain = Shards(model, Precision.parse("int4", "bf16"), Parallelism())
+    head = {op.name: op for op in mixed.head_ops(1, 1)}["lm_head"]
+    assert head.bytes_read == pytest.approx(4096 * 128_256 * 1.0 + 4096 * 2)  # + its input
+    assert head.bytes_read > {op.name: op for op in plain.head_ops(1, 1)}["lm_head"].bytes_read
+    layer = model.layers[0]
+    assert total(mixed.layer_token_ops(layer, 1), "bytes_read") == pytest.approx(
+        total(plain.layer_token_ops(layer, 1), "bytes_read")
+    )
+    assert Precision.parse("int4", head_weights="int4").head_weights is None  # same: no head

@@ -184,3 +184,40 @@ def test_profile_roundtrip_and_validation(tmp_path):
     with pytest.raises(ConfigError, match="unknown field"):
         load_profile(p)
     assert math.isclose(EfficiencyProfile().gemm_eff("bf16", 1e9), 0.75, rel_tol=1e-6)
+
+
+def test_a_q4_model_with_an_int8_head_prices_between_q4_and_int8():
+    """SmolLM2's Q4_1 GGUF (4-bit layers, Q8_0 head: ``Precision.head_weights``): a decode step
+    streams the layers at int4's bytes and the head at int8's, so it costs more than all-int4
+    and less than all-int8; the weights it keeps in memory lie between too."""
+    model, hw = load_model("llama-3.1-8b"), load_hardware("h100-sxm")
+
+    def step(prec: Precision) -> StepModel:
+        return StepModel(model, hw, prec, max_seqs=8)
+
+    q4, int8 = step(Precision.parse("int4")), step(Precision.parse("int8", compute="bf16"))
+    mixed = step(Precision.parse("int4", head_weights="int8"))
+    times = [sm.step_time_s([1] * 4, [512] * 4) for sm in (q4, mixed, int8)]
+    assert times[0] < times[1] < times[2]
+    head_extra = 4096 * 128_256 * (1.0 - Precision.parse("int4").weight_bytes)
+    assert mixed.memory.weight_bytes - q4.memory.weight_bytes == pytest.approx(head_extra)
+    assert q4.memory.weight_bytes < mixed.memory.weight_bytes < int8.memory.weight_bytes
+
+
+def test_small_products_follow_their_own_curve_up_to_their_rows():
+    """``gemm_small_max_tokens``: products of at most that many rows take the small curve
+    (above 1 of the peak: a narrower multiply than the priced dtype), larger ones the main
+    one; 0 (the default) leaves one curve."""
+    prof = EfficiencyProfile(
+        gemm_small_max_tokens=48, gemm_small_peak_ratio=2.0, gemm_small_m_half=4.0
+    )
+    assert prof.gemm_eff("fp32", 4) == pytest.approx(2.0 * 4 / 8)
+    assert prof.gemm_eff("fp32", 48) == pytest.approx(2.0 * 48 / 52)
+    assert prof.gemm_eff("fp32", 49) == pytest.approx(0.75 * 49 / (49 + 16))
+    assert EfficiencyProfile().gemm_eff("fp32", 4) == pytest.approx(0.75 * 4 / 20)
+    model, hw = load_model("llama-3.1-8b"), load_hardware("h100-sxm")
+    one = StepModel(model, hw, Precision.parse("bf16"), max_seqs=8)
+    slow = prof.with_updates(gemm_small_peak_ratio=0.05)  # 32-row products compute-bound
+    two = StepModel(model, hw, Precision.parse("bf16"), profile=slow, max_seqs=8)
+    assert two.step_time_s([32], [0]) > 1.5 * one.step_time_s([32], [0])
+    assert two.step_time_s([512], [0]) == pytest.approx(one.step_time_s([512], [0]))

@@ -106,7 +106,10 @@ def test_fit_recovers_the_profile_that_made_the_times():
 
     cfg = named_config("100m")
     sm = step_model(cfg, _hardware())
-    truth = EfficiencyProfile(
+    truth = EfficiencyProfile(  # two curves, as the engine's two kernels (fit_profile)
+        gemm_small_max_tokens=48.0,
+        gemm_small_peak_ratio=0.25,
+        gemm_small_m_half=3.0,
         gemm_compute_eff=0.55,
         gemm_m_half=24.0,
         mem_bw_eff=0.9,
@@ -131,6 +134,9 @@ def test_fit_recovers_the_profile_that_made_the_times():
     ]
     fit = fit_profile(points, sm.machine)
     for name in (
+        "gemm_small_max_tokens",
+        "gemm_small_peak_ratio",
+        "gemm_small_m_half",
         "gemm_compute_eff",
         "gemm_m_half",
         "mem_bw_eff",
@@ -280,8 +286,11 @@ def test_fit_with_widening_recovers_the_curve_and_charges_every_layer_a_step():
     ]
     assert points[5].best_cpu_s > predict_s(points[5], sm.machine, truth) + 0.035  # 12 x 3 ms
     fit = fit_profile(points, sm.machine, widen_layer_s=3e-3, num_layers=cfg.num_layers)
-    for name in ("gemm_compute_eff", "gemm_m_half", "mem_bw_eff"):
+    for name in ("gemm_compute_eff", "gemm_m_half"):  # the large products' curve
         assert getattr(fit.profile, name) == pytest.approx(getattr(truth, name), rel=1e-3), name
+    # every point compute-bound at the truth: the small curve reproduces their times (its
+    # bandwidth factor is then free above the lowest one that keeps them compute-bound)
+    assert fit.ratios() == pytest.approx([1.0] * len(points), abs=1e-6)
     assert fit.profile.widen_step_s == pytest.approx(3e-3 * cfg.num_layers)
     assert fit.profile.widen_min_tokens == 48
 
@@ -303,3 +312,37 @@ def test_widening_is_the_compact_products_time_less_the_float32_products(monkeyp
     monkeypatch.setattr(rate_probe, "_times", fake_times)
     assert rate_probe.widen_layer_s(cfg, "q4", runs=1) == pytest.approx(2e-3)
     assert all(y.shape[1] == KERNEL_MAX_TOKENS + 1 for ys in calls for y in ys)
+
+
+def test_engine_rates_of_a_mixed_file_time_and_record_its_heads_own_format(tmp_path):
+    """``machine --weights auto`` on SmolLM2 fits ``q4+int8``: the ring's layers are 4-bit and
+    its head int8, the head's op charges int8's bytes, and the profile records the head's
+    format, which a simulation then prices the head at."""
+    pytest.importorskip("torch", reason="compact formats need the torch extra")
+    from infercast.cost.efficiency import load_profile
+    from infercast.cost.ops import gemm
+    from infercast.cost.profiles import profile_head_weights
+    from infercast.engine.config import named_config
+    from infercast.engine.predict import step_model
+    from infercast.engine.profile_fit import fit_profile, profile_toml
+    from infercast.engine.qlinear import Int4Matrix, Int8Matrix
+    from infercast.engine.rate_probe import _in_format, head_weight_bytes, measure, weight_bytes
+    from infercast.engine.weights import random_weights
+
+    cfg = named_config("tiny")
+    w = _in_format(random_weights(cfg, seed=0), "q4+int8")
+    assert all(isinstance(lw.w_down, Int4Matrix) for lw in w.layers)
+    assert isinstance(w.lm_head, Int8Matrix)
+    sm = step_model(cfg, _hardware(), weights="q4+int8")
+    assert weight_bytes("q4+int8") == weight_bytes("q4") < head_weight_bytes("q4+int8") == 1.0
+    points = measure(cfg, sm, rows=(1, 64), runs=1, stream_bytes=2**20, weights="q4+int8")
+    head = [o for o in points[0].ops if o.name == "lm_head"]
+    assert head == [gemm("lm_head", 1, cfg.hidden_size, cfg.vocab_size, 1.0, 4)]
+    fit = fit_profile(points, sm.machine, name="tiny q4+int8")
+    path = tmp_path / "p.toml"
+    path.write_text(profile_toml(fit, "test", "fp32", sm.precision.head_weights))
+    assert profile_head_weights(str(path)) == "int8"
+    assert load_profile(path).name == "tiny q4+int8"
+    plain = tmp_path / "q.toml"
+    plain.write_text(profile_toml(fit, "test", "fp32"))
+    assert profile_head_weights(str(plain)) is None

@@ -42,3 +42,16 @@ def test_torch_backend_computes_in_bf16():
     assert compute_dtype("fp32", backend="torch") == "bf16"
     sm = step_model(named_config("tiny"), _cpu_with_bf16_peak(), backend="torch")
     assert sm.machine.peak_flops == pytest.approx(5.3e11)
+
+
+def test_a_mixed_file_prices_its_head_in_the_heads_own_format():
+    """``q4+int8`` (SmolLM2's Q4_1 layers and Q8_0 head, ``loader.weights_format``): int4
+    layers, an int8 head; a single format has no separate head."""
+    from infercast.engine.predict import layer_and_head, precision
+
+    assert layer_and_head("q4+int8") == ("q4", "int8") and layer_and_head("bf16") == ("bf16",) * 2
+    mixed = precision("q4+int8")
+    assert (mixed.weights, mixed.head_weights, mixed.compute) == ("int4", "int8", "fp32")
+    assert precision("q4").head_weights is None
+    sm = step_model(named_config("tiny"), _cpu_with_bf16_peak(), weights="q4+int8")
+    assert sm.precision.head_weights == "int8"

@@ -97,3 +97,18 @@ def test_with_profile_compute_fills_only_an_unset_compute(tmp_path):
     assert with_profile_compute({"compute": "bf16"}, str(prof))["compute"] == "bf16"
     assert "compute" not in with_profile_compute({"weights": "int4"}, None)
     assert "compute" not in with_profile_compute({"weights": "int4"}, "builtin")
+
+
+def test_with_profile_compute_fills_the_heads_format_from_the_profile(tmp_path):
+    """``infercast machine --weights auto`` records SmolLM2's int8 head; a simulation with that
+    profile prices the head there unless its config names one."""
+    from infercast.sim.presets import with_profile_compute
+
+    prof = tmp_path / "p.toml"
+    prof.write_text('[profile]\ncompute = "fp32"\nhead_weights = "int8"\n')
+    assert with_profile_compute({"weights": "int4"}, str(prof))["head_weights"] == "int8"
+    named = with_profile_compute({"weights": "int4", "head_weights": "int4"}, str(prof))
+    assert named["head_weights"] == "int4"
+    plain = tmp_path / "q.toml"
+    plain.write_text('[profile]\ncompute = "fp32"\n')
+    assert "head_weights" not in with_profile_compute({"weights": "int4"}, str(plain))

@@ -27,6 +27,8 @@ PROFILES = [
     EfficiencyProfile(
         mem_bw_eff=0.5, gemm_m_half=64, step_overhead_s=3e-3, attn_compute_eff=0.3, comm_bw_eff=0.4
     ),
+    # products of up to 64 rows on their own curve (the CPU engine's small kernels)
+    EfficiencyProfile(gemm_small_max_tokens=64, gemm_small_peak_ratio=1.7, gemm_small_m_half=3),
 ]
 
 

@@ -40,7 +40,7 @@ def run_estimate(
     experts: str | None = None,
 ) -> None:
     from infercast.commands._common import parse_int_list, print_json
-    from infercast.cost.profiles import profile_compute, resolve_profile
+    from infercast.cost.profiles import profile_compute, profile_head_weights, resolve_profile
     from infercast.estimate import EstimateRequest, estimate
     from infercast.report.console import make_console
     from infercast.report.tables import op_table, print_estimate
@@ -74,6 +74,7 @@ def run_estimate(
         use_floor=floor,
         add_max_batch=batch is None,
         experts=experts,
+        head_weights=profile_head_weights(profile),  # a fitted profile's head (machine's auto)
     )
 
     def run(fraction: float):

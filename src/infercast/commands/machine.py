@@ -40,7 +40,8 @@ def register(app: typer.Typer) -> None:
         weights: str = typer.Option(
             "fp32",
             help="weight format whose kernels the efficiency profile is fitted to "
-            "(fp32|bf16|int8|q4: as `serve --weights`; the compact ones need torch)",
+            "(fp32|bf16|int8|q4: as `serve --weights`; the compact ones need torch; auto: "
+            "the model file's own, per matrix, e.g. SmolLM2's 4-bit layers and int8 head)",
         ),
         as_json: bool = typer.Option(False, "--json", help="Print the measurements as JSON"),
     ) -> None:
@@ -56,9 +57,11 @@ def register(app: typer.Typer) -> None:
         if threads < 1 or runs < 1:
             raise ConfigError(f"--threads {threads} / --runs {runs}: both must be >= 1")
         row_counts = _parse_rows(rows)
-        if weights not in WEIGHT_FORMATS:
-            raise ConfigError(f"--weights {weights!r}: use one of {', '.join(WEIGHT_FORMATS)}")
-        if weights != "fp32" and model != "none":
+        if weights not in ("auto", *WEIGHT_FORMATS):
+            raise ConfigError(
+                f"--weights {weights!r}: use auto or one of {', '.join(WEIGHT_FORMATS)}"
+            )
+        if weights not in ("auto", "fp32") and model != "none":
             from infercast.engine.qlinear import import_torch
 
             import_torch()  # the one-line install hint before minutes of measuring
@@ -69,9 +72,11 @@ def register(app: typer.Typer) -> None:
                 )
         cfg = tokenizer = None
         if model != "none":
-            from infercast.engine.loader import load_config_and_tokenizer
+            from infercast.engine.loader import describe
 
-            cfg, tokenizer = load_config_and_tokenizer(model)
+            cfg, tokenizer, formats = describe(model)
+            if weights == "auto":  # the file's formats per matrix: `q4+int8` (layers, head)
+                weights = formats
         from infercast.commands._progress import working
 
         with working(f"measuring memory bandwidth and matmul FLOP/s ({runs} runs each)"):
@@ -135,7 +140,7 @@ def _engine_profile(
     import json
 
     from infercast.engine.machine_probe import stream_bytes
-    from infercast.engine.predict import WEIGHT_PRECISION, hardware_from_probe, step_model
+    from infercast.engine.predict import hardware_from_probe, precision, step_model
     from infercast.engine.profile_fit import fit_profile, profile_toml
     from infercast.engine.rate_probe import measure, widen_layer_s
 
@@ -162,6 +167,7 @@ def _engine_profile(
         fit = with_serving(fit, serving.step_s, serving.token_overhead_s, serving.admit_s)
     ratios = fit.ratios()
     compute = sm.machine.compute_dtype  # the peak the fit priced at; simulations default to it
+    prec = precision(weights)  # the head's own format, when it has one, is recorded too
     comment = (
         f"Fitted by `infercast machine --model {cfg.name} --weights {weights}` on {stamp} "
         f"({threads} BLAS thread(s), best of {runs}) to the CPU engine's own products in\n"
@@ -183,14 +189,15 @@ def _engine_profile(
         + ". GEMM points: measured (CPU)/predicted "
         f"{min(ratios):.2f}-{max(ratios):.2f}. Use with the hardware profile:\n"
         f"infercast estimate --model {path.stem}-model.json --hardware H --profile {path.name} "
-        f"--weights {WEIGHT_PRECISION[weights]} --kv-cache fp32 --compute {compute}"
+        f"--weights {prec.weights} --kv-cache fp32 --compute {compute}"
     )
-    path.write_text(profile_toml(fit, comment, compute))
+    path.write_text(profile_toml(fit, comment, compute, prec.head_weights))
     model_json = path.with_name(path.stem + "-model.json")
     model_json.write_text(json.dumps(cfg.to_hf_dict(), indent=2) + "\n")
     return {
         "weights": weights,
         "compute": compute,
+        "head_weights": prec.head_weights,
         "profile_path": str(path),
         "model_config_path": str(model_json),
         "profile": fit.profile.to_dict(),

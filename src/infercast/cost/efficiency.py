@@ -34,6 +34,17 @@ class EfficiencyProfile:
     - ``gemm_compute_eff_8bit`` 0.70: fp8 MAMF 0.71 (H100), 0.73 (H200), 0.76 (B200).
     - ``gemm_m_half`` 16 tokens: GEMM efficiency falls as M (tokens in the step) shrinks
       below the tensor-core tile; modelled as eff * M / (M + m_half).
+    - ``gemm_small_max_tokens`` 0 (off), ``gemm_small_peak_ratio`` 0.75, ``gemm_small_m_half``
+      16: products of at most ``gemm_small_max_tokens`` rows follow their own curve
+      ``gemm_small_peak_ratio * M / (M + gemm_small_m_half)`` of the compute dtype's peak, for
+      an engine that runs them on other kernels than its large products: the CPU engine's
+      products of up to 48 tokens run the weight format's own loops (numba; PyTorch's int8 and
+      bf16 kernels) and OpenBLAS's small-M path, larger ones widen the matrix to float32 and
+      run OpenBLAS's GEMM (``engine/qlinear.py`` ``KERNEL_MAX_TOKENS``); one curve through both
+      bent to neither (SmolLM2 fp32, 2026-12-04: 16-32-token products 1.2-1.4x above it,
+      128-512-token ones 0.80-0.85x below). The ratio may pass 1: those loops multiply in a
+      narrower type than the float32 the profile is priced at (the q4 kernel's int8 dot
+      products, AVX-512 BF16). ``infercast machine`` fits both (``engine/profile_fit.py``).
     - ``mem_bw_eff`` 0.80: weight streaming in decode reaches ~0.8 of spec in tuned
       engines (gpt-fast reports ~1.7 of 2.04 TB/s on A100 = 0.83).
     - ``attn_bw_eff`` 0.70 and ``attn_compute_eff`` 0.55: paged decode attention reads
@@ -102,6 +113,26 @@ class EfficiencyProfile:
         128.0,
         "tokens where a GEMM reaches half its efficiency: between a few rows and the largest "
         "tensor-core tile M (64-128 in CUTLASS/cuBLAS kernels)",
+    )
+    gemm_small_max_tokens: float = _eff(
+        0.0,
+        0.0,
+        65536.0,
+        "rows up to which a product runs the engine's small-product kernels (the CPU engine: "
+        "engine/qlinear.py KERNEL_MAX_TOKENS, 48); 0: one curve for every product",
+    )
+    gemm_small_peak_ratio: float = _eff(
+        0.75,
+        0.05,
+        8.0,
+        "the small products' compute ceiling over the compute dtype's peak: above 1 where they "
+        "multiply in a narrower type (int8 dot products: 4x float32's lanes per instruction)",
+    )
+    gemm_small_m_half: float = _eff(
+        16.0,
+        0.0,
+        128.0,
+        "tokens where a small product reaches half its ceiling: from 0 (flat) to the largest tile",
     )
     mem_bw_eff: float = _eff(
         0.80,
@@ -202,7 +233,10 @@ class EfficiencyProfile:
                 raise ConfigError(f"efficiency profile field {f.name}={value!r} must be in (0, 1]")
 
     def gemm_eff(self, compute_dtype: str, m_tokens: float) -> float:
-        """Achieved fraction of peak for a GEMM with ``m_tokens`` rows."""
+        """Achieved fraction of peak for a GEMM with ``m_tokens`` rows (its own curve at most
+        ``gemm_small_max_tokens`` rows)."""
+        if m_tokens <= self.gemm_small_max_tokens:
+            return self.gemm_small_peak_ratio * m_tokens / (m_tokens + self.gemm_small_m_half)
         base = (
             self.gemm_compute_eff_8bit
             if compute_dtype in ("fp8", "int8", "fp4")

@@ -121,6 +121,12 @@ def plan_memory(
     if expert_weight_bytes is not None and model.moe is not None:
         routed = model.num_moe_layers * model.moe.num_experts * model.expert_params
         total += routed * (expert_weight_bytes - precision.weight_bytes)
+    if precision.head_weights is not None:  # the LM head in its own format (tied: the table)
+        total += (
+            model.vocab_size
+            * model.hidden_size
+            * (precision.head_weight_bytes - precision.weight_bytes)
+        )
     weights = total / gpus
     if parallel.attn_dp and parallel.tp > 1:
         # Attention replicated on every GPU of a stage; each GPU keeps the full KV of its own

@@ -437,7 +437,9 @@ class Shards:
         """Embedding gather, final norm, LM head (fp32 logits), pipeline sends."""
         m, tp = self.model, self.par.tp
         v = m.vocab_size / tp
-        head = gemm("lm_head", logits, self.h, v, self.w, self.a)
+        # the head's own storage when it has one (``Precision.head_weights``: a Q8_0 head
+        # beside Q4_1 layers, as llama.cpp quantizes); the layers' otherwise
+        head = gemm("lm_head", logits, self.h, v, self.prec.head_weight_bytes, self.a)
         head = OpCost(
             head.name,
             GEMM,

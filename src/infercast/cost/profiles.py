@@ -17,7 +17,9 @@ File layout (TOML, written by ``infercast calibrate``)::
 A profile fitted to one engine's measured products may also name, in ``[profile]``, the
 compute dtype whose peak its GEMM efficiencies are fractions of (``compute = "fp32"``:
 ``infercast machine`` writes it); :func:`profile_compute` reads it, and a simulation with the
-profile prices its matmuls at that peak unless its config names another.
+profile prices its matmuls at that peak unless its config names another. Likewise
+``head_weights = "int8"``: the LM head's own storage in the model the profile was fitted to
+(:func:`profile_head_weights`; a Q4_1 GGUF's Q8_0 head).
 
 A row uses the most specific group present: ``family/engine``, then
 ``family``, then the default. A group table may hold only some fields; the
@@ -164,9 +166,9 @@ def load_profile_set(path: str | Path | None) -> ProfileSet:
     return parse_profile_set(data, str(p), p.stem)
 
 
-def profile_compute(path: str | None) -> str | None:
-    """The compute dtype a profile file records (``[profile] compute``), normalized; None for
-    the shipped and builtin profiles and for a file that records none."""
+def _profile_dtype(path: str | None, key: str) -> str | None:
+    """The dtype a profile file records under ``[profile] key``, normalized; None for the
+    shipped and builtin profiles and for a file that records none."""
     if path in (None, BUILTIN, DEFAULT_PROFILE):
         return None
     from infercast.specs.precision import normalize_dtype
@@ -174,10 +176,23 @@ def profile_compute(path: str | None) -> str | None:
     p = Path(str(path))
     data = read_toml(p, "profile", "; pass a TOML written by infercast calibrate")
     top = data.get("profile", data)
-    value = top.get("compute") if isinstance(top, dict) else None
+    value = top.get(key) if isinstance(top, dict) else None
     if value is None:
         return None
-    return normalize_dtype(str(value), f"`compute` dtype of profile {p}")
+    return normalize_dtype(str(value), f"`{key}` dtype of profile {p}")
+
+
+def profile_compute(path: str | None) -> str | None:
+    """The compute dtype a profile file records (``[profile] compute``), normalized; None for
+    the shipped and builtin profiles and for a file that records none."""
+    return _profile_dtype(path, "compute")
+
+
+def profile_head_weights(path: str | None) -> str | None:
+    """The LM head's storage dtype a profile file records (``[profile] head_weights``:
+    ``infercast machine`` fitted it to a model whose head is kept in its own format), else
+    None."""
+    return _profile_dtype(path, "head_weights")
 
 
 def resolve_profile(

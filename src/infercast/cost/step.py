@@ -174,7 +174,7 @@ def _machine(
             f"{prec.weights})"
         )
         compute = fallback
-        prec = Precision(prec.weights, compute, prec.kv_cache)
+        prec = replace(prec, compute=compute)
     sixteen = hw.peak_flops("bf16") or hw.peak_flops("fp16") or hw.peak_flops("fp32")
     # FP8 attention with an FP8 KV cache under FP8 or FP4 matmuls: TensorRT-LLM runs FP8 context
     # FMHA when the attention output feeds an FP8 or NVFP4 GEMM or the KV cache is FP8

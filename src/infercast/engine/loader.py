@@ -99,11 +99,18 @@ def load_config(model: str) -> EngineModelConfig:
 
 def load_config_and_tokenizer(model: str) -> tuple[EngineModelConfig, TextTokenizer]:
     """``load_config`` and the model's tokenizer (named sizes: the byte tokenizer)."""
+    cfg, tokenizer, _ = describe(model)
+    return cfg, tokenizer
+
+
+def describe(model: str) -> tuple[EngineModelConfig, TextTokenizer, str]:
+    """``load_config_and_tokenizer`` and the matrix formats ``serve --weights auto`` keeps
+    (``weights_format``: ``q4+int8`` for SmolLM2's Q4_1 file; the named random sizes: fp32)."""
     if model in NAMED_SIZES:
         cfg = named_config(model)
-        return cfg, ByteTokenizer(cfg.vocab_size)
+        return cfg, ByteTokenizer(cfg.vocab_size), "fp32"
     loaded = load(model)
-    return loaded.cfg, loaded.tokenizer
+    return loaded.cfg, loaded.tokenizer, loaded.weights_format
 
 
 def _load_path(path: Path, name: str, weights: str = "auto") -> LoadedModel:

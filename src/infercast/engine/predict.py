@@ -31,8 +31,36 @@ def hardware_from_probe(result: Mapping[str, Any]):
 
 
 # ``serve --weights`` formats as the cost model's weight precisions (a mixed file such as
-# SmolLM2's ``q4+int8``, Q4_1 layers and a Q8_0 head, is costed by its layers' format).
+# SmolLM2's ``q4+int8``, Q4_1 layers and a Q8_0 head: :func:`layer_and_head`).
 WEIGHT_PRECISION = {"fp32": "fp32", "bf16": "bf16", "int8": "int8", "q4": "int4"}
+
+
+def layer_and_head(weights: str) -> tuple[str, str]:
+    """(the layers' format, the LM head's) of a ``serve --weights`` format or a loaded model's
+    ``weights_format``: ``q4+int8`` is 4-bit layers and an int8 head (``loader.weights_format``
+    lists the layers' format first and the head's last when it differs); a single format is
+    both."""
+    parts = weights.split("+")
+    return parts[0], parts[-1]
+
+
+def precision(weights: str = "fp32", backend: str = "numpy"):
+    """The cost model's :class:`~infercast.specs.precision.Precision` of the engine running
+    ``weights`` (a mixed ``q4+int8`` prices its head at the head's own bytes) on ``backend``:
+    fp32 KV, compute :func:`compute_dtype`; torch: bf16 weights and matmuls."""
+    from infercast.specs.precision import Precision
+
+    dtype = compute_dtype(weights, backend)
+    if backend == "torch":
+        return Precision.parse(weights=dtype, kv_cache="fp32", compute=dtype)
+    layers, head = layer_and_head(weights)
+    return Precision.parse(
+        weights=WEIGHT_PRECISION[layers],
+        kv_cache="fp32",
+        compute=dtype,
+        head_weights=WEIGHT_PRECISION[head],
+    )
+
 
 # The dtype the numpy engine's matmuls compute in, per ``serve --weights`` format: the peak
 # the cost model prices its products at, and the one ``infercast machine`` fits its efficiency
@@ -66,15 +94,13 @@ def step_model(
     """A :class:`~infercast.cost.step.StepModel` for the engine.
 
     numpy: fp32 KV, compute :func:`compute_dtype`, weights as kept (``weights``: the loaded
-    model's ``weights_format``). torch: bf16 weights and matmuls, fp32 KV.
+    model's ``weights_format``, the head at its own format). torch: bf16 weights and matmuls,
+    fp32 KV (:func:`precision`).
     """
     from infercast.cost.step import StepModel
-    from infercast.specs.precision import Precision
 
-    dtype = compute_dtype(weights, backend)
-    stored = dtype if backend == "torch" else WEIGHT_PRECISION[weights.split("+")[0]]
-    precision = Precision.parse(weights=stored, kv_cache="fp32", compute=dtype)
-    return StepModel(model_spec(cfg), hardware, precision, profile=profile, max_seqs=max_seqs)
+    prec = precision(weights, backend)
+    return StepModel(model_spec(cfg), hardware, prec, profile=profile, max_seqs=max_seqs)
 
 
 def decode_read_bytes(

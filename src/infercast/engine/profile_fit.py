@@ -8,8 +8,13 @@ The factors minimise the squared log-ratio of predicted to measured time (the
 best thread CPU time of the runs: on a shared machine a wall time also counts
 waits for a core), so a 10% over- and under-prediction weigh the same at every M:
 
-1. ``gemm_compute_eff``, ``gemm_m_half``, ``mem_bw_eff`` on the layer products
-   and the LM head at every row count (one shared curve: the cost model has one);
+1. ``gemm_small_peak_ratio``, ``gemm_small_m_half``, ``mem_bw_eff`` on the layer products
+   and the LM head of up to ``qlinear.KERNEL_MAX_TOKENS`` (48) rows, where the engine runs
+   each format's own kernels, and ``gemm_compute_eff``, ``gemm_m_half`` on the larger ones,
+   which widen the matrix and run OpenBLAS's GEMM (``gemm_small_max_tokens`` = 48: two curves,
+   as the engine has two kernels; one curve through both, as until 2026-12-04, priced fp32's
+   128-512-token products 1.2x too dear and q4's 4-32-token ones 1.4-1.8x); with fewer row
+   counts, one curve for all;
 2. ``attn_bw_eff``, ``attn_compute_eff`` on the attention units;
 3. ``step_overhead_s`` and ``layer_overhead_s``: the line through the best
    times of tiny-width steps at two depths (their own FLOPs and bytes are under
@@ -115,8 +120,32 @@ def fit_profile(
     if widen_layer_s:
         prof = prof.with_updates(widen_step_s=widen_layer_s * num_layers)
     gemms = [p for p in points if p.kind in GEMM_KINDS]
-    if gemms:
-        starts = [(0.7, mh, 0.9) for mh in (2.0, 16.0, 64.0)]
+    small = [p for p in gemms if p.ops[0].m_tokens <= KERNEL_MAX_TOKENS]
+    large = [p for p in gemms if p.ops[0].m_tokens > KERNEL_MAX_TOKENS]
+    starts = [(0.7, mh, 0.9) for mh in (2.0, 16.0, 64.0)]
+    if len(small) >= 3 and len(large) >= 2:
+        # two kernels, two curves (``EfficiencyProfile.gemm_small_*``): up to KERNEL_MAX_TOKENS
+        # the format's own loops and OpenBLAS's small-M path (their bandwidth too), beyond
+        # it the widened matrix on OpenBLAS's GEMM
+        prof = _fit(
+            small,
+            machine,
+            prof.with_updates(gemm_small_max_tokens=float(KERNEL_MAX_TOKENS)),
+            ("gemm_small_peak_ratio", "gemm_small_m_half", "mem_bw_eff"),
+            starts,
+            (8.0, 4096.0, 1.0),
+            widen_layer_s,
+        )
+        prof = _fit(
+            large,
+            machine,
+            prof,
+            ("gemm_compute_eff", "gemm_m_half"),
+            [(0.7, mh) for mh in (2.0, 16.0, 64.0)],
+            (1.0, 4096.0),
+            widen_layer_s,
+        )
+    elif gemms:
         prof = _fit(
             gemms,
             machine,
@@ -170,13 +199,17 @@ def with_serving(fit: Fit, step_s: float, token_s: float, admit_s: float = 0.0) 
     return Fit(prof, fit.points, fit.predicted_s)
 
 
-def profile_toml(fit: Fit, comment: str, compute: str | None = None) -> str:
+def profile_toml(
+    fit: Fit, comment: str, compute: str | None = None, head_weights: str | None = None
+) -> str:
     """The profile as TOML that ``--profile`` (``load_profile``) reads, with the fit's points.
 
     ``[profile]`` holds the factors and, when given, ``compute``: the dtype whose peak the fit
     priced the products at (``cost.profiles.profile_compute``; a simulation with the profile
-    uses it by default); ``[fit]`` (ignored by the loader) lists every point's label, measured
-    (best CPU, best and median wall) and predicted seconds.
+    uses it by default) and ``head_weights``: the LM head's own storage dtype in the model the
+    points were measured on (``cost.profiles.profile_head_weights``; the same default);
+    ``[fit]`` (ignored by the loader) lists every point's label, measured (best CPU, best and
+    median wall) and predicted seconds.
     """
 
     def num(v: float) -> str:
@@ -186,6 +219,8 @@ def profile_toml(fit: Fit, comment: str, compute: str | None = None) -> str:
     lines += ["[profile]", f'name = "{fit.profile.name}"']
     if compute is not None:
         lines.append(f'compute = "{compute}"')
+    if head_weights is not None:
+        lines.append(f'head_weights = "{head_weights}"')
     lines += [f"{k} = {num(v)}" for k, v in fit.profile.to_dict().items() if k != "name"]
     lines += [
         "",

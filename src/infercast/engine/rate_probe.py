@@ -36,7 +36,7 @@ from __future__ import annotations
 import statistics
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
 from typing import Any
 
 import numpy as np
@@ -107,11 +107,18 @@ def _times(
 
 
 def weight_bytes(weights: str) -> float:
-    """Bytes per weight the cost model charges for a ``serve --weights`` format (scales too)."""
-    from infercast.engine.predict import WEIGHT_PRECISION
-    from infercast.specs.precision import Precision
+    """Bytes per weight the cost model charges for a ``serve --weights`` format (scales too);
+    a mixed one (``q4+int8``): its layers'."""
+    from infercast.engine.predict import precision
 
-    return Precision.parse(weights=WEIGHT_PRECISION[weights], kv_cache="fp32").weight_bytes
+    return precision(weights).weight_bytes
+
+
+def head_weight_bytes(weights: str) -> float:
+    """Bytes per LM-head weight the cost model charges for ``weights`` (``q4+int8``: int8's)."""
+    from infercast.engine.predict import precision
+
+    return precision(weights).head_weight_bytes
 
 
 def _ring_config(
@@ -142,13 +149,29 @@ def layer_ops(cfg: EngineModelConfig, m: int, w_bytes: float = 4.0) -> tuple:
 
 
 def _in_format(w, weights: str):
-    """Random ModelWeights with every matrix in ``weights`` (fp32: as they are)."""
-    if weights == "fp32":
+    """Random ModelWeights with every matrix in ``weights`` (fp32: as they are); a mixed
+    ``q4+int8`` keeps the layers in the first and the embedding and LM head in the last, as
+    SmolLM2's Q4_1 GGUF stores them (``predict.layer_and_head``)."""
+    from infercast.engine.predict import layer_and_head
+
+    layers, head = layer_and_head(weights)
+    if layers == head == "fp32":
         return w
     from infercast.engine.qlinear import to_format
-    from infercast.engine.weights import convert_weights
+    from infercast.engine.weights import MATRICES, LayerWeights, ModelWeights
 
-    return convert_weights(w, lambda m: to_format(m, weights))
+    def conv(m, fmt: str):
+        return m if fmt == "fp32" else to_format(m, fmt)
+
+    def layer(lw):
+        parts = {f.name: getattr(lw, f.name) for f in fields(LayerWeights)}
+        return LayerWeights(
+            **{k: conv(v, layers) if k in MATRICES else v for k, v in parts.items()}
+        )
+
+    embed = conv(w.embed, head)
+    lm_head = embed if w.lm_head is w.embed else conv(w.lm_head, head)
+    return ModelWeights(embed, [layer(lw) for lw in w.layers], w.final_norm, lm_head)
 
 
 def gemm_points(
@@ -172,7 +195,7 @@ def gemm_points(
     from infercast.engine.qlinear import Scratch, matmul_fm
     from infercast.engine.weights import pack_weights, random_weights
 
-    wb = weight_bytes(weights)
+    wb, hb = weight_bytes(weights), head_weight_bytes(weights)
     ring = _ring_config(cfg, stream_bytes, wb)
     w = _in_format(pack_weights(random_weights(ring, seed=0)), weights)
     scratch = Scratch(threads)
@@ -200,7 +223,7 @@ def gemm_points(
         ops = tuple(o.scaled(n) for o in layer_ops(cfg, m, wb))
         label = f"{n} layers' products, M={m}"
         if xr is not None:
-            ops += (gemm("lm_head", m, h, cfg.vocab_size, wb, 4),)
+            ops += (gemm("lm_head", m, h, cfg.vocab_size, hb, 4),)
             label += " + LM head"
         points.append(Point("gemm", label, ops, med, best, cpu, runs, n))
     return points
@@ -219,6 +242,9 @@ def widen_layer_s(
     296 ms CPU at 64 tokens against 67 at 32 and 133 for fp32 at 64), which the GEMM curve
     cannot carry (``EfficiencyProfile.widen_step_s``).
     """
+    from infercast.engine.predict import layer_and_head
+
+    weights = layer_and_head(weights)[0]  # the layers' products widen; the head runs decode rows
     if weights == "fp32":
         return 0.0
     from infercast.engine.qlinear import KERNEL_MAX_TOKENS, Scratch, matmul_fm

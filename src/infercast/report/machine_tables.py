@@ -53,8 +53,16 @@ def print_machine(result: dict, console: Console) -> None:
         )
     console.print(table)
     prof = engine["profile"]
+    small = (
+        f"up to {prof['gemm_small_max_tokens']:.0f} rows gemm_small_peak_ratio "
+        f"{prof['gemm_small_peak_ratio']:.3f}, gemm_small_m_half {prof['gemm_small_m_half']:.1f}; "
+        "above them "
+        if prof.get("gemm_small_max_tokens")
+        else ""
+    )
+    head = f"LM head {engine['head_weights']}; " if engine.get("head_weights") else ""
     print(
-        f"efficiency profile written to {engine['profile_path']}: gemm_compute_eff "
+        f"efficiency profile written to {engine['profile_path']}: {head}{small}gemm_compute_eff "
         f"{prof['gemm_compute_eff']:.3f}, gemm_m_half {prof['gemm_m_half']:.1f}, mem_bw_eff "
         f"{prof['mem_bw_eff']:.3f}, attn_bw_eff {prof['attn_bw_eff']:.3f}, step_overhead_s "
         f"{prof['step_overhead_s']:.2e}, layer_overhead_s {prof.get('layer_overhead_s', 0.0):.2e}, "

@@ -80,7 +80,7 @@ def step_model(
     sm = cls(
         model,
         spec,
-        Precision.parse(cfg.weights, cfg.kv_cache, cfg.compute),
+        Precision.parse(cfg.weights, cfg.kv_cache, cfg.compute, cfg.head_weights),
         _parallel(cfg, tp or cfg.tp, ep, attn_dp),
         profile,
         memory_fraction=memory_fraction or DEFAULT_MEMORY_FRACTION,

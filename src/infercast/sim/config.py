@@ -6,6 +6,8 @@ File layout (every key optional; flags override the file)::
     hardware = "h100-sxm"         # preset name or hardware TOML/JSON
     weights = "checkpoint"        # as the model ships (default), or bf16, fp8 ...; kv_cache = "fp8"
     # compute = "fp32"            # matmul dtype (default: the --profile file's, else the weights')
+    # head_weights = "int8"       # the LM head's own storage (default: the --profile file's, else
+    #                             # weights'): a Q4_1 GGUF's Q8_0 head (specs/precision.py)
     # experts = "mxfp4/bf16"      # routed experts' own precision (default: the checkpoint's)
     tp = 1
     # ep = 8 ; attn_dp = true     # expert parallel / attention data parallel inside a replica
@@ -310,6 +312,9 @@ class SimConfig(_Frozen):
     # the CPU engine's fp32, engine/predict.py ENGINE_COMPUTE), else the weights' default
     # (specs/precision.py DEFAULT_COMPUTE).
     compute: str | None = None
+    # the LM head's storage dtype when it has its own (``Precision.head_weights``); None: the one
+    # the ``--profile`` file records (``infercast machine --weights auto``), else ``weights``
+    head_weights: str | None = None
     tp: int = Field(default=1, ge=1)
     ep: int = Field(default=1, ge=1)
     attn_dp: bool = False  # attention data parallel across the tp GPUs (MoE: experts over ep)

@@ -8,7 +8,7 @@ dtype the profile was fitted at when the config names none (:func:`with_profile_
 
 from __future__ import annotations
 
-from infercast.cost.profiles import profile_compute, resolve_profile
+from infercast.cost.profiles import profile_compute, profile_head_weights, resolve_profile
 from infercast.sim.build import engine_defaults, step_model
 from infercast.sim.config import merge
 from infercast.specs.catalog import load_hardware
@@ -42,8 +42,17 @@ def with_profile_compute(data: dict, profile: str | None) -> dict:
     """The config dict with the ``profile`` file's compute dtype (``cost.profiles.
     profile_compute``) when the config names none: a profile's GEMM efficiencies are fractions
     of the peak it was fitted at (``infercast machine``: the CPU engine's float32, where an
-    ``int4`` model would default to the bf16 peak), so its steps are priced at that peak."""
-    if data.get("compute") is not None:
-        return data
-    compute = profile_compute(profile)
-    return data if compute is None else {**data, "compute": compute}
+    ``int4`` model would default to the bf16 peak), so its steps are priced at that peak. The
+    same for the LM head's own storage dtype (``cost.profiles.profile_head_weights``): a
+    profile fitted to a model whose head is kept apart from its layers (SmolLM2's Q8_0 head
+    beside Q4_1 layers) prices that head at its own bytes."""
+    out = dict(data)
+    if data.get("compute") is None:
+        compute = profile_compute(profile)
+        if compute is not None:
+            out["compute"] = compute
+    if data.get("head_weights") is None:
+        head = profile_head_weights(profile)
+        if head is not None:
+            out["head_weights"] = head
+    return out

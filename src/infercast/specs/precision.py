@@ -90,29 +90,49 @@ class Precision:
     ``activation_bytes`` is the width of activations between ops (16-bit for all
     GPU regimes here, fp32 on the CPU engine): FP8 GEMMs quantize their input on
     the fly but the residual stream stays 16-bit.
+
+    ``head_weights``: the LM head's own storage dtype when it differs from the layers' (None:
+    ``weights``): llama.cpp's quantizer gives the output matrix its own type, above the
+    layers' (``llama_tensor_get_type``, src/llama-quant.cpp), and SmolLM2-135M-Instruct's
+    Q4_1 GGUF stores its tied embedding/head as Q8_0 (its tensor types, read with ``gguf``'s
+    GGUFReader), which the CPU engine keeps as int8 (``serve --weights auto``: ``q4+int8``).
     """
 
     weights: str = "bf16"
     compute: str = "bf16"
     kv_cache: str = "bf16"
+    head_weights: str | None = None
 
     @classmethod
     def parse(
-        cls, weights: str = "bf16", kv_cache: str | None = None, compute: str | None = None
+        cls,
+        weights: str = "bf16",
+        kv_cache: str | None = None,
+        compute: str | None = None,
+        head_weights: str | None = None,
     ) -> Precision:
-        """Build from user strings; compute defaults from the weights, KV to 16-bit."""
+        """Build from user strings; compute defaults from the weights, KV to 16-bit, the LM
+        head to the weights' dtype (``head_weights`` None or equal to ``weights``)."""
         w = normalize_dtype(weights, "weights dtype")
         c = normalize_dtype(compute, "compute dtype") if compute else DEFAULT_COMPUTE[w]
         if kv_cache:
             kv = normalize_dtype(kv_cache, "kv-cache dtype")
         else:
             kv = "fp32" if w == "fp32" else ("fp16" if w == "fp16" else "bf16")
-        return cls(weights=w, compute=c, kv_cache=kv)
+        head = normalize_dtype(head_weights, "LM head dtype") if head_weights else None
+        return cls(weights=w, compute=c, kv_cache=kv, head_weights=None if head == w else head)
 
     @property
     def weight_bytes(self) -> float:
         """Bytes per stored weight, including quantization scales."""
         return DTYPE_BYTES[self.weights] + SCALE_BYTES_PER_WEIGHT[self.weights]
+
+    @property
+    def head_weight_bytes(self) -> float:
+        """Bytes per stored LM-head weight (scales included): ``head_weights``', else
+        :attr:`weight_bytes`."""
+        h = self.head_weights
+        return self.weight_bytes if h is None else DTYPE_BYTES[h] + SCALE_BYTES_PER_WEIGHT[h]
 
     @property
     def kv_bytes(self) -> float:
@@ -127,4 +147,5 @@ class Precision:
     @property
     def label(self) -> str:
         """Short human label, e.g. 'W fp8 / A fp8 / KV fp8'."""
-        return f"W {self.weights} / A {self.compute} / KV {self.kv_cache}"
+        head = f" (head {self.head_weights})" if self.head_weights else ""
+        return f"W {self.weights}{head} / A {self.compute} / KV {self.kv_cache}"

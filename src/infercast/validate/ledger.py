@@ -222,11 +222,13 @@ class Ledger:
         gemm, attn, comm = kind == 0, kind == 1, kind == 3
         m = np.maximum(m_tok, 1e-9)
         base = np.where(eight > 0, f["gemm_compute_eff_8bit"], f["gemm_compute_eff"])
-        c_eff = np.where(
-            gemm,
-            base * m / (m + f["gemm_m_half"]),
-            np.where(attn, f["attn_compute_eff"], f["gemm_compute_eff"]),
-        )
+        curve = base * m / (m + f["gemm_m_half"])
+        small = m <= f["gemm_small_max_tokens"]
+        if small.any():  # EfficiencyProfile.gemm_eff's own curve for small products
+            curve = np.where(
+                small, f["gemm_small_peak_ratio"] * m / (m + f["gemm_small_m_half"]), curve
+            )
+        c_eff = np.where(gemm, curve, np.where(attn, f["attn_compute_eff"], f["gemm_compute_eff"]))
         b_eff = np.where(
             gemm, f["mem_bw_eff"], np.where(attn, f["attn_bw_eff"], f["elementwise_bw_eff"])
         )
