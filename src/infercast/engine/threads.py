@@ -14,8 +14,9 @@ The rule (:func:`product_threads`): a product of a [rows, cols] matrix by ``toke
 runs on ``threads`` threads when its work, rows x cols x tokens weight-tokens (a widening:
 rows x cols), reaches the crossover of its kernel path (:data:`THREADED_MIN_WORK`), else on
 one. Each crossover is measured by ``benchmarks/thread_crossover.py`` (serial and threaded
-alternated over SmolLM2-135M's and Llama-3-8B's matrices at 1-48 tokens; the table and its
-conditions: docs/cpu-kernels.md, "Threads per product"). Re-measure there on another CPU.
+alternated over SmolLM2-135M's and Llama-3-8B's matrices at 1-48 tokens), PyTorch's also in
+the step (below); the table and its conditions: docs/cpu-kernels.md, "Threads per product".
+Re-measure there on another CPU.
 """
 
 from __future__ import annotations
@@ -37,7 +38,12 @@ THREADED_MIN_WORK: dict[str, float] = {
     "int8": 4.0e8,
     "bf16": 1.6e7,
     "fp32": 8.5e7,
-    "torch": 0.0,  # faster threaded from the smallest product measured (576x576, 1 token)
+    # PyTorch's kernels: alone, faster threaded from the smallest product (576x576, 1 token:
+    # 24 / 17 us), but in SmolLM2's bf16 step (load 4-5, alternated) always threaded ran
+    # batch 8 in 196 ms best, 1,468 median, against 46 / 57 on one thread (batch 32: 235 /
+    # 658 against 103 / 108; its head alone threaded, 127 / 143): each region waits for its
+    # second thread's time slice. Threaded only where a product is ~10 ms of work or more.
+    "torch": 1e9,
     "widen": math.inf,  # PyTorch's threads between OpenBLAS products: see the module doc
 }
 
