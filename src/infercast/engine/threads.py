@@ -2,7 +2,7 @@
 
 With ``serve --threads N`` a product may split across N threads, but the split pays only
 for a product big enough to cover the threads' start and join (numba's workqueue layer:
-~50-100 us a product on the 2-core machine this was measured on), and only where a second
+~25-50 us a product at best on the 2-core machine this was measured on), and only where a second
 core adds something the first lacks (here one core already reads DRAM at the machine's
 rate: 42.9 GB/s, 42.6 with two, docs/engine.md). Below the crossover the threads cost more
 than they save, and every pool woken in a step (numba's, PyTorch's OpenMP, OpenBLAS's)
@@ -44,7 +44,9 @@ THREADED_MIN_WORK: dict[str, float] = {
     # 658 against 103 / 108; its head alone threaded, 127 / 143): each region waits for its
     # second thread's time slice. Threaded only where a product is ~10 ms of work or more.
     "torch": 1e9,
-    "widen": math.inf,  # PyTorch's threads between OpenBLAS products: see the module doc
+    # with its 128-token OpenBLAS product: PyTorch's 2-thread bf16 copy 5-43x the serial one's
+    # time on SmolLM2's matrices (the module doc), numba's 2-thread q4 widening 1.02-1.06x
+    "widen": math.inf,
 }
 
 
