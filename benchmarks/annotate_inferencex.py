@@ -125,6 +125,80 @@ InferenceX runs of those scripts on B200 and H200 are the ones on image ``1.1.0r
 no image stated (measured 2025-11-02 and 2025-12-15; the ``1.1.0rc2.post2`` runs of 2026-01-14 are
 the MTP ones above); they get ``max_num_tokens``.
 
+Twins whose InferenceX copy the import left out (vLLM and SGLang runs). The import kept only
+some of the silicon sample's rows, so an older-name run can have its InferenceX twin in the sample
+but not in measurements.csv, where :func:`twins` cannot see it: 23 SGLang DeepSeek-R1 runs
+(``dsr1_h200_sglang_fp8_agg_..._cfg81``, ``dsr1_b200_sglang_fp{4,8}_agg_..._cfg{87,88,99,199,201}``,
+imported as ``deepseek-v3`` fixed-length runs). In aiconfigurator's ``silicon_sample.csv``
+(``aic-core/src/aiconfigurator_core/systems/``) each has the same part, engine, lengths,
+``silicon_concurrency`` and TTFT and TPOT (every printed digit) as a ``2026_03_25_`` or
+``2026_04_06_`` InferenceX record (:data:`SAMPLE_TWINS`), and the same ``measured=`` date and
+image (``db-dump ... config_id=81; measured=2026-03-25; lmsysorg/sglang:v0.5.9-cu130`` beside
+``source_file=2026-03-25.csv ... image=lmsysorg/sglang:v0.5.9-cu130``). Such a run gets
+InferenceX's ``length_range_ratio`` 0.8 and ``inferencex_twin_record`` (the twin's record name);
+the rules below (receive interval, KV dtype) then apply to it as to its twin. TensorRT-LLM runs of
+the same kind (20 in the sample) are left to that engine's rules.
+
+vLLM recipes: KV dtype and the gpt-oss MoE kernel. InferenceX's Llama-3.1-70B vLLM scripts
+(``benchmarks/70b_fp8_h100_docker.sh`` / ``_slurm.sh``, ``70b_fp8_h200_slurm.sh``,
+``70b_fp{4,8}_b200_docker.sh``, image ``vllm/vllm-openai:v0.10.2`` in
+``.github/workflows/70b-tmpl.yml``) write ``kv-cache-dtype: fp8`` into the server's config in
+every version from 2025-09-24 (the H100 ones from af4ccd03f, 2025-09-23) until 0b5620ec3
+removed them (2025-10-29, "remove: llama 70b"; restored unchanged by c198b20eb and removed again
+by 2582bce40); the sample's runs of them are
+dated 2025-10-29 (``measured=``). Each InferenceX Llama-3.1-70B vLLM run gets ``kv_cache_dtype``
+"fp8". The gpt-oss-120b B200 vLLM script (``benchmarks/gptoss_fp4_b200_docker.sh``, then
+``gptoss_fp4_b200.sh`` and ``single_node/gptoss_fp4_b200.sh``) exports
+``VLLM_USE_FLASHINFER_MOE_MXFP4_MXFP8=1`` from 5e92867f4 (2025-09-24) on: the experts run
+FlashInfer's MXFP4 x MXFP8 kernel (W4A8), not vLLM's W4A16 default; it adds ``kv-cache-dtype:
+fp8`` in 25506e87c (2025-12-05), kept through d2c2acb19 (2026-02-25, image ``v0.15.1``). So each
+InferenceX gpt-oss-120b B200 vLLM run gets ``experts_compute`` "fp8", and those on image
+``v0.15.1`` (engine ``vllm-0.15.1``, measured 2026-02-25) ``kv_cache_dtype`` "fp8" too (the one
+without a version ran 2025-11-02). The H100 / H200 gpt-oss scripts set neither (Marlin W4A16,
+``VLLM_MXFP4_USE_MARLIN=1``; 16-bit KV), which is what ``validate/setup.py`` runs already.
+Every one of these scripts ran vLLM with async scheduling: ``async-scheduling: true`` in the
+Llama-3.1-70B ones (as above) and in the gpt-oss ones from 2025-09-15 (H200, 77f238d12), 09-21
+(B200, 27f29acbe, its first version) and 09-23 (H100, af4ccd03f) until d2c2acb19 (2026-02-25)
+dropped the flag on moving to ``v0.15.1``, "Remove deprecated async-scheduling flag (default since
+v0.14.0)" (its commit message and ``perf-changelog.yaml``; vLLM's
+``SchedulerConfig.async_scheduling`` None = on where supported). So every InferenceX vLLM run of
+the sample gets ``vllm_async_scheduling`` true (``sim/replica.py``, "Async scheduling"). The
+Llama-3.1-70B FP8 KV is written only with ``--vllm-llama-kv`` (it lowers the stated TTFT's score,
+docs/history/validation.md).
+
+H200 SGLang launch flags. InferenceX's DeepSeek-R1 FP8 H200 SGLang script
+(``benchmarks/dsr1_fp8_h200_slurm.sh``, later ``dsr1_fp8_h200.sh`` and
+``single_node/dsr1_fp8_h200.sh``; at 41aff0afc, 2026-03-06, the version the sample's 2026-03-25
+runs ran) starts the server with ``--disable-radix-cache --chunked-prefill-size 32768
+--max-prefill-tokens 32768 --mem-fraction-static 0.82`` and ``--max-running-requests`` 512 at
+1024/1024, 256 otherwise (``--cuda-graph-max-bs`` the same; ``--stream-interval 10``, which does
+not delay the first token, above). Each InferenceX DeepSeek H200 SGLang run (or sample twin)
+gets those five keys (``validate/setup.py`` ``sglang_launch``; with the client's
+``--ignore-eos``, SGLang's ``add_one_req_ignore_eos`` admission).
+Llama-3.1-70B on TensorRT-LLM. The sample dates every InferenceX Llama-3.1-70B run
+``measured=2025-10-29`` (``2026_04_06_llama_3_1_70b_...``); InferenceX removed the 70B recipes on
+2025-10-29/31 (b89047d5f, 026d16b82). From 1b563c858 (2025-09-18, "Update 70B TRT To use latest
+container and flags", #20) to their removal, ``benchmarks/70b_fp4_b200_trt_slurm.sh``,
+``70b_fp8_b200_trt_slurm.sh``, ``70b_fp8_h200_trt_slurm.sh`` (and the B200 ``_docker.sh`` copies,
+identical there) start ``trtllm-serve`` with ``--max_num_tokens 16384`` and an extra config of
+``kv_cache_config.dtype: fp8`` (what ``validate/setup.py`` takes for FP8/FP4 weights already),
+``stream_interval: 10`` (the first token is sent at once: TTFT unchanged, ``sim/clients.py``) and,
+for 1024/1024 at TP below 8, ``batch_wait_max_tokens_ratio: 0.9`` and
+``batch_wait_timeout_iters: 20``. Each such run gets ``max_num_tokens`` 16384 and, there,
+``batch_wait``: [20, 0.9].
+
+gpt-oss-120b on TensorRT-LLM. The sample's InferenceX gpt-oss-120b TensorRT-LLM runs on B200 and
+H200 are dated 2025-11-02 to 2026-02-05. Throughout (``benchmarks/gptoss_fp4_b200_trt_slurm.sh``
+and ``gptoss_fp4_h200_trt_slurm.sh`` from ac1998a50, 2025-10-20, their ``_docker.sh`` copies and
+the merged ``gptoss_fp4_{b200,h200}_trt.sh`` of b0c4ed21b, to 8d81e0bf4, 2026-02-19, which moved
+them to ``benchmarks/single_node/``) the B200 script starts ``trtllm-serve --max_batch_size 512
+--max_num_tokens 20000`` with ``kv_cache_config: dtype: fp8, free_gpu_memory_fraction: 0.85``, and
+the H200 one ``--max_batch_size $CONC --max_num_tokens 20000`` with ``free_gpu_memory_fraction:
+0.85`` and ``dtype: auto`` (the checkpoint's BF16, already ``validate/setup.py``'s). Each such run
+gets ``max_batch_size``, ``max_num_tokens``, ``free_gpu_memory_fraction`` and, on B200,
+``kv_cache_dtype`` "fp8". Not carried: ``stream_interval: 20`` (first token at once) and
+``num_postprocess_workers: 4``.
+
 Only the ``extra`` cell of a row changes; the file is otherwise left byte for byte as it is.
 Running it again changes nothing.
 """
@@ -189,6 +263,89 @@ def twins(rows: list[dict]) -> dict[str, dict]:
         for b in bases:
             out[b] = add
     return out
+
+
+SAMPLE_TWINS = {  # older-name run -> its InferenceX twin in the silicon sample (module docstring)
+    "dsr1_h200_sglang_fp8_agg_1024x1024_c16_cfg81": (
+        "2026_03_25_deepseek_r1_h200_sxm_sglang_fp8_agg_1024x1024_c16_tp8_0_ep1_0_285"
+    ),
+    "dsr1_h200_sglang_fp8_agg_1024x8192_c8_cfg81": (
+        "2026_03_25_deepseek_r1_h200_sxm_sglang_fp8_agg_1024x8192_c8_tp8_0_ep1_0_299"
+    ),
+    "dsr1_h200_sglang_fp8_agg_8192x1024_c4_cfg81": (
+        "2026_03_25_deepseek_r1_h200_sxm_sglang_fp8_agg_8192x1024_c4_tp8_0_ep1_0_268"
+    ),
+    "dsr1_h200_sglang_fp8_agg_8192x1024_c8_cfg81": (
+        "2026_04_06_deepseek_r1_h200_sxm_sglang_fp8_agg_8192x1024_c8_tp8_ep1_81"
+    ),
+    "dsr1_h200_sglang_fp8_agg_8192x1024_c64_cfg81": (
+        "2026_03_25_deepseek_r1_h200_sxm_sglang_fp8_agg_8192x1024_c64_tp8_0_ep1_0_305"
+    ),
+    "dsr1_h200_sglang_fp8_agg_1024x1024_c32_cfg81": (
+        "2026_03_25_deepseek_r1_h200_sxm_sglang_fp8_agg_1024x1024_c32_tp8_0_ep1_0_315"
+    ),
+    "dsr1_h200_sglang_fp8_agg_1024x8192_c32_cfg81": (
+        "2026_04_06_deepseek_r1_h200_sxm_sglang_fp8_agg_1024x8192_c32_tp8_ep1_874"
+    ),
+    "dsr1_b200_sglang_fp4_agg_1024x8192_c4_cfg201": (
+        "2026_04_06_deepseek_r1_b200_sxm_sglang_fp4_agg_1024x8192_c4_tp8_ep8_1027"
+    ),
+    "dsr1_b200_sglang_fp4_agg_1024x1024_c64_cfg201": (
+        "2026_03_25_deepseek_r1_b200_sxm_sglang_fp4_agg_1024x1024_c64_tp8_0_ep8_0_271"
+    ),
+    "dsr1_b200_sglang_fp4_agg_1024x8192_c128_cfg201": (
+        "2026_03_25_deepseek_r1_b200_sxm_sglang_fp4_agg_1024x8192_c128_tp8_0_ep8_0_259"
+    ),
+    "dsr1_b200_sglang_fp4_agg_1024x1024_c32_cfg201": (
+        "2026_04_06_deepseek_r1_b200_sxm_sglang_fp4_agg_1024x1024_c32_tp8_ep8_1016"
+    ),
+    "dsr1_b200_sglang_fp8_agg_1024x8192_c64_cfg87": (
+        "2026_03_25_deepseek_r1_b200_sxm_sglang_fp8_agg_1024x8192_c64_tp8_0_ep1_0_261"
+    ),
+    "dsr1_b200_sglang_fp4_agg_1024x1024_c8_cfg88": (
+        "2026_04_06_deepseek_r1_b200_sxm_sglang_fp4_agg_1024x1024_c8_tp4_ep1_84"
+    ),
+    "dsr1_b200_sglang_fp4_agg_8192x1024_c16_cfg88": (
+        "2026_04_06_deepseek_r1_b200_sxm_sglang_fp4_agg_8192x1024_c16_tp4_ep1_578"
+    ),
+    "dsr1_b200_sglang_fp4_agg_1024x1024_c32_cfg88": (
+        "2026_04_06_deepseek_r1_b200_sxm_sglang_fp4_agg_1024x1024_c32_tp4_ep1_212"
+    ),
+    "dsr1_b200_sglang_fp4_agg_1024x8192_c128_cfg88": (
+        "2026_04_06_deepseek_r1_b200_sxm_sglang_fp4_agg_1024x8192_c128_tp4_ep1_889"
+    ),
+    "dsr1_b200_sglang_fp4_agg_1024x1024_c64_cfg88": (
+        "2026_04_06_deepseek_r1_b200_sxm_sglang_fp4_agg_1024x1024_c64_tp4_ep1_171"
+    ),
+    "dsr1_b200_sglang_fp4_agg_8192x1024_c4_cfg99": (
+        "2026_04_06_deepseek_r1_b200_sxm_sglang_fp4_agg_8192x1024_c4_tp8_ep1_78"
+    ),
+    "dsr1_b200_sglang_fp4_agg_1024x8192_c8_cfg99": (
+        "2026_04_06_deepseek_r1_b200_sxm_sglang_fp4_agg_1024x8192_c8_tp8_ep1_23"
+    ),
+    "dsr1_b200_sglang_fp4_agg_1024x8192_c32_cfg99": (
+        "2026_04_06_deepseek_r1_b200_sxm_sglang_fp4_agg_1024x8192_c32_tp8_ep1_883"
+    ),
+    "dsr1_b200_sglang_fp8_agg_1024x8192_c64_cfg199": (
+        "2026_04_06_deepseek_r1_b200_sxm_sglang_fp8_agg_1024x8192_c64_tp8_ep8_1052"
+    ),
+    "dsr1_b200_sglang_fp8_agg_1024x8192_c32_cfg199": (
+        "2026_04_06_deepseek_r1_b200_sxm_sglang_fp8_agg_1024x8192_c32_tp8_ep8_1031"
+    ),
+    "dsr1_b200_sglang_fp8_agg_1024x8192_c16_cfg199": (
+        "2026_04_06_deepseek_r1_b200_sxm_sglang_fp8_agg_1024x8192_c16_tp8_ep8_1032"
+    ),
+}
+
+
+def sample_twin(row: dict, extra: dict) -> dict:
+    """The keys of a vLLM or SGLang run whose InferenceX twin is in the sample only (docstring)."""
+    if row["source"] != SOURCE or row["scenario"] != "concurrency" or "length_range_ratio" in extra:
+        return {}
+    twin = SAMPLE_TWINS.get(_record(row))
+    if twin is None or not row["engine"].startswith(("sglang", "vllm")):
+        return {}
+    return {"length_range_ratio": 0.8, "inferencex_twin_record": twin}
 
 
 ADP_BALANCE = {  # model -> the recipe's [timeout_iters, batching_wait_iters] (module docstring)
@@ -372,6 +529,49 @@ def early_budget(row: dict, extra: dict) -> dict:
     return {"max_num_tokens": (conc + isl + 64 + 63) // 64 * 64}
 
 
+LLAMA70B_BUDGET = 16384  # 70b_*_trt_*.sh: trtllm-serve --max_num_tokens (module docstring)
+LLAMA70B_WAIT = [20, 0.9]  # the same: batch_wait_timeout_iters, batch_wait_max_tokens_ratio
+
+
+def llama70b_trtllm(row: dict, extra: dict) -> dict:
+    """The launch keys of an InferenceX Llama-3.1-70B TensorRT-LLM run (module docstring,
+    "Llama-3.1-70B on TensorRT-LLM"): the token budget; batch waiting at 1k/1k below TP 8."""
+    if row["source"] != SOURCE or row["scenario"] != "concurrency":
+        return {}
+    if row["model"] != "llama-3.1-70b" or not row["engine"].startswith("trtllm"):
+        return {}
+    if "length_range_ratio" not in extra or row["hardware"] not in ("b200", "h200-sxm"):
+        return {}
+    add: dict = {"max_num_tokens": LLAMA70B_BUDGET}
+    lengths = (row["input_tokens"], row["output_tokens"])
+    if lengths == ("1024", "1024") and int(row["tp"] or 1) < 8:  # the script's ${TP} -lt 8
+        add["batch_wait"] = LLAMA70B_WAIT
+    return add
+
+
+GPTOSS_TRT = {  # gptoss_fp4_{b200,h200}_trt*.sh: the launch keys (module docstring); None: C
+    "b200": dict(max_batch_size=512, max_num_tokens=20000, free_gpu_memory_fraction=0.85),
+    "h200-sxm": dict(max_batch_size=None, max_num_tokens=20000, free_gpu_memory_fraction=0.85),
+}
+
+
+def gptoss_trtllm(row: dict, extra: dict) -> dict:
+    """The launch keys of an InferenceX gpt-oss-120b TensorRT-LLM run (module docstring,
+    "gpt-oss-120b on TensorRT-LLM")."""
+    if row["source"] != SOURCE or row["scenario"] != "concurrency":
+        return {}
+    if row["model"] != "gpt-oss-120b" or not row["engine"].startswith("trtllm"):
+        return {}
+    if "length_range_ratio" not in extra or row["hardware"] not in GPTOSS_TRT:
+        return {}
+    add = dict(GPTOSS_TRT[row["hardware"]])
+    if add["max_batch_size"] is None:
+        add["max_batch_size"] = int(row["concurrency"])
+    if row["hardware"] == "b200":
+        add["kv_cache_dtype"] = "fp8"
+    return add
+
+
 def kv_cache_dtype(row: dict, extra: dict) -> dict:
     """The KV dtype key an InferenceX DeepSeek-R1 B200 SGLang row gets (module docstring)."""
     if row["source"] != SOURCE or row["scenario"] != "concurrency" or row["kv_cache"]:
@@ -439,6 +639,43 @@ def sglang_flags(row: dict, extra: dict) -> dict:
     return flags | {"sglang_disable_radix_cache": True}
 
 
+def vllm_recipe(row: dict, extra: dict, llama_kv: bool = False) -> dict:
+    """The async scheduling, KV dtype and MoE kernel keys of an InferenceX vLLM run (module
+    docstring, "vLLM recipes"); the Llama-3.1-70B FP8 KV only with ``llama_kv`` (not shipped)."""
+    if row["source"] != SOURCE or row["scenario"] != "concurrency":
+        return {}
+    if not row["engine"].startswith("vllm") or "length_range_ratio" not in extra:
+        return {}
+    add: dict = {"vllm_async_scheduling": True}
+    if row["kv_cache"]:
+        return add
+    if row["model"] == "llama-3.1-70b":
+        return add | ({"kv_cache_dtype": "fp8"} if llama_kv else {})
+    if row["model"] != "gpt-oss-120b" or row["hardware"] != "b200":
+        return add
+    add["experts_compute"] = "fp8"
+    return add | ({"kv_cache_dtype": "fp8"} if row["engine"] == "vllm-0.15.1" else {})
+
+
+def h200_sglang_flags(row: dict, extra: dict) -> dict:
+    """The launch flags of InferenceX's DeepSeek-R1 H200 SGLang script (module docstring, "H200
+    SGLang launch flags") for an InferenceX run (or sample twin) of it."""
+    if row["source"] != SOURCE or row["scenario"] != "concurrency":
+        return {}
+    if not row["engine"].startswith("sglang") or row["hardware"] != "h200-sxm":
+        return {}
+    if not row["model"].startswith("deepseek") or "length_range_ratio" not in extra:
+        return {}
+    one_k = (row["input_tokens"], row["output_tokens"]) == ("1024", "1024")
+    return {
+        "mem_fraction_static": 0.82,
+        "chunked_prefill_size": 32768,
+        "max_prefill_tokens": 32768,
+        "max_running_requests": 512 if one_k else 256,
+        "sglang_disable_radix_cache": True,
+    }
+
+
 def _extra_cell(extra: dict) -> str:
     return '"' + json.dumps(extra, separators=(",", ":")).replace('"', '""') + '"'
 
@@ -488,6 +725,11 @@ def main() -> None:
         action="store_true",
         help="also the SGLang launch flags (not shipped: docs/history/validation.md, issue 15)",
     )
+    ap.add_argument(
+        "--vllm-llama-kv",
+        action="store_true",
+        help="also the Llama-3.1-70B vLLM runs' FP8 KV (not shipped: docs/history/validation.md)",
+    )
     args = ap.parse_args()
     text = read_measurements()
     rows = list(csv.DictReader(text.splitlines()))
@@ -503,6 +745,7 @@ def main() -> None:
     def keys(row: dict, extra: dict) -> dict:
         base = row["id"].rsplit("-", 1)[0]
         add = dict(found.get(base, {}))
+        add |= sample_twin(row, extra | add)
         add |= adp_balance(row, extra | add)
         if base in ran:
             add["n_gpus_ran"] = ran[base]
@@ -512,6 +755,10 @@ def main() -> None:
         add |= free_fraction(row, extra | add)
         add |= early_budget(row, extra | add)
         add |= kv_cache_dtype(row, extra | add)
+        add |= vllm_recipe(row, extra | add, args.vllm_llama_kv)
+        add |= h200_sglang_flags(row, extra | add)
+        add |= llama70b_trtllm(row, extra | add)
+        add |= gptoss_trtllm(row, extra | add)
         return add | sglang_flags(row, extra | add) if args.sglang_flags else add
 
     text, changed = rewrite_extras(text, keys)

@@ -7,6 +7,7 @@ per-group report and the closed-form variant.
     python benchmarks/refit_request_overhead.py            # print before / after per group
     python benchmarks/refit_request_overhead.py --write    # and write them into the shipped profile
     python benchmarks/refit_request_overhead.py --simulate [--store DIR] [--stated]
+    python benchmarks/refit_request_overhead.py ... --groups hopper/trtllm,blackwell/trtllm
 
 Why alone: the closed-loop TTFT is the engine's part (queue and prefill, from the other
 efficiencies) plus the serving stack's per-request latency the client times
@@ -46,15 +47,15 @@ def _stated(p) -> bool:
     )
 
 
-def _fit(preds, prof, grid, min_rows: int) -> dict[str, float]:
-    """Each group's overhead minimising its rows' median |error| (groups under ``min_rows`` and
-    those the profile does not list keep theirs)."""
+def _fit(preds, prof, grid, min_rows: int, only: frozenset = frozenset()) -> dict[str, float]:
+    """Each group's overhead minimising its rows' median |error| (groups under ``min_rows``,
+    those the profile does not list and, when ``only`` names groups, the others keep theirs)."""
     by_group: dict[str, list] = defaultdict(list)
     for p in preds:
         by_group[p.group].append(p)
     out = {}
     for group, rows in by_group.items():
-        if len(rows) < min_rows or group not in prof.groups:
+        if len(rows) < min_rows or group not in prof.groups or (only and group not in only):
             continue
         old = prof.for_group(group).request_overhead_s
         engine = np.array([p.predicted - old for p in rows])
@@ -73,10 +74,10 @@ def _score(preds, prof, new: dict[str, float]) -> float:
     return statistics.median(errs)
 
 
-def _split_half(preds, prof, grid, min_rows: int) -> None:
+def _split_half(preds, prof, grid, min_rows: int, only: frozenset = frozenset()) -> None:
     a, b = preds[0::2], preds[1::2]
     for name, fit_on, held in (("even -> odd", a, b), ("odd -> even", b, a)):
-        new = _fit(fit_on, prof, grid, min_rows)
+        new = _fit(fit_on, prof, grid, min_rows, only)
         print(
             f"split half {name}: held-out median |err| {_score(held, prof, {}):.1f} -> "
             f"{_score(held, prof, new):.1f} %"
@@ -92,7 +93,11 @@ def main() -> None:
     ap.add_argument("--simulate", action="store_true", help="fit the simulated path")
     ap.add_argument("--store", default=None, help="keep simulated results here (validate --store)")
     ap.add_argument("--stated", action="store_true", help="only rows of stated dtype and layout")
+    ap.add_argument(
+        "--groups", default="", help="refit (and write) only these groups, comma-separated"
+    )
     args = ap.parse_args()
+    only = frozenset(g for g in args.groups.split(",") if g)
 
     from infercast.cost.efficiency import PHYSICAL_RANGES
     from infercast.cost.profiles import load_profile_set
@@ -113,7 +118,7 @@ def main() -> None:
     ).predict(prof)
     preds = [p for p in preds if p.predicted is not None and (not args.stated or _stated(p))]
     grid = np.arange(low, high + 1e-12, 5e-4)
-    _split_half(preds, prof, grid, args.min_rows // 2)
+    _split_half(preds, prof, grid, args.min_rows // 2, only)
     by_group: dict[str, list] = defaultdict(list)
     for p in preds:
         by_group[p.group].append(p)
@@ -123,7 +128,7 @@ def main() -> None:
         engine = np.array([p.predicted - old for p in rows])
         measured = np.array([p.case.value for p in rows])
         before = _median_abs_pct(engine, measured, old)
-        if len(rows) < args.min_rows or group not in prof.groups:
+        if len(rows) < args.min_rows or group not in prof.groups or (only and group not in only):
             print(f"{group}: {len(rows)} rows, kept {old:.4f} s ({before:.1f} %)")
             continue
         errs = [_median_abs_pct(engine, measured, float(g)) for g in grid]

@@ -119,6 +119,34 @@ def test_shipped_inferencex_twins_measure_exactly_what_their_annotated_run_measu
         assert c.extra["length_range_ratio"] == other.extra["length_range_ratio"] == 0.8
 
 
+def test_shipped_sample_twins_are_sglang_runs_of_their_twins_lengths_and_clients():
+    # data/README.md, "twins whose InferenceX copy the import left out": the twin's record name
+    # (in aiconfigurator's silicon sample, not in this file) states the run's lengths and clients
+    cases = [c for c in load_cases() if "inferencex_twin_record" in c.extra]
+    assert len(cases) == 46
+    for c in cases:
+        assert c.scenario == "concurrency" and c.engine.startswith("sglang")
+        assert c.extra["length_range_ratio"] == 0.8
+        twin = c.extra["inferencex_twin_record"]
+        assert twin.startswith(("2026_03_25_", "2026_04_06_"))
+        assert f"_{c.input_tokens}x{c.output_tokens}_c{c.concurrency}_" in twin
+
+
+def test_shipped_vllm_recipe_keys_only_on_inferencex_vllm_runs():
+    # data/README.md, "vLLM recipes": every InferenceX vLLM run scheduled asynchronously; the
+    # gpt-oss B200 script's W4A8 experts, and its FP8 KV on the v0.15.1 image
+    cases = load_cases()
+    lagged = [c for c in cases if c.extra.get("vllm_async_scheduling")]
+    assert len(lagged) == 274
+    assert all(c.engine.startswith("vllm") and c.extra["length_range_ratio"] == 0.8 for c in lagged)
+    w4a8 = [c for c in cases if "experts_compute" in c.extra]
+    assert len(w4a8) == 48
+    assert {(c.model, c.hardware, c.extra["experts_compute"]) for c in w4a8} == {
+        ("gpt-oss-120b", "b200", "fp8")
+    }
+    assert {c.engine for c in w4a8 if c.extra.get("kv_cache_dtype") == "fp8"} == {"vllm-0.15.1"}
+
+
 def test_shipped_attention_dp_balance_only_on_inferencex_trtllm_attention_dp_runs():
     cases = [c for c in load_cases() if "attention_dp_balance" in c.extra]
     assert len(cases) == 34

@@ -76,6 +76,15 @@ def test_recipe_kv_dtype_replaces_the_engines_default(concurrency_row):
         layout(concurrency_row(**row, extra={"kv_cache_dtype": "int3"}))
 
 
+def test_recipe_kv_dtype_applies_to_an_expert_only_mxfp4_checkpoint(concurrency_row):
+    # gpt-oss ships MXFP4 experts and a BF16 rest: KV bf16 ("auto") unless the run's recipe sets
+    # kv_cache_config.dtype fp8 (InferenceX gptoss_fp4_b200_trt_slurm.sh)
+    row = dict(model="gpt-oss-120b", hardware="b200", engine="trtllm-1.2.0rc2", weights="fp4")
+    assert layout(concurrency_row(**row)).setup.kv_cache == "bf16"
+    fp8 = layout(concurrency_row(**row, extra={"kv_cache_dtype": "fp8"})).setup
+    assert (fp8.kv_cache, fp8.weights) == ("fp8", "bf16")
+
+
 def _b200_sglang(concurrency_row, tp=8, **extra):
     return concurrency_row(
         model="deepseek-r1",
@@ -191,3 +200,27 @@ def test_a_budget_alone_caps_the_running_requests_at_it(concurrency_row):
     row = dict(model="deepseek-r1", hardware="b200", engine="trtllm-", weights="fp4")
     s = layout(concurrency_row(**row, n_gpus=8, tp=8, extra={"max_num_tokens": 1152})).setup
     assert (s.max_seqs, s.max_batched_tokens) == (1152, 1152)
+
+
+def test_vllm_async_scheduling_row_runs_the_lagged_admission(concurrency_row):
+    # InferenceX's vLLM recipes: --async-scheduling, the default from v0.14 (data/README.md)
+    plain = layout(concurrency_row()).setup
+    lagged = layout(concurrency_row(extra={"vllm_async_scheduling": True})).setup
+    assert (plain.async_scheduling, lagged.async_scheduling) == (False, True)
+    assert _scheduler(lagged)["async_scheduling"] is True
+    assert "async_scheduling" not in _scheduler(plain)
+    with pytest.raises(Unpredictable, match="vllm_async_scheduling"):
+        layout(concurrency_row(extra={"vllm_async_scheduling": "yes"}))
+
+
+def test_gpt_oss_recipe_picks_its_moe_kernel_and_kv_dtype(concurrency_row):
+    # B200 vLLM: VLLM_USE_FLASHINFER_MOE_MXFP4_MXFP8=1 (W4A8) and kv-cache-dtype fp8 in the script
+    row = dict(model="gpt-oss-120b", hardware="b200", weights="fp4", engine="vllm-0.15.1")
+    default = layout(concurrency_row(**row)).setup
+    recipe = layout(
+        concurrency_row(**row, extra={"experts_compute": "fp8", "kv_cache_dtype": "fp8"})
+    ).setup
+    assert (default.experts, default.kv_cache) == ("mxfp4/bf16", "bf16")
+    assert (recipe.experts, recipe.kv_cache) == ("mxfp4/fp8", "fp8")
+    with pytest.raises(Unpredictable, match="experts_compute"):
+        layout(concurrency_row(**row, extra={"experts_compute": "fp4"}))

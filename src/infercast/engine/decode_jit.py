@@ -89,6 +89,25 @@ class Kernels:
 
 
 @cache
+def f32_bits():
+    """A numba ``@intrinsic``: the float32 whose bits are the int32 argument (an LLVM bitcast,
+    which vectorizes, unlike a view of a one-element array): bf16 widened in registers, the
+    fused step's e^x (engine/decode_step.py). Needs numba."""
+    from llvmlite import ir
+    from numba import types
+    from numba.extending import intrinsic
+
+    @intrinsic
+    def f32_bits(typingctx, bits):
+        def codegen(context, builder, sig, args):
+            return builder.bitcast(args[0], ir.FloatType())
+
+        return types.float32(types.int32), codegen
+
+    return f32_bits
+
+
+@cache
 def kernels() -> Kernels | None:
     """The compiled kernels, or ``None`` without numba. Compiled on first call (cached to disk)."""
     try:
@@ -207,6 +226,14 @@ def kernels() -> Kernels | None:
             wf = buf.view(np.float32)
             for r in range(ch * ROW_CHUNK, min(n, (ch + 1) * ROW_CHUNK)):
                 wr = w16[r]
+                if m == 1:  # one token: each weight widened in registers (2x the buffer's
+                    # rate from cache, 1.2x from DRAM: docs/cpu-kernels.md)
+                    x0 = x_rows[0]
+                    acc = np.float32(0.0)
+                    for c in range(k):
+                        acc += f32_bits(np.int32(np.int32(wr[c]) << 16)) * x0[c]  # noqa: F821
+                    out[r, 0] = acc
+                    continue
                 for c in range(k):
                     buf[c] = np.uint32(wr[c]) << np.uint32(16)
                 t = 0
@@ -352,9 +379,9 @@ def kernels() -> Kernels | None:
     # cache entry per function), on numba's workqueue layer (its OpenMP layer slowed
     # PyTorch's OpenMP kernels 25x in the same process: engine/qlinear.py).
     numba.config.THREADING_LAYER = "workqueue"
-    # The loops reach dot4, q4_blocks and prange as globals (see _with_globals: a closure over
-    # a dispatcher missed the disk cache in every new process).
-    names = dict(dot4=_dot4, q4_blocks=_q4_blocks, prange=numba_prange)
+    # The loops reach dot4, q4_blocks, prange and f32_bits as globals (see _with_globals: a
+    # closure over a dispatcher missed the disk cache in every new process).
+    names = dict(dot4=_dot4, q4_blocks=_q4_blocks, prange=numba_prange, f32_bits=f32_bits())
     int8_matmul, bf16_matmul, fp32_matmul, q4_matmul = (
         _with_globals(f, **names) for f in (int8_matmul, bf16_matmul, fp32_matmul, q4_matmul)
     )

@@ -1,5 +1,5 @@
-"""A batch-1 decode step of q4 or int8 layers as one compiled call per thread, with spin
-barriers.
+"""A batch-1 decode step of q4, int8 or bf16 layers as one compiled call per thread, with
+spin barriers.
 
 With ``--threads 2`` the q4 products ran one numba ``prange`` region each: 121 starts and
 joins a SmolLM2-135M step around ~50 us of work apiece, and numba's workqueue workers
@@ -13,12 +13,13 @@ barriers a layer, one thread start and join a step. The cheap work between produ
 (RMSNorm, the residual adds, SiLU, each product's activation sums) is repeated by every
 thread on its own copy, so it needs no barrier; RoPE, the KV write and attention are
 split by KV head. The arithmetic is the unfused path's
-(:class:`infercast.engine.model.LlamaModel` with the q4 kernel): tested equal.
+(:class:`infercast.engine.model.LlamaModel` with the q4 kernel) but for e^x, an inlined
+polynomial (``fexp``, ~1e-6 relative) so that softmax and SiLU vectorize: tested equal.
 
 Runs when numba is present, every layer matrix is ``q4`` in the kernel's layout (or every
-one ``int8``: rows in chunks of 64 instead of blocks), and the step is one request
-decoding one token (``serve``'s batch-1 decode); other steps take
-the per-product path.
+one ``int8`` or every one ``bf16``: rows in chunks of 64 instead of blocks; a bf16 step
+also sheds the per-layer numpy work of the per-product path), and the step is one request
+decoding one token (``serve``'s batch-1 decode); other steps take the per-product path.
 """
 
 # ruff: noqa: F821 - the compiled functions name each other as globals of _step_kernel's `ns`
@@ -31,7 +32,7 @@ from functools import cache
 
 import numpy as np
 
-from infercast.engine.decode_jit import Q4_ROWS, kernels
+from infercast.engine.decode_jit import Q4_ROWS, f32_bits, kernels
 
 ENABLED = True  # False: the per-product path (a switch for old-vs-new benchmarks)
 SPINS_BEFORE_YIELD = 2000
@@ -106,7 +107,32 @@ def _step_kernel():
 
         return types.int32(), codegen
 
-    ns.update(atomic_add=_atomic_add, atomic_load=_atomic_load, sched_yield=_sched_yield)
+    ns.update(
+        atomic_add=_atomic_add,
+        atomic_load=_atomic_load,
+        sched_yield=_sched_yield,
+        f32_bits=f32_bits(),
+    )
+
+    @compiled(fastmath=True, inline="always")
+    def _fexp(x):  # pragma: no cover - compiled
+        # e^x = 2^n e^t, n = rint(x log2 e), t = (x log2 e - n) ln 2 in [-0.35, 0.35]: e^t by its
+        # Taylor series to t^7 (truncation under 1e-7), 2^n by its float32 bits (the range
+        # reduction of Cody & Waite 1980, "Software Manual for the Elementary Functions").
+        # Unlike libm's expf it is inlined, so the softmax and SiLU loops vectorize; relative
+        # error ~1e-6 for x in [-87, 87]; below -87 it gives ~1e-38 (not 0), above 87 ~2^126.
+        y = min(max(x * np.float32(1.4426950408889634), np.float32(-125.0)), np.float32(126.0))
+        n = np.rint(y)
+        t = (y - n) * np.float32(0.6931471805599453)
+        p = np.float32(1.0 / 5040.0)
+        p = p * t + np.float32(1.0 / 720.0)
+        p = p * t + np.float32(1.0 / 120.0)
+        p = p * t + np.float32(1.0 / 24.0)
+        p = p * t + np.float32(1.0 / 6.0)
+        p = p * t + np.float32(0.5)
+        p = p * t + np.float32(1.0)
+        p = p * t + np.float32(1.0)
+        return p * f32_bits((np.int32(n) + np.int32(127)) << np.int32(23))
 
     @compiled()
     def _barrier(bar, target, spins):  # pragma: no cover - compiled
@@ -178,6 +204,19 @@ def _step_kernel():
                 acc += np.float32(qr[c]) * v[c]
             out[r, 0] = acc * sc[li, r]
 
+    @compiled(fastmath=True)
+    def _bf16_product(w, li, v, out, tid, nth):  # pragma: no cover - compiled
+        # This thread's share of layer li's bf16 rows (w = (bits,), uint16) times v, in chunks
+        # of 64 rows, each weight widened in registers (decode_jit.bf16_matmul's one token).
+        b16 = w[0]
+        n, k = b16.shape[1], b16.shape[2]
+        nc = (n + 63) // 64
+        for r in range(tid * nc // nth * 64, min(n, (tid + 1) * nc // nth * 64)):
+            acc = np.float32(0.0)
+            for c in range(k):
+                acc += f32_bits(np.int32(np.int32(b16[li, r, c]) << 16)) * v[c]
+            out[r, 0] = acc
+
     def _product(w, li, v, out, tid, nth):  # typed by the overload below
         raise NotImplementedError
 
@@ -185,8 +224,12 @@ def _step_kernel():
 
     @overload(_product)
     def _product_impl(w, li, v, out, tid, nth):
-        # q4 layers carry (qv,) or (qt, d, m), int8 layers (q, scale): chosen when compiled.
-        fn = ns["q4i_product" if len(w) == 1 else "q4_product" if len(w) == 3 else "int8_product"]
+        # q4 layers carry (qv,) or (qt, d, m), int8 layers (q, scale), bf16 ones (bits,) as
+        # uint16: chosen when compiled.
+        if len(w) == 1:
+            fn = ns["bf16_product" if w[0].dtype == types.uint16 else "q4i_product"]
+        else:
+            fn = ns["q4_product" if len(w) == 3 else "int8_product"]
         return lambda w, li, v, out, tid, nth: fn(w, li, v, out, tid, nth)
 
     @compiled(fastmath=True)
@@ -202,10 +245,11 @@ def _step_kernel():
         xp = x.copy()  # this thread's residual stream
         hv = np.empty(h_size, dtype=np.float32)
         act = np.empty(f, dtype=np.float32)
-        qv = np.empty((g, hd), dtype=np.float32)
+        qv = np.empty((nq, hd), dtype=np.float32)  # this thread's heads' rows only
         n_ctx = slots.shape[0]
-        scores = np.empty((g, n_ctx), dtype=np.float32)
-        acc = np.empty((g, hd), dtype=np.float32)
+        scores = np.empty((nq, n_ctx), dtype=np.float32)
+        acc = np.empty((nq, hd), dtype=np.float32)
+        inv_total = np.empty(nq, dtype=np.float32)
         wslot = slots[n_ctx - 1]
         scale = np.float32(1.0 / np.sqrt(hd))
         target = 0
@@ -214,8 +258,11 @@ def _step_kernel():
             product(wqkv, li, hv, qkv_buf, tid, nth)
             target += nth
             barrier(bar, target, SPINS_BEFORE_YIELD)
-            # RoPE (rotate-half, engine/rope.py), the KV write and attention of KV head h
-            # (decode_jit.attend's arithmetic: Vaswani et al. 2017 eq. 1, GQA).
+            # RoPE (rotate-half, engine/rope.py), the KV write and attention of this thread's
+            # KV heads (decode_jit.attend's arithmetic: Vaswani et al. 2017 eq. 1, GQA), key
+            # by key over all of them: each slot's K (then V) row of every head is one
+            # contiguous read (SmolLM2 q4's fused layers 2.7-2.9 -> 2.5-2.6 ms before fexp;
+            # docs/history/engine-weight-formats.md).
             k_off, v_off = nq * hd, (nq + nkv) * hd
             for h in range(tid, nkv, nth):
                 kr = k_all[li, wslot, h]
@@ -227,39 +274,44 @@ def _step_kernel():
                     kr[half + e] = b * cos[e] + a * sin[e]
                 for e in range(hd):
                     vr[e] = qkv_buf[v_off + h * hd + e, 0]
-                for gi in range(g):
-                    base = (h * g + gi) * hd
+                for qi in range(h * g, h * g + g):
                     for e in range(half):
-                        a = qkv_buf[base + e, 0]
-                        b = qkv_buf[base + half + e, 0]
-                        qv[gi, e] = (a * cos[e] - b * sin[e]) * scale
-                        qv[gi, half + e] = (b * cos[e] + a * sin[e]) * scale
-                for j in range(n_ctx):
-                    kj = k_all[li, slots[j], h]
-                    for gi in range(g):
+                        a = qkv_buf[qi * hd + e, 0]
+                        b = qkv_buf[qi * hd + half + e, 0]
+                        qv[qi, e] = (a * cos[e] - b * sin[e]) * scale
+                        qv[qi, half + e] = (b * cos[e] + a * sin[e]) * scale
+                    for e in range(hd):
+                        acc[qi, e] = 0.0
+            for j in range(n_ctx):
+                sj = slots[j]
+                for h in range(tid, nkv, nth):
+                    for qi in range(h * g, h * g + g):
                         t = np.float32(0.0)
                         for e in range(hd):
-                            t += qv[gi, e] * kj[e]
-                        scores[gi, j] = t
-                for gi in range(g):
-                    mx = scores[gi, 0]
+                            t += qv[qi, e] * k_all[li, sj, h, e]
+                        scores[qi, j] = t
+            for h in range(tid, nkv, nth):
+                for qi in range(h * g, h * g + g):
+                    mx = scores[qi, 0]
                     for j in range(1, n_ctx):
-                        mx = max(mx, scores[gi, j])
+                        mx = max(mx, scores[qi, j])
                     total = np.float32(0.0)
                     for j in range(n_ctx):
-                        p = np.exp(scores[gi, j] - mx)
-                        scores[gi, j] = p
+                        p = fexp(scores[qi, j] - mx)
+                        scores[qi, j] = p
                         total += p
-                    for e in range(hd):
-                        acc[gi, e] = 0.0
-                    for j in range(n_ctx):
-                        vj = v_all[li, slots[j], h]
-                        p = scores[gi, j]
+                    inv_total[qi] = np.float32(1.0) / total
+            for j in range(n_ctx):
+                sj = slots[j]
+                for h in range(tid, nkv, nth):
+                    for qi in range(h * g, h * g + g):
+                        p = scores[qi, j]
                         for e in range(hd):
-                            acc[gi, e] += p * vj[e]
-                    inv = np.float32(1.0) / total
+                            acc[qi, e] += p * v_all[li, sj, h, e]
+            for h in range(tid, nkv, nth):
+                for qi in range(h * g, h * g + g):
                     for e in range(hd):
-                        att_buf[(h * g + gi) * hd + e] = acc[gi, e] * inv
+                        att_buf[qi * hd + e] = acc[qi, e] * inv_total[qi]
             target += nth
             barrier(bar, target, SPINS_BEFORE_YIELD)
             product(wo, li, att_buf, o_buf, tid, nth)
@@ -273,7 +325,7 @@ def _step_kernel():
             barrier(bar, target, SPINS_BEFORE_YIELD)
             for i in range(f):  # SwiGLU (Shazeer 2020): silu(gate) * up
                 gt = gu_buf[i, 0]
-                act[i] = gt / (np.float32(1.0) + np.exp(-gt)) * gu_buf[f + i, 0]
+                act[i] = gt / (np.float32(1.0) + fexp(-gt)) * gu_buf[f + i, 0]
             product(wdown, li, act, dn_buf, tid, nth)
             target += nth
             barrier(bar, target, SPINS_BEFORE_YIELD)
@@ -287,8 +339,9 @@ def _step_kernel():
 
 def _stack(mats) -> tuple[np.ndarray, ...]:
     """The layers' matrices as [L, ...] arrays, q4 as (qv,) or (qt, d, m) in its kernel's layout,
-    int8 as (q, scale); each matrix's own arrays become views of them (no second copy)."""
-    from infercast.engine.qlinear import Int4Matrix
+    int8 as (q, scale), bf16 as (bits,); each matrix's own arrays become views of them (no
+    second copy)."""
+    from infercast.engine.qlinear import Bf16Matrix, Int4Matrix
 
     if isinstance(mats[0], Int4Matrix):
         n = len(mats[0].jit_layout)
@@ -296,6 +349,12 @@ def _stack(mats) -> tuple[np.ndarray, ...]:
         for li, m in enumerate(mats):
             m.jit_layout = tuple(a[li] for a in out)
         return out
+    if isinstance(mats[0], Bf16Matrix):
+        bits = np.stack([m.bits for m in mats])
+        for li, m in enumerate(mats):
+            m.bits = bits[li]
+            m.w = m._torch.from_numpy(m.bits.view(np.int16)).view(m._torch.bfloat16)
+        return (bits,)
     out = (np.stack([m.q_np for m in mats]), np.stack([m.s32 for m in mats]))
     for li, m in enumerate(mats):
         m.q_np, m.s32 = out[0][li], out[1][li]
@@ -304,7 +363,7 @@ def _stack(mats) -> tuple[np.ndarray, ...]:
 
 
 class FusedDecode:
-    """The layer stack of a q4 or int8 model for batch-1 decode steps (see the module doc)."""
+    """The layer stack of a q4, int8 or bf16 model for batch-1 decode steps (module doc)."""
 
     def __init__(self, cfg, weights, threads: int) -> None:
         layers = weights.layers
@@ -317,7 +376,7 @@ class FusedDecode:
         )
         self.eps = float(cfg.rms_norm_eps)
         # rows of each product (q4: padded to whole 64-row blocks)
-        rows = [w[0].shape[1] if len(w) == 2 else w[0].shape[1] * Q4_ROWS for w in self.w]
+        rows = [w[0].shape[1] * (Q4_ROWS if w[0].dtype == np.uint8 else 1) for w in self.w]
         self.bufs = (
             np.zeros((rows[0], 1), np.float32),
             np.zeros(cfg.num_heads * cfg.head_dim, np.float32),
@@ -332,14 +391,16 @@ class FusedDecode:
     @staticmethod
     def build(cfg, weights, threads: int) -> FusedDecode | None:
         """The fused step when numba is there and every layer matrix is q4 in the kernel's
-        layout, or every one int8, else None."""
-        from infercast.engine.qlinear import Int4Matrix, Int8Matrix
+        layout, or every one int8, or every one bf16, else None."""
+        from infercast.engine.qlinear import Bf16Matrix, Int4Matrix, Int8Matrix
 
         mats = [getattr(lw, n) for lw in weights.layers for n in _MATRICES]
         if _step_kernel() is None or not mats:
             return None
         q4 = all(isinstance(m, Int4Matrix) and m.jit_layout is not None for m in mats)
-        if not q4 and not all(isinstance(m, Int8Matrix) for m in mats):
+        if not q4 and not any(
+            all(isinstance(m, c) for m in mats) for c in (Int8Matrix, Bf16Matrix)
+        ):
             return None
         return FusedDecode(cfg, weights, threads)
 

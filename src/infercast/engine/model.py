@@ -111,7 +111,7 @@ class LlamaModel(ForwardPass):
     def _load(self, weights: ModelWeights, num_threads: int) -> None:
         self.w = weights
         self.scratch = Scratch(num_threads)  # compact matrices widen here for prefill products
-        # q4 or int8 layers: batch-1 decode as one compiled call per thread (decode_step.py)
+        # q4, int8 or bf16 layers: batch-1 decode as one compiled call per thread (decode_step.py)
         self.fused = FusedDecode.build(self.cfg, weights, num_threads)
 
     def _mm(self, w, x: np.ndarray) -> np.ndarray:

@@ -381,7 +381,9 @@ class Bf16Matrix:
         return _from_torch_fm(y, n)
 
     def rows(self, ids: np.ndarray) -> np.ndarray:
-        return self.w[self._torch.from_numpy(ids)].float().numpy()
+        # bf16 is float32's top half: the rows' bits shifted up (numpy: ~5 us a decode token,
+        # where torch's index and .float() took ~85 us)
+        return (self.bits[ids].astype(np.uint32) << np.uint32(16)).view(np.float32)
 
     def dequantize(self) -> np.ndarray:
         return self.w.float().numpy()

@@ -118,6 +118,9 @@ class SchedulerSection(_Frozen, AdmissionFields):  # admission: specs.engines
     # decode steps between the engine's polls for new requests (SGLang --scheduler-recv-interval,
     # default 1 = every step; sim/replica.py, "Request polling")
     recv_interval: int = Field(default=1, ge=1)
+    # vLLM's async scheduling (--async-scheduling; default from v0.14): a step's contents are
+    # fixed when the step before it starts (sim/replica.py, "Async scheduling")
+    async_scheduling: bool = False
     # TensorRT-LLM's attention-DP context balance over this many ranks (1 = off; a recipe's
     # ``attention_dp_config``: enable_balance, timeout_iters, batching_wait_iters;
     # sched/admission.py ``AdpBalance``)

@@ -31,6 +31,17 @@ every k decode steps (``python/sglang/srt/managers/scheduler_recv_skipper.py``,
 ``SchedulerRecvSkipper.handle``: weights DECODE 1, idle 1, default 1,000). Requests that arrive
 while the replica is busy wait in an inbox until then; an idle replica takes them at once (its
 loop spins). A segment is cut at the polling step, not at the first step end.
+
+Async scheduling (``async_scheduling``, vLLM's ``--async-scheduling``, on by default from v0.14):
+the engine schedules step N+1 as soon as step N is launched, before N's outputs are known, so
+the contents of a step are fixed when the step before it starts (``vllm/v1/engine/core.py``
+``EngineCore.step_with_batch_queue``: with a batch queue of 2 a new batch is scheduled while the
+queue has room, and the loop blocks on the oldest batch only when it is full; new requests are
+read between steps). A request that arrives while a step runs therefore joins the step after
+the next one: it waits in a holding list until the end of the step that follows its arrival
+(an arrival exactly at a step's start counts as before it, as an arrival at a step end does in
+the synchronous loop). An idle replica takes it at once, as does one left with nothing to run.
+A segment under way is cut one step after the first step end at or after the arrival.
 """
 
 from __future__ import annotations
@@ -261,6 +272,16 @@ class _Segment:
         self.steps, self.end_s = j, end
         return True
 
+    def cut_after(self, now: float) -> bool:
+        """End one step after the first step end at or after ``now`` (an arrival under async
+        scheduling, module docstring); True if that is earlier than planned."""
+        steps = self.steps
+        if not self.cut(now):  # that first step end is the last one: nothing after it here
+            return False
+        j = self.steps + 1
+        self.steps, self.end_s = steps, self.step_end(steps)
+        return self.cut_at(j)
+
     def cut_at(self, j: int) -> bool:
         """End after step ``j`` (1-based) when that is earlier than planned; True if cut."""
         if j >= self.steps:
@@ -302,6 +323,10 @@ class Replica:
         "_inbox",
         "_recv_count",
         "_recv_due",
+        "_lags",
+        "_held",
+        "_plan_start",
+        "_prev_start",
         "sched",
         "_kv",
         "timer",
@@ -354,6 +379,7 @@ class Replica:
         complete: Completions | None = None,
         itl: Callable[[np.ndarray, np.ndarray], None] | None = None,
         recv_interval: int = 1,
+        async_scheduling: bool = False,
     ):
         self.index = index
         if recv_interval < 1:
@@ -363,6 +389,10 @@ class Replica:
         self._inbox: list[Request] = []  # arrived while busy, not yet polled
         self._recv_count = 0  # the poll counter: decode steps since the last poll
         self._recv_due = False  # the step that just ended reached the poll
+        self._lags = async_scheduling  # contents fixed a step ahead (module doc, "Async ...")
+        self._held: list[tuple[float, Request]] = []  # (arrival, request) while a step ran
+        self._plan_start = 0.0  # when the plan under way started
+        self._prev_start = -math.inf  # when the last step of the plan that just ended started
         self.sched = scheduler
         self._kv = scheduler.kv  # its block manager (fixed): read for the usage every step
         self.timer = timer
@@ -407,7 +437,7 @@ class Replica:
         self._windowed = self._context_limit != math.inf
         # Whether a group-only run may end before the horizon (the window's edge, a poll): one
         # flag for ``_start`` to read when neither applies.
-        self._capped = self._windowed or self._polls
+        self._capped = self._windowed or self._polls or self._lags
         # Past the window (every context >= this): the other affine form, in its own table.
         past = getattr(self._affine_timer, "affine_past_window_context", math.inf)
         self._past_limit = float(past) if self._windowed else math.inf
@@ -434,6 +464,15 @@ class Replica:
     # ---- arrivals ---------------------------------------------------------------
     def submit(self, req: Request) -> None:
         """A request arrives now (kernel time)."""
+        if self._lags and self._busy:  # the next step is already fixed: it joins the one after
+            self.outstanding_tokens += req.prompt_tokens + req.max_output_tokens
+            now = self.kernel.now
+            self._held.append((now, req))
+            plan = self._plan
+            if plan is self._segment and plan.cut_after(now):
+                Kernel.cancel(self._handle)
+                self._handle = self.kernel.at(plan.end_s, PRIO_STEP_END, self._on_end)
+            return
         if self._polls and self._busy:  # waits for the engine's next poll
             self.outstanding_tokens += req.prompt_tokens + req.max_output_tokens
             self._inbox.append(req)
@@ -462,12 +501,16 @@ class Replica:
         if self._polls and (self._recv_due or not self.sched.has_unfinished):
             self._recv_due = False
             self._poll(now)
+        if self._lags and self._held:
+            self._release(now)
         k = self.sched.decode_horizon(self.max_segment_steps) if self.fast else 0
         if k and self._capped:
             if self._windowed:
                 k = self._cap_by_window(k)
             if k and self._inbox:  # the segment ends at the poll that takes them
                 k = min(k, self.recv_interval - self._recv_count)
+            if k and self._held:  # they join the step after this one: one step, then look
+                k = 1
         plan: _BatchStep | _GroupStep | _Segment
         if k >= 2:
             plan = self._segment
@@ -477,6 +520,11 @@ class Replica:
             step = self._group_step if k else self._batch_step
             dt = step.start(now)
             if dt is None:
+                if self._held:  # nothing runs: the held requests join at once
+                    self._prev_start = math.inf
+                    self._release(now)
+                    self._start()
+                    return
                 self._busy = False
                 return
             plan = step
@@ -492,6 +540,7 @@ class Replica:
             last, interval = self.observe(now, self, plan.num_seqs, kv_usage)  # type: ignore[misc]
             self._obs_due = (last + interval) * (1.0 - 1e-12)
         self._plan = plan
+        self._plan_start = now
         self._handle = self.kernel.at(plan.end_s, PRIO_STEP_END, self._on_end)
 
     def _end(self) -> None:
@@ -501,6 +550,9 @@ class Replica:
         assert plan is not None, "a step ended that was never started"
         if self._polls:
             self._count_poll(plan)
+        if self._lags:  # the start of its last step: what arrived by then joins the next step
+            seg = plan is self._segment and plan.steps > 1
+            self._prev_start = plan.step_end(plan.steps - 1) if seg else self._plan_start
         done = plan.end(now)
         if done:
             for req in done:
@@ -542,6 +594,18 @@ class Replica:
         if seg.cut_at(j):
             Kernel.cancel(self._handle)
             self._handle = self.kernel.at(seg.end_s, PRIO_STEP_END, self._on_end)
+
+    def _release(self, now: float) -> None:
+        """Async scheduling: the held requests that arrived by the start of the step that just
+        ended join the scheduler's queue (all of them when nothing else is left to run)."""
+        cut = self._prev_start if self.sched.has_unfinished else math.inf
+        held, self._held = self._held, []
+        for t, req in held:
+            if t > cut:
+                self._held.append((t, req))
+            elif not self.sched.add_request(req):
+                self.outstanding_tokens -= req.prompt_tokens + req.max_output_tokens
+                self.emit(rejected_record(req, now, req.reject_reason), self.index)
 
     def _poll(self, now: float) -> None:
         """The engine reads its inbox: every waiting request joins the scheduler's queue."""

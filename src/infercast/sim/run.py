@@ -284,6 +284,7 @@ def _build_replicas(cfg: SimConfig, timer, kernel: Kernel, driver: _Driver, seri
         "complete": complete,
         "itl": driver.itl,
         "recv_interval": cfg.scheduler.recv_interval,
+        "async_scheduling": cfg.scheduler.async_scheduling,
     }
     if cfg.speculative is not None:
         from infercast.sim.build import spec_timer

@@ -17,6 +17,9 @@ silent; each one is named, and ``docs/validation.md`` lists them:
   the weights nearly fill the part (Llama-3.1-70B FP8 on one 80 GB H100: 3.1 GB of KV under
   the first rule, 10 GB under TensorRT-LLM's). Engines without a preset (llama.cpp,
   gpt-fast, research code) get :data:`OTHER_LIMITS` and :data:`MEMORY_FRACTION` of all memory.
+- TensorRT-LLM v0.17's perf-overview rows ran engines ``trtllm-bench build --dataset`` sized for
+  their lengths (:func:`trtllm_bench_limits`: its running limit and token budget replace the
+  preset's), noted on the row.
 - KV dtype when not stated (neither the row's ``kv_cache`` nor its recipe's
   ``extra.kv_cache_dtype``): FP8 for TensorRT-LLM with 8-bit or narrower weights
   (its perf tables quantize the KV cache with the weights), else the 16-bit dtype.
@@ -32,7 +35,8 @@ silent; each one is named, and ``docs/validation.md`` lists them:
   the FP8 rate) under TensorRT-LLM on Blackwell and W4A16 (BF16 rate) elsewhere:
   TensorRT-LLM's defaults ``W4A8_MXFP4_MXFP8`` on Blackwell and ``W4A16_MXFP4`` on
   Hopper (``cost/experts.py`` cites them); Hopper and older parts have no FP4
-  tensor cores. Noted per row.
+  tensor cores. A run's recipe may choose otherwise (``extra.kv_cache_dtype``,
+  ``extra.experts_compute``: :func:`checkpoint_experts`). Noted per row.
 - TensorRT-LLM's v1.0 performance overview runs its MoE models with ``trtllm-bench --tp
   $tp_size --pp $pp_size --ep $ep_size`` ("For MoE models", its "Reproducing Benchmarked
   Results") but its tables name only the TP size: such a row with ``tp > 1`` and no ``ep`` is
@@ -64,6 +68,7 @@ silent; each one is named, and ``docs/validation.md`` lists them:
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, replace
 
 from infercast.cost.profiles import HARDWARE_FAMILIES, hardware_family  # noqa: F401 (re-exported)
@@ -155,6 +160,9 @@ class Setup:
     # TensorRT-LLM's batch waiting the run's recipe set: (timeout_iters, max_tokens_ratio)
     # (``batch_wait``); () = off
     batch_wait: tuple[int, float] = ()
+    # vLLM's async scheduling the run had (``async_scheduling``): a step's contents fixed when the
+    # step before it starts (sim/replica.py, "Async scheduling")
+    async_scheduling: bool = False
 
     @property
     def gpus_per_replica(self) -> int:
@@ -187,13 +195,21 @@ def kv_dtype(case: Case) -> str:
 
 def checkpoint_experts(case: Case) -> str:
     """``"mxfp4/<compute>"`` when the row runs a checkpoint that quantizes only its routed experts
-    to MXFP4 (module docstring), else ""."""
+    to MXFP4 (module docstring), else "". ``extra.experts_compute`` ("fp8" or "bf16") is the
+    dtype the run's recipe chose for those GEMMs' activations (InferenceX's B200 vLLM gpt-oss
+    script sets ``VLLM_USE_FLASHINFER_MOE_MXFP4_MXFP8=1``: W4A8, data/README.md); without it the
+    engine's default."""
     if (
         checkpoint_expert_format(case.model) != "mxfp4"
         or case.weights not in NARROW
         or engine_family(case.engine) not in ("trtllm", "vllm", "sglang")
     ):  # GPU engines' MoE kernels
         return ""
+    stated = case.extra.get("experts_compute")
+    if stated is not None:
+        if stated not in ("fp8", "bf16"):
+            raise Unpredictable(f"extra.experts_compute {stated!r}: must be fp8 or bf16")
+        return f"mxfp4/{stated}"
     w4a8 = hardware_family(case.hardware) == "blackwell" and engine_family(case.engine) == "trtllm"
     return "mxfp4/fp8" if w4a8 else "mxfp4/bf16"
 
@@ -290,6 +306,66 @@ def trtllm_limits(case: Case) -> tuple[int | None, int] | None:
     return b, m - k * seats
 
 
+# trtllm-bench sizes the engine's limits itself when the run passes none: the v0.17 perf overview
+# builds each engine with `trtllm-bench build --dataset` ("Reproducing Benchmarked Results",
+# docs/source/performance/perf-overview.md @258c7540), whose tensorrt_llm/bench/build/build.py
+# get_benchmark_engine_settings runs, for FP8 and unquantized builds, tuning.py
+# calc_engine_setting (the KV requests that fit in 0.95 of the memory the weights leave: weights
+# at 1 byte for fp8, else 2, in 1e9-byte units; KV at 1 byte for fp8, else 2, at least one KV head
+# per TP rank) and finetune_setting (batch to 4,096 and tokens to 32,768, rounded up, at least 64
+# and 2,048), not trtllm-build's 2,048 / 8,192. The PyTorch flow's `trtllm-bench throughput`
+# sizes its limits the same way (bench/benchmark/utils/general.py get_settings) in versions whose
+# inputs moved (NVFP4 weights, the run's KV fraction): applied to the v0.20, v1.0 and latest rows
+# it cost their throughput rows (docs/history/validation.md, "trtllm-bench's own limits"), so
+# they keep the preset until those versions' rules are pinned.
+BENCH_KV_FRACTION = 0.95  # calc_engine_setting's kv_cache_gpu_mem_fraction default
+BENCH_MAX_BATCH, BENCH_MAX_TOKENS = 4096, 32768  # finetune_setting's caps
+GIB = 1024**3
+
+
+def trtllm_bench_limits(
+    case: Case, model: ModelSpec, memory_bytes: float, tp: int, pp: int, kv: str
+) -> tuple[int, int] | None:
+    """(max_batch_size, max_num_tokens) trtllm-bench built the engine of an offline row with
+    (the comment above); None when it does not apply: another harness, flow or scenario, stated
+    limits, MLA attention (whose heads trtllm-bench counts from the checkpoint's config, not as
+    cached), or a KV estimate under one request."""
+    lengths = case.input_tokens, case.output_tokens
+    if (
+        case.scenario != "offline"
+        or "trtllm-bench" not in case.engine
+        or not trtllm_engine_flow(case.engine)  # the PyTorch flow: the comment above
+        or trtllm_limits(case) is not None
+        or model.attention.kind == "mla"
+        or not all(isinstance(x, int) and x > 0 for x in lengths)
+    ):
+        return None
+    isl, osl = lengths
+    weights_gib = model.total_params / 1e9 * (1.0 if case.weights == "fp8" else 2.0)
+    heads = max(tp, model.attention.num_kv_heads)
+    per_token_gib = 2 * model.num_layers * heads * model.attention.head_dim / GIB
+    per_token_gib *= 1.0 if kv == "fp8" else 2.0
+    free_gib = memory_bytes * tp * pp / GIB - weights_gib
+    requests = free_gib * BENCH_KV_FRACTION / (per_token_gib * (isl + osl))
+    if requests < 1:
+        return None
+    raw_bs = min(requests, BENCH_MAX_BATCH) / pp
+    raw_tokens = min(raw_bs * (1 + isl / osl), BENCH_MAX_TOKENS)
+    if raw_bs < 256:
+        bs = max(64, 32 * math.ceil(raw_bs / 32))
+    elif raw_bs < 1024:
+        bs = 128 * math.ceil(raw_bs / 128)
+    else:
+        bs = 256 * math.ceil(raw_bs / 256)
+    if raw_tokens < 4096:
+        tokens = max(2048, 256 * math.ceil(raw_tokens / 256))
+    elif raw_tokens < 8192:
+        tokens = 512 * math.ceil(raw_tokens / 512)
+    else:
+        tokens = 1024 * math.ceil(raw_tokens / 1024)
+    return bs, tokens
+
+
 def recipe_free_fraction(case: Case) -> float | None:
     """``extra.free_gpu_memory_fraction``: the run started TensorRT-LLM with that
     ``kv_cache_config.free_gpu_memory_fraction`` (an InferenceX recipe, data/README.md), which
@@ -300,6 +376,16 @@ def recipe_free_fraction(case: Case) -> float | None:
     if isinstance(v, bool) or not isinstance(v, int | float) or not 0 < v <= 1:
         raise Unpredictable(f"extra.free_gpu_memory_fraction {v!r}: must be in (0, 1]")
     return float(v)
+
+
+def async_scheduling(case: Case) -> bool:
+    """``extra.vllm_async_scheduling``: the run's vLLM scheduled each step while the one before it
+    ran (``--async-scheduling``, or the default from v0.14: an InferenceX recipe, data/README.md);
+    False when the row does not say so (vLLM's default before v0.14)."""
+    v = case.extra.get("vllm_async_scheduling", False)
+    if not isinstance(v, bool):
+        raise Unpredictable(f"extra.vllm_async_scheduling {v!r}: must be a boolean")
+    return v
 
 
 MIXED_PRESET = "sglang-0.5-mixed"  # SGLang with --enable-mixed-chunk (data/engines)
@@ -463,8 +549,9 @@ def layout(case: Case, engine: EnginePreset | None = None) -> Layout:
             + ", ".join(f"{k} {v}" for k, v in launch.items() if k != "sglang_disable_radix_cache")
         )
     weights, kv, experts = case.weights, kv_dtype(case), checkpoint_experts(case)
-    if experts:
-        weights, kv = "bf16", case.kv_cache or "bf16"
+    if experts:  # the checkpoint quantizes no KV: 16 bits unless the row or its recipe says
+        weights = "bf16"
+        kv = kv if case.kv_cache or case.extra.get("kv_cache_dtype") else "bf16"
         notes.append(
             f"{case.model} served from its MXFP4 checkpoint: experts {experts} (format/compute), "
             f"the rest bf16, KV {kv}"
@@ -485,6 +572,27 @@ def layout(case: Case, engine: EnginePreset | None = None) -> Layout:
                 if case.extra.get("mtp")
                 else ""
             )
+        )
+    bench = None
+    if trtllm and limits is None and not attn_dp and not experts:  # MXFP4: not a tuned quant
+        from infercast.specs.catalog import load_hardware, load_model
+
+        try:
+            bench = trtllm_bench_limits(
+                case,
+                load_model(case.model),
+                load_hardware(case.hardware).memory_bytes,
+                tp,
+                pp,
+                kv,
+            )
+        except InfercastError:
+            bench = None  # an unknown model or part is reported where the row is planned
+    if bench is not None:
+        seqs, tokens = bench
+        notes.append(
+            f"trtllm-bench's own limits for these lengths: max_batch_size {seqs}, max_num_tokens "
+            f"{tokens} (bench/build/tuning.py finetune_setting)"
         )
     if trtllm and attn_dp:  # per-rank limits (module docstring): the replica holds tp ranks
         seqs, tokens = seqs * tp, tokens * tp
@@ -535,6 +643,12 @@ def layout(case: Case, engine: EnginePreset | None = None) -> Layout:
         notes.append(
             f"batch waiting (the run's recipe): new requests wait until they and the decodes fill "
             f"{wait[1]:g} of the token budget, at most {wait[0]} iterations"
+        )
+    if engine_family(case.engine) == "vllm" and async_scheduling(case):
+        setup = replace(setup, async_scheduling=True)
+        notes.append(
+            "async scheduling (the run's vLLM): a request arriving while a step runs joins the "
+            "step after the next one"
         )
     r = length_range_ratio(case)
     if r is not None:

@@ -64,6 +64,8 @@ def _scheduler(s: Setup, recv_interval: int = 1) -> dict:
         out.update(s.admission_params)
     if s.max_prefill_tokens:  # SGLang's --max-prefill-tokens (sched/policies.py admit_waiting)
         out["max_prefill_tokens"] = s.max_prefill_tokens
+    if s.async_scheduling:  # vLLM's async scheduling (sim/replica.py, "Async scheduling")
+        out["async_scheduling"] = True
     if s.batch_wait:  # TensorRT-LLM's batch waiting (sched/admission.py BatchWait)
         out["batch_wait_timeout_iters"], out["batch_wait_max_tokens_ratio"] = s.batch_wait
     if s.adp_balance and s.attn_dp and s.tp > 1:  # TensorRT-LLM's attention-DP balance
