@@ -1,14 +1,16 @@
 """How many threads one weight product runs on: one rule for every kernel path.
 
-With ``serve --threads N`` a product may split across N threads, but the split pays only
-for a product big enough to cover the threads' start and join (numba's workqueue layer:
-~25-50 us a product at best on the 2-core machine this was measured on), and only where a second
-core adds something the first lacks (here one core already reads DRAM at the machine's
-rate: 42.9 GB/s, 42.6 with two, docs/engine.md). Below the crossover the threads cost more
-than they save, and every pool woken in a step (numba's, PyTorch's OpenMP, OpenBLAS's)
-leaves workers spinning that take the core the next product needs: with PyTorch's
-two-thread bf16 widening between two-thread OpenBLAS products a 128-token prefill of
-SmolLM2-135M ran 1,029 ms against 251 on one thread.
+With ``serve --threads N`` a product may split across N threads, but the split pays only for
+a product big enough to cover the threads' start and join (numba's workqueue layer wakes
+each worker twice a region through a condition variable, a task to sync its thread count
+then the work: numba 0.68 numba/np/ufunc/workqueue.c ``parallel_for``; ~25-50 us a product
+at best on the 2-core machine this was measured on, a time slice a wake under load), and
+only where a second core adds something the first lacks (here one core already reads DRAM at
+the machine's rate: 42.9 GB/s, 42.6 with two, docs/engine.md). Below the crossover the
+threads cost more than they save, and a pool whose idle workers spin (PyTorch's OpenMP,
+OpenBLAS's; numba's block) takes the core the next product needs: with PyTorch's two-thread
+bf16 widening between two-thread OpenBLAS products a 128-token prefill of SmolLM2-135M ran
+1,029 ms against 251 on one thread.
 
 The rule (:func:`product_threads`): a product of a [rows, cols] matrix by ``tokens`` tokens
 runs on ``threads`` threads when its work, rows x cols x tokens weight-tokens (a widening:
