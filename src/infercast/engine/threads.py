@@ -7,10 +7,12 @@ then the work: numba 0.68 numba/np/ufunc/workqueue.c ``parallel_for``; ~25-50 us
 at best on the 2-core machine this was measured on, a time slice a wake under load), and
 only where a second core adds something the first lacks (here one core already reads DRAM at
 the machine's rate: 42.9 GB/s, 42.6 with two, docs/engine.md). Below the crossover the
-threads cost more than they save, and a pool whose idle workers spin (PyTorch's OpenMP,
-OpenBLAS's; numba's block) takes the core the next product needs: with PyTorch's two-thread
-bf16 widening between two-thread OpenBLAS products a 128-token prefill of SmolLM2-135M ran
-1,029 ms against 251 on one thread.
+threads cost more than they save, and a pool whose idle workers spin takes the core the next
+product needs (PyTorch's OpenMP workers, libgomp's GOMP_SPINCOUNT,
+https://gcc.gnu.org/onlinedocs/libgomp/GOMP_005fSPINCOUNT.html; OpenBLAS's, which spin until
+their thread_timeout in driver/others/blas_server.c ``blas_thread_server``; numba's block):
+with PyTorch's two-thread bf16 widening between two-thread OpenBLAS products a 128-token
+prefill of SmolLM2-135M ran 1,029 ms against 251 on one thread.
 
 The rule (:func:`product_threads`): a product of a [rows, cols] matrix by ``tokens`` tokens
 runs on ``threads`` threads when its work, rows x cols x tokens weight-tokens (a widening:
