@@ -35,7 +35,10 @@ import math
 # Measured on the 2-core AMD EPYC Zen 5 (benchmarks/thread_crossover.py, docs/cpu-kernels.md
 # "Threads per product"): numba's threads start and join in ~25-50 us, PyTorch's OpenMP
 # workers (spinning between regions) in a few, and one core here already reads DRAM at the
-# machine's rate, so few-token products gain little from a second one.
+# machine's rate, so few-token products gain little from a second one. Re-measured at load
+# 1.8-2.9 (23:50 UTC) the script fitted int8 2.7e7, bf16 4.4e6, fp32 1.6e7, from 16-48-token
+# products (0.5-0.8x) these loops do not run here; at 1-8 tokens threads lost on SmolLM2's
+# layer products (1.1-2.9x) and drew level on the 8B's (0.95-1.1x): the figures below stand.
 THREADED_MIN_WORK: dict[str, float] = {
     "q4i": 1.5e8,  # quiet, 2026-12-04 22:19 UTC: 4096x4096 x 8 tokens 0.75 / 0.83 ms
     "q4": 1.5e8,  # the float q4 kernel (CPUs without AVX2): not measured, q4i's figure
