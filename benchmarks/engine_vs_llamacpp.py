@@ -90,14 +90,19 @@ def step_rows(
     numba kernel), one ending in ``-perproduct`` runs batch-1 q4 decode one product at a
     time (before engine/decode_step.py), one ending in ``-blas`` runs fp32 products of 2-8
     tokens on OpenBLAS (before the numba loop), one ending in ``-float`` runs q4 products of
-    1-2 tokens on the float numba kernel and 3-48 on PyTorch's (before the integer one), to
-    alternate old and new in one run."""
+    1-2 tokens on the float numba kernel and 3-48 on PyTorch's (before the integer one), one
+    ending in ``-allthreads`` runs every product but the integer q4 kernel's on all the
+    threads (before engine/threads.py), to alternate old and new in one run."""
     import infercast.engine.decode_jit as dj
     import infercast.engine.decode_step as ds
     import infercast.engine.qlinear as ql
+    import infercast.engine.threads as th
 
     jit_max, fused, fp32_max = ql.Q4_JIT_MAX_TOKENS, ds.ENABLED, ql.fp32_jit_max_tokens
     q4_int, int_max = dj.Q4_INT, ql.Q4_INT_JIT_MAX_TOKENS
+    min_work = th.THREADED_MIN_WORK
+    if fmt.endswith("-allthreads"):  # threaded at every size, but the integer q4 kernel
+        th.THREADED_MIN_WORK = {k: v if k == "q4i" else 0.0 for k, v in min_work.items()}
     if fmt.endswith("-float"):  # q4 on the float numba kernel (the path before the integer one)
         dj.Q4_INT = False
     if fmt.endswith("-torch"):  # the q4 products on PyTorch's int4 kernel (the old path)
@@ -110,6 +115,7 @@ def step_rows(
         out = _step_rows(
             model,
             fmt.removesuffix("-torch")
+            .removesuffix("-allthreads")
             .removesuffix("-perproduct")
             .removesuffix("-blas")
             .removesuffix("-float"),
@@ -124,6 +130,7 @@ def step_rows(
     finally:
         ql.Q4_JIT_MAX_TOKENS, ds.ENABLED, ql.fp32_jit_max_tokens = jit_max, fused, fp32_max
         dj.Q4_INT, ql.Q4_INT_JIT_MAX_TOKENS = q4_int, int_max
+        th.THREADED_MIN_WORK = min_work
     for r in out:
         r["asked"] = fmt
     return out

@@ -185,33 +185,6 @@ def test_q4_products_of_few_tokens_run_the_compiled_kernel_exactly(tokens, threa
     assert np.abs(got - exact).max() < 2e-3 * np.abs(exact).max()
 
 
-@pytest.mark.parametrize("min_work, threads_used", [(None, 1), (0, 2)])
-def test_small_integer_q4_products_skip_the_threads(min_work, threads_used, monkeypatch):
-    """On two threads an integer q4 product under Q4_INT_THREADED_MIN_WORK weight-tokens runs
-    the serial kernel (the threads' start and join cost more), at or over it the threaded one;
-    both give the same numbers."""
-    pytest.importorskip("torch", reason="Int4Matrix needs the torch extra")
-    import infercast.engine.qlinear as ql
-    from infercast.engine.decode_jit import q4_isa
-    from infercast.engine.qformats import quantize_q4
-
-    if q4_isa() is None:
-        pytest.skip("this CPU has no integer q4 kernel")
-    if min_work is not None:
-        monkeypatch.setattr(ql, "Q4_INT_THREADED_MIN_WORK", min_work)
-    jit = ql.kernels()
-    asked = []
-    real = jit.product
-    monkeypatch.setattr(type(jit), "product", lambda self, fmt, t: asked.append(t) or real(fmt, t))
-    rng = np.random.default_rng(12)
-    rows = quantize_q4(rng.standard_normal((260, 160), dtype=np.float32))
-    x = rng.standard_normal((160, 5), dtype=np.float32)
-    got = ql.Int4Matrix(rows).matmul_fm(x, ql.Scratch(2))
-    assert asked == [threads_used]
-    want = _q4_int_reference(rows, x)
-    assert np.abs(got - want).max() < 1e-5 * np.abs(want).max()
-
-
 def _host_has(isa: str) -> bool:
     import llvmlite.binding as llvm
 

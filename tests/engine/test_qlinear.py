@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 
@@ -181,3 +183,49 @@ def test_cpu_flags_are_read_from_cpuinfo():
     assert isinstance(flags, frozenset)
     if Path("/proc/cpuinfo").is_file() and "x86" in __import__("platform").machine():
         assert "sse2" in flags
+
+
+@pytest.mark.parametrize(
+    ("fmt", "t", "kernels"),
+    [
+        ("fp32", 4, {"fp32"}),  # the numba loop on AVX-512, OpenBLAS elsewhere
+        ("int8", 3, {"int8"}),
+        ("int8", 20, {"int8", "torch"}),  # PyTorch's kernel where it runs AVX-512
+        ("bf16", 3, {"bf16"}),
+        ("bf16", 20, {"bf16", "torch"}),  # PyTorch's matmul with native bf16
+        ("bf16", KERNEL_MAX_TOKENS + 16, {"widen"}),
+        ("q4", 5, {"q4i", "q4", "torch"}),
+        ("q4", KERNEL_MAX_TOKENS + 16, {"widen"}),
+    ],
+)
+def test_products_are_the_same_on_one_thread_and_on_two(fmt, t, kernels, monkeypatch):
+    """Every kernel path gives the serial path's product when engine/threads.py puts it on
+    two threads (crossovers at 0) instead of one (at inf), to float32 rounding; PyTorch's
+    kernels run on the intra-op threads the rule chose."""
+    import infercast.engine.qlinear as ql
+    import infercast.engine.threads as th
+
+    chosen = []
+    real = th.product_threads
+    monkeypatch.setattr(
+        ql, "product_threads", lambda *a: chosen.append((a[0], real(*a))) or real(*a)
+    )
+    m = to_format(_w(260, 192, seed=3), fmt)
+    x = _x(192, t)
+    got = {}
+    before = torch.get_num_threads()
+    try:
+        for crossover in (math.inf, 0.0):
+            monkeypatch.setattr(
+                th, "THREADED_MIN_WORK", dict.fromkeys(th.THREADED_MIN_WORK, crossover)
+            )
+            chosen.clear()
+            got[crossover] = matmul_fm(m, x, Scratch(2))
+            want = 1 if crossover else 2
+            if chosen and chosen[-1][0] == "torch":
+                assert torch.get_num_threads() == want
+            assert {k for k, _ in chosen} <= kernels and all(n == want for _, n in chosen)
+    finally:
+        torch.set_num_threads(before)
+    one, two = got[math.inf], got[0.0]
+    assert np.abs(two - one).max() <= 1e-5 * np.abs(one).max()

@@ -2,17 +2,18 @@
 spin barriers.
 
 With ``--threads 2`` the q4 products ran one numba ``prange`` region each: 121 starts and
-joins a SmolLM2-135M step around ~50 us of work apiece, and numba's workqueue workers
-poll between them (numba 0.68 ``workqueue.c``: "worker threads ... wait and spin on a
-task queue"). Here every thread runs the whole layer stack in one compiled call
-(``nogil``): each computes its share of the 64-row blocks of every product
-(:func:`infercast.engine.decode_jit.q4_layout`) into a shared buffer, and the threads
-meet at a counter barrier (atomic add, then spin on an atomic load; ``sched_yield``
-after a while, for a loaded machine) after each product and after attention: five
-barriers a layer, one thread start and join a step. The cheap work between products
-(RMSNorm, the residual adds, SiLU, each product's activation sums) is repeated by every
-thread on its own copy, so it needs no barrier; RoPE, the KV write and attention are
-split by KV head. The arithmetic is the unfused path's
+joins a SmolLM2-135M step around ~50 us of work apiece, and numba's workqueue wakes each
+worker twice a region through a condition variable (numba 0.68 ``workqueue.c``
+``parallel_for``: a task to sync its thread count, then the work; its header's "wait and
+spin on a task queue" is a ``pthread_cond_wait``). Here every thread runs the whole layer
+stack in one compiled call (``nogil``): each computes its share of the 64-row blocks of
+every product (:func:`infercast.engine.decode_jit.q4_layout`) into a shared buffer, and the
+threads meet at a counter barrier (atomic add, then spin on an atomic load; ``sched_yield``
+after a while, for a loaded machine) after each product and after attention: five barriers a
+layer, one thread start and join a step. The cheap work between products (RMSNorm, the
+residual adds, SiLU, each product's activation sums) is repeated by every thread on its own
+copy, so it needs no barrier; RoPE, the KV write and attention are split by KV head.
+The arithmetic is the unfused path's
 (:class:`infercast.engine.model.LlamaModel` with the q4 kernel) but for e^x, an inlined
 polynomial (``fexp``, ~1e-6 relative) so that softmax and SiLU vectorize: tested equal.
 

@@ -37,6 +37,7 @@ import numpy as np
 from infercast.engine.decode_jit import Q4_ROWS, kernels, q4_layout
 from infercast.engine.linear import linear_fm
 from infercast.engine.qformats import GROUP, Q4Rows, Q8Rows, Rows, dense, quantize_int8_rows
+from infercast.engine.threads import product_threads, set_torch_threads
 from infercast.errors import ConfigError
 
 WEIGHT_FORMATS = ("fp32", "bf16", "int8", "q4")
@@ -73,15 +74,6 @@ Q4_JIT_MAX_TOKENS = 2
 # alternated in one process, numba / PyTorch: 1 token 2.8 / 5.3, 2 3.8 / 6.3, 4 5.3 / 8.2,
 # 8 8.5 / 13.8, 16 15.4 / 25.0, 32 29.6 / 48.8, 48 42.3 / 74.8 (docs/cpu-kernels.md).
 Q4_INT_JIT_MAX_TOKENS = 48
-# The integer q4 kernel runs on numba's threads only for a product of at least this many
-# weight-tokens (rows x columns x tokens): below it the threads' start and join (~60-100 us a
-# product on the workqueue layer) cost more than the split saves. Serial / threaded ms, two
-# threads, Zen 5, 2026-12-04 22:19 UTC, quiet (benchmarks/cpu_kernels.py style, best of 4):
-# 1536x576 (SmolLM2's MLP) 8 tokens 0.040 / 0.112, 32 tokens 0.166 / 0.262; 4096x4096 8 tokens
-# (1.3e8) 0.749 / 0.832, 32 tokens 3.51 / 3.06; 14336x4096 2 tokens (1.2e8) 1.82 / 1.73, 8
-# tokens 7.30 / 4.41. SmolLM2-135M's batch-8 step at two threads had run 29.7 ms against 16.7
-# on one (benchmarks/engine_vs_llamacpp.py steps).
-Q4_INT_THREADED_MIN_WORK = 1.5e8
 # fp32 products of 2 to this many tokens run the numba loop (decode_jit.fp32_matmul) on a CPU
 # with AVX-512 (``avx512f``), OpenBLAS's row-blocked products elsewhere (engine/linear.py,
 # tuned on the AVX2 Zen 3: there 2-4 tokens cost about one token's time). On the Zen 5,
@@ -179,7 +171,7 @@ def import_torch():
 
 class Scratch:
     """One reusable float32 buffer (grows to the largest matrix widened in a step), and the
-    threads the widening kernel may use."""
+    threads a product may use (each product takes 1 or all: engine/threads.py)."""
 
     def __init__(self, threads: int = 1) -> None:
         self._buf = np.empty(0, dtype=np.float32)
@@ -269,10 +261,12 @@ class Int4Matrix:
 
     def matmul_fm(self, x: np.ndarray, scratch: Scratch) -> np.ndarray:
         """w @ x for feature-major x [K, T] -> [N, T] float32."""
+        n, k = self.shape
         if x.shape[1] > KERNEL_MAX_TOKENS:
-            wt = scratch.get((self.shape[1], self.packed.shape[0]))
-            widen_int4(self.packed.numpy(), self.scale_t, self.zero_t, wt, scratch.threads)
-            return np.ascontiguousarray((wt.T @ x)[: self.shape[0]])
+            wt = scratch.get((k, self.packed.shape[0]))
+            threads = product_threads("widen", n, k, 1, scratch.threads)
+            widen_int4(self.packed.numpy(), self.scale_t, self.zero_t, wt, threads)
+            return np.ascontiguousarray((wt.T @ x)[:n])
         t = x.shape[1]
         # (qv,): the integer kernel (decode_jit.q4_isa); (qt, d, m): the float one
         integer = self.jit_layout is not None and len(self.jit_layout) == 1
@@ -281,16 +275,15 @@ class Int4Matrix:
         ):
             out = np.empty((self.jit_layout[0].shape[0] * Q4_ROWS, t), dtype=np.float32)
             fmt = "q4i" if integer else "q4"
-            threads = scratch.threads
-            if integer and self.shape[0] * self.shape[1] * t < Q4_INT_THREADED_MIN_WORK:
-                threads = 1  # too little work to pay for the threads' start and join
+            threads = product_threads(fmt, n, k, t, scratch.threads)
             kernel = kernels().product(fmt, threads)
             x_rows = x.reshape(1, -1) if t == 1 else x.T.copy()
             kernel(*self.jit_layout, x_rows, out, threads)
             return out[: self.shape[0]] if out.shape[0] != self.shape[0] else out
         torch = self._torch
+        set_torch_threads(torch, product_threads("torch", n, k, t, scratch.threads))
         y = self._kernel(_to_torch_rows(x, torch, torch.bfloat16), self.packed, GROUP, self.sz)
-        return _from_torch_fm(y, self.shape[0])
+        return _from_torch_fm(y, n)
 
     def rows(self, ids: np.ndarray) -> np.ndarray:
         """Dequantized rows ``ids`` [T] -> [T, K] float32 (an embedding lookup)."""
@@ -333,13 +326,15 @@ class Int8Matrix:
             np.multiply(self.q.numpy(), self.s32[:, None], out=w)
             return w @ x
         t = x.shape[1]
+        n, k = self.shape
         jit = kernels()
         if jit is not None and t <= int8_jit_max_tokens():
-            out = np.empty((self.shape[0], t), dtype=np.float32)
-            kernel = jit.product("int8", scratch.threads)
+            out = np.empty((n, t), dtype=np.float32)
+            kernel = jit.product("int8", product_threads("int8", n, k, t, scratch.threads))
             kernel(self.q_np, self.s32, x.reshape(1, -1) if t == 1 else x.T.copy(), out)
             return out
         torch = self._torch
+        set_torch_threads(torch, product_threads("torch", n, k, t, scratch.threads))
         y = torch.ops.aten._weight_int8pack_mm(
             _to_torch_rows(x, torch, torch.bfloat16), self.q, self.s
         )
@@ -367,19 +362,23 @@ class Bf16Matrix:
         self.bits = self.w.view(torch.int16).numpy().view(np.uint16)  # the same bytes
 
     def matmul_fm(self, x: np.ndarray, scratch: Scratch) -> np.ndarray:
+        n, k = self.shape
+        torch = self._torch
         if x.shape[1] > KERNEL_MAX_TOKENS:
             w = scratch.get(self.shape)
-            self._torch.from_numpy(w).copy_(self.w)
+            set_torch_threads(torch, product_threads("widen", n, k, 1, scratch.threads))
+            torch.from_numpy(w).copy_(self.w)
             return w @ x
         t = x.shape[1]
         jit = kernels()
         if jit is not None and t <= bf16_jit_max_tokens():  # float32 activations
-            out = np.empty((self.shape[0], t), dtype=np.float32)
-            kernel = jit.product("bf16", scratch.threads)
+            out = np.empty((n, t), dtype=np.float32)
+            kernel = jit.product("bf16", product_threads("bf16", n, k, t, scratch.threads))
             kernel(self.bits, x.reshape(1, -1) if t == 1 else x.T.copy(), out)
             return out
-        y = _to_torch_rows(x, self._torch, self._torch.bfloat16) @ self.w.T
-        return _from_torch_fm(y, self.shape[0])
+        set_torch_threads(torch, product_threads("torch", n, k, t, scratch.threads))
+        y = _to_torch_rows(x, torch, torch.bfloat16) @ self.w.T
+        return _from_torch_fm(y, n)
 
     def rows(self, ids: np.ndarray) -> np.ndarray:
         # bf16 is float32's top half: the rows' bits shifted up (numpy: ~5 us a decode token,
@@ -419,8 +418,11 @@ def matmul_fm(w: np.ndarray | QuantMatrix, x: np.ndarray, scratch: Scratch) -> n
     if isinstance(w, np.ndarray):
         t = x.shape[1]
         if 2 <= t <= fp32_jit_max_tokens() and (jit := kernels()) is not None:
-            out = np.empty((w.shape[0], t), dtype=np.float32)
-            jit.product("fp32", scratch.threads)(w, x.T.copy(), out)
+            n, k = w.shape
+            out = np.empty((n, t), dtype=np.float32)
+            jit.product("fp32", product_threads("fp32", n, k, t, scratch.threads))(
+                w, x.T.copy(), out
+            )
             return out
         return linear_fm(w, x)
     return w.matmul_fm(x, scratch)
