@@ -551,8 +551,11 @@ class Replica:
         if self._polls:
             self._count_poll(plan)
         if self._lags:  # the start of its last step: what arrived by then joins the next step
-            seg = plan is self._segment and plan.steps > 1
-            self._prev_start = plan.step_end(plan.steps - 1) if seg else self._plan_start
+            seg = self._segment  # the plan itself when it is a segment (typed as one here)
+            if seg is not None and plan is seg and seg.steps > 1:
+                self._prev_start = seg.step_end(seg.steps - 1)
+            else:
+                self._prev_start = self._plan_start
         done = plan.end(now)
         if done:
             for req in done:
