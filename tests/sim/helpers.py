@@ -32,3 +32,28 @@ def run(step_model, **cfg):
     records = []
     result = simulate(build_config(cfg), step_model, sink=records.append)
     return result, records
+
+
+# A small closed loop (16 clients, 96 requests of ~900 in / ~200 out on Llama-3.1-8B, H100):
+# the base of the scheduler-rule tests that compare one rule on and off.
+CLOSED_LOOP = {
+    "model": "llama-3.1-8b",
+    "hardware": "h100-sxm",
+    "workload": {
+        "arrival": "closed",
+        "concurrency": 16,
+        "num_requests": 96,
+        "input": {"dist": "uniform", "mean": 900, "std": 60},
+        "output": {"dist": "uniform", "mean": 200, "std": 30},
+    },
+}
+
+
+def closed_loop(scheduler: dict, mode: str = "fast", **workload) -> dict:
+    """:data:`CLOSED_LOOP` with ``scheduler``, ``mode`` and workload fields overridden."""
+    return {
+        **CLOSED_LOOP,
+        "mode": mode,
+        "scheduler": scheduler,
+        "workload": {**CLOSED_LOOP["workload"], **workload},
+    }

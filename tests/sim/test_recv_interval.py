@@ -9,28 +9,13 @@ import pytest
 from infercast.sim.config import build_config
 from infercast.sim.presets import build_step_model
 
-from .helpers import run
+from .helpers import CLOSED_LOOP, closed_loop, run
 
-BASE = {
-    "model": "llama-3.1-8b",
-    "hardware": "h100-sxm",
-    "workload": {
-        "arrival": "closed",
-        "concurrency": 16,
-        "num_requests": 96,
-        "input": {"dist": "uniform", "mean": 900, "std": 60},
-        "output": {"dist": "uniform", "mean": 200, "std": 30},
-    },
-}
+BASE = CLOSED_LOOP
 
 
 def _cfg(interval: int, mode: str = "fast", policy: str = "prefill-first", **workload) -> dict:
-    return {
-        **BASE,
-        "mode": mode,
-        "scheduler": {"policy": policy, "recv_interval": interval},
-        "workload": {**BASE["workload"], **workload},
-    }
+    return closed_loop({"policy": policy, "recv_interval": interval}, mode, **workload)
 
 
 @pytest.fixture(scope="module")

@@ -351,19 +351,17 @@ def trtllm_bench_limits(
         return None
     raw_bs = min(requests, BENCH_MAX_BATCH) / pp
     raw_tokens = min(raw_bs * (1 + isl / osl), BENCH_MAX_TOKENS)
-    if raw_bs < 256:
-        bs = max(64, 32 * math.ceil(raw_bs / 32))
-    elif raw_bs < 1024:
-        bs = 128 * math.ceil(raw_bs / 128)
-    else:
-        bs = 256 * math.ceil(raw_bs / 256)
-    if raw_tokens < 4096:
-        tokens = max(2048, 256 * math.ceil(raw_tokens / 256))
-    elif raw_tokens < 8192:
-        tokens = 512 * math.ceil(raw_tokens / 512)
-    else:
-        tokens = 1024 * math.ceil(raw_tokens / 1024)
+    bs = _round_up_tiered(raw_bs, ((256, 32), (1024, 128), (math.inf, 256)), 64)
+    tokens = _round_up_tiered(raw_tokens, ((4096, 256), (8192, 512), (math.inf, 1024)), 2048)
     return bs, tokens
+
+
+def _round_up_tiered(value: float, tiers: tuple[tuple[float, int], ...], floor: int) -> int:
+    """``value`` rounded up to the step of the first ``(below, step)`` tier it is under, and at
+    least ``floor`` (trtllm-bench's ``finetune_setting`` rounding of the batch size and the token
+    budget; the floor binds only in the first tier)."""
+    step = next(step for below, step in tiers if value < below)
+    return max(floor, step * math.ceil(value / step))
 
 
 def recipe_free_fraction(case: Case) -> float | None:
