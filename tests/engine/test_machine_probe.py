@@ -165,6 +165,7 @@ def test_engine_rates_give_a_profile_that_load_profile_reads(tmp_path):
     assert (
         kinds.count("gemm") == 3 and kinds.count("attention") == 5 and kinds.count("overhead") == 2
     )
+    assert kinds.count("overhead_multi") == 1  # a two-request step: layer by layer
     assert "LM head" in points[1].label and "LM head" not in points[2].label  # M=8 has it, 128 not
     assert all(0 < p.best_s <= p.median_s and 0 < p.best_cpu_s for p in points)
     fit = fit_profile(points, sm.machine, name="tiny fit")
@@ -293,6 +294,51 @@ def test_fit_with_widening_recovers_the_curve_and_charges_every_layer_a_step():
     assert fit.ratios() == pytest.approx([1.0] * len(points), abs=1e-6)
     assert fit.profile.widen_step_s == pytest.approx(3e-3 * cfg.num_layers)
     assert fit.profile.widen_min_tokens == 48
+
+
+def test_fit_charges_a_multi_token_step_what_it_adds_to_the_one_token_line():
+    """Overhead points 0.1 ms + 2 us a layer at one token, 1.3 ms at two requests and 30 layers:
+    the line stays the one-token points', the two-request step adds 1.14 ms."""
+    from infercast.engine.config import named_config
+    from infercast.engine.predict import step_model
+    from infercast.engine.profile_fit import fit_profile
+    from infercast.engine.rate_probe import Point
+
+    sm = step_model(named_config("tiny"), _hardware())
+    points = [
+        Point("overhead", "1", (), 0, 0, 0.102e-3, 1, 1),
+        Point("overhead", "30", (), 0, 0, 0.160e-3, 1, 30),
+        Point("overhead_multi", "30, batch 2", (), 0, 0, 1.3e-3, 1, 30),
+    ]
+    fit = fit_profile(points, sm.machine)
+    assert fit.profile.step_overhead_s == pytest.approx(0.1e-3)
+    assert fit.profile.layer_overhead_s == pytest.approx(2e-6)
+    assert fit.profile.multi_token_step_s == pytest.approx(1.14e-3)
+    assert fit.predicted_s == pytest.approx([p.best_cpu_s for p in points])
+
+
+@pytest.mark.parametrize("weights", ["fp32", "bf16"])
+def test_multi_token_overhead_point_runs_the_layer_by_layer_step(weights, monkeypatch):
+    """At batch 2 the overhead point's forward takes the layer-by-layer path, never the fused
+    one-token step (which the batch-1 points time for q4, int8 and bf16 layers)."""
+    if weights != "fp32":
+        pytest.importorskip("torch", reason="compact formats need the torch extra")
+    from infercast.engine.config import named_config
+    from infercast.engine.model import LlamaModel
+    from infercast.engine.rate_probe import overhead_point
+
+    calls = []
+    real = LlamaModel._attention
+
+    def counted(self, *a, **kw):
+        calls.append(1)
+        return real(self, *a, **kw)
+
+    monkeypatch.setattr(LlamaModel, "_attention", counted)
+    cfg = named_config("tiny")
+    p = overhead_point(cfg, runs=2, weights=weights, batch=2)
+    assert p.kind == "overhead_multi" and p.layers == cfg.num_layers and p.best_cpu_s > 0
+    assert len(calls) == 3 * cfg.num_layers  # warm-up and two runs, every layer
 
 
 def test_widening_is_the_compact_products_time_less_the_float32_products(monkeypatch):

@@ -537,9 +537,12 @@ class StepModel:
 
     def _widen_s(self, t: int) -> float:
         """A CPU engine's once-a-step widening of its compact matrices, in a step of more than
-        ``widen_min_tokens`` tokens (``EfficiencyProfile.widen_step_s``; 0 on GPUs)."""
+        ``widen_min_tokens`` tokens (``EfficiencyProfile.widen_step_s``; 0 on GPUs), and its
+        layer-by-layer cost in a step of more than one token (``multi_token_step_s``)."""
         p = self.profile
-        return p.widen_step_s if p.widen_step_s and t > p.widen_min_tokens else 0.0
+        widen = p.widen_step_s if p.widen_step_s and t > p.widen_min_tokens else 0.0
+        # a step of several tokens runs layer by layer (``multi_token_step_s``)
+        return widen + p.multi_token_step_s if p.multi_token_step_s and t > 1 else widen
 
     def _sampling_s(self, logits: int) -> float:
         """The serving loop's work per sampled row: sampling, detokenizing, streaming

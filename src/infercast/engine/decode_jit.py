@@ -176,7 +176,7 @@ def kernels() -> Kernels | None:
     @njit(fastmath=True, cache=True, inline="always")
     def _dot4(wf, x_rows, t, out, r):  # pragma: no cover - compiled
         # out[r, t:t+4] = one float32 weight row against 4 tokens, the row read once: the
-        # 4-token pass of the bf16 (widened row) and fp32 loops, inlined into each.
+        # 4-token pass of the fp32 loop, inlined into it.
         x0, x1, x2, x3 = x_rows[t], x_rows[t + 1], x_rows[t + 2], x_rows[t + 3]
         a0 = a1 = a2 = a3 = np.float32(0.0)
         for c in range(wf.shape[0]):
@@ -217,34 +217,34 @@ def kernels() -> Kernels | None:
                     out[r, tt] = acc * sr
 
     def bf16_matmul(w16, x_rows, out):  # pragma: no cover - compiled
-        # out[r, t] = sum_c w[r, c] x[t, c]; bf16 is float32's top half: each row is
-        # widened by a shift into a float32 buffer (one per chunk), used by every token.
+        # out[r, t] = sum_c w[r, c] x[t, c]; bf16 is float32's top half: each weight is
+        # widened by a shift in registers (f32_bits), each widened weight used by up to 4
+        # tokens. A row widened into a float32 buffer first, then read back for the tokens
+        # (until 2026-12-05), took 1.6x as long at 4 tokens (SmolLM2's 120 layer products,
+        # one thread: 12.9-13.1 ms against 7.9-8.0; at 2 tokens 10.4-11.7 against 7.0; at one
+        # token 2x from cache and 1.2x from DRAM, docs/cpu-kernels.md).
         n, k = w16.shape
         m = x_rows.shape[0]
         for ch in prange((n + ROW_CHUNK - 1) // ROW_CHUNK):  # noqa: F821 - a global (_with_globals)
-            buf = np.empty(k, dtype=np.uint32)
-            wf = buf.view(np.float32)
             for r in range(ch * ROW_CHUNK, min(n, (ch + 1) * ROW_CHUNK)):
                 wr = w16[r]
-                if m == 1:  # one token: each weight widened in registers (2x the buffer's
-                    # rate from cache, 1.2x from DRAM: docs/cpu-kernels.md)
-                    x0 = x_rows[0]
-                    acc = np.float32(0.0)
-                    for c in range(k):
-                        acc += f32_bits(np.int32(np.int32(wr[c]) << 16)) * x0[c]  # noqa: F821
-                    out[r, 0] = acc
-                    continue
-                for c in range(k):
-                    buf[c] = np.uint32(wr[c]) << np.uint32(16)
                 t = 0
                 while t + 4 <= m:
-                    dot4(wf, x_rows, t, out, r)  # noqa: F821 - a global (_with_globals)
+                    x0, x1, x2, x3 = x_rows[t], x_rows[t + 1], x_rows[t + 2], x_rows[t + 3]
+                    a0 = a1 = a2 = a3 = np.float32(0.0)
+                    for c in range(k):
+                        w = f32_bits(np.int32(np.int32(wr[c]) << 16))  # noqa: F821
+                        a0 += w * x0[c]
+                        a1 += w * x1[c]
+                        a2 += w * x2[c]
+                        a3 += w * x3[c]
+                    out[r, t], out[r, t + 1], out[r, t + 2], out[r, t + 3] = a0, a1, a2, a3
                     t += 4
                 for tt in range(t, m):
                     xr = x_rows[tt]
                     acc = np.float32(0.0)
                     for c in range(k):
-                        acc += wf[c] * xr[c]
+                        acc += f32_bits(np.int32(np.int32(wr[c]) << 16)) * xr[c]  # noqa: F821
                     out[r, tt] = acc
 
     def fp32_matmul(w, x_rows, out):  # pragma: no cover - compiled

@@ -18,7 +18,9 @@ waits for a core), so a 10% over- and under-prediction weigh the same at every M
 2. ``attn_bw_eff``, ``attn_compute_eff`` on the attention units;
 3. ``step_overhead_s`` and ``layer_overhead_s``: the line through the best
    times of tiny-width steps at two depths (their own FLOPs and bytes are under
-   0.1% of them).
+   0.1% of them), at one token (q4, int8 and bf16 layers: one compiled call); and
+   ``multi_token_step_s``: what a two-request step at the model's depth adds to that line (a
+   step of several tokens runs layer by layer; ``rate_probe.overhead_point``).
 
 ``infercast machine`` then adds the serving loop's own work (:func:`with_serving`): its
 scheduling per step to ``step_overhead_s``, its sampling, detokenizing and SSE encoding per
@@ -32,7 +34,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -65,8 +67,9 @@ def predict_s(
 ) -> float:
     """The cost model's expected time of a point's ops (no per-step overhead); a GEMM pass of
     more than ``profile.widen_min_tokens`` rows adds ``widen_layer_s`` per layer it covers."""
-    if point.kind == "overhead":
-        return profile.step_overhead_s + profile.layer_overhead_s * point.layers
+    if point.kind in ("overhead", "overhead_multi"):
+        multi = profile.multi_token_step_s if point.kind == "overhead_multi" else 0.0
+        return profile.step_overhead_s + profile.layer_overhead_s * point.layers + multi
     t = sum(op_expected_s(op, machine, profile)[0] for op in point.ops)
     if (
         widen_layer_s
@@ -166,6 +169,12 @@ def fit_profile(
             (1.0, 1.0),
         )
     prof = _fit_overhead([p for p in points if p.kind == "overhead"], prof)
+    multi = [p for p in points if p.kind == "overhead_multi"]
+    if multi:  # what a step of several tokens adds to the one-token line at its depth
+        extra = [
+            p.best_cpu_s - predict_s(replace(p, kind="overhead"), machine, prof) for p in multi
+        ]
+        prof = prof.with_updates(multi_token_step_s=max(0.0, float(np.mean(extra))))
     predicted = tuple(predict_s(p, machine, prof, widen_layer_s) for p in points)
     return Fit(prof, tuple(points), predicted)
 

@@ -336,12 +336,16 @@ def overhead_point(
     layers: int | None = None,
     weights: str = "fp32",
     threads: int = 1,
+    batch: int = 1,
 ) -> Point:
-    """A batch-1 decode step of a model with ``layers`` (default cfg's) layers, 64 wide,
-    its matrices in ``weights``.
+    """A decode step of ``batch`` requests (one token each) on a model with ``layers``
+    (default cfg's) layers, 64 wide, its matrices in ``weights``.
 
     Its FLOPs and bytes are negligible, so its time is the engine's fixed cost
-    per step and per layer (Python and numpy calls).
+    per step and per layer (Python and numpy calls). At batch 1 q4, int8 and bf16 layers run
+    as one compiled call (``engine/decode_step.py``); a step of more tokens runs layer by
+    layer, so ``batch`` 2 (kind ``overhead_multi``) is what every batched step adds
+    (``EfficiencyProfile.multi_token_step_s``).
     """
     from infercast.engine.kv_store import PagedKVStore
     from infercast.engine.model import LlamaModel, SeqInput
@@ -362,12 +366,13 @@ def overhead_point(
         num_layers=layers,
     )
     model = LlamaModel(small, _in_format(random_weights(small, seed=0), weights), 64)
-    kv = PagedKVStore(small, 2, 16)
-    seq = [SeqInput([1], 8, [0, 1])]
+    kv = PagedKVStore(small, 2 * batch, 16)
+    seq = [SeqInput([1], 8, [2 * i, 2 * i + 1]) for i in range(batch)]
     med, best, cpu = _times(lambda: model.forward(seq, kv), runs, threads=threads)
-    return Point(
-        "overhead", f"{layers}-layer step at tiny widths", (), med, best, cpu, runs, layers
-    )
+    kind, label = "overhead", f"{layers}-layer step at tiny widths"
+    if batch > 1:
+        kind, label = "overhead_multi", label + f", batch {batch}"
+    return Point(kind, label, (), med, best, cpu, runs, layers)
 
 
 def measure(
@@ -396,4 +401,5 @@ def measure(
                 threads=threads,
             )
             + [overhead_point(cfg, runs, n, weights, threads) for n in sorted({1, cfg.num_layers})]
+            + [overhead_point(cfg, runs, None, weights, threads, batch=2)]
         )

@@ -255,6 +255,9 @@ class Ledger:
                 > (params[:, FIELD_NAMES.index("widen_min_tokens")][group])
             )
             out = out + np.where(above, widen, 0.0)
+        multi = params[:, FIELD_NAMES.index("multi_token_step_s")][group]
+        if multi.any():  # StepModel's layer-by-layer cost of a step of several tokens
+            out = out + np.where(np.asarray(self._tokens, dtype=np.float64) > 1, multi, 0.0)
         if shapes is None:
             return out
         picked = np.full(out.size, np.nan)
