@@ -73,6 +73,7 @@ from dataclasses import dataclass, replace
 
 from infercast.cost.profiles import HARDWARE_FAMILIES, hardware_family  # noqa: F401 (re-exported)
 from infercast.errors import InfercastError, Unpredictable  # noqa: F401 (Unpredictable re-exported)
+from infercast.specs.catalog import load_hardware, load_model
 from infercast.specs.checkpoint import checkpoint_expert_format
 from infercast.specs.engines import (  # noqa: F401 (engine_family, trtllm_engine_flow re-exported)
     SGLANG_RULES,
@@ -84,6 +85,7 @@ from infercast.specs.engines import (  # noqa: F401 (engine_family, trtllm_engin
 )
 from infercast.specs.model import ATTN_CHUNKED, ATTN_FULL, ModelSpec
 from infercast.specs.parallel import attention_split_problem
+from infercast.units import GiB
 from infercast.validate.cases import Case
 
 MEMORY_FRACTION = (
@@ -111,8 +113,6 @@ def row_preset(
 ) -> EnginePreset | None:
     """The row's engine preset (``engine`` when given: ``validate --engine``) on its part and TP
     size."""
-    from infercast.specs.catalog import load_hardware
-
     name = None if engine is not None else preset_name(case.engine)
     preset = engine if engine is not None else (load_engine(name) if name else None)
     if preset is None:
@@ -320,7 +320,6 @@ def trtllm_limits(case: Case) -> tuple[int | None, int] | None:
 # they keep the preset until those versions' rules are pinned.
 BENCH_KV_FRACTION = 0.95  # calc_engine_setting's kv_cache_gpu_mem_fraction default
 BENCH_MAX_BATCH, BENCH_MAX_TOKENS = 4096, 32768  # finetune_setting's caps
-GIB = 1024**3
 
 
 def trtllm_bench_limits(
@@ -343,9 +342,9 @@ def trtllm_bench_limits(
     isl, osl = lengths
     weights_gib = model.total_params / 1e9 * (1.0 if case.weights == "fp8" else 2.0)
     heads = max(tp, model.attention.num_kv_heads)
-    per_token_gib = 2 * model.num_layers * heads * model.attention.head_dim / GIB
+    per_token_gib = 2 * model.num_layers * heads * model.attention.head_dim / GiB
     per_token_gib *= 1.0 if kv == "fp8" else 2.0
-    free_gib = memory_bytes * tp * pp / GIB - weights_gib
+    free_gib = memory_bytes * tp * pp / GiB - weights_gib
     requests = free_gib * BENCH_KV_FRACTION / (per_token_gib * (isl + osl))
     if requests < 1:
         return None
@@ -443,8 +442,6 @@ def unshardable_tp(model: str, tp: int) -> str | None:
     :func:`~infercast.specs.parallel.check_attention_split`): such a row ran attention data
     parallel over its GPUs (with the experts spread over all of them: the wide-EP layout), so
     it is predicted that way and marked. None when the split is fine or the model is unknown."""
-    from infercast.specs.catalog import load_model
-
     try:
         spec = load_model(model)
     except InfercastError:
@@ -461,8 +458,6 @@ def unshardable_tp(model: str, tp: int) -> str | None:
 
 
 def is_moe(model: str) -> bool:
-    from infercast.specs.catalog import load_model
-
     try:
         return load_model(model).moe is not None
     except InfercastError:
@@ -573,8 +568,6 @@ def layout(case: Case, engine: EnginePreset | None = None) -> Layout:
         )
     bench = None
     if trtllm and limits is None and not attn_dp and not experts:  # MXFP4: not a tuned quant
-        from infercast.specs.catalog import load_hardware, load_model
-
         try:
             bench = trtllm_bench_limits(
                 case,
