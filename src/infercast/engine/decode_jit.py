@@ -278,8 +278,9 @@ def kernels() -> Kernels | None:
         m = x_rows.shape[0]
         for ch in prange((n + ROW_CHUNK - 1) // ROW_CHUNK):  # noqa: F821 - a global (_with_globals)
             for r in range(ch * ROW_CHUNK, min(n, (ch + 1) * ROW_CHUNK)):
-                for e in range(r * k + BF16_AHEAD, (r + 1) * k + BF16_AHEAD, BF16_LINE):
-                    prefetch(w16, e)  # noqa: F821
+                at = r * k + BF16_AHEAD
+                for e in range(0, k, BF16_LINE):  # in address order (decode_step._bf16_product)
+                    prefetch(w16, at + e)  # noqa: F821
                 wr = w16[r]
                 t = 0
                 while t + 4 <= m:
