@@ -34,7 +34,7 @@ from typing import Protocol
 
 import numpy as np
 
-from infercast.engine.decode_jit import Q4_ROWS, kernels, q4_layout
+from infercast.engine.decode_jit import Q4_ROWS, int8_int_ok, kernels, q4_layout
 from infercast.engine.linear import linear_fm
 from infercast.engine.qformats import GROUP, Q4Rows, Q8Rows, Rows, dense, quantize_int8_rows
 from infercast.engine.threads import product_threads, set_torch_threads
@@ -317,6 +317,7 @@ class Int8Matrix:
         self.q_np = q
         self.s = torch.from_numpy(s).to(torch.bfloat16)
         self.s32 = self.s.float().numpy()
+        self.ws = q.sum(axis=1, dtype=np.int32)  # each row's sum: the integer kernel's offset
         self.shape = q.shape
         self.nbytes = int(self.q.nbytes + self.s.nbytes)
 
@@ -330,8 +331,12 @@ class Int8Matrix:
         jit = kernels()
         if jit is not None and t <= int8_jit_max_tokens():
             out = np.empty((n, t), dtype=np.float32)
-            kernel = jit.product("int8", product_threads("int8", n, k, t, scratch.threads))
-            kernel(self.q_np, self.s32, x.reshape(1, -1) if t == 1 else x.T.copy(), out)
+            threads = product_threads("int8", n, k, t, scratch.threads)
+            x_rows = x.reshape(1, -1) if t == 1 else x.T.copy()
+            if jit.int8i_matmul is not None and int8_int_ok(k):  # integer dot products
+                jit.product("int8i", threads)(self.q_np, self.ws, self.s32, x_rows, out)
+            else:  # each weight widened to float32
+                jit.product("int8", threads)(self.q_np, self.s32, x_rows, out)
             return out
         torch = self._torch
         set_torch_threads(torch, product_threads("torch", n, k, t, scratch.threads))
