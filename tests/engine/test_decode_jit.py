@@ -258,12 +258,12 @@ def test_each_integer_int8_variant_computes_its_arithmetic(isa):
         w[7] = 0.0
         q, s = quantize_int8_rows(w)
         ws = q.sum(axis=1, dtype=np.int32)
-        for tokens, kernel in ((1, serial), (3, serial), (3, threaded)):
+        for tokens, kernel, tasks in ((1, serial, 1), (3, serial, 1), (3, threaded, 2)):
             x = rng.standard_normal((k, tokens), dtype=np.float32) * 4
             if tokens == 3:
                 x[:, 1] = 0.0
             out = np.full((133, tokens), np.nan, dtype=np.float32)
-            kernel(q, ws, s, np.ascontiguousarray(x.T), out)
+            kernel(q, ws, s, np.ascontiguousarray(x.T), out, tasks)
             want = _int8_int_reference(q, s, x)
             exact = (q.astype(np.float64) * s[:, None]) @ x
             assert np.abs(out - want).max() < 1e-5 * np.abs(want).max()

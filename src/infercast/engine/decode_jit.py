@@ -694,7 +694,10 @@ def q4_int_kernels(isa: str) -> tuple:
 INT8_INT = True  # False: the float int8 loop on every CPU (a switch for old-vs-new benchmarks)
 INT8_INT_MAX_COLS = 65536  # columns up to which the integer int8 kernel's int32 sums cannot wrap
 I8_GROUP_ROWS = 8  # rows the integer int8 kernel sums at once (their 16 int32 sums overlap)
-I8_PREFETCH_GROUPS = 1  # software prefetch of the rows this many groups ahead (0: none)
+# Software prefetch (llvm.prefetch) of the rows this many groups ahead, 0: none. SmolLM2-135M's
+# 120 layer products, one thread, one token, ms CPU (load ~3; docs/cpu-kernels.md): none 4.0-4.1,
+# 1 group 3.1-3.4, 2 groups 3.0-3.2, 4 and 8 3.8-3.9; the float loop 3.4-3.5.
+I8_PREFETCH_GROUPS = 2
 
 
 def int8_int_ok(k: int) -> bool:
@@ -810,7 +813,8 @@ def int8_int_kernels(isa: str) -> tuple:
         def dot_rows(typingctx, q, ws, scale, r0, xq, d, res):
             """res[i] = scale[r] d (sum_c q[r, c] x_c) for rows r = r0 + i, i < nr, of q
             (int8 [N, K], C order, K a multiple of the vector) against the planes xq[:K] and
-            xq[K:] (q + 128, r + 128) of a token whose scale is d."""
+            xq[K:] (q + 128, r + 128) of a token whose scale is d; the rows side by side,
+            column by column."""
             if not (isinstance(q, types.Array) and q.layout == "C" and q.ndim == 2):
                 return None
 
@@ -853,7 +857,7 @@ def int8_int_kernels(isa: str) -> tuple:
                 cs = shuffle(builder, sums, sums, list(range(nr)))
                 fs = shuffle(builder, sums, sums, list(range(nr, 2 * nr)))
 
-                def vec_at(arr, vt):
+                def vec_at(arr, vt):  # arr[r0 : r0 + nr] as one vector
                     p = builder.gep(arr.data, [r0])
                     return builder.load(builder.bitcast(p, vt.as_pointer()), align=1)
 
@@ -877,51 +881,62 @@ def int8_int_kernels(isa: str) -> tuple:
 
     @njit(fastmath=True, nogil=True, cache=keep)
     def quantize(x_rows, xq, d):  # pragma: no cover - compiled
-        # x [T, K] -> xq uint8 [T, 2K]: q + 128, then r + 128; d [T] = max|x| / 127
+        # x [T, K] -> xq uint8 [T, 2K]: q + 128, then r + 128; d [T] = max|x| / 127. Written
+        # so that LLVM vectorizes both loops (float32 constants, selects for max and clip).
         m, k = x_rows.shape
+        lo, hi = np.float32(-127.0), np.float32(127.0)
         for t in range(m):
             v = x_rows[t]
+            xc = xq[t, :k]
+            xf = xq[t, k:]
             amax = np.float32(0.0)
             for i in range(k):
-                amax = max(amax, abs(v[i]))
-            inv = np.float32(127.0) / amax if amax > 0 else np.float32(0.0)
+                a = abs(v[i])
+                amax = a if a > amax else amax
+            inv = hi / amax if amax > 0 else np.float32(0.0)
             for i in range(k):
                 y = v[i] * inv
                 q = np.rint(y)
-                r = min(max(np.rint((y - q) * np.float32(256.0)), np.float32(-127.0)), 127.0)
-                xq[t, i] = np.uint8(np.int32(q) + 128)
-                xq[t, k + i] = np.uint8(np.int32(r) + 128)
-            d[t] = amax / np.float32(127.0)
+                r = np.rint((y - q) * np.float32(256.0))
+                r = lo if r < lo else (hi if r > hi else r)
+                xc[i] = np.uint8(np.int32(q) + np.int32(128))
+                xf[i] = np.uint8(np.int32(r) + np.int32(128))
+            d[t] = amax / hi
 
     def rows(q, ws, scale, xq, d, out, r0, r1):  # pragma: no cover - compiled
+        # Rows r0..r1-1 in groups of I8_GROUP_ROWS, each for every token while in cache, then
+        # the rows left one at a time.
         m_tok = xq.shape[0]
         res = np.empty(I8_GROUP_ROWS, dtype=np.float32)
         r = r0
-        while r < r1:
-            if r + I8_GROUP_ROWS <= r1:
-                for t in range(m_tok):
-                    i8_dot_group(q, ws, scale, r, xq[t], d[t], res)  # noqa: F821
-                    for i in range(I8_GROUP_ROWS):
-                        out[r + i, t] = res[i]
-                r += I8_GROUP_ROWS
-            else:
-                for t in range(m_tok):
-                    i8_dot_row(q, ws, scale, r, xq[t], d[t], res)  # noqa: F821
-                    out[r, t] = res[0]
-                r += 1
+        while r + I8_GROUP_ROWS <= r1:
+            for t in range(m_tok):
+                i8_dot_group(q, ws, scale, r, xq[t], d[t], res)  # noqa: F821
+                for i in range(I8_GROUP_ROWS):
+                    out[r + i, t] = res[i]
+            r += I8_GROUP_ROWS
+        for rr in range(r, r1):
+            for t in range(m_tok):
+                i8_dot_row(q, ws, scale, rr, xq[t], d[t], res)  # noqa: F821
+                out[rr, t] = res[0]
 
     rows = njit(fastmath=True, nogil=True, cache=keep)(
         _with_globals(rows, i8_dot_group=make_dot_rows(I8_GROUP_ROWS), i8_dot_row=make_dot_rows(1))
     )
 
-    def matmul(q, ws, scale, x_rows, out):  # pragma: no cover - compiled
+    def matmul(q, ws, scale, x_rows, out, tasks):  # pragma: no cover - compiled
         n, k = q.shape
         m_tok = x_rows.shape[0]
         xq = np.empty((m_tok, 2 * k), dtype=np.uint8)
         d = np.empty(m_tok, dtype=np.float32)
         i8_quantize(x_rows, xq, d)  # noqa: F821
-        for ch in prange((n + ROW_CHUNK - 1) // ROW_CHUNK):  # noqa: F821
-            i8_rows(q, ws, scale, xq, d, out, ch * ROW_CHUNK, min(n, (ch + 1) * ROW_CHUNK))  # noqa: F821
+        # ``tasks`` (the thread count) runs of whole groups of rows, the last with the rest
+        groups = n // I8_GROUP_ROWS
+        parts = max(1, min(groups, tasks))
+        for part in prange(parts):  # noqa: F821
+            r0 = part * groups // parts * I8_GROUP_ROWS
+            r1 = n if part == parts - 1 else (part + 1) * groups // parts * I8_GROUP_ROWS
+            i8_rows(q, ws, scale, xq, d, out, r0, r1)  # noqa: F821
 
     matmul = _with_globals(matmul, i8_quantize=quantize, i8_rows=rows, prange=numba_prange)
     return (

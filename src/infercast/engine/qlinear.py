@@ -334,7 +334,7 @@ class Int8Matrix:
             threads = product_threads("int8", n, k, t, scratch.threads)
             x_rows = x.reshape(1, -1) if t == 1 else x.T.copy()
             if jit.int8i_matmul is not None and int8_int_ok(k):  # integer dot products
-                jit.product("int8i", threads)(self.q_np, self.ws, self.s32, x_rows, out)
+                jit.product("int8i", threads)(self.q_np, self.ws, self.s32, x_rows, out, threads)
             else:  # each weight widened to float32
                 jit.product("int8", threads)(self.q_np, self.s32, x_rows, out)
             return out
