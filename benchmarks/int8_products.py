@@ -72,7 +72,7 @@ def main() -> None:
             if kind == "float":
                 jit.int8_matmul(q, s, x, out)
             elif kind == "integer":
-                int_mm(q, ws, s, x, out)
+                int_mm(q, ws, s, x, out, 1)
             else:
                 torch.ops.aten._weight_int8pack_mm(torch.from_numpy(x).to(torch.bfloat16), qt, st)
 

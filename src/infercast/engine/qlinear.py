@@ -55,6 +55,12 @@ INT8_JIT_MAX_TOKENS = KERNEL_MAX_TOKENS
 # 8 tokens 12.1 / 13.7 / 52.8, 10 17.3 / 17.3 / 59.9, 12 24.7 / 19.0, 16 31.0 / 24.9,
 # 24 88.0 / 37.8, 32 120 / 50.2 / 93.3, 48 173 / 75.1 / 121.
 INT8_JIT_MAX_TOKENS_AVX512 = 8
+# The integer int8 kernel (decode_jit.int8_int_kernels, where decode_jit.int8_int_ok) runs every
+# product up to KERNEL_MAX_TOKENS: SmolLM2-135M's 120 layer products, ms CPU, one thread, Zen 5
+# (vnni512), 2026-12-05 01:14 UTC, load ~3.8, alternated in one process (benchmarks/
+# int8_products.py), integer / float loop / PyTorch: 1 token 3.4 / 3.8 / 6.7, 4 5.3 / 8.4 / 7.6,
+# 8 9.4 / 17.3 / 13.0, 16 18.0 / 37.9 / 23.7, 32 33.9 / 122 / 45.1, 48 47.5 / 173 / 65.9.
+INT8_INT_JIT_MAX_TOKENS = KERNEL_MAX_TOKENS
 # bf16 products of up to this many tokens run the numba loop on a CPU with AVX-512 BF16
 # (native bf16 dot products: ``avx512_bf16`` in /proc/cpuinfo), PyTorch's bf16 matmul beyond
 # it up to KERNEL_MAX_TOKENS; elsewhere the loop runs up to KERNEL_MAX_TOKENS (PyTorch's bf16
@@ -329,13 +335,16 @@ class Int8Matrix:
         t = x.shape[1]
         n, k = self.shape
         jit = kernels()
-        if jit is not None and t <= int8_jit_max_tokens():
+        # integer dot products (decode_jit.int8_int_kernels) where this CPU and K allow them,
+        # else each weight widened to float32
+        integer = jit is not None and jit.int8i_matmul is not None and int8_int_ok(k)
+        if jit is not None and t <= (INT8_INT_JIT_MAX_TOKENS if integer else int8_jit_max_tokens()):
             out = np.empty((n, t), dtype=np.float32)
-            threads = product_threads("int8", n, k, t, scratch.threads)
+            threads = product_threads("int8i" if integer else "int8", n, k, t, scratch.threads)
             x_rows = x.reshape(1, -1) if t == 1 else x.T.copy()
-            if jit.int8i_matmul is not None and int8_int_ok(k):  # integer dot products
+            if integer:
                 jit.product("int8i", threads)(self.q_np, self.ws, self.s32, x_rows, out, threads)
-            else:  # each weight widened to float32
+            else:
                 jit.product("int8", threads)(self.q_np, self.s32, x_rows, out)
             return out
         torch = self._torch
