@@ -7,9 +7,11 @@ an AVX-512 CPU products of 2 to :func:`fp32_jit_max_tokens` tokens run a numba l
 The quantized kernels are PyTorch's CPU weight-only kernels
 (``_weight_int4pack_mm_for_cpu``, ``_weight_int8pack_mm``; bf16 activations,
 fp32 accumulation), so these formats need the ``torch`` extra. int8 products of
-up to :func:`int8_jit_max_tokens` tokens run a numba loop instead
-(:mod:`infercast.engine.decode_jit`: int8 rows widened in registers, float32
-activations), 1.2-2.1x faster here, and so do bf16 products of up to
+up to :data:`INT8_INT_JIT_MAX_TOKENS` tokens run a numba kernel instead where the CPU has
+AVX2 or AVX-512 (:mod:`infercast.engine.decode_jit`: integer dot products of the rows and
+the activations quantized to two 8-bit planes, 1.4-2x PyTorch's kernel), elsewhere up to
+:func:`int8_jit_max_tokens` a float loop (int8 rows widened in registers, float32
+activations), 1.2-2.1x faster than PyTorch's there, and so do bf16 products of up to
 :func:`bf16_jit_max_tokens` (each row widened by a shift: 1.4x PyTorch's bf16 matmul at
 one token, 4.3x at 8, on a CPU without AVX-512 BF16), and q4 products of up to
 :data:`Q4_INT_JIT_MAX_TOKENS` tokens (integer dot products of the stored 4-bit groups and
