@@ -44,7 +44,10 @@ THREADED_MIN_WORK: dict[str, float] = {
     "q4i": 1.5e8,  # quiet, 2026-12-04 22:19 UTC: 4096x4096 x 8 tokens 0.75 / 0.83 ms
     "q4": 1.5e8,  # the float q4 kernel (CPUs without AVX2): not measured, q4i's figure
     "int8": 4.0e8,
-    "int8i": 4.0e8,  # the integer int8 kernel: not yet measured, the float loop's figure
+    # the integer int8 kernel: 2026-12-05 01:28 UTC (load 4.3-4.5), threaded / serial 1.4-2.9x on
+    # SmolLM2's layer products at 1-8 tokens, 1.0-1.25x on its head and the 8B's (one outlier
+    # 0.63): a second core added nothing under that load; the float loop's figure until a quiet run
+    "int8i": 4.0e8,
     "bf16": 1.6e7,
     "fp32": 8.5e7,
     # PyTorch's kernels: alone, faster threaded from the smallest product (576x576, 1 token:
