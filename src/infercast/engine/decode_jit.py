@@ -881,29 +881,36 @@ def int8_int_kernels(isa: str) -> tuple:
 
     keep = isa == q4_isa()  # cache only the variant this CPU runs (see the doc)
 
-    @njit(fastmath=True, nogil=True, cache=keep)
     def quantize(x_rows, xq, d):  # pragma: no cover - compiled
-        # x [T, K] -> xq uint8 [T, 2K]: q + 128, then r + 128; d [T] = max|x| / 127. Written
-        # so that LLVM vectorizes both loops (float32 constants, selects for max and clip).
+        # x [T, K] (C order) -> xq uint8 [T, 2K]: q + 128, then r + 128; d [T] = max|x| / 127.
+        # Written so that LLVM vectorizes each loop (one store stream a loop, float32 constants;
+        # max|x| as the largest of the values' bits less the sign: an integer max, which
+        # orders non-negative floats alike): 1.06 -> 0.47 us at K = 1536.
         m, k = x_rows.shape
         lo, hi = np.float32(-127.0), np.float32(127.0)
         for t in range(m):
             v = x_rows[t]
-            xc = xq[t, :k]
-            xf = xq[t, k:]
-            amax = np.float32(0.0)
+            bits = v.view(np.int32)
+            mb = np.int32(0)
             for i in range(k):
-                a = abs(v[i])
-                amax = a if a > amax else amax
+                b = bits[i] & np.int32(0x7FFFFFFF)
+                mb = b if b > mb else mb
+            amax = i8_f32_bits(mb)  # noqa: F821 - a global of _with_globals
             inv = hi / amax if amax > 0 else np.float32(0.0)
+            xc = xq[t, :k]
+            for i in range(k):
+                xc[i] = np.uint8(np.int32(np.rint(v[i] * inv)) + np.int32(128))
+            xf = xq[t, k:]
             for i in range(k):
                 y = v[i] * inv
-                q = np.rint(y)
-                r = np.rint((y - q) * np.float32(256.0))
+                r = np.rint((y - np.rint(y)) * np.float32(256.0))
                 r = lo if r < lo else (hi if r > hi else r)
-                xc[i] = np.uint8(np.int32(q) + np.int32(128))
                 xf[i] = np.uint8(np.int32(r) + np.int32(128))
             d[t] = amax / hi
+
+    quantize = njit(fastmath=True, nogil=True, cache=keep)(
+        _with_globals(quantize, i8_f32_bits=f32_bits())
+    )
 
     def rows(q, ws, scale, xq, d, out, r0, r1):  # pragma: no cover - compiled
         # Rows r0..r1-1 in groups of I8_GROUP_ROWS, each for every token while in cache, then
