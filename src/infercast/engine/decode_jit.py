@@ -118,8 +118,9 @@ def f32_bits():
 # Software prefetch of bf16 rows (prefetch, below): how far ahead of the row being read, and
 # one prefetch per cache line. SmolLM2-135M's 120 bf16 layer products, one thread, from DRAM
 # (2026-12-05, AMD EPYC Zen 5, load 1.5-2.8; sdot read 43 GB/s): none 35.1-36.7 GB/s, 1 KB
-# ahead 36.3, 2 KB 38.2-38.8, 3 KB 39.2, 4 KB 38.8-40.3, 6 KB 39.0, 8 KB 39.1-39.2; into L2
-# only (locality 2) 37.7-37.8, non-temporal 38.7-40.2 (docs/history/engine-weight-formats.md).
+# ahead 36.3, 2 KB 38.2-38.8, 3 KB 39.2, 4 KB 38.5-40.3, 6 KB 39.0, 8 KB 39.1; into L2 only
+# (locality 2) 37.7-37.8, non-temporal 38.7-40.2 (docs/history/engine-weight-formats.md).
+# 4 KB is about what one stream reads in a DRAM latency (~100 ns at ~40 GB/s).
 PREFETCH_AHEAD_BYTES = 4096
 CACHE_LINE_BYTES = 64
 BF16_AHEAD = PREFETCH_AHEAD_BYTES // 2  # in bf16 elements
