@@ -61,7 +61,9 @@ INT8_JIT_MAX_TOKENS_AVX512 = 8
 # product up to KERNEL_MAX_TOKENS: SmolLM2-135M's 120 layer products, ms CPU, one thread, Zen 5
 # (vnni512), 2026-12-05 01:14 UTC, load ~3.8, alternated in one process (benchmarks/
 # int8_products.py), integer / float loop / PyTorch: 1 token 3.4 / 3.8 / 6.7, 4 5.3 / 8.4 / 7.6,
-# 8 9.4 / 17.3 / 13.0, 16 18.0 / 37.9 / 23.7, 32 33.9 / 122 / 45.1, 48 47.5 / 173 / 65.9.
+# 8 9.4 / 17.3 / 13.0, 16 18.0 / 37.9 / 23.7, 32 33.9 / 122 / 45.1, 48 47.5 / 173 / 65.9; at
+# 01:41 (load ~5.8, prefetch for a group's first token only) 8 7.8 / 17.4 / 13.2, 48 41.8 / 175
+# / 66.3.
 INT8_INT_JIT_MAX_TOKENS = KERNEL_MAX_TOKENS
 # bf16 products of up to this many tokens run the numba loop on a CPU with AVX-512 BF16
 # (native bf16 dot products: ``avx512_bf16`` in /proc/cpuinfo), PyTorch's bf16 matmul beyond
