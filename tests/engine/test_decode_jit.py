@@ -269,9 +269,10 @@ def _int8_int_bound(q: np.ndarray, scale: np.ndarray, x: np.ndarray) -> np.ndarr
 def test_each_integer_int8_variant_computes_its_arithmetic(isa):
     """The VNNI, AVX-512BW and AVX2 variants of the integer int8 kernel (each where this CPU
     has its instructions) equal their reference arithmetic to float32 rounding and the exact
-    product of the int8 rows within the activations' rounding bound: 1 and 3 tokens, rows in
-    whole groups of 8 and a rest (133 = 2 x 64 + 5), on 1 and 2 threads, K of 1 and 5
-    vectors; one row of zeros, one token of zeros (d = 0)."""
+    product of the int8 rows within the activations' rounding bound: 1 token (its own loop:
+    one row at a time) and 3, rows in whole groups of 8 and a rest (133 = 2 x 64 + 5), on 1
+    and 2 threads, K of 1 and 5 vectors (an odd one after the pairs); one row of zeros, one
+    token of zeros (d = 0)."""
     from infercast.engine.decode_jit import int8_int_kernels
     from infercast.engine.qformats import quantize_int8_rows
 
@@ -284,7 +285,12 @@ def test_each_integer_int8_variant_computes_its_arithmetic(isa):
         w[7] = 0.0
         q, s = quantize_int8_rows(w)
         ws = q.sum(axis=1, dtype=np.int32)
-        for tokens, kernel, tasks in ((1, serial, 1), (3, serial, 1), (3, threaded, 2)):
+        for tokens, kernel, tasks in (
+            (1, serial, 1),
+            (1, threaded, 2),
+            (3, serial, 1),
+            (3, threaded, 2),
+        ):
             x = rng.standard_normal((k, tokens), dtype=np.float32) * 4
             if tokens == 3:
                 x[:, 1] = 0.0

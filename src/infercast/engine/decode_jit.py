@@ -783,9 +783,11 @@ def int8_int_kernels(isa: str) -> tuple:
     r = round(256 (x / d - q)), so x = d (q + r / 256) to d / 512 (2^-16 of max|x|; the
     weights' own rounding is up to 2^-8 of their row's largest), stored as q + 128 and
     r + 128 (unsigned bytes: ``vpdpbusd`` multiplies unsigned by signed bytes). Each row's
-    dot product with each plane is then integer: 4 rows at a time (their 8 int32 sums
-    overlap), 64 (or 32) bytes a vector op, one reduction of the 8 vectors at the end (a
-    shuffle tree, 7 shuffle-add pairs). The VNNI variant sums w (q + 128) with ``vpdpbusd``
+    dot product with each plane is then integer, 64 (or 32) bytes a vector op: for one token
+    one row at a time in address order, its lines prefetched :data:`PREFETCH_AHEAD_BYTES`
+    ahead (bf16's one-token loop; 33 -> 39 GB/s, docs/history/engine-weight-formats.md,
+    int8stream), for more :data:`I8_GROUP_ROWS` rows at a time (their int32 sums overlap),
+    one reduction of the vectors at the end (a shuffle tree). The VNNI variant sums w (q + 128) with ``vpdpbusd``
     and subtracts 128 ws; the others use llama.cpp's sign trick (|w| unsigned times x with
     w's sign, ``vpmaddubsw``: at most 2 x 128 x 127, no saturation; then ``vpmaddwd`` by
     ones; ggml/src/ggml-cpu/arch/x86/quants.c ``mul_sum_i8_pairs_float``) on the planes
@@ -940,6 +942,63 @@ def int8_int_kernels(isa: str) -> tuple:
 
         return dot_rows
 
+    @intrinsic
+    def dot_row(typingctx, q, ws, scale, r, xq, d):
+        """scale[r] d (sum_c q[r, c] x_c) for one row r of q (int8 [N, K], C order, K a
+        multiple of 64) against the planes xq[:K] and xq[K:] of a token whose scale is d:
+        two accumulators a plane (even and odd vectors), so that no chain of dependent dot
+        instructions sets the pace, and one reduction of the row's two sums at the end."""
+        if not (isinstance(q, types.Array) and q.layout == "C" and q.ndim == 2):
+            return None
+
+        def codegen(context, builder, sig, args):
+            qa, wsa, sa, xa = (
+                context.make_array(sig.args[i])(context, builder, args[i]) for i in (0, 1, 2, 4)
+            )
+            r = args[3]
+            k = cgutils.unpack_tuple(builder, qa.shape)[1]
+            wp = builder.gep(builder.bitcast(qa.data, i8.as_pointer()), [builder.mul(r, k)])
+            xp = builder.bitcast(xa.data, i8.as_pointer())
+            zero = ir.Constant(v_i32, [0] * nl)
+            accs = [cgutils.alloca_once_value(builder, zero) for _ in range(4)]
+
+            def load(ptr, off):
+                p = builder.gep(ptr, [off])
+                return builder.load(builder.bitcast(p, v_i8.as_pointer()), align=1)
+
+            def step(off, j):  # vector at byte off into accumulators j (plane q), 2 + j (r)
+                w = load(wp, off)
+                xc = prep(builder, load(xp, off))
+                xf = prep(builder, load(xp, builder.add(k, off)))
+                builder.store(dot(builder, builder.load(accs[j]), xc, w), accs[j])
+                builder.store(dot(builder, builder.load(accs[2 + j]), xf, w), accs[2 + j])
+
+            pairs = builder.udiv(k, ir.Constant(i64, 2 * vb))
+            with cgutils.for_range(builder, pairs) as loop:
+                off = builder.mul(loop.index, ir.Constant(i64, 2 * vb))
+                step(off, 0)
+                step(builder.add(off, ir.Constant(i64, vb)), 1)
+            last = builder.mul(pairs, ir.Constant(i64, 2 * vb))
+            with builder.if_then(builder.icmp_unsigned("<", last, k)):  # an odd vector
+                step(last, 0)
+            a_c = builder.add(builder.load(accs[0]), builder.load(accs[1]))
+            a_f = builder.add(builder.load(accs[2]), builder.load(accs[3]))
+            sums = reduce_tree(builder, [a_c, a_f])  # lane 0: sum w q, lane 1: sum w r
+            cs = builder.extract_element(sums, ir.Constant(i32, 0))
+            fs = builder.extract_element(sums, ir.Constant(i32, 1))
+            if vnni:  # the sums are of w (q + 128): less 128 sum_c w
+                wsum = builder.load(builder.gep(wsa.data, [r]))
+                off = builder.shl(wsum, ir.Constant(i32, 7))
+                cs, fs = builder.sub(cs, off), builder.sub(fs, off)
+            val = builder.fadd(
+                builder.sitofp(cs, f32),
+                builder.fmul(builder.sitofp(fs, f32), ir.Constant(f32, 1.0 / 256)),
+            )
+            sd = builder.fmul(builder.load(builder.gep(sa.data, [r])), args[5])
+            return builder.fmul(val, sd)
+
+        return types.float32(q, ws, scale, types.int64, xq, types.float32), codegen
+
     keep = isa == q4_isa()  # cache only the variant this CPU runs (see the doc)
 
     def quantize(x_rows, xq, d):  # pragma: no cover - compiled
@@ -975,8 +1034,19 @@ def int8_int_kernels(isa: str) -> tuple:
 
     def rows(q, ws, scale, xq, d, out, r0, r1):  # pragma: no cover - compiled
         # Rows r0..r1-1 in groups of I8_GROUP_ROWS, each for every token while in cache, then
-        # the rows left one at a time.
+        # the rows left one at a time. One token: each row in turn, one stream in address
+        # order (SmolLM2's 120 products in the fused step's chain, one process: 8-row groups
+        # 33.0 GB/s, this 39.4, bf16's rows loop 41.2; docs/history/engine-weight-formats.md).
         m_tok = xq.shape[0]
+        if m_tok == 1:  # one row at a time in address order, its lines asked for 4 KB ahead
+            k = q.shape[1]
+            x0, d0 = xq[0], d[0]
+            for r in range(r0, r1):
+                at = r * k + PREFETCH_AHEAD_BYTES
+                for e in range(0, k, CACHE_LINE_BYTES):
+                    i8_prefetch(q, at + e)  # noqa: F821
+                out[r, 0] = i8_dot_row1(q, ws, scale, r, x0, d0)  # noqa: F821
+            return
         res = np.empty(I8_GROUP_ROWS, dtype=np.float32)
         r = r0
         while r + I8_GROUP_ROWS <= r1:
@@ -999,6 +1069,8 @@ def int8_int_kernels(isa: str) -> tuple:
             i8_dot_group_pf=make_dot_rows(I8_GROUP_ROWS, True),
             i8_dot_group=make_dot_rows(I8_GROUP_ROWS, False),
             i8_dot_row=make_dot_rows(1, False),
+            i8_dot_row1=dot_row,
+            i8_prefetch=prefetch(),
         )
     )
 
