@@ -787,14 +787,15 @@ def int8_int_kernels(isa: str) -> tuple:
     one row at a time in address order, its lines prefetched :data:`PREFETCH_AHEAD_BYTES`
     ahead (bf16's one-token loop; 33 -> 39 GB/s, docs/history/engine-weight-formats.md,
     int8stream), for more :data:`I8_GROUP_ROWS` rows at a time (their int32 sums overlap),
-    one reduction of the vectors at the end (a shuffle tree). The VNNI variant sums w (q + 128) with ``vpdpbusd``
-    and subtracts 128 ws; the others use llama.cpp's sign trick (|w| unsigned times x with
-    w's sign, ``vpmaddubsw``: at most 2 x 128 x 127, no saturation; then ``vpmaddwd`` by
-    ones; ggml/src/ggml-cpu/arch/x86/quants.c ``mul_sum_i8_pairs_float``) on the planes
-    less 128. out = scale d (sum w q + (sum w r) / 256) in float32. The int32 sums (at most
-    K x 255 x 128) hold for K up to :data:`INT8_INT_MAX_COLS`; columns beyond the last whole
-    vector are summed by a scalar loop. ``rows(q, ws, scale, xq, d, out, r0, r1)``: rows
-    r0..r1-1 (r0 a multiple of 4) for every token of xq [T, 2K] (the planes), d [T]."""
+    one reduction of the vectors at the end (a shuffle tree). The VNNI variant sums
+    w (q + 128) with ``vpdpbusd`` and subtracts 128 ws; the others use llama.cpp's sign
+    trick (|w| unsigned times x with w's sign, ``vpmaddubsw``: at most 2 x 128 x 127, no
+    saturation; then ``vpmaddwd`` by ones; ggml/src/ggml-cpu/arch/x86/quants.c
+    ``mul_sum_i8_pairs_float``) on the planes less 128. out = scale d (sum w q + (sum w r)
+    / 256) in float32. The int32 sums (at most K x 255 x 128) hold for K up to
+    :data:`INT8_INT_MAX_COLS`; columns beyond the last whole vector are summed by a scalar
+    loop. ``rows(q, ws, scale, xq, d, out, r0, r1)``: rows
+    r0..r1-1 (r0 a multiple of 8) for every token of xq [T, 2K] (the planes), d [T]."""
     from llvmlite import ir
     from numba import njit, types
     from numba import prange as numba_prange
