@@ -761,6 +761,13 @@ I8_GROUP_ROWS = 8  # rows the integer int8 kernel sums at once (their 16 int32 s
 # tried, no faster: 4 or 16 rows a group, each row's bytes in turn, two runs of rows at once,
 # prefetch to L2, rows aligned to 64 bytes (docs/history/engine-weight-formats.md, int8vnni).
 I8_PREFETCH_GROUPS = 2
+# How far ahead the one-token loop (one row at a time) asks for each row's lines, in bytes.
+# SmolLM2-135M's 120 products in the fused step's chain, one thread, one process, 30 rounds
+# alternated (2026-12-05, load 2.9-3.2, read rate 40.6-43.0 GB/s), GB/s: 2 KB 37.4, 4 KB
+# (bf16's PREFETCH_AHEAD_BYTES) 38.0-38.9, 6 KB 40.8-41.0, 7 KB 42.3, 8 KB 42.3-44.3, 10 KB
+# 43.9, 12 KB 37.3-43.0, 16 KB 36.7; bf16's rows 40.4-41.1 in the same runs
+# (docs/history/engine-weight-formats.md, int8stream).
+I8_AHEAD_BYTES = 8192
 
 
 def int8_int_ok(k: int) -> bool:
@@ -784,8 +791,8 @@ def int8_int_kernels(isa: str) -> tuple:
     weights' own rounding is up to 2^-8 of their row's largest), stored as q + 128 and
     r + 128 (unsigned bytes: ``vpdpbusd`` multiplies unsigned by signed bytes). Each row's
     dot product with each plane is then integer, 64 (or 32) bytes a vector op: for one token
-    one row at a time in address order, its lines prefetched :data:`PREFETCH_AHEAD_BYTES`
-    ahead (bf16's one-token loop; 33 -> 39 GB/s, docs/history/engine-weight-formats.md,
+    one row at a time in address order, its lines prefetched :data:`I8_AHEAD_BYTES` ahead
+    (as bf16's one-token loop; 33 -> 42-44 GB/s, docs/history/engine-weight-formats.md,
     int8stream), for more :data:`I8_GROUP_ROWS` rows at a time (their int32 sums overlap),
     one reduction of the vectors at the end (a shuffle tree). The VNNI variant sums
     w (q + 128) with ``vpdpbusd`` and subtracts 128 ws; the others use llama.cpp's sign
@@ -1037,13 +1044,13 @@ def int8_int_kernels(isa: str) -> tuple:
         # Rows r0..r1-1 in groups of I8_GROUP_ROWS, each for every token while in cache, then
         # the rows left one at a time. One token: each row in turn, one stream in address
         # order (SmolLM2's 120 products in the fused step's chain, one process: 8-row groups
-        # 33.0 GB/s, this 39.4, bf16's rows loop 41.2; docs/history/engine-weight-formats.md).
+        # 33.0 GB/s, this with bf16's 4 KB 39.4, bf16's rows 41.2; at I8_AHEAD_BYTES see there).
         m_tok = xq.shape[0]
-        if m_tok == 1:  # one row at a time in address order, its lines asked for 4 KB ahead
+        if m_tok == 1:  # one row at a time in address order, its lines asked for 8 KB ahead
             k = q.shape[1]
             x0, d0 = xq[0], d[0]
             for r in range(r0, r1):
-                at = r * k + PREFETCH_AHEAD_BYTES
+                at = r * k + I8_AHEAD_BYTES
                 for e in range(0, k, CACHE_LINE_BYTES):
                     i8_prefetch(q, at + e)  # noqa: F821
                 out[r, 0] = i8_dot_row1(q, ws, scale, r, x0, d0)  # noqa: F821
