@@ -218,7 +218,10 @@ def _step_kernel():
     @compiled(fastmath=True)
     def _int8i_product(w, li, v, out, tid, nth):  # pragma: no cover - compiled
         # The same with the integer kernel (w = (q, scale, row sums): decode_jit.int8_int_kernels):
-        # the vector quantized to two 8-bit planes (by every thread), then this thread's rows.
+        # the vector quantized to two 8-bit planes (by every thread), then this thread's rows,
+        # one at a time in address order (its one-token loop). Numba's disk cache of this step
+        # is keyed by this file's stamp alone (numba/core/caching.py; other files' changes:
+        # numba PR 8396, unmerged): a change to decode_jit's kernels must touch this file.
         q, sc, ws = w
         n, k = q.shape[1], q.shape[2]
         nc = (n + 63) // 64
