@@ -1,16 +1,17 @@
-"""Where a bf16 batch-1 decode step's time goes, against the bandwidth floor (issue 21).
+"""Where a bf16 (or int8) batch-1 decode step's time goes, against the bandwidth floor (issue 21).
 
-One thread, SmolLM2-135M in bf16, one token on ``--context`` cached ones. Prints the best
-process-CPU ms of the whole step (``LlamaModel.forward``), of its fused layers
-(``FusedDecode.run``: the 120 layer products plus attention, norms, SwiGLU) and of the tied
-head's product (``Bf16Matrix.matmul_fm``, one token), the rest by difference; then each layer
-product's read rate inside a chain of all 120 products in the step's order, run through the
-fused step's own compiled product (``decode_step``'s ``bf16_product``) and timed per product
-with the CPU's cycle counter (``llvm.readcyclecounter``, the TSC on x86; best of ``--rounds``
-per product), and the same product from cache (one matrix again and again). Everything is
-compared with ``machine_probe.read_bandwidth`` (a float32 dot product over twice the LLC).
+One thread, SmolLM2-135M in bf16 (``--weights int8``: int8), one token on ``--context``
+cached ones. Prints the best process-CPU ms of the whole step (``LlamaModel.forward``), of
+its fused layers (``FusedDecode.run``: the 120 layer products plus attention, norms, SwiGLU)
+and of the tied head's product (``matmul_fm``, one token), the rest by difference; then each
+layer product's read rate inside a chain of all 120 products in the step's order, run through
+the fused step's own compiled product (``decode_step``'s ``bf16_product``, ``int8i_product``
+or ``int8_product``) and timed per product with the CPU's cycle counter
+(``llvm.readcyclecounter``, the TSC on x86; best of ``--rounds`` per product), and the same
+product from cache (one matrix again and again). Everything is compared with
+``machine_probe.read_bandwidth`` (a float32 dot product over twice the LLC).
 
-    python benchmarks/bf16_decode_split.py --rounds 20
+    python benchmarks/bf16_decode_split.py --rounds 20 [--weights int8]
 """
 
 from __future__ import annotations
@@ -85,6 +86,7 @@ def main() -> None:
     ap.add_argument("--model", default="smollm2-135m")
     ap.add_argument("--context", type=int, default=128)
     ap.add_argument("--rounds", type=int, default=20)
+    ap.add_argument("--weights", choices=("bf16", "int8"), default="bf16")
     args = ap.parse_args()
 
     from threadpoolctl import threadpool_limits
@@ -96,11 +98,11 @@ def main() -> None:
     from infercast.engine.machine_probe import read_bandwidth, stream_bytes
     from infercast.engine.model import SeqInput
 
-    loaded = load(args.model, weights="bf16")
+    loaded = load(args.model, weights=args.weights)
     cfg, ctx = loaded.cfg, args.context
     net = make_model(loaded, ctx + 2, "numpy", 1)
     if getattr(net, "fused", None) is None:
-        raise SystemExit("no fused bf16 step here (numba missing?)")
+        raise SystemExit(f"no fused {args.weights} step here (numba missing?)")
     blocks = list(range(-(-(ctx + 1) // 16)))
     kv = PagedKVStore(cfg, len(blocks), 16)
     seqs = [SeqInput([7], ctx, blocks)]
@@ -111,7 +113,9 @@ def main() -> None:
     rng = np.random.default_rng(0)
     vs = tuple(rng.standard_normal(w[0].shape[2]).astype(np.float32) for w in ws)
     outs = tuple(np.zeros((w[0].shape[1], 1), np.float32) for w in ws)
-    now, chain, again = _compiled(_step_kernel().py_func.__globals__["bf16_product"])
+    # the step's product for these layers (decode_step's _product_impl picks it alike)
+    pname = {1: "bf16_product", 2: "int8_product", 3: "int8i_product"}[len(ws[0])]
+    now, chain, again = _compiled(_step_kernel().py_func.__globals__[pname])
     now()
     c0, t0 = now(), time.perf_counter()
     time.sleep(0.2)
@@ -136,9 +140,9 @@ def main() -> None:
             min(again(w, v, o, 50) for _ in range(3)) / hz / 50
             for w, v, o in zip(ws, vs, outs, strict=True)
         ]
-    layer_bytes = sum(w[0].nbytes for w in ws)
+    layer_bytes = sum(a.nbytes for w in ws for a in w)  # int8: with the scales and row sums
     floor = (layer_bytes + head.nbytes) / bw
-    print(f"read bandwidth {bw / 1e9:.1f} GB/s; TSC {hz / 1e9:.2f} GHz")
+    print(f"{pname}: read bandwidth {bw / 1e9:.1f} GB/s; TSC {hz / 1e9:.2f} GHz")
     print(
         f"step {step * 1e3:.2f} ms cpu; the matrices' floor {floor * 1e3:.2f} ms "
         f"({floor / step:.2f} of the step): layers {layers * 1e3:.2f} ms, head "
