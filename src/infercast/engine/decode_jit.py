@@ -755,7 +755,8 @@ def q4_int_kernels(isa: str) -> tuple:
 INT8_INT = True  # False: the float int8 loop on every CPU (a switch for old-vs-new benchmarks)
 INT8_INT_MAX_COLS = 65536  # columns up to which the integer int8 kernel's int32 sums cannot wrap
 I8_GROUP_ROWS = 8  # rows the integer int8 kernel sums at once (their 16 int32 sums overlap)
-# Software prefetch (llvm.prefetch to L1) of the rows this many groups ahead, 0: none.
+# Software prefetch (llvm.prefetch to L1) of the rows this many groups ahead, 0: none; for 2+
+# tokens (one token has its own loop, below). Measured when one token also ran the groups:
 # SmolLM2-135M's 120 layer products, one thread, one token, ms CPU (load ~3, 2026-12-05): none
 # 4.0-4.1, 1 group 3.1-3.4, 2 groups 3.0-3.2, 4 and 8 3.4-3.9; the float loop 3.4-3.5. Also
 # tried, no faster: 4 or 16 rows a group, each row's bytes in turn, two runs of rows at once,
