@@ -289,6 +289,11 @@ class Int4Matrix:
         """Dequantized rows ``ids`` [T] -> [T, K] float32 (an embedding lookup)."""
         k = self.shape[1]
         blk = packing_block()
+        kernel = _rows_kernel()
+        if kernel is not None:  # the same arithmetic, one compiled call (~39 -> ~3 us a token)
+            out = np.empty((len(ids), k), dtype=np.float32)
+            kernel(self.packed.numpy(), self.scale_t, self.zero_t, np.asarray(ids), blk, out)
+            return out
         blocks = self.packed.numpy().reshape(-1, k, blk // 2)  # [N'/blk, K, blk/2]
         within = ids % blk
         byte = blocks[ids // blk, :, within % (blk // 2)]  # [T, K]
@@ -484,6 +489,34 @@ def _widen_kernel():
                     )
 
     return widen
+
+
+@cache
+def _rows_kernel():
+    """numba's loop for :meth:`Int4Matrix.rows` (None without numba): the numpy path's
+    float32 operations, ``(q - 8) * scale + zero`` rounded after each, without fastmath (no
+    fused multiply-add), so the rows are equal to its bit."""
+    try:
+        from numba import njit
+    except ImportError:
+        return None
+
+    @njit(cache=True, nogil=True)
+    def rows(packed, scale_t, zero_t, ids, blk, out):  # pragma: no cover - compiled
+        k = out.shape[1]
+        half = blk // 2
+        b = packed.reshape(-1, k, half)
+        for t in range(ids.shape[0]):
+            r = ids[t]
+            within = r % blk
+            shift = 0 if within < half else 4
+            blocks = b[r // blk]
+            for kk in range(k):
+                q = np.float32((blocks[kk, within % half] >> shift) & 15) - np.float32(8.0)
+                g = kk // 32
+                out[t, kk] = q * scale_t[g, r] + zero_t[g, r]
+
+    return rows
 
 
 def widen_int4(
