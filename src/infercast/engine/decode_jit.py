@@ -445,13 +445,36 @@ def q4_int_layout(q: np.ndarray, d: np.ndarray, m: np.ndarray) -> np.ndarray:
     c = (n + pad) // Q4_ROWS
     qp = np.pad(q, ((0, pad), (0, 0))).reshape(c, Q4_ROWS, g, 2, 16)
     packed = (qp[:, :, :, 0, :] | (qp[:, :, :, 1, :] << 4)).reshape(c, Q4_ROWS, g, 4, 4)
-    out = np.empty((c, g, Q4_INT_GROUP_BYTES), dtype=np.uint8)
+    out = huge_empty((c, g, Q4_INT_GROUP_BYTES), np.uint8)
     out[:, :, : 16 * Q4_ROWS] = packed.transpose(0, 2, 3, 1, 4).reshape(c, g, 16 * Q4_ROWS)
     for i, a in enumerate((d, m)):
         a16 = np.pad(a.astype(np.float16), ((0, pad), (0, 0))).reshape(c, Q4_ROWS, g)
         at = 16 * Q4_ROWS + 2 * Q4_ROWS * i
         out[:, :, at : at + 2 * Q4_ROWS] = a16.transpose(0, 2, 1).copy().view(np.uint8)
     return out
+
+
+HUGE_PAGE = 2 << 20  # bytes of an x86-64 transparent huge page
+
+
+def huge_empty(shape: tuple[int, ...], dtype) -> np.ndarray:
+    """``np.empty(shape, dtype)`` for a matrix a decode step streams: from ``HUGE_PAGE`` bytes
+    up, in an anonymous mapping aligned to huge pages and advised ``MADV_HUGEPAGE`` (Linux
+    ``madvise(2)``; with the kernel's ``transparent_hugepage`` setting ``madvise``, as here,
+    only such memory gets them, and numpy's own advice covers only the aligned middle of its
+    buffers: SmolLM2's stacked QKV matrices had none). Fewer TLB misses in the stream: the
+    chain of SmolLM2's 120 q4 layer products took 1.74-1.78 ms against 1.82-1.88 (one thread,
+    alternated in one process, 2026-12-05). Elsewhere plain ``np.empty``."""
+    import mmap
+
+    n = int(np.prod(shape)) * np.dtype(dtype).itemsize
+    if n < HUGE_PAGE or not hasattr(mmap, "MADV_HUGEPAGE"):
+        return np.empty(shape, dtype=dtype)
+    m = mmap.mmap(-1, n + HUGE_PAGE, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+    m.madvise(mmap.MADV_HUGEPAGE)
+    buf = np.frombuffer(m, dtype=np.uint8)  # keeps the mapping alive
+    off = -buf.ctypes.data % HUGE_PAGE
+    return buf[off : off + n].view(dtype).reshape(shape)
 
 
 def _with_globals(fn, **names):

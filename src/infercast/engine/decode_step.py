@@ -33,7 +33,7 @@ from functools import cache
 
 import numpy as np
 
-from infercast.engine.decode_jit import Q4_ROWS, f32_bits, kernels
+from infercast.engine.decode_jit import Q4_ROWS, f32_bits, huge_empty, kernels
 
 ENABLED = True  # False: the per-product path (a switch for old-vs-new benchmarks)
 SPINS_BEFORE_YIELD = 2000
@@ -353,6 +353,12 @@ def _step_kernel():
     return ns["step"]
 
 
+def _stacked(arrays: list[np.ndarray]) -> np.ndarray:
+    """``np.stack(arrays)`` into huge pages (:func:`infercast.engine.decode_jit.huge_empty`)."""
+    out = huge_empty((len(arrays), *arrays[0].shape), arrays[0].dtype)
+    return np.stack(arrays, out=out)
+
+
 def _stack(mats) -> tuple[np.ndarray, ...]:
     """The layers' matrices as [L, ...] arrays, q4 as (qv,) or (qt, d, m) in its kernel's layout,
     int8 as (q, scale), bf16 as (bits,); each matrix's own arrays become views of them (no
@@ -361,17 +367,17 @@ def _stack(mats) -> tuple[np.ndarray, ...]:
 
     if isinstance(mats[0], Int4Matrix):
         n = len(mats[0].jit_layout)
-        out = tuple(np.stack([m.jit_layout[i] for m in mats]) for i in range(n))
+        out = tuple(_stacked([m.jit_layout[i] for m in mats]) for i in range(n))
         for li, m in enumerate(mats):
             m.jit_layout = tuple(a[li] for a in out)
         return out
     if isinstance(mats[0], Bf16Matrix):
-        bits = np.stack([m.bits for m in mats])
+        bits = _stacked([m.bits for m in mats])
         for li, m in enumerate(mats):
             m.bits = bits[li]
             m.w = m._torch.from_numpy(m.bits.view(np.int16)).view(m._torch.bfloat16)
         return (bits,)
-    out = (np.stack([m.q_np for m in mats]), np.stack([m.s32 for m in mats]))
+    out = (_stacked([m.q_np for m in mats]), np.stack([m.s32 for m in mats]))
     for li, m in enumerate(mats):
         m.q_np, m.s32 = out[0][li], out[1][li]
         m.q = m._torch.from_numpy(m.q_np)
