@@ -409,6 +409,7 @@ class FusedDecode:
         self.bar = np.zeros(1, np.int64)
         self.threads = max(1, threads)
         self._team: _Team | None = None
+        self._kv: tuple | None = None
 
     @staticmethod
     def build(cfg, weights, threads: int) -> FusedDecode | None:
@@ -429,9 +430,11 @@ class FusedDecode:
     def run(self, x: np.ndarray, cos, sin, kv, slots: np.ndarray) -> None:
         """Every layer on residual ``x`` [H] (updated in place) for one token whose KV slots
         (context and its own, last) are ``slots``; writes its K/V into ``kv``."""
-        n = kv.k_all.shape[1] * kv.k_all.shape[2]
-        k_all = kv.k_all.reshape(kv.k_all.shape[0], n, *kv.k_all.shape[3:])
-        v_all = kv.v_all.reshape(k_all.shape)
+        if self._kv is None or self._kv[0] is not kv.k_all:  # the store's slots, flat
+            n = kv.k_all.shape[1] * kv.k_all.shape[2]
+            k_all = kv.k_all.reshape(kv.k_all.shape[0], n, *kv.k_all.shape[3:])
+            self._kv = (kv.k_all, k_all, kv.v_all.reshape(k_all.shape))
+        k_all, v_all = self._kv[1:]
         args = (
             x, self.norms, *self.w, self.shape, self.eps, cos, sin, k_all, v_all,
             np.ascontiguousarray(slots, dtype=np.int64), self.bufs, self.bar,
