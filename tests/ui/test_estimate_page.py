@@ -116,10 +116,13 @@ def test_estimate_view_matches_api_follows_links_and_flags_bad_input(page, tmp_p
 
     page.select_option("#f-model", "custom")
     page.fill("#f-model_config_json", '{"architectures": ["LlamaForCausalLM"], broken')
+    # choosing "custom" first shows the empty field's own message ("paste a Hugging Face
+    # config.json ..."): wait for the broken text's answer, not for any message (a fresh-clone
+    # CI run, 2026-12-05, read the first one)
     page.wait_for_function(
-        "() => document.querySelector('#err-model_config_json')?.textContent.length > 0"
+        "() => (document.querySelector('#err-model_config_json')?.textContent || '')"
+        ".includes('config.json is not valid JSON')"
     )
-    assert "config.json is not valid JSON" in page.locator("#err-model_config_json").inner_text()
     page.select_option("#f-model", "llama-3.1-8b")
     page.wait_for_function(
         "() => document.querySelector('#err-model_config_json')?.textContent === ''"

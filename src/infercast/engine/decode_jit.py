@@ -107,6 +107,56 @@ def f32_bits():
     return f32_bits
 
 
+# Software prefetch of bf16 rows (prefetch, below): how far ahead of the row being read, and
+# one prefetch per cache line. SmolLM2-135M's 120 bf16 layer products, one thread, from DRAM
+# (2026-12-05, AMD EPYC Zen 5, load 1.5-2.8; sdot read 43 GB/s): none 35.1-36.7 GB/s, 1 KB
+# ahead 36.3, 2 KB 38.2-38.8, 3 KB 39.2, 4 KB 38.8-40.3, 6 KB 39.0, 8 KB 39.1-39.2; into L2
+# only (locality 2) 37.7-37.8, non-temporal 38.7-40.2 (docs/history/engine-weight-formats.md).
+PREFETCH_AHEAD_BYTES = 4096
+CACHE_LINE_BYTES = 64
+BF16_AHEAD = PREFETCH_AHEAD_BYTES // 2  # in bf16 elements
+BF16_LINE = CACHE_LINE_BYTES // 2
+
+
+@cache
+def prefetch():
+    """A numba ``@intrinsic``: ``prefetch(a, i)`` asks for the cache line holding element ``i``
+    of array ``a``'s buffer (counted from its first element, in ``a``'s dtype, whatever its
+    shape) to be read into every cache level: LLVM's ``llvm.prefetch`` (read, locality 3,
+    data; https://llvm.org/docs/LangRef.html#llvm-prefetch-intrinsic: no effect on what the
+    program computes), ``prefetcht0`` on x86. An address past the buffer is allowed: a
+    prefetch never faults (Intel SDM vol. 2, PREFETCHh). Needs numba."""
+    import llvmlite.binding as llvm
+    from llvmlite import ir
+    from numba import types
+    from numba.core import cgutils
+    from numba.extending import intrinsic
+
+    # typed pointers' name before LLVM 15's opaque ones
+    name = "llvm.prefetch.p0" if llvm.llvm_version_info >= (15,) else "llvm.prefetch.p0i8"
+
+    @intrinsic
+    def prefetch(typingctx, arr, idx):
+        if not isinstance(arr, types.Array) or not isinstance(idx, types.Integer):
+            return None
+
+        def codegen(context, builder, sig, args):
+            a = context.make_array(sig.args[0])(context, builder, args[0])
+            i = context.cast(builder, args[1], sig.args[1], types.intp)
+            p8 = builder.bitcast(builder.gep(a.data, [i]), ir.IntType(8).as_pointer())
+            i32 = ir.IntType(32)
+            fn = cgutils.get_or_insert_function(
+                builder.module, ir.FunctionType(ir.VoidType(), [p8.type, i32, i32, i32]), name
+            )
+            read, locality, data = (ir.Constant(i32, v) for v in (0, 3, 1))
+            builder.call(fn, [p8, read, locality, data])
+            return context.get_dummy_value()
+
+        return types.none(arr, idx), codegen
+
+    return prefetch
+
+
 @cache
 def kernels() -> Kernels | None:
     """The compiled kernels, or ``None`` without numba. Compiled on first call (cached to disk)."""
@@ -222,11 +272,14 @@ def kernels() -> Kernels | None:
         # tokens. A row widened into a float32 buffer first, then read back for the tokens
         # (until 2026-12-05), took 1.6x as long at 4 tokens (SmolLM2's 120 layer products,
         # one thread: 12.9-13.1 ms against 7.9-8.0; at 2 tokens 10.4-11.7 against 7.0; at one
-        # token 2x from cache and 1.2x from DRAM, docs/cpu-kernels.md).
+        # token 2x from cache and 1.2x from DRAM, docs/cpu-kernels.md). Each row first asks for
+        # the lines PREFETCH_AHEAD_BYTES further on (the batch-1 head, read from DRAM).
         n, k = w16.shape
         m = x_rows.shape[0]
         for ch in prange((n + ROW_CHUNK - 1) // ROW_CHUNK):  # noqa: F821 - a global (_with_globals)
             for r in range(ch * ROW_CHUNK, min(n, (ch + 1) * ROW_CHUNK)):
+                for e in range(r * k + BF16_AHEAD, (r + 1) * k + BF16_AHEAD, BF16_LINE):
+                    prefetch(w16, e)  # noqa: F821
                 wr = w16[r]
                 t = 0
                 while t + 4 <= m:
@@ -379,9 +432,15 @@ def kernels() -> Kernels | None:
     # cache entry per function), on numba's workqueue layer (its OpenMP layer slowed
     # PyTorch's OpenMP kernels 25x in the same process: engine/qlinear.py).
     numba.config.THREADING_LAYER = "workqueue"
-    # The loops reach dot4, q4_blocks, prange and f32_bits as globals (see _with_globals: a
-    # closure over a dispatcher missed the disk cache in every new process).
-    names = dict(dot4=_dot4, q4_blocks=_q4_blocks, prange=numba_prange, f32_bits=f32_bits())
+    # The loops reach dot4, q4_blocks, prange, f32_bits and prefetch as globals (see
+    # _with_globals: a closure over a dispatcher missed the disk cache in every new process).
+    names = dict(
+        dot4=_dot4,
+        q4_blocks=_q4_blocks,
+        prange=numba_prange,
+        f32_bits=f32_bits(),
+        prefetch=prefetch(),
+    )
     int8_matmul, bf16_matmul, fp32_matmul, q4_matmul = (
         _with_globals(f, **names) for f in (int8_matmul, bf16_matmul, fp32_matmul, q4_matmul)
     )
