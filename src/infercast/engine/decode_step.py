@@ -47,6 +47,24 @@ ENABLED = True  # False: the per-product path (a switch for old-vs-new benchmark
 SPINS_BEFORE_YIELD = 2000
 
 
+def _sources_stamp() -> str:
+    """A digest of the modules whose compiled code the step's functions take in (their kernels
+    and intrinsics are linked into each caller's machine code): numba's disk cache checks only
+    the caller's own file (``numba/core/caching.py``: its index holds that file's mtime and
+    size), so a changed q4 kernel in decode_jit.py ran the step cached before it. The digest
+    is in each function's qualified name, hence in its cache file's name
+    (``_CacheImpl.get_filename_base``)."""
+    import hashlib
+    from pathlib import Path
+
+    from infercast.engine import attention_ir, decode_jit
+
+    h = hashlib.sha256()
+    for m in (decode_jit, attention_ir):
+        h.update(Path(m.__file__).read_bytes())
+    return h.hexdigest()[:12]
+
+
 @cache
 def _step_kernel():
     """The compiled step (cached to disk), or None without numba."""
@@ -67,11 +85,13 @@ def _step_kernel():
     # process (7 s) and added a cache entry. Each ``_name`` below is published as ``name``.
     ns = dict(globals())
     ns.update(q4_blocks=jit.q4_blocks, q4i_quantize=jit.q4i_quantize, q4i_blocks=jit.q4i_blocks)
+    stamp = _sources_stamp()
 
     def compiled(**opts):
         def publish(fn):
             assert not fn.__code__.co_freevars, fn.__code__.co_freevars
             code = pytypes.FunctionType(fn.__code__, ns, fn.__name__.removeprefix("_"))
+            code.__qualname__ = f"{fn.__qualname__}_{stamp}"  # the disk cache's file name
             ns[code.__name__] = njit(nogil=True, cache=True, **opts)(code)
             return ns[code.__name__]
 
