@@ -114,6 +114,13 @@ def f32_bits():
 # only (locality 2) 37.7-37.8, non-temporal 38.7-40.2 (docs/history/engine-weight-formats.md).
 PREFETCH_AHEAD_BYTES = 4096
 CACHE_LINE_BYTES = 64
+# The integer q4 kernel's prefetch distance (q4_int_kernels: each group's 20 lines, this far on,
+# within the matrix). SmolLM2-135M's chain of 120 q4 layer products, one thread, from DRAM,
+# best of 30, ms (2026-12-05 01:25-01:30 UTC, load 4-5, one process per distance, alternated):
+# none 1.62-1.72, 4 KB 1.66-1.73, 6 KB 1.58-1.62, 8 KB 1.43-1.54, 10 KB 1.44-1.52, 12 KB
+# 1.46-1.61, 16 KB 1.51-1.66, 32 KB 1.59-1.70; into L2 only (locality 2) 8 KB 1.98-2.00, 16 KB
+# 1.85-1.91; a plain read of the same bytes 1.26-1.42.
+Q4_PREFETCH_AHEAD_BYTES = 8192
 BF16_AHEAD = PREFETCH_AHEAD_BYTES // 2  # in bf16 elements
 BF16_LINE = CACHE_LINE_BYTES // 2
 
@@ -601,12 +608,15 @@ def q4_int_kernels(isa: str) -> tuple:
     the x86 intrinsics, so it is only compiled where :func:`q4_isa` says the CPU has them
     (numba's disk cache keys entries by CPU name and features, ``numba/core/caching.py``
     ``_index_key``)."""
+    import llvmlite.binding as llvm
     from llvmlite import ir
     from numba import njit, types
     from numba import prange as numba_prange
     from numba.core import cgutils
     from numba.extending import intrinsic
 
+    # typed pointers' name before LLVM 15's opaque ones (as prefetch, above)
+    pf_name = "llvm.prefetch.p0" if llvm.llvm_version_info >= (15,) else "llvm.prefetch.p0i8"
     i8, i16, i32, i64 = ir.IntType(8), ir.IntType(16), ir.IntType(32), ir.IntType(64)
     f16, f32 = ir.HalfType(), ir.FloatType()
     vb = 32 if isa == "avx2" else 64  # bytes a vector
@@ -669,9 +679,24 @@ def q4_int_kernels(isa: str) -> tuple:
                 ptr = builder.gep(wp, [builder.add(base, ir.Constant(i64, off))])
                 return builder.load(builder.bitcast(ptr, vt.as_pointer()), align=1)
 
+            pf_params = [i8.as_pointer(), i32, i32, i32]
+            pf = declare(builder, pf_name, ir.VoidType(), pf_params)
+            pf_args = [ir.Constant(i32, v) for v in (0, 3, 1)]  # read, all cache levels, data
+            gb = ir.Constant(i64, Q4_INT_GROUP_BYTES)
+            size = builder.mul(builder.mul(ng, cgutils.unpack_tuple(builder, qa.shape)[0]), gb)
             with cgutils.for_range(builder, ng) as loop:
                 g = loop.index
-                base = builder.mul(builder.add(cb, g), ir.Constant(i64, Q4_INT_GROUP_BYTES))
+                base = builder.mul(builder.add(cb, g), gb)
+                ahead = builder.add(base, ir.Constant(i64, Q4_PREFETCH_AHEAD_BYTES))
+                on = Q4_PREFETCH_AHEAD_BYTES > 0
+                with builder.if_then(
+                    builder.and_(
+                        ir.Constant(ir.IntType(1), on), builder.icmp_signed("<", ahead, size)
+                    )
+                ):
+                    for line in range(0, Q4_INT_GROUP_BYTES, CACHE_LINE_BYTES):
+                        ptr = builder.gep(wp, [builder.add(ahead, ir.Constant(i64, line))])
+                        builder.call(pf, [ptr, *pf_args])
                 xbase = builder.mul(g, ir.Constant(i64, 64))
                 zero = ir.Constant(v_i32, [0] * nl)
                 coarse, fine = [zero] * nv, [zero] * nv  # the two int8 planes' sums
