@@ -764,6 +764,22 @@ def q4_int_kernels(isa: str) -> tuple:
         _with_globals(blocks, q4i_dot_block=dot_block)
     )
 
+    def blocks_tokens(qv, xq, xd, xs, out, c0, c1):  # pragma: no cover - compiled
+        # blocks c0..c1-1 for every token (xq, xd, xs [T, ...]), the token loop inside each
+        # block: its 64 rows' bytes (23 KB at K = 576) are read from DRAM once and from L1 by
+        # the other tokens, where a token loop around all the blocks read the matrix once a
+        # token (from L2/L3 after the first)
+        tot = np.empty(Q4_ROWS, dtype=np.float32)
+        for c in range(c0, c1):
+            for t in range(xq.shape[0]):
+                q4i_dot_block(qv, xq[t], xd[t], xs[t], tot, c)  # noqa: F821
+                for j in range(Q4_ROWS):
+                    out[c * Q4_ROWS + j, t] = tot[j]
+
+    blocks_tokens = njit(fastmath=True, nogil=True, cache=keep)(
+        _with_globals(blocks_tokens, q4i_dot_block=dot_block)
+    )
+
     def matmul(qv, x_rows, out, tasks):  # pragma: no cover - compiled
         nc, ng = qv.shape[0], qv.shape[1]
         m_tok = x_rows.shape[0]
@@ -774,12 +790,13 @@ def q4_int_kernels(isa: str) -> tuple:
             q4i_quantize(x_rows[t], xq[t], xd[t], xs[t])  # noqa: F821
         parts = max(1, min(nc, tasks))
         for part in prange(parts):  # noqa: F821
-            for t in range(m_tok):
-                q4i_blocks(  # noqa: F821
-                    qv, xq[t], xd[t], xs[t], out, t, part * nc // parts, (part + 1) * nc // parts
-                )
+            q4i_blocks_tokens(  # noqa: F821
+                qv, xq, xd, xs, out, part * nc // parts, (part + 1) * nc // parts
+            )
 
-    matmul = _with_globals(matmul, q4i_quantize=quantize, q4i_blocks=blocks, prange=numba_prange)
+    matmul = _with_globals(
+        matmul, q4i_quantize=quantize, q4i_blocks_tokens=blocks_tokens, prange=numba_prange
+    )
     return (
         njit(fastmath=True, cache=keep)(matmul),
         njit(fastmath=True, parallel=True)(matmul),
