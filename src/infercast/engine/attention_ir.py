@@ -25,6 +25,15 @@ MAX_TILE = 16  # accumulator vectors of one unrolled tile (query rows x vectors 
 TILE_NC = (1, 2, 3, 4, 6, 8)  # vectors a row (head size / 16) with unrolled tiles
 
 
+def source_digest() -> str:
+    """A digest of this file: part of the disk-cache file names of the compiled functions that
+    take its code in (numba checks only their own file's stamp, ``numba/core/caching.py``)."""
+    import hashlib
+    from pathlib import Path
+
+    return hashlib.sha256(Path(__file__).read_bytes()).hexdigest()[:12]
+
+
 @cache
 def intrinsics():
     """(attn_scores, attn_pv), numba intrinsics (see the module doc); needs numba."""

@@ -174,12 +174,42 @@ def kernels() -> Kernels | None:
     except ImportError:
         return None
 
-    @njit(fastmath=True, cache=True)
     def attend(q, k_flat, v_flat, columns, ptr, slots, out):  # pragma: no cover - compiled
         hq, d, _ = q.shape
         hkv = k_flat.shape[1]
         g = hq // hkv
         scale = np.float32(1.0 / np.sqrt(d))
+        if d % 16 == 0:  # q K^T and p V as vector tiles (engine/attention_ir.py)
+            qv = np.empty((hq, d), dtype=np.float32)
+            acc = np.empty((hq, d), dtype=np.float32)
+            inv = np.empty(hq, dtype=np.float32)
+            for r in range(columns.shape[0]):
+                c = columns[r]
+                a = ptr[r]
+                n = ptr[r + 1] - a
+                keys = slots[a : a + n]
+                scores = np.empty((hq, n), dtype=np.float32)
+                for qi in range(hq):
+                    for e in range(d):
+                        qv[qi, e] = q[qi, e, c] * scale
+                for h in range(hkv):
+                    attn_scores(qv, k_flat, h * d, hkv * d, keys, h * g, g, scores)  # noqa: F821
+                for qi in range(hq):
+                    m = scores[qi, 0]
+                    for j in range(1, n):
+                        m = max(m, scores[qi, j])
+                    total = np.float32(0.0)
+                    for j in range(n):
+                        p = np.exp(scores[qi, j] - m)
+                        scores[qi, j] = p
+                        total += p
+                    inv[qi] = np.float32(1.0) / total
+                for h in range(hkv):
+                    attn_pv(scores, v_flat, h * d, hkv * d, keys, h * g, g, acc)  # noqa: F821
+                for qi in range(hq):
+                    for e in range(d):
+                        out[qi, e, c] = acc[qi, e] * inv[qi]
+            return
         qv = np.empty((g, d), dtype=np.float32)
         acc = np.empty((g, d), dtype=np.float32)
         for r in range(columns.shape[0]):
@@ -217,6 +247,14 @@ def kernels() -> Kernels | None:
                     inv = np.float32(1.0) / total
                     for e in range(d):
                         out[h * g + gi, e, c] = acc[gi, e] * inv
+
+    from infercast.engine.attention_ir import intrinsics, source_digest
+
+    attn_names = dict(zip(("attn_scores", "attn_pv"), intrinsics(), strict=True))
+    attend = _with_globals(attend, **attn_names)
+    # its disk-cache file named after attention_ir.py's digest too: numba checks only this file
+    attend.__qualname__ = f"attend_{source_digest()}"
+    attend = njit(fastmath=True, cache=True)(attend)
 
     @njit(fastmath=True, cache=True)
     def rms_norm_one(x, gain, eps):  # pragma: no cover - compiled
@@ -528,9 +566,10 @@ def huge_empty(shape: tuple[int, ...], dtype) -> np.ndarray:
     up, in an anonymous mapping aligned to huge pages and advised ``MADV_HUGEPAGE`` (Linux
     ``madvise(2)``; with the kernel's ``transparent_hugepage`` setting ``madvise``, as here,
     only such memory gets them, and numpy's own advice covers only the aligned middle of its
-    buffers: SmolLM2's stacked QKV matrices had none). Fewer TLB misses in the stream: the
-    chain of SmolLM2's 120 q4 layer products took 1.74-1.78 ms against 1.82-1.88 (one thread,
-    alternated in one process, 2026-12-05). Elsewhere plain ``np.empty``."""
+    buffers: SmolLM2's stacked QKV matrices had none). Fewer TLB misses in the stream:
+    SmolLM2's 120 q4 layer products took 1.74-1.78 ms against 1.82-1.83, the fused step and head
+    2.63-2.69 against 2.76-2.84 (one thread, alternated in one process, 2026-12-05, load 3-3.6).
+    Elsewhere plain ``np.empty``."""
     import mmap
 
     n = int(np.prod(shape)) * np.dtype(dtype).itemsize
@@ -790,12 +829,18 @@ def q4_int_kernels(isa: str) -> tuple:
             q4i_quantize(x_rows[t], xq[t], xd[t], xs[t])  # noqa: F821
         parts = max(1, min(nc, tasks))
         for part in prange(parts):  # noqa: F821
-            q4i_blocks_tokens(  # noqa: F821
-                qv, xq, xd, xs, out, part * nc // parts, (part + 1) * nc // parts
-            )
+            c0, c1 = part * nc // parts, (part + 1) * nc // parts
+            if m_tok == 1:  # one token: its row (a 1-D array), as the fused step
+                q4i_blocks(qv, xq[0], xd[0], xs[0], out, 0, c0, c1)  # noqa: F821
+            else:
+                q4i_blocks_tokens(qv, xq, xd, xs, out, c0, c1)  # noqa: F821
 
     matmul = _with_globals(
-        matmul, q4i_quantize=quantize, q4i_blocks_tokens=blocks_tokens, prange=numba_prange
+        matmul,
+        q4i_quantize=quantize,
+        q4i_blocks=blocks,
+        q4i_blocks_tokens=blocks_tokens,
+        prange=numba_prange,
     )
     return (
         njit(fastmath=True, cache=keep)(matmul),
