@@ -13,8 +13,9 @@ Candidates: numpy float32 (OpenBLAS); torch bf16 matmul; torch weight-only int8
 int4 (``_weight_int4pack_mm_for_cpu``, groups of 32, bf16 activations); the
 engine's numba loops over int8 and bf16 rows and over 4-bit groups of 32 laid out
 across 64-row blocks (``engine/decode_jit.py``, float32 activations; q4 with float32
-scale and offset per group), and its integer q4 kernel (activations quantized to int8
-groups, fp16 scale and offset; each variant this CPU runs: VNNI, AVX-512BW, AVX2).
+scale and offset per group), and its integer q4 and int8 kernels (activations quantized to
+int8 groups, fp16 scale and offset; int8: two 8-bit planes a token; each variant this CPU
+runs: VNNI, AVX-512BW, AVX2).
 Dequantization accuracy is not compared here (tests/engine/test_qlinear.py and
 test_decode_jit.py do that for the engine's kernels).
 
@@ -142,12 +143,35 @@ def candidates(torch):
 
         return make
 
+    def numba_int8_int(isa):
+        from infercast.engine.decode_jit import int8_int_kernels
+        from infercast.engine.qformats import quantize_int8_rows
+
+        kernel = int8_int_kernels(isa)[0]
+
+        def make(w):
+            q, s = quantize_int8_rows(w)
+            ws = q.sum(axis=1, dtype=np.int32)
+
+            def f(x):
+                out = np.empty((q.shape[0], x.shape[0]), dtype=np.float32)
+                kernel(q, ws, s, x, out, 1)
+                return out
+
+            return f
+
+        return make
+
     from infercast.engine.decode_jit import Q4_ISAS, q4_isa
 
     # the integer q4 kernel's variants this CPU runs (q4_isa's and the narrower ones after it)
     isas = Q4_ISAS[Q4_ISAS.index(q4_isa()) :] if q4_isa() else ()
     q4_int = {
         f"numba q4 x int8 groups, {isa} (engine's)": (0.5 + 4 / 32, numba_q4_int(isa))
+        for isa in isas
+    }
+    int8_int = {
+        f"numba int8 x two 8-bit planes, {isa} (engine's)": (1.0 + 8 / 576, numba_int8_int(isa))
         for isa in isas
     }
 
@@ -157,7 +181,8 @@ def candidates(torch):
         "torch int8 weight-only": (1.0 + 2 / 576, int8_wo),
         "torch int8 dynamic (fbgemm)": (1.0 + 4 / 576, int8_dyn),
         "torch int4 (groups of 32)": (0.5 + 4 / 32, int4),
-        "numba int8 rows (engine's kernel)": (1.0 + 4 / 576, numba_int8),
+        "numba int8 rows (engine's float loop)": (1.0 + 4 / 576, numba_int8),
+        **int8_int,
         "numba bf16 rows (engine's kernel)": (2.0, numba_bf16),
         "numba q4 groups (engine's float kernel)": (0.5 + 8 / 32, numba_q4),
         **q4_int,

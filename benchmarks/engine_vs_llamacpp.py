@@ -90,7 +90,8 @@ def step_rows(
     numba kernel), one ending in ``-perproduct`` runs batch-1 q4 decode one product at a
     time (before engine/decode_step.py), one ending in ``-blas`` runs fp32 products of 2-8
     tokens on OpenBLAS (before the numba loop), one ending in ``-float`` runs q4 products of
-    1-2 tokens on the float numba kernel and 3-48 on PyTorch's (before the integer one), one
+    1-2 tokens on the float numba kernel and 3-48 on PyTorch's, and int8 products on the
+    float numba loop (before the integer ones), one
     ending in ``-allthreads`` runs every product but the integer q4 kernel's on all the
     threads (before engine/threads.py), to alternate old and new in one run."""
     import infercast.engine.decode_jit as dj
@@ -99,12 +100,12 @@ def step_rows(
     import infercast.engine.threads as th
 
     jit_max, fused, fp32_max = ql.Q4_JIT_MAX_TOKENS, ds.ENABLED, ql.fp32_jit_max_tokens
-    q4_int, int_max = dj.Q4_INT, ql.Q4_INT_JIT_MAX_TOKENS
+    q4_int, int_max, int8_int = dj.Q4_INT, ql.Q4_INT_JIT_MAX_TOKENS, dj.INT8_INT
     min_work = th.THREADED_MIN_WORK
     if fmt.endswith("-allthreads"):  # threaded at every size, but the integer q4 kernel
         th.THREADED_MIN_WORK = {k: v if k == "q4i" else 0.0 for k, v in min_work.items()}
-    if fmt.endswith("-float"):  # q4 on the float numba kernel (the path before the integer one)
-        dj.Q4_INT = False
+    if fmt.endswith("-float"):  # q4 and int8 on the float numba loops (before the integer ones)
+        dj.Q4_INT = dj.INT8_INT = False
     if fmt.endswith("-torch"):  # the q4 products on PyTorch's int4 kernel (the old path)
         ql.Q4_JIT_MAX_TOKENS = ql.Q4_INT_JIT_MAX_TOKENS = 0
     if fmt.endswith("-perproduct"):  # q4 batch-1 decode one product at a time (not fused)
@@ -129,7 +130,7 @@ def step_rows(
         )
     finally:
         ql.Q4_JIT_MAX_TOKENS, ds.ENABLED, ql.fp32_jit_max_tokens = jit_max, fused, fp32_max
-        dj.Q4_INT, ql.Q4_INT_JIT_MAX_TOKENS = q4_int, int_max
+        dj.Q4_INT, ql.Q4_INT_JIT_MAX_TOKENS, dj.INT8_INT = q4_int, int_max, int8_int
         th.THREADED_MIN_WORK = min_work
     for r in out:
         r["asked"] = fmt
@@ -445,7 +446,8 @@ def main() -> None:
         help="formats to run (auto: the file's own, q4+int8 for SmolLM2's Q4_1; q4-torch, "
         "auto-torch: q4 products on PyTorch's int4 kernel; q4-perproduct, auto-perproduct: "
         "batch-1 decode without the fused step; fp32-blas: fp32 products on OpenBLAS; q4-float, "
-        "auto-float: q4 products on the float numba kernel (1-2 tokens) and PyTorch's (3-48))",
+        "auto-float, int8-float: q4 products on the float numba kernel (1-2 tokens) and PyTorch's "
+        "(3-48), int8 products on the float numba loop)",
     )
     ap.add_argument("--threads", default="1", help="comma-separated thread counts")
     ap.add_argument("--batches", default="1,8,32")

@@ -1,13 +1,15 @@
-"""Greedy decode of SmolLM2-135M's Q4_1 file with the float and the integer q4 kernels,
-against the file's weights dequantized to float32.
+"""Greedy decode of SmolLM2-135M's Q4_1 file with the float and the integer q4 and int8
+kernels, against the file's weights dequantized to float32.
 
 For each of 8 fixed prompts, 24 greedy tokens: (a) free-running, the tokens that equal
 fp32's at the same position; (b) teacher-forced on fp32's tokens, every decode step's
 largest logit difference relative to fp32's largest logit, and the steps whose argmax
-equals fp32's. Formats: ``auto`` (Q4_1 layers, int8 head) and ``q4`` (head requantized
-to 4 bits); ``-float`` runs their 1-2 token q4 products on the float kernel
-(``decode_jit.Q4_INT`` off: float32 activations, exact scales), the rest on the integer
-kernel (activations quantized to int8 groups of 32). One thread.
+equals fp32's. Formats: ``auto`` (Q4_1 layers, int8 head), ``q4`` (head requantized
+to 4 bits) and ``int8`` (every matrix requantized to int8 rows); ``-float`` runs their 1-2
+token q4 products on the float kernel and their int8 products on the float loop
+(``decode_jit.Q4_INT`` and ``INT8_INT`` off: float32 activations), the rest on the integer
+kernels (activations quantized to int8 groups of 32 for q4, to two 8-bit planes a token
+for int8). One thread.
 
     python benchmarks/q4_decode_quality.py
 """
@@ -50,7 +52,7 @@ def _run(net, cfg, ids: list[int], n: int, forced: list[int] | None):
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--formats", default="auto-float,auto,q4-float,q4")
+    ap.add_argument("--formats", default="auto-float,auto,q4-float,q4,int8-float,int8")
     ap.add_argument("--tokens", type=int, default=24)
     args = ap.parse_args()
     import infercast.engine.decode_jit as dj
@@ -63,7 +65,7 @@ def main() -> None:
     want = [_run(ref_net, ref.cfg, ids, args.tokens, None) for ids in prompts]
     print(f"isa {dj.q4_isa()}; {len(PROMPTS)} prompts x {args.tokens} greedy tokens vs fp32")
     for fmt in args.formats.split(","):
-        dj.Q4_INT = not fmt.endswith("-float")
+        dj.Q4_INT = dj.INT8_INT = not fmt.endswith("-float")
         loaded = load("smollm2-135m", weights=fmt.removesuffix("-float"))
         net = LlamaModel(loaded.cfg, loaded.weights, 256)
         free = forced_agree = steps = 0
@@ -83,7 +85,7 @@ def main() -> None:
             f"{worst:.2%} of fp32's largest logit",
             flush=True,
         )
-    dj.Q4_INT = True
+    dj.Q4_INT = dj.INT8_INT = True
 
 
 if __name__ == "__main__":

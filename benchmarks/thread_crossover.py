@@ -16,7 +16,7 @@ shapes), at ``--tokens`` tokens, and prints per path:
   (``inf``: never thread), the figure :data:`infercast.engine.threads.THREADED_MIN_WORK`
   holds for the path.
 
-Paths: ``int8``, ``bf16``, ``fp32``, ``q4i`` (the engine's numba loops,
+Paths: ``int8``, ``int8i``, ``bf16``, ``fp32``, ``q4i`` (the engine's numba loops,
 ``decode_jit.Kernels.product``), ``torch-int8``, ``torch-bf16``, ``torch-int4`` (PyTorch's
 ``_weight_int8pack_mm``, bf16 matmul, ``_weight_int4pack_mm_for_cpu``, intra-op threads
 1 or N), ``blas`` (``engine/linear.py``'s OpenBLAS products, its pool at 1 or N),
@@ -46,6 +46,7 @@ MODELS = {
 }
 PATHS = (
     "int8",
+    "int8i",
     "bf16",
     "fp32",
     "q4i",
@@ -75,6 +76,8 @@ def make_path(path: str, torch, threads: int):
             kernel = jit.product(fmt, n)
             if fmt == "q4i":
                 kernel(args[0], x, out, n)
+            elif fmt == "int8i":
+                kernel(*args[:-1], x, out, n)
             else:
                 kernel(*args[:-1], x, out)
             return out
@@ -90,6 +93,13 @@ def make_path(path: str, torch, threads: int):
 
     if path == "int8":
         return (lambda w: (*quantize_int8_rows(w), w.shape[0])), numba_run("int8")
+    if path == "int8i":
+
+        def int8i(w):
+            q, sc = quantize_int8_rows(w)
+            return q, q.sum(axis=1, dtype=np.int32), sc, w.shape[0]
+
+        return int8i, numba_run("int8i")
     if path == "bf16":
 
         def bits(w):

@@ -246,6 +246,95 @@ def test_each_integer_q4_variant_computes_the_same_products(isa):
         assert not out[130:].any()  # padding rows: zero weights, zero scales
 
 
+def _int8_int_reference(q: np.ndarray, scale: np.ndarray, x: np.ndarray) -> np.ndarray:
+    """The integer int8 kernel's arithmetic in float64: each token x [K, T] as two planes with
+    one scale d = max|x| / 127 (q = round(x / d), r = round(256 (x / d - q)), float32 as the
+    kernel rounds them), the int8 rows' exact integer sums with both, scaled by s_r d."""
+    xt = np.ascontiguousarray(x.T)  # [T, K]
+    amax = np.abs(xt).max(axis=1)
+    inv = np.divide(np.float32(127.0), amax, out=np.zeros_like(amax), where=amax > 0)
+    y = xt * inv[:, None]
+    xq = np.rint(y)
+    xr = np.clip(np.rint((y - xq) * np.float32(256.0)), -127, 127)
+    qf = q.astype(np.float64)
+    dots = qf @ xq.T.astype(np.float64) + qf @ xr.T.astype(np.float64) / 256.0  # [N, T]
+    return dots * scale.astype(np.float64)[:, None] * (amax / np.float32(127.0))[None, :]
+
+
+def _int8_int_bound(q: np.ndarray, scale: np.ndarray, x: np.ndarray) -> np.ndarray:
+    """How far the integer kernel may be from the exact product of the int8 rows [N, T]: each
+    element of x is d (q + r / 256) to within d / 512, d / 256 where r = +-128 is clipped to
+    127, so row r's sum is off by at most s_r (d / 256) sum_c |q[r, c]|."""
+    d = np.abs(x).max(axis=0) / 127.0
+    return scale[:, None] * np.abs(q.astype(np.float64)).sum(axis=1)[:, None] * d / 256.0
+
+
+@pytest.mark.parametrize("isa", ["vnni512", "bw512", "avx2"])
+def test_each_integer_int8_variant_computes_its_arithmetic(isa):
+    """The VNNI, AVX-512BW and AVX2 variants of the integer int8 kernel (each where this CPU
+    has its instructions) equal their reference arithmetic to float32 rounding and the exact
+    product of the int8 rows within the activations' rounding bound: 1 and 3 tokens, rows in
+    whole groups of 8 and a rest (133 = 2 x 64 + 5), on 1 and 2 threads, K of 1 and 5
+    vectors; one row of zeros, one token of zeros (d = 0)."""
+    from infercast.engine.decode_jit import int8_int_kernels
+    from infercast.engine.qformats import quantize_int8_rows
+
+    if not _host_has(isa):
+        pytest.skip(f"this CPU has no {isa} instructions")
+    serial, threaded, _, _ = int8_int_kernels(isa)
+    rng = np.random.default_rng(13)
+    for k in (64, 320):
+        w = rng.standard_normal((133, k), dtype=np.float32)
+        w[7] = 0.0
+        q, s = quantize_int8_rows(w)
+        ws = q.sum(axis=1, dtype=np.int32)
+        for tokens, kernel, tasks in ((1, serial, 1), (3, serial, 1), (3, threaded, 2)):
+            x = rng.standard_normal((k, tokens), dtype=np.float32) * 4
+            if tokens == 3:
+                x[:, 1] = 0.0
+            out = np.full((133, tokens), np.nan, dtype=np.float32)
+            kernel(q, ws, s, np.ascontiguousarray(x.T), out, tasks)
+            want = _int8_int_reference(q, s, x)
+            exact = (q.astype(np.float64) * s[:, None]) @ x
+            assert np.abs(out - want).max() < 1e-5 * np.abs(want).max()
+            assert (
+                np.abs(out - exact) <= _int8_int_bound(q, s, x) + 1e-5 * np.abs(exact).max()
+            ).all()
+            assert not out[7].any() and (tokens == 1 or not out[:, 1].any())
+
+
+@pytest.mark.parametrize("tokens", [1, 2, 8])
+@pytest.mark.parametrize("threads", [1, 2])
+def test_int8_products_run_the_integer_kernel_where_the_cpu_has_one(tokens, threads):
+    """An Int8Matrix of whole 64-byte rows (K = 576, SmolLM2's) on a CPU with the integer
+    kernel (decode_jit.int8_int_ok): its product is the kernel's arithmetic
+    (_int8_int_reference); elsewhere the float loop's, exact to float32 rounding."""
+    pytest.importorskip("torch", reason="Int8Matrix needs the torch extra")
+    from infercast.engine.decode_jit import int8_int_ok
+    from infercast.engine.qlinear import Int8Matrix, Scratch
+
+    rng = np.random.default_rng(14)
+    w = Int8Matrix(rng.standard_normal((200, 576), dtype=np.float32))
+    x = rng.standard_normal((576, tokens), dtype=np.float32)
+    got = w.matmul_fm(x, Scratch(threads))
+    exact = w.dequantize().astype(np.float64) @ x
+    want = _int8_int_reference(w.q_np, w.s32, x) if int8_int_ok(576) else exact
+    assert got.shape == (200, tokens) and got.flags.c_contiguous
+    assert np.abs(got - want).max() < 1e-5 * np.abs(want).max()
+
+
+def test_int8_integer_kernel_only_for_whole_vectors_and_when_switched_on(monkeypatch):
+    """Columns not a multiple of 64, beyond the int32 sums' reach (INT8_INT_MAX_COLS), or the
+    INT8_INT switch off (old-vs-new benchmarks): the float loop."""
+    import infercast.engine.decode_jit as dj
+
+    on = dj.q4_isa() is not None
+    assert dj.int8_int_ok(576) is on and dj.int8_int_ok(dj.INT8_INT_MAX_COLS) is on
+    assert not dj.int8_int_ok(160) and not dj.int8_int_ok(dj.INT8_INT_MAX_COLS + 64)
+    monkeypatch.setattr(dj, "INT8_INT", False)
+    assert not dj.int8_int_ok(576)
+
+
 def test_q4_int_layout_puts_each_rows_words_across_a_block():
     """Block c, group g, word k, row j, byte b: the byte of row 64 c + j holding elements
     4 k + b (low nibble) and 16 + 4 k + b (high nibble) of group g; then the block's fp16

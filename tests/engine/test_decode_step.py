@@ -81,3 +81,19 @@ def test_kv_layers_are_views_of_one_array_per_kind():
     kv.v[0][4, 0] = -2.0
     assert kv.k_all[1, 2, 3].max() == 1.5 and kv.v_all[0, 4, 0].min() == -2.0
     assert kv.nbytes == kv.k_all.nbytes + kv.v_all.nbytes
+
+
+def test_fused_int8_layers_take_the_integer_kernel_where_it_runs():
+    """int8 layers stack as (q, scale, row sums) for the integer kernel where this CPU and the
+    matrix's columns allow it (decode_jit.int8_int_ok: tiny's 64-column QKV, O and gate/up),
+    else as (q, scale) for the float loop (its 160-column down product): the fused step of
+    test_fused_decode_step_equals_the_per_product_path runs both."""
+    from infercast.engine.decode_jit import int8_int_ok
+
+    net = _model("int8", 1)
+    for w in net.fused.w:
+        k = w[0].shape[2]
+        assert len(w) == (3 if int8_int_ok(k) else 2)
+        if len(w) == 3:
+            assert (w[2] == w[0].sum(axis=2, dtype=np.int32)).all()
+    assert {w[0].shape[2] for w in net.fused.w} == {64, 160}

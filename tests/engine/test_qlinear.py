@@ -199,8 +199,8 @@ def test_cpu_flags_are_read_from_cpuinfo():
     ("fmt", "t", "kernels"),
     [
         ("fp32", 4, {"fp32"}),  # the numba loop on AVX-512, OpenBLAS elsewhere
-        ("int8", 3, {"int8"}),
-        ("int8", 20, {"int8", "torch"}),  # PyTorch's kernel where it runs AVX-512
+        ("int8", 3, {"int8i", "int8"}),  # integer where this CPU has a variant
+        ("int8", 20, {"int8i", "int8", "torch"}),  # PyTorch's where the float loop stops
         ("bf16", 3, {"bf16"}),
         ("bf16", 20, {"bf16", "torch"}),  # PyTorch's matmul with native bf16
         ("bf16", KERNEL_MAX_TOKENS + 16, {"widen"}),

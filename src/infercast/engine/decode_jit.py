@@ -75,6 +75,14 @@ class Kernels:
     q4i_matmul_threads: object = None
     q4i_quantize: object = None
     q4i_blocks: object = None
+    # The integer int8 kernel (int8_int_kernels; None where this CPU has none): (q int8 [N, K],
+    # ws int32 [N], scale [N], x [T, K], out [N, T]), its threaded twin, the activation
+    # quantizer (x [T, K] -> xq uint8 [T, 2K], d f32 [T]) and (q, ws, scale, xq, d, out, r0,
+    # r1): rows r0..r1-1.
+    int8i_matmul: object = None
+    int8i_matmul_threads: object = None
+    int8i_quantize: object = None
+    int8i_rows: object = None
 
     def product(self, fmt: str, threads: int):
         """The int8, bf16, fp32 or q4 product kernel for ``threads`` threads (sets numba's
@@ -110,8 +118,9 @@ def f32_bits():
 # Software prefetch of bf16 rows (prefetch, below): how far ahead of the row being read, and
 # one prefetch per cache line. SmolLM2-135M's 120 bf16 layer products, one thread, from DRAM
 # (2026-12-05, AMD EPYC Zen 5, load 1.5-2.8; sdot read 43 GB/s): none 35.1-36.7 GB/s, 1 KB
-# ahead 36.3, 2 KB 38.2-38.8, 3 KB 39.2, 4 KB 38.8-40.3, 6 KB 39.0, 8 KB 39.1-39.2; into L2
-# only (locality 2) 37.7-37.8, non-temporal 38.7-40.2 (docs/history/engine-weight-formats.md).
+# ahead 36.3, 2 KB 38.2-38.8, 3 KB 39.2, 4 KB 38.5-40.3, 6 KB 39.0, 8 KB 39.1; into L2 only
+# (locality 2) 37.7-37.8, non-temporal 38.7-40.2 (docs/history/engine-weight-formats.md).
+# 4 KB is about what one stream reads in a DRAM latency (~100 ns at ~40 GB/s).
 PREFETCH_AHEAD_BYTES = 4096
 CACHE_LINE_BYTES = 64
 # The integer q4 kernel's prefetch distance (q4_int_kernels: each group's 20 lines, this far on,
@@ -323,8 +332,9 @@ def kernels() -> Kernels | None:
         m = x_rows.shape[0]
         for ch in prange((n + ROW_CHUNK - 1) // ROW_CHUNK):  # noqa: F821 - a global (_with_globals)
             for r in range(ch * ROW_CHUNK, min(n, (ch + 1) * ROW_CHUNK)):
-                for e in range(r * k + BF16_AHEAD, (r + 1) * k + BF16_AHEAD, BF16_LINE):
-                    prefetch(w16, e)  # noqa: F821
+                at = r * k + BF16_AHEAD
+                for e in range(0, k, BF16_LINE):  # in address order (decode_step._bf16_product)
+                    prefetch(w16, at + e)  # noqa: F821
                 wr = w16[r]
                 t = 0
                 while t + 4 <= m:
@@ -493,6 +503,7 @@ def kernels() -> Kernels | None:
     threaded = njit(fastmath=True, parallel=True)
     isa = q4_isa()
     q4i = q4_int_kernels(isa) if isa is not None else (None,) * 4
+    int8i = int8_int_kernels(isa) if isa is not None else (None,) * 4
     return Kernels(
         attend,
         rms_norm_one,
@@ -506,6 +517,7 @@ def kernels() -> Kernels | None:
         threaded(q4_matmul),
         _q4_blocks,
         *q4i,
+        *int8i,
     )
 
 
@@ -847,4 +859,277 @@ def q4_int_kernels(isa: str) -> tuple:
         njit(fastmath=True, parallel=True)(matmul),
         quantize,
         blocks,
+    )
+
+
+INT8_INT = True  # False: the float int8 loop on every CPU (a switch for old-vs-new benchmarks)
+INT8_INT_MAX_COLS = 65536  # columns up to which the integer int8 kernel's int32 sums cannot wrap
+I8_GROUP_ROWS = 8  # rows the integer int8 kernel sums at once (their 16 int32 sums overlap)
+# Software prefetch (llvm.prefetch to L1) of the rows this many groups ahead, 0: none.
+# SmolLM2-135M's 120 layer products, one thread, one token, ms CPU (load ~3, 2026-12-05): none
+# 4.0-4.1, 1 group 3.1-3.4, 2 groups 3.0-3.2, 4 and 8 3.4-3.9; the float loop 3.4-3.5. Also
+# tried, no faster: 4 or 16 rows a group, each row's bytes in turn, two runs of rows at once,
+# prefetch to L2, rows aligned to 64 bytes (docs/history/engine-weight-formats.md, int8vnni).
+I8_PREFETCH_GROUPS = 2
+
+
+def int8_int_ok(k: int) -> bool:
+    """Whether an int8 matrix of ``k`` columns runs the integer kernel here: numba and a
+    variant for this CPU (:func:`q4_isa`), :data:`INT8_INT` on, and ``k`` whole vectors of
+    64 bytes, at most :data:`INT8_INT_MAX_COLS`; else the float loop."""
+    return INT8_INT and 0 < k <= INT8_INT_MAX_COLS and k % 64 == 0 and q4_isa() is not None
+
+
+@cache
+def int8_int_kernels(isa: str) -> tuple:
+    """(matmul, matmul_threads, quantize, rows) of the integer int8 kernel in variant ``isa``
+    (:data:`Q4_ISAS`); cached to disk only for this CPU's own variant (as
+    :func:`q4_int_kernels`).
+
+    ``matmul(q, ws, scale, x_rows, out)``: out[r, t] = scale[r] sum_c q[r, c] x[t, c] for
+    int8 rows q [N, K] (row-major, as :class:`~infercast.engine.qlinear.Int8Matrix` keeps
+    them), their sums ``ws`` (int32 [N]) and float32 scales. Each token is quantized once
+    (``quantize``) to two 8-bit planes with one scale d = max|x| / 127: q = round(x / d) and
+    r = round(256 (x / d - q)), so x = d (q + r / 256) to d / 512 (2^-16 of max|x|; the
+    weights' own rounding is up to 2^-8 of their row's largest), stored as q + 128 and
+    r + 128 (unsigned bytes: ``vpdpbusd`` multiplies unsigned by signed bytes). Each row's
+    dot product with each plane is then integer: 4 rows at a time (their 8 int32 sums
+    overlap), 64 (or 32) bytes a vector op, one reduction of the 8 vectors at the end (a
+    shuffle tree, 7 shuffle-add pairs). The VNNI variant sums w (q + 128) with ``vpdpbusd``
+    and subtracts 128 ws; the others use llama.cpp's sign trick (|w| unsigned times x with
+    w's sign, ``vpmaddubsw``: at most 2 x 128 x 127, no saturation; then ``vpmaddwd`` by
+    ones; ggml/src/ggml-cpu/arch/x86/quants.c ``mul_sum_i8_pairs_float``) on the planes
+    less 128. out = scale d (sum w q + (sum w r) / 256) in float32. The int32 sums (at most
+    K x 255 x 128) hold for K up to :data:`INT8_INT_MAX_COLS`; columns beyond the last whole
+    vector are summed by a scalar loop. ``rows(q, ws, scale, xq, d, out, r0, r1)``: rows
+    r0..r1-1 (r0 a multiple of 4) for every token of xq [T, 2K] (the planes), d [T]."""
+    from llvmlite import ir
+    from numba import njit, types
+    from numba import prange as numba_prange
+    from numba.core import cgutils
+    from numba.extending import intrinsic
+
+    i8, i16, i32, i64 = ir.IntType(8), ir.IntType(16), ir.IntType(32), ir.IntType(64)
+    f32 = ir.FloatType()
+    vb = 32 if isa == "avx2" else 64  # bytes a vector
+    nl = vb // 4  # int32 lanes a vector
+    v_i8, v_i16, v_i32 = ir.VectorType(i8, vb), ir.VectorType(i16, vb // 2), ir.VectorType(i32, nl)
+    vnni = isa == "vnni512"
+
+    def declare(builder, name, ret, params):
+        return cgutils.get_or_insert_function(builder.module, ir.FunctionType(ret, params), name)
+
+    def shuffle(builder, a, b, idx):
+        return builder.shuffle_vector(a, b, ir.Constant(ir.VectorType(i32, len(idx)), idx))
+
+    def splat(builder, val, vt):
+        undef = ir.Constant(vt, ir.Undefined)
+        v = builder.insert_element(undef, val, ir.Constant(i32, 0))
+        return shuffle(builder, v, undef, [0] * vt.count)
+
+    def reduce_tree(builder, vecs):
+        """One int32 vector whose lane i is the sum of vecs[i]'s lanes (len(vecs) a power of
+        two): pairs of vectors add their halves' lanes, then the last vector its own, until
+        one lane is left a source; more sources than lanes: in runs of a vector's lanes,
+        joined."""
+        if len(vecs) > nl:
+            parts = [reduce_tree(builder, vecs[i : i + nl]) for i in range(0, len(vecs), nl)]
+            while len(parts) > 1:
+                n = parts[0].type.count
+                parts = [
+                    shuffle(builder, a, b, list(range(2 * n)))
+                    for a, b in zip(parts[::2], parts[1::2], strict=True)
+                ]
+            return parts[0]
+        s = nl  # lanes a source holds in each vector
+        while len(vecs) > 1:
+            lo = [c * s + i for c in range(2 * nl // s) for i in range(s // 2)]
+            hi = [j + s // 2 for j in lo]
+            vecs = [
+                builder.add(shuffle(builder, a, b, lo), shuffle(builder, a, b, hi))
+                for a, b in zip(vecs[::2], vecs[1::2], strict=True)
+            ]
+            s //= 2
+        x, width = vecs[0], nl
+        while s > 1:
+            lo = [c * s + i for c in range(width // s) for i in range(s // 2)]
+            hi = [j + s // 2 for j in lo]
+            x = builder.add(shuffle(builder, x, x, lo), shuffle(builder, x, x, hi))
+            width //= 2
+            s //= 2
+        return x
+
+    def prep(builder, x):
+        """A plane's bytes (q + 128) as the dot product takes them: as they are for VNNI,
+        else signed (q)."""
+        return x if vnni else builder.xor(x, ir.Constant(v_i8, [-128] * vb))
+
+    def dot(builder, acc, x, w):
+        """acc + per int32 lane: 4 bytes of plane x times the 4 signed weights of w."""
+        if vnni:
+            fn = declare(builder, "llvm.x86.avx512.vpdpbusd.512", v_i32, [v_i32] * 3)
+            return builder.call(fn, [acc, builder.bitcast(x, v_i32), builder.bitcast(w, v_i32)])
+        wide = isa == "bw512"
+        n1 = "llvm.x86.avx512.pmaddubs.w.512" if wide else "llvm.x86.avx2.pmadd.ub.sw"
+        n2 = "llvm.x86.avx512.pmaddw.d.512" if wide else "llvm.x86.avx2.pmadd.wd"
+        f1 = declare(builder, n1, v_i16, [v_i8, v_i8])
+        f2 = declare(builder, n2, v_i32, [v_i16, v_i16])
+        zero = ir.Constant(v_i8, [0] * vb)
+        neg = builder.icmp_signed("<", w, zero)
+        aw = builder.select(neg, builder.sub(zero, w), w)  # |w|, unsigned
+        sx = builder.select(neg, builder.sub(zero, x), x)  # x with w's sign
+        pairs = builder.call(f1, [aw, sx])  # at most 2 x 128 x 127: no saturation
+        return builder.add(acc, builder.call(f2, [pairs, ir.Constant(v_i16, [1] * (vb // 2))]))
+
+    def make_dot_rows(nr: int, prefetch: bool):
+        @intrinsic
+        def dot_rows(typingctx, q, ws, scale, r0, xq, d, res):
+            """res[i] = scale[r] d (sum_c q[r, c] x_c) for rows r = r0 + i, i < nr, of q
+            (int8 [N, K], C order, K a multiple of the vector) against the planes xq[:K] and
+            xq[K:] (q + 128, r + 128) of a token whose scale is d; the rows side by side,
+            column by column."""
+            if not (isinstance(q, types.Array) and q.layout == "C" and q.ndim == 2):
+                return None
+
+            def codegen(context, builder, sig, args):
+                qa, wsa, sa, xa, ra = (
+                    context.make_array(sig.args[i])(context, builder, args[i])
+                    for i in (0, 1, 2, 4, 6)
+                )
+                r0 = args[3]
+                k = cgutils.unpack_tuple(builder, qa.shape)[1]
+                wp = builder.bitcast(qa.data, i8.as_pointer())
+                xp = builder.bitcast(xa.data, i8.as_pointer())
+                bases = [builder.mul(builder.add(r0, ir.Constant(i64, i)), k) for i in range(nr)]
+                zero = ir.Constant(v_i32, [0] * nl)
+                accs = [cgutils.alloca_once_value(builder, zero) for _ in range(2 * nr)]
+                ahead = builder.mul(k, ir.Constant(i64, nr * I8_PREFETCH_GROUPS))
+                pf = declare(builder, "llvm.prefetch.p0i8", ir.VoidType(), [i8.as_pointer(), i32,
+                             i32, i32])  # fmt: skip
+
+                def load(ptr, off):
+                    p = builder.gep(ptr, [off])
+                    return builder.load(builder.bitcast(p, v_i8.as_pointer()), align=1)
+
+                with cgutils.for_range(builder, builder.udiv(k, ir.Constant(i64, vb))) as loop:
+                    off = builder.mul(loop.index, ir.Constant(i64, vb))
+                    xc = prep(builder, load(xp, off))
+                    xf = prep(builder, load(xp, builder.add(k, off)))
+                    for i in range(nr):
+                        at = builder.add(bases[i], off)
+                        if prefetch and I8_PREFETCH_GROUPS:
+                            c = [ir.Constant(i32, v) for v in (0, 3, 1)]
+                            builder.call(pf, [builder.gep(wp, [builder.add(at, ahead)]), *c])
+                        w = load(wp, at)
+                        a_c, a_f = accs[i], accs[nr + i]
+                        builder.store(dot(builder, builder.load(a_c), xc, w), a_c)
+                        builder.store(dot(builder, builder.load(a_f), xf, w), a_f)
+                # lanes 0..nr-1: the rows' sums with plane q, nr..2nr-1: with plane r
+                sums = reduce_tree(builder, [builder.load(a) for a in accs])
+                v_n, f_n = ir.VectorType(i32, nr), ir.VectorType(f32, nr)
+                cs = shuffle(builder, sums, sums, list(range(nr)))
+                fs = shuffle(builder, sums, sums, list(range(nr, 2 * nr)))
+
+                def vec_at(arr, vt):  # arr[r0 : r0 + nr] as one vector
+                    p = builder.gep(arr.data, [r0])
+                    return builder.load(builder.bitcast(p, vt.as_pointer()), align=1)
+
+                if vnni:  # the sums are of w (q + 128): less 128 sum_c w
+                    off = builder.shl(vec_at(wsa, v_n), ir.Constant(v_n, [7] * nr))
+                    cs, fs = builder.sub(cs, off), builder.sub(fs, off)
+                val = builder.fadd(
+                    builder.sitofp(cs, f_n),
+                    builder.fmul(builder.sitofp(fs, f_n), ir.Constant(f_n, [1.0 / 256] * nr)),
+                )
+                sd = builder.fmul(vec_at(sa, f_n), splat(builder, args[5], f_n))
+                p = builder.bitcast(ra.data, f_n.as_pointer())
+                builder.store(builder.fmul(val, sd), p, align=1)
+                return context.get_dummy_value()
+
+            return types.none(q, ws, scale, types.int64, xq, types.float32, res), codegen
+
+        return dot_rows
+
+    keep = isa == q4_isa()  # cache only the variant this CPU runs (see the doc)
+
+    def quantize(x_rows, xq, d):  # pragma: no cover - compiled
+        # x [T, K] (C order) -> xq uint8 [T, 2K]: q + 128, then r + 128; d [T] = max|x| / 127.
+        # Written so that LLVM vectorizes each loop (one store stream a loop, float32 constants;
+        # max|x| as the largest of the values' bits less the sign: an integer max, which
+        # orders non-negative floats alike): 1.06 -> 0.47 us at K = 1536.
+        m, k = x_rows.shape
+        lo, hi = np.float32(-127.0), np.float32(127.0)
+        for t in range(m):
+            v = x_rows[t]
+            bits = v.view(np.int32)
+            mb = np.int32(0)
+            for i in range(k):
+                b = bits[i] & np.int32(0x7FFFFFFF)
+                mb = b if b > mb else mb
+            amax = i8_f32_bits(mb)  # noqa: F821 - a global of _with_globals
+            inv = hi / amax if amax > 0 else np.float32(0.0)
+            xc = xq[t, :k]
+            for i in range(k):
+                xc[i] = np.uint8(np.int32(np.rint(v[i] * inv)) + np.int32(128))
+            xf = xq[t, k:]
+            for i in range(k):
+                y = v[i] * inv
+                r = np.rint((y - np.rint(y)) * np.float32(256.0))
+                r = lo if r < lo else (hi if r > hi else r)
+                xf[i] = np.uint8(np.int32(r) + np.int32(128))
+            d[t] = amax / hi
+
+    quantize = njit(fastmath=True, nogil=True, cache=keep)(
+        _with_globals(quantize, i8_f32_bits=f32_bits())
+    )
+
+    def rows(q, ws, scale, xq, d, out, r0, r1):  # pragma: no cover - compiled
+        # Rows r0..r1-1 in groups of I8_GROUP_ROWS, each for every token while in cache, then
+        # the rows left one at a time.
+        m_tok = xq.shape[0]
+        res = np.empty(I8_GROUP_ROWS, dtype=np.float32)
+        r = r0
+        while r + I8_GROUP_ROWS <= r1:
+            for t in range(m_tok):
+                if t == 0:  # the rows come from memory: prefetch the next groups
+                    i8_dot_group_pf(q, ws, scale, r, xq[t], d[t], res)  # noqa: F821
+                else:  # from L1: prefetches would only take load slots (8 tokens 1.5x)
+                    i8_dot_group(q, ws, scale, r, xq[t], d[t], res)  # noqa: F821
+                for i in range(I8_GROUP_ROWS):
+                    out[r + i, t] = res[i]
+            r += I8_GROUP_ROWS
+        for rr in range(r, r1):
+            for t in range(m_tok):
+                i8_dot_row(q, ws, scale, rr, xq[t], d[t], res)  # noqa: F821
+                out[rr, t] = res[0]
+
+    rows = njit(fastmath=True, nogil=True, cache=keep)(
+        _with_globals(
+            rows,
+            i8_dot_group_pf=make_dot_rows(I8_GROUP_ROWS, True),
+            i8_dot_group=make_dot_rows(I8_GROUP_ROWS, False),
+            i8_dot_row=make_dot_rows(1, False),
+        )
+    )
+
+    def matmul(q, ws, scale, x_rows, out, tasks):  # pragma: no cover - compiled
+        n, k = q.shape
+        m_tok = x_rows.shape[0]
+        xq = np.empty((m_tok, 2 * k), dtype=np.uint8)
+        d = np.empty(m_tok, dtype=np.float32)
+        i8_quantize(x_rows, xq, d)  # noqa: F821
+        # ``tasks`` (the thread count) runs of whole groups of rows, the last with the rest
+        groups = n // I8_GROUP_ROWS
+        parts = max(1, min(groups, tasks))
+        for part in prange(parts):  # noqa: F821
+            r0 = part * groups // parts * I8_GROUP_ROWS
+            r1 = n if part == parts - 1 else (part + 1) * groups // parts * I8_GROUP_ROWS
+            i8_rows(q, ws, scale, xq, d, out, r0, r1)  # noqa: F821
+
+    matmul = _with_globals(matmul, i8_quantize=quantize, i8_rows=rows, prange=numba_prange)
+    return (
+        njit(fastmath=True, cache=keep)(matmul),
+        njit(fastmath=True, parallel=True)(matmul),
+        quantize,
+        rows,
     )

@@ -39,6 +39,7 @@ from infercast.engine.decode_jit import (
     Q4_ROWS,
     f32_bits,
     huge_empty,
+    int8_int_ok,
     kernels,
     prefetch,
 )
@@ -86,6 +87,7 @@ def _step_kernel():
     ns = dict(globals())
     ns.update(q4_blocks=jit.q4_blocks, q4i_quantize=jit.q4i_quantize, q4i_blocks=jit.q4i_blocks)
     stamp = _sources_stamp()
+    ns.update(int8i_quantize=jit.int8i_quantize, int8i_rows=jit.int8i_rows)
 
     def compiled(**opts):
         def publish(fn):
@@ -238,18 +240,33 @@ def _step_kernel():
             out[r, 0] = acc * sc[li, r]
 
     @compiled(fastmath=True)
+    def _int8i_product(w, li, v, out, tid, nth):  # pragma: no cover - compiled
+        # The same with the integer kernel (w = (q, scale, row sums): decode_jit.int8_int_kernels):
+        # the vector quantized to two 8-bit planes (by every thread), then this thread's rows.
+        q, sc, ws = w
+        n, k = q.shape[1], q.shape[2]
+        nc = (n + 63) // 64
+        xq = np.empty((1, 2 * k), dtype=np.uint8)
+        d = np.empty(1, dtype=np.float32)
+        int8i_quantize(v.reshape(1, k), xq, d)
+        r1 = min(n, (tid + 1) * nc // nth * 64)
+        int8i_rows(q[li], ws[li], sc[li], xq, d, out, tid * nc // nth * 64, r1)
+
+    @compiled(fastmath=True)
     def _bf16_product(w, li, v, out, tid, nth):  # pragma: no cover - compiled
         # This thread's share of layer li's bf16 rows (w = (bits,), uint16) times v, in chunks
         # of 64 rows, each weight widened in registers (decode_jit.bf16_matmul's one token),
-        # each row first prefetching the lines 4 KB on (decode_jit.PREFETCH_AHEAD_BYTES):
-        # one row at a time, one stream; 2 or 4 rows interleaved ran slower from DRAM.
+        # each row first prefetching the lines 4 KB on (decode_jit.PREFETCH_AHEAD_BYTES), in
+        # address order: one row at a time, one stream (2 or 4 rows interleaved ran slower from
+        # DRAM), and a loop from 0 (one from the row's address, which LLVM peeled so that the
+        # last lines went first, gained half as much: docs/history/engine-weight-formats.md).
         b16 = w[0]
         n, k = b16.shape[1], b16.shape[2]
         nc = (n + 63) // 64
         for r in range(tid * nc // nth * 64, min(n, (tid + 1) * nc // nth * 64)):
             at = (li * n + r) * k + BF16_AHEAD
-            for e in range(at, at + k, BF16_LINE):
-                prefetch(b16, e)
+            for e in range(0, k, BF16_LINE):
+                prefetch(b16, at + e)
             acc = np.float32(0.0)
             for c in range(k):
                 acc += f32_bits(np.int32(np.int32(b16[li, r, c]) << 16)) * v[c]
@@ -262,12 +279,14 @@ def _step_kernel():
 
     @overload(_product)
     def _product_impl(w, li, v, out, tid, nth):
-        # q4 layers carry (qv,) or (qt, d, m), int8 layers (q, scale), bf16 ones (bits,) as
-        # uint16: chosen when compiled.
+        # q4 layers carry (qv,) or (qt, d, m), int8 layers (q, scale) or, for the integer
+        # kernel, (q, scale, row sums), bf16 ones (bits,) as uint16: chosen when compiled.
         if len(w) == 1:
             fn = ns["bf16_product" if w[0].dtype == types.uint16 else "q4i_product"]
+        elif w[0].dtype == types.int8:
+            fn = ns["int8i_product" if len(w) == 3 else "int8_product"]
         else:
-            fn = ns["q4_product" if len(w) == 3 else "int8_product"]
+            fn = ns["q4_product"]
         return lambda w, li, v, out, tid, nth: fn(w, li, v, out, tid, nth)
 
     @compiled(fastmath=True)
@@ -411,11 +430,15 @@ def _stack(mats) -> tuple[np.ndarray, ...]:
             m.bits = bits[li]
             m.w = m._torch.from_numpy(m.bits.view(np.int16)).view(m._torch.bfloat16)
         return (bits,)
-    out = (_stacked([m.q_np for m in mats]), np.stack([m.s32 for m in mats]))
+    out = tuple(
+        (_stacked if a == "q_np" else np.stack)([getattr(m, a) for m in mats])
+        for a in ("q_np", "s32", "ws")
+    )
     for li, m in enumerate(mats):
-        m.q_np, m.s32 = out[0][li], out[1][li]
+        m.q_np, m.s32, m.ws = (a[li] for a in out)
         m.q = m._torch.from_numpy(m.q_np)
-    return out
+    # (q, scale, row sums): the integer kernel (decode_jit.int8_int_kernels), else (q, scale)
+    return out if kernels().int8i_rows is not None and int8_int_ok(out[0].shape[2]) else out[:2]
 
 
 class FusedDecode:

@@ -7,9 +7,11 @@ an AVX-512 CPU products of 2 to :func:`fp32_jit_max_tokens` tokens run a numba l
 The quantized kernels are PyTorch's CPU weight-only kernels
 (``_weight_int4pack_mm_for_cpu``, ``_weight_int8pack_mm``; bf16 activations,
 fp32 accumulation), so these formats need the ``torch`` extra. int8 products of
-up to :func:`int8_jit_max_tokens` tokens run a numba loop instead
-(:mod:`infercast.engine.decode_jit`: int8 rows widened in registers, float32
-activations), 1.2-2.1x faster here, and so do bf16 products of up to
+up to :data:`INT8_INT_JIT_MAX_TOKENS` tokens run a numba kernel instead where the CPU has
+AVX2 or AVX-512 (:mod:`infercast.engine.decode_jit`: integer dot products of the rows and
+the activations quantized to two 8-bit planes, 1.4-2x PyTorch's kernel), elsewhere up to
+:func:`int8_jit_max_tokens` a float loop (int8 rows widened in registers, float32
+activations), 1.2-2.1x faster than PyTorch's there, and so do bf16 products of up to
 :func:`bf16_jit_max_tokens` (each row widened by a shift: 1.4x PyTorch's bf16 matmul at
 one token, 4.3x at 8, on a CPU without AVX-512 BF16), and q4 products of up to
 :data:`Q4_INT_JIT_MAX_TOKENS` tokens (integer dot products of the stored 4-bit groups and
@@ -34,7 +36,7 @@ from typing import Protocol
 
 import numpy as np
 
-from infercast.engine.decode_jit import Q4_ROWS, kernels, q4_layout
+from infercast.engine.decode_jit import Q4_ROWS, int8_int_ok, kernels, q4_layout
 from infercast.engine.linear import linear_fm
 from infercast.engine.qformats import GROUP, Q4Rows, Q8Rows, Rows, dense, quantize_int8_rows
 from infercast.engine.threads import product_threads, set_torch_threads
@@ -55,6 +57,14 @@ INT8_JIT_MAX_TOKENS = KERNEL_MAX_TOKENS
 # 8 tokens 12.1 / 13.7 / 52.8, 10 17.3 / 17.3 / 59.9, 12 24.7 / 19.0, 16 31.0 / 24.9,
 # 24 88.0 / 37.8, 32 120 / 50.2 / 93.3, 48 173 / 75.1 / 121.
 INT8_JIT_MAX_TOKENS_AVX512 = 8
+# The integer int8 kernel (decode_jit.int8_int_kernels, where decode_jit.int8_int_ok) runs every
+# product up to KERNEL_MAX_TOKENS: SmolLM2-135M's 120 layer products, ms CPU, one thread, Zen 5
+# (vnni512), 2026-12-05 01:14 UTC, load ~3.8, alternated in one process (benchmarks/
+# int8_products.py), integer / float loop / PyTorch: 1 token 3.4 / 3.8 / 6.7, 4 5.3 / 8.4 / 7.6,
+# 8 9.4 / 17.3 / 13.0, 16 18.0 / 37.9 / 23.7, 32 33.9 / 122 / 45.1, 48 47.5 / 173 / 65.9; at
+# 01:41 (load ~5.8, prefetch for a group's first token only) 8 7.8 / 17.4 / 13.2, 48 41.8 / 175
+# / 66.3.
+INT8_INT_JIT_MAX_TOKENS = KERNEL_MAX_TOKENS
 # bf16 products of up to this many tokens run the numba loop on a CPU with AVX-512 BF16
 # (native bf16 dot products: ``avx512_bf16`` in /proc/cpuinfo), PyTorch's bf16 matmul beyond
 # it up to KERNEL_MAX_TOKENS; elsewhere the loop runs up to KERNEL_MAX_TOKENS (PyTorch's bf16
@@ -323,6 +333,7 @@ class Int8Matrix:
         self.q_np = q
         self.s = torch.from_numpy(s).to(torch.bfloat16)
         self.s32 = self.s.float().numpy()
+        self.ws = q.sum(axis=1, dtype=np.int32)  # each row's sum: the integer kernel's offset
         self.shape = q.shape
         self.nbytes = int(self.q.nbytes + self.s.nbytes)
 
@@ -334,10 +345,17 @@ class Int8Matrix:
         t = x.shape[1]
         n, k = self.shape
         jit = kernels()
-        if jit is not None and t <= int8_jit_max_tokens():
+        # integer dot products (decode_jit.int8_int_kernels) where this CPU and K allow them,
+        # else each weight widened to float32
+        integer = jit is not None and jit.int8i_matmul is not None and int8_int_ok(k)
+        if jit is not None and t <= (INT8_INT_JIT_MAX_TOKENS if integer else int8_jit_max_tokens()):
             out = np.empty((n, t), dtype=np.float32)
-            kernel = jit.product("int8", product_threads("int8", n, k, t, scratch.threads))
-            kernel(self.q_np, self.s32, x.reshape(1, -1) if t == 1 else x.T.copy(), out)
+            threads = product_threads("int8i" if integer else "int8", n, k, t, scratch.threads)
+            x_rows = x.reshape(1, -1) if t == 1 else x.T.copy()
+            if integer:
+                jit.product("int8i", threads)(self.q_np, self.ws, self.s32, x_rows, out, threads)
+            else:
+                jit.product("int8", threads)(self.q_np, self.s32, x_rows, out)
             return out
         torch = self._torch
         set_torch_threads(torch, product_threads("torch", n, k, t, scratch.threads))

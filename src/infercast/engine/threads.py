@@ -28,8 +28,9 @@ from __future__ import annotations
 import math
 
 # Kernel paths: the engine's numba loops (decode_jit: ``q4i`` integer q4, ``q4`` float q4,
-# ``int8``, ``bf16``, ``fp32``), PyTorch's CPU kernels (``torch``: _weight_int8pack_mm,
-# _weight_int4pack_mm_for_cpu, the bf16 matmul; OpenMP intra-op threads), prefill's
+# ``int8i`` integer int8, ``int8``, ``bf16``, ``fp32``), PyTorch's CPU kernels (``torch``:
+# _weight_int8pack_mm, _weight_int4pack_mm_for_cpu, the bf16 matmul; OpenMP intra-op threads),
+# prefill's
 # widening of a compact matrix into float32 (``widen``: PyTorch's bf16 copy, the numba q4
 # widening). Weight-tokens from which the threaded kernel is used; 0: always, inf: never.
 # Measured on the 2-core AMD EPYC Zen 5 (benchmarks/thread_crossover.py, docs/cpu-kernels.md
@@ -43,6 +44,10 @@ THREADED_MIN_WORK: dict[str, float] = {
     "q4i": 1.5e8,  # quiet, 2026-12-04 22:19 UTC: 4096x4096 x 8 tokens 0.75 / 0.83 ms
     "q4": 1.5e8,  # the float q4 kernel (CPUs without AVX2): not measured, q4i's figure
     "int8": 4.0e8,
+    # the integer int8 kernel: 2026-12-05 01:28 UTC (load 4.3-4.5), threaded / serial 1.4-2.9x on
+    # SmolLM2's layer products at 1-8 tokens, 1.0-1.25x on its head and the 8B's (one outlier
+    # 0.63): a second core added nothing under that load; the float loop's figure until a quiet run
+    "int8i": 4.0e8,
     "bf16": 1.6e7,
     "fp32": 8.5e7,
     # PyTorch's kernels: alone, faster threaded from the smallest product (576x576, 1 token:
