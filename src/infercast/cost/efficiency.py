@@ -202,8 +202,8 @@ class EfficiencyProfile:
         0.0,
         0.0,
         2.0,
-        "widening a model's compact matrices to float32 once a step: ~1 Gweight/s a core for "
-        "4-bit (engine/qlinear.py), so up to 2 s for a 1B-parameter model on one core",
+        "widening a model's compact matrices to float32 once a step: ~8 Gweights/s a core "
+        "for 4-bit on the Zen 5 (engine/widen.py), ~1 before 2026-12-05; at most 2 s",
     )
     widen_min_tokens: float = _eff(
         48.0,

@@ -24,9 +24,9 @@ Up to :data:`KERNEL_MAX_TOKENS` tokens a product reads the compressed weights
 directly (decode: the step is a stream of weight bytes, so fewer bytes is a
 faster step). Beyond it (prefill chunks) the product is compute-bound and
 numpy's float32 GEMM runs 2.2x faster than the int4 kernel at 512 tokens
-(81 vs 37 GFLOP/s, one thread, 3072 x 576), so the matrix is widened into a
-reused float32 buffer (one pass over its bytes, cached at these sizes) and
-multiplied there. No float32 copy of the model is kept.
+(81 vs 37 GFLOP/s, one thread, 3072 x 576), so the matrix is widened a tile of
+rows at a time into a reused float32 buffer and each tile multiplied there
+(:mod:`infercast.engine.widen`). No float32 copy of the model is kept.
 """
 
 from __future__ import annotations
@@ -40,6 +40,7 @@ from infercast.engine.decode_jit import Q4_ROWS, int8_int_ok, kernels, q4_layout
 from infercast.engine.linear import linear_fm
 from infercast.engine.qformats import GROUP, Q4Rows, Q8Rows, Rows, dense, quantize_int8_rows
 from infercast.engine.threads import product_threads, set_torch_threads
+from infercast.engine.widen import bf16_rows, int8_rows, q4_blocks, tiled_product
 from infercast.errors import ConfigError
 
 WEIGHT_FORMATS = ("fp32", "bf16", "int8", "q4")
@@ -47,6 +48,7 @@ KERNEL_MAX_TOKENS = (
     48  # int4 kernel vs widen+GEMM crossover: 4.9 vs 5.1 ms at 32, 13.5 vs 9.2 at 128
 )
 PACK_PAD = 64  # rows padded to a multiple of this before packing: whole blocks on any CPU
+TILE_GRANULE = 16  # int8 and bf16 prefill tiles are a multiple of this many rows (widen.py)
 # int8 products of up to this many tokens run the numba kernel, beyond it PyTorch's int8 kernel
 # up to KERNEL_MAX_TOKENS (then widen + OpenBLAS): where PyTorch runs its AVX2 kernels
 # (the Zen 3), 100m's chain of products, ms, one thread, torch's int8 kernel / numba:
@@ -180,18 +182,31 @@ def import_torch():
 
 
 class Scratch:
-    """One reusable float32 buffer (grows to the largest matrix widened in a step), and the
-    threads a product may use (each product takes 1 or all: engine/threads.py)."""
+    """Reusable float32 buffers, one per thread (each grows to the largest tile widened in a
+    step), the threads a product may use (each product takes 1 or all: engine/threads.py),
+    and the pool of the other threads, started on first use (:func:`widen.tiled_product`)."""
 
     def __init__(self, threads: int = 1) -> None:
-        self._buf = np.empty(0, dtype=np.float32)
+        self._bufs = [np.empty(0, dtype=np.float32) for _ in range(max(1, threads))]
         self.threads = threads
+        self._pool = None
+
+    def __call__(self, i: int, n: int) -> np.ndarray:
+        """Thread i's buffer of at least n float32 values (1-D)."""
+        if self._bufs[i].size < n:
+            self._bufs[i] = np.empty(n, dtype=np.float32)
+        return self._bufs[i]
 
     def get(self, shape: tuple[int, int]) -> np.ndarray:
-        n = shape[0] * shape[1]
-        if self._buf.size < n:
-            self._buf = np.empty(n, dtype=np.float32)
-        return self._buf[:n].reshape(shape)
+        return self(0, shape[0] * shape[1])[: shape[0] * shape[1]].reshape(shape)
+
+    @property
+    def pool(self):
+        if self._pool is None:
+            from concurrent.futures import ThreadPoolExecutor
+
+            self._pool = ThreadPoolExecutor(max(1, self.threads - 1), "infercast-widen")
+        return self._pool
 
 
 class QuantMatrix(Protocol):
@@ -254,6 +269,11 @@ class Int4Matrix:
             np.ascontiguousarray(sz32[..., 1]),
         )
         self.shape = (n, k)
+        half = packing_block() // 2  # the packing by block, as the widening reads it
+        self._blocks = self.packed.numpy().reshape(-1, k, half)
+        self._scale_b, self._zero_b = (
+            a.reshape(k // GROUP, -1, 2, half) for a in (self.scale_t, self.zero_t)
+        )
         self._kernel = torch.ops.aten._weight_int4pack_mm_for_cpu  # looked up once, not per call
         # The numba kernel's own layout (w = q d + m; the integer kernel's d, m in fp16, the
         # float one's in float32: the file's exact values either way for Q4_0/Q4_1), for
@@ -273,12 +293,10 @@ class Int4Matrix:
     def matmul_fm(self, x: np.ndarray, scratch: Scratch) -> np.ndarray:
         """w @ x for feature-major x [K, T] -> [N, T] float32."""
         n, k = self.shape
-        if x.shape[1] > KERNEL_MAX_TOKENS:
-            wt = scratch.get((k, self.packed.shape[0]))
-            threads = product_threads("widen", n, k, 1, scratch.threads)
-            widen_int4(self.packed.numpy(), self.scale_t, self.zero_t, wt, threads)
-            return np.ascontiguousarray((wt.T @ x)[:n])
         t = x.shape[1]
+        if t > KERNEL_MAX_TOKENS:
+            threads = product_threads("widen", n, k, t, scratch.threads)
+            return tiled_product(self._widen, self.shape, packing_block(), x, scratch, threads)
         # (qv,): the integer kernel (decode_jit.q4_isa); (qt, d, m): the float one
         integer = self.jit_layout is not None and len(self.jit_layout) == 1
         if self.jit_layout is not None and t <= (
@@ -295,6 +313,14 @@ class Int4Matrix:
         set_torch_threads(torch, product_threads("torch", n, k, t, scratch.threads))
         y = self._kernel(_to_torch_rows(x, torch, torch.bfloat16), self.packed, GROUP, self.sz)
         return _from_torch_fm(y, n)
+
+    def _widen(self, r0: int, r1: int, buf: np.ndarray) -> np.ndarray:
+        """Rows r0 .. r1 - 1 (r0 on a packing block) widened in ``buf``: a [r1 - r0, K] view."""
+        k, blk = self.shape[1], 2 * self._blocks.shape[2]
+        c0, c1 = r0 // blk, -(-r1 // blk)
+        wt = buf[: k * (c1 - c0) * blk].reshape(k, c1 - c0, 2, blk // 2)
+        q4_blocks(self._blocks, self._scale_b, self._zero_b, c0, wt)
+        return wt.reshape(k, -1)[:, : r1 - r0].T
 
     def rows(self, ids: np.ndarray) -> np.ndarray:
         """Dequantized rows ``ids`` [T] -> [T, K] float32 (an embedding lookup)."""
@@ -338,12 +364,11 @@ class Int8Matrix:
         self.nbytes = int(self.q.nbytes + self.s.nbytes)
 
     def matmul_fm(self, x: np.ndarray, scratch: Scratch) -> np.ndarray:
-        if x.shape[1] > KERNEL_MAX_TOKENS:
-            w = scratch.get(self.shape)
-            np.multiply(self.q.numpy(), self.s32[:, None], out=w)
-            return w @ x
         t = x.shape[1]
         n, k = self.shape
+        if t > KERNEL_MAX_TOKENS:
+            threads = product_threads("widen", n, k, t, scratch.threads)
+            return tiled_product(self._widen, self.shape, TILE_GRANULE, x, scratch, threads)
         jit = kernels()
         # integer dot products (decode_jit.int8_int_kernels) where this CPU and K allow them,
         # else each weight widened to float32
@@ -363,6 +388,11 @@ class Int8Matrix:
             _to_torch_rows(x, torch, torch.bfloat16), self.q, self.s
         )
         return _from_torch_fm(y, self.shape[0])
+
+    def _widen(self, r0: int, r1: int, buf: np.ndarray) -> np.ndarray:
+        w = buf[: (r1 - r0) * self.shape[1]].reshape(r1 - r0, self.shape[1])
+        int8_rows(self.q_np, self.s32, r0, w)
+        return w
 
     def rows(self, ids: np.ndarray) -> np.ndarray:
         return self.q.numpy()[ids].astype(np.float32) * self.s32[ids, None]
@@ -388,12 +418,10 @@ class Bf16Matrix:
     def matmul_fm(self, x: np.ndarray, scratch: Scratch) -> np.ndarray:
         n, k = self.shape
         torch = self._torch
-        if x.shape[1] > KERNEL_MAX_TOKENS:
-            w = scratch.get(self.shape)
-            set_torch_threads(torch, product_threads("widen", n, k, 1, scratch.threads))
-            torch.from_numpy(w).copy_(self.w)
-            return w @ x
         t = x.shape[1]
+        if t > KERNEL_MAX_TOKENS:
+            threads = product_threads("widen", n, k, t, scratch.threads)
+            return tiled_product(self._widen, self.shape, TILE_GRANULE, x, scratch, threads)
         jit = kernels()
         if jit is not None and t <= bf16_jit_max_tokens():  # float32 activations
             out = np.empty((n, t), dtype=np.float32)
@@ -403,6 +431,11 @@ class Bf16Matrix:
         set_torch_threads(torch, product_threads("torch", n, k, t, scratch.threads))
         y = _to_torch_rows(x, torch, torch.bfloat16) @ self.w.T
         return _from_torch_fm(y, n)
+
+    def _widen(self, r0: int, r1: int, buf: np.ndarray) -> np.ndarray:
+        w = buf[: (r1 - r0) * self.shape[1]].reshape(r1 - r0, self.shape[1])
+        bf16_rows(self.bits, r0, w)
+        return w
 
     def rows(self, ids: np.ndarray) -> np.ndarray:
         # bf16 is float32's top half: the rows' bits shifted up (numpy: ~5 us a decode token,
@@ -477,40 +510,6 @@ def _widen_int4_numpy(
 
 
 @cache
-def _widen_kernel():
-    """The numba widening kernel (1 Gw/s a thread, 4x numpy), or numpy's when numba is absent."""
-    try:
-        import numba
-        from numba import njit, prange
-    except ImportError:
-        return _widen_int4_numpy
-    # numba's default OpenMP layer, once its pool starts, slowed PyTorch's own OpenMP
-    # kernels 25x here (0.35 -> 8.4 ms CPU for one int4 product): use its own workqueue.
-    numba.config.THREADING_LAYER = "workqueue"
-
-    @njit(parallel=True, fastmath=True, cache=True)
-    def widen(packed, scale_t, zero_t, out_t, blk):  # pragma: no cover - compiled
-        k, n = out_t.shape
-        half = blk // 2
-        b = packed.reshape(n // blk, k, half)
-        for kk in prange(k):
-            g = kk // 32
-            for nb in range(n // blk):
-                n0 = nb * blk
-                for i in range(half):
-                    v = b[nb, kk, i]
-                    lo, hi = n0 + i, n0 + half + i
-                    out_t[kk, lo] = (
-                        np.float32(np.int32(v & 15) - 8) * scale_t[g, lo] + zero_t[g, lo]
-                    )
-                    out_t[kk, hi] = (
-                        np.float32(np.int32(v >> 4) - 8) * scale_t[g, hi] + zero_t[g, hi]
-                    )
-
-    return widen
-
-
-@cache
 def _rows_kernel():
     """numba's loop for :meth:`Int4Matrix.rows` (None without numba): the numpy path's
     float32 operations, ``(q - 8) * scale + zero`` rounded after each, without fastmath (no
@@ -539,7 +538,7 @@ def _rows_kernel():
 
 
 def widen_int4(
-    packed: np.ndarray, scale_t: np.ndarray, zero_t: np.ndarray, out_t: np.ndarray, threads: int = 1
+    packed: np.ndarray, scale_t: np.ndarray, zero_t: np.ndarray, out_t: np.ndarray
 ) -> None:
     """Dequantize PyTorch-packed int4 [N', K/2] into float32 ``out_t`` [K, N'] (w transposed).
 
@@ -547,11 +546,7 @@ def widen_int4(
     column k, B/2 bytes whose low nibbles are the block's first B/2 rows and high
     nibbles the rest (checked in tests), so w.T comes out in contiguous runs.
     """
-    kernel = _widen_kernel()
-    if kernel is _widen_int4_numpy:
-        kernel(packed, scale_t, zero_t, out_t)
-        return
-    import numba  # its thread count is per calling thread: set it on this one
-
-    numba.set_num_threads(max(1, min(threads, numba.config.NUMBA_NUM_THREADS)))
-    kernel(packed, scale_t, zero_t, out_t, packing_block())
+    k, n = out_t.shape
+    half = packing_block() // 2
+    sz = (a.reshape(k // GROUP, -1, 2, half) for a in (scale_t, zero_t))
+    q4_blocks(packed.reshape(-1, k, half), *sz, 0, out_t.reshape(k, -1, 2, half))

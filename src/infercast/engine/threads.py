@@ -15,8 +15,8 @@ with PyTorch's two-thread bf16 widening between two-thread OpenBLAS products a 1
 prefill of SmolLM2-135M ran 1,029 ms against 251 on one thread.
 
 The rule (:func:`product_threads`): a product of a [rows, cols] matrix by ``tokens`` tokens
-runs on ``threads`` threads when its work, rows x cols x tokens weight-tokens (a widening:
-rows x cols), reaches the crossover of its kernel path (:data:`THREADED_MIN_WORK`), else on
+runs on ``threads`` threads when its work, rows x cols x tokens weight-tokens, reaches the
+crossover of its kernel path (:data:`THREADED_MIN_WORK`), else on
 one. Each crossover is measured by ``benchmarks/thread_crossover.py`` (serial and threaded
 alternated over SmolLM2-135M's and Llama-3-8B's matrices at 1-48 tokens), PyTorch's also in
 the step (below); the table and its conditions: docs/cpu-kernels.md, "Threads per product".
@@ -30,9 +30,9 @@ import math
 # Kernel paths: the engine's numba loops (decode_jit: ``q4i`` integer q4, ``q4`` float q4,
 # ``int8i`` integer int8, ``int8``, ``bf16``, ``fp32``), PyTorch's CPU kernels (``torch``:
 # _weight_int8pack_mm, _weight_int4pack_mm_for_cpu, the bf16 matmul; OpenMP intra-op threads),
-# prefill's
-# widening of a compact matrix into float32 (``widen``: PyTorch's bf16 copy, the numba q4
-# widening). Weight-tokens from which the threaded kernel is used; 0: always, inf: never.
+# prefill's products of a compact matrix (``widen``: its widened tiles split between the
+# threads, each widened and multiplied on one, engine/widen.py; else widened on one between
+# GEMMs on all). Weight-tokens from which the threaded kernel is used; 0: always, inf: never.
 # Measured on the 2-core AMD EPYC Zen 5 (benchmarks/thread_crossover.py, docs/cpu-kernels.md
 # "Threads per product"): numba's threads start and join in ~25-50 us, PyTorch's OpenMP
 # workers (spinning between regions) in a few, and one core here already reads DRAM at the
@@ -56,8 +56,10 @@ THREADED_MIN_WORK: dict[str, float] = {
     # 658 against 103 / 108; its head alone threaded, 127 / 143): each region waits for its
     # second thread's time slice. Threaded only where a product is ~10 ms of work or more.
     "torch": 1e9,
-    # with its 128-token OpenBLAS product: PyTorch's 2-thread bf16 copy 5-43x the serial one's
-    # time on SmolLM2's matrices (the module doc), numba's 2-thread q4 widening 1.02-1.06x
+    # SmolLM2's 120 prefill products at 128 tokens, ms wall, tiles split / not (fp32 139.5;
+    # 2026-12-05 01:32 UTC, load 2.2, alternated, benchmarks/prefill_widen.py --threads 2):
+    # q4 140.2 / 135.9, int8 134.7 / 142.8, bf16 136.2 / 136.4: no gain here. (Before the
+    # tiles a threaded widening lost: PyTorch's bf16 copy 5-43x, numba's q4 loop 1.02-1.06x.)
     "widen": math.inf,
 }
 
