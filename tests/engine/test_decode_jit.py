@@ -12,13 +12,17 @@ from infercast.engine.model import SeqInput, StepPlan, attend
 pytest.importorskip("numba", reason="the compiled kernels need numba (the torch extra)")
 
 
-def test_compiled_decode_attention_equals_numpy_groups():
+@pytest.mark.parametrize("head_dim", [16, 12])
+def test_compiled_decode_attention_equals_numpy_groups(head_dim):
     """Uneven contexts (1-40 keys), scattered and descending block tables, GQA (Hq > Hkv)
-    and a prefill chunk in the same step: both paths give the same output."""
+    and a prefill chunk in the same step: both paths give the same output; head size 16 runs
+    the vector tiles (engine/attention_ir.py), 12 the scalar loops."""
+    import dataclasses
+
     from infercast.engine.decode_jit import kernels
 
     assert kernels() is not None
-    cfg = named_config("tiny")
+    cfg = dataclasses.replace(named_config("tiny"), head_dim=head_dim)
     assert cfg.num_heads > cfg.num_kv_heads
     rng = np.random.default_rng(3)
     kv = PagedKVStore(cfg, 96, 4)

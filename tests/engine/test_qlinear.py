@@ -77,6 +77,16 @@ def test_int4_rows_are_the_dequantized_rows():
     np.testing.assert_allclose(m.rows(ids), m.dequantize()[ids], rtol=1e-6, atol=1e-7)
 
 
+def test_int4_rows_compiled_equal_numpy_rows_to_the_bit(monkeypatch):
+    import infercast.engine.qlinear as ql
+
+    m = Int4Matrix(quantize_q4(_w(200, 96, seed=3)))
+    ids = np.array([0, 31, 32, 63, 64, 199, 5])
+    compiled = m.rows(ids)
+    monkeypatch.setattr(ql, "_rows_kernel", lambda: None)
+    np.testing.assert_array_equal(compiled.view(np.uint32), m.rows(ids).view(np.uint32))
+
+
 @pytest.mark.parametrize("cls", [Int8Matrix, Bf16Matrix])
 @pytest.mark.parametrize("t", TOKENS)
 def test_int8_and_bf16_match_their_dequantized_matrix(cls, t):

@@ -123,6 +123,13 @@ def f32_bits():
 # 4 KB is about what one stream reads in a DRAM latency (~100 ns at ~40 GB/s).
 PREFETCH_AHEAD_BYTES = 4096
 CACHE_LINE_BYTES = 64
+# The integer q4 kernel's prefetch distance (q4_int_kernels: each group's 20 lines, this far on,
+# within the matrix). SmolLM2-135M's chain of 120 q4 layer products, one thread, from DRAM,
+# best of 30, ms (2026-12-05 01:25-01:30 UTC, load 4-5, one process per distance, alternated):
+# none 1.62-1.72, 4 KB 1.66-1.73, 6 KB 1.58-1.62, 8 KB 1.43-1.54, 10 KB 1.44-1.52, 12 KB
+# 1.46-1.61, 16 KB 1.51-1.66, 32 KB 1.59-1.70; into L2 only (locality 2) 8 KB 1.98-2.00, 16 KB
+# 1.85-1.91; a plain read of the same bytes 1.26-1.42.
+Q4_PREFETCH_AHEAD_BYTES = 8192
 BF16_AHEAD = PREFETCH_AHEAD_BYTES // 2  # in bf16 elements
 BF16_LINE = CACHE_LINE_BYTES // 2
 
@@ -176,12 +183,42 @@ def kernels() -> Kernels | None:
     except ImportError:
         return None
 
-    @njit(fastmath=True, cache=True)
     def attend(q, k_flat, v_flat, columns, ptr, slots, out):  # pragma: no cover - compiled
         hq, d, _ = q.shape
         hkv = k_flat.shape[1]
         g = hq // hkv
         scale = np.float32(1.0 / np.sqrt(d))
+        if d % 16 == 0:  # q K^T and p V as vector tiles (engine/attention_ir.py)
+            qv = np.empty((hq, d), dtype=np.float32)
+            acc = np.empty((hq, d), dtype=np.float32)
+            inv = np.empty(hq, dtype=np.float32)
+            for r in range(columns.shape[0]):
+                c = columns[r]
+                a = ptr[r]
+                n = ptr[r + 1] - a
+                keys = slots[a : a + n]
+                scores = np.empty((hq, n), dtype=np.float32)
+                for qi in range(hq):
+                    for e in range(d):
+                        qv[qi, e] = q[qi, e, c] * scale
+                for h in range(hkv):
+                    attn_scores(qv, k_flat, h * d, hkv * d, keys, h * g, g, scores)  # noqa: F821
+                for qi in range(hq):
+                    m = scores[qi, 0]
+                    for j in range(1, n):
+                        m = max(m, scores[qi, j])
+                    total = np.float32(0.0)
+                    for j in range(n):
+                        p = np.exp(scores[qi, j] - m)
+                        scores[qi, j] = p
+                        total += p
+                    inv[qi] = np.float32(1.0) / total
+                for h in range(hkv):
+                    attn_pv(scores, v_flat, h * d, hkv * d, keys, h * g, g, acc)  # noqa: F821
+                for qi in range(hq):
+                    for e in range(d):
+                        out[qi, e, c] = acc[qi, e] * inv[qi]
+            return
         qv = np.empty((g, d), dtype=np.float32)
         acc = np.empty((g, d), dtype=np.float32)
         for r in range(columns.shape[0]):
@@ -219,6 +256,14 @@ def kernels() -> Kernels | None:
                     inv = np.float32(1.0) / total
                     for e in range(d):
                         out[h * g + gi, e, c] = acc[gi, e] * inv
+
+    from infercast.engine.attention_ir import intrinsics, source_digest
+
+    attn_names = dict(zip(("attn_scores", "attn_pv"), intrinsics(), strict=True))
+    attend = _with_globals(attend, **attn_names)
+    # its disk-cache file named after attention_ir.py's digest too: numba checks only this file
+    attend.__qualname__ = f"attend_{source_digest()}"
+    attend = njit(fastmath=True, cache=True)(attend)
 
     @njit(fastmath=True, cache=True)
     def rms_norm_one(x, gain, eps):  # pragma: no cover - compiled
@@ -516,13 +561,37 @@ def q4_int_layout(q: np.ndarray, d: np.ndarray, m: np.ndarray) -> np.ndarray:
     c = (n + pad) // Q4_ROWS
     qp = np.pad(q, ((0, pad), (0, 0))).reshape(c, Q4_ROWS, g, 2, 16)
     packed = (qp[:, :, :, 0, :] | (qp[:, :, :, 1, :] << 4)).reshape(c, Q4_ROWS, g, 4, 4)
-    out = np.empty((c, g, Q4_INT_GROUP_BYTES), dtype=np.uint8)
+    out = huge_empty((c, g, Q4_INT_GROUP_BYTES), np.uint8)
     out[:, :, : 16 * Q4_ROWS] = packed.transpose(0, 2, 3, 1, 4).reshape(c, g, 16 * Q4_ROWS)
     for i, a in enumerate((d, m)):
         a16 = np.pad(a.astype(np.float16), ((0, pad), (0, 0))).reshape(c, Q4_ROWS, g)
         at = 16 * Q4_ROWS + 2 * Q4_ROWS * i
         out[:, :, at : at + 2 * Q4_ROWS] = a16.transpose(0, 2, 1).copy().view(np.uint8)
     return out
+
+
+HUGE_PAGE = 2 << 20  # bytes of an x86-64 transparent huge page
+
+
+def huge_empty(shape: tuple[int, ...], dtype) -> np.ndarray:
+    """``np.empty(shape, dtype)`` for a matrix a decode step streams: from ``HUGE_PAGE`` bytes
+    up, in an anonymous mapping aligned to huge pages and advised ``MADV_HUGEPAGE`` (Linux
+    ``madvise(2)``; with the kernel's ``transparent_hugepage`` setting ``madvise``, as here,
+    only such memory gets them, and numpy's own advice covers only the aligned middle of its
+    buffers: SmolLM2's stacked QKV matrices had none). Fewer TLB misses in the stream:
+    SmolLM2's 120 q4 layer products took 1.74-1.78 ms against 1.82-1.83, the fused step and head
+    2.63-2.69 against 2.76-2.84 (one thread, alternated in one process, 2026-12-05, load 3-3.6).
+    Elsewhere plain ``np.empty``."""
+    import mmap
+
+    n = int(np.prod(shape)) * np.dtype(dtype).itemsize
+    if n < HUGE_PAGE or not hasattr(mmap, "MADV_HUGEPAGE"):
+        return np.empty(shape, dtype=dtype)
+    m = mmap.mmap(-1, n + HUGE_PAGE, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+    m.madvise(mmap.MADV_HUGEPAGE)
+    buf = np.frombuffer(m, dtype=np.uint8)  # keeps the mapping alive
+    off = -buf.ctypes.data % HUGE_PAGE
+    return buf[off : off + n].view(dtype).reshape(shape)
 
 
 def _with_globals(fn, **names):
@@ -590,12 +659,15 @@ def q4_int_kernels(isa: str) -> tuple:
     the x86 intrinsics, so it is only compiled where :func:`q4_isa` says the CPU has them
     (numba's disk cache keys entries by CPU name and features, ``numba/core/caching.py``
     ``_index_key``)."""
+    import llvmlite.binding as llvm
     from llvmlite import ir
     from numba import njit, types
     from numba import prange as numba_prange
     from numba.core import cgutils
     from numba.extending import intrinsic
 
+    # typed pointers' name before LLVM 15's opaque ones (as prefetch, above)
+    pf_name = "llvm.prefetch.p0" if llvm.llvm_version_info >= (15,) else "llvm.prefetch.p0i8"
     i8, i16, i32, i64 = ir.IntType(8), ir.IntType(16), ir.IntType(32), ir.IntType(64)
     f16, f32 = ir.HalfType(), ir.FloatType()
     vb = 32 if isa == "avx2" else 64  # bytes a vector
@@ -658,9 +730,24 @@ def q4_int_kernels(isa: str) -> tuple:
                 ptr = builder.gep(wp, [builder.add(base, ir.Constant(i64, off))])
                 return builder.load(builder.bitcast(ptr, vt.as_pointer()), align=1)
 
+            pf_params = [i8.as_pointer(), i32, i32, i32]
+            pf = declare(builder, pf_name, ir.VoidType(), pf_params)
+            pf_args = [ir.Constant(i32, v) for v in (0, 3, 1)]  # read, all cache levels, data
+            gb = ir.Constant(i64, Q4_INT_GROUP_BYTES)
+            size = builder.mul(builder.mul(ng, cgutils.unpack_tuple(builder, qa.shape)[0]), gb)
             with cgutils.for_range(builder, ng) as loop:
                 g = loop.index
-                base = builder.mul(builder.add(cb, g), ir.Constant(i64, Q4_INT_GROUP_BYTES))
+                base = builder.mul(builder.add(cb, g), gb)
+                ahead = builder.add(base, ir.Constant(i64, Q4_PREFETCH_AHEAD_BYTES))
+                on = Q4_PREFETCH_AHEAD_BYTES > 0
+                with builder.if_then(
+                    builder.and_(
+                        ir.Constant(ir.IntType(1), on), builder.icmp_signed("<", ahead, size)
+                    )
+                ):
+                    for line in range(0, Q4_INT_GROUP_BYTES, CACHE_LINE_BYTES):
+                        ptr = builder.gep(wp, [builder.add(ahead, ir.Constant(i64, line))])
+                        builder.call(pf, [ptr, *pf_args])
                 xbase = builder.mul(g, ir.Constant(i64, 64))
                 zero = ir.Constant(v_i32, [0] * nl)
                 coarse, fine = [zero] * nv, [zero] * nv  # the two int8 planes' sums
@@ -728,6 +815,22 @@ def q4_int_kernels(isa: str) -> tuple:
         _with_globals(blocks, q4i_dot_block=dot_block)
     )
 
+    def blocks_tokens(qv, xq, xd, xs, out, c0, c1):  # pragma: no cover - compiled
+        # blocks c0..c1-1 for every token (xq, xd, xs [T, ...]), the token loop inside each
+        # block: its 64 rows' bytes (23 KB at K = 576) are read from DRAM once and from L1 by
+        # the other tokens, where a token loop around all the blocks read the matrix once a
+        # token (from L2/L3 after the first)
+        tot = np.empty(Q4_ROWS, dtype=np.float32)
+        for c in range(c0, c1):
+            for t in range(xq.shape[0]):
+                q4i_dot_block(qv, xq[t], xd[t], xs[t], tot, c)  # noqa: F821
+                for j in range(Q4_ROWS):
+                    out[c * Q4_ROWS + j, t] = tot[j]
+
+    blocks_tokens = njit(fastmath=True, nogil=True, cache=keep)(
+        _with_globals(blocks_tokens, q4i_dot_block=dot_block)
+    )
+
     def matmul(qv, x_rows, out, tasks):  # pragma: no cover - compiled
         nc, ng = qv.shape[0], qv.shape[1]
         m_tok = x_rows.shape[0]
@@ -738,12 +841,19 @@ def q4_int_kernels(isa: str) -> tuple:
             q4i_quantize(x_rows[t], xq[t], xd[t], xs[t])  # noqa: F821
         parts = max(1, min(nc, tasks))
         for part in prange(parts):  # noqa: F821
-            for t in range(m_tok):
-                q4i_blocks(  # noqa: F821
-                    qv, xq[t], xd[t], xs[t], out, t, part * nc // parts, (part + 1) * nc // parts
-                )
+            c0, c1 = part * nc // parts, (part + 1) * nc // parts
+            if m_tok == 1:  # one token: its row (a 1-D array), as the fused step
+                q4i_blocks(qv, xq[0], xd[0], xs[0], out, 0, c0, c1)  # noqa: F821
+            else:
+                q4i_blocks_tokens(qv, xq, xd, xs, out, c0, c1)  # noqa: F821
 
-    matmul = _with_globals(matmul, q4i_quantize=quantize, q4i_blocks=blocks, prange=numba_prange)
+    matmul = _with_globals(
+        matmul,
+        q4i_quantize=quantize,
+        q4i_blocks=blocks,
+        q4i_blocks_tokens=blocks_tokens,
+        prange=numba_prange,
+    )
     return (
         njit(fastmath=True, cache=keep)(matmul),
         njit(fastmath=True, parallel=True)(matmul),

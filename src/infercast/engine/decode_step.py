@@ -38,6 +38,7 @@ from infercast.engine.decode_jit import (
     BF16_LINE,
     Q4_ROWS,
     f32_bits,
+    huge_empty,
     int8_int_ok,
     kernels,
     prefetch,
@@ -45,6 +46,24 @@ from infercast.engine.decode_jit import (
 
 ENABLED = True  # False: the per-product path (a switch for old-vs-new benchmarks)
 SPINS_BEFORE_YIELD = 2000
+
+
+def _sources_stamp() -> str:
+    """A digest of the modules whose compiled code the step's functions take in (their kernels
+    and intrinsics are linked into each caller's machine code): numba's disk cache checks only
+    the caller's own file (``numba/core/caching.py``: its index holds that file's mtime and
+    size), so a changed q4 kernel in decode_jit.py ran the step cached before it. The digest
+    is in each function's qualified name, hence in its cache file's name
+    (``_CacheImpl.get_filename_base``)."""
+    import hashlib
+    from pathlib import Path
+
+    from infercast.engine import attention_ir, decode_jit
+
+    h = hashlib.sha256()
+    for m in (decode_jit, attention_ir):
+        h.update(Path(m.__file__).read_bytes())
+    return h.hexdigest()[:12]
 
 
 @cache
@@ -67,12 +86,14 @@ def _step_kernel():
     # process (7 s) and added a cache entry. Each ``_name`` below is published as ``name``.
     ns = dict(globals())
     ns.update(q4_blocks=jit.q4_blocks, q4i_quantize=jit.q4i_quantize, q4i_blocks=jit.q4i_blocks)
+    stamp = _sources_stamp()
     ns.update(int8i_quantize=jit.int8i_quantize, int8i_rows=jit.int8i_rows)
 
     def compiled(**opts):
         def publish(fn):
             assert not fn.__code__.co_freevars, fn.__code__.co_freevars
             code = pytypes.FunctionType(fn.__code__, ns, fn.__name__.removeprefix("_"))
+            code.__qualname__ = f"{fn.__qualname__}_{stamp}"  # the disk cache's file name
             ns[code.__name__] = njit(nogil=True, cache=True, **opts)(code)
             return ns[code.__name__]
 
@@ -117,6 +138,9 @@ def _step_kernel():
 
         return types.int32(), codegen
 
+    from infercast.engine.attention_ir import intrinsics
+
+    ns.update(zip(("attn_scores", "attn_pv"), intrinsics(), strict=True))
     ns.update(
         atomic_add=_atomic_add,
         atomic_load=_atomic_load,
@@ -318,14 +342,22 @@ def _step_kernel():
                         qv[qi, half + e] = (b * cos[e] + a * sin[e]) * scale
                     for e in range(hd):
                         acc[qi, e] = 0.0
-            for j in range(n_ctx):
-                sj = slots[j]
+            # q K^T and p V as vector tiles (engine/attention_ir.py) where the head size is a
+            # multiple of 16: SmolLM2's 30 layers ~0.19 -> ~0.09 ms with the K/V in cache
+            ir = hd % 16 == 0
+            row0 = li * k_all.shape[1] * nkv * hd  # layer li's first K/V element
+            if ir:
                 for h in range(tid, nkv, nth):
-                    for qi in range(h * g, h * g + g):
-                        t = np.float32(0.0)
-                        for e in range(hd):
-                            t += qv[qi, e] * k_all[li, sj, h, e]
-                        scores[qi, j] = t
+                    attn_scores(qv, k_all, row0 + h * hd, nkv * hd, slots, h * g, g, scores)
+            else:
+                for j in range(n_ctx):
+                    sj = slots[j]
+                    for h in range(tid, nkv, nth):
+                        for qi in range(h * g, h * g + g):
+                            t = np.float32(0.0)
+                            for e in range(hd):
+                                t += qv[qi, e] * k_all[li, sj, h, e]
+                            scores[qi, j] = t
             for h in range(tid, nkv, nth):
                 for qi in range(h * g, h * g + g):
                     mx = scores[qi, 0]
@@ -337,13 +369,17 @@ def _step_kernel():
                         scores[qi, j] = p
                         total += p
                     inv_total[qi] = np.float32(1.0) / total
-            for j in range(n_ctx):
-                sj = slots[j]
+            if ir:
                 for h in range(tid, nkv, nth):
-                    for qi in range(h * g, h * g + g):
-                        p = scores[qi, j]
-                        for e in range(hd):
-                            acc[qi, e] += p * v_all[li, sj, h, e]
+                    attn_pv(scores, v_all, row0 + h * hd, nkv * hd, slots, h * g, g, acc)
+            else:
+                for j in range(n_ctx):
+                    sj = slots[j]
+                    for h in range(tid, nkv, nth):
+                        for qi in range(h * g, h * g + g):
+                            p = scores[qi, j]
+                            for e in range(hd):
+                                acc[qi, e] += p * v_all[li, sj, h, e]
             for h in range(tid, nkv, nth):
                 for qi in range(h * g, h * g + g):
                     for e in range(hd):
@@ -373,6 +409,12 @@ def _step_kernel():
     return ns["step"]
 
 
+def _stacked(arrays: list[np.ndarray]) -> np.ndarray:
+    """``np.stack(arrays)`` into huge pages (:func:`infercast.engine.decode_jit.huge_empty`)."""
+    out = huge_empty((len(arrays), *arrays[0].shape), arrays[0].dtype)
+    return np.stack(arrays, out=out)
+
+
 def _stack(mats) -> tuple[np.ndarray, ...]:
     """The layers' matrices as [L, ...] arrays, q4 as (qv,) or (qt, d, m) in its kernel's layout,
     int8 as (q, scale), bf16 as (bits,); each matrix's own arrays become views of them (no
@@ -381,17 +423,20 @@ def _stack(mats) -> tuple[np.ndarray, ...]:
 
     if isinstance(mats[0], Int4Matrix):
         n = len(mats[0].jit_layout)
-        out = tuple(np.stack([m.jit_layout[i] for m in mats]) for i in range(n))
+        out = tuple(_stacked([m.jit_layout[i] for m in mats]) for i in range(n))
         for li, m in enumerate(mats):
             m.jit_layout = tuple(a[li] for a in out)
         return out
     if isinstance(mats[0], Bf16Matrix):
-        bits = np.stack([m.bits for m in mats])
+        bits = _stacked([m.bits for m in mats])
         for li, m in enumerate(mats):
             m.bits = bits[li]
             m.w = m._torch.from_numpy(m.bits.view(np.int16)).view(m._torch.bfloat16)
         return (bits,)
-    out = tuple(np.stack([getattr(m, a) for m in mats]) for a in ("q_np", "s32", "ws"))
+    out = tuple(
+        (_stacked if a == "q_np" else np.stack)([getattr(m, a) for m in mats])
+        for a in ("q_np", "s32", "ws")
+    )
     for li, m in enumerate(mats):
         m.q_np, m.s32, m.ws = (a[li] for a in out)
         m.q = m._torch.from_numpy(m.q_np)
@@ -424,6 +469,7 @@ class FusedDecode:
         self.bar = np.zeros(1, np.int64)
         self.threads = max(1, threads)
         self._team: _Team | None = None
+        self._kv: tuple | None = None
 
     @staticmethod
     def build(cfg, weights, threads: int) -> FusedDecode | None:
@@ -444,12 +490,14 @@ class FusedDecode:
     def run(self, x: np.ndarray, cos, sin, kv, slots: np.ndarray) -> None:
         """Every layer on residual ``x`` [H] (updated in place) for one token whose KV slots
         (context and its own, last) are ``slots``; writes its K/V into ``kv``."""
-        n = kv.k_all.shape[1] * kv.k_all.shape[2]
-        k_all = kv.k_all.reshape(kv.k_all.shape[0], n, *kv.k_all.shape[3:])
-        v_all = kv.v_all.reshape(k_all.shape)
+        if self._kv is None or self._kv[0] is not kv.k_all:  # the store's slots, flat
+            n = kv.k_all.shape[1] * kv.k_all.shape[2]
+            k_all = kv.k_all.reshape(kv.k_all.shape[0], n, *kv.k_all.shape[3:])
+            self._kv = (kv.k_all, k_all, kv.v_all.reshape(k_all.shape))
+        k_all, v_all = self._kv[1:]
         args = (
             x, self.norms, *self.w, self.shape, self.eps, cos, sin, k_all, v_all,
-            slots.astype(np.int64, copy=False), self.bufs, self.bar,
+            np.ascontiguousarray(slots, dtype=np.int64), self.bufs, self.bar,
         )  # fmt: skip
         self.bar[0] = 0
         if self.threads == 1:

@@ -261,6 +261,7 @@ class Int4Matrix:
             axis=-1,
         )  # [G, N', 2]
         self.packed = torch.ops.aten._convert_weight_to_int4pack_for_cpu(torch.from_numpy(q), 1)
+        self.packed_np = self.packed.numpy()  # the same bytes (torch's .numpy(): ~2-60 us a call)
         self.sz = torch.from_numpy(np.ascontiguousarray(sz, dtype=np.float32)).to(torch.bfloat16)
         sz32 = self.sz.float().numpy()  # the rounded values the kernel uses
         self.scale_t, self.zero_t = (
@@ -325,6 +326,11 @@ class Int4Matrix:
         """Dequantized rows ``ids`` [T] -> [T, K] float32 (an embedding lookup)."""
         k = self.shape[1]
         blk = packing_block()
+        kernel = _rows_kernel()
+        if kernel is not None:  # the same arithmetic, one compiled call (~39 -> ~3 us a token)
+            out = np.empty((len(ids), k), dtype=np.float32)
+            kernel(self.packed_np, self.scale_t, self.zero_t, np.asarray(ids), blk, out)
+            return out
         blocks = self.packed.numpy().reshape(-1, k, blk // 2)  # [N'/blk, K, blk/2]
         within = ids % blk
         byte = blocks[ids // blk, :, within % (blk // 2)]  # [T, K]
@@ -501,6 +507,34 @@ def _widen_int4_numpy(
     g -= 8.0
     g *= scale_t[:, None, :]
     g += zero_t[:, None, :]
+
+
+@cache
+def _rows_kernel():
+    """numba's loop for :meth:`Int4Matrix.rows` (None without numba): the numpy path's
+    float32 operations, ``(q - 8) * scale + zero`` rounded after each, without fastmath (no
+    fused multiply-add), so the rows are equal to its bit."""
+    try:
+        from numba import njit
+    except ImportError:
+        return None
+
+    @njit(cache=True, nogil=True)
+    def rows(packed, scale_t, zero_t, ids, blk, out):  # pragma: no cover - compiled
+        k = out.shape[1]
+        half = blk // 2
+        b = packed.reshape(-1, k, half)
+        for t in range(ids.shape[0]):
+            r = ids[t]
+            within = r % blk
+            shift = 0 if within < half else 4
+            blocks = b[r // blk]
+            for kk in range(k):
+                q = np.float32((blocks[kk, within % half] >> shift) & 15) - np.float32(8.0)
+                g = kk // 32
+                out[t, kk] = q * scale_t[g, r] + zero_t[g, r]
+
+    return rows
 
 
 def widen_int4(
