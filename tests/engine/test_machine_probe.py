@@ -55,6 +55,32 @@ def test_one_thread_rates_are_timed_in_cpu_time_like_the_engines(monkeypatch, th
     assert m.best == m.median == 6.0 / seconds
 
 
+@pytest.mark.parametrize("threads", [1, 2, 3])
+def test_read_bandwidth_dots_one_slice_per_thread(monkeypatch, threads):
+    """OpenBLAS's sdot runs on one thread at any limit, so more threads each dot their own
+    slice (with one BLAS thread apiece): every element read once a pass, by ``threads`` calls
+    that run at the same time."""
+    import threading
+
+    from infercast.engine import machine_probe
+
+    calls, lock = [], threading.Lock()
+    real_dot = machine_probe.np.dot
+
+    def dot(a, b):
+        with lock:
+            calls.append((a.size, threading.get_ident()))  # from the pool's threads
+        return real_dot(a, b)
+
+    monkeypatch.setattr(machine_probe.np, "dot", dot)
+    m = machine_probe.read_bandwidth(3 * 2**20, runs=2, threads=threads)
+    n = 3 * 2**20 // 8
+    assert m.runs == 2 and m.best > 0
+    assert len(calls) == 3 * threads  # warm-up and two runs
+    assert sum(size for size, _ in calls) == 3 * n
+    assert {size for size, _ in calls} <= {n // threads, n // threads + 1}  # equal slices
+
+
 @pytest.mark.parametrize(("threads", "cpu_s"), [(1, 2.0), (2, 5.0)])
 def test_engine_rates_count_the_whole_process_cpu_with_one_thread(monkeypatch, threads, cpu_s):
     """One thread: the process's CPU time, so the work numba's parallel kernels (the q4
