@@ -20,18 +20,9 @@ import argparse
 import time
 
 import numpy as np
+from cpu_kernels import _best_cpu as best_cpu  # a sibling script: one timer
 
 KINDS = ("qkv", "o", "gate/up", "down")
-
-
-def _best_cpu_s(fn, runs: int) -> float:
-    fn()
-    best = float("inf")
-    for _ in range(runs):
-        c0 = time.process_time()
-        fn()
-        best = min(best, time.process_time() - c0)
-    return best
 
 
 def _compiled(product):
@@ -129,7 +120,7 @@ def main() -> None:
             lambda: head.matmul_fm(h, net.scratch),
         )
         # the three in turn, best of 5 each a round: a loaded machine's slow spells hit all
-        times = np.array([[_best_cpu_s(f, 5) for f in parts] for _ in range(args.rounds)])
+        times = np.array([[best_cpu(f, 5) for f in parts] for _ in range(args.rounds)])
         step, layers, head_s = times.min(axis=0)
         cycles = np.zeros((args.rounds, 4), np.int64)
         chain(ws, vs, outs, np.zeros(4, np.int64))
