@@ -404,3 +404,36 @@ def test_no_integer_q4_kernel_for_a_chosen_numba_target(monkeypatch):
 
     monkeypatch.setattr(numba.config, "CPU_NAME", "generic")
     assert q4_isa.__wrapped__() is None
+
+
+def test_huge_empty_gives_a_writable_array_aligned_to_huge_pages():
+    import mmap
+
+    from infercast.engine.decode_jit import HUGE_PAGE, huge_empty
+
+    a = huge_empty((3, HUGE_PAGE // 8), np.int32)  # 1.5 huge pages
+    assert a.shape == (3, HUGE_PAGE // 8) and a.dtype == np.int32 and a.flags.c_contiguous
+    a[:] = 7
+    assert int(a.sum()) == 7 * a.size
+    if hasattr(mmap, "MADV_HUGEPAGE"):
+        assert a.ctypes.data % HUGE_PAGE == 0
+    small = huge_empty((4, 4), np.float32)  # under a huge page: plain numpy memory
+    assert small.shape == (4, 4) and small.flags.owndata
+
+
+def test_huge_empty_keeps_small_pages_where_the_kernel_refuses_the_advice(monkeypatch):
+    import mmap
+
+    from infercast.engine import decode_jit
+
+    if not hasattr(mmap, "MADV_HUGEPAGE"):
+        pytest.skip("no MADV_HUGEPAGE on this platform: huge_empty is np.empty")
+
+    class Refusing(mmap.mmap):
+        def madvise(self, *args):
+            raise OSError(22, "Invalid argument")
+
+    monkeypatch.setattr(mmap, "mmap", Refusing)
+    a = decode_jit.huge_empty((decode_jit.HUGE_PAGE,), np.uint8)
+    a[-1] = 3
+    assert a.size == decode_jit.HUGE_PAGE and a[-1] == 3

@@ -588,7 +588,10 @@ def huge_empty(shape: tuple[int, ...], dtype) -> np.ndarray:
     if n < HUGE_PAGE or not hasattr(mmap, "MADV_HUGEPAGE"):
         return np.empty(shape, dtype=dtype)
     m = mmap.mmap(-1, n + HUGE_PAGE, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
-    m.madvise(mmap.MADV_HUGEPAGE)
+    try:
+        m.madvise(mmap.MADV_HUGEPAGE)
+    except OSError:  # EINVAL where the kernel has no transparent huge pages: small pages
+        pass
     buf = np.frombuffer(m, dtype=np.uint8)  # keeps the mapping alive
     off = -buf.ctypes.data % HUGE_PAGE
     return buf[off : off + n].view(dtype).reshape(shape)
