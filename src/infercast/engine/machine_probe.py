@@ -67,26 +67,34 @@ def _rate(work: float, fn: Callable[[], Any], runs: int, threads: int = 1) -> Me
     return Measured(statistics.median(rates), max(rates), runs)
 
 
-def copy_bandwidth(num_bytes: int, runs: int, threads: int) -> Measured:
-    """STREAM-style copy bandwidth in bytes/s (2 x bytes copied), ``threads`` slices at once.
-
-    numpy's copy runs on one thread (and releases the GIL), so a thread pool
-    copies one slice per thread, as STREAM's OpenMP loop does; one thread copies in place.
-    """
+def _sliced_rate(
+    work: float, fn: Callable[..., Any], arrays: tuple[np.ndarray, ...], runs: int, threads: int
+) -> Measured:
+    """``work`` per second of ``fn(*arrays)``, with more than one thread run as ``threads``
+    slices of the arrays at once in a pool (numpy's copy and BLAS's sdot each stay on one
+    thread and release the GIL), each slice's BLAS on one thread, as STREAM's OpenMP loop
+    splits its arrays."""
     from concurrent.futures import ThreadPoolExecutor
 
+    if threads == 1:
+        with threadpool_limits(1):
+            return _rate(work, lambda: fn(*arrays), runs)
+    bounds = np.linspace(0, arrays[0].size, threads + 1).astype(int)
+    parts = [tuple(a[i:j] for a in arrays) for i, j in zip(bounds[:-1], bounds[1:], strict=True)]
+    with threadpool_limits(1), ThreadPoolExecutor(threads) as pool:
+
+        def run() -> None:
+            list(pool.map(lambda p: fn(*p), parts))
+
+        return _rate(work, run, runs, threads)
+
+
+def copy_bandwidth(num_bytes: int, runs: int, threads: int) -> Measured:
+    """STREAM-style copy bandwidth in bytes/s (2 x bytes copied), ``threads`` slices at once
+    (:func:`_sliced_rate`)."""
     src = np.ones(num_bytes // 4, dtype=np.float32)
     dst = np.empty_like(src)
-    if threads == 1:
-        return _rate(2.0 * src.nbytes, lambda: np.copyto(dst, src), runs)
-    bounds = np.linspace(0, src.size, threads + 1).astype(int)
-    parts = [(dst[a:b], src[a:b]) for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
-    with ThreadPoolExecutor(threads) as pool:
-
-        def copy() -> None:
-            list(pool.map(lambda p: np.copyto(*p), parts))
-
-        return _rate(2.0 * src.nbytes, copy, runs, threads)
+    return _sliced_rate(2.0 * src.nbytes, np.copyto, (dst, src), runs, threads)
 
 
 def matvec_bandwidth(num_bytes: int, runs: int, threads: int) -> Measured:
@@ -105,24 +113,12 @@ def read_bandwidth(num_bytes: int, runs: int, threads: int) -> Measured:
     OpenBLAS runs sdot on one thread whatever its limit (0.3.x, measured on the Zen 5,
     2026-12-05, quiet: 42.4-42.6 GB/s at one thread, 42.7-43.0 "at two"), which put the
     two-thread decode floor below what a two-thread engine step read (fp32 at 1.32 of it). As
-    :func:`copy_bandwidth` does, a thread pool dots one slice per thread (numpy releases the
-    GIL in BLAS), each slice's BLAS on one thread: 53.7-53.9 GB/s on the same two cores.
+    for :func:`copy_bandwidth`, a thread pool dots one slice per thread, each slice's BLAS on
+    one thread (:func:`_sliced_rate`): 53.7-53.9 GB/s on the same two cores.
     """
-    from concurrent.futures import ThreadPoolExecutor
-
     a = np.ones(num_bytes // 8, dtype=np.float32)
     b = np.ones_like(a)
-    if threads == 1:
-        with threadpool_limits(1):
-            return _rate(2.0 * a.nbytes, lambda: np.dot(a, b), runs)
-    bounds = np.linspace(0, a.size, threads + 1).astype(int)
-    parts = [(a[i:j], b[i:j]) for i, j in zip(bounds[:-1], bounds[1:], strict=True)]
-    with threadpool_limits(1), ThreadPoolExecutor(threads) as pool:
-
-        def dot() -> None:
-            list(pool.map(lambda p: np.dot(*p), parts))
-
-        return _rate(2.0 * a.nbytes, dot, runs, threads)
+    return _sliced_rate(2.0 * a.nbytes, np.dot, (a, b), runs, threads)
 
 
 def matmul_flops_fp32(n: int, runs: int, threads: int) -> Measured:
