@@ -608,6 +608,30 @@ def _with_globals(fn, **names):
     return pytypes.FunctionType(fn.__code__, {**fn.__globals__, **names}, fn.__name__)
 
 
+def _ir_declare(builder, name: str, ret, params):
+    """The LLVM function ``name`` (an x86 or LLVM intrinsic) declared in the builder's module."""
+    from llvmlite import ir
+    from numba.core import cgutils
+
+    return cgutils.get_or_insert_function(builder.module, ir.FunctionType(ret, params), name)
+
+
+def _ir_shuffle(builder, a, b, idx: list[int]):
+    """LLVM ``shufflevector`` of a and b by the lane numbers ``idx``."""
+    from llvmlite import ir
+
+    return builder.shuffle_vector(a, b, ir.Constant(ir.VectorType(ir.IntType(32), len(idx)), idx))
+
+
+def _ir_splat(builder, val, vt):
+    """A vector of type ``vt`` with ``val`` in every lane."""
+    from llvmlite import ir
+
+    undef = ir.Constant(vt, ir.Undefined)
+    v = builder.insert_element(undef, val, ir.Constant(ir.IntType(32), 0))
+    return _ir_shuffle(builder, v, undef, [0] * vt.count)
+
+
 Q4_ISAS = ("vnni512", "bw512", "avx2")  # the integer q4 kernel's variants, fastest first
 
 
@@ -679,15 +703,7 @@ def q4_int_kernels(isa: str) -> tuple:
     v_i8, v_i16, v_i32 = ir.VectorType(i8, vb), ir.VectorType(i16, vb // 2), ir.VectorType(i32, nl)
     v_f16, v_f32 = ir.VectorType(f16, nl), ir.VectorType(f32, nl)
 
-    def declare(builder, name, ret, params):
-        return cgutils.get_or_insert_function(builder.module, ir.FunctionType(ret, params), name)
-
-    def splat(builder, val, vt):
-        undef = ir.Constant(vt, ir.Undefined)
-        v = builder.insert_element(undef, val, ir.Constant(i32, 0))
-        return builder.shuffle_vector(
-            v, undef, ir.Constant(ir.VectorType(i32, vt.count), [0] * vt.count)
-        )
+    declare, splat = _ir_declare, _ir_splat
 
     def dot(builder, acc, wlo, whi, xlo, xhi):
         """acc + per int32 lane: the 4 unsigned bytes of wlo times the 4 signed ones of xlo,
@@ -930,16 +946,7 @@ def int8_int_kernels(isa: str) -> tuple:
     v_i8, v_i16, v_i32 = ir.VectorType(i8, vb), ir.VectorType(i16, vb // 2), ir.VectorType(i32, nl)
     vnni = isa == "vnni512"
 
-    def declare(builder, name, ret, params):
-        return cgutils.get_or_insert_function(builder.module, ir.FunctionType(ret, params), name)
-
-    def shuffle(builder, a, b, idx):
-        return builder.shuffle_vector(a, b, ir.Constant(ir.VectorType(i32, len(idx)), idx))
-
-    def splat(builder, val, vt):
-        undef = ir.Constant(vt, ir.Undefined)
-        v = builder.insert_element(undef, val, ir.Constant(i32, 0))
-        return shuffle(builder, v, undef, [0] * vt.count)
+    declare, shuffle, splat = _ir_declare, _ir_shuffle, _ir_splat
 
     def reduce_tree(builder, vecs):
         """One int32 vector whose lane i is the sum of vecs[i]'s lanes (len(vecs) a power of
