@@ -99,17 +99,19 @@ def test_bf16_products_run_the_compiled_kernel_exactly(tokens, monkeypatch):
     assert np.abs(got - want).max() < 1e-4 * np.abs(want).max()
 
 
-def test_prefetch_emits_a_prefetch_and_changes_no_result():
-    """decode_jit.prefetch compiles to a prefetch instruction (x86: prefetcht0) at an element's
-    address, even one far past the buffer's end (a prefetch never faults), and the loop that
-    issues it computes what it would without."""
+@pytest.mark.parametrize(("locality", "instruction"), [(3, "prefetcht0"), (0, "prefetchnta")])
+def test_prefetch_emits_a_prefetch_and_changes_no_result(locality, instruction):
+    """decode_jit.prefetch compiles to a prefetch instruction of its locality (x86: prefetcht0
+    into every level, prefetchnta non-temporal) at an element's address, even one far past the
+    buffer's end (a prefetch never faults), and the loop that issues it computes what it would
+    without."""
     import platform
 
     from numba import njit
 
     from infercast.engine.decode_jit import prefetch
 
-    pf = prefetch()
+    pf = prefetch(locality)
 
     @njit
     def total(a, ahead):
@@ -122,7 +124,7 @@ def test_prefetch_emits_a_prefetch_and_changes_no_result():
     a = np.arange(1000, dtype=np.float32)
     assert total(a, 1 << 30) == total(a, 0) == a.sum()
     if platform.machine() in ("x86_64", "AMD64"):
-        assert "prefetcht0" in next(iter(total.inspect_asm().values()))
+        assert instruction in next(iter(total.inspect_asm().values()))
 
 
 @pytest.mark.parametrize("fmt", ["int8", "bf16"])

@@ -131,17 +131,25 @@ CACHE_LINE_BYTES = 64
 # 1.85-1.91; a plain read of the same bytes 1.26-1.42.
 Q4_PREFETCH_AHEAD_BYTES = 8192
 BF16_AHEAD = PREFETCH_AHEAD_BYTES // 2  # in bf16 elements
+# The locality of the bf16 weight rows' prefetches: 0, non-temporal (x86 prefetchnta, "minimizing
+# cache pollution": AMD64 Architecture Programmer's Manual vol. 1, 24592, PREFETCHlevel). Each
+# line is read once a step and a step streams ~9x the LLC, so rows kept in the caches only evict
+# what the next step reuses (the KV store). SmolLM2-135M bf16, batch-1 step at context 128, one
+# thread, best of 30, main (locality 3) / this, processes alternated (2026-12-05 03:40 UTC, load
+# 2-2.9): 7.71-8.03 / 7.31-7.38 ms (docs/history/engine-weight-formats.md, `bf16step`).
+STREAM_LOCALITY = 0
 BF16_LINE = CACHE_LINE_BYTES // 2
 
 
 @cache
-def prefetch():
+def prefetch(locality: int = 3):
     """A numba ``@intrinsic``: ``prefetch(a, i)`` asks for the cache line holding element ``i``
     of array ``a``'s buffer (counted from its first element, in ``a``'s dtype, whatever its
-    shape) to be read into every cache level: LLVM's ``llvm.prefetch`` (read, locality 3,
-    data; https://llvm.org/docs/LangRef.html#llvm-prefetch-intrinsic: no effect on what the
-    program computes), ``prefetcht0`` on x86. An address past the buffer is allowed: a
-    prefetch never faults (Intel SDM vol. 2, PREFETCHh). Needs numba."""
+    shape): LLVM's ``llvm.prefetch`` (read, data, ``locality`` 0-3;
+    https://llvm.org/docs/LangRef.html#llvm-prefetch-intrinsic: no effect on what the program
+    computes), on x86 ``prefetcht0`` into every cache level (3) or ``prefetchnta`` (0:
+    non-temporal, :data:`STREAM_LOCALITY`). An address past the buffer is allowed: a prefetch
+    never faults (Intel SDM vol. 2, PREFETCHh). Needs numba."""
     import llvmlite.binding as llvm
     from llvmlite import ir
     from numba import types
@@ -164,8 +172,8 @@ def prefetch():
             fn = cgutils.get_or_insert_function(
                 builder.module, ir.FunctionType(ir.VoidType(), [p8.type, i32, i32, i32]), name
             )
-            read, locality, data = (ir.Constant(i32, v) for v in (0, 3, 1))
-            builder.call(fn, [p8, read, locality, data])
+            read, loc, data = (ir.Constant(i32, v) for v in (0, locality, 1))
+            builder.call(fn, [p8, read, loc, data])
             return context.get_dummy_value()
 
         return types.none(arr, idx), codegen
@@ -334,7 +342,7 @@ def kernels() -> Kernels | None:
             for r in range(ch * ROW_CHUNK, min(n, (ch + 1) * ROW_CHUNK)):
                 at = r * k + BF16_AHEAD
                 for e in range(0, k, BF16_LINE):  # in address order (decode_step._bf16_product)
-                    prefetch(w16, at + e)  # noqa: F821
+                    stream_prefetch(w16, at + e)  # noqa: F821
                 wr = w16[r]
                 t = 0
                 while t + 4 <= m:
@@ -487,14 +495,14 @@ def kernels() -> Kernels | None:
     # cache entry per function), on numba's workqueue layer (its OpenMP layer slowed
     # PyTorch's OpenMP kernels 25x in the same process: engine/qlinear.py).
     numba.config.THREADING_LAYER = "workqueue"
-    # The loops reach dot4, q4_blocks, prange, f32_bits and prefetch as globals (see
+    # The loops reach dot4, q4_blocks, prange, f32_bits and stream_prefetch as globals (see
     # _with_globals: a closure over a dispatcher missed the disk cache in every new process).
     names = dict(
         dot4=_dot4,
         q4_blocks=_q4_blocks,
         prange=numba_prange,
         f32_bits=f32_bits(),
-        prefetch=prefetch(),
+        stream_prefetch=prefetch(STREAM_LOCALITY),
     )
     int8_matmul, bf16_matmul, fp32_matmul, q4_matmul = (
         _with_globals(f, **names) for f in (int8_matmul, bf16_matmul, fp32_matmul, q4_matmul)

@@ -37,6 +37,7 @@ from infercast.engine.decode_jit import (
     BF16_AHEAD,
     BF16_LINE,
     Q4_ROWS,
+    STREAM_LOCALITY,
     f32_bits,
     huge_empty,
     int8_int_ok,
@@ -146,7 +147,7 @@ def _step_kernel():
         atomic_load=_atomic_load,
         sched_yield=_sched_yield,
         f32_bits=f32_bits(),
-        prefetch=prefetch(),
+        stream_prefetch=prefetch(STREAM_LOCALITY),
     )
 
     @compiled(fastmath=True, inline="always")
@@ -259,8 +260,9 @@ def _step_kernel():
     def _bf16_product(w, li, v, out, tid, nth):  # pragma: no cover - compiled
         # This thread's share of layer li's bf16 rows (w = (bits,), uint16) times v, in chunks
         # of 64 rows, each weight widened in registers (decode_jit.bf16_matmul's one token),
-        # each row first prefetching the lines 4 KB on (decode_jit.PREFETCH_AHEAD_BYTES), in
-        # address order: one row at a time, one stream (2 or 4 rows interleaved ran slower from
+        # each row first prefetching the lines 4 KB on (decode_jit.PREFETCH_AHEAD_BYTES),
+        # non-temporal (decode_jit.STREAM_LOCALITY: the KV store stays cached), in address
+        # order: one row at a time, one stream (2 or 4 rows interleaved ran slower from
         # DRAM), and a loop from 0 (one from the row's address, which LLVM peeled so that the
         # last lines went first, gained half as much: docs/history/engine-weight-formats.md).
         b16 = w[0]
@@ -269,7 +271,7 @@ def _step_kernel():
         for r in range(tid * nc // nth * 64, min(n, (tid + 1) * nc // nth * 64)):
             at = (li * n + r) * k + BF16_AHEAD
             for e in range(0, k, BF16_LINE):
-                prefetch(b16, at + e)
+                stream_prefetch(b16, at + e)
             acc = np.float32(0.0)
             for c in range(k):
                 acc += f32_bits(np.int32(np.int32(b16[li, r, c]) << 16)) * v[c]
