@@ -3,7 +3,8 @@
 Times ``LlamaModel.forward`` for one request's one token on ``--context`` cached tokens, with
 its three parts timed in place (best process-CPU ms of ``--steps``, and the median): the
 embedding row and KV slots before the fused layers, the fused layers' one compiled call
-(engine/decode_step.py), and the final norm and head product after it. Then the layers' 120
+(engine/decode_step.py; with a bf16 head, the head too: its own part then reads 0), and
+the final norm and head product after it. Then the layers' 120
 products alone, in a chain (the fused step's kernel, one token, no attention or norms), and a
 float32 dot product over as many bytes (numpy's sdot, machine_probe's read rate). Prints each
 part's bytes and their floor at ``--bandwidth-gbs`` (docs/history/engine-weight-formats.md,
@@ -89,7 +90,8 @@ def main() -> None:
             parts = {"fused layers": [], "head product": []}
             step = best_median(lambda: net.forward(seq, kv), args.steps)
             fused = min(parts["fused layers"]) * 1e3, float(np.median(parts["fused layers"])) * 1e3
-            head = min(parts["head product"]) * 1e3, float(np.median(parts["head product"])) * 1e3
+            hp = parts["head product"] or [0.0]  # none: a bf16 head runs in the fused call
+            head = min(hp) * 1e3, float(np.median(hp)) * 1e3
             rows = {
                 "step": step,
                 "fused layers": fused,

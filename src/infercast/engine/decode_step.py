@@ -297,7 +297,7 @@ def _step_kernel():
     @compiled(fastmath=True)
     def _step(  # pragma: no cover - compiled
         x, norms, wqkv, wo, wgu, wdown, shape, eps, cos, sin, k_all, v_all, slots, bufs, bar,
-        tid, nth,
+        head, final_norm, logits, tid, nth,
     ):  # fmt: skip
         nq, nkv, hd, f = shape[0], shape[1], shape[2], shape[3]
         h_size = x.shape[0]
@@ -405,6 +405,9 @@ def _step_kernel():
             barrier(bar, target, SPINS_BEFORE_YIELD)
             for i in range(h_size):
                 xp[i] += dn_buf[i, 0]
+        if head is not None:  # the final norm and this thread's share of the head's rows
+            norm(xp, final_norm, eps, hv)
+            product(head, 0, hv, logits, tid, nth)
         if tid == 0:
             x[:] = xp
 
@@ -450,6 +453,8 @@ class FusedDecode:
     """The layer stack of a q4, int8 or bf16 model for batch-1 decode steps (module doc)."""
 
     def __init__(self, cfg, weights, threads: int) -> None:
+        from infercast.engine.qlinear import Bf16Matrix
+
         layers = weights.layers
         self.w = [_stack([getattr(lw, n) for lw in layers]) for n in _MATRICES]
         self.norms = np.stack([np.stack([lw.attn_norm, lw.mlp_norm]) for lw in layers]).astype(
@@ -469,6 +474,10 @@ class FusedDecode:
             np.zeros((rows[3], 1), np.float32),
         )
         self.bar = np.zeros(1, np.int64)
+        # a bf16 head runs in the same compiled call, after the final norm (run(logits=True))
+        head = weights.lm_head
+        self.head = (head.bits[None],) if isinstance(head, Bf16Matrix) else None
+        self.final_norm = np.ascontiguousarray(weights.final_norm, dtype=np.float32)
         self.threads = max(1, threads)
         self._team: _Team | None = None
         self._kv: tuple | None = None
@@ -489,25 +498,35 @@ class FusedDecode:
             return None
         return FusedDecode(cfg, weights, threads)
 
-    def run(self, x: np.ndarray, cos, sin, kv, slots: np.ndarray) -> None:
+    def run(
+        self, x: np.ndarray, cos, sin, kv, slots: np.ndarray, logits: bool = False
+    ) -> np.ndarray | None:
         """Every layer on residual ``x`` [H] (updated in place) for one token whose KV slots
-        (context and its own, last) are ``slots``; writes its K/V into ``kv``."""
+        (context and its own, last) are ``slots``; writes its K/V into ``kv``. With ``logits``
+        and a bf16 head, also the final norm and the head in the same call: returns the logits
+        [V] (else None; the caller runs the head)."""
         if self._kv is None or self._kv[0] is not kv.k_all:  # the store's slots, flat
             n = kv.k_all.shape[1] * kv.k_all.shape[2]
             k_all = kv.k_all.reshape(kv.k_all.shape[0], n, *kv.k_all.shape[3:])
             self._kv = (kv.k_all, k_all, kv.v_all.reshape(k_all.shape))
         k_all, v_all = self._kv[1:]
+        head = final_norm = out = None  # None: the compiled step without the head
+        if logits and self.head is not None:
+            head, final_norm = self.head, self.final_norm
+            out = np.empty((head[0].shape[1], 1), np.float32)
         args = (
             x, self.norms, *self.w, self.shape, self.eps, cos, sin, k_all, v_all,
-            np.ascontiguousarray(slots, dtype=np.int64), self.bufs, self.bar,
+            np.ascontiguousarray(slots, dtype=np.int64), self.bufs, self.bar, head, final_norm,
+            out,
         )  # fmt: skip
         self.bar[0] = 0
         if self.threads == 1:
             _step_kernel()(*args, 0, 1)
-            return
-        if self._team is None:
-            self._team = _Team(self.threads - 1)
-        self._team.run(_step_kernel(), args, self.threads)
+        else:
+            if self._team is None:
+                self._team = _Team(self.threads - 1)
+            self._team.run(_step_kernel(), args, self.threads)
+        return None if out is None else out[:, 0]
 
 
 _MATRICES = ("wqkv", "wo", "w_gate_up", "w_down")

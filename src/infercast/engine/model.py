@@ -159,9 +159,11 @@ class LlamaModel(ForwardPass):
         pos = s.num_cached
         x = np.ascontiguousarray(embed_rows(self.w.embed, np.asarray(s.token_ids))[0])
         slots = kv.slots(s.block_table, 0, pos + 1)
-        self.fused.run(x, self.rope.cos[pos], self.rope.sin[pos], kv, slots)
+        logits = self.fused.run(x, self.rope.cos[pos], self.rope.sin[pos], kv, slots, s.want_logits)
         if not s.want_logits:
             return [None]
+        if logits is not None:  # a bf16 head, run in the fused step's call
+            return [logits]
         # _logits' arithmetic for one row, without its bookkeeping for many requests
         h = rms_norm(x[:, None], self.w.final_norm, self.cfg.rms_norm_eps)
         head = self.w.lm_head
