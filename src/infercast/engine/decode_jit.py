@@ -120,8 +120,11 @@ def f32_bits():
 # (2026-12-05, AMD EPYC Zen 5, load 1.5-2.8; sdot read 43 GB/s): none 35.1-36.7 GB/s, 1 KB
 # ahead 36.3, 2 KB 38.2-38.8, 3 KB 39.2, 4 KB 38.5-40.3, 6 KB 39.0, 8 KB 39.1; into L2 only
 # (locality 2) 37.7-37.8, non-temporal 38.7-40.2 (docs/history/engine-weight-formats.md).
-# 4 KB is about what one stream reads in a DRAM latency (~100 ns at ~40 GB/s).
-PREFETCH_AHEAD_BYTES = 4096
+# Non-temporal (STREAM_LOCALITY), the whole batch-1 step (head in the fused call, context 128,
+# paired A/B in one process, median step time against 4 KB; 03:49 UTC, load 2.5-2.7): 6 KB
+# 0.963, 8 KB 0.962, 10 KB 0.981; 12 KB 1.007, 16 KB 1.017 (03:46, load 3-4). int8's rows (8 KB,
+# I8_AHEAD_BYTES) and q4's groups (Q4_PREFETCH_AHEAD_BYTES) stream best at 8 KB too.
+PREFETCH_AHEAD_BYTES = 8192
 CACHE_LINE_BYTES = 64
 # The integer q4 kernel's prefetch distance (q4_int_kernels: each group's 20 lines, this far on,
 # within the matrix). SmolLM2-135M's chain of 120 q4 layer products, one thread, from DRAM,

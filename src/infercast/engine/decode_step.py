@@ -260,7 +260,7 @@ def _step_kernel():
     def _bf16_product(w, li, v, out, tid, nth):  # pragma: no cover - compiled
         # This thread's share of layer li's bf16 rows (w = (bits,), uint16) times v, in chunks
         # of 64 rows, each weight widened in registers (decode_jit.bf16_matmul's one token),
-        # each row first prefetching the lines 4 KB on (decode_jit.PREFETCH_AHEAD_BYTES),
+        # each row first prefetching the lines 8 KB on (decode_jit.PREFETCH_AHEAD_BYTES),
         # non-temporal (decode_jit.STREAM_LOCALITY: the KV store stays cached), in address
         # order: one row at a time, one stream (2 or 4 rows interleaved ran slower from
         # DRAM), and a loop from 0 (one from the row's address, which LLVM peeled so that the
