@@ -139,7 +139,9 @@ BF16_AHEAD = PREFETCH_AHEAD_BYTES // 2  # in bf16 elements
 # line is read once a step and a step streams ~9x the LLC, so rows kept in the caches only evict
 # what the next step reuses (the KV store). SmolLM2-135M bf16, batch-1 step at context 128, one
 # thread, best of 30, main (locality 3) / this, processes alternated (2026-12-05 03:40 UTC, load
-# 2-2.9): 7.71-8.03 / 7.31-7.38 ms (docs/history/engine-weight-formats.md, `bf16step`).
+# 2-2.9): 7.71-8.03 / 7.31-7.38 ms (docs/history/engine-weight-formats.md, `bf16step`). The int8
+# one-token rows and the q4 groups take it too: their fused layers in a paired A/B, one process,
+# 100 rounds (04:01 UTC, load 2.7-3.1), median step 0.989 (int8) and 0.986 (q4) of locality 3's.
 STREAM_LOCALITY = 0
 BF16_LINE = CACHE_LINE_BYTES // 2
 
@@ -762,7 +764,8 @@ def q4_int_kernels(isa: str) -> tuple:
 
             pf_params = [i8.as_pointer(), i32, i32, i32]
             pf = declare(builder, pf_name, ir.VoidType(), pf_params)
-            pf_args = [ir.Constant(i32, v) for v in (0, 3, 1)]  # read, all cache levels, data
+            # read, non-temporal (STREAM_LOCALITY), data
+            pf_args = [ir.Constant(i32, v) for v in (0, STREAM_LOCALITY, 1)]
             gb = ir.Constant(i64, Q4_INT_GROUP_BYTES)
             size = builder.mul(builder.mul(ng, cgutils.unpack_tuple(builder, qa.shape)[0]), gb)
             with cgutils.for_range(builder, ng) as loop:
@@ -1210,7 +1213,7 @@ def int8_int_kernels(isa: str) -> tuple:
             i8_dot_group=make_dot_rows(I8_GROUP_ROWS, False),
             i8_dot_row=make_dot_rows(1, False),
             i8_dot_row1=dot_row,
-            i8_prefetch=prefetch(),
+            i8_prefetch=prefetch(STREAM_LOCALITY),
         )
     )
 
