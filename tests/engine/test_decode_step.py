@@ -99,20 +99,18 @@ def test_fused_int8_layers_take_the_integer_kernel_where_it_runs():
     assert {w[0].shape[2] for w in net.fused.w} == {64, 160}
 
 
-@pytest.mark.parametrize("fmt", ["q4", "int8", "bf16"])
-def test_fused_step_runs_a_bf16_head_in_its_call(fmt, monkeypatch):
-    """Asked for logits, the fused call runs a bf16 head after the layers (split over its two
-    threads) and returns the per-product path's logits; q4 and int8 heads stay with the caller
-    (None), as does every head when no logits are asked for."""
-    net = _model(fmt, 2)
-    assert (net.fused.head is not None) == (fmt == "bf16")
+@pytest.mark.parametrize("fmt", ["q4", "q4-float", "int8", "bf16"])
+def test_fused_step_runs_the_head_in_its_call(fmt, monkeypatch):
+    """Asked for logits, the fused call runs the head after the layers (its rows split over the
+    call's two threads; q4's in whole 64-row blocks) and returns the per-product path's logits;
+    asked for none, it returns None (the caller's path)."""
+    net = _model(fmt, 2, monkeypatch)
+    assert net.fused.head is not None
     want, kv = _decode(net, False, monkeypatch)
     slots = kv.slots([9, 2, 7, 0, 11, 5], 0, 22)
     x = np.ascontiguousarray(net.w.embed.rows(np.array([33]))[0])
     cos, sin = net.rope.cos[21], net.rope.sin[21]
     got = net.fused.run(x.copy(), cos, sin, kv, slots, True)
-    if fmt == "bf16":
-        assert np.abs(got - want).max() < 1e-4 * np.abs(want).max()
-    else:
-        assert got is None
+    assert got.shape == want.shape
+    assert np.abs(got - want).max() < 1e-4 * np.abs(want).max()
     assert net.fused.run(x.copy(), cos, sin, kv, slots) is None

@@ -12,7 +12,9 @@ threads meet at a counter barrier (atomic add, then spin on an atomic load; ``sc
 after a while, for a loaded machine) after each product and after attention: five barriers a
 layer, one thread start and join a step. The cheap work between products (RMSNorm, the
 residual adds, SiLU, each product's activation sums) is repeated by every thread on its own
-copy, so it needs no barrier; RoPE, the KV write and attention are split by KV head.
+copy, so it needs no barrier; RoPE, the KV write and attention are split by KV head. Asked for
+logits, the call ends with the final norm and each thread's share of the head's rows (q4, int8
+or bf16: no Python between the last layer and the head).
 The arithmetic is the unfused path's
 (:class:`infercast.engine.model.LlamaModel` with the q4 kernel) but for e^x, an inlined
 polynomial (``fexp``, ~1e-6 relative) so that softmax and SiLU vectorize: tested equal.
@@ -449,12 +451,26 @@ def _stack(mats) -> tuple[np.ndarray, ...]:
     return out if kernels().int8i_rows is not None and int8_int_ok(out[0].shape[2]) else out[:2]
 
 
+def _head(m) -> tuple[np.ndarray, ...] | None:
+    """The head's arrays as the step's product takes a layer's (a leading axis of one): bf16 as
+    (bits,), q4 in its kernel's layout, int8 as (q, scale[, row sums]) as :func:`_stack` chooses;
+    None for a float32 head (the caller's product)."""
+    from infercast.engine.qlinear import Bf16Matrix, Int4Matrix, Int8Matrix
+
+    if isinstance(m, Bf16Matrix):
+        return (m.bits[None],)
+    if isinstance(m, Int4Matrix):
+        return None if m.jit_layout is None else tuple(a[None] for a in m.jit_layout)
+    if isinstance(m, Int8Matrix):
+        out = (m.q_np[None], m.s32[None], m.ws[None])
+        return out if kernels().int8i_rows is not None and int8_int_ok(m.shape[1]) else out[:2]
+    return None
+
+
 class FusedDecode:
     """The layer stack of a q4, int8 or bf16 model for batch-1 decode steps (module doc)."""
 
     def __init__(self, cfg, weights, threads: int) -> None:
-        from infercast.engine.qlinear import Bf16Matrix
-
         layers = weights.layers
         self.w = [_stack([getattr(lw, n) for lw in layers]) for n in _MATRICES]
         self.norms = np.stack([np.stack([lw.attn_norm, lw.mlp_norm]) for lw in layers]).astype(
@@ -474,10 +490,10 @@ class FusedDecode:
             np.zeros((rows[3], 1), np.float32),
         )
         self.bar = np.zeros(1, np.int64)
-        # a bf16 head runs in the same compiled call, after the final norm (run(logits=True))
-        head = weights.lm_head
-        self.head = (head.bits[None],) if isinstance(head, Bf16Matrix) else None
+        # the head runs in the same compiled call, after the final norm (run(logits=True))
+        self.head = _head(weights.lm_head)
         self.final_norm = np.ascontiguousarray(weights.final_norm, dtype=np.float32)
+        self.vocab = cfg.vocab_size
         self.threads = max(1, threads)
         self._team: _Team | None = None
         self._kv: tuple | None = None
@@ -503,8 +519,8 @@ class FusedDecode:
     ) -> np.ndarray | None:
         """Every layer on residual ``x`` [H] (updated in place) for one token whose KV slots
         (context and its own, last) are ``slots``; writes its K/V into ``kv``. With ``logits``
-        and a bf16 head, also the final norm and the head in the same call: returns the logits
-        [V] (else None; the caller runs the head)."""
+        and a q4, int8 or bf16 head, also the final norm and the head in the same call: returns
+        the logits [V] (else None; the caller runs the head)."""
         if self._kv is None or self._kv[0] is not kv.k_all:  # the store's slots, flat
             n = kv.k_all.shape[1] * kv.k_all.shape[2]
             k_all = kv.k_all.reshape(kv.k_all.shape[0], n, *kv.k_all.shape[3:])
@@ -513,7 +529,8 @@ class FusedDecode:
         head = final_norm = out = None  # None: the compiled step without the head
         if logits and self.head is not None:
             head, final_norm = self.head, self.final_norm
-            out = np.empty((head[0].shape[1], 1), np.float32)
+            rows = head[0].shape[1] * (Q4_ROWS if head[0].dtype == np.uint8 else 1)
+            out = np.empty((rows, 1), np.float32)  # q4: whole 64-row blocks
         args = (
             x, self.norms, *self.w, self.shape, self.eps, cos, sin, k_all, v_all,
             np.ascontiguousarray(slots, dtype=np.int64), self.bufs, self.bar, head, final_norm,
@@ -526,7 +543,7 @@ class FusedDecode:
             if self._team is None:
                 self._team = _Team(self.threads - 1)
             self._team.run(_step_kernel(), args, self.threads)
-        return None if out is None else out[:, 0]
+        return None if out is None else out[: self.vocab, 0]
 
 
 _MATRICES = ("wqkv", "wo", "w_gate_up", "w_down")

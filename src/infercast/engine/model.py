@@ -162,7 +162,7 @@ class LlamaModel(ForwardPass):
         logits = self.fused.run(x, self.rope.cos[pos], self.rope.sin[pos], kv, slots, s.want_logits)
         if not s.want_logits:
             return [None]
-        if logits is not None:  # a bf16 head, run in the fused step's call
+        if logits is not None:  # the head ran in the fused step's call
             return [logits]
         # _logits' arithmetic for one row, without its bookkeeping for many requests
         h = rms_norm(x[:, None], self.w.final_norm, self.cfg.rms_norm_eps)
