@@ -101,13 +101,14 @@ def step_rows(
 
     jit_max, fused, fp32_max = ql.Q4_JIT_MAX_TOKENS, ds.ENABLED, ql.fp32_jit_max_tokens
     q4_int, int_max, int8_int = dj.Q4_INT, ql.Q4_INT_JIT_MAX_TOKENS, dj.INT8_INT
+    q4_torch = ql.Q4_TORCH
     min_work = th.THREADED_MIN_WORK
     if fmt.endswith("-allthreads"):  # threaded at every size, but the integer q4 kernel
         th.THREADED_MIN_WORK = {k: v if k == "q4i" else 0.0 for k, v in min_work.items()}
     if fmt.endswith("-float"):  # q4 and int8 on the float numba loops (before the integer ones)
         dj.Q4_INT = dj.INT8_INT = False
-    if fmt.endswith("-torch"):  # the q4 products on PyTorch's int4 kernel (the old path)
-        ql.Q4_JIT_MAX_TOKENS = ql.Q4_INT_JIT_MAX_TOKENS = 0
+    if fmt.endswith("-torch"):  # q4 in PyTorch's packing, on its int4 kernel (the old path)
+        ql.Q4_TORCH = True
     if fmt.endswith("-perproduct"):  # q4 batch-1 decode one product at a time (not fused)
         ds.ENABLED = False
     if fmt.endswith("-blas"):  # fp32 products on OpenBLAS at every size (the old path)
@@ -131,6 +132,7 @@ def step_rows(
     finally:
         ql.Q4_JIT_MAX_TOKENS, ds.ENABLED, ql.fp32_jit_max_tokens = jit_max, fused, fp32_max
         dj.Q4_INT, ql.Q4_INT_JIT_MAX_TOKENS, dj.INT8_INT = q4_int, int_max, int8_int
+        ql.Q4_TORCH = q4_torch
         th.THREADED_MIN_WORK = min_work
     for r in out:
         r["asked"] = fmt

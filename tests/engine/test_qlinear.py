@@ -243,7 +243,8 @@ def test_cpu_flags_are_read_from_cpuinfo():
         ("bf16", 3, {"bf16"}),
         ("bf16", 20, {"bf16", "torch"}),  # PyTorch's matmul with native bf16
         ("bf16", KERNEL_MAX_TOKENS + 16, {"widen"}),
-        ("q4", 5, {"q4i", "q4", "torch"}),
+        ("q4", 3, {"q4i", "q4", "torch"}),  # PyTorch's without numba
+        ("q4", 8, {"q4i", "widen", "torch"}),  # widened beyond the float kernel's 4
         ("q4", KERNEL_MAX_TOKENS + 16, {"widen"}),
     ],
 )

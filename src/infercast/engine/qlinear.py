@@ -82,16 +82,24 @@ INT8_INT_JIT_MAX_TOKENS = KERNEL_MAX_TOKENS
 # one thread, numba / torch: 1 token 7.8 / 14.7, 4 10.7 / 16.3, 5 21.8 / 16.7, 8 19.8 / 18.4,
 # 16 57.7 / 21.6, 32 115 / 31.6, 48 175 / 39.4.
 BF16_JIT_MAX_TOKENS_NATIVE = 4
-# q4 products of up to this many tokens run the numba kernel over the stored 4-bit groups
-# (decode_jit.q4_matmul), beyond it PyTorch's int4 kernel: SmolLM2-135M's q4 decode step,
-# ms CPU, one thread, numba / torch: batch 1 15.5 / 28.2, 2 31.1 / 34.5, 4 48.6 / 45.9
-# (benchmarks/engine_vs_llamacpp.py steps --weights q4-torch,q4; docs/cpu-kernels.md).
-Q4_JIT_MAX_TOKENS = 2
+# q4 products of up to this many tokens run the float numba kernel over the stored 4-bit groups
+# (decode_jit.q4_matmul, where the CPU has no integer kernel), beyond it widened tiles of its
+# layout + OpenBLAS (no PyTorch packing is kept where numba runs). SmolLM2-135M's chain of 120
+# products, ms CPU, one thread, Zen 5, 2026-12-05 03:35 UTC, load 1.7-2.5, alternated in one
+# process (benchmarks/q4_products.py --float), float kernel / widen / PyTorch's int4 kernel:
+# 1 token 4.0 / 14.5 / 4.0, 2 12.9 / 26.4 / 4.4, 3 20.3 / 35.5 / 5.3, 4 17.5 / 31.8 / 6.0,
+# 8 34.3 / 32.0 / 11.0, 16 59.0 / 44.6 / 20.7, 48 159 / 91.2 / 56.2. (On the AVX2 Zen 3 the
+# kernel's step against PyTorch's: batch 1 15.5 / 28.2, 2 31.1 / 34.5, 4 48.6 / 45.9 ms.)
+Q4_JIT_MAX_TOKENS = 4
 # The same for the integer q4 kernel (decode_jit.q4_int_kernels, where decode_jit.q4_isa finds
 # one): faster than PyTorch's int4 kernel at every size up to KERNEL_MAX_TOKENS. SmolLM2-135M's
 # chain of 120 products, ms CPU, one thread, Zen 5 (vnni512), 2026-12-04 20:38 UTC, load ~8,
 # alternated in one process, numba / PyTorch: 1 token 2.8 / 5.3, 2 3.8 / 6.3, 4 5.3 / 8.2,
-# 8 8.5 / 13.8, 16 15.4 / 25.0, 32 29.6 / 48.8, 48 42.3 / 74.8 (docs/cpu-kernels.md).
+# 8 8.5 / 13.8, 16 15.4 / 25.0, 32 29.6 / 48.8, 48 42.3 / 74.8 (docs/cpu-kernels.md). It also
+# beats widened tiles + OpenBLAS beyond 48 (numba / PyTorch / widen, 2026-12-05 03:34, load
+# 1.9-2.2, benchmarks/q4_products.py: 49 31.3 / 58.9 / 103, 64 41.2 / 74.0 / 119, 128 86.9 /
+# 147 / 216), but its activations are int8 planes, and KERNEL_MAX_TOKENS is where the cost
+# model's profile splits its two GEMM curves (engine/profile_fit.py): 48 stays, for now.
 Q4_INT_JIT_MAX_TOKENS = 48
 # True: q4 in PyTorch's packing and int4 kernel even where numba runs (the path without numba; a
 # switch for old-vs-new benchmarks, as decode_jit.Q4_INT).
