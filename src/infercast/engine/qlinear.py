@@ -17,8 +17,8 @@ one token, 4.3x at 8, on a CPU without AVX-512 BF16), and q4 products of up to
 :data:`Q4_INT_JIT_MAX_TOKENS` tokens (integer dot products of the stored 4-bit groups and
 int8-quantized activations, 1.6-1.9x PyTorch's int4 kernel at 1-48 tokens on AVX-512) or,
 on a CPU without AVX2, :data:`Q4_JIT_MAX_TOKENS` (a float loop over the same groups);
-PyTorch's kernels remain for when numba is absent. The choices and their measurements:
-docs/cpu-kernels.md.
+PyTorch's kernels remain for when numba is absent (q4 then keeps PyTorch's packing, and only
+then: :class:`Int4Matrix`). The choices and their measurements: docs/cpu-kernels.md.
 
 Up to :data:`KERNEL_MAX_TOKENS` tokens a product reads the compressed weights
 directly (decode: the step is a stream of weight bytes, so fewer bytes is a
@@ -26,7 +26,8 @@ faster step). Beyond it (prefill chunks) the product is compute-bound and
 numpy's float32 GEMM runs 2.2x faster than the int4 kernel at 512 tokens
 (81 vs 37 GFLOP/s, one thread, 3072 x 576), so the matrix is widened a tile of
 rows at a time into a reused float32 buffer and each tile multiplied there
-(:mod:`infercast.engine.widen`). No float32 copy of the model is kept.
+(:mod:`infercast.engine.widen`; q4 from the numba kernels' layout, the weights decode
+multiplies). No float32 copy of the model is kept.
 """
 
 from __future__ import annotations
