@@ -12,6 +12,9 @@ threads, and the widening on one between OpenBLAS products on N (``threads.THREA
 ``widen``). Rounds alternate the paths; prints best process CPU and wall ms of each.
 
     python benchmarks/q4_products.py --tokens 32,48,56,64,96,128 --threads 1,2 --rounds 5
+
+``--widen``: instead, the rate of prefill's q4 widening alone (``widen.q4_layout_blocks``), the
+3072x576 gate/up in tiles of 896 rows (``widen.tile_rows``), one thread, in Gweights/s.
 """
 
 from __future__ import annotations
@@ -32,10 +35,14 @@ def main() -> None:
     ap.add_argument("--threads", default="1,2")
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--float", action="store_true", help="the float kernel (decode_jit.Q4_INT)")
+    ap.add_argument("--widen", action="store_true", help="the q4 widening's rate alone")
     args = ap.parse_args()
     import infercast.engine.decode_jit as dj
 
     dj.Q4_INT = not args.float
+    if args.widen:
+        widen_rate(args.rounds)
+        return
     from threadpoolctl import threadpool_limits
 
     from infercast.engine.decode_jit import Q4_ROWS, kernels
@@ -93,6 +100,36 @@ def main() -> None:
             row = ", ".join(f"{k} {best[k] * 1e3:.1f} / {wall[k] * 1e3:.1f}" for k in paths)
             print(f"{threads} thread(s), {t:4d} tokens, ms CPU / wall: {row}", flush=True)
     print(f"# load {os.getloadavg()[0]:.2f}")
+
+
+def widen_rate(rounds: int, shape: tuple[int, int] = (3072, 576), tile: int = 896) -> None:
+    """Best Gweights/s of widening a q4 matrix in tiles (process CPU time, 10 passes a round)."""
+    from infercast.engine.decode_jit import Q4_ROWS
+    from infercast.engine.qformats import quantize_q4
+    from infercast.engine.qlinear import Int4Matrix
+    from infercast.engine.widen import q4_layout_blocks
+
+    rows = quantize_q4(np.random.default_rng(0).uniform(-0.05, 0.05, shape).astype(np.float32))
+    m = Int4Matrix(rows)
+    blocks = m.jit_layout[0].shape[0]
+    buf = np.empty(shape[1] * tile, np.float32)
+    tiles = [(c0, min(tile // Q4_ROWS, blocks - c0)) for c0 in range(0, blocks, tile // Q4_ROWS)]
+
+    def run():
+        for c0, ct in tiles:
+            out = buf[: shape[1] * ct * Q4_ROWS].reshape(shape[1], -1)  # as Int4Matrix._widen
+            q4_layout_blocks(m.jit_layout, c0, out)
+
+    run()
+    best = np.inf
+    for _ in range(rounds):
+        c0 = time.process_time()
+        for _ in range(10):
+            run()
+        best = min(best, (time.process_time() - c0) / 10)
+    kind = "integer" if len(m.jit_layout) == 1 else "float"
+    print(f"# load {os.getloadavg()[0]:.2f}; {kind} layout, {shape[0]}x{shape[1]}, tiles of {tile}")
+    print(f"{best * 1e3:.3f} ms a matrix, {shape[0] * shape[1] / best / 1e9:.2f} Gweights/s")
 
 
 if __name__ == "__main__":

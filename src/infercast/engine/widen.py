@@ -5,10 +5,11 @@ GEMM is the fastest float32 kernel here, so a compact matrix (bf16, int8, q4) is
 float32 and multiplied there. The matrix is widened :func:`tile_rows` rows at a time into a
 reused buffer, and each tile's GEMM writes its rows of the output, so no float32 copy of a
 whole matrix is written and read back (SmolLM2-135M's gate/up: 7.1 MB). The widening
-kernels are numba loops over the stored bytes (numpy without numba). With more than one
-thread (``threads.product_threads``, path ``widen``) the tiles are split between the threads,
-each widening and multiplying its own on one thread (the BLAS held to one thread meanwhile),
-rather than widening on one thread between GEMMs on all. Measurements:
+kernels are numba loops over the stored bytes (numpy without numba); q4 is widened from the
+numba product kernels' own layout (the file's fp16 scales: the weights decode multiplies).
+With more than one thread (``threads.product_threads``, path ``widen``) the tiles are split
+between the threads, each widening and multiplying its own on one thread (the BLAS held to
+one thread meanwhile), rather than widening on one thread between GEMMs on all. Measurements:
 docs/cpu-kernels.md ("Prefill: widened tiles").
 """
 
@@ -134,8 +135,13 @@ def widen_kernels():
         # [C, G, 5 R] (word k of row j at k R + j: its nibble 2 b is element 4 k + b of the
         # group, nibble 2 b + 1 element 16 + 4 k + b) and h16 uint16 [C, G, 10 R] (the rows'
         # fp16 d at 8 R, m at 9 R); out [K, Ct R]: blocks c0 .. c0 + Ct - 1 transposed,
-        # q d + m. Each word is loaded once per nibble (from L1), shifted by a constant and
-        # masked as uint32: across the R rows it vectorizes (vpsrld, vpandd, vcvtdq2ps, vfmadd).
+        # q d + m. Each word is loaded once per nibble (from L1), shifted and masked as uint32
+        # into a row view of out: across the R rows it vectorizes (vpsrld, vpandd, vcvtdq2ps,
+        # vfmadd; d, m by vcvtph2ps). 3072x576 in tiles of 896 rows, one thread, 2026-12-05
+        # (benchmarks/q4_products.py --widen, load ~3): 10.3 Gweights/s, the float layout's
+        # loop 15.4; Int4Matrix._widen of main (the PyTorch packing's loop) and of this
+        # alternated, load 2.8-2.9: 8.0-8.6 against 9.4-12.5. With out[row, o + j] for the row
+        # view 9.0, both nibbles of a byte a pass (two row views) 9.4, against its 11.7 then.
         rb = h16.shape[2] // 10
         d = np.empty(rb, dtype=np.float32)
         m = np.empty(rb, dtype=np.float32)
