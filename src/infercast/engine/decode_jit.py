@@ -83,6 +83,9 @@ class Kernels:
     int8i_matmul_threads: object = None
     int8i_quantize: object = None
     int8i_rows: object = None
+    # (qv, xq, xd, xs [T, ...], out, c0, c1): blocks c0..c1-1 of the integer q4 kernel for every
+    # token, each block read once (the batched fused step, decode_step.py)
+    q4i_blocks_tokens: object = None
 
     def product(self, fmt: str, threads: int):
         """The int8, bf16, fp32 or q4 product kernel for ``threads`` threads (sets numba's
@@ -502,7 +505,7 @@ def kernels() -> Kernels | None:
     serial = njit(fastmath=True, cache=True)
     threaded = njit(fastmath=True, parallel=True)
     isa = q4_isa()
-    q4i = q4_int_kernels(isa) if isa is not None else (None,) * 4
+    q4i = q4_int_kernels(isa) if isa is not None else (None,) * 5
     int8i = int8_int_kernels(isa) if isa is not None else (None,) * 4
     return Kernels(
         attend,
@@ -516,8 +519,9 @@ def kernels() -> Kernels | None:
         threaded(fp32_matmul),
         threaded(q4_matmul),
         _q4_blocks,
-        *q4i,
+        *q4i[:4],
         *int8i,
+        q4i[4],
     )
 
 
@@ -660,7 +664,7 @@ def q4_isa() -> str | None:
 
 @cache
 def q4_int_kernels(isa: str) -> tuple:
-    """(matmul, matmul_threads, quantize, blocks) of the integer q4 kernel (see
+    """(matmul, matmul_threads, quantize, blocks, blocks_tokens) of the integer q4 kernel (see
     :class:`Kernels`) in variant ``isa`` (:data:`Q4_ISAS`); cached to disk only for this
     CPU's own variant (a forced one, in tests, compiles afresh).
 
@@ -878,6 +882,7 @@ def q4_int_kernels(isa: str) -> tuple:
         njit(fastmath=True, parallel=True)(matmul),
         quantize,
         blocks,
+        blocks_tokens,
     )
 
 

@@ -128,6 +128,8 @@ class LlamaModel(ForwardPass):
         """
         if self._fused_ok(seqs, kv, all_logits):
             return self._fused_decode(seqs[0], kv)
+        if self._fused_many_ok(seqs, kv, all_logits):
+            return self._fused_decode_many(seqs, kv)
         ids = np.concatenate([np.asarray(s.token_ids, dtype=np.int64) for s in seqs])
         positions = np.concatenate(
             [np.arange(s.num_cached, s.num_cached + len(s.token_ids)) for s in seqs]
@@ -153,6 +155,30 @@ class LlamaModel(ForwardPass):
             and not all_logits
             and hasattr(kv, "k_all")
         )
+
+    def _fused_many_ok(self, seqs, kv: PagedKVStore, all_logits: bool) -> bool:
+        import infercast.engine.decode_step as ds
+
+        return (
+            self.fused is not None
+            and ds.ENABLED
+            and 2 <= len(seqs) <= self.fused.max_tokens
+            and all(len(s.token_ids) == 1 for s in seqs)
+            and not all_logits
+            and hasattr(kv, "k_all")
+        )
+
+    def _fused_decode_many(self, seqs, kv: PagedKVStore) -> list[np.ndarray]:
+        """Several requests' one-token decodes through :meth:`FusedDecode.run_many`."""
+        ids = np.array([s.token_ids[0] for s in seqs], dtype=np.int64)
+        pos = np.array([s.num_cached for s in seqs], dtype=np.int64)
+        x = np.ascontiguousarray(embed_rows(self.w.embed, ids), dtype=np.float32)  # [T, H]
+        reads = [kv.slots(s.block_table, 0, s.num_cached + 1) for s in seqs]
+        ptr = np.zeros(len(seqs) + 1, dtype=np.int64)
+        np.cumsum([len(r) for r in reads], out=ptr[1:])
+        slots = np.concatenate(reads).astype(np.int64, copy=False)
+        self.fused.run_many(x, self.rope.cos[pos], self.rope.sin[pos], kv, ptr, slots)
+        return self._logits(x.T, seqs, False)
 
     def _fused_decode(self, s: SeqInput, kv: PagedKVStore) -> list[np.ndarray]:
         """One request's one-token decode through :class:`FusedDecode`."""

@@ -342,9 +342,10 @@ def overhead_point(
     (default cfg's) layers, 64 wide, its matrices in ``weights``.
 
     Its FLOPs and bytes are negligible, so its time is the engine's fixed cost
-    per step and per layer (Python and numpy calls). At batch 1 q4, int8 and bf16 layers run
-    as one compiled call (``engine/decode_step.py``); a step of more tokens runs layer by
-    layer, so ``batch`` 2 (kind ``overhead_multi``) is what every batched step adds
+    per step and per layer (Python and numpy calls). q4, int8 and bf16 layers run a decode step
+    as one compiled call (``engine/decode_step.py``: at batch 1, and for several requests'
+    one token each up to its ``max_tokens``); fp32 layers and steps with a prefill run layer
+    by layer. ``batch`` 2 (kind ``overhead_multi``) is what a batched decode step adds
     (``EfficiencyProfile.multi_token_step_s``).
     """
     from infercast.engine.kv_store import PagedKVStore
