@@ -559,7 +559,7 @@ def _define_many(ns: dict, compiled) -> None:
 
     @compiled(fastmath=True)
     def _attend_t(  # pragma: no cover - compiled
-        li, t, qkv_buf, shape, cos, sin, k_all, v_all, keys, qv, acc, inv_total, sbuf, row
+        li, t, qkv, shape, cos, sin, k_all, v_all, keys, qv, acc, inv_total, sbuf, row
     ):  # fmt: skip
         # Token t's RoPE, K/V write (its own slot: the last of its keys) and attention, every
         # head: the batch-1 step's arithmetic (_step) on column t, into row [Hq hd].
@@ -574,16 +574,16 @@ def _define_many(ns: dict, compiled) -> None:
             kr = k_all[li, wslot, h]
             vr = v_all[li, wslot, h]
             for e in range(half):
-                a = qkv_buf[k_off + h * hd + e, t]
-                b = qkv_buf[k_off + h * hd + half + e, t]
+                a = qkv[t, k_off + h * hd + e]
+                b = qkv[t, k_off + h * hd + half + e]
                 kr[e] = a * cos[t, e] - b * sin[t, e]
                 kr[half + e] = b * cos[t, e] + a * sin[t, e]
             for e in range(hd):
-                vr[e] = qkv_buf[v_off + h * hd + e, t]
+                vr[e] = qkv[t, v_off + h * hd + e]
             for qi in range(h * g, h * g + g):
                 for e in range(half):
-                    a = qkv_buf[qi * hd + e, t]
-                    b = qkv_buf[qi * hd + half + e, t]
+                    a = qkv[t, qi * hd + e]
+                    b = qkv[t, qi * hd + half + e]
                     qv[qi, e] = (a * cos[t, e] - b * sin[t, e]) * scale
                     qv[qi, half + e] = (b * cos[t, e] + a * sin[t, e]) * scale
                 for e in range(hd):
@@ -634,7 +634,9 @@ def _define_many(ns: dict, compiled) -> None:
         # x [T, H]: the tokens' residuals (shared; token t's rows are thread t mod nth's)
         nq, hd, f = shape[0], shape[2], shape[3]
         m_tok, h_size = x.shape
-        qkv_buf, o_buf, gu_buf, dn_buf = bufs  # [rows, T] each, shared
+        # the products' outputs, token-major [T, rows] (each written through its transpose, as
+        # the kernels' [rows, T]): a token's row is contiguous for RoPE, SiLU and the residual
+        qkv_buf, o_buf, gu_buf, dn_buf = bufs
         hv = np.empty(h_size, dtype=np.float32)
         arow = np.empty(nq * hd, dtype=np.float32)
         act = np.empty(f, dtype=np.float32)
@@ -652,7 +654,7 @@ def _define_many(ns: dict, compiled) -> None:
                 prep_t(wqkv, hv, t, ab)
             target += nth
             barrier(bar, target, SPINS_BEFORE_YIELD)
-            product_t(wqkv, li, ab, qkv_buf, tid, nth)
+            product_t(wqkv, li, ab, qkv_buf.T, tid, nth)
             target += nth
             barrier(bar, target, SPINS_BEFORE_YIELD)
             for t in range(tid, m_tok, nth):
@@ -664,34 +666,34 @@ def _define_many(ns: dict, compiled) -> None:
                 prep_t(wo, arow, t, ab)
             target += nth
             barrier(bar, target, SPINS_BEFORE_YIELD)
-            product_t(wo, li, ab, o_buf, tid, nth)
+            product_t(wo, li, ab, o_buf.T, tid, nth)
             target += nth
             barrier(bar, target, SPINS_BEFORE_YIELD)
             for t in range(tid, m_tok, nth):
                 xt = x[t]
                 for i in range(h_size):
-                    xt[i] += o_buf[i, t]
+                    xt[i] += o_buf[t, i]
                 norm(xt, norms[li, 1], eps, hv)
                 prep_t(wgu, hv, t, ab)
             target += nth
             barrier(bar, target, SPINS_BEFORE_YIELD)
-            product_t(wgu, li, ab, gu_buf, tid, nth)
+            product_t(wgu, li, ab, gu_buf.T, tid, nth)
             target += nth
             barrier(bar, target, SPINS_BEFORE_YIELD)
             for t in range(tid, m_tok, nth):
                 for i in range(f):  # SwiGLU (Shazeer 2020): silu(gate) * up
-                    gt = gu_buf[i, t]
-                    act[i] = gt / (np.float32(1.0) + fexp(-gt)) * gu_buf[f + i, t]
+                    gt = gu_buf[t, i]
+                    act[i] = gt / (np.float32(1.0) + fexp(-gt)) * gu_buf[t, f + i]
                 prep_t(wdown, act, t, ab)
             target += nth
             barrier(bar, target, SPINS_BEFORE_YIELD)
-            product_t(wdown, li, ab, dn_buf, tid, nth)
+            product_t(wdown, li, ab, dn_buf.T, tid, nth)
             target += nth
             barrier(bar, target, SPINS_BEFORE_YIELD)
             for t in range(tid, m_tok, nth):
                 xt = x[t]
                 for i in range(h_size):
-                    xt[i] += dn_buf[i, t]
+                    xt[i] += dn_buf[t, i]
 
     _MANY["step_many"] = ns["step_many"]
 
@@ -813,7 +815,7 @@ class FusedDecode:
         if t not in self._many_bufs:
             km = self._k_max
             self._many_bufs[t] = (
-                tuple(np.zeros((r, t), np.float32) for r in self.rows),
+                tuple(np.zeros((t, r), np.float32) for r in self.rows),
                 (
                     np.zeros((t, km), np.float32),  # float activations (int8, bf16 loops)
                     np.zeros((t, 2 * km), np.int8),  # the integer q4 kernel's two planes
