@@ -141,3 +141,33 @@ def test_batched_fused_step_takes_at_most_max_tokens(monkeypatch):
     kv = PagedKVStore(net.cfg, 3, 4)
     out = net.forward([SeqInput([i + 1], 0, [i]) for i in range(3)], kv)
     assert len(out) == 3
+
+
+def test_decode_attention_writes_each_tokens_rotated_k_and_its_v():
+    """decode_step.decode_attention (what the probe times) writes every layer's K/V of each
+    token at its own slot: K rotated at its position (rotate-half RoPE), V as given."""
+    from infercast.engine.config import named_config
+    from infercast.engine.decode_step import decode_attention
+    from infercast.engine.rope import RotaryTable
+
+    cfg = named_config("tiny")
+    kv = PagedKVStore(cfg, 4, 4)
+    rng = np.random.default_rng(3)
+    pos = np.array([5, 0])
+    reads = [kv.slots([0, 1], 0, 6), kv.slots([2], 0, 1)]
+    ptr = np.array([0, 6, 7])
+    slots = np.concatenate(reads).astype(np.int64)
+    nq, nkv, d = cfg.num_heads, cfg.num_kv_heads, cfg.head_dim
+    qkv = rng.standard_normal((2, (nq + 2 * nkv) * d), dtype=np.float32)
+    rope = RotaryTable(cfg, 8)
+    cos, sin = np.ascontiguousarray(rope.cos[pos]), np.ascontiguousarray(rope.sin[pos])
+    decode_attention(cfg, kv, qkv, cos, sin, ptr, slots)
+    flat_k = kv.k_all.reshape(cfg.num_layers, -1, nkv, d)
+    flat_v = kv.v_all.reshape(flat_k.shape)
+    for t, own in enumerate((slots[5], slots[6])):
+        k = qkv[t, nq * d : (nq + nkv) * d].reshape(nkv, d)
+        a, b = k[:, : d // 2], k[:, d // 2 :]
+        want = np.concatenate([a * cos[t] - b * sin[t], b * cos[t] + a * sin[t]], axis=1)
+        for li in (0, cfg.num_layers - 1):
+            np.testing.assert_allclose(flat_k[li, own], want, rtol=1e-5, atol=1e-6)
+            assert np.array_equal(flat_v[li, own], qkv[t, (nq + nkv) * d :].reshape(nkv, d))

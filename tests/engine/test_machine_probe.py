@@ -375,6 +375,31 @@ def test_multi_token_overhead_point_runs_a_batched_decode_step(weights, monkeypa
         assert not calls and len(fused) == steps
 
 
+def test_decode_attention_points_time_the_fused_steps_attention_for_compact_layers(monkeypatch):
+    """Decode attention points of q4 layers time the fused step's attention (which those steps
+    run), prefill ones model.attend; fp32 layers time model.attend throughout; bf16 beyond the
+    batched step's tokens (4 where PyTorch's native bf16 matmul takes over) model.attend."""
+    pytest.importorskip("numba", reason="the fused step needs numba")
+    import infercast.engine.decode_step as ds
+    import infercast.engine.qlinear as ql
+    from infercast.engine import rate_probe
+    from infercast.engine.config import named_config
+    from infercast.engine.predict import step_model
+
+    cfg = named_config("tiny")
+    sm = step_model(cfg, _hardware())
+    fused, real = [], ds.decode_attention
+    monkeypatch.setattr(ds, "decode_attention", lambda *a: fused.append(len(a[2])) or real(*a))
+    kw = dict(runs=1, batches=(1, 8), prefills=(16,), evict_bytes=1024)
+    assert len(rate_probe.attention_points(cfg, sm, weights="q4", **kw)) == 3
+    assert fused and set(fused) == {1, 8}
+    fused.clear()
+    rate_probe.attention_points(cfg, sm, weights="fp32", **kw)
+    assert not fused
+    monkeypatch.setattr(ql, "bf16_jit_max_tokens", lambda: 4)
+    assert rate_probe._fused_attention("bf16", 4) and not rate_probe._fused_attention("bf16", 8)
+
+
 def test_widening_is_the_compact_products_time_less_the_float32_products(monkeypatch):
     from infercast.engine import rate_probe
     from infercast.engine.config import named_config

@@ -695,7 +695,48 @@ def _define_many(ns: dict, compiled) -> None:
                 for i in range(h_size):
                     xt[i] += dn_buf[t, i]
 
+    @compiled(fastmath=True)
+    def _attention_many(  # pragma: no cover - compiled
+        layers, qkv, shape, cos, sin, k_all, v_all, ptr, slots
+    ):  # fmt: skip
+        # The batched step's attention work alone, one thread: every layer's RoPE, K/V write
+        # and attention of each token (what ``infercast machine`` times for decode)
+        nq, hd = shape[0], shape[2]
+        m_tok = qkv.shape[0]
+        qv = np.empty((nq, hd), dtype=np.float32)
+        acc = np.empty((nq, hd), dtype=np.float32)
+        inv_total = np.empty(nq, dtype=np.float32)
+        row = np.empty(nq * hd, dtype=np.float32)
+        n_max = 1
+        for t in range(m_tok):
+            n_max = max(n_max, ptr[t + 1] - ptr[t])
+        sbuf = np.empty(nq * n_max, dtype=np.float32)
+        for li in range(layers):
+            for t in range(m_tok):
+                keys = slots[ptr[t] : ptr[t + 1]]
+                attend_t(li, t, qkv, shape, cos, sin, k_all, v_all, keys, qv, acc, inv_total,
+                         sbuf, row)  # fmt: skip
+
     _MANY["step_many"] = ns["step_many"]
+    _MANY["attention_many"] = ns["attention_many"]
+
+
+def decode_attention(
+    cfg, kv, qkv: np.ndarray, cos, sin, ptr: np.ndarray, slots: np.ndarray
+) -> None:
+    """Every layer's attention of a fused decode step (batch 1 or :meth:`FusedDecode.run_many`)
+    on one thread: T tokens' RoPE, K/V write and attention, from their QKV rows ``qkv``
+    [T, (Hq + 2 Hkv) d], angles ``cos``, ``sin`` [T, d/2] and KV slots ``slots[ptr[t]:ptr[t +
+    1]]`` (their own last). What ``infercast machine`` times for a decode step of compact layers
+    (``rate_probe.attention_points``); needs numba."""
+    _many_kernel()
+    shape = np.array(
+        [cfg.num_heads, cfg.num_kv_heads, cfg.head_dim, cfg.intermediate_size], np.int64
+    )
+    n = kv.k_all.shape[1] * kv.k_all.shape[2]
+    k_all = kv.k_all.reshape(kv.k_all.shape[0], n, *kv.k_all.shape[3:])
+    v_all = kv.v_all.reshape(k_all.shape)
+    _MANY["attention_many"](kv.k_all.shape[0], qkv, shape, cos, sin, k_all, v_all, ptr, slots)
 
 
 def _stacked(arrays: list[np.ndarray]) -> np.ndarray:
