@@ -67,6 +67,17 @@ def rms_norm(x: np.ndarray, gain: np.ndarray, eps: float) -> np.ndarray:
     return out
 
 
+def decode_slots(kv: PagedKVStore, block_table: Sequence[int], n: int) -> np.ndarray:
+    """The KV slots a one-token decode at position n - 1 reads: positions 0 .. n - 2 in address
+    order, then its own. A decode query sees every cached key, so their order is free; in
+    address order the hardware prefetchers stream them, where the KV manager hands a prompt's
+    blocks out highest first (``sched/kv_cache.py``), which left each 12 KB block a stream of
+    its own: SmolLM2-135M q4 at context 128 on one Zen 5 core, batch 8 10.9 -> 9.1 ms."""
+    slots = kv.slots(block_table, 0, n)
+    slots[:-1].sort()
+    return slots
+
+
 def silu_mul(gate: np.ndarray, up: np.ndarray) -> np.ndarray:
     """SwiGLU's silu(gate) * up, computed in place on gate."""
     sig = np.negative(gate)
@@ -173,7 +184,7 @@ class LlamaModel(ForwardPass):
         ids = np.array([s.token_ids[0] for s in seqs], dtype=np.int64)
         pos = np.array([s.num_cached for s in seqs], dtype=np.int64)
         x = np.ascontiguousarray(embed_rows(self.w.embed, ids), dtype=np.float32)  # [T, H]
-        reads = [kv.slots(s.block_table, 0, s.num_cached + 1) for s in seqs]
+        reads = [decode_slots(kv, s.block_table, s.num_cached + 1) for s in seqs]
         ptr = np.zeros(len(seqs) + 1, dtype=np.int64)
         np.cumsum([len(r) for r in reads], out=ptr[1:])
         slots = np.concatenate(reads).astype(np.int64, copy=False)
@@ -184,7 +195,7 @@ class LlamaModel(ForwardPass):
         """One request's one-token decode through :class:`FusedDecode`."""
         pos = s.num_cached
         x = np.ascontiguousarray(embed_rows(self.w.embed, np.asarray(s.token_ids))[0])
-        slots = kv.slots(s.block_table, 0, pos + 1)
+        slots = decode_slots(kv, s.block_table, pos + 1)
         self.fused.run(x, self.rope.cos[pos], self.rope.sin[pos], kv, slots)
         if not s.want_logits:
             return [None]
@@ -301,7 +312,7 @@ class StepPlan:
                 prefill.append(PrefillSpan.build(slice(col, col + n), s.num_cached, read, group))
             col += n
         if jit and dec_cols and kernels() is not None:
-            reads = [kv.slots(t, 0, c) for t, c in zip(dec_tables, dec_ctx, strict=True)]
+            reads = [decode_slots(kv, t, c) for t, c in zip(dec_tables, dec_ctx, strict=True)]
             slots = DecodeSlots.build(dec_cols, reads)
             return StepPlan(np.concatenate(write), [], prefill, slots)
         decode = decode_groups(dec_cols, dec_tables, dec_ctx, kv.block_size)
