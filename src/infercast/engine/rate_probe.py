@@ -347,13 +347,14 @@ def _fused_attention(weights: str, batch: int) -> bool:
 
 def _fused_decode_attention(cfg: EngineModelConfig, seqs, kv, rng):
     """A call of the fused step's attention for these one-token requests (random QKV rows,
-    each at its own position's angles)."""
+    each at its own position's angles; their slots as the engine orders them)."""
     from infercast.engine.decode_step import decode_attention
+    from infercast.engine.model import decode_slots
     from infercast.engine.rope import RotaryTable
 
     pos = np.array([s.num_cached for s in seqs])
     rope = RotaryTable(cfg, int(pos.max()) + 1)
-    reads = [kv.slots(s.block_table, 0, s.num_cached + 1) for s in seqs]
+    reads = [decode_slots(kv, s.block_table, s.num_cached + 1) for s in seqs]
     ptr = np.zeros(len(seqs) + 1, dtype=np.int64)
     np.cumsum([len(r) for r in reads], out=ptr[1:])
     slots = np.concatenate(reads).astype(np.int64)
