@@ -90,7 +90,7 @@ def step_rows(
     numba kernel), one ending in ``-perproduct`` runs decode one product at a time (before
     engine/decode_step.py: at batch 1, and since batchfuse above), one ending in ``-blas`` runs
     fp32 products of 2-8 tokens on OpenBLAS (before the numba loop), one ending in ``-float``
-    runs q4 products of 1-2 tokens on the float numba kernel and 3-48 on PyTorch's, and int8
+    runs q4 products of 1-4 tokens on the float numba kernel and more widened, and int8
     products on the float numba loop (before the integer ones), one ending in ``-allthreads``
     runs every product but the integer q4 kernel's on all the threads (before
     engine/threads.py), to alternate old and new in one run."""
@@ -101,13 +101,14 @@ def step_rows(
 
     jit_max, fused, fp32_max = ql.Q4_JIT_MAX_TOKENS, ds.ENABLED, ql.fp32_jit_max_tokens
     q4_int, int_max, int8_int = dj.Q4_INT, ql.Q4_INT_JIT_MAX_TOKENS, dj.INT8_INT
+    q4_torch = ql.Q4_TORCH
     min_work = th.THREADED_MIN_WORK
     if fmt.endswith("-allthreads"):  # threaded at every size, but the integer q4 kernel
         th.THREADED_MIN_WORK = {k: v if k == "q4i" else 0.0 for k, v in min_work.items()}
     if fmt.endswith("-float"):  # q4 and int8 on the float numba loops (before the integer ones)
         dj.Q4_INT = dj.INT8_INT = False
-    if fmt.endswith("-torch"):  # the q4 products on PyTorch's int4 kernel (the old path)
-        ql.Q4_JIT_MAX_TOKENS = ql.Q4_INT_JIT_MAX_TOKENS = 0
+    if fmt.endswith("-torch"):  # q4 in PyTorch's packing, on its int4 kernel (the old path)
+        ql.Q4_TORCH = True
     if fmt.endswith("-perproduct"):  # decode one product at a time (not fused)
         ds.ENABLED = False
     if fmt.endswith("-blas"):  # fp32 products on OpenBLAS at every size (the old path)
@@ -131,6 +132,7 @@ def step_rows(
     finally:
         ql.Q4_JIT_MAX_TOKENS, ds.ENABLED, ql.fp32_jit_max_tokens = jit_max, fused, fp32_max
         dj.Q4_INT, ql.Q4_INT_JIT_MAX_TOKENS, dj.INT8_INT = q4_int, int_max, int8_int
+        ql.Q4_TORCH = q4_torch
         th.THREADED_MIN_WORK = min_work
     for r in out:
         r["asked"] = fmt
@@ -446,8 +448,8 @@ def main() -> None:
         help="formats to run (auto: the file's own, q4+int8 for SmolLM2's Q4_1; q4-torch, "
         "auto-torch: q4 products on PyTorch's int4 kernel; q4-perproduct, auto-perproduct: "
         "decode without the fused steps; fp32-blas: fp32 products on OpenBLAS; q4-float, "
-        "auto-float, int8-float: q4 products on the float numba kernel (1-2 tokens) and PyTorch's "
-        "(3-48), int8 products on the float numba loop)",
+        "auto-float, int8-float: q4 products on the float numba kernel (1-4 tokens) and widened "
+        "tiles beyond, int8 products on the float numba loop)",
     )
     ap.add_argument("--threads", default="1", help="comma-separated thread counts")
     ap.add_argument("--batches", default="1,8,32")

@@ -28,10 +28,16 @@ LAYERS = 30
 def _whole_product(m, x, scratch) -> np.ndarray:
     """The whole matrix widened into one float32 buffer, then one GEMM (the path before
     engine/widen.py's tiles, with its kernels)."""
+    from infercast.engine.decode_jit import Q4_ROWS
     from infercast.engine.qlinear import Int4Matrix, widen_int4
+    from infercast.engine.widen import q4_layout_blocks
 
     n, k = m.shape
-    if isinstance(m, Int4Matrix):
+    if isinstance(m, Int4Matrix) and m.jit_layout is not None:  # the numba kernels' layout
+        wt = scratch.get((k, m.jit_layout[0].shape[0] * Q4_ROWS))
+        q4_layout_blocks(m.jit_layout, 0, wt)
+        return np.ascontiguousarray((wt.T @ x)[:n])
+    if isinstance(m, Int4Matrix):  # PyTorch's packing (without numba)
         wt = scratch.get((k, m.packed.shape[0]))
         widen_int4(m.packed.numpy(), m.scale_t, m.zero_t, wt)
         return np.ascontiguousarray((wt.T @ x)[:n])

@@ -5,7 +5,7 @@ For each of 8 fixed prompts, 24 greedy tokens: (a) free-running, the tokens that
 fp32's at the same position; (b) teacher-forced on fp32's tokens, every decode step's
 largest logit difference relative to fp32's largest logit, and the steps whose argmax
 equals fp32's. Formats: ``auto`` (Q4_1 layers, int8 head), ``q4`` (head requantized
-to 4 bits) and ``int8`` (every matrix requantized to int8 rows); ``-float`` runs their 1-2
+to 4 bits) and ``int8`` (every matrix requantized to int8 rows); ``-float`` runs their 1-4
 token q4 products on the float kernel and their int8 products on the float loop
 (``decode_jit.Q4_INT`` and ``INT8_INT`` off: float32 activations), the rest on the integer
 kernels (activations quantized to int8 groups of 32 for q4, to two 8-bit planes a token

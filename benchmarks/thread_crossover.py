@@ -21,8 +21,9 @@ Paths: ``int8``, ``int8i``, ``bf16``, ``fp32``, ``q4i`` (the engine's numba loop
 ``_weight_int8pack_mm``, bf16 matmul, ``_weight_int4pack_mm_for_cpu``, intra-op threads
 1 or N), ``blas`` (``engine/linear.py``'s OpenBLAS products, its pool at 1 or N),
 ``widen-bf16``, ``widen-q4`` (prefill's widening of a whole matrix into float32, PyTorch's
-copy or the numba q4 kernel, on 1 or N threads, each followed by the 128-token OpenBLAS
-product it feeds, on N: the two pools meet there; work is the matrix's weights).
+copy on 1 or N threads, or q4's numba kernels' layout widened on one, each followed by the
+128-token OpenBLAS product it feeds, on N: the two pools meet there; work is the matrix's
+weights).
 
 Wall time is what threads save; on a shared machine a second thread may find no free
 core, so run it quiet, and read the load it prints.
@@ -66,7 +67,8 @@ def make_path(path: str, torch, threads: int):
     from infercast.engine.decode_jit import Q4_ROWS, kernels
     from infercast.engine.linear import linear_fm
     from infercast.engine.qformats import GROUP, quantize_int8_rows, quantize_q4
-    from infercast.engine.qlinear import Int4Matrix, widen_int4
+    from infercast.engine.qlinear import torch_int4_packing
+    from infercast.engine.widen import q4_layout_blocks
 
     jit = kernels()
 
@@ -130,8 +132,8 @@ def make_path(path: str, torch, threads: int):
         return (lambda w: torch.from_numpy(w).to(torch.bfloat16)), torch_run(lambda a, xt: xt @ a.T)
     if path == "torch-int4":
         op = torch.ops.aten._weight_int4pack_mm_for_cpu
-        return (lambda w: Int4Matrix(quantize_q4(w))), torch_run(
-            lambda m, xt: op(xt, m.packed, GROUP, m.sz)
+        return (lambda w: torch_int4_packing(quantize_q4(w))), torch_run(
+            lambda a, xt: op(xt, a[0], GROUP, a[1])
         )
     if path == "blas":
         blas = ThreadpoolController().select(internal_api="openblas").lib_controllers
@@ -166,14 +168,16 @@ def make_path(path: str, torch, threads: int):
             lambda w: (torch.from_numpy(w).to(torch.bfloat16), np.empty(w.shape, np.float32))
         ), run
     if path == "widen-q4":
+        from infercast.engine.decode_jit import q4_layout
 
-        def build(w):
-            m = Int4Matrix(quantize_q4(w))
-            return m, np.empty((w.shape[1], m.packed.shape[0]), np.float32)
+        def build(w):  # the numba kernels' layout, widened on one thread (engine/widen.py)
+            r = quantize_q4(w)
+            layout = q4_layout(r.q, r.scale, r.zero - 8.0 * r.scale)
+            return layout, np.empty((w.shape[1], layout[0].shape[0] * Q4_ROWS), np.float32)
 
         def run(a, x, n):
-            m, buf = a
-            widen_int4(m.packed.numpy(), m.scale_t, m.zero_t, buf, n)
+            layout, buf = a
+            q4_layout_blocks(layout, 0, buf)
             return then_gemm(buf, x.shape[1])
 
         return build, run

@@ -16,7 +16,6 @@ from infercast.engine.qlinear import (  # noqa: E402
     Int4Matrix,
     Int8Matrix,
     Scratch,
-    _widen_int4_numpy,
     matmul_fm,
     to_format,
     widen_int4,
@@ -42,49 +41,89 @@ def _check(m, ref_w: np.ndarray, t: int) -> None:
     assert np.abs(got - ref).max() <= 2e-2 * np.abs(ref).max()
 
 
+@pytest.fixture(params=["integer", "float", "torch"])
+def q4_path(request, monkeypatch):
+    """Where q4 lives: the integer or the float numba kernel's layout (each where this CPU and
+    numba allow it), or PyTorch's packing (the path without numba, ``Q4_TORCH``)."""
+    import infercast.engine.decode_jit as dj
+    import infercast.engine.qlinear as ql
+
+    if request.param == "torch":
+        monkeypatch.setattr(ql, "Q4_TORCH", True)
+    elif dj.kernels() is None:
+        pytest.skip("numba is not installed")
+    elif request.param == "float":
+        monkeypatch.setattr(dj, "Q4_INT", False)
+    elif dj.q4_isa() is None:
+        pytest.skip("this CPU has no integer q4 kernel")
+    return request.param
+
+
+def _fp16_rows(n: int, k: int, seed: int = 0):
+    """Q4 rows whose d and m are fp16 values, as a GGUF Q4_1 file stores them."""
+    from infercast.engine.qformats import Q4Rows
+
+    rng = np.random.default_rng(seed)
+    q = rng.integers(0, 16, (n, k), dtype=np.uint8)
+    d = (rng.uniform(1e-3, 2e-2, (n, k // 32))).astype(np.float16).astype(np.float32)
+    m = (rng.uniform(-0.2, 0.1, (n, k // 32))).astype(np.float16).astype(np.float32)
+    return Q4Rows(q, d, m + 8.0 * d)
+
+
 @pytest.mark.parametrize("t", TOKENS)
 @pytest.mark.parametrize("n", [96, 260])  # neither a multiple of the 64-row packing
-def test_int4_matches_its_dequantized_matrix(t, n):
+def test_int4_matches_its_dequantized_matrix(t, n, q4_path):
     rows = quantize_q4(_w(n, 128))
     m = Int4Matrix(rows)
+    assert (m.packed is None) == (q4_path != "torch")
     deq = m.dequantize()
-    # Only the bf16 rounding of scale and zero separates the packed matrix from the rows.
+    # Only the rounding of scale and zero (fp16 in the integer layout, bf16 in PyTorch's
+    # packing) separates the kept matrix from the rows.
     assert np.abs(deq - rows.dequantize()).max() <= 1e-2 * np.abs(rows.dequantize()).max()
     _check(m, deq, t)
 
 
-def test_int4_bytes_are_half_a_byte_a_weight_plus_group_scales(monkeypatch):
-    """nbytes is what a decode step reads: the numba layout where it runs (fp16 scale and
-    offset per group for the integer kernel, float32 for the float one), PyTorch's packing
-    (bf16 scale and zero) where it does not."""
+@pytest.mark.parametrize("n", [64, 200])
+def test_q4_widened_tiles_and_rows_are_the_files_dequantized_rows_exactly(n, q4_path):
+    """Where numba runs, prefill's widened tiles, the embedding rows and ``dequantize`` are
+    the file's own weights (fp16 d and m, ``q d + m``) to the bit: the weights decode's
+    kernels multiply. PyTorch's packing rounds d and m to bf16."""
+    rows = _fp16_rows(n, 96, seed=n)
+    m = Int4Matrix(rows)
+    want = rows.dequantize()
+    buf = np.empty(96 * 256, dtype=np.float32)
+    tile = m._widen(64, n, buf) if n > 64 else m._widen(0, n, buf)
+    r0 = 64 if n > 64 else 0
+    ids = np.array([0, 31, 32, 63, n - 1, 5])
+    if q4_path == "torch":
+        assert np.abs(m.dequantize() - want).max() > 1e-4 * np.abs(want).max()
+        np.testing.assert_allclose(tile, m.dequantize()[r0:n], rtol=1e-6, atol=1e-7)
+        np.testing.assert_allclose(m.rows(ids), m.dequantize()[ids], rtol=1e-6, atol=1e-7)
+        return
+    assert tile.shape == (n - r0, 96)
+    np.testing.assert_array_equal(tile, want[r0:n])
+    np.testing.assert_array_equal(m.dequantize(), want)
+    np.testing.assert_array_equal(m.rows(ids), want[ids])
+
+
+def test_int4_bytes_are_what_it_keeps(monkeypatch):
+    """nbytes is what a q4 matrix holds and a decode step reads: the numba layout where numba
+    runs (fp16 scale and offset per group for the integer kernel, float32 for the float one),
+    PyTorch's packing (bf16 scale and zero) where it does not; never both."""
     import infercast.engine.decode_jit as dj
     import infercast.engine.qlinear as ql
 
     m = Int4Matrix(quantize_q4(_w(64, 128)))
     if m.jit_layout is not None:
+        assert m.packed is None
         per_scale = 2 if len(m.jit_layout) == 1 else 4
         assert m.nbytes == 64 * 128 // 2 + (128 // 32) * 64 * 2 * per_scale
         monkeypatch.setattr(dj, "Q4_INT", False)
         assert Int4Matrix(quantize_q4(_w(64, 128))).nbytes == 64 * 128 // 2 + 4 * 64 * 2 * 4
-    monkeypatch.setattr(ql, "Q4_JIT_MAX_TOKENS", 0)
-    monkeypatch.setattr(ql, "Q4_INT_JIT_MAX_TOKENS", 0)
+    monkeypatch.setattr(ql, "Q4_TORCH", True)
+    m = Int4Matrix(quantize_q4(_w(64, 128)))
+    assert m.jit_layout is None
     assert m.nbytes == 64 * 128 // 2 + (128 // 32) * 64 * 2 * 2
-
-
-def test_int4_rows_are_the_dequantized_rows():
-    m = Int4Matrix(quantize_q4(_w(260, 64)))
-    ids = np.array([0, 15, 16, 31, 32, 259, 17])
-    np.testing.assert_allclose(m.rows(ids), m.dequantize()[ids], rtol=1e-6, atol=1e-7)
-
-
-def test_int4_rows_compiled_equal_numpy_rows_to_the_bit(monkeypatch):
-    import infercast.engine.qlinear as ql
-
-    m = Int4Matrix(quantize_q4(_w(200, 96, seed=3)))
-    ids = np.array([0, 31, 32, 63, 64, 199, 5])
-    compiled = m.rows(ids)
-    monkeypatch.setattr(ql, "_rows_kernel", lambda: None)
-    np.testing.assert_array_equal(compiled.view(np.uint32), m.rows(ids).view(np.uint32))
 
 
 @pytest.mark.parametrize("cls", [Int8Matrix, Bf16Matrix])
@@ -115,14 +154,14 @@ def test_packing_block_is_what_torch_packs_on_this_cpu():
     assert packed[0, 0] == 3 | (5 << 4)
 
 
-def test_widening_kernel_agrees_with_numpy_and_the_packing_layout():
+def test_widening_of_the_packing_reads_its_layout(monkeypatch):
+    import infercast.engine.qlinear as ql
+
+    monkeypatch.setattr(ql, "Q4_TORCH", True)
     rows = quantize_q4(_w(64, 96, seed=5))
     m = Int4Matrix(rows)
     a = np.empty((96, 64), dtype=np.float32)
-    b = np.empty_like(a)
     widen_int4(m.packed.numpy(), m.scale_t, m.zero_t, a)
-    _widen_int4_numpy(m.packed.numpy(), m.scale_t, m.zero_t, b)
-    np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-7)
     # The layout assumed: per block of B rows (32 or 64 by CPU), column-major bytes, low
     # nibble = the block's first B/2 rows.
     expect = (rows.q.astype(np.float32) - 8) * m.scale_t.T.repeat(32, axis=1) + m.zero_t.T.repeat(
@@ -204,7 +243,8 @@ def test_cpu_flags_are_read_from_cpuinfo():
         ("bf16", 3, {"bf16"}),
         ("bf16", 20, {"bf16", "torch"}),  # PyTorch's matmul with native bf16
         ("bf16", KERNEL_MAX_TOKENS + 16, {"widen"}),
-        ("q4", 5, {"q4i", "q4", "torch"}),
+        ("q4", 3, {"q4i", "q4", "torch"}),  # PyTorch's without numba
+        ("q4", 8, {"q4i", "widen", "torch"}),  # widened beyond the float kernel's 4
         ("q4", KERNEL_MAX_TOKENS + 16, {"widen"}),
     ],
 )

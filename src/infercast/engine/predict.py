@@ -71,9 +71,10 @@ def precision(weights: str = "fp32", backend: str = "numpy"):
 # (``Bf16Matrix.matmul_fm`` too: ``copy_`` into the buffer, then ``w @ x``), and the numba
 # loops of up to 48 tokens (bf16, int8; q4 up to ``Q4_JIT_MAX_TOKENS``) widen each weight
 # in registers and multiply float32 activations (engine/decode_jit.py). Only PyTorch's
-# kernels (q4 products of 3-48 tokens; int8 of 9-48 on AVX-512 CPUs; bf16 of 5-48 on
-# AVX-512 BF16 ones; every compact product without numba) take bf16 activations: small-M
-# products whose rate the fitted profile absorbs. The torch backend is bf16.
+# kernels (int8 of 9-48 on AVX-512 CPUs; bf16 of 5-48 on AVX-512 BF16 ones; every compact
+# product without numba: q4 keeps no PyTorch packing where numba runs) take bf16
+# activations: small-M products whose rate the fitted profile absorbs. The torch backend is
+# bf16.
 ENGINE_COMPUTE = {"fp32": "fp32", "bf16": "fp32", "int8": "fp32", "q4": "fp32"}
 
 

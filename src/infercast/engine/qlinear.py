@@ -17,8 +17,8 @@ one token, 4.3x at 8, on a CPU without AVX-512 BF16), and q4 products of up to
 :data:`Q4_INT_JIT_MAX_TOKENS` tokens (integer dot products of the stored 4-bit groups and
 int8-quantized activations, 1.6-1.9x PyTorch's int4 kernel at 1-48 tokens on AVX-512) or,
 on a CPU without AVX2, :data:`Q4_JIT_MAX_TOKENS` (a float loop over the same groups);
-PyTorch's kernels remain for when numba is absent. The choices and their measurements:
-docs/cpu-kernels.md.
+PyTorch's kernels remain for when numba is absent (q4 then keeps PyTorch's packing, and only
+then: :class:`Int4Matrix`). The choices and their measurements: docs/cpu-kernels.md.
 
 Up to :data:`KERNEL_MAX_TOKENS` tokens a product reads the compressed weights
 directly (decode: the step is a stream of weight bytes, so fewer bytes is a
@@ -26,7 +26,8 @@ faster step). Beyond it (prefill chunks) the product is compute-bound and
 numpy's float32 GEMM runs 2.2x faster than the int4 kernel at 512 tokens
 (81 vs 37 GFLOP/s, one thread, 3072 x 576), so the matrix is widened a tile of
 rows at a time into a reused float32 buffer and each tile multiplied there
-(:mod:`infercast.engine.widen`). No float32 copy of the model is kept.
+(:mod:`infercast.engine.widen`; q4 from the numba kernels' layout, the weights decode
+multiplies). No float32 copy of the model is kept.
 """
 
 from __future__ import annotations
@@ -40,7 +41,14 @@ from infercast.engine.decode_jit import Q4_ROWS, int8_int_ok, kernels, q4_layout
 from infercast.engine.linear import linear_fm
 from infercast.engine.qformats import GROUP, Q4Rows, Q8Rows, Rows, dense, quantize_int8_rows
 from infercast.engine.threads import product_threads, set_torch_threads
-from infercast.engine.widen import bf16_rows, int8_rows, q4_blocks, tiled_product
+from infercast.engine.widen import (
+    bf16_rows,
+    int8_rows,
+    q4_blocks,
+    q4_layout_blocks,
+    q4_layout_rows,
+    tiled_product,
+)
 from infercast.errors import ConfigError
 
 WEIGHT_FORMATS = ("fp32", "bf16", "int8", "q4")
@@ -75,17 +83,28 @@ INT8_INT_JIT_MAX_TOKENS = KERNEL_MAX_TOKENS
 # one thread, numba / torch: 1 token 7.8 / 14.7, 4 10.7 / 16.3, 5 21.8 / 16.7, 8 19.8 / 18.4,
 # 16 57.7 / 21.6, 32 115 / 31.6, 48 175 / 39.4.
 BF16_JIT_MAX_TOKENS_NATIVE = 4
-# q4 products of up to this many tokens run the numba kernel over the stored 4-bit groups
-# (decode_jit.q4_matmul), beyond it PyTorch's int4 kernel: SmolLM2-135M's q4 decode step,
-# ms CPU, one thread, numba / torch: batch 1 15.5 / 28.2, 2 31.1 / 34.5, 4 48.6 / 45.9
-# (benchmarks/engine_vs_llamacpp.py steps --weights q4-torch,q4; docs/cpu-kernels.md).
-Q4_JIT_MAX_TOKENS = 2
+# q4 products of up to this many tokens run the float numba kernel over the stored 4-bit groups
+# (decode_jit.q4_matmul, where the CPU has no integer kernel), beyond it widened tiles of its
+# layout + OpenBLAS (no PyTorch packing is kept where numba runs). SmolLM2-135M's chain of 120
+# products, ms CPU, one thread, Zen 5, 2026-12-05 03:35 UTC, load 1.7-2.5, alternated in one
+# process (benchmarks/q4_products.py --float), float kernel / widen / PyTorch's int4 kernel:
+# 1 token 4.0 / 14.5 / 4.0, 2 12.9 / 26.4 / 4.4, 3 20.3 / 35.5 / 5.3, 4 17.5 / 31.8 / 6.0,
+# 8 34.3 / 32.0 / 11.0, 16 59.0 / 44.6 / 20.7, 48 159 / 91.2 / 56.2. (On the AVX2 Zen 3 the
+# kernel's step against PyTorch's: batch 1 15.5 / 28.2, 2 31.1 / 34.5, 4 48.6 / 45.9 ms.)
+Q4_JIT_MAX_TOKENS = 4
 # The same for the integer q4 kernel (decode_jit.q4_int_kernels, where decode_jit.q4_isa finds
 # one): faster than PyTorch's int4 kernel at every size up to KERNEL_MAX_TOKENS. SmolLM2-135M's
 # chain of 120 products, ms CPU, one thread, Zen 5 (vnni512), 2026-12-04 20:38 UTC, load ~8,
 # alternated in one process, numba / PyTorch: 1 token 2.8 / 5.3, 2 3.8 / 6.3, 4 5.3 / 8.2,
-# 8 8.5 / 13.8, 16 15.4 / 25.0, 32 29.6 / 48.8, 48 42.3 / 74.8 (docs/cpu-kernels.md).
+# 8 8.5 / 13.8, 16 15.4 / 25.0, 32 29.6 / 48.8, 48 42.3 / 74.8 (docs/cpu-kernels.md). It also
+# beats widened tiles + OpenBLAS beyond 48 (numba / PyTorch / widen, 2026-12-05 03:34, load
+# 1.9-2.2, benchmarks/q4_products.py: 49 31.3 / 58.9 / 103, 64 41.2 / 74.0 / 119, 128 86.9 /
+# 147 / 216), but its activations are int8 planes, and KERNEL_MAX_TOKENS is where the cost
+# model's profile splits its two GEMM curves (engine/profile_fit.py): 48 stays, for now.
 Q4_INT_JIT_MAX_TOKENS = 48
+# True: q4 in PyTorch's packing and int4 kernel even where numba runs (the path without numba; a
+# switch for old-vs-new benchmarks, as decode_jit.Q4_INT).
+Q4_TORCH = False
 # fp32 products of 2 to this many tokens run the numba loop (decode_jit.fp32_matmul) on a CPU
 # with AVX-512 (``avx512f``), OpenBLAS's row-blocked products elsewhere (engine/linear.py,
 # tuned on the AVX2 Zen 3: there 2-4 tokens cost about one token's time). On the Zen 5,
@@ -244,49 +263,66 @@ def _from_torch_fm(y, n: int) -> np.ndarray:
     return np.ascontiguousarray(out.T)
 
 
+def torch_int4_packing(rows: Q4Rows):
+    """PyTorch's CPU int4 packing of ``rows`` (``_convert_weight_to_int4pack_for_cpu``; rows
+    padded to :data:`PACK_PAD`) and its [G, N', 2] scales and zeros rounded to bf16, the
+    operands of ``_weight_int4pack_mm_for_cpu``."""
+    torch = import_torch()
+    pad = -rows.shape[0] % PACK_PAD  # the packing works in blocks of 32 or 64 rows: zero rows
+    q = np.pad(rows.q, ((0, pad), (0, 0))).astype(np.int32)
+    sz = np.stack(
+        [np.pad(rows.scale, ((0, pad), (0, 0))).T, np.pad(rows.zero, ((0, pad), (0, 0))).T],
+        axis=-1,
+    )  # [G, N', 2]
+    packed = torch.ops.aten._convert_weight_to_int4pack_for_cpu(torch.from_numpy(q), 1)
+    return packed, torch.from_numpy(np.ascontiguousarray(sz, dtype=np.float32)).to(torch.bfloat16)
+
+
 class Int4Matrix:
-    """``q4``: PyTorch's CPU int4 packing, groups of 32, bf16 scale and zero per group."""
+    """``q4``: 4-bit groups of 32 with a scale and an offset per group (``w = q d + m``).
+
+    Where numba runs, only the numba kernels' layout is kept (``jit_layout``,
+    ``decode_jit.q4_layout``: the integer kernel's fp16 d and m, the float one's float32, the
+    file's exact values either way for Q4_0/Q4_1): its kernel runs products of up to
+    :data:`Q4_INT_JIT_MAX_TOKENS` (integer) or :data:`Q4_JIT_MAX_TOKENS` (float) tokens, and
+    larger ones widen tiles of it to float32 for OpenBLAS (``widen.q4_layout_blocks``), so
+    prefill and decode multiply the same weights, and embedding rows come from it too.
+    Without numba (or with :data:`Q4_TORCH`), PyTorch's CPU int4 packing with its scales and
+    zeros rounded to bf16 (~1e-2 relative) and ``_weight_int4pack_mm_for_cpu`` up to
+    :data:`KERNEL_MAX_TOKENS`, widened tiles of that packing beyond.
+    """
 
     fmt = "q4"
 
     def __init__(self, rows: Q4Rows) -> None:
-        torch = self._torch = import_torch()
+        self._torch = import_torch()
         n, k = rows.shape
         if k % GROUP:
             raise ConfigError(f"q4 needs columns in groups of {GROUP}; a {n}x{k} matrix has not")
-        pad = -n % PACK_PAD  # the packing works in blocks of 32 or 64 rows: pad with zero rows
-        q = np.pad(rows.q, ((0, pad), (0, 0))).astype(np.int32)
-        sz = np.stack(
-            [np.pad(rows.scale, ((0, pad), (0, 0))).T, np.pad(rows.zero, ((0, pad), (0, 0))).T],
-            axis=-1,
-        )  # [G, N', 2]
-        self.packed = torch.ops.aten._convert_weight_to_int4pack_for_cpu(torch.from_numpy(q), 1)
-        self.packed_np = self.packed.numpy()  # the same bytes (torch's .numpy(): ~2-60 us a call)
-        self.sz = torch.from_numpy(np.ascontiguousarray(sz, dtype=np.float32)).to(torch.bfloat16)
+        self.shape = (n, k)
+        self.jit_layout = None
+        self.packed = None
+        if kernels() is not None and not Q4_TORCH:
+            self.jit_layout = q4_layout(rows.q, rows.scale, rows.zero - 8.0 * rows.scale)
+            return
+        torch = self._torch
+        self.packed, self.sz = torch_int4_packing(rows)
         sz32 = self.sz.float().numpy()  # the rounded values the kernel uses
         self.scale_t, self.zero_t = (
             np.ascontiguousarray(sz32[..., 0]),
             np.ascontiguousarray(sz32[..., 1]),
         )
-        self.shape = (n, k)
         half = packing_block() // 2  # the packing by block, as the widening reads it
         self._blocks = self.packed.numpy().reshape(-1, k, half)
         self._scale_b, self._zero_b = (
             a.reshape(k // GROUP, -1, 2, half) for a in (self.scale_t, self.zero_t)
         )
         self._kernel = torch.ops.aten._weight_int4pack_mm_for_cpu  # looked up once, not per call
-        # The numba kernel's own layout (w = q d + m; the integer kernel's d, m in fp16, the
-        # float one's in float32: the file's exact values either way for Q4_0/Q4_1), for
-        # products of up to Q4_JIT_MAX_TOKENS tokens. A decode step reads it, not the
-        # PyTorch packing: nbytes counts what the step reads.
-        self.jit_layout = None
-        if kernels() is not None:
-            self.jit_layout = q4_layout(rows.q, rows.scale, rows.zero - 8.0 * rows.scale)
 
     @property
     def nbytes(self) -> int:
-        """Bytes a decode step reads: the numba layout's when it runs, else PyTorch's packing."""
-        if self.jit_layout is not None and max(Q4_JIT_MAX_TOKENS, Q4_INT_JIT_MAX_TOKENS) > 0:
+        """Bytes held, and read by a decode step: the numba layout, or PyTorch's packing."""
+        if self.jit_layout is not None:
             return int(sum(a.nbytes for a in self.jit_layout))
         return int(self.packed.nbytes + self.sz.nbytes)
 
@@ -294,29 +330,42 @@ class Int4Matrix:
         """w @ x for feature-major x [K, T] -> [N, T] float32."""
         n, k = self.shape
         t = x.shape[1]
+        if self.jit_layout is None:
+            return self._torch_product(x, scratch)
+        # (qv,): the integer kernel (decode_jit.q4_isa); (qt, d, m): the float one
+        integer = len(self.jit_layout) == 1
+        if t > (Q4_INT_JIT_MAX_TOKENS if integer else Q4_JIT_MAX_TOKENS):
+            threads = product_threads("widen", n, k, t, scratch.threads)
+            return tiled_product(self._widen, self.shape, Q4_ROWS, x, scratch, threads)
+        out = np.empty((self.jit_layout[0].shape[0] * Q4_ROWS, t), dtype=np.float32)
+        fmt = "q4i" if integer else "q4"
+        threads = product_threads(fmt, n, k, t, scratch.threads)
+        kernel = kernels().product(fmt, threads)
+        x_rows = x.reshape(1, -1) if t == 1 else x.T.copy()
+        kernel(*self.jit_layout, x_rows, out, threads)
+        return out[:n] if out.shape[0] != n else out
+
+    def _torch_product(self, x: np.ndarray, scratch: Scratch) -> np.ndarray:
+        n, k = self.shape
+        t = x.shape[1]
         if t > KERNEL_MAX_TOKENS:
             threads = product_threads("widen", n, k, t, scratch.threads)
             return tiled_product(self._widen, self.shape, packing_block(), x, scratch, threads)
-        # (qv,): the integer kernel (decode_jit.q4_isa); (qt, d, m): the float one
-        integer = self.jit_layout is not None and len(self.jit_layout) == 1
-        if self.jit_layout is not None and t <= (
-            Q4_INT_JIT_MAX_TOKENS if integer else Q4_JIT_MAX_TOKENS
-        ):
-            out = np.empty((self.jit_layout[0].shape[0] * Q4_ROWS, t), dtype=np.float32)
-            fmt = "q4i" if integer else "q4"
-            threads = product_threads(fmt, n, k, t, scratch.threads)
-            kernel = kernels().product(fmt, threads)
-            x_rows = x.reshape(1, -1) if t == 1 else x.T.copy()
-            kernel(*self.jit_layout, x_rows, out, threads)
-            return out[: self.shape[0]] if out.shape[0] != self.shape[0] else out
         torch = self._torch
         set_torch_threads(torch, product_threads("torch", n, k, t, scratch.threads))
         y = self._kernel(_to_torch_rows(x, torch, torch.bfloat16), self.packed, GROUP, self.sz)
         return _from_torch_fm(y, n)
 
     def _widen(self, r0: int, r1: int, buf: np.ndarray) -> np.ndarray:
-        """Rows r0 .. r1 - 1 (r0 on a packing block) widened in ``buf``: a [r1 - r0, K] view."""
-        k, blk = self.shape[1], 2 * self._blocks.shape[2]
+        """Rows r0 .. r1 - 1 (r0 on a block of the layout) widened in ``buf``: a [r1 - r0, K]
+        view (of w transposed)."""
+        k = self.shape[1]
+        if self.jit_layout is not None:
+            c0, c1 = r0 // Q4_ROWS, -(-r1 // Q4_ROWS)
+            wt = buf[: k * (c1 - c0) * Q4_ROWS].reshape(k, (c1 - c0) * Q4_ROWS)
+            q4_layout_blocks(self.jit_layout, c0, wt)
+            return wt[:, : r1 - r0].T
+        blk = 2 * self._blocks.shape[2]
         c0, c1 = r0 // blk, -(-r1 // blk)
         wt = buf[: k * (c1 - c0) * blk].reshape(k, c1 - c0, 2, blk // 2)
         q4_blocks(self._blocks, self._scale_b, self._zero_b, c0, wt)
@@ -325,12 +374,11 @@ class Int4Matrix:
     def rows(self, ids: np.ndarray) -> np.ndarray:
         """Dequantized rows ``ids`` [T] -> [T, K] float32 (an embedding lookup)."""
         k = self.shape[1]
-        blk = packing_block()
-        kernel = _rows_kernel()
-        if kernel is not None:  # the same arithmetic, one compiled call (~39 -> ~3 us a token)
+        if self.jit_layout is not None:  # one compiled call (~3 us a token)
             out = np.empty((len(ids), k), dtype=np.float32)
-            kernel(self.packed_np, self.scale_t, self.zero_t, np.asarray(ids), blk, out)
+            q4_layout_rows(self.jit_layout, np.asarray(ids, dtype=np.int64), out)
             return out
+        blk = packing_block()
         blocks = self.packed.numpy().reshape(-1, k, blk // 2)  # [N'/blk, K, blk/2]
         within = ids % blk
         byte = blocks[ids // blk, :, within % (blk // 2)]  # [T, K]
@@ -342,8 +390,12 @@ class Int4Matrix:
 
     def dequantize(self) -> np.ndarray:
         n, k = self.shape
-        wt = np.empty((k, self.packed.shape[0]), dtype=np.float32)
-        widen_int4(self.packed.numpy(), self.scale_t, self.zero_t, wt)
+        if self.jit_layout is not None:
+            wt = np.empty((k, self.jit_layout[0].shape[0] * Q4_ROWS), dtype=np.float32)
+            q4_layout_blocks(self.jit_layout, 0, wt)
+        else:
+            wt = np.empty((k, self.packed.shape[0]), dtype=np.float32)
+            widen_int4(self.packed.numpy(), self.scale_t, self.zero_t, wt)
         return np.ascontiguousarray(wt.T[:n])
 
 
@@ -492,49 +544,6 @@ def embed_rows(w: np.ndarray | QuantMatrix, ids: np.ndarray) -> np.ndarray:
 
 def matrix_nbytes(w: np.ndarray | QuantMatrix) -> int:
     return int(w.nbytes)
-
-
-def _widen_int4_numpy(
-    packed: np.ndarray, scale_t: np.ndarray, zero_t: np.ndarray, out_t: np.ndarray
-) -> None:
-    k, n = out_t.shape
-    blk = packing_block()
-    b = packed.reshape(n // blk, k, blk // 2)
-    o = out_t.reshape(k, n // blk, 2, blk // 2)
-    o[:, :, 0, :] = (b & 15).transpose(1, 0, 2)
-    o[:, :, 1, :] = (b >> 4).transpose(1, 0, 2)
-    g = out_t.reshape(k // GROUP, GROUP, n)
-    g -= 8.0
-    g *= scale_t[:, None, :]
-    g += zero_t[:, None, :]
-
-
-@cache
-def _rows_kernel():
-    """numba's loop for :meth:`Int4Matrix.rows` (None without numba): the numpy path's
-    float32 operations, ``(q - 8) * scale + zero`` rounded after each, without fastmath (no
-    fused multiply-add), so the rows are equal to its bit."""
-    try:
-        from numba import njit
-    except ImportError:
-        return None
-
-    @njit(cache=True, nogil=True)
-    def rows(packed, scale_t, zero_t, ids, blk, out):  # pragma: no cover - compiled
-        k = out.shape[1]
-        half = blk // 2
-        b = packed.reshape(-1, k, half)
-        for t in range(ids.shape[0]):
-            r = ids[t]
-            within = r % blk
-            shift = 0 if within < half else 4
-            blocks = b[r // blk]
-            for kk in range(k):
-                q = np.float32((blocks[kk, within % half] >> shift) & 15) - np.float32(8.0)
-                g = kk // 32
-                out[t, kk] = q * scale_t[g, r] + zero_t[g, r]
-
-    return rows
 
 
 def widen_int4(
