@@ -20,7 +20,9 @@ polynomial (``fexp``, ~1e-6 relative) so that softmax and SiLU vectorize: tested
 Runs when numba is present, every layer matrix is ``q4`` in the kernel's layout (or every
 one ``int8`` or every one ``bf16``: rows in chunks of 64 instead of blocks; a bf16 step
 also sheds the per-layer numpy work of the per-product path), and the step is one request
-decoding one token (``serve``'s batch-1 decode); other steps take the per-product path.
+decoding one token (``serve``'s batch-1 decode). A step of several requests decoding one token
+each runs :meth:`FusedDecode.run_many` the same way (:func:`_define_many`); other steps
+(prefill, a prefill beside decodes) take the per-product path.
 """
 
 # ruff: noqa: F821 - the compiled functions name each other as globals of _step_kernel's `ns`
@@ -804,7 +806,7 @@ class FusedDecode:
         # the widest activation a product takes (H, Hq d or F): the batched step's buffers
         self._k_max = max(cfg.hidden_size, cfg.num_heads * cfg.head_dim, cfg.intermediate_size)
         self.max_tokens = _many_max_tokens(self.w)
-        self._many_bufs: dict[int, tuple] = {}
+        self._many_bufs: tuple | None = None  # the batched step's buffers, max_tokens rows
 
     @staticmethod
     def build(cfg, weights, threads: int) -> FusedDecode | None:
@@ -852,21 +854,21 @@ class FusedDecode:
             k_all = kv.k_all.reshape(kv.k_all.shape[0], n, *kv.k_all.shape[3:])
             self._kv = (kv.k_all, k_all, kv.v_all.reshape(k_all.shape))
         k_all, v_all = self._kv[1:]
-        t = x.shape[0]
-        if t not in self._many_bufs:
-            km = self._k_max
-            self._many_bufs[t] = (
-                tuple(np.zeros((t, r), np.float32) for r in self.rows),
+        if self._many_bufs is None:  # one set for every batch size: their first T rows
+            km, n = self._k_max, self.max_tokens
+            self._many_bufs = (
+                tuple(np.zeros((n, r), np.float32) for r in self.rows),
                 (
-                    np.zeros((t, km), np.float32),  # float activations (int8, bf16 loops)
-                    np.zeros((t, 2 * km), np.int8),  # the integer q4 kernel's two planes
-                    np.zeros((t, 2 * km), np.uint8),  # the integer int8 kernel's
-                    np.zeros((t, km // 32 + 1), np.float32),  # q4: each group's scale
-                    np.zeros((t, km // 32 + 1), np.float32),  # q4: each group's sum
-                    np.zeros(t, np.float32),  # int8: each token's scale
+                    np.zeros((n, km), np.float32),  # float activations (int8, bf16 loops)
+                    np.zeros((n, 2 * km), np.int8),  # the integer q4 kernel's two planes
+                    np.zeros((n, 2 * km), np.uint8),  # the integer int8 kernel's
+                    np.zeros((n, km // 32 + 1), np.float32),  # q4: each group's scale
+                    np.zeros((n, km // 32 + 1), np.float32),  # q4: each group's sum
+                    np.zeros(n, np.float32),  # int8: each token's scale
                 ),
             )
-        bufs, ab = self._many_bufs[t]
+        t = x.shape[0]
+        bufs, ab = (tuple(a[:t] for a in group) for group in self._many_bufs)
         args = (
             x, self.norms, *self.w, self.shape, self.eps, cos, sin, k_all, v_all,
             ptr, slots, bufs, ab, self.bar,
