@@ -87,13 +87,13 @@ def step_rows(
 ) -> list[dict]:
     """Decode and prefill step times of one weight format (see the module doc); a format
     ending in ``-torch`` runs q4 products on PyTorch's int4 kernel (the path before the
-    numba kernel), one ending in ``-perproduct`` runs batch-1 q4 decode one product at a
-    time (before engine/decode_step.py), one ending in ``-blas`` runs fp32 products of 2-8
-    tokens on OpenBLAS (before the numba loop), one ending in ``-float`` runs q4 products of
-    1-4 tokens on the float numba kernel and more widened, and int8 products on the
-    float numba loop (before the integer ones), one
-    ending in ``-allthreads`` runs every product but the integer q4 kernel's on all the
-    threads (before engine/threads.py), to alternate old and new in one run."""
+    numba kernel), one ending in ``-perproduct`` runs decode one product at a time (before
+    engine/decode_step.py: at batch 1, and since batchfuse above), one ending in ``-blas`` runs
+    fp32 products of 2-8 tokens on OpenBLAS (before the numba loop), one ending in ``-float``
+    runs q4 products of 1-4 tokens on the float numba kernel and more widened, and int8
+    products on the float numba loop (before the integer ones), one ending in ``-allthreads``
+    runs every product but the integer q4 kernel's on all the threads (before
+    engine/threads.py), to alternate old and new in one run."""
     import infercast.engine.decode_jit as dj
     import infercast.engine.decode_step as ds
     import infercast.engine.qlinear as ql
@@ -109,7 +109,7 @@ def step_rows(
         dj.Q4_INT = dj.INT8_INT = False
     if fmt.endswith("-torch"):  # q4 in PyTorch's packing, on its int4 kernel (the old path)
         ql.Q4_TORCH = True
-    if fmt.endswith("-perproduct"):  # q4 batch-1 decode one product at a time (not fused)
+    if fmt.endswith("-perproduct"):  # decode one product at a time (not fused)
         ds.ENABLED = False
     if fmt.endswith("-blas"):  # fp32 products on OpenBLAS at every size (the old path)
         ql.fp32_jit_max_tokens = lambda: 1
@@ -447,7 +447,7 @@ def main() -> None:
         default="fp32,bf16,int8,auto",
         help="formats to run (auto: the file's own, q4+int8 for SmolLM2's Q4_1; q4-torch, "
         "auto-torch: q4 products on PyTorch's int4 kernel; q4-perproduct, auto-perproduct: "
-        "batch-1 decode without the fused step; fp32-blas: fp32 products on OpenBLAS; q4-float, "
+        "decode without the fused steps; fp32-blas: fp32 products on OpenBLAS; q4-float, "
         "auto-float, int8-float: q4 products on the float numba kernel (1-4 tokens) and widened "
         "tiles beyond, int8 products on the float numba loop)",
     )

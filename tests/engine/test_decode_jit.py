@@ -229,13 +229,14 @@ def _host_has(isa: str) -> bool:
 def test_each_integer_q4_variant_computes_the_same_products(isa):
     """The VNNI, AVX-512BW and AVX2 variants of the integer q4 kernel (each run where this
     CPU has its instructions) equal the reference arithmetic to float32 rounding, for 1
-    and 3 tokens, on 1 and 2 threads (blocks split across numba's threads)."""
+    and 3 tokens, on 1 and 2 threads (blocks split across numba's threads); several tokens'
+    products equal each one's alone."""
     from infercast.engine.decode_jit import Q4_ROWS, q4_int_kernels, q4_int_layout
     from infercast.engine.qformats import quantize_q4
 
     if not _host_has(isa):
         pytest.skip(f"this CPU has no {isa} instructions")
-    serial, threaded, _, _ = q4_int_kernels(isa)
+    serial, threaded = q4_int_kernels(isa)[:2]
     rng = np.random.default_rng(11)
     rows = quantize_q4(rng.standard_normal((130, 96), dtype=np.float32))
     qv = q4_int_layout(rows.q, rows.scale, rows.zero - 8.0 * rows.scale)
@@ -246,6 +247,15 @@ def test_each_integer_q4_variant_computes_the_same_products(isa):
         want = _q4_int_reference(rows, x)
         assert np.abs(out[:130] - want).max() < 1e-5 * np.abs(want).max()
         assert not out[130:].any()  # padding rows: zero weights, zero scales
+    # tokens in pairs (one block load for both) and an odd last one: each token's products
+    # are its one-token ones to the bit (exact integer sums, the same float steps)
+    x = rng.standard_normal((5, 96), dtype=np.float32)
+    out = np.empty((qv.shape[0] * Q4_ROWS, 5), dtype=np.float32)
+    serial(qv, x, out, 1)
+    for t in range(5):
+        one = np.empty((qv.shape[0] * Q4_ROWS, 1), dtype=np.float32)
+        serial(qv, x[t : t + 1], one, 1)
+        assert np.array_equal(out[:, t], one[:, 0])
 
 
 def _int8_int_reference(q: np.ndarray, scale: np.ndarray, x: np.ndarray) -> np.ndarray:

@@ -60,16 +60,87 @@ def test_fused_decode_step_equals_the_per_product_path(fmt, threads, monkeypatch
         assert np.abs(b).max() > 0  # the decode's own K/V were written
 
 
-def test_fused_step_runs_only_for_compact_layers_and_one_decoding_request(monkeypatch):
-    """fp32 layers have no fused step; a step of two requests or a prefill runs the
-    per-product path (the fused one is never called)."""
+def test_fused_step_runs_only_for_compact_layers_and_decoding_requests(monkeypatch):
+    """fp32 layers have no fused step; a prefill, or a step that mixes one with a decode, runs
+    the per-product path; a step of two decoding requests the batched fused one."""
     assert _model("fp32", 1).fused is None
     net = _model("q4", 2)
     monkeypatch.setattr(net.fused, "run", lambda *a: pytest.fail("fused step ran"))
+    many = net.fused.run_many
+    calls = []
+    monkeypatch.setattr(net.fused, "run_many", lambda *a: calls.append(1) or many(*a))
     kv = PagedKVStore(net.cfg, 12, 4)
     net.forward([SeqInput([1, 2, 3], 0, [0]), SeqInput([4, 5], 0, [1])], kv)
-    out = net.forward([SeqInput([6], 3, [0]), SeqInput([7], 2, [1])], kv)
+    net.forward([SeqInput([6], 3, [0]), SeqInput([7, 8], 2, [1])], kv)
+    assert not calls
+    out = net.forward([SeqInput([9], 4, [0, 2]), SeqInput([10], 4, [1, 3])], kv)
+    assert calls == [1]
     assert len(out) == 2 and all(o.shape == (net.cfg.vocab_size,) for o in out)
+
+
+def _decode_many(net: LlamaModel, fused: bool, monkeypatch, n: int) -> tuple[list, PagedKVStore]:
+    """Prompts of 21, 3, 0, 9, 1, ... tokens on scattered block tables, then one step of n
+    requests decoding one token each (the third its first token: no context); their logits."""
+    import infercast.engine.decode_step as ds
+
+    kv = PagedKVStore(net.cfg, 48, 4)
+    tables = [[9, 2, 7, 0, 11, 5], [1, 3], [20, 21], [30, 31, 32], [40], [44, 45], [47], [46]]
+    cached = [21, 3, 0, 9, 1, 5, 2, 3]
+    monkeypatch.setattr(ds, "ENABLED", False)
+    for i, (table, c) in enumerate(zip(tables[:n], cached[:n], strict=True)):
+        if c:
+            net.forward([SeqInput([(7 * j + i) % 250 for j in range(c)], 0, table)], kv)
+    monkeypatch.setattr(ds, "ENABLED", fused)
+    seqs = [SeqInput([33 + i], cached[i], tables[i]) for i in range(n)]
+    return net.forward(seqs, kv), kv
+
+
+@pytest.mark.parametrize("fmt", ["q4", "int8", "bf16"])
+@pytest.mark.parametrize(("threads", "n"), [(1, 4), (2, 4), (3, 2), (2, 8)])
+def test_batched_fused_decode_step_equals_the_per_product_path(fmt, threads, n, monkeypatch):
+    """A step of n requests decoding one token each at different positions (one its first
+    token) through the batched fused step: every request's logits and the K/V agree to float32
+    rounding with the per-product path's (the same product kernels for n tokens: the integer
+    q4 blocks, the integer int8 rows and the float int8 loop of tiny's 160-column down product,
+    the bf16 loop); 1-3 threads, one with no token of its own (3 threads, 2 requests)."""
+    import infercast.engine.qlinear as ql
+
+    if fmt == "q4":
+        from infercast.engine.decode_jit import q4_isa
+
+        if q4_isa() is None:
+            pytest.skip("no integer q4 kernel on this CPU: no batched step for q4")
+    # the per-product path's bf16 products of n tokens on the same float loop
+    monkeypatch.setattr(ql, "bf16_jit_max_tokens", lambda: 8)
+    net = _model(fmt, threads, monkeypatch)
+    assert net.fused.max_tokens >= n
+    calls = []
+    many = net.fused.run_many
+    monkeypatch.setattr(net.fused, "run_many", lambda *a: calls.append(1) or many(*a))
+    want, kv_want = _decode_many(net, False, monkeypatch, n)
+    assert not calls
+    got, kv_got = _decode_many(net, True, monkeypatch, n)
+    assert calls == [1]
+    for g, w in zip(got, want, strict=True):
+        assert np.abs(g - w).max() < 1e-4 * np.abs(w).max()
+        assert np.abs(w).max() > 0.1
+    for a, b in zip(kv_got.k + kv_got.v, kv_want.k + kv_want.v, strict=True):
+        assert np.abs(a - b).max() < 1e-5 * max(1.0, np.abs(b).max())
+        assert np.abs(b).max() > 0
+
+
+def test_batched_fused_step_takes_at_most_max_tokens(monkeypatch):
+    """More decoding requests than the batched step's limit (bf16: where the per-product path
+    leaves its float loop) run the per-product path."""
+    import infercast.engine.qlinear as ql
+
+    monkeypatch.setattr(ql, "bf16_jit_max_tokens", lambda: 2)
+    net = _model("bf16", 1)
+    assert net.fused.max_tokens == 2
+    monkeypatch.setattr(net.fused, "run_many", lambda *a: pytest.fail("batched step ran"))
+    kv = PagedKVStore(net.cfg, 3, 4)
+    out = net.forward([SeqInput([i + 1], 0, [i]) for i in range(3)], kv)
+    assert len(out) == 3
 
 
 def test_kv_layers_are_views_of_one_array_per_kind():
@@ -114,3 +185,33 @@ def test_fused_step_runs_the_head_in_its_call(fmt, monkeypatch):
     assert got.shape == want.shape
     assert np.abs(got - want).max() < 1e-4 * np.abs(want).max()
     assert net.fused.run(x.copy(), cos, sin, kv, slots) is None
+
+
+def test_decode_attention_writes_each_tokens_rotated_k_and_its_v():
+    """decode_step.decode_attention (what the probe times) writes every layer's K/V of each
+    token at its own slot: K rotated at its position (rotate-half RoPE), V as given."""
+    from infercast.engine.config import named_config
+    from infercast.engine.decode_step import decode_attention
+    from infercast.engine.rope import RotaryTable
+
+    cfg = named_config("tiny")
+    kv = PagedKVStore(cfg, 4, 4)
+    rng = np.random.default_rng(3)
+    pos = np.array([5, 0])
+    reads = [kv.slots([0, 1], 0, 6), kv.slots([2], 0, 1)]
+    ptr = np.array([0, 6, 7])
+    slots = np.concatenate(reads).astype(np.int64)
+    nq, nkv, d = cfg.num_heads, cfg.num_kv_heads, cfg.head_dim
+    qkv = rng.standard_normal((2, (nq + 2 * nkv) * d), dtype=np.float32)
+    rope = RotaryTable(cfg, 8)
+    cos, sin = np.ascontiguousarray(rope.cos[pos]), np.ascontiguousarray(rope.sin[pos])
+    decode_attention(cfg, kv, qkv, cos, sin, ptr, slots)
+    flat_k = kv.k_all.reshape(cfg.num_layers, -1, nkv, d)
+    flat_v = kv.v_all.reshape(flat_k.shape)
+    for t, own in enumerate((slots[5], slots[6])):
+        k = qkv[t, nq * d : (nq + nkv) * d].reshape(nkv, d)
+        a, b = k[:, : d // 2], k[:, d // 2 :]
+        want = np.concatenate([a * cos[t] - b * sin[t], b * cos[t] + a * sin[t]], axis=1)
+        for li in (0, cfg.num_layers - 1):
+            np.testing.assert_allclose(flat_k[li, own], want, rtol=1e-5, atol=1e-6)
+            assert np.array_equal(flat_v[li, own], qkv[t, (nq + nkv) * d :].reshape(nkv, d))

@@ -344,27 +344,60 @@ def test_fit_charges_a_multi_token_step_what_it_adds_to_the_one_token_line():
 
 
 @pytest.mark.parametrize("weights", ["fp32", "bf16"])
-def test_multi_token_overhead_point_runs_the_layer_by_layer_step(weights, monkeypatch):
-    """At batch 2 the overhead point's forward takes the layer-by-layer path, never the fused
-    one-token step (which the batch-1 points time for q4, int8 and bf16 layers)."""
+def test_multi_token_overhead_point_runs_a_batched_decode_step(weights, monkeypatch):
+    """At batch 2 the overhead point's forward is a batched decode step: layer by layer for
+    fp32 layers, the batched fused step for compact ones (engine/decode_step.py
+    ``run_many``), as a served decode step of two requests."""
     if weights != "fp32":
         pytest.importorskip("torch", reason="compact formats need the torch extra")
+        pytest.importorskip("numba", reason="the fused step needs numba")
     from infercast.engine.config import named_config
+    from infercast.engine.decode_step import FusedDecode
     from infercast.engine.model import LlamaModel
     from infercast.engine.rate_probe import overhead_point
 
-    calls = []
-    real = LlamaModel._attention
+    calls, fused = [], []
+    real, many = LlamaModel._attention, FusedDecode.run_many
 
     def counted(self, *a, **kw):
         calls.append(1)
         return real(self, *a, **kw)
 
     monkeypatch.setattr(LlamaModel, "_attention", counted)
+    monkeypatch.setattr(FusedDecode, "run_many", lambda *a: fused.append(1) or many(*a))
     cfg = named_config("tiny")
     p = overhead_point(cfg, runs=2, weights=weights, batch=2)
     assert p.kind == "overhead_multi" and p.layers == cfg.num_layers and p.best_cpu_s > 0
-    assert len(calls) == 3 * cfg.num_layers  # warm-up and two runs, every layer
+    steps = 3  # warm-up and two runs
+    if weights == "fp32":
+        assert len(calls) == steps * cfg.num_layers and not fused
+    else:
+        assert not calls and len(fused) == steps
+
+
+def test_decode_attention_points_time_the_fused_steps_attention_for_compact_layers(monkeypatch):
+    """Decode attention points of q4 layers time the fused step's attention (which those steps
+    run), prefill ones model.attend; fp32 layers time model.attend throughout; bf16 beyond the
+    batched step's tokens (4 where PyTorch's native bf16 matmul takes over) model.attend."""
+    pytest.importorskip("numba", reason="the fused step needs numba")
+    import infercast.engine.decode_step as ds
+    import infercast.engine.qlinear as ql
+    from infercast.engine import rate_probe
+    from infercast.engine.config import named_config
+    from infercast.engine.predict import step_model
+
+    cfg = named_config("tiny")
+    sm = step_model(cfg, _hardware())
+    fused, real = [], ds.decode_attention
+    monkeypatch.setattr(ds, "decode_attention", lambda *a: fused.append(len(a[2])) or real(*a))
+    kw = dict(runs=1, batches=(1, 8), prefills=(16,), evict_bytes=1024)
+    assert len(rate_probe.attention_points(cfg, sm, weights="q4", **kw)) == 3
+    assert fused and set(fused) == {1, 8}
+    fused.clear()
+    rate_probe.attention_points(cfg, sm, weights="fp32", **kw)
+    assert not fused
+    monkeypatch.setattr(ql, "bf16_jit_max_tokens", lambda: 4)
+    assert rate_probe._fused_attention("bf16", 4) and not rate_probe._fused_attention("bf16", 8)
 
 
 def test_widening_is_the_compact_products_time_less_the_float32_products(monkeypatch):

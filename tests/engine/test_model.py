@@ -251,3 +251,17 @@ def test_decode_reads_runs_of_blocks_as_views_and_masks_the_rest():
     )
     for s, lg in zip(seqs, got, strict=True):
         assert np.abs(lg - reference_logits(cfg, w, s)[-1]).max() < 1e-4
+
+
+def test_decode_slots_are_the_context_in_address_order_then_the_tokens_own():
+    """A prompt's blocks come highest first from the KV manager; a decode reads its context's
+    slots in address order (the same set), its own slot last (the fused step writes there)."""
+    from infercast.engine.model import decode_slots
+
+    kv = PagedKVStore(named_config("tiny"), 8, 4)
+    table = [7, 6, 2, 5]
+    got = decode_slots(kv, table, 14)
+    want = kv.slots(table, 0, 14)
+    assert got[-1] == want[-1] == 5 * 4 + 1
+    assert np.array_equal(got[:-1], np.sort(want[:-1]))
+    assert not np.array_equal(got, want)

@@ -71,12 +71,14 @@ class EfficiencyProfile:
       so the GEMM curve cannot carry it (it priced a 128-token step as a share of a 512-token
       one). ``infercast machine`` measures it (``engine/rate_probe.py`` ``widen_layer_s``).
     - ``multi_token_step_s`` 0 (off): a fixed cost of every step with more than one new token
-      beyond a one-token step's: the CPU engine runs a one-token step of q4, int8 or bf16 layers
+      beyond a one-token step's: the CPU engine ran a one-token step of q4, int8 or bf16 layers
       as one compiled call per thread (``engine/decode_step.py``), a step of more tokens layer
       by layer in Python and numpy (SmolLM2's 30 layers at tiny widths, bf16, 2026-12-05: 0.07
-      ms at one token, 1.1 ms at two to four), so the one-token overhead points under-priced
-      every batched step. ``infercast machine`` measures it (``engine/rate_probe.py``
-      ``overhead_point`` at batch 2).
+      ms at one token, 1.1 ms at two to four). Since 2026-12-05 (``batchfuse``) a decode step
+      of several requests (one token each) is one compiled call too; ``infercast machine``
+      measures what such a step adds (``engine/rate_probe.py`` ``overhead_point`` at batch 2),
+      and steps with a prefill, still layer by layer, are charged the same (their ~1 ms more is
+      small beside a prefill chunk's time).
     - ``request_admit_s`` 0 (off): the serving front end's work to admit one request (parse
       and validate its body, tokenize the prompt, hand it to the engine), done one request at a
       time on one event loop. Not a step cost: the simulator's closed-loop clients' requests
@@ -215,8 +217,8 @@ class EfficiencyProfile:
         0.0,
         0.0,
         0.1,
-        "a step of several tokens run layer by layer in Python against a one-token step run as "
-        "one compiled call (engine/decode_step.py): ~1 ms for 30 layers on one Zen 5 core",
+        "a step of several tokens against a one-token step (engine/decode_step.py): ~1 ms for "
+        "30 layers on one Zen 5 core layer by layer, less as one compiled call",
     )
     request_admit_s: float = _eff(
         0.0,

@@ -83,6 +83,9 @@ class Kernels:
     int8i_matmul_threads: object = None
     int8i_quantize: object = None
     int8i_rows: object = None
+    # (qv, xq, xd, xs [T, ...], out, c0, c1): blocks c0..c1-1 of the integer q4 kernel for every
+    # token, each block read once (the batched fused step, decode_step.py)
+    q4i_blocks_tokens: object = None
 
     def product(self, fmt: str, threads: int):
         """The int8, bf16, fp32 or q4 product kernel for ``threads`` threads (sets numba's
@@ -515,7 +518,7 @@ def kernels() -> Kernels | None:
     serial = njit(fastmath=True, cache=True)
     threaded = njit(fastmath=True, parallel=True)
     isa = q4_isa()
-    q4i = q4_int_kernels(isa) if isa is not None else (None,) * 4
+    q4i = q4_int_kernels(isa) if isa is not None else (None,) * 5
     int8i = int8_int_kernels(isa) if isa is not None else (None,) * 4
     return Kernels(
         attend,
@@ -529,8 +532,9 @@ def kernels() -> Kernels | None:
         threaded(fp32_matmul),
         threaded(q4_matmul),
         _q4_blocks,
-        *q4i,
+        *q4i[:4],
         *int8i,
+        q4i[4],
     )
 
 
@@ -673,7 +677,7 @@ def q4_isa() -> str | None:
 
 @cache
 def q4_int_kernels(isa: str) -> tuple:
-    """(matmul, matmul_threads, quantize, blocks) of the integer q4 kernel (see
+    """(matmul, matmul_threads, quantize, blocks, blocks_tokens) of the integer q4 kernel (see
     :class:`Kernels`) in variant ``isa`` (:data:`Q4_ISAS`); cached to disk only for this
     CPU's own variant (a forced one, in tests, compiles afresh).
 
@@ -736,6 +740,84 @@ def q4_int_kernels(isa: str) -> tuple:
         )
         return builder.add(acc, builder.call(f2, [pairs, ir.Constant(v_i16, [1] * (vb // 2))]))
 
+    def emit_block(context, builder, qa, c, toks):
+        """Block c of qv (C-contiguous [C, G, 1280]) times the quantized tokens ``toks``: a
+        list of (xq, xd, xs, tot) pointers, token by token; each group's weights are loaded and
+        split into nibbles once for all of them, and each token's sums are the one-token
+        block's, in the same order (its integer sums are exact: equal to the bit)."""
+        ng = cgutils.unpack_tuple(builder, qa.shape)[1]
+        wp = builder.bitcast(qa.data, i8.as_pointer())
+        fma = declare(builder, f"llvm.fma.v{nl}f32", v_f32, [v_f32] * 3)
+        tots = [
+            [cgutils.alloca_once_value(builder, ir.Constant(v_f32, [0.0] * nl)) for _ in range(nv)]
+            for _ in toks
+        ]
+        four, low = ir.Constant(v_i8, [4] * vb), ir.Constant(v_i8, [15] * vb)
+        cb = builder.mul(c, ng)
+
+        def at(base, off, vt):
+            ptr = builder.gep(wp, [builder.add(base, ir.Constant(i64, off))])
+            return builder.load(builder.bitcast(ptr, vt.as_pointer()), align=1)
+
+        pf_params = [i8.as_pointer(), i32, i32, i32]
+        pf = declare(builder, pf_name, ir.VoidType(), pf_params)
+        # read, non-temporal (STREAM_LOCALITY), data
+        pf_args = [ir.Constant(i32, v) for v in (0, STREAM_LOCALITY, 1)]
+        gb = ir.Constant(i64, Q4_INT_GROUP_BYTES)
+        size = builder.mul(builder.mul(ng, cgutils.unpack_tuple(builder, qa.shape)[0]), gb)
+        with cgutils.for_range(builder, ng) as loop:
+            g = loop.index
+            base = builder.mul(builder.add(cb, g), gb)
+            ahead = builder.add(base, ir.Constant(i64, Q4_PREFETCH_AHEAD_BYTES))
+            on = Q4_PREFETCH_AHEAD_BYTES > 0
+            with builder.if_then(
+                builder.and_(ir.Constant(ir.IntType(1), on), builder.icmp_signed("<", ahead, size))
+            ):
+                for line in range(0, Q4_INT_GROUP_BYTES, CACHE_LINE_BYTES):
+                    ptr = builder.gep(wp, [builder.add(ahead, ir.Constant(i64, line))])
+                    builder.call(pf, [ptr, *pf_args])
+            xbase = builder.mul(g, ir.Constant(i64, 64))
+            zero = ir.Constant(v_i32, [0] * nl)
+            # the two int8 planes' sums, token by token
+            coarse = [[zero] * nv for _ in toks]
+            fine = [[zero] * nv for _ in toks]
+            for k in range(4):
+                words = []  # each token's 4 activations of the low and the high nibbles, a plane
+                for xp, _, _, _ in toks:
+                    ws = []
+                    for off in (4 * k, 16 + 4 * k, 32 + 4 * k, 48 + 4 * k):
+                        ptr = builder.gep(xp, [builder.add(xbase, ir.Constant(i64, off))])
+                        word = builder.load(builder.bitcast(ptr, i32.as_pointer()), align=1)
+                        ws.append(splat(builder, word, v_i32))
+                    words.append(ws)
+                for v in range(nv):
+                    w = at(base, k * 4 * Q4_ROWS + v * vb, v_i8)
+                    lo, hi = builder.and_(w, low), builder.lshr(w, four)
+                    for u, wu in enumerate(words):
+                        coarse[u][v] = dot(builder, coarse[u][v], lo, hi, wu[0], wu[1])
+                        fine[u][v] = dot(builder, fine[u][v], lo, hi, wu[2], wu[3])
+            dxs, sxs = [], []
+            for _, xd, xs, _ in toks:
+                dxs.append(splat(builder, builder.load(builder.gep(xd, [g])), v_f32))
+                sxs.append(splat(builder, builder.load(builder.gep(xs, [g])), v_f32))
+            for v in range(nv):
+                dv = builder.fpext(at(base, 16 * Q4_ROWS + 2 * nl * v, v_f16), v_f32)
+                mv = builder.fpext(at(base, 18 * Q4_ROWS + 2 * nl * v, v_f16), v_f32)
+                for u in range(len(toks)):
+                    # 256 coarse + fine: below 2^24 (32 x 15 x 127 x 257), exact in float32
+                    acc = builder.add(
+                        builder.shl(coarse[u][v], ir.Constant(v_i32, [8] * nl)), fine[u][v]
+                    )
+                    t = builder.load(tots[u][v])
+                    t = builder.call(fma, [builder.sitofp(acc, v_f32), builder.fmul(dv, dxs[u]), t])
+                    builder.store(builder.call(fma, [mv, sxs[u], t]), tots[u][v])
+        for u, (_, _, _, out) in enumerate(toks):
+            for v in range(nv):
+                ptr = builder.gep(out, [ir.Constant(i64, v * nl)])
+                builder.store(
+                    builder.load(tots[u][v]), builder.bitcast(ptr, v_f32.as_pointer()), align=1
+                )
+
     @intrinsic
     def dot_block(typingctx, qv, xq, xd, xs, tot, c):
         """tot[0:64] = block c of qv (C-contiguous [C, G, 1280]) times the quantized token."""
@@ -747,72 +829,49 @@ def q4_int_kernels(isa: str) -> tuple:
                 context.make_array(t)(context, builder, a)
                 for t, a in zip(sig.args[:5], args[:5], strict=True)
             )
-            ng = cgutils.unpack_tuple(builder, qa.shape)[1]
-            wp = builder.bitcast(qa.data, i8.as_pointer())
             xp = builder.bitcast(xa.data, i8.as_pointer())
-            fma = declare(builder, f"llvm.fma.v{nl}f32", v_f32, [v_f32] * 3)
-            tots = [
-                cgutils.alloca_once_value(builder, ir.Constant(v_f32, [0.0] * nl))
-                for _ in range(nv)
-            ]
-            four, low = ir.Constant(v_i8, [4] * vb), ir.Constant(v_i8, [15] * vb)
-            cb = builder.mul(args[5], ng)
-
-            def at(base, off, vt):
-                ptr = builder.gep(wp, [builder.add(base, ir.Constant(i64, off))])
-                return builder.load(builder.bitcast(ptr, vt.as_pointer()), align=1)
-
-            pf_params = [i8.as_pointer(), i32, i32, i32]
-            pf = declare(builder, pf_name, ir.VoidType(), pf_params)
-            # read, non-temporal (STREAM_LOCALITY), data
-            pf_args = [ir.Constant(i32, v) for v in (0, STREAM_LOCALITY, 1)]
-            gb = ir.Constant(i64, Q4_INT_GROUP_BYTES)
-            size = builder.mul(builder.mul(ng, cgutils.unpack_tuple(builder, qa.shape)[0]), gb)
-            with cgutils.for_range(builder, ng) as loop:
-                g = loop.index
-                base = builder.mul(builder.add(cb, g), gb)
-                ahead = builder.add(base, ir.Constant(i64, Q4_PREFETCH_AHEAD_BYTES))
-                on = Q4_PREFETCH_AHEAD_BYTES > 0
-                with builder.if_then(
-                    builder.and_(
-                        ir.Constant(ir.IntType(1), on), builder.icmp_signed("<", ahead, size)
-                    )
-                ):
-                    for line in range(0, Q4_INT_GROUP_BYTES, CACHE_LINE_BYTES):
-                        ptr = builder.gep(wp, [builder.add(ahead, ir.Constant(i64, line))])
-                        builder.call(pf, [ptr, *pf_args])
-                xbase = builder.mul(g, ir.Constant(i64, 64))
-                zero = ir.Constant(v_i32, [0] * nl)
-                coarse, fine = [zero] * nv, [zero] * nv  # the two int8 planes' sums
-                for k in range(4):
-                    words = []  # each plane's 4 activations of the low and the high nibbles
-                    for off in (4 * k, 16 + 4 * k, 32 + 4 * k, 48 + 4 * k):
-                        ptr = builder.gep(xp, [builder.add(xbase, ir.Constant(i64, off))])
-                        word = builder.load(builder.bitcast(ptr, i32.as_pointer()), align=1)
-                        words.append(splat(builder, word, v_i32))
-                    for v in range(nv):
-                        w = at(base, k * 4 * Q4_ROWS + v * vb, v_i8)
-                        lo, hi = builder.and_(w, low), builder.lshr(w, four)
-                        coarse[v] = dot(builder, coarse[v], lo, hi, words[0], words[1])
-                        fine[v] = dot(builder, fine[v], lo, hi, words[2], words[3])
-                dx = splat(builder, builder.load(builder.gep(xda.data, [g])), v_f32)
-                sx = splat(builder, builder.load(builder.gep(xsa.data, [g])), v_f32)
-                for v in range(nv):
-                    dv = builder.fpext(at(base, 16 * Q4_ROWS + 2 * nl * v, v_f16), v_f32)
-                    mv = builder.fpext(at(base, 18 * Q4_ROWS + 2 * nl * v, v_f16), v_f32)
-                    # 256 coarse + fine: below 2^24 (32 x 15 x 127 x 257), exact in float32
-                    acc = builder.add(builder.shl(coarse[v], ir.Constant(v_i32, [8] * nl)), fine[v])
-                    t = builder.load(tots[v])
-                    t = builder.call(fma, [builder.sitofp(acc, v_f32), builder.fmul(dv, dx), t])
-                    builder.store(builder.call(fma, [mv, sx, t]), tots[v])
-            for v in range(nv):
-                ptr = builder.gep(ta.data, [ir.Constant(i64, v * nl)])
-                builder.store(
-                    builder.load(tots[v]), builder.bitcast(ptr, v_f32.as_pointer()), align=1
-                )
+            emit_block(context, builder, qa, args[5], [(xp, xda.data, xsa.data, ta.data)])
             return context.get_dummy_value()
 
         return types.none(qv, xq, xd, xs, tot, types.int64), codegen
+
+    @intrinsic
+    def dot_block_pair(typingctx, qv, xq, xd, xs, tot, c, t0):
+        """tot[u, 0:64] = block c of qv times token t0 + u of xq, xd, xs ([T, ...], C order),
+        u = 0, 1: dot_block's sums for two tokens, the block's bytes loaded once."""
+        if not (isinstance(qv, types.Array) and qv.layout == "C" and qv.ndim == 3):
+            return None
+        if not all(isinstance(a, types.Array) and a.layout == "C" for a in (xq, xd, xs, tot)):
+            return None
+
+        def codegen(context, builder, sig, args):
+            qa, xa, xda, xsa, ta = (
+                context.make_array(t)(context, builder, a)
+                for t, a in zip(sig.args[:5], args[:5], strict=True)
+            )
+
+            def row(arr, t, ty):  # row t of a C-ordered 2-D array, as a pointer to ``ty``
+                stride = cgutils.unpack_tuple(builder, arr.strides)[0]
+                p = builder.gep(
+                    builder.bitcast(arr.data, i8.as_pointer()), [builder.mul(t, stride)]
+                )
+                return builder.bitcast(p, ty.as_pointer())
+
+            toks = []
+            for u in range(2):
+                t = builder.add(args[6], ir.Constant(i64, u))
+                toks.append(
+                    (
+                        row(xa, t, i8),
+                        row(xda, t, f32),
+                        row(xsa, t, f32),
+                        builder.gep(ta.data, [ir.Constant(i64, u * Q4_ROWS)]),
+                    )
+                )
+            emit_block(context, builder, qa, args[5], toks)
+            return context.get_dummy_value()
+
+        return types.none(qv, xq, xd, xs, tot, types.int64, types.int64), codegen
 
     keep = isa == q4_isa()  # cache only the variant this CPU runs (see the doc)
 
@@ -852,16 +911,25 @@ def q4_int_kernels(isa: str) -> tuple:
         # blocks c0..c1-1 for every token (xq, xd, xs [T, ...]), the token loop inside each
         # block: its 64 rows' bytes (23 KB at K = 576) are read from DRAM once and from L1 by
         # the other tokens, where a token loop around all the blocks read the matrix once a
-        # token (from L2/L3 after the first)
-        tot = np.empty(Q4_ROWS, dtype=np.float32)
+        # token (from L2/L3 after the first); two tokens at a time (dot_block_pair: each
+        # weight vector loaded and split into nibbles once for both), an odd last one alone
+        tot = np.empty((2, Q4_ROWS), dtype=np.float32)
+        m_tok = xq.shape[0]
         for c in range(c0, c1):
-            for t in range(xq.shape[0]):
-                q4i_dot_block(qv, xq[t], xd[t], xs[t], tot, c)  # noqa: F821
+            t = 0
+            while t + 2 <= m_tok:
+                q4i_dot_block_pair(qv, xq, xd, xs, tot, c, t)  # noqa: F821
                 for j in range(Q4_ROWS):
-                    out[c * Q4_ROWS + j, t] = tot[j]
+                    out[c * Q4_ROWS + j, t] = tot[0, j]
+                    out[c * Q4_ROWS + j, t + 1] = tot[1, j]
+                t += 2
+            if t < m_tok:
+                q4i_dot_block(qv, xq[t], xd[t], xs[t], tot[0], c)  # noqa: F821
+                for j in range(Q4_ROWS):
+                    out[c * Q4_ROWS + j, t] = tot[0, j]
 
     blocks_tokens = njit(fastmath=True, nogil=True, cache=keep)(
-        _with_globals(blocks_tokens, q4i_dot_block=dot_block)
+        _with_globals(blocks_tokens, q4i_dot_block=dot_block, q4i_dot_block_pair=dot_block_pair)
     )
 
     def matmul(qv, x_rows, out, tasks):  # pragma: no cover - compiled
@@ -892,6 +960,7 @@ def q4_int_kernels(isa: str) -> tuple:
         njit(fastmath=True, parallel=True)(matmul),
         quantize,
         blocks,
+        blocks_tokens,
     )
 
 

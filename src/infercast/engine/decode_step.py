@@ -20,9 +20,11 @@ The arithmetic is the unfused path's
 polynomial (``fexp``, ~1e-6 relative) so that softmax and SiLU vectorize: tested equal.
 
 Runs when numba is present, every layer matrix is ``q4`` in the kernel's layout (or every
-one ``int8`` or every one ``bf16``: rows in chunks of 64 instead of blocks; a bf16 step
+one ``int8`` or every one ``bf16``: rows in chunks of 16 instead of blocks; a bf16 step
 also sheds the per-layer numpy work of the per-product path), and the step is one request
-decoding one token (``serve``'s batch-1 decode); other steps take the per-product path.
+decoding one token (``serve``'s batch-1 decode). A step of several requests decoding one token
+each runs :meth:`FusedDecode.run_many` the same way (:func:`_define_many`); other steps
+(prefill, a prefill beside decodes) take the per-product path.
 """
 
 # ruff: noqa: F821 - the compiled functions name each other as globals of _step_kernel's `ns`
@@ -49,6 +51,12 @@ from infercast.engine.decode_jit import (
 
 ENABLED = True  # False: the per-product path (a switch for old-vs-new benchmarks)
 SPINS_BEFORE_YIELD = 2000
+# The int8 and bf16 products' rows go to the threads in chunks of 16 (a 64-byte line of float32
+# outputs, so no two threads write one line): SmolLM2-135M's 960-, 576- and 3072-row products
+# split evenly between two threads, where chunks of 64 gave one thread 8 of 15 and 5 of 9 (each
+# product ends at a barrier: the other thread waits; docs/history/engine-weight-formats.md,
+# `twothread`). q4's blocks are 64 rows (decode_jit.Q4_ROWS).
+SHARE_ROWS = 16
 
 
 def _sources_stamp() -> str:
@@ -228,14 +236,20 @@ def _step_kernel():
         q4i_quantize(v, xq, xd, xs)
         q4i_blocks(qv, xq, xd, xs, out, 0, tid * nc // nth, (tid + 1) * nc // nth)
 
+    @compiled(inline="always")
+    def _row_share(n, tid, nth):  # pragma: no cover - compiled
+        # This thread's rows [r0, r1) of an n-row int8 or bf16 product, in chunks of SHARE_ROWS
+        nc = (n + SHARE_ROWS - 1) // SHARE_ROWS
+        return tid * nc // nth * SHARE_ROWS, min(n, (tid + 1) * nc // nth * SHARE_ROWS)
+
     @compiled(fastmath=True)
     def _int8_product(w, li, v, out, tid, nth):  # pragma: no cover - compiled
         # This thread's share of layer li's int8 rows (w = (q, scale)) times v, in chunks
-        # of 64 rows: decode_jit.int8_matmul's one-token loop.
+        # of SHARE_ROWS rows: decode_jit.int8_matmul's one-token loop.
         q, sc = w
         n, k = q.shape[1], q.shape[2]
-        nc = (n + 63) // 64
-        for r in range(tid * nc // nth * 64, min(n, (tid + 1) * nc // nth * 64)):
+        r0, r1 = row_share(n, tid, nth)
+        for r in range(r0, r1):
             qr = q[li, r]
             acc = np.float32(0.0)
             for c in range(k):
@@ -251,17 +265,16 @@ def _step_kernel():
         # numba PR 8396, unmerged): a change to decode_jit's kernels must touch this file.
         q, sc, ws = w
         n, k = q.shape[1], q.shape[2]
-        nc = (n + 63) // 64
         xq = np.empty((1, 2 * k), dtype=np.uint8)
         d = np.empty(1, dtype=np.float32)
         int8i_quantize(v.reshape(1, k), xq, d)
-        r1 = min(n, (tid + 1) * nc // nth * 64)
-        int8i_rows(q[li], ws[li], sc[li], xq, d, out, tid * nc // nth * 64, r1)
+        r0, r1 = row_share(n, tid, nth)
+        int8i_rows(q[li], ws[li], sc[li], xq, d, out, r0, r1)
 
     @compiled(fastmath=True)
     def _bf16_product(w, li, v, out, tid, nth):  # pragma: no cover - compiled
         # This thread's share of layer li's bf16 rows (w = (bits,), uint16) times v, in chunks
-        # of 64 rows, each weight widened in registers (decode_jit.bf16_matmul's one token),
+        # of SHARE_ROWS rows, each weight widened in registers (decode_jit.bf16_matmul's one token),
         # each row first prefetching the lines 8 KB on (decode_jit.PREFETCH_AHEAD_BYTES),
         # non-temporal (decode_jit.STREAM_LOCALITY: the KV store stays cached), in address
         # order: one row at a time, one stream (2 or 4 rows interleaved ran slower from
@@ -269,8 +282,8 @@ def _step_kernel():
         # last lines went first, gained half as much: docs/history/engine-weight-formats.md).
         b16 = w[0]
         n, k = b16.shape[1], b16.shape[2]
-        nc = (n + 63) // 64
-        for r in range(tid * nc // nth * 64, min(n, (tid + 1) * nc // nth * 64)):
+        r0, r1 = row_share(n, tid, nth)
+        for r in range(r0, r1):
             at = (li * n + r) * k + BF16_AHEAD
             for e in range(0, k, BF16_LINE):
                 stream_prefetch(b16, at + e)
@@ -413,7 +426,337 @@ def _step_kernel():
         if tid == 0:
             x[:] = xp
 
+    _define_many(ns, compiled)
     return ns["step"]
+
+
+@cache
+def _many_kernel():
+    """The compiled batched step (:func:`_define_many`), or None without numba."""
+    return None if _step_kernel() is None else _MANY["step_many"]
+
+
+_MANY: dict = {}  # the batched step, published by _define_many
+
+
+def _define_many(ns: dict, compiled) -> None:
+    """The batched step: T tokens of T requests (each decoding one token at its own position
+    over its own KV slots) through every layer in one compiled call per thread.
+
+    The per-product path's arithmetic token by token: each product is the kernel that path runs
+    for T tokens (the integer q4 kernel's blocks, each read once for every token,
+    ``blocks_tokens``; the integer int8 rows in groups of 8; the float int8 and bf16 loops, 4
+    tokens a pass), over activations quantized by the same functions; RMSNorm, RoPE and
+    attention as the batch-1 fused step (``fexp`` for e^x). Token t belongs to thread
+    t mod nth: its residual, norms, activation prep (quantization), RoPE, KV write and
+    attention; the rows of each product are split among all threads (q4's 64-row blocks,
+    int8's and bf16's chunks of SHARE_ROWS), with a
+    barrier before and after each product: eight a layer."""
+    from numba import types
+    from numba.extending import overload
+
+    jit = kernels()
+    ns.update(q4i_blocks_tokens=jit.q4i_blocks_tokens)
+
+    @compiled(fastmath=True)
+    def _q4i_product_t(w, li, ab, out, tid, nth):  # pragma: no cover - compiled
+        qv = w[0][li]
+        nc = qv.shape[0]
+        q4i_blocks_tokens(qv, ab[1], ab[3], ab[4], out, tid * nc // nth, (tid + 1) * nc // nth)
+
+    @compiled(fastmath=True)
+    def _int8i_product_t(w, li, ab, out, tid, nth):  # pragma: no cover - compiled
+        q, sc, ws = w
+        n = q.shape[1]
+        r0, r1 = row_share(n, tid, nth)
+        int8i_rows(q[li], ws[li], sc[li], ab[2], ab[5], out, r0, r1)
+
+    @compiled(fastmath=True)
+    def _int8_product_t(w, li, ab, out, tid, nth):  # pragma: no cover - compiled
+        # decode_jit.int8_matmul's loop (4 tokens a pass over a row) on this thread's rows
+        q, sc = w
+        n, k = q.shape[1], q.shape[2]
+        x = ab[0]
+        m = out.shape[1]
+        r0, r1 = row_share(n, tid, nth)
+        for r in range(r0, r1):
+            qr = q[li, r]
+            sr = sc[li, r]
+            t = 0
+            while t + 4 <= m:
+                x0, x1, x2, x3 = x[t], x[t + 1], x[t + 2], x[t + 3]
+                a0 = a1 = a2 = a3 = np.float32(0.0)
+                for c in range(k):
+                    wv = np.float32(qr[c])
+                    a0 += wv * x0[c]
+                    a1 += wv * x1[c]
+                    a2 += wv * x2[c]
+                    a3 += wv * x3[c]
+                out[r, t], out[r, t + 1] = a0 * sr, a1 * sr
+                out[r, t + 2], out[r, t + 3] = a2 * sr, a3 * sr
+                t += 4
+            for tt in range(t, m):
+                xr = x[tt]
+                acc = np.float32(0.0)
+                for c in range(k):
+                    acc += np.float32(qr[c]) * xr[c]
+                out[r, tt] = acc * sr
+
+    @compiled(fastmath=True)
+    def _bf16_product_t(w, li, ab, out, tid, nth):  # pragma: no cover - compiled
+        # decode_jit.bf16_matmul's loop (each row's lines asked for 8 KB ahead, non-temporal,
+        # each widened weight used by 4 tokens a pass) on this thread's rows
+        b16 = w[0]
+        n, k = b16.shape[1], b16.shape[2]
+        x = ab[0]
+        m = out.shape[1]
+        r0, r1 = row_share(n, tid, nth)
+        for r in range(r0, r1):
+            at = (li * n + r) * k + BF16_AHEAD
+            for e in range(0, k, BF16_LINE):
+                stream_prefetch(b16, at + e)
+            wr = b16[li, r]
+            t = 0
+            while t + 4 <= m:
+                x0, x1, x2, x3 = x[t], x[t + 1], x[t + 2], x[t + 3]
+                a0 = a1 = a2 = a3 = np.float32(0.0)
+                for c in range(k):
+                    wv = f32_bits(np.int32(np.int32(wr[c]) << 16))
+                    a0 += wv * x0[c]
+                    a1 += wv * x1[c]
+                    a2 += wv * x2[c]
+                    a3 += wv * x3[c]
+                out[r, t], out[r, t + 1], out[r, t + 2], out[r, t + 3] = a0, a1, a2, a3
+                t += 4
+            for tt in range(t, m):
+                xr = x[tt]
+                acc = np.float32(0.0)
+                for c in range(k):
+                    acc += f32_bits(np.int32(np.int32(wr[c]) << 16)) * xr[c]
+                out[r, tt] = acc
+
+    @compiled(fastmath=True)
+    def _q4i_prep_t(v, t, ab):  # pragma: no cover - compiled
+        ng = v.shape[0] // 32
+        q4i_quantize(v, ab[1][t], ab[3][t, :ng], ab[4][t, :ng])
+
+    @compiled(fastmath=True)
+    def _int8i_prep_t(v, t, ab):  # pragma: no cover - compiled
+        k = v.shape[0]
+        int8i_quantize(v.reshape((1, k)), ab[2][t : t + 1, : 2 * k], ab[5][t : t + 1])
+
+    @compiled(fastmath=True)
+    def _float_prep_t(v, t, ab):  # pragma: no cover - compiled
+        xr = ab[0][t]
+        for i in range(v.shape[0]):
+            xr[i] = v[i]
+
+    def _product_t(w, li, ab, out, tid, nth):  # typed by the overload below
+        raise NotImplementedError
+
+    def _prep_t(w, v, t, ab):  # typed by the overload below
+        raise NotImplementedError
+
+    def kind(w):  # the layout of a stacked matrix (_stack): its kernel's name
+        if len(w) == 1:
+            return "bf16" if w[0].dtype == types.uint16 else "q4i"
+        if w[0].dtype == types.int8:
+            return "int8i" if len(w) == 3 else "int8"
+        return "q4"  # the float q4 kernel: no batched step (FusedDecode.max_tokens is 0)
+
+    @overload(_product_t)
+    def _product_t_impl(w, li, ab, out, tid, nth):
+        fn = ns[f"{kind(w)}_product_t"]
+        return lambda w, li, ab, out, tid, nth: fn(w, li, ab, out, tid, nth)
+
+    @overload(_prep_t)
+    def _prep_t_impl(w, v, t, ab):
+        k = kind(w)
+        fn = ns[f"{k}_prep_t" if k in ("q4i", "int8i") else "float_prep_t"]
+        return lambda w, v, t, ab: fn(v, t, ab)
+
+    ns.update(product_t=_product_t, prep_t=_prep_t)
+
+    @compiled(fastmath=True)
+    def _attend_t(  # pragma: no cover - compiled
+        li, t, qkv, shape, cos, sin, k_all, v_all, keys, qv, acc, inv_total, sbuf, row
+    ):  # fmt: skip
+        # Token t's RoPE, K/V write (its own slot: the last of its keys) and attention, every
+        # head: the batch-1 step's arithmetic (_step) on column t, into row [Hq hd].
+        nq, nkv, hd = shape[0], shape[1], shape[2]
+        g = nq // nkv
+        half = hd // 2
+        n_ctx = keys.shape[0]
+        wslot = keys[n_ctx - 1]
+        scale = np.float32(1.0 / np.sqrt(hd))
+        k_off, v_off = nq * hd, (nq + nkv) * hd
+        for h in range(nkv):
+            kr = k_all[li, wslot, h]
+            vr = v_all[li, wslot, h]
+            for e in range(half):
+                a = qkv[t, k_off + h * hd + e]
+                b = qkv[t, k_off + h * hd + half + e]
+                kr[e] = a * cos[t, e] - b * sin[t, e]
+                kr[half + e] = b * cos[t, e] + a * sin[t, e]
+            for e in range(hd):
+                vr[e] = qkv[t, v_off + h * hd + e]
+            for qi in range(h * g, h * g + g):
+                for e in range(half):
+                    a = qkv[t, qi * hd + e]
+                    b = qkv[t, qi * hd + half + e]
+                    qv[qi, e] = (a * cos[t, e] - b * sin[t, e]) * scale
+                    qv[qi, half + e] = (b * cos[t, e] + a * sin[t, e]) * scale
+                for e in range(hd):
+                    acc[qi, e] = 0.0
+        scores = sbuf[: nq * n_ctx].reshape((nq, n_ctx))
+        ir = hd % 16 == 0
+        row0 = li * k_all.shape[1] * nkv * hd  # layer li's first K/V element
+        if ir:
+            for h in range(nkv):
+                attn_scores(qv, k_all, row0 + h * hd, nkv * hd, keys, h * g, g, scores)
+        else:
+            for j in range(n_ctx):
+                sj = keys[j]
+                for qi in range(nq):
+                    s = np.float32(0.0)
+                    for e in range(hd):
+                        s += qv[qi, e] * k_all[li, sj, qi // g, e]
+                    scores[qi, j] = s
+        for qi in range(nq):
+            mx = scores[qi, 0]
+            for j in range(1, n_ctx):
+                mx = max(mx, scores[qi, j])
+            total = np.float32(0.0)
+            for j in range(n_ctx):
+                p = fexp(scores[qi, j] - mx)
+                scores[qi, j] = p
+                total += p
+            inv_total[qi] = np.float32(1.0) / total
+        if ir:
+            for h in range(nkv):
+                attn_pv(scores, v_all, row0 + h * hd, nkv * hd, keys, h * g, g, acc)
+        else:
+            for j in range(n_ctx):
+                sj = keys[j]
+                for qi in range(nq):
+                    p = scores[qi, j]
+                    for e in range(hd):
+                        acc[qi, e] += p * v_all[li, sj, qi // g, e]
+        for qi in range(nq):
+            for e in range(hd):
+                row[qi * hd + e] = acc[qi, e] * inv_total[qi]
+
+    @compiled(fastmath=True)
+    def _step_many(  # pragma: no cover - compiled
+        x, norms, wqkv, wo, wgu, wdown, shape, eps, cos, sin, k_all, v_all, ptr, slots, bufs,
+        ab, bar, tid, nth,
+    ):  # fmt: skip
+        # x [T, H]: the tokens' residuals (shared; token t's rows are thread t mod nth's)
+        nq, hd, f = shape[0], shape[2], shape[3]
+        m_tok, h_size = x.shape
+        # the products' outputs, token-major [T, rows] (each written through its transpose, as
+        # the kernels' [rows, T]): a token's row is contiguous for RoPE, SiLU and the residual
+        qkv_buf, o_buf, gu_buf, dn_buf = bufs
+        hv = np.empty(h_size, dtype=np.float32)
+        arow = np.empty(nq * hd, dtype=np.float32)
+        act = np.empty(f, dtype=np.float32)
+        qv = np.empty((nq, hd), dtype=np.float32)
+        acc = np.empty((nq, hd), dtype=np.float32)
+        inv_total = np.empty(nq, dtype=np.float32)
+        n_max = 1
+        for t in range(m_tok):
+            n_max = max(n_max, ptr[t + 1] - ptr[t])
+        sbuf = np.empty(nq * n_max, dtype=np.float32)
+        target = 0
+        for li in range(norms.shape[0]):
+            for t in range(tid, m_tok, nth):
+                norm(x[t], norms[li, 0], eps, hv)
+                prep_t(wqkv, hv, t, ab)
+            target += nth
+            barrier(bar, target, SPINS_BEFORE_YIELD)
+            product_t(wqkv, li, ab, qkv_buf.T, tid, nth)
+            target += nth
+            barrier(bar, target, SPINS_BEFORE_YIELD)
+            for t in range(tid, m_tok, nth):
+                keys = slots[ptr[t] : ptr[t + 1]]
+                attend_t(
+                    li, t, qkv_buf, shape, cos, sin, k_all, v_all, keys, qv, acc, inv_total,
+                    sbuf, arow,
+                )  # fmt: skip
+                prep_t(wo, arow, t, ab)
+            target += nth
+            barrier(bar, target, SPINS_BEFORE_YIELD)
+            product_t(wo, li, ab, o_buf.T, tid, nth)
+            target += nth
+            barrier(bar, target, SPINS_BEFORE_YIELD)
+            for t in range(tid, m_tok, nth):
+                xt = x[t]
+                for i in range(h_size):
+                    xt[i] += o_buf[t, i]
+                norm(xt, norms[li, 1], eps, hv)
+                prep_t(wgu, hv, t, ab)
+            target += nth
+            barrier(bar, target, SPINS_BEFORE_YIELD)
+            product_t(wgu, li, ab, gu_buf.T, tid, nth)
+            target += nth
+            barrier(bar, target, SPINS_BEFORE_YIELD)
+            for t in range(tid, m_tok, nth):
+                for i in range(f):  # SwiGLU (Shazeer 2020): silu(gate) * up
+                    gt = gu_buf[t, i]
+                    act[i] = gt / (np.float32(1.0) + fexp(-gt)) * gu_buf[t, f + i]
+                prep_t(wdown, act, t, ab)
+            target += nth
+            barrier(bar, target, SPINS_BEFORE_YIELD)
+            product_t(wdown, li, ab, dn_buf.T, tid, nth)
+            target += nth
+            barrier(bar, target, SPINS_BEFORE_YIELD)
+            for t in range(tid, m_tok, nth):
+                xt = x[t]
+                for i in range(h_size):
+                    xt[i] += dn_buf[t, i]
+
+    @compiled(fastmath=True)
+    def _attention_many(  # pragma: no cover - compiled
+        layers, qkv, shape, cos, sin, k_all, v_all, ptr, slots
+    ):  # fmt: skip
+        # The batched step's attention work alone, one thread: every layer's RoPE, K/V write
+        # and attention of each token (what ``infercast machine`` times for decode)
+        nq, hd = shape[0], shape[2]
+        m_tok = qkv.shape[0]
+        qv = np.empty((nq, hd), dtype=np.float32)
+        acc = np.empty((nq, hd), dtype=np.float32)
+        inv_total = np.empty(nq, dtype=np.float32)
+        row = np.empty(nq * hd, dtype=np.float32)
+        n_max = 1
+        for t in range(m_tok):
+            n_max = max(n_max, ptr[t + 1] - ptr[t])
+        sbuf = np.empty(nq * n_max, dtype=np.float32)
+        for li in range(layers):
+            for t in range(m_tok):
+                keys = slots[ptr[t] : ptr[t + 1]]
+                attend_t(li, t, qkv, shape, cos, sin, k_all, v_all, keys, qv, acc, inv_total,
+                         sbuf, row)  # fmt: skip
+
+    _MANY["step_many"] = ns["step_many"]
+    _MANY["attention_many"] = ns["attention_many"]
+
+
+def decode_attention(
+    cfg, kv, qkv: np.ndarray, cos, sin, ptr: np.ndarray, slots: np.ndarray
+) -> None:
+    """Every layer's attention of a fused decode step (batch 1 or :meth:`FusedDecode.run_many`)
+    on one thread: T tokens' RoPE, K/V write and attention, from their QKV rows ``qkv``
+    [T, (Hq + 2 Hkv) d], angles ``cos``, ``sin`` [T, d/2] and KV slots ``slots[ptr[t]:ptr[t +
+    1]]`` (their own last). What ``infercast machine`` times for a decode step of compact layers
+    (``rate_probe.attention_points``); needs numba."""
+    _many_kernel()
+    shape = np.array(
+        [cfg.num_heads, cfg.num_kv_heads, cfg.head_dim, cfg.intermediate_size], np.int64
+    )
+    n = kv.k_all.shape[1] * kv.k_all.shape[2]
+    k_all = kv.k_all.reshape(kv.k_all.shape[0], n, *kv.k_all.shape[3:])
+    v_all = kv.v_all.reshape(k_all.shape)
+    _MANY["attention_many"](kv.k_all.shape[0], qkv, shape, cos, sin, k_all, v_all, ptr, slots)
 
 
 def _stacked(arrays: list[np.ndarray]) -> np.ndarray:
@@ -497,6 +840,11 @@ class FusedDecode:
         self.threads = max(1, threads)
         self._team: _Team | None = None
         self._kv: tuple | None = None
+        self.rows = rows
+        # the widest activation a product takes (H, Hq d or F): the batched step's buffers
+        self._k_max = max(cfg.hidden_size, cfg.num_heads * cfg.head_dim, cfg.intermediate_size)
+        self.max_tokens = _many_max_tokens(self.w)
+        self._many_bufs: tuple | None = None  # the batched step's buffers, max_tokens rows
 
     @staticmethod
     def build(cfg, weights, threads: int) -> FusedDecode | None:
@@ -544,6 +892,65 @@ class FusedDecode:
                 self._team = _Team(self.threads - 1)
             self._team.run(_step_kernel(), args, self.threads)
         return None if out is None else out[: self.vocab, 0]
+
+    def run_many(self, x: np.ndarray, cos, sin, kv, ptr: np.ndarray, slots: np.ndarray) -> None:
+        """Every layer on the residuals ``x`` [T, H] (updated in place) of T requests' one
+        token each, 2 <= T <= :attr:`max_tokens`; token t at RoPE angles ``cos[t]``,
+        ``sin[t]`` [T, d/2], its KV slots (context and its own, last) ``slots[ptr[t]:ptr[t +
+        1]]``; writes their K/V into ``kv``."""
+        if self._kv is None or self._kv[0] is not kv.k_all:  # the store's slots, flat
+            n = kv.k_all.shape[1] * kv.k_all.shape[2]
+            k_all = kv.k_all.reshape(kv.k_all.shape[0], n, *kv.k_all.shape[3:])
+            self._kv = (kv.k_all, k_all, kv.v_all.reshape(k_all.shape))
+        k_all, v_all = self._kv[1:]
+        if self._many_bufs is None:  # one set for every batch size: their first T rows
+            km, n = self._k_max, self.max_tokens
+            self._many_bufs = (
+                tuple(np.zeros((n, r), np.float32) for r in self.rows),
+                (
+                    np.zeros((n, km), np.float32),  # float activations (int8, bf16 loops)
+                    np.zeros((n, 2 * km), np.int8),  # the integer q4 kernel's two planes
+                    np.zeros((n, 2 * km), np.uint8),  # the integer int8 kernel's
+                    np.zeros((n, km // 32 + 1), np.float32),  # q4: each group's scale
+                    np.zeros((n, km // 32 + 1), np.float32),  # q4: each group's sum
+                    np.zeros(n, np.float32),  # int8: each token's scale
+                ),
+            )
+        t = x.shape[0]
+        bufs, ab = (tuple(a[:t] for a in group) for group in self._many_bufs)
+        args = (
+            x, self.norms, *self.w, self.shape, self.eps, cos, sin, k_all, v_all,
+            ptr, slots, bufs, ab, self.bar,
+        )  # fmt: skip
+        self.bar[0] = 0
+        if self.threads == 1:
+            _many_kernel()(*args, 0, 1)
+            return
+        if self._team is None:
+            self._team = _Team(self.threads - 1)
+        self._team.run(_many_kernel(), args, self.threads)
+
+
+def _many_max_tokens(mats) -> int:
+    """The most tokens the batched step runs for these stacked matrices: the per-product path's
+    limit of each one's kernel (qlinear.py); 0 with the float q4 kernel (no batched step)."""
+    from infercast.engine import qlinear as ql
+
+    out = ql.KERNEL_MAX_TOKENS
+    for w in mats:
+        if len(w) == 1 and w[0].dtype == np.uint16:
+            # the float loop (qlinear.bf16_jit_max_tokens): at 8 tokens on the Zen 5, where
+            # PyTorch's bf16 matmul takes over from 5, the batched step with the loop ran
+            # 26.9 ms against the per-product path's 25.5 (SmolLM2-135M, one thread)
+            out = min(out, ql.bf16_jit_max_tokens())
+        elif len(w) == 1:
+            out = min(out, ql.Q4_INT_JIT_MAX_TOKENS)
+        elif w[0].dtype == np.int8:
+            lim = ql.INT8_INT_JIT_MAX_TOKENS if len(w) == 3 else ql.int8_jit_max_tokens()
+            out = min(out, lim)
+        else:
+            return 0
+    return out
 
 
 _MATRICES = ("wqkv", "wo", "w_gate_up", "w_down")

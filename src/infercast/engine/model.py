@@ -67,6 +67,17 @@ def rms_norm(x: np.ndarray, gain: np.ndarray, eps: float) -> np.ndarray:
     return out
 
 
+def decode_slots(kv: PagedKVStore, block_table: Sequence[int], n: int) -> np.ndarray:
+    """The KV slots a one-token decode at position n - 1 reads: positions 0 .. n - 2 in address
+    order, then its own. A decode query sees every cached key, so their order is free; in
+    address order the hardware prefetchers stream them, where the KV manager hands a prompt's
+    blocks out highest first (``sched/kv_cache.py``), which left each 12 KB block a stream of
+    its own: SmolLM2-135M q4 at context 128 on one Zen 5 core, batch 8 10.9 -> 9.1 ms."""
+    slots = kv.slots(block_table, 0, n)
+    slots[:-1].sort()
+    return slots
+
+
 def silu_mul(gate: np.ndarray, up: np.ndarray) -> np.ndarray:
     """SwiGLU's silu(gate) * up, computed in place on gate."""
     sig = np.negative(gate)
@@ -128,6 +139,8 @@ class LlamaModel(ForwardPass):
         """
         if self._fused_ok(seqs, kv, all_logits):
             return self._fused_decode(seqs[0], kv)
+        if self._fused_many_ok(seqs, kv, all_logits):
+            return self._fused_decode_many(seqs, kv)
         ids = np.concatenate([np.asarray(s.token_ids, dtype=np.int64) for s in seqs])
         positions = np.concatenate(
             [np.arange(s.num_cached, s.num_cached + len(s.token_ids)) for s in seqs]
@@ -154,11 +167,35 @@ class LlamaModel(ForwardPass):
             and hasattr(kv, "k_all")
         )
 
+    def _fused_many_ok(self, seqs, kv: PagedKVStore, all_logits: bool) -> bool:
+        import infercast.engine.decode_step as ds
+
+        return (
+            self.fused is not None
+            and ds.ENABLED
+            and 2 <= len(seqs) <= self.fused.max_tokens
+            and all(len(s.token_ids) == 1 for s in seqs)
+            and not all_logits
+            and hasattr(kv, "k_all")
+        )
+
+    def _fused_decode_many(self, seqs, kv: PagedKVStore) -> list[np.ndarray]:
+        """Several requests' one-token decodes through :meth:`FusedDecode.run_many`."""
+        ids = np.array([s.token_ids[0] for s in seqs], dtype=np.int64)
+        pos = np.array([s.num_cached for s in seqs], dtype=np.int64)
+        x = np.ascontiguousarray(embed_rows(self.w.embed, ids), dtype=np.float32)  # [T, H]
+        reads = [decode_slots(kv, s.block_table, s.num_cached + 1) for s in seqs]
+        ptr = np.zeros(len(seqs) + 1, dtype=np.int64)
+        np.cumsum([len(r) for r in reads], out=ptr[1:])
+        slots = np.concatenate(reads).astype(np.int64, copy=False)
+        self.fused.run_many(x, self.rope.cos[pos], self.rope.sin[pos], kv, ptr, slots)
+        return self._logits(x.T, seqs, False)
+
     def _fused_decode(self, s: SeqInput, kv: PagedKVStore) -> list[np.ndarray]:
         """One request's one-token decode through :class:`FusedDecode`."""
         pos = s.num_cached
         x = np.ascontiguousarray(embed_rows(self.w.embed, np.asarray(s.token_ids))[0])
-        slots = kv.slots(s.block_table, 0, pos + 1)
+        slots = decode_slots(kv, s.block_table, pos + 1)
         logits = self.fused.run(x, self.rope.cos[pos], self.rope.sin[pos], kv, slots, s.want_logits)
         if not s.want_logits:
             return [None]
@@ -277,7 +314,7 @@ class StepPlan:
                 prefill.append(PrefillSpan.build(slice(col, col + n), s.num_cached, read, group))
             col += n
         if jit and dec_cols and kernels() is not None:
-            reads = [kv.slots(t, 0, c) for t, c in zip(dec_tables, dec_ctx, strict=True)]
+            reads = [decode_slots(kv, t, c) for t, c in zip(dec_tables, dec_ctx, strict=True)]
             slots = DecodeSlots.build(dec_cols, reads)
             return StepPlan(np.concatenate(write), [], prefill, slots)
         decode = decode_groups(dec_cols, dec_tables, dec_ctx, kv.block_size)

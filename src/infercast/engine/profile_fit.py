@@ -19,8 +19,8 @@ waits for a core), so a 10% over- and under-prediction weigh the same at every M
 3. ``step_overhead_s`` and ``layer_overhead_s``: the line through the best
    times of tiny-width steps at two depths (their own FLOPs and bytes are under
    0.1% of them), at one token (q4, int8 and bf16 layers: one compiled call); and
-   ``multi_token_step_s``: what a two-request step at the model's depth adds to that line (a
-   step of several tokens runs layer by layer; ``rate_probe.overhead_point``).
+   ``multi_token_step_s``: what a two-request decode step at the model's depth adds to that
+   line (``rate_probe.overhead_point``).
 
 ``infercast machine`` then adds the serving loop's own work (:func:`with_serving`): its
 scheduling per step to ``step_overhead_s``, its sampling, detokenizing and SSE encoding per

@@ -278,8 +278,11 @@ def attention_points(
     prefills: Sequence[int] = PREFILL_TOKENS,
     evict_bytes: int = EVICT_BYTES,
     threads: int = 1,
+    weights: str = "fp32",
 ) -> list[Point]:
-    """Time :func:`~infercast.engine.model.attend` over every layer of a full-depth store.
+    """Time :func:`~infercast.engine.model.attend` over every layer of a full-depth store; for
+    decode with compact ``weights`` (q4, int8, bf16, auto) and numba, the fused step's attention
+    instead (:func:`infercast.engine.decode_step.decode_attention`), which those steps run.
 
     Decode: ``b`` requests with ``context`` cached tokens each; prefill: one
     prompt from scratch. Block tables are descending, as the KV manager hands
@@ -310,17 +313,55 @@ def attention_points(
         t = sum(new)
         q = rng.standard_normal((cfg.num_heads, d, t), dtype=np.float32)
         k, v = (rng.standard_normal((cfg.num_kv_heads, d, t), dtype=np.float32) for _ in "kv")
-        med, best, cpu = _times(
-            lambda plan=plan, kv=kv, q=q, k=k, v=v: _all_layers(cfg.num_layers, q, k, v, plan, kv),
-            runs,
-            evict.sum,
-            threads,
-        )
+
+        def run(plan=plan, kv=kv, q=q, k=k, v=v) -> None:
+            _all_layers(cfg.num_layers, q, k, v, plan, kv)
+
+        if t == len(new) and _fused_attention(weights, t):
+            run = _fused_decode_attention(cfg, seqs, kv, rng)
+        med, best, cpu = _times(run, runs, evict.sum, threads)
         ops = tuple(
             o.op for o in step_model.step_cost(new, cached).ops if o.op.name.startswith("attention")
         )
         points.append(Point("attention", label, ops, med, best, cpu, runs))
     return points
+
+
+def _fused_attention(weights: str, batch: int) -> bool:
+    """Whether a decode step of ``batch`` requests on ``weights`` layers runs the fused step
+    (numba there; beyond batch 1 as far as ``FusedDecode.max_tokens`` reaches: ``auto`` taken
+    as 4-bit layers)."""
+    from infercast.engine import qlinear as ql
+    from infercast.engine.decode_jit import kernels, q4_isa
+
+    if weights == "fp32" or kernels() is None:
+        return False
+    if batch == 1:
+        return True
+    if weights == "bf16":
+        return batch <= ql.bf16_jit_max_tokens()
+    if q4_isa() is None:  # the float q4 kernel has no batched step; int8's float loop
+        return weights == "int8" and batch <= ql.int8_jit_max_tokens()
+    return batch <= ql.KERNEL_MAX_TOKENS
+
+
+def _fused_decode_attention(cfg: EngineModelConfig, seqs, kv, rng):
+    """A call of the fused step's attention for these one-token requests (random QKV rows,
+    each at its own position's angles; their slots as the engine orders them)."""
+    from infercast.engine.decode_step import decode_attention
+    from infercast.engine.model import decode_slots
+    from infercast.engine.rope import RotaryTable
+
+    pos = np.array([s.num_cached for s in seqs])
+    rope = RotaryTable(cfg, int(pos.max()) + 1)
+    reads = [decode_slots(kv, s.block_table, s.num_cached + 1) for s in seqs]
+    ptr = np.zeros(len(seqs) + 1, dtype=np.int64)
+    np.cumsum([len(r) for r in reads], out=ptr[1:])
+    slots = np.concatenate(reads).astype(np.int64)
+    rows = (cfg.num_heads + 2 * cfg.num_kv_heads) * cfg.head_dim
+    qkv = rng.standard_normal((len(seqs), rows), dtype=np.float32)
+    cos, sin = np.ascontiguousarray(rope.cos[pos]), np.ascontiguousarray(rope.sin[pos])
+    return lambda: decode_attention(cfg, kv, qkv, cos, sin, ptr, slots)
 
 
 def _all_layers(layers: int, q, k, v, plan, kv) -> None:
@@ -342,9 +383,10 @@ def overhead_point(
     (default cfg's) layers, 64 wide, its matrices in ``weights``.
 
     Its FLOPs and bytes are negligible, so its time is the engine's fixed cost
-    per step and per layer (Python and numpy calls). At batch 1 q4, int8 and bf16 layers run
-    as one compiled call (``engine/decode_step.py``); a step of more tokens runs layer by
-    layer, so ``batch`` 2 (kind ``overhead_multi``) is what every batched step adds
+    per step and per layer (Python and numpy calls). q4, int8 and bf16 layers run a decode step
+    as one compiled call (``engine/decode_step.py``: at batch 1, and for several requests'
+    one token each up to its ``max_tokens``); fp32 layers and steps with a prefill run layer
+    by layer. ``batch`` 2 (kind ``overhead_multi``) is what a batched decode step adds
     (``EfficiencyProfile.multi_token_step_s``).
     """
     from infercast.engine.kv_store import PagedKVStore
@@ -399,6 +441,7 @@ def measure(
                 runs=runs,
                 evict_bytes=min(stream_bytes, EVICT_BYTES),
                 threads=threads,
+                weights=weights,
             )
             + [overhead_point(cfg, runs, n, weights, threads) for n in sorted({1, cfg.num_layers})]
             + [overhead_point(cfg, runs, None, weights, threads, batch=2)]
