@@ -47,17 +47,41 @@ def test_fused_decode_step_equals_the_per_product_path(fmt, threads, monkeypatch
     net = _model(fmt, threads, monkeypatch)
     assert net.fused is not None
     called = []
-    run = net.fused.run
+    run, run_logits = net.fused.run, net.fused.run_logits
     monkeypatch.setattr(net.fused, "run", lambda *a: called.append(1) or run(*a))
+    monkeypatch.setattr(net.fused, "run_logits", lambda *a: called.append(2) or run_logits(*a))
     want, kv_want = _decode(net, False, monkeypatch)
     assert not called
     got, kv_got = _decode(net, True, monkeypatch)
-    assert called == [1]
+    assert called == [2]  # the final norm and head in the fused call
     assert np.abs(got - want).max() < 1e-4 * np.abs(want).max()
     assert np.abs(want).max() > 0.1
     for a, b in zip(kv_got.k + kv_got.v, kv_want.k + kv_want.v, strict=True):
         assert np.abs(a - b).max() < 1e-5 * max(1.0, np.abs(b).max())
         assert np.abs(b).max() > 0  # the decode's own K/V were written
+
+
+@pytest.mark.parametrize("how", ["switched off", "float32 head"])
+def test_fused_step_leaves_the_head_after_its_call(how, monkeypatch):
+    """With ``HEAD_IN_STEP`` off, or a head the step's products cannot read (float32: no
+    layout, :attr:`FusedDecode.head` None), the layers run fused and the final norm and head
+    after the call, with the same logits as the head inside it."""
+    import infercast.engine.decode_step as ds
+
+    net = _model("int8", 2)
+    want, _ = _decode(net, True, monkeypatch)
+    if how == "switched off":
+        monkeypatch.setattr(ds, "HEAD_IN_STEP", False)
+    else:
+        monkeypatch.setattr(net.fused, "head", None)
+        monkeypatch.setattr(net.w, "lm_head", net.w.lm_head.dequantize())
+    called = []
+    run = net.fused.run
+    monkeypatch.setattr(net.fused, "run", lambda *a: called.append(1) or run(*a))
+    monkeypatch.setattr(net.fused, "run_logits", lambda *a: pytest.fail("head in the step"))
+    got, _ = _decode(net, True, monkeypatch)
+    assert called == [1]
+    assert np.abs(got - want).max() < 1e-4 * np.abs(want).max()
 
 
 def test_fused_step_runs_only_for_compact_layers_and_one_decoding_request(monkeypatch):

@@ -45,6 +45,9 @@ from infercast.engine.decode_jit import (
 )
 
 ENABLED = True  # False: the per-product path (a switch for old-vs-new benchmarks)
+# False: the final norm and head product after the fused call, on matmul_fm's threads (old-vs-new)
+HEAD_IN_STEP = True
+_STEP_HEAD: list = []  # the compiled step with the head (_step_head), set by _step_kernel
 SPINS_BEFORE_YIELD = 2000
 
 
@@ -141,6 +144,7 @@ def _step_kernel():
     from infercast.engine.attention_ir import intrinsics
 
     ns.update(zip(("attn_scores", "attn_pv"), intrinsics(), strict=True))
+    _STEP_HEAD.clear()
     ns.update(
         atomic_add=_atomic_add,
         atomic_load=_atomic_load,
@@ -406,7 +410,31 @@ def _step_kernel():
         if tid == 0:
             x[:] = xp
 
+    @compiled(fastmath=True)
+    def _step_head(  # pragma: no cover - compiled
+        x, norms, wqkv, wo, wgu, wdown, shape, eps, cos, sin, k_all, v_all, slots, bufs, bar,
+        head, final_norm, logits, tid, nth,
+    ):  # fmt: skip
+        # The layers (_step), then the final RMSNorm (each thread on its own copy) and the head
+        # product split by 64-row chunks between the same threads: no pool start and join
+        # after the step. _step leaves the residual in x from thread 0: one more barrier.
+        step(
+            x, norms, wqkv, wo, wgu, wdown, shape, eps, cos, sin, k_all, v_all, slots, bufs,
+            bar, tid, nth,
+        )  # fmt: skip
+        barrier(bar, (5 * norms.shape[0] + 1) * nth, SPINS_BEFORE_YIELD)
+        hv = np.empty(x.shape[0], dtype=np.float32)
+        norm(x, final_norm, eps, hv)
+        product(head, 0, hv, logits, tid, nth)
+
+    _STEP_HEAD.append(ns["step_head"])
     return ns["step"]
+
+
+def _step_head_kernel():
+    """The compiled step with the final norm and head product (``_step_head``)."""
+    _step_kernel()
+    return _STEP_HEAD[0]
 
 
 def _stacked(arrays: list[np.ndarray]) -> np.ndarray:
@@ -450,6 +478,9 @@ class FusedDecode:
     def __init__(self, cfg, weights, threads: int) -> None:
         layers = weights.layers
         self.w = [_stack([getattr(lw, n) for lw in layers]) for n in _MATRICES]
+        self.head = _head_layout(weights.lm_head)  # None: the head runs after the fused call
+        self.final_norm = np.asarray(weights.final_norm, np.float32)
+        self.vocab = int(weights.lm_head.shape[0])
         self.norms = np.stack([np.stack([lw.attn_norm, lw.mlp_norm]) for lw in layers]).astype(
             np.float32
         )
@@ -487,6 +518,34 @@ class FusedDecode:
             return None
         return FusedDecode(cfg, weights, threads)
 
+    def run_logits(self, x: np.ndarray, cos, sin, kv, slots: np.ndarray) -> np.ndarray:
+        """:meth:`run`, then the final RMSNorm and the head product in the same compiled call
+        (its rows split between the step's threads): the token's logits [V]. Needs
+        :attr:`head` (not None)."""
+        rows = self.head[0].shape[1] * (Q4_ROWS if self.head[0].dtype == np.uint8 else 1)
+        logits = np.empty((rows, 1), np.float32)
+        self._go(_step_head_kernel(), x, cos, sin, kv, slots, (self.head, self.final_norm, logits))
+        return logits[: self.vocab, 0]
+
+    def _go(self, kernel, x, cos, sin, kv, slots: np.ndarray, extra: tuple) -> None:
+        """``kernel`` (the step, or the step with ``extra`` arguments) on every thread."""
+        if self._kv is None or self._kv[0] is not kv.k_all:  # the store's slots, flat
+            n = kv.k_all.shape[1] * kv.k_all.shape[2]
+            k_all = kv.k_all.reshape(kv.k_all.shape[0], n, *kv.k_all.shape[3:])
+            self._kv = (kv.k_all, k_all, kv.v_all.reshape(k_all.shape))
+        k_all, v_all = self._kv[1:]
+        args = (
+            x, self.norms, *self.w, self.shape, self.eps, cos, sin, k_all, v_all,
+            np.ascontiguousarray(slots, dtype=np.int64), self.bufs, self.bar, *extra,
+        )  # fmt: skip
+        self.bar[0] = 0
+        if self.threads == 1:
+            kernel(*args, 0, 1)
+            return
+        if self._team is None:
+            self._team = _Team(self.threads - 1)
+        self._team.run(kernel, args, self.threads)
+
     def run(self, x: np.ndarray, cos, sin, kv, slots: np.ndarray) -> None:
         """Every layer on residual ``x`` [H] (updated in place) for one token whose KV slots
         (context and its own, last) are ``slots``; writes its K/V into ``kv``."""
@@ -509,6 +568,22 @@ class FusedDecode:
 
 
 _MATRICES = ("wqkv", "wo", "w_gate_up", "w_down")
+
+
+def _head_layout(head) -> tuple[np.ndarray, ...] | None:
+    """The head matrix as a one-layer stack of :func:`_stack`'s layouts (views, no copy), for
+    the fused step's ``product``; None for a float32 head or one without the kernels' layout."""
+    from infercast.engine.qlinear import Bf16Matrix, Int4Matrix, Int8Matrix
+
+    if isinstance(head, Int4Matrix) and head.jit_layout is not None:
+        return tuple(a[None] for a in head.jit_layout)
+    if isinstance(head, Bf16Matrix):
+        return (head.bits[None],)
+    if isinstance(head, Int8Matrix):
+        out = (head.q_np[None], head.s32[None], head.ws[None])
+        # the integer kernel where _stack takes it for the layers
+        return out if kernels().int8i_rows is not None and int8_int_ok(head.shape[1]) else out[:2]
+    return None
 
 
 class _Team:

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+import infercast.engine.decode_step as ds
 from infercast.engine.attention import (
     PrefillSpan,
     causal_attention,
@@ -159,7 +160,11 @@ class LlamaModel(ForwardPass):
         pos = s.num_cached
         x = np.ascontiguousarray(embed_rows(self.w.embed, np.asarray(s.token_ids))[0])
         slots = kv.slots(s.block_table, 0, pos + 1)
-        self.fused.run(x, self.rope.cos[pos], self.rope.sin[pos], kv, slots)
+        cos, sin = self.rope.cos[pos], self.rope.sin[pos]
+        if s.want_logits and self.fused.head is not None and ds.HEAD_IN_STEP:
+            # the final norm and head in the fused call, on its threads (decode_step.py)
+            return [self.fused.run_logits(x, cos, sin, kv, slots)]
+        self.fused.run(x, cos, sin, kv, slots)
         if not s.want_logits:
             return [None]
         # _logits' arithmetic for one row, without its bookkeeping for many requests

@@ -1,0 +1,131 @@
+"""A batch-1 decode step at 1 and 2 threads, in parts, wall time (issue 21 item 2).
+
+For each ``--weights`` format: ``LlamaModel.forward`` for one request's one token on
+``--context`` cached tokens, with its parts timed in place (wall ms, best and median of
+``--steps``): the fused layers' compiled call (engine/decode_step.py), the final norm and head
+product after it, and the rest (embedding row, KV slots, Python); then the head product alone
+through its kernel on 1 and on 2 threads. Every round runs each thread count and each variant
+in turn (alternated, so a shared machine's load drift hits all), ``--rounds`` rounds; a
+variant is ``old`` (the head after the fused call, threaded by
+``threads.product_threads``) or ``new`` (``decode_step.HEAD_IN_STEP``: the final norm and the
+head product inside the fused call, split by rows between its threads).
+
+    PYTHONPATH=$PWD/src python benchmarks/decode_threads_parts.py --weights int8,q4,auto,bf16
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import time
+
+import numpy as np
+
+
+def _stats(ts: list[float]) -> str:
+    return f"{min(ts) * 1e3:6.3f}/{statistics.median(ts) * 1e3:6.3f}"
+
+
+def _timed(parts: dict, name: str, fn):
+    """``fn``, its wall seconds appended to ``parts[name]``."""
+
+    def wrapper(*a, **k):
+        t0 = time.perf_counter()
+        out = fn(*a, **k)
+        parts[name].append(time.perf_counter() - t0)
+        return out
+
+    return wrapper
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--model", default="smollm2-135m")
+    ap.add_argument("--weights", default="int8,q4,auto,bf16")
+    ap.add_argument("--threads", default="1,2")
+    ap.add_argument("--variants", default="old,new", help="old, new or both")
+    ap.add_argument("--context", type=int, default=128)
+    ap.add_argument("--steps", type=int, default=30)
+    ap.add_argument("--rounds", type=int, default=3)
+    args = ap.parse_args()
+
+    from threadpoolctl import threadpool_limits
+
+    import infercast.engine.decode_step as ds
+    import infercast.engine.threads as th
+    from infercast.engine.engine import make_model
+    from infercast.engine.kv_store import PagedKVStore
+    from infercast.engine.loader import load
+    from infercast.engine.model import SeqInput, rms_norm
+
+    threads = [int(t) for t in args.threads.split(",")]
+    variants = args.variants.split(",")
+    blocks = list(range(-(-(args.context + 1) // 16)))
+    print(f"# load {os.getloadavg()[0]:.1f}; ms wall best/median of {args.steps} steps")
+    for fmt in args.weights.split(","):
+        loaded = load(args.model, weights=fmt)
+        cfg, w = loaded.cfg, loaded.weights
+        nets = {t: make_model(loaded, args.context + 2, "numpy", t) for t in threads}
+        kv = PagedKVStore(cfg, len(blocks), 16)
+        seq = [SeqInput([7], args.context, blocks)]
+        head = w.lm_head
+        h = rms_norm(np.ones((cfg.hidden_size, 1), np.float32), w.final_norm, cfg.rms_norm_eps)
+        print(f"{fmt}: head {type(head).__name__} {head.shape}, {head.nbytes / 1e6:.1f} MB")
+        for r in range(args.rounds):
+            for t in threads:
+                net = nets[t]
+                for v in variants:
+                    ds.HEAD_IN_STEP = v == "new"
+                    parts: dict[str, list[float]] = {"fused": [], "head": [], "step": []}
+                    run, mm, rl = net.fused.run, net._mm, net.fused.run_logits
+                    net.fused.run, net._mm = _timed(parts, "fused", run), _timed(parts, "head", mm)
+                    net.fused.run_logits = _timed(parts, "fused", rl)
+                    try:
+                        with threadpool_limits(t):
+                            net.forward(seq, kv)
+                            for k in parts:
+                                parts[k].clear()
+                            for _ in range(args.steps):
+                                t0 = time.perf_counter()
+                                net.forward(seq, kv)
+                                parts["step"].append(time.perf_counter() - t0)
+                    finally:
+                        net.fused.run, net._mm, net.fused.run_logits = run, mm, rl
+                    heads = parts["head"] or [0.0] * len(parts["step"])
+                    rest = [
+                        s - f - h
+                        for s, f, h in zip(parts["step"], parts["fused"], heads, strict=True)
+                    ]
+                    line = (
+                        f"  r{r} t={t} {v}: step {_stats(parts['step'])}  fused "
+                        f"{_stats(parts['fused'])}  head "
+                        f"{_stats(parts['head']) if parts['head'] else '  (in fused)  '}"
+                        f"  rest {_stats(rest)}"
+                    )
+                    print(line, flush=True)
+            ds.HEAD_IN_STEP = False
+            alone = []
+            net = nets[max(threads)]
+            min_work = th.THREADED_MIN_WORK
+            for ht in (1, 2):
+                ts = []
+                net.scratch.threads = ht
+                th.THREADED_MIN_WORK = {k: 0.0 for k in min_work} if ht > 1 else min_work
+                try:
+                    with threadpool_limits(ht):
+                        net._mm(head, h)
+                        for _ in range(args.steps):
+                            t0 = time.perf_counter()
+                            net._mm(head, h)
+                            ts.append(time.perf_counter() - t0)
+                finally:
+                    net.scratch.threads = max(threads)
+                    th.THREADED_MIN_WORK = min_work
+                alone.append(f"{ht} thread(s) {_stats(ts)}")
+            print(f"  r{r} head alone: " + "  ".join(alone), flush=True)
+        del nets
+
+
+if __name__ == "__main__":
+    main()
