@@ -78,9 +78,11 @@ def main() -> None:
                 for v in variants:
                     ds.HEAD_IN_STEP = v == "new"
                     parts: dict[str, list[float]] = {"fused": [], "head": [], "step": []}
-                    run, mm, rl = net.fused.run, net._mm, net.fused.run_logits
+                    run, mm = net.fused.run, net._mm
+                    rl = getattr(net.fused, "run_logits", None)  # None: a tree before it
                     net.fused.run, net._mm = _timed(parts, "fused", run), _timed(parts, "head", mm)
-                    net.fused.run_logits = _timed(parts, "fused", rl)
+                    if rl is not None:
+                        net.fused.run_logits = _timed(parts, "fused", rl)
                     try:
                         with threadpool_limits(t):
                             net.forward(seq, kv)
@@ -91,7 +93,9 @@ def main() -> None:
                                 net.forward(seq, kv)
                                 parts["step"].append(time.perf_counter() - t0)
                     finally:
-                        net.fused.run, net._mm, net.fused.run_logits = run, mm, rl
+                        net.fused.run, net._mm = run, mm
+                        if rl is not None:
+                            net.fused.run_logits = rl
                     heads = parts["head"] or [0.0] * len(parts["step"])
                     rest = [
                         s - f - h

@@ -18,7 +18,7 @@ The arithmetic is the unfused path's
 polynomial (``fexp``, ~1e-6 relative) so that softmax and SiLU vectorize: tested equal.
 
 Runs when numba is present, every layer matrix is ``q4`` in the kernel's layout (or every
-one ``int8`` or every one ``bf16``: rows in chunks of 64 instead of blocks; a bf16 step
+one ``int8`` or every one ``bf16``: rows in chunks of 16 instead of blocks; a bf16 step
 also sheds the per-layer numpy work of the per-product path), and the step is one request
 decoding one token (``serve``'s batch-1 decode); other steps take the per-product path.
 """
@@ -49,6 +49,11 @@ ENABLED = True  # False: the per-product path (a switch for old-vs-new benchmark
 HEAD_IN_STEP = True
 _STEP_HEAD: list = []  # the compiled step with the head (_step_head), set by _step_kernel
 SPINS_BEFORE_YIELD = 2000
+# The int8 and bf16 products' rows go to the threads in chunks of 16 (a 64-byte line of float32
+# outputs, so no two threads write one line): SmolLM2-135M's 960-, 576- and 3072-row products
+# split evenly between two threads, where chunks of 64 gave one thread 8 of 15 and 5 of 9
+# (each product ends at a barrier: the other thread waits). q4's blocks are 64 rows.
+SHARE_ROWS = 16
 
 
 def _sources_stamp() -> str:
@@ -229,14 +234,20 @@ def _step_kernel():
         q4i_quantize(v, xq, xd, xs)
         q4i_blocks(qv, xq, xd, xs, out, 0, tid * nc // nth, (tid + 1) * nc // nth)
 
+    @compiled(inline="always")
+    def _row_share(n, tid, nth):  # pragma: no cover - compiled
+        # This thread's rows of an int8 or bf16 product, in chunks of SHARE_ROWS
+        nc = (n + SHARE_ROWS - 1) // SHARE_ROWS
+        return tid * nc // nth * SHARE_ROWS, min(n, (tid + 1) * nc // nth * SHARE_ROWS)
+
     @compiled(fastmath=True)
     def _int8_product(w, li, v, out, tid, nth):  # pragma: no cover - compiled
         # This thread's share of layer li's int8 rows (w = (q, scale)) times v, in chunks
-        # of 64 rows: decode_jit.int8_matmul's one-token loop.
+        # of SHARE_ROWS rows: decode_jit.int8_matmul's one-token loop.
         q, sc = w
         n, k = q.shape[1], q.shape[2]
-        nc = (n + 63) // 64
-        for r in range(tid * nc // nth * 64, min(n, (tid + 1) * nc // nth * 64)):
+        r0, r1 = row_share(n, tid, nth)
+        for r in range(r0, r1):
             qr = q[li, r]
             acc = np.float32(0.0)
             for c in range(k):
@@ -252,25 +263,24 @@ def _step_kernel():
         # numba PR 8396, unmerged): a change to decode_jit's kernels must touch this file.
         q, sc, ws = w
         n, k = q.shape[1], q.shape[2]
-        nc = (n + 63) // 64
         xq = np.empty((1, 2 * k), dtype=np.uint8)
         d = np.empty(1, dtype=np.float32)
         int8i_quantize(v.reshape(1, k), xq, d)
-        r1 = min(n, (tid + 1) * nc // nth * 64)
-        int8i_rows(q[li], ws[li], sc[li], xq, d, out, tid * nc // nth * 64, r1)
+        r0, r1 = row_share(n, tid, nth)
+        int8i_rows(q[li], ws[li], sc[li], xq, d, out, r0, r1)
 
     @compiled(fastmath=True)
     def _bf16_product(w, li, v, out, tid, nth):  # pragma: no cover - compiled
         # This thread's share of layer li's bf16 rows (w = (bits,), uint16) times v, in chunks
-        # of 64 rows, each weight widened in registers (decode_jit.bf16_matmul's one token),
+        # of SHARE_ROWS rows, each weight widened in registers (decode_jit.bf16_matmul's one token),
         # each row first prefetching the lines 4 KB on (decode_jit.PREFETCH_AHEAD_BYTES), in
         # address order: one row at a time, one stream (2 or 4 rows interleaved ran slower from
         # DRAM), and a loop from 0 (one from the row's address, which LLVM peeled so that the
         # last lines went first, gained half as much: docs/history/engine-weight-formats.md).
         b16 = w[0]
         n, k = b16.shape[1], b16.shape[2]
-        nc = (n + 63) // 64
-        for r in range(tid * nc // nth * 64, min(n, (tid + 1) * nc // nth * 64)):
+        r0, r1 = row_share(n, tid, nth)
+        for r in range(r0, r1):
             at = (li * n + r) * k + BF16_AHEAD
             for e in range(0, k, BF16_LINE):
                 prefetch(b16, at + e)
