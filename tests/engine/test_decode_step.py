@@ -121,27 +121,3 @@ def test_fused_int8_layers_take_the_integer_kernel_where_it_runs():
         if len(w) == 3:
             assert (w[2] == w[0].sum(axis=2, dtype=np.int32)).all()
     assert {w[0].shape[2] for w in net.fused.w} == {64, 160}
-
-
-def test_team_keeps_its_helpers_off_the_starting_threads_cpu(monkeypatch):
-    """The fused step's helper threads run on any allowed CPU but the one the step started on
-    (where Linux woke them on a busy machine, to take turns with the starter at every barrier),
-    and anywhere again with ``PIN_HELPERS`` off."""
-    import os
-
-    import infercast.engine.decode_step as ds
-
-    if not hasattr(os, "sched_getaffinity") or len(os.sched_getaffinity(0)) < 2:
-        pytest.skip("needs Linux and two CPUs")
-    team = ds._Team(2)
-    seen = []
-    team.run(lambda tid, nth: seen.append((tid, nth)), (), 3)
-    assert sorted(seen) == [(0, 3), (1, 3), (2, 3)]
-    assert team._off in team._cpus
-    for i in team._ids:
-        assert os.sched_getaffinity(i) == team._cpus - {team._off}
-    monkeypatch.setattr(ds, "PIN_HELPERS", False)
-    team.run(lambda tid, nth: None, (), 3)
-    assert team._off == -1
-    for i in team._ids:
-        assert os.sched_getaffinity(i) == team._cpus

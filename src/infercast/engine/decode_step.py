@@ -54,14 +54,6 @@ SPINS_BEFORE_YIELD = 2000
 # split evenly between two threads, where chunks of 64 gave one thread 8 of 15 and 5 of 9
 # (each product ends at a barrier: the other thread waits). q4's blocks are 64 rows.
 SHARE_ROWS = 16
-# The fused step's helper threads are kept off the CPU of the thread that starts the step.
-# Woken while the other CPUs were busy (a shared machine), Linux put the helper on the
-# starter's own CPU (its wake-up placement, kernel/sched/fair.c ``select_task_rq_fair``: an
-# idle CPU first, else the previous or the waker's), where the two took turns at every barrier
-# until one was moved: 151 empty barriers of two threads took 220 us at load 2.7, 60 with the
-# helper on the other CPU (benchmarks/decode_threads_parts.py; docs/history/
-# engine-weight-formats.md, twothread). False: wherever the scheduler wakes them.
-PIN_HELPERS = True
 
 
 def _sources_stamp() -> str:
@@ -605,24 +597,16 @@ def _head_layout(head) -> tuple[np.ndarray, ...] | None:
 
 
 class _Team:
-    """Helper threads that each run the compiled step beside the calling thread (tid 0), kept
-    off the calling thread's CPU (:data:`PIN_HELPERS`)."""
+    """Helper threads that each run the compiled step beside the calling thread (tid 0)."""
 
     def __init__(self, helpers: int) -> None:
         self._go = [threading.Semaphore(0) for _ in range(helpers)]
         self._done = threading.Semaphore(0)
         self._job = None
-        self._ids = [0] * helpers  # the helpers' native thread ids
-        self._cpus = _allowed_cpus()  # where this process may run
-        self._off = -1  # the CPU the helpers are kept off (-1: none)
         for tid in range(1, helpers + 1):
             threading.Thread(target=self._loop, args=(tid,), daemon=True).start()
-        for _ in range(helpers):
-            self._done.acquire()  # each has its id
 
     def _loop(self, tid: int) -> None:
-        self._ids[tid - 1] = threading.get_native_id()
-        self._done.release()
         while True:
             self._go[tid - 1].acquire()
             fn, args, nth = self._job
@@ -631,50 +615,10 @@ class _Team:
             finally:
                 self._done.release()
 
-    def _place(self) -> None:
-        """Keep the helpers off the CPU this thread is on (an affinity call when it moves)."""
-        cpu = _current_cpu() if PIN_HELPERS and len(self._cpus) > 1 else -1
-        if cpu == self._off:
-            return
-        try:
-            for i in self._ids:
-                os.sched_setaffinity(i, self._cpus - {cpu})
-        except OSError:  # a CPU taken away meanwhile: leave them where they are
-            cpu = -1
-        self._off = cpu
-
     def run(self, fn, args, nth: int) -> None:
-        self._place()
         self._job = (fn, args, nth)
         for go in self._go:
             go.release()
         fn(*args, 0, nth)
         for _ in self._go:
             self._done.acquire()
-
-
-def _allowed_cpus() -> set[int]:
-    """The CPUs this thread may run on (Linux; elsewhere an empty set: no placement)."""
-    try:
-        return set(os.sched_getaffinity(0))
-    except (AttributeError, OSError):
-        return set()
-
-
-@cache
-def _getcpu():
-    """glibc's ``sched_getcpu`` (ctypes), or None."""
-    import ctypes
-
-    try:
-        fn = ctypes.CDLL(None).sched_getcpu
-    except (AttributeError, OSError):
-        return None
-    fn.restype, fn.argtypes = ctypes.c_int, []
-    return fn
-
-
-def _current_cpu() -> int:
-    """The CPU the calling thread runs on now, or -1 where unknown."""
-    fn = _getcpu()
-    return -1 if fn is None else max(-1, int(fn()))
