@@ -1,14 +1,14 @@
 """A batch-1 decode step at 1 and 2 threads, in parts, wall time (issue 21 item 2).
 
 For each ``--weights`` format: ``LlamaModel.forward`` for one request's one token on
-``--context`` cached tokens, with its parts timed in place (wall ms, best and median of
-``--steps``): the fused layers' compiled call (engine/decode_step.py), the final norm and head
-product after it, and the rest (embedding row, KV slots, Python); then the head product alone
-through its kernel on 1 and on 2 threads. Every round runs each thread count and each variant
-in turn (alternated, so a shared machine's load drift hits all), ``--rounds`` rounds; a
-variant is ``old`` (the head after the fused call, threaded by
-``threads.product_threads``) or ``new`` (``decode_step.HEAD_IN_STEP``: the final norm and the
-head product inside the fused call, split by rows between its threads).
+``--context`` cached tokens, with its parts timed in place (wall ms, best, 10th percentile and
+median of ``--steps``): the fused layers' compiled call (engine/decode_step.py), the final norm
+and head product after it, and the rest (embedding row, KV slots, Python); then the head
+product alone through its kernel on 1 and on 2 threads. The variants alternate in blocks of
+``--block`` steps (the first of each not counted), so a shared machine's load drift hits both;
+``--rounds`` rounds of each thread count. Variants: ``old`` (the head after the fused call,
+threaded by ``threads.product_threads``), ``new`` (``decode_step.HEAD_IN_STEP``: the final
+norm and the head inside the fused call, split by rows between its threads).
 
     PYTHONPATH=$PWD/src python benchmarks/decode_threads_parts.py --weights int8,q4,auto,bf16
 """
@@ -22,18 +22,23 @@ import time
 
 import numpy as np
 
+# variant: decode_step.HEAD_IN_STEP
+VARIANTS = {"old": False, "new": True}
+
 
 def _stats(ts: list[float]) -> str:
-    return f"{min(ts) * 1e3:6.3f}/{statistics.median(ts) * 1e3:6.3f}"
+    """Best / 10th percentile / median, ms."""
+    q = sorted(ts)
+    return f"{q[0] * 1e3:6.3f}/{q[len(q) // 10] * 1e3:6.3f}/{statistics.median(q) * 1e3:6.3f}"
 
 
-def _timed(parts: dict, name: str, fn):
-    """``fn``, its wall seconds appended to ``parts[name]``."""
+def _timed(cur: list, name: str, fn):
+    """``fn``, its wall seconds appended to ``cur[0][name]``."""
 
     def wrapper(*a, **k):
         t0 = time.perf_counter()
         out = fn(*a, **k)
-        parts[name].append(time.perf_counter() - t0)
+        cur[0][name].append(time.perf_counter() - t0)
         return out
 
     return wrapper
@@ -44,7 +49,8 @@ def main() -> None:
     ap.add_argument("--model", default="smollm2-135m")
     ap.add_argument("--weights", default="int8,q4,auto,bf16")
     ap.add_argument("--threads", default="1,2")
-    ap.add_argument("--variants", default="old,new", help="old, new or both")
+    ap.add_argument("--variants", default="old,new", help=", ".join(VARIANTS))
+    ap.add_argument("--block", type=int, default=10, help="steps a variant runs in turn")
     ap.add_argument("--context", type=int, default=128)
     ap.add_argument("--steps", type=int, default=30)
     ap.add_argument("--rounds", type=int, default=3)
@@ -62,7 +68,7 @@ def main() -> None:
     threads = [int(t) for t in args.threads.split(",")]
     variants = args.variants.split(",")
     blocks = list(range(-(-(args.context + 1) // 16)))
-    print(f"# load {os.getloadavg()[0]:.1f}; ms wall best/median of {args.steps} steps")
+    print(f"# load {os.getloadavg()[0]:.1f}; ms wall best/p10/median of {args.steps} steps")
     for fmt in args.weights.split(","):
         loaded = load(args.model, weights=fmt)
         cfg, w = loaded.cfg, loaded.weights
@@ -75,40 +81,41 @@ def main() -> None:
         for r in range(args.rounds):
             for t in threads:
                 net = nets[t]
-                for v in variants:
-                    ds.HEAD_IN_STEP = v == "new"
-                    parts: dict[str, list[float]] = {"fused": [], "head": [], "step": []}
-                    run, mm = net.fused.run, net._mm
-                    rl = getattr(net.fused, "run_logits", None)  # None: a tree before it
-                    net.fused.run, net._mm = _timed(parts, "fused", run), _timed(parts, "head", mm)
+                parts = {v: {"fused": [], "head": [], "step": []} for v in variants}
+                cur = [parts[variants[0]]]  # the dict the wrappers append to
+                run, mm = net.fused.run, net._mm
+                rl = getattr(net.fused, "run_logits", None)  # None: a tree before it
+                net.fused.run, net._mm = _timed(cur, "fused", run), _timed(cur, "head", mm)
+                if rl is not None:
+                    net.fused.run_logits = _timed(cur, "fused", rl)
+                try:
+                    with threadpool_limits(t):
+                        for _ in range(-(-args.steps // args.block)):
+                            for v in variants:  # alternated, a block of steps each
+                                ds.HEAD_IN_STEP = VARIANTS[v]
+                                cur[0] = {k: [] for k in parts[v]}
+                                for _ in range(args.block + 1):
+                                    t0 = time.perf_counter()
+                                    net.forward(seq, kv)
+                                    cur[0]["step"].append(time.perf_counter() - t0)
+                                for k, ts in cur[0].items():  # the first a warm-up
+                                    parts[v][k] += ts[1:]
+                finally:
+                    net.fused.run, net._mm = run, mm
                     if rl is not None:
-                        net.fused.run_logits = _timed(parts, "fused", rl)
-                    try:
-                        with threadpool_limits(t):
-                            net.forward(seq, kv)
-                            for k in parts:
-                                parts[k].clear()
-                            for _ in range(args.steps):
-                                t0 = time.perf_counter()
-                                net.forward(seq, kv)
-                                parts["step"].append(time.perf_counter() - t0)
-                    finally:
-                        net.fused.run, net._mm = run, mm
-                        if rl is not None:
-                            net.fused.run_logits = rl
-                    heads = parts["head"] or [0.0] * len(parts["step"])
-                    rest = [
-                        s - f - h
-                        for s, f, h in zip(parts["step"], parts["fused"], heads, strict=True)
-                    ]
+                        net.fused.run_logits = rl
+                for v in variants:
+                    p = parts[v]
+                    heads = p["head"] or [0.0] * len(p["step"])
+                    rest = [s - f - h for s, f, h in zip(p["step"], p["fused"], heads, strict=True)]
                     line = (
-                        f"  r{r} t={t} {v}: step {_stats(parts['step'])}  fused "
-                        f"{_stats(parts['fused'])}  head "
-                        f"{_stats(parts['head']) if parts['head'] else '  (in fused)  '}"
+                        f"  r{r} t={t} {v}: step {_stats(p['step'])}  fused "
+                        f"{_stats(p['fused'])}  head "
+                        f"{_stats(p['head']) if p['head'] else '       (in fused)       '}"
                         f"  rest {_stats(rest)}"
                     )
                     print(line, flush=True)
-            ds.HEAD_IN_STEP = False
+            ds.HEAD_IN_STEP = VARIANTS["old"]
             alone = []
             net = nets[max(threads)]
             min_work = th.THREADED_MIN_WORK
