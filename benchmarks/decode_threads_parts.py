@@ -51,6 +51,12 @@ def main() -> None:
     ap.add_argument("--threads", default="1,2")
     ap.add_argument("--variants", default="old,new", help=", ".join(VARIANTS))
     ap.add_argument("--block", type=int, default=10, help="steps a variant runs in turn")
+    ap.add_argument(
+        "--share-rows",
+        type=int,
+        help="decode_step.SHARE_ROWS for this run (compiled in: give the run its own "
+        "NUMBA_CACHE_DIR, numba's cache does not see a changed global)",
+    )
     ap.add_argument("--context", type=int, default=128)
     ap.add_argument("--steps", type=int, default=30)
     ap.add_argument("--rounds", type=int, default=3)
@@ -65,10 +71,15 @@ def main() -> None:
     from infercast.engine.loader import load
     from infercast.engine.model import SeqInput, rms_norm
 
+    if args.share_rows:
+        ds.SHARE_ROWS = args.share_rows  # before the step compiles
     threads = [int(t) for t in args.threads.split(",")]
     variants = args.variants.split(",")
     blocks = list(range(-(-(args.context + 1) // 16)))
-    print(f"# load {os.getloadavg()[0]:.1f}; ms wall best/p10/median of {args.steps} steps")
+    print(
+        f"# load {os.getloadavg()[0]:.1f}; SHARE_ROWS {ds.SHARE_ROWS}; ms wall best/p10/median "
+        f"of {args.steps} steps"
+    )
     for fmt in args.weights.split(","):
         loaded = load(args.model, weights=fmt)
         cfg, w = loaded.cfg, loaded.weights
