@@ -187,6 +187,21 @@ def test_fused_step_runs_the_head_in_its_call(fmt, monkeypatch):
     assert net.fused.run(x.copy(), cos, sin, kv, slots) is None
 
 
+def test_fused_step_leaves_a_float32_head_after_its_call(monkeypatch):
+    """A head the step's products cannot read (float32: no layout, :attr:`FusedDecode.head`
+    None) runs after the fused layers, with the same logits as the head inside the call."""
+    net = _model("int8", 2, monkeypatch)
+    want, _ = _decode(net, True, monkeypatch)
+    monkeypatch.setattr(net.fused, "head", None)
+    monkeypatch.setattr(net.w, "lm_head", net.w.lm_head.dequantize())
+    returned = []
+    run = net.fused.run
+    monkeypatch.setattr(net.fused, "run", lambda *a: returned.append(run(*a)) or returned[-1])
+    got, _ = _decode(net, True, monkeypatch)
+    assert returned == [None]
+    assert np.abs(got - want).max() < 1e-4 * np.abs(want).max()
+
+
 def test_decode_attention_writes_each_tokens_rotated_k_and_its_v():
     """decode_step.decode_attention (what the probe times) writes every layer's K/V of each
     token at its own slot: K rotated at its position (rotate-half RoPE), V as given."""
