@@ -126,7 +126,7 @@ def quality(args) -> None:
         raise SystemExit(f"the text has {len(ids)} tokens, fewer than {max(tokens)}")
 
     def last_logits(loaded, n):
-        net = LlamaModel(loaded.cfg, loaded.weights, 256)
+        net = LlamaModel(loaded.cfg, loaded.weights, n + 16)
         kv = PagedKVStore(loaded.cfg, -(-n // 16) + 1, 16)
         table = list(range(-(-n // 16) + 1))
         return net.forward([SeqInput(ids[:n], 0, table)], kv)[0]
