@@ -399,6 +399,9 @@ def test_multi_token_overhead_point_runs_the_layer_by_layer_step(weights, monkey
 
 
 def test_widening_is_the_compact_products_time_less_the_float32_products(monkeypatch):
+    """Where a format's prefill widens (q4 with the integer kernels' prefill off); 0 for fp32
+    and where the integer kernels run its prefill (nothing widened)."""
+    import infercast.engine.qlinear as ql
     from infercast.engine import rate_probe
     from infercast.engine.config import named_config
     from infercast.engine.qlinear import KERNEL_MAX_TOKENS
@@ -406,6 +409,10 @@ def test_widening_is_the_compact_products_time_less_the_float32_products(monkeyp
     cfg = named_config("tiny")
     assert rate_probe.widen_layer_s(cfg, "fp32") == 0.0
     pytest.importorskip("torch")
+    monkeypatch.setattr(ql, "integer_prefill", lambda fmt: True)
+    assert rate_probe.widen_layer_s(cfg, "q4") == 0.0
+    monkeypatch.undo()
+    monkeypatch.setattr(ql, "INT_PREFILL", False)
     calls, cpu = [], iter([3e-3, 1e-3])
 
     def fake_times(fn, runs, before=None, threads=1):

@@ -245,7 +245,8 @@ def test_cpu_flags_are_read_from_cpuinfo():
         ("bf16", KERNEL_MAX_TOKENS + 16, {"widen"}),
         ("q4", 3, {"q4i", "q4", "torch"}),  # PyTorch's without numba
         ("q4", 8, {"q4i", "widen", "torch"}),  # widened beyond the float kernel's 4
-        ("q4", KERNEL_MAX_TOKENS + 16, {"widen"}),
+        ("q4", KERNEL_MAX_TOKENS + 16, {"q4i", "widen"}),  # integer prefill where it runs
+        ("int8", KERNEL_MAX_TOKENS + 16, {"int8i", "widen"}),
     ],
 )
 def test_products_are_the_same_on_one_thread_and_on_two(fmt, t, kernels, monkeypatch):
