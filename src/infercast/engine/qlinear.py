@@ -111,7 +111,7 @@ Q4_INT_JIT_MAX_TOKENS = 48
 # int8 501 / 1,151. Two threads at 512 (wall, load ~2): q4 472 / 435, int8 448 / 461.
 # False: widened tiles beyond KERNEL_MAX_TOKENS on every CPU (the cost model then prices these
 # formats at the fp32 peak: engine/predict.py).
-INT_PREFILL = False
+INT_PREFILL = True
 # ... in chunks of at most this many tokens: one product of 1,024 tokens ran at the widened
 # tiles' time (q4, SmolLM2's chain: 1,739 / 1,694 ms; 2,048: 3,407 / 3,238), the kernel's rate
 # falling from 306 G/s at 128 tokens to 221 at 512 and 125 at 1,024 (2 x weights x tokens per
