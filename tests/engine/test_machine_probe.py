@@ -13,7 +13,14 @@ from infercast.specs.catalog import load_hardware
 @pytest.fixture(scope="module")
 def result():
     # Small sizes: this checks plumbing and units, not the machine's real peak.
-    return probe(threads=1, runs=2, bandwidth_bytes=16 * 2**20, matmul_n=256)
+    return probe(
+        threads=1,
+        runs=2,
+        bandwidth_bytes=16 * 2**20,
+        matmul_n=256,
+        integer_n=256,
+        integer_tokens=64,
+    )
 
 
 def test_probe_reports_median_and_best(result):
@@ -25,6 +32,21 @@ def test_probe_reports_median_and_best(result):
     )
     assert 1e8 < result["matmul_flops_per_s"]["fp32"] < 1e14  # a CPU core, in FLOP/s
     assert result["memory_bytes"] > 2**30
+
+
+def test_int8_peak_is_the_faster_integer_kernel_where_prefill_runs_one(result):
+    """The int8 line: the engine's integer q4 and int8 products (2 x weights x tokens ops/s),
+    the faster of the two, where ``qlinear.integer_prefill`` runs them; else none."""
+    from infercast.engine.qlinear import integer_prefill
+
+    kernels = [f for f in ("q4", "int8") if integer_prefill(f)]
+    found = {k.split("_")[1] for k in result["measurements"] if k.endswith("_integer_ops_per_s")}
+    assert found == set(kernels)
+    if not kernels:
+        assert "int8" not in result["matmul_flops_per_s"]
+        return
+    best = max(result["measurements"][f"matmul_{f}_integer_ops_per_s"]["best"] for f in kernels)
+    assert result["matmul_flops_per_s"]["int8"] == best > 1e8
 
 
 @pytest.mark.parametrize("suffix", ["toml", "json"])
@@ -106,9 +128,10 @@ def test_machine_command_rejects_a_bad_output_name(tmp_path, capsys):
     assert ".toml or .json" in capsys.readouterr().err
 
 
-def _hardware(bw=17e9, peak=1.6e11):
+def _hardware(bw=17e9, peak=1.6e11, int8_peak=None):
     from infercast.specs.hardware import hardware_from_mapping
 
+    flops = {"fp32": peak} if int8_peak is None else {"fp32": peak, "int8": int8_peak}
     return hardware_from_mapping(
         {
             "name": "test-cpu",
@@ -116,27 +139,35 @@ def _hardware(bw=17e9, peak=1.6e11):
             "memory_bandwidth_bytes_per_s": bw,
             "link_bandwidth_bytes_per_s": 0.0,
             "price_per_hour": 0.0,
-            "flops_per_s": {"fp32": peak},
+            "flops_per_s": flops,
         },
         "test",
     )
 
 
-def test_fit_recovers_the_profile_that_made_the_times():
-    """Times made by the cost model with known factors: the fit must give those factors back."""
+@pytest.mark.parametrize(
+    ("weights", "large"), [("fp32", "gemm_compute_eff"), ("q4", "gemm_compute_eff_8bit")]
+)
+def test_fit_recovers_the_profile_that_made_the_times(weights, large, monkeypatch):
+    """Times made by the cost model with known factors: the fit must give those factors back;
+    at an int8 compute dtype (q4 prefill on the integer kernels) the large GEMMs' factor is
+    ``gemm_compute_eff_8bit``."""
+    import infercast.engine.qlinear as ql
     from infercast.cost.efficiency import EfficiencyProfile
     from infercast.engine.config import named_config
     from infercast.engine.predict import step_model
     from infercast.engine.profile_fit import fit_profile, predict_s
     from infercast.engine.rate_probe import Point, layer_ops
 
+    monkeypatch.setattr(ql, "integer_prefill", lambda fmt: fmt == "q4")
     cfg = named_config("100m")
-    sm = step_model(cfg, _hardware())
+    sm = step_model(cfg, _hardware(int8_peak=3.2e11), weights=weights)
+    assert sm.machine.compute_dtype == ("fp32" if weights == "fp32" else "int8")
     truth = EfficiencyProfile(  # two curves, as the engine's two kernels (fit_profile)
         gemm_small_max_tokens=48.0,
         gemm_small_peak_ratio=0.25,
         gemm_small_m_half=3.0,
-        gemm_compute_eff=0.55,
+        **{large: 0.55},
         gemm_m_half=24.0,
         mem_bw_eff=0.9,
         attn_bw_eff=0.35,
@@ -163,7 +194,7 @@ def test_fit_recovers_the_profile_that_made_the_times():
         "gemm_small_max_tokens",
         "gemm_small_peak_ratio",
         "gemm_small_m_half",
-        "gemm_compute_eff",
+        large,
         "gemm_m_half",
         "mem_bw_eff",
         "attn_bw_eff",
@@ -401,6 +432,9 @@ def test_decode_attention_points_time_the_fused_steps_attention_for_compact_laye
 
 
 def test_widening_is_the_compact_products_time_less_the_float32_products(monkeypatch):
+    """Where a format's prefill widens (q4 with the integer kernels' prefill off); 0 for fp32
+    and where the integer kernels run its prefill (nothing widened)."""
+    import infercast.engine.qlinear as ql
     from infercast.engine import rate_probe
     from infercast.engine.config import named_config
     from infercast.engine.qlinear import KERNEL_MAX_TOKENS
@@ -408,6 +442,10 @@ def test_widening_is_the_compact_products_time_less_the_float32_products(monkeyp
     cfg = named_config("tiny")
     assert rate_probe.widen_layer_s(cfg, "fp32") == 0.0
     pytest.importorskip("torch")
+    monkeypatch.setattr(ql, "integer_prefill", lambda fmt: True)
+    assert rate_probe.widen_layer_s(cfg, "q4") == 0.0
+    monkeypatch.undo()
+    monkeypatch.setattr(ql, "INT_PREFILL", False)
     calls, cpu = [], iter([3e-3, 1e-3])
 
     def fake_times(fn, runs, before=None, threads=1):

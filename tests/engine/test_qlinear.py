@@ -245,7 +245,8 @@ def test_cpu_flags_are_read_from_cpuinfo():
         ("bf16", KERNEL_MAX_TOKENS + 16, {"widen"}),
         ("q4", 3, {"q4i", "q4", "torch"}),  # PyTorch's without numba
         ("q4", 8, {"q4i", "widen", "torch"}),  # widened beyond the float kernel's 4
-        ("q4", KERNEL_MAX_TOKENS + 16, {"widen"}),
+        ("q4", KERNEL_MAX_TOKENS + 16, {"q4i", "widen"}),  # integer prefill where it runs
+        ("int8", KERNEL_MAX_TOKENS + 16, {"int8i", "widen"}),
     ],
 )
 def test_products_are_the_same_on_one_thread_and_on_two(fmt, t, kernels, monkeypatch):
@@ -279,3 +280,35 @@ def test_products_are_the_same_on_one_thread_and_on_two(fmt, t, kernels, monkeyp
         torch.set_num_threads(before)
     one, two = got[math.inf], got[0.0]
     assert np.abs(two - one).max() <= 1e-5 * np.abs(one).max()
+
+
+@pytest.mark.parametrize("fmt", ["q4", "int8"])
+def test_integer_prefill_runs_the_integer_kernel_in_token_chunks(fmt, monkeypatch):
+    """With ``INT_PREFILL`` on, a q4 or int8 product beyond KERNEL_MAX_TOKENS runs this CPU's
+    integer kernel (never the widened tiles) in chunks of ``INT_PREFILL_CHUNK_TOKENS`` tokens,
+    the last one partial, and equals the dequantized matrix's product; off, it widens."""
+    import infercast.engine.qlinear as ql
+
+    chosen = []
+    real = ql.product_threads
+    monkeypatch.setattr(ql, "product_threads", lambda *a: chosen.append(a[0]) or real(*a))
+    monkeypatch.setattr(ql, "INT_PREFILL_CHUNK_TOKENS", 64)
+    m = to_format(_w(260, 192, seed=4), fmt)
+    t = 2 * 64 + 5
+    for on in (True, False):
+        monkeypatch.setattr(ql, "INT_PREFILL", on)
+        chosen.clear()
+        _check(m, m.dequantize(), t)
+        integer = ql.integer_prefill(fmt)
+        assert integer == (on and chosen == [f"{fmt}i"])
+        if not integer:
+            assert chosen == ["widen"]
+
+
+def test_integer_prefill_is_for_q4_and_int8_only(monkeypatch):
+    import infercast.engine.qlinear as ql
+
+    monkeypatch.setattr(ql, "INT_PREFILL", True)
+    assert not ql.integer_prefill("fp32") and not ql.integer_prefill("bf16")
+    monkeypatch.setattr(ql, "INT_PREFILL", False)
+    assert not ql.integer_prefill("q4") and not ql.integer_prefill("int8")

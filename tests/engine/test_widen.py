@@ -42,7 +42,11 @@ def test_tile_rows_are_whole_granules_in_a_multiple_of_the_parts(rows, cols, gra
 def test_tiled_product_is_the_whole_matrix_product(fmt, threads, monkeypatch):
     """Several tiles (one a partial last block: 260 rows), on one thread or split between
     threads: the product of the whole dequantized matrix (the path before tiles), to float32
-    rounding; and the BLAS threads are as they were after a split."""
+    rounding; and the BLAS threads are as they were after a split. (q4 and int8 take the
+    tiles with ``qlinear.INT_PREFILL`` off.)"""
+    import infercast.engine.qlinear as ql
+
+    monkeypatch.setattr(ql, "INT_PREFILL", False)
     monkeypatch.setattr(wd, "TILE_WEIGHTS", 64 * 192)
     monkeypatch.setitem(th.THREADED_MIN_WORK, "widen", 0.0)
     m = to_format(_w(260, 192), fmt)

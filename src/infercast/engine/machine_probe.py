@@ -25,7 +25,8 @@ were not, and the fit ended on its bounds, predicting every product 1.2-1.9x too
   matrix-vector): decode is a stream of weight reads, and on these machines one
   core reads DRAM at ~17 GB/s while its STREAM copy figure (~25 GB/s, reads plus
   writes) overstates what it can read. The copy figure is reported beside it.
-- Matmul FLOP/s: 2*n^3 floating point operations per n x n x n product.
+- Matmul FLOP/s: 2*n^3 floating point operations per n x n x n product; the int8 line: the
+  engine's integer q4 and int8 kernels, 2 x weights x tokens operations a product.
 """
 
 from __future__ import annotations
@@ -143,6 +144,39 @@ def matmul_flops_torch(n: int, runs: int, threads: int, dtype: str) -> Measured 
     return _rate(2.0 * n**3, lambda: a @ b, runs, threads)
 
 
+def matmul_ops_integer(n: int, tokens: int, runs: int, threads: int) -> dict[str, Measured]:
+    """Ops/s (2 x weights x tokens, as FLOPs are counted) of the engine's integer kernels on an
+    n x n matrix by ``tokens`` tokens, per format whose prefill runs them on this CPU
+    (``qlinear.integer_prefill``: ``q4``, 4-bit groups by int8-quantized activations; ``int8``,
+    int8 rows by two 8-bit planes a token), through the engine's own product
+    (``matmul_fm``: its token chunks and threads); {} where neither runs.
+
+    The cost model's ``int8`` peak (:func:`probe`): the engine's q4 and int8 products beyond
+    ``KERNEL_MAX_TOKENS`` compute in int8 there, 1.6-3.3x the float32 GEMM on the widened matrix
+    (``qlinear.INT_PREFILL``), which priced at the float32 peak would need an efficiency above 1.
+    """
+    import importlib.util
+
+    if importlib.util.find_spec("torch") is None:
+        return {}
+    from infercast.engine.qformats import quantize_q4
+    from infercast.engine.qlinear import Int4Matrix, Int8Matrix, Scratch, integer_prefill
+
+    rng = np.random.default_rng(0)
+    out = {}
+    for fmt in ("q4", "int8"):
+        if not integer_prefill(fmt):
+            continue
+        w = rng.uniform(-0.05, 0.05, (n, n)).astype(np.float32)
+        m = Int4Matrix(quantize_q4(w)) if fmt == "q4" else Int8Matrix(w)
+        x = rng.standard_normal((n, tokens), dtype=np.float32)
+        scratch = Scratch(threads)
+        out[fmt] = _rate(
+            2.0 * n * n * tokens, lambda m=m, x=x, s=scratch: m.matmul_fm(x, s), runs, threads
+        )
+    return out
+
+
 def last_level_cache_bytes() -> int:
     """The largest CPU cache sysfs reports for cpu0, in bytes (32 MiB if unknown)."""
     from pathlib import Path
@@ -167,12 +201,19 @@ def memory_bytes() -> float:
 
 
 def probe(
-    threads: int = 1, runs: int = 7, bandwidth_bytes: int | None = None, matmul_n: int = 1536
+    threads: int = 1,
+    runs: int = 7,
+    bandwidth_bytes: int | None = None,
+    matmul_n: int = 1536,
+    integer_n: int = 4096,
+    integer_tokens: int = 512,
 ) -> dict[str, Any]:
     """Measure everything; returns a JSON-ready dict that includes a hardware profile.
 
     ``bandwidth_bytes``: bytes each bandwidth kernel streams per pass (default
-    :func:`stream_bytes`: beyond the last-level cache).
+    :func:`stream_bytes`: beyond the last-level cache). ``integer_n`` x ``integer_tokens``:
+    the integer kernels' product (:func:`matmul_ops_integer`); the faster of the two is the
+    ``int8`` peak, where either runs.
     """
     if bandwidth_bytes is None:
         bandwidth_bytes = stream_bytes()
@@ -183,6 +224,9 @@ def probe(
     bf16 = matmul_flops_torch(matmul_n, runs, threads, "bf16")
     if bf16 is not None:
         flops["bf16"] = bf16
+    integer = matmul_ops_integer(integer_n, integer_tokens, runs, threads)
+    if integer:
+        flops["int8"] = max(integer.values(), key=lambda m: m.best)
     return {
         "name": f"local-cpu ({platform.processor() or platform.machine()}, {threads} thread(s))",
         "threads": threads,
@@ -196,6 +240,7 @@ def probe(
             "read_bandwidth_bytes_per_s": read.as_dict(),
             "matvec_fp32_bandwidth_bytes_per_s": matvec.as_dict(),
             **{f"matmul_{k}_flops_per_s": v.as_dict() for k, v in flops.items()},
+            **{f"matmul_{k}_integer_ops_per_s": v.as_dict() for k, v in integer.items()},
         },
     }
 

@@ -44,13 +44,14 @@ def layer_and_head(weights: str) -> tuple[str, str]:
     return parts[0], parts[-1]
 
 
-def precision(weights: str = "fp32", backend: str = "numpy"):
+def precision(weights: str = "fp32", backend: str = "numpy", hardware=None):
     """The cost model's :class:`~infercast.specs.precision.Precision` of the engine running
     ``weights`` (a mixed ``q4+int8`` prices its head at the head's own bytes) on ``backend``:
-    fp32 KV, compute :func:`compute_dtype`; torch: bf16 weights and matmuls."""
+    fp32 KV, compute :func:`compute_dtype` (on ``hardware`` when given); torch: bf16 weights
+    and matmuls."""
     from infercast.specs.precision import Precision
 
-    dtype = compute_dtype(weights, backend)
+    dtype = compute_dtype(weights, backend, hardware)
     if backend == "torch":
         return Precision.parse(weights=dtype, kv_cache="fp32", compute=dtype)
     layers, head = layer_and_head(weights)
@@ -74,14 +75,26 @@ def precision(weights: str = "fp32", backend: str = "numpy"):
 # kernels (int8 of 9-48 on AVX-512 CPUs; bf16 of 5-48 on AVX-512 BF16 ones; every compact
 # product without numba: q4 keeps no PyTorch packing where numba runs) take bf16
 # activations: small-M products whose rate the fitted profile absorbs. The torch backend is
-# bf16.
+# bf16. Where q4 and int8 prefill runs the integer kernels (``qlinear.integer_prefill``: their
+# products beyond 48 tokens, int8 activations), those two compute in ``int8`` instead
+# (:func:`compute_dtype`), priced at the int8 peak ``infercast machine`` measures with those
+# kernels (``machine_probe.matmul_ops_integer``).
 ENGINE_COMPUTE = {"fp32": "fp32", "bf16": "fp32", "int8": "fp32", "q4": "fp32"}
 
 
-def compute_dtype(weights: str = "fp32", backend: str = "numpy") -> str:
+def compute_dtype(weights: str = "fp32", backend: str = "numpy", hardware=None) -> str:
     """The cost model's compute dtype of the engine for ``weights`` (a ``serve --weights``
-    format, or a mixed one such as ``q4+int8``: its layers' format) on ``backend``."""
-    return "bf16" if backend == "torch" else ENGINE_COMPUTE[weights.split("+")[0]]
+    format, or a mixed one such as ``q4+int8``: its layers' format) on ``backend``: int8 where
+    the format's prefill runs the integer kernels on this CPU and ``hardware`` (when given)
+    has an int8 peak, else :data:`ENGINE_COMPUTE`."""
+    if backend == "torch":
+        return "bf16"
+    from infercast.engine.qlinear import integer_prefill
+
+    layers = weights.split("+")[0]
+    if integer_prefill(layers) and (hardware is None or hardware.peak_flops("int8")):
+        return "int8"
+    return ENGINE_COMPUTE[layers]
 
 
 def step_model(
@@ -100,7 +113,7 @@ def step_model(
     """
     from infercast.cost.step import StepModel
 
-    prec = precision(weights, backend)
+    prec = precision(weights, backend, hardware)
     return StepModel(model_spec(cfg), hardware, prec, profile=profile, max_seqs=max_seqs)
 
 

@@ -10,11 +10,12 @@ waits for a core), so a 10% over- and under-prediction weigh the same at every M
 
 1. ``gemm_small_peak_ratio``, ``gemm_small_m_half``, ``mem_bw_eff`` on the layer products
    and the LM head of up to ``qlinear.KERNEL_MAX_TOKENS`` (48) rows, where the engine runs
-   each format's own kernels, and ``gemm_compute_eff``, ``gemm_m_half`` on the larger ones,
-   which widen the matrix and run OpenBLAS's GEMM (``gemm_small_max_tokens`` = 48: two curves,
-   as the engine has two kernels; one curve through both, as until 2026-12-04, priced fp32's
-   128-512-token products 1.2x too dear and q4's 4-32-token ones 1.4-1.8x); with fewer row
-   counts, one curve for all;
+   each format's own kernels, and ``gemm_compute_eff`` (``gemm_compute_eff_8bit`` at an int8
+   compute dtype: q4 and int8 on the integer kernels), ``gemm_m_half`` on the larger ones,
+   which widen the matrix and run OpenBLAS's GEMM (or those integer kernels;
+   ``gemm_small_max_tokens`` = 48: two curves, as the engine has two kernels; one curve
+   through both, as until 2026-12-04, priced fp32's 128-512-token products 1.2x too dear and
+   q4's 4-32-token ones 1.4-1.8x); with fewer row counts, one curve for all;
 2. ``attn_bw_eff``, ``attn_compute_eff`` on the attention units;
 3. ``step_overhead_s`` and ``layer_overhead_s``: the line through the best
    times of tiny-width steps at two depths (their own FLOPs and bytes are under
@@ -143,7 +144,7 @@ def fit_profile(
             large,
             machine,
             prof,
-            ("gemm_compute_eff", "gemm_m_half"),
+            (_large_eff(machine), "gemm_m_half"),
             [(0.7, mh) for mh in (2.0, 16.0, 64.0)],
             (1.0, 4096.0),
             widen_layer_s,
@@ -153,7 +154,7 @@ def fit_profile(
             gemms,
             machine,
             prof,
-            ("gemm_compute_eff", "gemm_m_half", "mem_bw_eff"),
+            (_large_eff(machine), "gemm_m_half", "mem_bw_eff"),
             starts,
             (1.0, 4096.0, 1.0),
             widen_layer_s,
@@ -177,6 +178,17 @@ def fit_profile(
         prof = prof.with_updates(multi_token_step_s=max(0.0, float(np.mean(extra))))
     predicted = tuple(predict_s(p, machine, prof, widen_layer_s) for p in points)
     return Fit(prof, tuple(points), predicted)
+
+
+def _large_eff(machine: Machine) -> str:
+    """The profile field that scales a large GEMM at ``machine``'s compute dtype
+    (``EfficiencyProfile.gemm_eff``: the 8-bit one for int8, as q4 and int8 prefill on the
+    integer kernels is priced, ``engine/predict.py``)."""
+    return (
+        "gemm_compute_eff_8bit"
+        if machine.compute_dtype in ("fp8", "int8", "fp4")
+        else ("gemm_compute_eff")
+    )
 
 
 def _fit_overhead(points: list[Point], prof: EfficiencyProfile) -> EfficiencyProfile:

@@ -102,6 +102,21 @@ Q4_JIT_MAX_TOKENS = 4
 # 147 / 216), but its activations are int8 planes, and KERNEL_MAX_TOKENS is where the cost
 # model's profile splits its two GEMM curves (engine/profile_fit.py): 48 stays, for now.
 Q4_INT_JIT_MAX_TOKENS = 48
+# q4 and int8 products of more than KERNEL_MAX_TOKENS tokens (prefill) run the integer kernel
+# where this CPU has one (:func:`integer_prefill`), every token count: it beats widened tiles +
+# OpenBLAS at 49-2048 tokens. SmolLM2-135M's chain of 120 products, ms CPU, one thread, Zen 5
+# (vnni512), 2026-12-05 03:57 UTC, load 2.1, alternated (benchmarks/int_prefill.py), integer /
+# widen: q4 49 tokens 32.2 / 106, 128 88.7 / 221, 512 493 / 809; int8 49 38.8 / 94.4, 128 104 /
+# 208, 512 452 / 788; the 8B's 4096x4096, 14336x4096 and 4096x14336 at 512: q4 384 / 1,131,
+# int8 501 / 1,151. Two threads at 512 (wall, load ~2): q4 472 / 435, int8 448 / 461.
+# False: widened tiles beyond KERNEL_MAX_TOKENS on every CPU (the cost model then prices these
+# formats at the fp32 peak: engine/predict.py).
+INT_PREFILL = True
+# ... in chunks of at most this many tokens: one product of 1,024 tokens ran at the widened
+# tiles' time (q4, SmolLM2's chain: 1,739 / 1,694 ms; 2,048: 3,407 / 3,238), the kernel's rate
+# falling from 306 G/s at 128 tokens to 221 at 512 and 125 at 1,024 (2 x weights x tokens per
+# CPU second, same run as above).
+INT_PREFILL_CHUNK_TOKENS = 128
 # True: q4 in PyTorch's packing and int4 kernel even where numba runs (the path without numba; a
 # switch for old-vs-new benchmarks, as decode_jit.Q4_INT).
 Q4_TORCH = False
@@ -113,6 +128,34 @@ Q4_TORCH = False
 # 32.1, 12 52.2 / 43.5, 16 63.6 / 60.4; its decode step (engine_vs_llamacpp.py steps
 # --weights fp32-blas,fp32): batch 2 56.5 / 26.3, 4 62.2 / 31.3, 8 67.6 / 52.1.
 FP32_JIT_MAX_TOKENS_AVX512 = 8
+
+
+def integer_prefill(fmt: str) -> bool:
+    """Whether ``fmt``'s products of more than :data:`KERNEL_MAX_TOKENS` tokens run the integer
+    kernel on this CPU (:data:`INT_PREFILL`, numba and an integer variant,
+    ``decode_jit.q4_isa``; q4 in the numba layout, int8 matrices whose columns
+    ``decode_jit.int8_int_ok`` accepts), so their matmuls compute in int8, not float32."""
+    from infercast.engine import decode_jit
+
+    if not INT_PREFILL or kernels() is None or decode_jit.q4_isa() is None:
+        return False
+    if fmt == "q4":
+        return decode_jit.Q4_INT and not Q4_TORCH
+    return fmt == "int8" and decode_jit.INT8_INT
+
+
+def _token_chunks(call, x_rows: np.ndarray, out: np.ndarray) -> None:
+    """``call(x_rows, out)`` on chunks of at most :data:`INT_PREFILL_CHUNK_TOKENS` tokens
+    (``x_rows`` [T, K], ``out`` [N, T])."""
+    t = x_rows.shape[0]
+    if t <= INT_PREFILL_CHUNK_TOKENS:
+        call(x_rows, out)
+        return
+    for c0 in range(0, t, INT_PREFILL_CHUNK_TOKENS):
+        c1 = min(t, c0 + INT_PREFILL_CHUNK_TOKENS)
+        part = np.empty((out.shape[0], c1 - c0), dtype=np.float32)
+        call(x_rows[c0:c1], part)
+        out[:, c0:c1] = part
 
 
 def resolve_weights(weights: str) -> str:
@@ -334,7 +377,8 @@ class Int4Matrix:
             return self._torch_product(x, scratch)
         # (qv,): the integer kernel (decode_jit.q4_isa); (qt, d, m): the float one
         integer = len(self.jit_layout) == 1
-        if t > (Q4_INT_JIT_MAX_TOKENS if integer else Q4_JIT_MAX_TOKENS):
+        limit = Q4_INT_JIT_MAX_TOKENS if integer else Q4_JIT_MAX_TOKENS
+        if t > limit and not (integer and INT_PREFILL):
             threads = product_threads("widen", n, k, t, scratch.threads)
             return tiled_product(self._widen, self.shape, Q4_ROWS, x, scratch, threads)
         out = np.empty((self.jit_layout[0].shape[0] * Q4_ROWS, t), dtype=np.float32)
@@ -342,7 +386,7 @@ class Int4Matrix:
         threads = product_threads(fmt, n, k, t, scratch.threads)
         kernel = kernels().product(fmt, threads)
         x_rows = x.reshape(1, -1) if t == 1 else x.T.copy()
-        kernel(*self.jit_layout, x_rows, out, threads)
+        _token_chunks(lambda xr, o: kernel(*self.jit_layout, xr, o, threads), x_rows, out)
         return out[:n] if out.shape[0] != n else out
 
     def _torch_product(self, x: np.ndarray, scratch: Scratch) -> np.ndarray:
@@ -418,19 +462,26 @@ class Int8Matrix:
     def matmul_fm(self, x: np.ndarray, scratch: Scratch) -> np.ndarray:
         t = x.shape[1]
         n, k = self.shape
-        if t > KERNEL_MAX_TOKENS:
-            threads = product_threads("widen", n, k, t, scratch.threads)
-            return tiled_product(self._widen, self.shape, TILE_GRANULE, x, scratch, threads)
         jit = kernels()
         # integer dot products (decode_jit.int8_int_kernels) where this CPU and K allow them,
         # else each weight widened to float32
         integer = jit is not None and jit.int8i_matmul is not None and int8_int_ok(k)
-        if jit is not None and t <= (INT8_INT_JIT_MAX_TOKENS if integer else int8_jit_max_tokens()):
+        if t > KERNEL_MAX_TOKENS and not (integer and INT_PREFILL):
+            threads = product_threads("widen", n, k, t, scratch.threads)
+            return tiled_product(self._widen, self.shape, TILE_GRANULE, x, scratch, threads)
+        if (
+            integer
+            and (t <= INT8_INT_JIT_MAX_TOKENS or INT_PREFILL)
+            or (jit is not None and not integer and t <= int8_jit_max_tokens())
+        ):
             out = np.empty((n, t), dtype=np.float32)
             threads = product_threads("int8i" if integer else "int8", n, k, t, scratch.threads)
             x_rows = x.reshape(1, -1) if t == 1 else x.T.copy()
             if integer:
-                jit.product("int8i", threads)(self.q_np, self.ws, self.s32, x_rows, out, threads)
+                kernel = jit.product("int8i", threads)
+                _token_chunks(
+                    lambda xr, o: kernel(self.q_np, self.ws, self.s32, xr, o, threads), x_rows, out
+                )
             else:
                 jit.product("int8", threads)(self.q_np, self.s32, x_rows, out)
             return out

@@ -237,17 +237,18 @@ def widen_layer_s(
 
     Measured as the compact products' time minus the float32 products' on the same widening
     buffer (OpenBLAS: what the widened matrix then runs) at ``KERNEL_MAX_TOKENS + 1`` tokens,
-    best of ``runs`` each, the caches evicted before each; 0 for fp32, which never widens. A
+    best of ``runs`` each, the caches evicted before each; 0 for fp32, which never widens, and
+    for q4 and int8 where their prefill runs the integer kernels (``qlinear.integer_prefill``). A
     cost per step, not per token (SmolLM2 q4, 30 layers' products, 2026-12-04 20:17, load 7:
     296 ms CPU at 64 tokens against 67 at 32 and 133 for fp32 at 64), which the GEMM curve
     cannot carry (``EfficiencyProfile.widen_step_s``).
     """
     from infercast.engine.predict import layer_and_head
+    from infercast.engine.qlinear import KERNEL_MAX_TOKENS, Scratch, integer_prefill, matmul_fm
 
     weights = layer_and_head(weights)[0]  # the layers' products widen; the head runs decode rows
-    if weights == "fp32":
+    if weights == "fp32" or integer_prefill(weights):  # the integer kernels widen nothing
         return 0.0
-    from infercast.engine.qlinear import KERNEL_MAX_TOKENS, Scratch, matmul_fm
     from infercast.engine.weights import pack_weights, random_weights
 
     one = replace(cfg, num_layers=1)
