@@ -31,3 +31,17 @@ def test_attention_peak_on_b200(weights, kv, peak):
     # peak
     op = next(o for o in sm.prefill_cost(4096).ops if o.op.name == "attention (new tokens)")
     assert op.floor_s == pytest.approx(op.op.flops / peak)
+
+
+def test_an_fp32_kv_cache_attends_at_the_fp32_peak():
+    """An fp32 KV cache (the CPU engine's) under int8 matmuls: attention at fp32's peak, not the
+    16-bit one (which a CPU without a bf16 unit runs ~70x slower); the matmuls at int8's."""
+    from dataclasses import replace
+
+    flops = {"fp32": 1e11, "bf16": 1.4e9, "int8": 5.9e10}
+    cpu = replace(load_hardware("b200"), flops_per_s=flops)
+    sm = StepModel(load_model("llama-3.1-8b"), cpu, Precision.parse("int8", "fp32", compute="int8"))
+    assert sm.machine.attn_peak_flops == 1e11
+    assert sm.machine.peak_flops == 5.9e10
+    sixteen = StepModel(load_model("llama-3.1-8b"), cpu, Precision.parse("int8", "bf16", "int8"))
+    assert sixteen.machine.attn_peak_flops == 1.4e9

@@ -288,11 +288,13 @@ def test_integer_prefill_runs_the_integer_kernel_in_token_chunks(fmt, monkeypatc
     integer kernel (never the widened tiles) in chunks of ``INT_PREFILL_CHUNK_TOKENS`` tokens,
     the last one partial, and equals the dequantized matrix's product; off, it widens."""
     import infercast.engine.qlinear as ql
+    from infercast.engine.decode_jit import Q4_ISAS
 
     chosen = []
     real = ql.product_threads
     monkeypatch.setattr(ql, "product_threads", lambda *a: chosen.append(a[0]) or real(*a))
     monkeypatch.setattr(ql, "INT_PREFILL_CHUNK_TOKENS", 64)
+    monkeypatch.setattr(ql, "INT_PREFILL_ISAS", frozenset(Q4_ISAS))  # this CPU's variant too
     m = to_format(_w(260, 192, seed=4), fmt)
     t = 2 * 64 + 5
     for on in (True, False):
@@ -312,3 +314,19 @@ def test_integer_prefill_is_for_q4_and_int8_only(monkeypatch):
     assert not ql.integer_prefill("fp32") and not ql.integer_prefill("bf16")
     monkeypatch.setattr(ql, "INT_PREFILL", False)
     assert not ql.integer_prefill("q4") and not ql.integer_prefill("int8")
+
+
+def test_integer_prefill_only_on_the_variants_measured_faster(monkeypatch):
+    """On an integer variant outside ``INT_PREFILL_ISAS`` (AVX2's: slower than widened tiles and
+    OpenBLAS there) q4 and int8 prefill widen; inside it they run the integer kernel."""
+    import infercast.engine.decode_jit as dj
+    import infercast.engine.qlinear as ql
+
+    if ql.kernels() is None:
+        pytest.skip("no numba: no integer kernels")
+    monkeypatch.setattr(ql, "INT_PREFILL", True)
+    monkeypatch.setattr(dj, "q4_isa", lambda: "avx2")
+    monkeypatch.setattr(ql, "INT_PREFILL_ISAS", frozenset({"vnni512"}))
+    assert not ql.integer_prefill("q4") and not ql.integer_prefill("int8")
+    monkeypatch.setattr(ql, "INT_PREFILL_ISAS", frozenset({"avx2"}))
+    assert ql.integer_prefill("q4") == (dj.Q4_INT and not ql.Q4_TORCH)

@@ -186,7 +186,12 @@ def _machine(
         if (prec.kv_cache == "fp8" and narrow and hw.peak_flops("fp8"))
         else sixteen
     )
-    if compute == "fp32":
+    if compute == "fp32" or prec.kv_cache == "fp32":
+        # fp32 matmuls, or an fp32 KV cache (infercast's CPU engine, whose q4/int8 matmuls
+        # compute in int8 where prefill runs the integer kernels: engine/predict.py): the
+        # attention reads fp32 K/V and computes in fp32 (engine/attention.py), at fp32's peak.
+        # At a 16-bit peak a CPU without a bf16 unit (Zen 2: PyTorch's bf16 matmul 1.4 GFLOP/s,
+        # fp32 99) priced SmolLM2's 128-token prefill attention at 394 ms against 27 measured.
         attn_peak = hw.peak_flops("fp32")
     if not attn_peak:
         notes.append(

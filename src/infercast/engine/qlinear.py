@@ -112,6 +112,13 @@ Q4_INT_JIT_MAX_TOKENS = 48
 # False: widened tiles beyond KERNEL_MAX_TOKENS on every CPU (the cost model then prices these
 # formats at the fp32 peak: engine/predict.py).
 INT_PREFILL = True
+# ... on the integer kernel variants (decode_jit.q4_isa) measured to beat the widened tiles.
+# Not AVX2's (vpmaddubsw + vpmaddwd on 256 bits, no VNNI): on the AVX2 Zen 2, 2026-12-05 05:00
+# UTC, load 0.6 (benchmarks/int_prefill.py --tokens 64,128,512 --threads 1 --rounds 2), ms CPU
+# integer / widen, q4 64 tokens 239 / 191, 128 493 / 332, 512 2,144 / 1,183; int8 324 / 170,
+# 654 / 305, 2,806 / 1,141 (integer 51-57 and 39-42 GOP/s, OpenBLAS's fp32 99 GFLOP/s). bw512
+# (AVX-512BW without VNNI) is not measured: widened tiles there too.
+INT_PREFILL_ISAS = frozenset({"vnni512"})
 # ... in chunks of at most this many tokens: one product of 1,024 tokens ran at the widened
 # tiles' time (q4, SmolLM2's chain: 1,739 / 1,694 ms; 2,048: 3,407 / 3,238), the kernel's rate
 # falling from 306 G/s at 128 tokens to 221 at 512 and 125 at 1,024 (2 x weights x tokens per
@@ -132,12 +139,13 @@ FP32_JIT_MAX_TOKENS_AVX512 = 8
 
 def integer_prefill(fmt: str) -> bool:
     """Whether ``fmt``'s products of more than :data:`KERNEL_MAX_TOKENS` tokens run the integer
-    kernel on this CPU (:data:`INT_PREFILL`, numba and an integer variant,
-    ``decode_jit.q4_isa``; q4 in the numba layout, int8 matrices whose columns
-    ``decode_jit.int8_int_ok`` accepts), so their matmuls compute in int8, not float32."""
+    kernel on this CPU (:data:`INT_PREFILL`, numba and an integer variant in
+    :data:`INT_PREFILL_ISAS`, ``decode_jit.q4_isa``; q4 in the numba layout, int8 matrices
+    whose columns ``decode_jit.int8_int_ok`` accepts), so their matmuls compute in int8, not
+    float32."""
     from infercast.engine import decode_jit
 
-    if not INT_PREFILL or kernels() is None or decode_jit.q4_isa() is None:
+    if not INT_PREFILL or kernels() is None or decode_jit.q4_isa() not in INT_PREFILL_ISAS:
         return False
     if fmt == "q4":
         return decode_jit.Q4_INT and not Q4_TORCH
