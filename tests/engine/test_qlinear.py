@@ -209,10 +209,12 @@ def test_bf16_numba_loop_limit_follows_native_bf16_dot_products(monkeypatch, fla
         ql.bf16_jit_max_tokens.cache_clear()
 
 
-@pytest.mark.parametrize(("flags", "limit"), [({"avx512f", "avx2"}, 8), ({"avx2"}, 1)])
-def test_fp32_numba_loop_runs_only_where_avx512_was_measured_faster(monkeypatch, flags, limit):
-    """With AVX-512 the numba loop replaces OpenBLAS for 2-8 tokens; elsewhere (limit 1)
-    the row-blocked OpenBLAS products stay (qlinear's measurements)."""
+@pytest.mark.parametrize(
+    ("flags", "limit"), [({"avx512f", "avx2"}, 8), ({"avx2"}, 8), ({"sse2", "neon"}, 1)]
+)
+def test_fp32_numba_loop_runs_where_it_was_measured_faster(monkeypatch, flags, limit):
+    """With AVX-512 or AVX2 the numba loop replaces OpenBLAS for 2-8 tokens; elsewhere (limit
+    1) the row-blocked OpenBLAS products stay (qlinear's measurements)."""
     import infercast.engine.qlinear as ql
 
     monkeypatch.setattr(ql, "cpu_flags", lambda: frozenset(flags))
@@ -237,7 +239,7 @@ def test_cpu_flags_are_read_from_cpuinfo():
 @pytest.mark.parametrize(
     ("fmt", "t", "kernels"),
     [
-        ("fp32", 4, {"fp32"}),  # the numba loop on AVX-512, OpenBLAS elsewhere
+        ("fp32", 4, {"fp32"}),  # the numba loop on AVX-512 or AVX2, OpenBLAS elsewhere
         ("int8", 3, {"int8i", "int8"}),  # integer where this CPU has a variant
         ("int8", 20, {"int8i", "int8", "torch"}),  # PyTorch's where the float loop stops
         ("bf16", 3, {"bf16"}),

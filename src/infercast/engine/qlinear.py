@@ -1,7 +1,7 @@
 """Weight matrices kept in a compact format in memory, multiplied by kernels that read it.
 
 Formats (``serve --weights``): ``fp32`` (numpy arrays, :mod:`infercast.engine.linear`; on
-an AVX-512 CPU products of 2 to :func:`fp32_jit_max_tokens` tokens run a numba loop),
+an AVX-512 or AVX2 CPU products of 2 to :func:`fp32_jit_max_tokens` tokens run a numba loop),
 ``bf16`` (2 bytes a weight), ``int8`` (1 byte a weight plus one scale per row) and
 ``q4`` (4-bit groups of 32 with a bf16 scale and zero per group: 4.5 bits a weight).
 The quantized kernels are PyTorch's CPU weight-only kernels
@@ -128,13 +128,15 @@ INT_PREFILL_CHUNK_TOKENS = 128
 # switch for old-vs-new benchmarks, as decode_jit.Q4_INT).
 Q4_TORCH = False
 # fp32 products of 2 to this many tokens run the numba loop (decode_jit.fp32_matmul) on a CPU
-# with AVX-512 (``avx512f``), OpenBLAS's row-blocked products elsewhere (engine/linear.py,
-# tuned on the AVX2 Zen 3: there 2-4 tokens cost about one token's time). On the Zen 5,
-# 2026-12-04 (load 3-4, alternated in one run), SmolLM2-135M's chain of 120 products, ms CPU,
-# one thread, linear_fm / numba: 1 token 13.3 / 12.4, 2 41.7 / 16.2, 4 44.8 / 21.8, 8 41.6 /
-# 32.1, 12 52.2 / 43.5, 16 63.6 / 60.4; its decode step (engine_vs_llamacpp.py steps
-# --weights fp32-blas,fp32): batch 2 56.5 / 26.3, 4 62.2 / 31.3, 8 67.6 / 52.1.
-FP32_JIT_MAX_TOKENS_AVX512 = 8
+# with AVX-512 (``avx512f``) or AVX2, OpenBLAS's row-blocked products elsewhere (engine/linear.py).
+# SmolLM2-135M's chain of 120 products, ms CPU, one thread, linear_fm / numba, alternated in one
+# run. Zen 5, 2026-12-04 (load 3-4): 1 token 13.3 / 12.4, 2 41.7 / 16.2, 4 44.8 / 21.8, 8 41.6 /
+# 32.1, 12 52.2 / 43.5, 16 63.6 / 60.4; its decode step (engine_vs_llamacpp.py steps --weights
+# fp32-blas,fp32): batch 2 56.5 / 26.3, 4 62.2 / 31.3, 8 67.6 / 52.1. AVX2 Zen 2, 2026-12-05
+# 05:10 UTC (load ~1, numpy 2's OpenBLAS): 1 27.0 / 27.0, 2 56.9 / 30.4, 4 63.1 / 34.4, 8 77.9 /
+# 43.6, 16 108 / 83.5 (on an AVX2 Zen 3 earlier, 2-4 tokens had cost OpenBLAS about one token's
+# time: docs/history/engine-weight-formats.md).
+FP32_JIT_MAX_TOKENS = 8
 
 
 def integer_prefill(fmt: str) -> bool:
@@ -234,9 +236,10 @@ def bf16_jit_max_tokens() -> int:
 @cache
 def fp32_jit_max_tokens() -> int:
     """The most tokens an fp32 product runs the numba loop for on this CPU (from 2): with
-    AVX-512 (``avx512f``) OpenBLAS took 3.1-3.9x one token's time for 2-8 (measured above);
-    elsewhere 1, i.e. never: the row-blocked OpenBLAS products stay."""
-    return FP32_JIT_MAX_TOKENS_AVX512 if "avx512f" in cpu_flags() else 1
+    AVX-512 (``avx512f``) or AVX2, where OpenBLAS took 1.8-3.9x one token's time for 2-8
+    (measured above, :data:`FP32_JIT_MAX_TOKENS`); elsewhere 1, i.e. never: the row-blocked
+    OpenBLAS products stay."""
+    return FP32_JIT_MAX_TOKENS if cpu_flags() & {"avx512f", "avx2"} else 1
 
 
 def import_torch():
