@@ -330,5 +330,13 @@ def test_integer_prefill_only_on_the_variants_measured_faster(monkeypatch):
     monkeypatch.setattr(dj, "q4_isa", lambda: "avx2")
     monkeypatch.setattr(ql, "INT_PREFILL_ISAS", frozenset({"vnni512"}))
     assert not ql.integer_prefill("q4") and not ql.integer_prefill("int8")
+    chosen = []
+    real = ql.product_threads
+    monkeypatch.setattr(ql, "product_threads", lambda *a: chosen.append(a[0]) or real(*a))
+    for fmt in ("q4", "int8"):  # the products widen
+        m = to_format(_w(260, 192, seed=4), fmt)
+        chosen.clear()
+        _check(m, m.dequantize(), KERNEL_MAX_TOKENS + 5)
+        assert chosen == ["widen"]
     monkeypatch.setattr(ql, "INT_PREFILL_ISAS", frozenset({"avx2"}))
     assert ql.integer_prefill("q4") == (dj.Q4_INT and not ql.Q4_TORCH)

@@ -389,7 +389,7 @@ class Int4Matrix:
         # (qv,): the integer kernel (decode_jit.q4_isa); (qt, d, m): the float one
         integer = len(self.jit_layout) == 1
         limit = Q4_INT_JIT_MAX_TOKENS if integer else Q4_JIT_MAX_TOKENS
-        if t > limit and not (integer and INT_PREFILL):
+        if t > limit and not (integer and integer_prefill("q4")):
             threads = product_threads("widen", n, k, t, scratch.threads)
             return tiled_product(self._widen, self.shape, Q4_ROWS, x, scratch, threads)
         out = np.empty((self.jit_layout[0].shape[0] * Q4_ROWS, t), dtype=np.float32)
@@ -477,12 +477,12 @@ class Int8Matrix:
         # integer dot products (decode_jit.int8_int_kernels) where this CPU and K allow them,
         # else each weight widened to float32
         integer = jit is not None and jit.int8i_matmul is not None and int8_int_ok(k)
-        if t > KERNEL_MAX_TOKENS and not (integer and INT_PREFILL):
+        if t > KERNEL_MAX_TOKENS and not (integer and integer_prefill("int8")):
             threads = product_threads("widen", n, k, t, scratch.threads)
             return tiled_product(self._widen, self.shape, TILE_GRANULE, x, scratch, threads)
         if (
             integer
-            and (t <= INT8_INT_JIT_MAX_TOKENS or INT_PREFILL)
+            and (t <= INT8_INT_JIT_MAX_TOKENS or integer_prefill("int8"))
             or (jit is not None and not integer and t <= int8_jit_max_tokens())
         ):
             out = np.empty((n, t), dtype=np.float32)
