@@ -21,7 +21,7 @@ class Machine:
     """The resources one GPU of a replica offers to the ledger."""
 
     peak_flops: float  # in the compute dtype of the matmuls
-    attn_peak_flops: float  # attention runs in 16-bit (or fp8 with fp8 KV), see StepModel
+    attn_peak_flops: float  # 16-bit attention (fp8 with fp8 KV, fp32 with fp32 KV): StepModel
     bandwidth: float
     link_bandwidth: float
     compute_dtype: str
