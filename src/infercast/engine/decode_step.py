@@ -180,6 +180,21 @@ def _step_kernel():
         p = p * t + np.float32(1.0)
         return p * f32_bits((np.int32(n) + np.int32(127)) << np.int32(23))
 
+    @compiled(fastmath=True, inline="always")
+    def _softmax_rows(scores, q0, q1, n_ctx, inv_total):  # pragma: no cover - compiled
+        # rows q0..q1-1 of the scores [nq, >= n_ctx] -> e^(s - max), unnormalized, in place;
+        # inv_total[q] = 1 / their sum (the weighted V sum is scaled once at the end)
+        for qi in range(q0, q1):
+            mx = scores[qi, 0]
+            for j in range(1, n_ctx):
+                mx = max(mx, scores[qi, j])
+            total = np.float32(0.0)
+            for j in range(n_ctx):
+                p = fexp(scores[qi, j] - mx)
+                scores[qi, j] = p
+                total += p
+            inv_total[qi] = np.float32(1.0) / total
+
     @compiled()
     def _barrier(bar, target, spins):  # pragma: no cover - compiled
         # Every thread adds 1 and waits for the count of all threads' arrivals so far.
@@ -376,16 +391,7 @@ def _step_kernel():
                                 t += qv[qi, e] * k_all[li, sj, h, e]
                             scores[qi, j] = t
             for h in range(tid, nkv, nth):
-                for qi in range(h * g, h * g + g):
-                    mx = scores[qi, 0]
-                    for j in range(1, n_ctx):
-                        mx = max(mx, scores[qi, j])
-                    total = np.float32(0.0)
-                    for j in range(n_ctx):
-                        p = fexp(scores[qi, j] - mx)
-                        scores[qi, j] = p
-                        total += p
-                    inv_total[qi] = np.float32(1.0) / total
+                softmax_rows(scores, h * g, h * g + g, n_ctx, inv_total)
             if ir:
                 for h in range(tid, nkv, nth):
                     attn_pv(scores, v_all, row0 + h * hd, nkv * hd, slots, h * g, g, acc)
@@ -622,16 +628,7 @@ def _define_many(ns: dict, compiled) -> None:
                     for e in range(hd):
                         s += qv[qi, e] * k_all[li, sj, qi // g, e]
                     scores[qi, j] = s
-        for qi in range(nq):
-            mx = scores[qi, 0]
-            for j in range(1, n_ctx):
-                mx = max(mx, scores[qi, j])
-            total = np.float32(0.0)
-            for j in range(n_ctx):
-                p = fexp(scores[qi, j] - mx)
-                scores[qi, j] = p
-                total += p
-            inv_total[qi] = np.float32(1.0) / total
+        softmax_rows(scores, 0, nq, n_ctx, inv_total)
         if ir:
             for h in range(nkv):
                 attn_pv(scores, v_all, row0 + h * hd, nkv * hd, keys, h * g, g, acc)
