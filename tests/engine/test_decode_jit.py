@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 
@@ -125,6 +127,41 @@ def test_prefetch_emits_a_prefetch_and_changes_no_result(locality, instruction):
     assert total(a, 1 << 30) == total(a, 0) == a.sum()
     if platform.machine() in ("x86_64", "AMD64"):
         assert instruction in next(iter(total.inspect_asm().values()))
+
+
+def test_a_prefetch_switched_off_emits_nothing():
+    """``prefetch(locality, emit=False)`` (bf16_prefetch where BF16_PREFETCH is off) compiles to
+    no prefetch instruction, and the loop computes the same."""
+    import platform
+
+    from numba import njit
+
+    from infercast.engine.decode_jit import prefetch
+
+    pf = prefetch(0, False)
+
+    @njit
+    def total(a, ahead):
+        s = np.float32(0.0)
+        for i in range(a.shape[0]):
+            pf(a, i + ahead)
+            s += a[i]
+        return s
+
+    a = np.arange(1000, dtype=np.float32)
+    assert total(a, 1 << 30) == a.sum()
+    if platform.machine() in ("x86_64", "AMD64"):
+        asm = next(iter(total.inspect_asm().values()))
+        assert not re.search(r"\sprefetch(nta|t0|t1|t2|w)\s", asm)
+
+
+def test_the_bf16_rows_prefetch_only_with_avx512():
+    """BF16_PREFETCH follows AVX-512 (measured faster on the Zen 5, slower on the AVX2 Zen 2)."""
+    from infercast.engine.decode_jit import BF16_PREFETCH, bf16_rows_prefetched, cpu_flags
+
+    assert bf16_rows_prefetched(frozenset({"avx2", "avx512f", "avx512bw"}))
+    assert not bf16_rows_prefetched(frozenset({"avx2", "fma", "f16c"}))
+    assert BF16_PREFETCH == bf16_rows_prefetched(cpu_flags())
 
 
 @pytest.mark.parametrize("fmt", ["int8", "bf16"])

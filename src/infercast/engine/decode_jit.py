@@ -149,15 +149,51 @@ STREAM_LOCALITY = 0
 BF16_LINE = CACHE_LINE_BYTES // 2
 
 
+def cpu_flags() -> frozenset[str]:
+    """This CPU's feature flags (Linux /proc/cpuinfo); empty where that file is absent."""
+    from pathlib import Path
+
+    try:
+        text = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return frozenset()
+    line = next((ln for ln in text.splitlines() if ln.startswith("flags")), "")
+    return frozenset(line.partition(":")[2].split())
+
+
+# Whether the bf16 weight rows ask for their lines ahead in software (:func:`bf16_prefetch`):
+# faster on the AVX-512 Zen 5 (above), slower on the AVX2 Zen 2, where the bf16 loop is bound by
+# the instructions it retires (each weight widened by a shift), not by DRAM, and 18 prefetches a
+# 576-column row add to them. SmolLM2-135M batch-1 step, one thread, 2026-12-05 ~05:33 UTC,
+# load 1.3-2.2: paired A/B in one process, 30 rounds, without / with 0.862 of the time; processes
+# alternated twice, best of 15 ms, without / with: bf16 19.5-19.9 / 22.9-23.3, but int8 12.5-12.9
+# / 10.3-11.3 and q4 10.5-10.7 / 9.2-9.3 (their prefetches, a few per 1-2 KB group or row in
+# the integer kernels, stay on every CPU). A CPU without AVX-512 is taken as the Zen 2's kind.
+def bf16_rows_prefetched(flags: frozenset[str]) -> bool:
+    """Whether a CPU with these feature flags prefetches the bf16 rows: AVX-512 (above)."""
+    return "avx512f" in flags
+
+
+BF16_PREFETCH = bf16_rows_prefetched(cpu_flags())
+
+
+def bf16_prefetch():
+    """The bf16 rows' prefetch intrinsic (:func:`prefetch` at :data:`STREAM_LOCALITY`), or one
+    that emits nothing where :data:`BF16_PREFETCH` is off (LLVM then drops the loop of
+    prefetches around it)."""
+    return prefetch(STREAM_LOCALITY, BF16_PREFETCH)
+
+
 @cache
-def prefetch(locality: int = 3):
+def prefetch(locality: int = 3, emit: bool = True):
     """A numba ``@intrinsic``: ``prefetch(a, i)`` asks for the cache line holding element ``i``
     of array ``a``'s buffer (counted from its first element, in ``a``'s dtype, whatever its
     shape): LLVM's ``llvm.prefetch`` (read, data, ``locality`` 0-3;
     https://llvm.org/docs/LangRef.html#llvm-prefetch-intrinsic: no effect on what the program
     computes), on x86 ``prefetcht0`` into every cache level (3) or ``prefetchnta`` (0:
     non-temporal, :data:`STREAM_LOCALITY`). An address past the buffer is allowed: a prefetch
-    never faults (Intel SDM vol. 2, PREFETCHh). Needs numba."""
+    never faults (Intel SDM vol. 2, PREFETCHh). ``emit`` False: nothing (the switch of
+    :func:`bf16_prefetch`). Needs numba."""
     import llvmlite.binding as llvm
     from llvmlite import ir
     from numba import types
@@ -173,6 +209,8 @@ def prefetch(locality: int = 3):
             return None
 
         def codegen(context, builder, sig, args):
+            if not emit:
+                return context.get_dummy_value()
             a = context.make_array(sig.args[0])(context, builder, args[0])
             i = context.cast(builder, args[1], sig.args[1], types.intp)
             p8 = builder.bitcast(builder.gep(a.data, [i]), ir.IntType(8).as_pointer())
@@ -343,7 +381,8 @@ def kernels() -> Kernels | None:
         # (until 2026-12-05), took 1.6x as long at 4 tokens (SmolLM2's 120 layer products,
         # one thread: 12.9-13.1 ms against 7.9-8.0; at 2 tokens 10.4-11.7 against 7.0; at one
         # token 2x from cache and 1.2x from DRAM, docs/cpu-kernels.md). Each row first asks for
-        # the lines PREFETCH_AHEAD_BYTES further on (the batch-1 head, read from DRAM).
+        # the lines PREFETCH_AHEAD_BYTES further on (the batch-1 head, read from DRAM), where
+        # BF16_PREFETCH is on.
         n, k = w16.shape
         m = x_rows.shape[0]
         for ch in prange((n + ROW_CHUNK - 1) // ROW_CHUNK):  # noqa: F821 - a global (_with_globals)
@@ -510,7 +549,7 @@ def kernels() -> Kernels | None:
         q4_blocks=_q4_blocks,
         prange=numba_prange,
         f32_bits=f32_bits(),
-        stream_prefetch=prefetch(STREAM_LOCALITY),
+        stream_prefetch=bf16_prefetch(),
     )
     int8_matmul, bf16_matmul, fp32_matmul, q4_matmul = (
         _with_globals(f, **names) for f in (int8_matmul, bf16_matmul, fp32_matmul, q4_matmul)

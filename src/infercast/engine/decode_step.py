@@ -41,12 +41,11 @@ from infercast.engine.decode_jit import (
     BF16_AHEAD,
     BF16_LINE,
     Q4_ROWS,
-    STREAM_LOCALITY,
+    bf16_prefetch,
     f32_bits,
     huge_empty,
     int8_int_ok,
     kernels,
-    prefetch,
 )
 
 ENABLED = True  # False: the per-product path (a switch for old-vs-new benchmarks)
@@ -157,7 +156,7 @@ def _step_kernel():
         atomic_load=_atomic_load,
         sched_yield=_sched_yield,
         f32_bits=f32_bits(),
-        stream_prefetch=prefetch(STREAM_LOCALITY),
+        stream_prefetch=bf16_prefetch(),
     )
 
     @compiled(fastmath=True, inline="always")
@@ -290,8 +289,9 @@ def _step_kernel():
     def _bf16_product(w, li, v, out, tid, nth):  # pragma: no cover - compiled
         # This thread's share of layer li's bf16 rows (w = (bits,), uint16) times v, in chunks
         # of SHARE_ROWS rows, each weight widened in registers (decode_jit.bf16_matmul's one token),
-        # each row first prefetching the lines 8 KB on (decode_jit.PREFETCH_AHEAD_BYTES),
-        # non-temporal (decode_jit.STREAM_LOCALITY: the KV store stays cached), in address
+        # each row first prefetching the lines 8 KB on (decode_jit.PREFETCH_AHEAD_BYTES; with
+        # AVX-512 only, decode_jit.BF16_PREFETCH), non-temporal (decode_jit.STREAM_LOCALITY:
+        # the KV store stays cached), in address
         # order: one row at a time, one stream (2 or 4 rows interleaved ran slower from
         # DRAM), and a loop from 0 (one from the row's address, which LLVM peeled so that the
         # last lines went first, gained half as much: docs/history/engine-weight-formats.md).

@@ -37,7 +37,7 @@ from typing import Protocol
 
 import numpy as np
 
-from infercast.engine.decode_jit import Q4_ROWS, int8_int_ok, kernels, q4_layout
+from infercast.engine.decode_jit import Q4_ROWS, cpu_flags, int8_int_ok, kernels, q4_layout
 from infercast.engine.linear import linear_fm
 from infercast.engine.qformats import GROUP, Q4Rows, Q8Rows, Rows, dense, quantize_int8_rows
 from infercast.engine.threads import product_threads, set_torch_threads
@@ -211,18 +211,6 @@ def int8_jit_max_tokens() -> int:
     torch = import_torch()
     avx512 = torch.backends.cpu.get_cpu_capability().startswith("AVX512")
     return INT8_JIT_MAX_TOKENS_AVX512 if avx512 else INT8_JIT_MAX_TOKENS
-
-
-def cpu_flags() -> frozenset[str]:
-    """This CPU's feature flags (Linux /proc/cpuinfo); empty where that file is absent."""
-    from pathlib import Path
-
-    try:
-        text = Path("/proc/cpuinfo").read_text()
-    except OSError:
-        return frozenset()
-    line = next((ln for ln in text.splitlines() if ln.startswith("flags")), "")
-    return frozenset(line.partition(":")[2].split())
 
 
 @cache
