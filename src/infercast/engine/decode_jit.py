@@ -86,6 +86,10 @@ class Kernels:
     # (qv, xq, xd, xs [T, ...], out, c0, c1): blocks c0..c1-1 of the integer q4 kernel for every
     # token, each block read once (the batched fused step, decode_step.py)
     q4i_blocks_tokens: object = None
+    # (q, scale, x [T, K], out, r0, r1) and (w16, x, out, r0, r1): rows r0..r1-1 of the
+    # int8 and bf16 float loops (the batched fused step's share of a product)
+    int8_rows: object = None
+    bf16_rows: object = None
 
     def product(self, fmt: str, threads: int):
         """The int8, bf16, fp32 or q4 product kernel for ``threads`` threads (sets numba's
@@ -345,34 +349,69 @@ def kernels() -> Kernels | None:
             a3 += w * x3[c]
         out[r, t], out[r, t + 1], out[r, t + 2], out[r, t + 3] = a0, a1, a2, a3
 
+    def _int8_rows(q, scale, x_rows, out, r0, r1):  # pragma: no cover - compiled
+        # Rows r0..r1-1 of int8_matmul (below; also the batched fused step's share,
+        # decode_step.py), compiled as a plain function as _q4_blocks is.
+        k = q.shape[1]
+        m = x_rows.shape[0]
+        for r in range(r0, r1):
+            qr = q[r]
+            sr = scale[r]
+            t = 0
+            while t + 4 <= m:
+                x0, x1, x2, x3 = x_rows[t], x_rows[t + 1], x_rows[t + 2], x_rows[t + 3]
+                a0 = a1 = a2 = a3 = np.float32(0.0)
+                for c in range(k):
+                    w = np.float32(qr[c])
+                    a0 += w * x0[c]
+                    a1 += w * x1[c]
+                    a2 += w * x2[c]
+                    a3 += w * x3[c]
+                out[r, t], out[r, t + 1] = a0 * sr, a1 * sr
+                out[r, t + 2], out[r, t + 3] = a2 * sr, a3 * sr
+                t += 4
+            for tt in range(t, m):
+                xr = x_rows[tt]
+                acc = np.float32(0.0)
+                for c in range(k):
+                    acc += np.float32(qr[c]) * xr[c]
+                out[r, tt] = acc * sr
+
     def int8_matmul(q, scale, x_rows, out):  # pragma: no cover - compiled
         # out[r, t] = scale[r] * sum_c q[r, c] x[t, c]: int8 rows widened in registers,
         # each widened weight used by up to 4 tokens; rows in chunks (threads: see below).
-        n, k = q.shape
-        m = x_rows.shape[0]
+        n = q.shape[0]
         for ch in prange((n + ROW_CHUNK - 1) // ROW_CHUNK):  # noqa: F821 - a global (_with_globals)
-            for r in range(ch * ROW_CHUNK, min(n, (ch + 1) * ROW_CHUNK)):
-                qr = q[r]
-                sr = scale[r]
-                t = 0
-                while t + 4 <= m:
-                    x0, x1, x2, x3 = x_rows[t], x_rows[t + 1], x_rows[t + 2], x_rows[t + 3]
-                    a0 = a1 = a2 = a3 = np.float32(0.0)
-                    for c in range(k):
-                        w = np.float32(qr[c])
-                        a0 += w * x0[c]
-                        a1 += w * x1[c]
-                        a2 += w * x2[c]
-                        a3 += w * x3[c]
-                    out[r, t], out[r, t + 1] = a0 * sr, a1 * sr
-                    out[r, t + 2], out[r, t + 3] = a2 * sr, a3 * sr
-                    t += 4
-                for tt in range(t, m):
-                    xr = x_rows[tt]
-                    acc = np.float32(0.0)
-                    for c in range(k):
-                        acc += np.float32(qr[c]) * xr[c]
-                    out[r, tt] = acc * sr
+            r0 = ch * ROW_CHUNK
+            int8_rows(q, scale, x_rows, out, r0, min(n, r0 + ROW_CHUNK))  # noqa: F821
+
+    def _bf16_rows(w16, x_rows, out, r0, r1):  # pragma: no cover - compiled
+        # Rows r0..r1-1 of bf16_matmul (below; also the batched fused step's share)
+        k = w16.shape[1]
+        m = x_rows.shape[0]
+        for r in range(r0, r1):
+            at = r * k + BF16_AHEAD
+            for e in range(0, k, BF16_LINE):  # in address order (decode_step._bf16_product)
+                stream_prefetch(w16, at + e)  # noqa: F821
+            wr = w16[r]
+            t = 0
+            while t + 4 <= m:
+                x0, x1, x2, x3 = x_rows[t], x_rows[t + 1], x_rows[t + 2], x_rows[t + 3]
+                a0 = a1 = a2 = a3 = np.float32(0.0)
+                for c in range(k):
+                    w = f32_bits(np.int32(np.int32(wr[c]) << 16))  # noqa: F821
+                    a0 += w * x0[c]
+                    a1 += w * x1[c]
+                    a2 += w * x2[c]
+                    a3 += w * x3[c]
+                out[r, t], out[r, t + 1], out[r, t + 2], out[r, t + 3] = a0, a1, a2, a3
+                t += 4
+            for tt in range(t, m):
+                xr = x_rows[tt]
+                acc = np.float32(0.0)
+                for c in range(k):
+                    acc += f32_bits(np.int32(np.int32(wr[c]) << 16)) * xr[c]  # noqa: F821
+                out[r, tt] = acc
 
     def bf16_matmul(w16, x_rows, out):  # pragma: no cover - compiled
         # out[r, t] = sum_c w[r, c] x[t, c]; bf16 is float32's top half: each weight is
@@ -383,32 +422,10 @@ def kernels() -> Kernels | None:
         # token 2x from cache and 1.2x from DRAM, docs/cpu-kernels.md). Each row first asks for
         # the lines PREFETCH_AHEAD_BYTES further on (the batch-1 head, read from DRAM), where
         # BF16_PREFETCH is on.
-        n, k = w16.shape
-        m = x_rows.shape[0]
+        n = w16.shape[0]
         for ch in prange((n + ROW_CHUNK - 1) // ROW_CHUNK):  # noqa: F821 - a global (_with_globals)
-            for r in range(ch * ROW_CHUNK, min(n, (ch + 1) * ROW_CHUNK)):
-                at = r * k + BF16_AHEAD
-                for e in range(0, k, BF16_LINE):  # in address order (decode_step._bf16_product)
-                    stream_prefetch(w16, at + e)  # noqa: F821
-                wr = w16[r]
-                t = 0
-                while t + 4 <= m:
-                    x0, x1, x2, x3 = x_rows[t], x_rows[t + 1], x_rows[t + 2], x_rows[t + 3]
-                    a0 = a1 = a2 = a3 = np.float32(0.0)
-                    for c in range(k):
-                        w = f32_bits(np.int32(np.int32(wr[c]) << 16))  # noqa: F821
-                        a0 += w * x0[c]
-                        a1 += w * x1[c]
-                        a2 += w * x2[c]
-                        a3 += w * x3[c]
-                    out[r, t], out[r, t + 1], out[r, t + 2], out[r, t + 3] = a0, a1, a2, a3
-                    t += 4
-                for tt in range(t, m):
-                    xr = x_rows[tt]
-                    acc = np.float32(0.0)
-                    for c in range(k):
-                        acc += f32_bits(np.int32(np.int32(wr[c]) << 16)) * xr[c]  # noqa: F821
-                    out[r, tt] = acc
+            r0 = ch * ROW_CHUNK
+            bf16_rows(w16, x_rows, out, r0, min(n, r0 + ROW_CHUNK))  # noqa: F821
 
     def fp32_matmul(w, x_rows, out):  # pragma: no cover - compiled
         # out[r, t] = sum_c w[r, c] x[t, c] for a few tokens (2-8: qlinear.fp32_jit_max_tokens):
@@ -542,8 +559,9 @@ def kernels() -> Kernels | None:
     # cache entry per function), on numba's workqueue layer (its OpenMP layer slowed
     # PyTorch's OpenMP kernels 25x in the same process: engine/qlinear.py).
     numba.config.THREADING_LAYER = "workqueue"
-    # The loops reach dot4, q4_blocks, prange, f32_bits and stream_prefetch as globals (see
-    # _with_globals: a closure over a dispatcher missed the disk cache in every new process).
+    # The loops reach dot4, q4_blocks, the row functions, prange, f32_bits and stream_prefetch
+    # as globals (see _with_globals: a closure over a dispatcher missed the disk cache in every
+    # new process).
     names = dict(
         dot4=_dot4,
         q4_blocks=_q4_blocks,
@@ -551,6 +569,12 @@ def kernels() -> Kernels | None:
         f32_bits=f32_bits(),
         stream_prefetch=bf16_prefetch(),
     )
+    # (local names other than the globals the loops call: a local of this function would be a
+    # closure cell of theirs)
+    rows_int8, rows_bf16 = (
+        njit(fastmath=True, cache=True)(_with_globals(f, **names)) for f in (_int8_rows, _bf16_rows)
+    )
+    names.update(int8_rows=rows_int8, bf16_rows=rows_bf16)
     int8_matmul, bf16_matmul, fp32_matmul, q4_matmul = (
         _with_globals(f, **names) for f in (int8_matmul, bf16_matmul, fp32_matmul, q4_matmul)
     )
@@ -574,6 +598,8 @@ def kernels() -> Kernels | None:
         *q4i[:4],
         *int8i,
         q4i[4],
+        rows_int8,
+        rows_bf16,
     )
 
 

@@ -462,7 +462,9 @@ def _define_many(ns: dict, compiled) -> None:
     from numba.extending import overload
 
     jit = kernels()
-    ns.update(q4i_blocks_tokens=jit.q4i_blocks_tokens)
+    ns.update(
+        q4i_blocks_tokens=jit.q4i_blocks_tokens, int8_rows=jit.int8_rows, bf16_rows=jit.bf16_rows
+    )
 
     @compiled(fastmath=True)
     def _q4i_product_t(w, li, ab, out, tid, nth):  # pragma: no cover - compiled
@@ -481,65 +483,16 @@ def _define_many(ns: dict, compiled) -> None:
     def _int8_product_t(w, li, ab, out, tid, nth):  # pragma: no cover - compiled
         # decode_jit.int8_matmul's loop (4 tokens a pass over a row) on this thread's rows
         q, sc = w
-        n, k = q.shape[1], q.shape[2]
-        x = ab[0]
-        m = out.shape[1]
-        r0, r1 = row_share(n, tid, nth)
-        for r in range(r0, r1):
-            qr = q[li, r]
-            sr = sc[li, r]
-            t = 0
-            while t + 4 <= m:
-                x0, x1, x2, x3 = x[t], x[t + 1], x[t + 2], x[t + 3]
-                a0 = a1 = a2 = a3 = np.float32(0.0)
-                for c in range(k):
-                    wv = np.float32(qr[c])
-                    a0 += wv * x0[c]
-                    a1 += wv * x1[c]
-                    a2 += wv * x2[c]
-                    a3 += wv * x3[c]
-                out[r, t], out[r, t + 1] = a0 * sr, a1 * sr
-                out[r, t + 2], out[r, t + 3] = a2 * sr, a3 * sr
-                t += 4
-            for tt in range(t, m):
-                xr = x[tt]
-                acc = np.float32(0.0)
-                for c in range(k):
-                    acc += np.float32(qr[c]) * xr[c]
-                out[r, tt] = acc * sr
+        r0, r1 = row_share(q.shape[1], tid, nth)
+        int8_rows(q[li], sc[li], ab[0], out, r0, r1)
 
     @compiled(fastmath=True)
     def _bf16_product_t(w, li, ab, out, tid, nth):  # pragma: no cover - compiled
-        # decode_jit.bf16_matmul's loop (each row's lines asked for 8 KB ahead, non-temporal,
-        # each widened weight used by 4 tokens a pass) on this thread's rows
+        # decode_jit.bf16_matmul's loop (each row's lines asked for 8 KB ahead where
+        # BF16_PREFETCH is on, each widened weight used by 4 tokens a pass) on this thread's rows
         b16 = w[0]
-        n, k = b16.shape[1], b16.shape[2]
-        x = ab[0]
-        m = out.shape[1]
-        r0, r1 = row_share(n, tid, nth)
-        for r in range(r0, r1):
-            at = (li * n + r) * k + BF16_AHEAD
-            for e in range(0, k, BF16_LINE):
-                stream_prefetch(b16, at + e)
-            wr = b16[li, r]
-            t = 0
-            while t + 4 <= m:
-                x0, x1, x2, x3 = x[t], x[t + 1], x[t + 2], x[t + 3]
-                a0 = a1 = a2 = a3 = np.float32(0.0)
-                for c in range(k):
-                    wv = f32_bits(np.int32(np.int32(wr[c]) << 16))
-                    a0 += wv * x0[c]
-                    a1 += wv * x1[c]
-                    a2 += wv * x2[c]
-                    a3 += wv * x3[c]
-                out[r, t], out[r, t + 1], out[r, t + 2], out[r, t + 3] = a0, a1, a2, a3
-                t += 4
-            for tt in range(t, m):
-                xr = x[tt]
-                acc = np.float32(0.0)
-                for c in range(k):
-                    acc += f32_bits(np.int32(np.int32(wr[c]) << 16)) * xr[c]
-                out[r, tt] = acc
+        r0, r1 = row_share(b16.shape[1], tid, nth)
+        bf16_rows(b16[li], ab[0], out, r0, r1)
 
     @compiled(fastmath=True)
     def _q4i_prep_t(v, t, ab):  # pragma: no cover - compiled
