@@ -93,3 +93,63 @@ def test_compare_sim_prices_matmuls_at_the_peak_the_profile_was_fitted_at(tmp_pa
     sim_bf16.write_text('compute = "bf16"\n')
     kept = run_sim(run, SimTarget(model, hw, "int4", str(sim_bf16), fitted))
     assert kept.ttft.mean == pytest.approx(default.ttft.mean, rel=1e-12)
+
+
+def _served(arrivals, prompts, outputs, ok=True):
+    return [
+        RequestRecord(
+            f"r{i}",
+            a,
+            p,
+            o,
+            [a + 0.1 + 0.01 * j for j in range(o)],
+            finish_s=a + 0.1 + 0.01 * o,
+            finish_reason="length" if ok else "error",
+            error=None if ok else "boom",
+        )
+        for i, (a, p, o) in enumerate(zip(arrivals, prompts, outputs, strict=True))
+    ]
+
+
+def test_run_sim_replays_the_measured_lengths_in_a_closed_loop():
+    run = cfg(concurrency=2, range_ratio=0.5)
+    outputs = [5, 37, 11, 29, 3, 30]
+    records = _served([0.0, 0.0, 0.3, 0.4, 0.7, 0.9], [90, 140, 60, 120, 101, 77], outputs)
+    target = SimTarget("llama-3.1-8b", "h100-sxm")
+    replayed = run_sim(run, target, records=records)
+    assert replayed.completed == 6 and replayed.total_output_tokens == sum(outputs)
+    drawn = run_sim(run, target)  # the workload's own draw: 50 requests of 10-30 tokens
+    assert drawn.completed == 50 and drawn.total_output_tokens != sum(outputs)
+
+
+def test_run_sim_replays_the_measured_send_times_in_an_open_loop():
+    # three requests 10 s apart at a nominal 100 req/s: the replay keeps the measured gaps
+    records = _served([5.0, 15.0, 25.0], [100, 100, 100], [20, 20, 20])
+    got = run_sim(cfg(request_rate=100.0), SimTarget("llama-3.1-8b", "h100-sxm"), records=records)
+    assert got.completed == 3 and got.duration_s > 20.0
+    assert got.ttft.max < 1.0  # each one alone on the GPU: no queue
+
+
+def test_a_failed_request_is_not_replayed(tmp_path):
+    from infercast.bench.compare import replay_file, replays
+
+    run = cfg(concurrency=2)
+    good = _served([0.2, 0.0], [100, 90], [20, 7])
+    assert replays(run, good) and not replays(run, good + _served([0.3], [100], [0], ok=False))
+    assert not replays(cfg(dataset="azure-code"), good)  # a trace run: the same file
+    path = tmp_path / "r.csv"
+    replay_file(good, str(path))
+    assert path.read_text().splitlines() == [
+        "arrival_s,prompt_tokens,output_tokens",
+        "0.000000,90,7",
+        "0.200000,100,20",
+    ]
+
+
+def test_lockstep_note_only_for_a_closed_loop_of_equal_lengths():
+    from infercast.bench.compare import lockstep_note
+
+    assert "range-ratio" in lockstep_note(cfg(concurrency=4))
+    assert lockstep_note(cfg(concurrency=4, range_ratio=0.5)) is None
+    assert lockstep_note(cfg(request_rate=2.0)) is None
+    assert lockstep_note(cfg(concurrency=1)) is None

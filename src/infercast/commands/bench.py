@@ -312,15 +312,19 @@ def _compare(results: list, target) -> dict[int, dict]:
     keyed by run index."""
     if target is None:
         return {}
-    from infercast.bench.compare import comparison, run_sim
+    from infercast.bench.compare import comparison, lockstep_note, replays, run_sim
 
-    return {
-        i: {
-            "simulated": target.label,
-            "rows": comparison(r.summary, run_sim(r.config, target, r.turns)),
+    out = {}
+    for i, r in enumerate(results):
+        out[i] = {
+            "simulated": target.label
+            + (", the measured requests replayed" if replays(r.config, r.records) else ""),
+            "rows": comparison(r.summary, run_sim(r.config, target, r.turns, r.records)),
         }
-        for i, r in enumerate(results)
-    }
+        note = lockstep_note(r.config)
+        if note:
+            out[i]["note"] = note
+    return out
 
 
 def _emit_json(
@@ -363,6 +367,8 @@ def _emit_console(
         report.print_result(r, console)
         if "rows" in compared.get(i, {}):
             console.print(report.comparison_table(compared[i]["rows"], compared[i]["simulated"]))
+            if "note" in compared[i]:
+                console.print(f"[yellow]note:[/] {compared[i]['note']}")
         if "dollars" in compared.get(i, {}):
             console.print(report.dollars_line(compared[i]["dollars"]))
     if len(results) > 1:
