@@ -172,6 +172,7 @@ def test_fit_recovers_the_profile_that_made_the_times(weights, large, monkeypatc
         mem_bw_eff=0.9,
         attn_bw_eff=0.35,
         attn_compute_eff=0.3,
+        elementwise_bw_eff=0.12,
         step_overhead_s=2e-4,
         layer_overhead_s=5e-5,
     )
@@ -184,6 +185,9 @@ def test_fit_recovers_the_profile_that_made_the_times(weights, large, monkeypatc
             o.op for o in sm.step_cost(new, cached).ops if o.op.name.startswith("attention")
         )
         points.append(Point("attention", str(len(new)), ops, 0, 0, 0, 1))
+    for n in (128, 512):
+        ops = tuple(o.op for o in sm.step_cost([n], [0]).ops if o.op.kind == "elementwise")
+        points.append(Point("elementwise", str(n), ops, 0, 0, 0, 1))
     points += [Point("overhead", "step", (), 0, 0, 0, 1, n) for n in (1, 12)]
     points = [
         Point(p.kind, p.label, p.ops, 0, 0, predict_s(p, sm.machine, truth), 1, p.layers)
@@ -199,6 +203,7 @@ def test_fit_recovers_the_profile_that_made_the_times(weights, large, monkeypatc
         "mem_bw_eff",
         "attn_bw_eff",
         "attn_compute_eff",
+        "elementwise_bw_eff",
         "step_overhead_s",
         "layer_overhead_s",
     ):
@@ -222,6 +227,7 @@ def test_engine_rates_give_a_profile_that_load_profile_reads(tmp_path):
     assert (
         kinds.count("gemm") == 3 and kinds.count("attention") == 5 and kinds.count("overhead") == 2
     )
+    assert kinds.count("elementwise") == 2  # a prefill's norms, RoPE, SiLU and adds: 128, 512
     assert kinds.count("overhead_multi") == 1  # a two-request step: layer by layer
     assert "LM head" in points[1].label and "LM head" not in points[2].label  # M=8 has it, 128 not
     assert all(0 < p.best_s <= p.median_s and 0 < p.best_cpu_s for p in points)
@@ -489,3 +495,58 @@ def test_engine_rates_of_a_mixed_file_time_and_record_its_heads_own_format(tmp_p
     plain = tmp_path / "q.toml"
     plain.write_text(profile_toml(fit, "test", "fp32"))
     assert profile_head_weights(str(plain)) is None
+
+
+def test_elementwise_points_time_a_prefills_elementwise_work_against_its_ops(monkeypatch):
+    """Each prefill size: the forward's elementwise calls over every layer (RMSNorm twice, RoPE
+    once, SiLU x up once a layer), from the same values each run (silu_mul works in place),
+    charged as the step model's elementwise ops of that prefill."""
+    import numpy as np
+
+    import infercast.engine.model as model
+    from infercast.engine import rate_probe
+    from infercast.engine.config import named_config
+    from infercast.engine.predict import step_model
+
+    cfg = named_config("tiny")
+    sm = step_model(cfg, _hardware())
+    calls = {"norm": 0, "silu": 0}
+    norm, silu = model.rms_norm, model.silu_mul
+    first_gates = []
+
+    def counted_norm(*a):
+        calls["norm"] += 1
+        return norm(*a)
+
+    def counted_silu(gate, up):
+        calls["silu"] += 1
+        if calls["silu"] % cfg.num_layers == 1:  # the first layer of a run: reset values
+            first_gates.append(gate.copy())
+        return silu(gate, up)
+
+    monkeypatch.setattr(model, "rms_norm", counted_norm)
+    monkeypatch.setattr(model, "silu_mul", counted_silu)
+    points = rate_probe.elementwise_points(cfg, sm, runs=2, prefills=(16, 64))
+    assert [p.kind for p in points] == ["elementwise"] * 2
+    runs = 3  # a warm-up and two timed
+    assert calls == {"norm": 2 * runs * 2 * cfg.num_layers, "silu": 2 * runs * cfg.num_layers}
+    assert np.array_equal(first_gates[1], first_gates[2])  # reset before each timed run
+    for p, n in zip(points, (16, 64), strict=True):
+        expected = [o.op for o in sm.step_cost([n], [0]).ops if o.op.kind == "elementwise"]
+        assert list(p.ops) == expected and expected
+        assert 0 < p.best_cpu_s and 0 < p.best_s <= p.median_s
+
+
+def test_machine_command_measures_the_rate_probes_row_counts():
+    import inspect
+
+    import typer
+
+    from infercast.commands import machine
+    from infercast.engine.rate_probe import DEFAULT_ROWS
+
+    app = typer.Typer()
+    machine.register(app)
+    (cmd,) = app.registered_commands
+    default = inspect.signature(cmd.callback).parameters["rows"].default.default
+    assert default == ",".join(map(str, DEFAULT_ROWS))

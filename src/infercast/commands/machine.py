@@ -35,7 +35,8 @@ def register(app: typer.Typer) -> None:
             None, help="efficiency profile to write (default: OUTPUT's stem + '-profile.toml')"
         ),
         rows: str = typer.Option(
-            "1,4,8,16,32,64,128,512", help="GEMM row counts (tokens per step) to measure"
+            "1,4,8,16,32,64,67,128,131,512",  # engine.rate_probe.DEFAULT_ROWS (tested)
+            help="GEMM row counts (tokens per step) to measure",
         ),
         weights: str = typer.Option(
             "fp32",

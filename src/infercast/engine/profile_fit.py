@@ -17,7 +17,11 @@ waits for a core), so a 10% over- and under-prediction weigh the same at every M
    through both, as until 2026-12-04, priced fp32's 128-512-token products 1.2x too dear and
    q4's 4-32-token ones 1.4-1.8x); with fewer row counts, one curve for all;
 2. ``attn_bw_eff``, ``attn_compute_eff`` on the attention units;
-3. ``step_overhead_s`` and ``layer_overhead_s``: the line through the best
+3. ``elementwise_bw_eff`` on a prefill's elementwise work (norms, RoPE, SiLU, residual adds:
+   ``rate_probe.elementwise_points``), numpy's passes over the activations, a tenth of a
+   prefill step on one core (the cost model's norm and activation ops carry it: RoPE and the
+   adds have no op of their own);
+4. ``step_overhead_s`` and ``layer_overhead_s``: the line through the best
    times of tiny-width steps at two depths (their own FLOPs and bytes are under
    0.1% of them), at one token (q4, int8 and bf16 layers: one compiled call); and
    ``multi_token_step_s``: what a two-request decode step at the model's depth adds to that
@@ -27,8 +31,7 @@ waits for a core), so a 10% over- and under-prediction weigh the same at every M
 scheduling per step to ``step_overhead_s``, its sampling, detokenizing and SSE encoding per
 sampled token as ``token_overhead_s``, a request's admission as ``request_admit_s``.
 
-Other factors keep their defaults (elementwise ops are <2% of an engine step;
-communication does not occur on one CPU).
+Other factors keep their defaults (communication does not occur on one CPU).
 """
 
 from __future__ import annotations
@@ -169,6 +172,9 @@ def fit_profile(
             [(0.5, 0.5), (0.1, 0.1)],
             (1.0, 1.0),
         )
+    elem = [p for p in points if p.kind == "elementwise"]
+    if elem:
+        prof = _fit(elem, machine, prof, ("elementwise_bw_eff",), [(0.5,), (0.05,)], (1.0,))
     prof = _fit_overhead([p for p in points if p.kind == "overhead"], prof)
     multi = [p for p in points if p.kind == "overhead_multi"]
     if multi:  # what a step of several tokens adds to the one-token line at its depth

@@ -17,6 +17,8 @@ that the cost model can predict the engine rather than an ideal kernel:
   step model of ``serve --weights`` does.
 - **Attention**: :func:`infercast.engine.model.attend` (KV write + paged
   attention of every layer) for decode batches and prefills.
+- **Elementwise work of a prefill** (norms, RoPE, SiLU, residual adds): numpy's passes
+  over the activations, a tenth of a prefill step on one core (:func:`elementwise_points`).
 - **Per-step and per-layer overhead**: forwards of models with one layer and
   with the model's depth, its heads but tiny widths, whose FLOPs and bytes are
   negligible, matrices in the same format: what the engine's Python, numpy and
@@ -44,7 +46,13 @@ from threadpoolctl import threadpool_limits
 
 from infercast.engine.config import EngineModelConfig
 
-DEFAULT_ROWS = (1, 4, 8, 16, 32, 64, 128, 512)
+# Row counts of the GEMM points. OpenBLAS's float32 GEMM (every product above 48 tokens) runs
+# token counts that are not a multiple of 8 slower: the four SmolLM2-135M layer products of
+# 128 / 129 / 131 / 136 tokens 10.0 / 10.4 / 11.0 / 10.6 ms (one Zen 2 core, 2026-12-05), a
+# prefill of 63 tokens 237 ms and of 64 207. A served step's count is whatever its requests
+# add up to (a 128-token chunk beside three decodes: 131), so the large points come in pairs,
+# one aligned and one not, and the fitted curve runs between them.
+DEFAULT_ROWS = (1, 4, 8, 16, 32, 64, 67, 128, 131, 512)
 HEAD_MAX_ROWS = 64  # the LM head runs one row per sampling request: decode batches only
 PASS_FLOPS = 30e9  # a timed pass does at most this much work (~0.2 s), at least one layer
 DECODE_BATCHES = (1, 8, 32)
@@ -56,7 +64,7 @@ EVICT_BYTES = 256 * 2**20  # read before each attention run: more than this gues
 class Point:
     """One timed unit of engine work and the cost model's ops for it."""
 
-    kind: str  # "gemm" (the layers' products), "head", "attention", "overhead"
+    kind: str  # "gemm" (the layers' products), "head", "attention", "elementwise", "overhead"
     label: str
     ops: tuple  # infercast.cost.ops.OpCost of the unit
     median_s: float  # wall time
@@ -328,6 +336,64 @@ def attention_points(
     return points
 
 
+def elementwise_points(
+    cfg: EngineModelConfig,
+    step_model,
+    runs: int = 5,
+    prefills: Sequence[int] = PREFILL_TOKENS,
+    threads: int = 1,
+) -> list[Point]:
+    """Time the elementwise work of a prefill of ``n`` tokens over every layer: what
+    :meth:`~infercast.engine.model.LlamaModel.forward` does between its products and attention,
+    with its own functions and in its order (the angles once, then per layer RMSNorm, RoPE on Q
+    and K, the residual add, RMSNorm, SiLU x up, the residual add).
+
+    numpy runs these as separate passes over [features, tokens] arrays, about 11-13 us a token
+    a layer on one Zen 2 core (SmolLM2-135M, 2026-12-05): a tenth of a 128-token prefill, which
+    the cost model's default elementwise efficiency (0.60 of the bandwidth) priced at a fifth
+    of that. Decode steps of compact formats run them inside the fused step's compiled call
+    (``engine/decode_step.py``) and fp32 ones pay mostly the calls, which the overhead points
+    measure; so only prefill sizes are timed. The ops are the step model's elementwise ops for
+    the same prefill (norms and the activation, summed over layers).
+    """
+    from infercast.cost.ops import ELEMENTWISE
+    from infercast.engine.model import rms_norm, silu_mul
+    from infercast.engine.rope import RotaryTable
+
+    rng = np.random.default_rng(3)
+    h, f, d = cfg.hidden_size, cfg.intermediate_size, cfg.head_dim
+    qk = cfg.q_size + cfg.kv_size
+    gain = (1.0 + 0.1 * rng.standard_normal(h)).astype(np.float32)
+    rope = RotaryTable(cfg, max(prefills))
+    points = []
+    for n in prefills:
+        x0 = rng.standard_normal((h, n), dtype=np.float32)
+        qkv = rng.standard_normal((qk + cfg.kv_size, n), dtype=np.float32)
+        out = rng.standard_normal((h, n), dtype=np.float32)  # stands in for o's and down's
+        gate_up0 = rng.standard_normal((2 * f, n), dtype=np.float32)
+        x, gate_up = x0.copy(), gate_up0.copy()
+
+        def reset(x=x, x0=x0, gate_up=gate_up, gate_up0=gate_up0) -> None:
+            # silu_mul works in place: each run starts from the same values
+            np.copyto(x, x0)
+            np.copyto(gate_up, gate_up0)
+
+        def run(n=n, x=x, qkv=qkv, out=out, gate_up=gate_up) -> None:
+            angles = rope.at(np.arange(n))
+            for _ in range(cfg.num_layers):
+                rms_norm(x, gain, cfg.rms_norm_eps)
+                rope.rotate(qkv[:qk].reshape(-1, d, n), *angles)
+                x += out
+                rms_norm(x, gain, cfg.rms_norm_eps)
+                silu_mul(gate_up[:f], gate_up[f:])
+                x += out
+
+        med, best, cpu = _times(run, runs, reset, threads)
+        ops = tuple(o.op for o in step_model.step_cost([n], [0]).ops if o.op.kind == ELEMENTWISE)
+        points.append(Point("elementwise", f"elementwise, prefill {n}", ops, med, best, cpu, runs))
+    return points
+
+
 def _fused_attention(weights: str, batch: int) -> bool:
     """Whether a decode step of ``batch`` requests on ``weights`` layers runs the fused step
     (numba there; beyond batch 1 as far as ``FusedDecode.max_tokens`` reaches: ``auto`` taken
@@ -444,6 +510,7 @@ def measure(
                 threads=threads,
                 weights=weights,
             )
+            + elementwise_points(cfg, step_model, runs=runs, threads=threads)
             + [overhead_point(cfg, runs, n, weights, threads) for n in sorted({1, cfg.num_layers})]
             + [overhead_point(cfg, runs, None, weights, threads, batch=2)]
         )
