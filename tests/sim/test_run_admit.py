@@ -1,5 +1,6 @@
 """A closed loop's requests behind the serving front end (EfficiencyProfile.request_admit_s):
-each reaches the engine ``request_admit_s`` after the one before it, TTFT still from the send."""
+each reaches the engine ``request_admit_s`` after the one before it, TTFT still from the send;
+the first burst reaches the idle (parked) engine together, once all are admitted."""
 
 from __future__ import annotations
 
@@ -40,14 +41,20 @@ def test_default_sends_a_burst_to_the_engine_at_once():
     assert len({r.chunk_times_s[0] for r in first}) == 1  # one prefill step for the four
 
 
-def test_admission_staggers_the_burst_and_keeps_ttft_from_the_send():
+def test_admission_staggers_later_bursts_and_keeps_ttft_from_the_send():
     admit = 1e-3
     _, recs = run(_model(admit), **CFG)
-    first = sorted(recs, key=lambda r: r.first_scheduled_s)[:4]
+    recs = sorted(recs, key=lambda r: (r.arrival_s, r.first_scheduled_s))
+    first = recs[:4]  # the first burst reaches the parked engine once all four are admitted
     assert [r.arrival_s for r in first] == [0.0] * 4  # sent at once
-    assert first[0].first_scheduled_s == pytest.approx(admit)  # admitted first: a step alone
-    assert first[1].first_scheduled_s > first[0].chunk_times_s[0] - 1e-12  # the rest after it
-    assert len({r.chunk_times_s[0] for r in first[1:]}) == 1  # together in the next step
+    assert [r.first_scheduled_s for r in first] == pytest.approx([4 * admit] * 4)
+    assert len({r.chunk_times_s[0] for r in first}) == 1  # one prefill step for the four
+    # they finish together; their successors reach an engine that looks for work at once
+    second = sorted(recs[4:8], key=lambda r: r.first_scheduled_s)
+    assert [r.arrival_s for r in second] == pytest.approx([first[0].finish_s] * 4)
+    assert second[0].first_scheduled_s == pytest.approx(second[0].arrival_s + admit)  # alone
+    assert second[1].first_scheduled_s > second[0].chunk_times_s[0] - 1e-12  # the rest after it
+    assert len({r.chunk_times_s[0] for r in second[1:]}) == 1  # together in the next step
     # the early request's first decode waits for the others' prefill: TPOTs differ
-    gaps = [r.chunk_times_s[1] - r.chunk_times_s[0] for r in first]
+    gaps = [r.chunk_times_s[1] - r.chunk_times_s[0] for r in second]
     assert gaps[0] > 1.2 * max(gaps[1:])

@@ -84,7 +84,8 @@ class EfficiencyProfile:
       time on one event loop. Not a step cost: the simulator's closed-loop clients' requests
       reach the engine that long after they are sent, each behind the ones before it
       (``sim/run.py``), so a burst's first request starts a step alone and a finished request's
-      successor misses the step that starts at once, as served (``infercast machine`` measures
+      successor misses the step that starts at once, as served (but the loop's first burst
+      reaches the idle engine together, once admitted) (``infercast machine`` measures
       it on the CPU engine's server code, ``engine/serve_probe.py``). TTFT is still counted
       from the send.
     - ``request_overhead_s`` 0 (off): serving-stack latency per request that a benchmark
