@@ -252,7 +252,8 @@ def lockstep_note(cfg: BenchConfig) -> str | None:
     Its requests finish in the same step, and the next ones come back within a millisecond of
     each other: whether an idle server starts its next step on the first of them or on all is a
     race, and the mean TTFT moves with it (16 requests at concurrency 4 on ``serve``, SmolLM2-135M
-    on one core: 1.09-1.45 s, docs/engine.md). Random lengths stagger the finishes.
+    on one core: 1.09-1.45 s, docs/history/engine-weight-formats.md). Random lengths stagger the
+    finishes.
     """
     lockstep = (
         cfg.concurrency is not None
