@@ -230,3 +230,50 @@ def test_decode_attention_writes_each_tokens_rotated_k_and_its_v():
         for li in (0, cfg.num_layers - 1):
             np.testing.assert_allclose(flat_k[li, own], want, rtol=1e-5, atol=1e-6)
             assert np.array_equal(flat_v[li, own], qkv[t, (nq + nkv) * d :].reshape(nkv, d))
+
+
+_STREAMS_CHECK = """
+import sys
+import numpy as np
+import infercast.engine.decode_jit as dj
+dj.ROW_STREAMS = int(sys.argv[1])  # before decode_step takes it in
+import infercast.engine.decode_step as ds
+from infercast.engine.kv_store import PagedKVStore
+from infercast.engine.loader import load
+from infercast.engine.model import LlamaModel, SeqInput
+loaded = load("tiny", seed=1, weights="bf16")
+out = []
+for fused in (False, True):
+    net = LlamaModel(loaded.cfg, loaded.weights, 64, int(sys.argv[2]))
+    kv = PagedKVStore(net.cfg, 12, 4)
+    table = [9, 2, 7, 0, 11, 5]
+    ds.ENABLED = False
+    net.forward([SeqInput([(7 * i) % 250 for i in range(21)], 0, table)], kv)
+    ds.ENABLED = fused
+    out.append(net.forward([SeqInput([33], 21, table)], kv)[0])
+assert ds.ROW_STREAMS == int(sys.argv[1])
+print(float(np.abs(out[1] - out[0]).max() / np.abs(out[0]).max()))
+"""
+
+
+@pytest.mark.parametrize(("streams", "threads"), [(1, 1), (3, 2)])
+def test_fused_bf16_rows_read_in_any_number_of_streams_give_the_same_logits(
+    streams, threads, tmp_path
+):
+    """decode_jit.ROW_STREAMS (4 without AVX-512, else 1) splits each thread's bf16 rows into
+    parts read a row of each in turn: every row once, whatever the count (a fresh process, as
+    the compiled step takes the constant in; its own numba cache)."""
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path)}
+    got = subprocess.run(
+        [sys.executable, "-c", _STREAMS_CHECK, str(streams), str(threads)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
+        check=True,
+    )
+    assert float(got.stdout.strip().splitlines()[-1]) < 1e-4

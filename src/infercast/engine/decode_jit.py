@@ -181,6 +181,21 @@ def bf16_rows_prefetched(flags: frozenset[str]) -> bool:
 BF16_PREFETCH = bf16_rows_prefetched(cpu_flags())
 
 
+# How many streams a thread's one-token bf16 rows are read in: its rows split into this many
+# contiguous parts, one row of each in turn. A Zen 2 core reads one stream at ~15 GB/s and four
+# far apart at ~22 (numpy's sdot: 16.5-17.6 one stream, 22.8-23.6 two), so a row at a time in
+# address order left a third of the read rate unused; on the AVX-512 Zen 5 four streams ran
+# slower than one (29.2 against 35-39 GB/s, docs/history/engine-weight-formats.md, bf16floor).
+# 275 MB of 576-column bf16 rows, one thread, 2026-12-05 08:25 UTC, best of 7, two rounds: one
+# stream 15.2, 15.1 GB/s; rows r and r + N/2 in turn 17.4, 17.9; four quarters 21.9, 22.5.
+def row_streams(flags: frozenset[str]) -> int:
+    """Streams a CPU with these feature flags reads the bf16 rows in: 1 with AVX-512, else 4."""
+    return 1 if "avx512f" in flags else 4
+
+
+ROW_STREAMS = row_streams(cpu_flags())
+
+
 def bf16_prefetch():
     """The bf16 rows' prefetch intrinsic (:func:`prefetch` at :data:`STREAM_LOCALITY`), or one
     that emits nothing where :data:`BF16_PREFETCH` is off (LLVM then drops the loop of

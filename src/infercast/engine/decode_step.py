@@ -41,6 +41,7 @@ from infercast.engine.decode_jit import (
     BF16_AHEAD,
     BF16_LINE,
     Q4_ROWS,
+    ROW_STREAMS,
     bf16_prefetch,
     f32_bits,
     huge_empty,
@@ -291,21 +292,27 @@ def _step_kernel():
         # of SHARE_ROWS rows, each weight widened in registers (decode_jit.bf16_matmul's one token),
         # each row first prefetching the lines 8 KB on (decode_jit.PREFETCH_AHEAD_BYTES; with
         # AVX-512 only, decode_jit.BF16_PREFETCH), non-temporal (decode_jit.STREAM_LOCALITY:
-        # the KV store stays cached), in address
-        # order: one row at a time, one stream (2 or 4 rows interleaved ran slower from
-        # DRAM), and a loop from 0 (one from the row's address, which LLVM peeled so that the
-        # last lines went first, gained half as much: docs/history/engine-weight-formats.md).
+        # the KV store stays cached), a loop from 0 (one from the row's address, which LLVM
+        # peeled so that the last lines went first, gained half as much:
+        # docs/history/engine-weight-formats.md). One row at a time, in decode_jit.ROW_STREAMS
+        # streams: the share split into that many parts, a row of each in turn (one on the
+        # Zen 5, where 2 or 4 rows side by side or four parts read slower from DRAM; four on
+        # the Zen 2, whose core reads one stream at two thirds of four's rate).
         b16 = w[0]
         n, k = b16.shape[1], b16.shape[2]
         r0, r1 = row_share(n, tid, nth)
-        for r in range(r0, r1):
-            at = (li * n + r) * k + BF16_AHEAD
-            for e in range(0, k, BF16_LINE):
-                stream_prefetch(b16, at + e)
-            acc = np.float32(0.0)
-            for c in range(k):
-                acc += f32_bits(np.int32(np.int32(b16[li, r, c]) << 16)) * v[c]
-            out[r, 0] = acc
+        part = (r1 - r0 + ROW_STREAMS - 1) // ROW_STREAMS
+        for j in range(part):  # row j of each of ROW_STREAMS parts in turn (decode_jit)
+            for s in range(ROW_STREAMS):
+                r = r0 + s * part + j
+                if r < r1:
+                    at = (li * n + r) * k + BF16_AHEAD
+                    for e in range(0, k, BF16_LINE):
+                        stream_prefetch(b16, at + e)
+                    acc = np.float32(0.0)
+                    for c in range(k):
+                        acc += f32_bits(np.int32(np.int32(b16[li, r, c]) << 16)) * v[c]
+                    out[r, 0] = acc
 
     def _product(w, li, v, out, tid, nth):  # typed by the overload below
         raise NotImplementedError
