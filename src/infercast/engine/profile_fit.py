@@ -18,7 +18,7 @@ waits for a core), so a 10% over- and under-prediction weigh the same at every M
    q4's 4-32-token ones 1.4-1.8x); with fewer row counts, one curve for all;
 2. ``attn_bw_eff``, ``attn_compute_eff`` on the attention units;
 3. ``elementwise_bw_eff`` on a prefill's elementwise work (norms, RoPE, SiLU, residual adds:
-   ``rate_probe.elementwise_points``), numpy's passes over the activations, a tenth of a
+   ``rate_probe.elementwise_points``), numpy's passes over the activations, ~6 % of a
    prefill step on one core (the cost model's norm and activation ops carry it: RoPE and the
    adds have no op of their own);
 4. ``step_overhead_s`` and ``layer_overhead_s``: the line through the best

@@ -18,7 +18,7 @@ that the cost model can predict the engine rather than an ideal kernel:
 - **Attention**: :func:`infercast.engine.model.attend` (KV write + paged
   attention of every layer) for decode batches and prefills.
 - **Elementwise work of a prefill** (norms, RoPE, SiLU, residual adds): numpy's passes
-  over the activations, a tenth of a prefill step on one core (:func:`elementwise_points`).
+  over the activations, ~6 % of a prefill step on one core (:func:`elementwise_points`).
 - **Per-step and per-layer overhead**: forwards of models with one layer and
   with the model's depth, its heads but tiny widths, whose FLOPs and bytes are
   negligible, matrices in the same format: what the engine's Python, numpy and
@@ -348,13 +348,14 @@ def elementwise_points(
     with its own functions and in its order (the angles once, then per layer RMSNorm, RoPE on Q
     and K, the residual add, RMSNorm, SiLU x up, the residual add).
 
-    numpy runs these as separate passes over [features, tokens] arrays, about 11-13 us a token
-    a layer on one Zen 2 core (SmolLM2-135M, 2026-12-05): a tenth of a 128-token prefill, which
-    the cost model's default elementwise efficiency (0.60 of the bandwidth) priced at a fifth
-    of that. Decode steps of compact formats run them inside the fused step's compiled call
-    (``engine/decode_step.py``) and fp32 ones pay mostly the calls, which the overhead points
-    measure; so only prefill sizes are timed. The ops are the step model's elementwise ops for
-    the same prefill (norms and the activation, summed over layers).
+    numpy runs these as separate passes over [features, tokens] arrays, about 6 us a token a
+    layer on one Zen 2 core (SmolLM2-135M, 2026-12-05: 21 ms at 128 tokens, 93 at 512), 6 % of
+    a prefill step, which the cost model's default elementwise efficiency (0.60 of the
+    bandwidth) priced at a third of that (7 ms). Decode steps of compact formats run them
+    inside the fused step's compiled call (``engine/decode_step.py``) and fp32 ones pay mostly
+    the calls, which the overhead points measure; so only prefill sizes are timed. The ops are
+    the step model's elementwise ops for the same prefill (norms and the activation, summed
+    over layers).
     """
     from infercast.cost.ops import ELEMENTWISE
     from infercast.engine.model import rms_norm, silu_mul
